@@ -1,0 +1,67 @@
+# gradnet — every target installs what it needs itself (apt packages, .venv).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+TARGET ?= auto
+P4C ?= p4c-bm2-ss
+P4_PROGRAMS := $(wildcard p4src/*.p4)
+P4_TEST_PROGRAMS := $(wildcard tests/p4/*.p4)
+APT_PACKAGES := mininet iproute2 ethtool iputils-ping procps tcpdump libpcap0.8
+export TARGET
+
+.PHONY: all deps apt venv run test bench p4 lint clean help
+all: help
+
+help:
+	@echo "make run      run the main experiment on the emulated network (TARGET=$(TARGET))"
+	@echo "make run CLI=1  same, but leave a Mininet CLI open"
+	@echo "make test     run the test suite"
+	@echo "make bench    run the benchmarks (tables and ratios)"
+	@echo "make p4       recompile p4src/*.p4 and tests/p4/*.p4 with p4c into build/"
+	@echo "make lint     ruff"
+	@echo "TARGET=auto|embedded|bmv2 picks the switch (auto: bmv2 when simple_switch_grpc exists)"
+
+deps: apt venv
+
+# apt packages, installed only when a command they provide is missing.
+apt: $(VENV)/.apt-stamp
+$(VENV)/.apt-stamp:
+	@missing=0; for c in mnexec ip ethtool ping tc tcpdump; do command -v $$c >/dev/null || missing=1; done; \
+	if [ $$missing = 1 ]; then \
+	  echo "installing apt packages: $(APT_PACKAGES)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(APT_PACKAGES) >/dev/null; \
+	fi
+	@mkdir -p $(VENV) && touch $@
+
+venv: $(VENV)/.stamp
+$(VENV)/.stamp: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	@touch $@
+
+run: deps
+	$(PY) -m controller.experiment $(if $(CLI),--cli,)
+
+test: deps
+	$(PY) -m pytest -q -ra
+
+bench: deps
+	$(PY) -m bench
+
+p4:
+	@command -v $(P4C) >/dev/null || { echo "p4c ($(P4C)) not found"; exit 1; }
+	@set -e; for f in $(P4_PROGRAMS) $(P4_TEST_PROGRAMS); do \
+	  out=$$(dirname $$f)/build/$$(basename $$f .p4); mkdir -p $$(dirname $$out); \
+	  echo "p4c $$f -> $$out.json, $$out.p4info.txt"; \
+	  $(P4C) --arch v1model --std p4-16 -I p4src/include \
+	    --p4runtime-files $$out.p4info.txt -o $$out.json $$f; \
+	done
+
+lint: venv
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache results logs

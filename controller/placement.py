@@ -1,0 +1,977 @@
+"""Placement of K programmable switches for in-network aggregation (seed 002).
+
+Given a topology (``networkx.Graph``: nodes ``kind`` = ``"host"``/``"switch"``, edges
+``capacity`` in Mbit/s), one parameter server (PS) ``d``, its workers ``W``, a budget
+``K`` of programmable switches and a per-switch processing capacity ``C``, choose the
+switches ``S`` that maximise the aggregation throughput ``gamma`` and the per-worker
+split of the gradient stream over them (the gradient routing policy).
+
+* :class:`PlacementProblem` validates the input and precomputes shortest paths.
+* :func:`solve_lp` solves the seed's LP ("P2") for a fixed ``S``.
+* :func:`greedy_placement` is the seed's greedy (S = {}; add the switch whose LP has
+  the largest gamma; stop at |S| = K).
+* :func:`optimal_placement` is the exact optimum as a MILP (small topologies).
+* :func:`random_placement`, :func:`tor_first_placement`, :func:`degree_first_placement`
+  are baselines, each evaluated by the same LP.
+* :func:`routing_policy` turns the LP's rates into per-fragment switch tags.
+
+The LP, the treatment of the PS's ToR switch ``s_d`` and the tag rule are written down
+in ``docs/placement.md``. In short: ``s_d`` always aggregates and is outside the budget
+(``tor_in_budget=True`` makes it an ordinary candidate that needs a budget slot).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+import numpy as np
+from ortools.linear_solver import pywraplp
+
+__all__ = [
+    "LPResult",
+    "Placement",
+    "PlacementError",
+    "PlacementProblem",
+    "RoundTrace",
+    "RoutingPolicy",
+    "degree_first_placement",
+    "greedy_placement",
+    "optimal_placement",
+    "random_placement",
+    "routing_policy",
+    "solve_lp",
+    "tor_first_placement",
+]
+
+Arc = tuple[str, str]
+
+# Relative tolerance for "strictly better" in the greedy (ties keep the earlier switch)
+# and for the traffic-minimising second LP phase.
+_REL_TOL = 1e-7
+# Rates below this fraction of gamma are solver noise and reported as 0.
+_ZERO = 1e-9
+
+
+class PlacementError(ValueError):
+    """The placement input is invalid, or a solver failed on it."""
+
+
+# --------------------------------------------------------------------------- problem
+
+
+@dataclass(frozen=True)
+class _Group:
+    """Workers the LP may treat as one: same single access link type to the same switch.
+
+    Such workers are interchangeable (swapping two of them maps every LP solution to
+    another one with the same gamma), so averaging an optimal solution over them is
+    optimal too: one set of per-worker variables per group is exact, and it shrinks
+    fat-tree LPs by the number of hosts per edge switch.
+    """
+
+    members: tuple[str, ...]
+    rep: str
+    # Arc index of rep's own access link (it carries only rep's flows: coefficient 1
+    # instead of len(members)); None for a multi-homed worker.
+    private_arc: int | None
+    # Total capacity of rep's links: no worker can push more than this (MILP big-M).
+    access_cap: float
+
+    @property
+    def size(self) -> int:
+        return len(self.members)
+
+
+class PlacementProblem:
+    """A validated placement instance with precomputed shortest paths.
+
+    Args:
+        graph: the topology (a ``networkx.Graph``, or anything with a ``.graph``
+            attribute such as ``topologies.Topology``). Every edge needs ``capacity``
+            (Mbit/s, > 0).
+        ps: the parameter server ``d`` (a host).
+        workers: the worker hosts ``W`` (non-empty, distinct, not the PS).
+        budget: ``K``, the number of programmable switches to place
+            (0 <= K <= number of candidate switches).
+        switch_capacity: ``C``, the processing capacity of a programmable switch:
+            the sum of its input rates, in the same unit as link capacities (> 0;
+            ``math.inf`` for unlimited).
+        ps_tor: ``s_d``, the PS's ToR switch. Default: the PS's neighbouring switch
+            (if it has several: the one on the widest link, then the first in graph
+            order).
+        tor_in_budget: if False (default, the seed's model) ``s_d`` always aggregates
+            and is not a candidate; if True it aggregates only when chosen, like any
+            other switch, and takes one of the K slots.
+        full_duplex: if True (default) every link has capacity ``c_e`` in each
+            direction; if False both directions share ``c_e``.
+
+    Raises:
+        PlacementError: on any invalid input (message names the offending item).
+    """
+
+    def __init__(
+        self,
+        graph: nx.Graph | Any,
+        ps: str,
+        workers: Iterable[str],
+        budget: int,
+        switch_capacity: float,
+        *,
+        ps_tor: str | None = None,
+        tor_in_budget: bool = False,
+        full_duplex: bool = True,
+    ) -> None:
+        # nx.Graph itself has a .graph (its attribute dict): unwrap only non-graphs
+        g = graph if isinstance(graph, nx.Graph) else getattr(graph, "graph", graph)
+        if not isinstance(g, nx.Graph) or g.is_directed() or g.is_multigraph():
+            raise PlacementError(
+                f"graph must be an undirected networkx.Graph (or a Topology), got {type(graph).__name__}"
+            )
+        self.graph: nx.Graph = g
+        self.full_duplex = bool(full_duplex)
+        self.tor_in_budget = bool(tor_in_budget)
+
+        # -- PS and workers
+        self.ps = self._check_host(ps, "parameter server")
+        if isinstance(workers, str):
+            raise PlacementError("workers must be a collection of host names, not one string")
+        ws = list(workers)
+        if not ws:
+            raise PlacementError("no workers given")
+        seen: set[str] = set()
+        for w in ws:
+            self._check_host(w, "worker")
+            if w == self.ps:
+                raise PlacementError(f"worker {w!r} is the parameter server itself")
+            if w in seen:
+                raise PlacementError(f"worker {w!r} is listed twice")
+            seen.add(w)
+        self.workers: tuple[str, ...] = tuple(ws)
+
+        # -- numbers
+        if isinstance(budget, bool) or not isinstance(budget, int | np.integer):
+            raise PlacementError(f"budget K must be an integer, got {budget!r}")
+        if budget < 0:
+            raise PlacementError(f"budget K must be >= 0, got {budget}")
+        try:
+            cap = float(switch_capacity)
+        except (TypeError, ValueError):
+            raise PlacementError(
+                f"switch capacity C must be a number, got {switch_capacity!r}"
+            ) from None
+        if not cap > 0:  # also rejects NaN
+            raise PlacementError(f"switch capacity C must be > 0, got {switch_capacity!r}")
+        self.switch_capacity = cap
+
+        # -- links: arc index <-> (u, v), capacity per arc
+        self._arc_index: dict[Arc, int] = {}
+        self._arcs: list[Arc] = []
+        self._arc_cap: list[float] = []
+        for u, v, data in g.edges(data=True):
+            c = data.get("capacity")
+            try:
+                c = float(c)  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                raise PlacementError(
+                    f"link {u}-{v} has no numeric 'capacity' (got {data.get('capacity')!r})"
+                ) from None
+            if not c > 0:
+                raise PlacementError(f"link {u}-{v} has capacity {c}, must be > 0")
+            self._arc_index[(u, v)] = len(self._arcs)
+            self._arcs.append((u, v))
+            self._arc_cap.append(c)
+            if self.full_duplex:
+                self._arc_index[(v, u)] = len(self._arcs)
+                self._arcs.append((v, u))
+                self._arc_cap.append(c)
+            else:
+                self._arc_index[(v, u)] = self._arc_index[(u, v)]
+
+        # -- reachability from the PS (one BFS; also the paths toward d)
+        self._parents: dict[str, dict[str, str | None]] = {}
+        reach = self._tree(self.ps)
+        lost = [w for w in self.workers if w not in reach]
+        if lost:
+            more = f" (and {len(lost) - 5} more)" if len(lost) > 5 else ""
+            raise PlacementError(
+                f"no path between the parameter server {self.ps!r} and worker(s) "
+                f"{', '.join(map(repr, lost[:5]))}{more}: the graph is disconnected"
+            )
+
+        # -- s_d, the PS's ToR switch
+        tors = [n for n in g[self.ps] if g.nodes[n].get("kind") == "switch"]
+        if ps_tor is None:
+            if not tors:
+                raise PlacementError(f"parameter server {self.ps!r} has no neighbouring switch")
+            ps_tor = max(tors, key=lambda n: g[self.ps][n]["capacity"])  # first max wins
+        elif ps_tor not in tors:
+            raise PlacementError(
+                f"ps_tor {ps_tor!r} is not a switch adjacent to the parameter server {self.ps!r}"
+            )
+        self.tor: str = ps_tor
+
+        # -- candidates: reachable switches in graph order (s_d only if in the budget)
+        self.switches: tuple[str, ...] = tuple(
+            n for n, k in g.nodes(data="kind") if k == "switch" and n in reach
+        )
+        self.candidates: tuple[str, ...] = tuple(
+            s for s in self.switches if self.tor_in_budget or s != self.tor
+        )
+        if budget > len(self.candidates):
+            why = (
+                ""
+                if self.tor_in_budget
+                else f", not counting the PS's ToR {self.tor!r} which always aggregates"
+            )
+            raise PlacementError(
+                f"budget K={budget} exceeds the {len(self.candidates)} candidate switches{why}"
+            )
+        self.budget = int(budget)
+
+        # -- worker groups
+        by_key: dict[tuple[Any, ...], list[str]] = {}
+        for w in self.workers:
+            nbrs = list(g[w])
+            key: tuple[Any, ...] = (
+                ("leaf", nbrs[0], float(g[w][nbrs[0]]["capacity"]))
+                if len(nbrs) == 1
+                else ("solo", w)
+            )
+            by_key.setdefault(key, []).append(w)
+        self._groups: list[_Group] = []
+        for key, members in by_key.items():
+            rep = members[0]
+            private = self._arc_index[(rep, key[1])] if key[0] == "leaf" else None
+            access = sum(float(d["capacity"]) for d in g[rep].values())
+            self._groups.append(_Group(tuple(members), rep, private, access))
+        self._group_of = {w: i for i, grp in enumerate(self._groups) for w in grp.members}
+
+        # Cache of arc paths: (src, dst) -> tuple of arc indices.
+        self._path_cache: dict[tuple[str, str], tuple[int, ...]] = {}
+
+    # ---------------------------------------------------------------- validation
+    def _check_host(self, name: Any, what: str) -> str:
+        if not isinstance(name, str) or name not in self.graph:
+            raise PlacementError(f"{what} {name!r} is not a node of the graph")
+        kind = self.graph.nodes[name].get("kind")
+        if kind != "host":
+            raise PlacementError(f"{what} {name!r} is not a host (kind={kind!r})")
+        return name
+
+    # ---------------------------------------------------------------- paths
+    def _tree(self, root: str) -> dict[str, str | None]:
+        """BFS parent pointers toward ``root`` (cached); deterministic in graph order."""
+        tree = self._parents.get(root)
+        if tree is None:
+            adj = self.graph.adj
+            tree = {root: None}
+            frontier = [root]
+            while frontier:
+                nxt = []
+                for u in frontier:
+                    for v in adj[u]:
+                        if v not in tree:
+                            tree[v] = u
+                            nxt.append(v)
+                frontier = nxt
+            self._parents[root] = tree
+        return tree
+
+    def path(self, src: str, dst: str) -> list[str]:
+        """The shortest path ``src -> dst`` the LP routes on (deterministic).
+
+        It follows the BFS tree rooted at ``dst`` (neighbours in graph order), so all
+        paths toward one destination form a tree; the routing layer should use the same
+        paths for the LP's link loads to hold.
+        """
+        for n in (src, dst):
+            if n not in self.graph:
+                raise PlacementError(f"{n!r} is not a node of the graph")
+        tree = self._tree(dst)
+        if src not in tree:
+            raise PlacementError(f"no path from {src!r} to {dst!r}")
+        out = [src]
+        while out[-1] != dst:
+            out.append(tree[out[-1]])  # type: ignore[arg-type]
+        return out
+
+    def _apath(self, src: str, dst: str) -> tuple[int, ...]:
+        key = (src, dst)
+        p = self._path_cache.get(key)
+        if p is None:
+            nodes = self.path(src, dst)
+            p = tuple(self._arc_index[(a, b)] for a, b in zip(nodes, nodes[1:], strict=False))
+            self._path_cache[key] = p
+        return p
+
+    def switch_ids(self) -> dict[str, int]:
+        """Tag value of every switch: its ``device_id`` when all switches have distinct
+        positive ones, else 1..N in graph order (0 is reserved for "no aggregation")."""
+        sws = [n for n, k in self.graph.nodes(data="kind") if k == "switch"]
+        ids = [self.graph.nodes[s].get("device_id") for s in sws]
+        if all(isinstance(i, int) and i > 0 for i in ids) and len(set(ids)) == len(ids):
+            return dict(zip(sws, ids, strict=True))
+        return {s: i + 1 for i, s in enumerate(sws)}
+
+    def __repr__(self) -> str:
+        return (
+            f"PlacementProblem(ps={self.ps!r}, workers={len(self.workers)}, K={self.budget}, "
+            f"C={self.switch_capacity}, tor={self.tor!r}, candidates={len(self.candidates)})"
+        )
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class LPResult:
+    """Optimal solution of the LP for one set of programmable switches.
+
+    Attributes:
+        gamma: the aggregation throughput: the rate every worker pushes (Mbit/s).
+        switches: the programmable switches ``S`` (excluding ``s_d``).
+        tor: ``s_d``, the PS's ToR switch (aggregates if ``tor_active``).
+        tor_active: whether ``s_d`` aggregates in this solution.
+        rates: ``rates[w][t]`` = rate worker ``w`` sends to be aggregated at ``t``:
+            ``t`` in ``switches``, ``t == tor`` (aggregated at ``s_d``) or ``t == ps``
+            (sent straight to the PS, not aggregated). ``sum(rates[w].values()) == gamma``.
+        switch_out: aggregated output rate of each switch in ``switches`` (and of
+            ``s_d`` when active).
+        via_tor: part of ``switch_out[s]`` sent to ``s_d`` to be merged again there
+            (the rest goes straight to the PS).
+        link_loads: load of every loaded link: key ``(u, v)`` is the direction u->v when
+            full duplex, else the edge as ``graph.edges`` lists it.
+    """
+
+    gamma: float
+    switches: tuple[str, ...]
+    tor: str
+    tor_active: bool
+    ps: str
+    rates: dict[str, dict[str, float]]
+    switch_out: dict[str, float]
+    via_tor: dict[str, float]
+    link_loads: dict[Arc, float]
+
+
+@dataclass(frozen=True)
+class RoundTrace:
+    """One greedy round: the switch kept, its gamma, and the gamma of every candidate."""
+
+    round: int
+    chosen: str
+    gamma: float
+    scores: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A placement ``S`` with its LP solution.
+
+    ``switches`` is in selection order for the greedy. ``gamma``/``rates`` are those of
+    ``result``. ``optimal``/``upper_bound`` are set by :func:`optimal_placement`
+    (whether the MILP proved optimality, and the solver's bound on gamma).
+    """
+
+    method: str
+    switches: tuple[str, ...]
+    gamma: float
+    result: LPResult
+    problem: PlacementProblem = field(repr=False)
+    trace: list[RoundTrace] = field(default_factory=list, repr=False)
+    solve_time_s: float = 0.0
+    optimal: bool | None = None
+    upper_bound: float | None = None
+
+    @property
+    def rates(self) -> dict[str, dict[str, float]]:
+        """Per-worker split rates (see :class:`LPResult`)."""
+        return self.result.rates
+
+
+# --------------------------------------------------------------------------- the LP
+
+
+class _Model:
+    """The seed's LP in OR-Tools' pywraplp with ``n_slots`` re-assignable switch slots.
+
+    A slot holds the variables of one programmable switch; :meth:`assign` points a slot at
+    a switch by rewriting only the link-row coefficients of its columns (the other rows
+    are the same for every switch) or disables it through bounds. So the greedy builds
+    the model once and pays per candidate only for a few hundred coefficient updates and
+    the solve. Columns/rows (names as in docs/placement.md), per worker group g:
+
+      conservation   sum_i x[i,g] + xt[g] + xd[g] - gamma = 0
+      output  (s_i)  a[i] + b[i] - x[i,g] >= 0
+      carry   (s_i)  z[i,g] + a[i] - x[i,g] >= 0
+      output  (s_d)  o - xt[g] - sum_i z[i,g] >= 0
+      capacity       sum_g n_g x[i,g] <= C ;  sum_g n_g xt[g] + sum_i b[i] <= C
+      link e         sum of (column * multiplicity) over the paths through e <= c_e
+    """
+
+    def __init__(self, prob: PlacementProblem, n_slots: int, solver_id: str = "GLOP") -> None:
+        s = pywraplp.Solver.CreateSolver(solver_id)
+        if s is None:  # pragma: no cover - OR-Tools build without the solver
+            raise PlacementError(f"OR-Tools solver {solver_id} is not available")
+        self.prob = prob
+        self.solver = s
+        inf = self.inf = s.infinity()
+        groups = prob._groups
+        cap = prob.switch_capacity if math.isfinite(prob.switch_capacity) else inf
+        self.gamma = s.NumVar(0, inf, "gamma")
+        self.xd = [s.NumVar(0, inf, f"xd{j}") for j in range(len(groups))]
+        self.xt = [s.NumVar(0, inf, f"xt{j}") for j in range(len(groups))]
+        self.o = s.NumVar(0, inf, "o")
+        self.x = [[s.NumVar(0, 0, f"x{i}_{j}") for j in range(len(groups))] for i in range(n_slots)]
+        self.z = [[s.NumVar(0, 0, f"z{i}_{j}") for j in range(len(groups))] for i in range(n_slots)]
+        self.a = [s.NumVar(0, 0, f"a{i}") for i in range(n_slots)]
+        self.b = [s.NumVar(0, 0, f"b{i}") for i in range(n_slots)]
+        # traffic weight of each column (sum over its path of the links' multiplicity),
+        # for the second, traffic-minimising phase of solve_lp
+        self.weight: dict[Any, float] = {}
+        self._links: dict[int, pywraplp.Constraint] = {}
+        self._slot_terms: list[list[tuple[pywraplp.Constraint, pywraplp.Variable]]] = [
+            [] for _ in range(n_slots)
+        ]
+        self.slot_switch: list[str | None] = [None] * n_slots
+        self.tor_on = True
+
+        for j, grp in enumerate(groups):
+            row = s.Constraint(0, 0)
+            row.SetCoefficient(self.gamma, -1)
+            row.SetCoefficient(self.xd[j], 1)
+            row.SetCoefficient(self.xt[j], 1)
+            for i in range(n_slots):
+                row.SetCoefficient(self.x[i][j], 1)
+            for i in range(n_slots):
+                out = s.Constraint(0, inf)
+                out.SetCoefficient(self.a[i], 1)
+                out.SetCoefficient(self.b[i], 1)
+                out.SetCoefficient(self.x[i][j], -1)
+                carry = s.Constraint(0, inf)
+                carry.SetCoefficient(self.z[i][j], 1)
+                carry.SetCoefficient(self.a[i], 1)
+                carry.SetCoefficient(self.x[i][j], -1)
+            tor = s.Constraint(0, inf)
+            tor.SetCoefficient(self.o, 1)
+            tor.SetCoefficient(self.xt[j], -1)
+            for i in range(n_slots):
+                tor.SetCoefficient(self.z[i][j], -1)
+            self._add_path(self.xd[j], prob._apath(grp.rep, prob.ps), grp, None)
+            self._add_path(self.xt[j], prob._apath(grp.rep, prob.tor), grp, None)
+        for i in range(n_slots):
+            row = s.Constraint(-inf, cap)
+            for j, grp in enumerate(groups):
+                row.SetCoefficient(self.x[i][j], grp.size)
+        row = s.Constraint(-inf, cap)
+        for j, grp in enumerate(groups):
+            row.SetCoefficient(self.xt[j], grp.size)
+        for i in range(n_slots):
+            row.SetCoefficient(self.b[i], 1)
+        self._add_path(self.o, prob._apath(prob.tor, prob.ps), None, None)
+        s.Objective().SetCoefficient(self.gamma, 1)
+        s.Objective().SetMaximization()
+
+    def _link(self, arc: int) -> pywraplp.Constraint:
+        row = self._links.get(arc)
+        if row is None:
+            row = self._links[arc] = self.solver.Constraint(-self.inf, self.prob._arc_cap[arc])
+        return row
+
+    def _add_path(
+        self,
+        var: pywraplp.Variable,
+        path: tuple[int, ...],
+        grp: _Group | None,
+        record: list[tuple[pywraplp.Constraint, pywraplp.Variable]] | None,
+    ) -> None:
+        n = grp.size if grp is not None else 1
+        priv = grp.private_arc if grp is not None else None
+        for arc in path:
+            row = self._link(arc)
+            row.SetCoefficient(var, 1 if arc == priv else n)
+            if record is not None:
+                record.append((row, var))
+        self.weight[var] = n * len(path)
+
+    def assign(self, i: int, switch: str | None) -> None:
+        """Point slot ``i`` at ``switch`` (None: disable the slot)."""
+        if self.slot_switch[i] == switch:
+            return
+        for row, var in self._slot_terms[i]:
+            row.SetCoefficient(var, 0)
+        terms = self._slot_terms[i] = []
+        self.slot_switch[i] = switch
+        prob, inf = self.prob, self.inf
+        ub = 0 if switch is None else inf
+        for var in (*self.x[i], *self.z[i], self.a[i]):
+            var.SetUb(ub)
+        self.b[i].SetUb(ub if self.tor_on else 0)
+        if switch is None:
+            return
+        for j, grp in enumerate(prob._groups):
+            self._add_path(self.x[i][j], prob._apath(grp.rep, switch), grp, terms)
+        self._add_path(self.a[i], prob._apath(switch, prob.ps), None, terms)
+        self._add_path(self.b[i], prob._apath(switch, prob.tor), None, terms)
+
+    def set_tor(self, on: bool) -> None:
+        """Let ``s_d`` aggregate or not (only varies with ``tor_in_budget``)."""
+        self.tor_on = on
+        ub = self.inf if on else 0
+        for var in (*self.xt, self.o):
+            var.SetUb(ub)
+        for i, sw in enumerate(self.slot_switch):
+            self.b[i].SetUb(ub if sw is not None else 0)
+
+    def solve(self) -> float:
+        status = self.solver.Solve()
+        if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+            raise PlacementError(f"LP solver returned status {status} (not optimal)")
+        return self.gamma.solution_value()
+
+    def minimize_traffic(self, gamma: float) -> None:
+        """Phase 2: among the solutions with (almost) this gamma, minimise total link
+        traffic, so that the reported rates have no gratuitous detours or idle flows."""
+        self.gamma.SetLb(gamma * (1 - _REL_TOL))
+        obj = self.solver.Objective()
+        obj.Clear()
+        for var, w in self.weight.items():
+            if w:
+                obj.SetCoefficient(var, w)
+        obj.SetMinimization()
+
+    # -------------------------------------------------------------- extraction
+    def result(self) -> LPResult:
+        prob = self.prob
+        gamma = self.gamma.solution_value()
+        eps = _ZERO * max(gamma, 1.0)
+
+        def val(v: pywraplp.Variable) -> float:
+            x = v.solution_value()
+            return x if x > eps else 0.0
+
+        slots = [(i, sw) for i, sw in enumerate(self.slot_switch) if sw is not None]
+        loads = [0.0] * len(prob._arcs)
+
+        def load(path: tuple[int, ...], grp: _Group | None, x: float) -> None:
+            if not x:
+                return
+            for arc in path:
+                if grp is not None and arc == grp.private_arc:
+                    # every member has its own access link with the same load
+                    for w in grp.members:
+                        nb = next(iter(prob.graph[w]))
+                        loads[prob._arc_index[(w, nb)]] += x
+                else:
+                    loads[arc] += x * (grp.size if grp is not None else 1)
+
+        rates: dict[str, dict[str, float]] = {}
+        for j, grp in enumerate(prob._groups):
+            r: dict[str, float] = {sw: val(self.x[i][j]) for i, sw in slots}
+            r[prob.tor] = val(self.xt[j]) if self.tor_on else 0.0
+            r[prob.ps] = val(self.xd[j])
+            for w in grp.members:
+                rates[w] = dict(r)
+            for _, sw in slots:
+                load(prob._apath(grp.rep, sw), grp, r[sw])
+            load(prob._apath(grp.rep, prob.tor), grp, r[prob.tor])
+            load(prob._apath(grp.rep, prob.ps), grp, r[prob.ps])
+        switch_out: dict[str, float] = {}
+        via_tor: dict[str, float] = {}
+        for i, sw in slots:
+            a, b = val(self.a[i]), val(self.b[i])
+            switch_out[sw], via_tor[sw] = a + b, b
+            load(prob._apath(sw, prob.ps), None, a)
+            load(prob._apath(sw, prob.tor), None, b)
+        if self.tor_on:
+            switch_out[prob.tor] = val(self.o)
+            load(prob._apath(prob.tor, prob.ps), None, switch_out[prob.tor])
+        link_loads = {prob._arcs[a]: x for a, x in enumerate(loads) if x > 0}
+        return LPResult(
+            gamma=gamma,
+            switches=tuple(sw for _, sw in slots),
+            tor=prob.tor,
+            tor_active=self.tor_on,
+            ps=prob.ps,
+            rates=rates,
+            switch_out=switch_out,
+            via_tor=via_tor,
+            link_loads=link_loads,
+        )
+
+
+def _split(prob: PlacementProblem, switches: Iterable[str]) -> tuple[list[str], bool]:
+    """Validate a switch set; return (switches other than s_d, whether s_d aggregates)."""
+    others: list[str] = []
+    tor_on = not prob.tor_in_budget
+    for s in switches:
+        if s == prob.tor:
+            tor_on = True
+            continue
+        if s not in prob.graph or prob.graph.nodes[s].get("kind") != "switch":
+            raise PlacementError(f"{s!r} is not a switch of the graph")
+        if s not in prob.candidates:
+            raise PlacementError(f"switch {s!r} cannot reach the parameter server")
+        if s in others:
+            raise PlacementError(f"switch {s!r} is listed twice")
+        others.append(s)
+    return others, tor_on
+
+
+def solve_lp(problem: PlacementProblem, switches: Iterable[str]) -> LPResult:
+    """Solve the seed's LP for the programmable switches ``switches`` (any number).
+
+    Two phases: maximise gamma; then, keeping gamma (to a relative 1e-7), minimise the
+    total link traffic so that the rates are a tidy optimal solution. ``s_d`` in
+    ``switches`` is a no-op unless ``tor_in_budget``.
+    """
+    others, tor_on = _split(problem, switches)
+    m = _Model(problem, len(others))
+    for i, s in enumerate(others):
+        m.assign(i, s)
+    m.set_tor(tor_on)
+    gamma = m.solve()
+    m.minimize_traffic(gamma)
+    m.solve()
+    return m.result()
+
+
+def _placement(
+    problem: PlacementProblem, method: str, switches: Sequence[str], t0: float, **kw: Any
+) -> Placement:
+    res = solve_lp(problem, switches)
+    return Placement(
+        method=method,
+        switches=tuple(switches),
+        gamma=res.gamma,
+        result=res,
+        problem=problem,
+        solve_time_s=time.perf_counter() - t0,
+        **kw,
+    )
+
+
+# --------------------------------------------------------------------------- greedy
+
+
+def greedy_placement(problem: PlacementProblem) -> Placement:
+    """The seed's greedy (steps S11-S16).
+
+    ``S = {}``; each round solves the LP for ``S + {s}`` for every unselected candidate
+    ``s`` and moves the one with the largest gamma into ``S`` (ties: the earlier switch
+    in graph order); stops when ``|S| = K``. One LP model is built for the whole run: a
+    round's candidate occupies one slot whose columns are re-pointed per candidate.
+    """
+    t0 = time.perf_counter()
+    prob = problem
+    m = _Model(prob, prob.budget)
+    m.set_tor(not prob.tor_in_budget)
+    chosen: list[str] = []
+    trace: list[RoundTrace] = []
+    for rnd in range(prob.budget):
+        slot = sum(1 for s in chosen if s != prob.tor)
+        scores: dict[str, float] = {}
+        best: str | None = None
+        for s in prob.candidates:
+            if s in chosen:
+                continue
+            if s == prob.tor:
+                m.assign(slot, None)
+                m.set_tor(True)
+            else:
+                m.assign(slot, s)
+            scores[s] = m.solve()
+            if s == prob.tor:
+                m.set_tor(False)
+            if best is None or scores[s] > scores[best] * (1 + _REL_TOL) + _ZERO:
+                best = s
+        assert best is not None  # budget <= len(candidates)
+        chosen.append(best)
+        if best == prob.tor:
+            m.assign(slot, None)
+            m.set_tor(True)
+        else:
+            m.assign(slot, best)
+        trace.append(RoundTrace(rnd, best, scores[best], scores))
+    return _placement(prob, "greedy", chosen, t0, trace=trace)
+
+
+# --------------------------------------------------------------------------- MILP
+
+
+def optimal_placement(
+    problem: PlacementProblem, *, time_limit_s: float = 60.0, solver: str = "SCIP"
+) -> Placement:
+    """The exact optimum: the LP over all candidates plus binaries ``y_s``.
+
+    ``sum_s y_s <= K``; every column of switch ``s`` is ``<= M * y_s`` with ``M`` the
+    largest value it can take (a worker's access capacity, ``C / n_g``). Meant for small
+    topologies. ``Placement.optimal`` says whether optimality was proven within
+    ``time_limit_s``; ``upper_bound`` is the solver's bound on gamma. The reported
+    rates come from :func:`solve_lp` on the chosen set.
+    """
+    t0 = time.perf_counter()
+    prob = problem
+    cands = [s for s in prob.candidates if s != prob.tor]
+    m = _Model(prob, len(cands), solver_id=solver)
+    for i, s in enumerate(cands):
+        m.assign(i, s)
+    m.set_tor(True)
+    sv, inf = m.solver, m.inf
+    c = prob.switch_capacity
+    big_x = [min(grp.access_cap, c / grp.size) for grp in prob._groups]
+    big_out = min(max(big_x), c)  # a switch's output never needs to exceed its inputs
+    big_o = max(grp.access_cap for grp in prob._groups)  # o <= gamma <= access capacity
+    budget = sv.Constraint(-inf, prob.budget)
+    y = []
+    for i in range(len(cands)):
+        yi = sv.BoolVar(f"y{i}")
+        y.append(yi)
+        budget.SetCoefficient(yi, 1)
+        for j, mx in enumerate(big_x):
+            sv.Add(m.x[i][j] <= mx * yi)
+        sv.Add(m.a[i] <= big_out * yi)
+        sv.Add(m.b[i] <= big_out * yi)
+    y_tor = None
+    if prob.tor_in_budget:
+        y_tor = sv.BoolVar("y_tor")
+        budget.SetCoefficient(y_tor, 1)
+        for j, mx in enumerate(big_x):
+            sv.Add(m.xt[j] <= mx * y_tor)
+        for i in range(len(cands)):
+            sv.Add(m.b[i] <= big_out * y_tor)
+        sv.Add(m.o <= big_o * y_tor)
+    sv.SetTimeLimit(int(time_limit_s * 1000))
+    params = pywraplp.MPSolverParameters()
+    params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, 1e-6)
+    status = sv.Solve(params)
+    if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+        raise PlacementError(f"MILP solver returned status {status} (no solution)")
+    chosen = [s for s, yi in zip(cands, y, strict=True) if yi.solution_value() > 0.5]
+    if y_tor is not None and y_tor.solution_value() > 0.5:
+        chosen.append(prob.tor)
+    bound = sv.Objective().BestBound()
+    return _placement(
+        prob,
+        "milp",
+        chosen,
+        t0,
+        optimal=status == pywraplp.Solver.OPTIMAL,
+        upper_bound=bound if math.isfinite(bound) else None,
+    )
+
+
+# --------------------------------------------------------------------------- baselines
+
+
+def random_placement(problem: PlacementProblem, seed: int = 0) -> Placement:
+    """K candidates drawn uniformly at random (``random.Random(seed)``)."""
+    t0 = time.perf_counter()
+    chosen = random.Random(seed).sample(list(problem.candidates), problem.budget)
+    return _placement(problem, f"random(seed={seed})", chosen, t0)
+
+
+def tor_first_placement(problem: PlacementProblem) -> Placement:
+    """ToR/edge switches first: most workers directly attached, then smallest total hop
+    distance to the workers, then graph order."""
+    t0 = time.perf_counter()
+    prob = problem
+    attached = dict.fromkeys(prob.candidates, 0)
+    for w in prob.workers:
+        for n in prob.graph[w]:
+            if n in attached:
+                attached[n] += 1
+    order = {s: i for i, s in enumerate(prob.candidates)}
+
+    def key(s: str) -> tuple[int, int, int]:
+        dist = sum(grp.size * len(prob._apath(grp.rep, s)) for grp in prob._groups)
+        return (-attached[s], dist, order[s])
+
+    chosen = sorted(prob.candidates, key=key)[: prob.budget]
+    return _placement(prob, "tor-first", chosen, t0)
+
+
+def degree_first_placement(problem: PlacementProblem) -> Placement:
+    """Highest-degree switches first (ties: graph order)."""
+    t0 = time.perf_counter()
+    deg = problem.graph.degree
+    order = {s: i for i, s in enumerate(problem.candidates)}
+    chosen = sorted(problem.candidates, key=lambda s: (-deg[s], order[s]))[: problem.budget]
+    return _placement(problem, "degree-first", chosen, t0)
+
+
+# --------------------------------------------------------------------------- routing policy
+
+
+@dataclass(frozen=True)
+class RoutingPolicy:
+    """Per-fragment gradient routing: which switch aggregates each worker's fragment.
+
+    Attributes:
+        num_fragments: fragments per gradient (``F``).
+        switch_ids: tag value of every switch (device_id; 0 means "no aggregation").
+        tor: ``s_d``.
+        tags: ``tags[w][f]``: the id of the switch that must aggregate worker ``w``'s
+            fragment ``f`` (a switch of ``S`` or ``s_d``), or 0: straight to the PS.
+            The packet is routed via that switch (shortest path to it, then on to the
+            PS), whether or not it lies on ``w``'s own shortest path to the PS.
+        partial_tags: ``partial_tags[s][f]`` for ``s`` in ``S``: the tag the partial
+            aggregate of fragment ``f`` leaves ``s`` with: ``s_d``'s id (merged again at
+            ``s_d``) or 0 (straight to the PS); 0 also where ``s`` aggregates nothing.
+        fan_in: ``fan_in[s][f]``: how many workers' values of fragment ``f`` switch ``s``
+            (``S`` and ``s_d``) must sum before it sends the (partial) aggregate on; for
+            ``s_d`` it counts the workers inside merged partials too. 0: ``s`` does not
+            aggregate ``f``.
+    """
+
+    num_fragments: int
+    switch_ids: dict[str, int]
+    tor: str
+    tags: dict[str, tuple[int, ...]]
+    partial_tags: dict[str, tuple[int, ...]]
+    fan_in: dict[str, tuple[int, ...]]
+
+    def counts(self, worker: str) -> dict[int, int]:
+        """How many of ``worker``'s fragments carry each tag."""
+        out: dict[int, int] = {}
+        for t in self.tags[worker]:
+            out[t] = out.get(t, 0) + 1
+        return out
+
+
+def _largest_remainder(weights: Sequence[float], total: int) -> list[int]:
+    """Integers summing to ``total`` in proportion to ``weights``; each within 1 of
+    its exact share (ties: the earlier weight gets the extra unit)."""
+    s = float(sum(weights))
+    if s <= 0:
+        out = [0] * len(weights)
+        if out:
+            out[-1] = total
+        return out
+    exact = [total * w / s for w in weights]
+    base = [math.floor(e + 1e-9) for e in exact]
+    rest = total - sum(base)
+    order = sorted(range(len(weights)), key=lambda i: (-(exact[i] - base[i]), i))
+    for i in order[: max(rest, 0)]:
+        base[i] += 1
+    return base
+
+
+def _spread(n: int) -> np.ndarray:
+    """A fixed permutation slot -> fragment that spreads contiguous slot blocks over the
+    whole gradient (stride ~ n/golden ratio, coprime with n), so each switch sees its
+    fragments evenly over an iteration instead of in one burst."""
+    if n <= 2:
+        return np.arange(n)
+    step = max(1, round(n * 0.6180339887))
+    while math.gcd(step, n) != 1:
+        step += 1
+    return (np.arange(n) * step) % n
+
+
+def routing_policy(placement: Placement | LPResult, num_fragments: int) -> RoutingPolicy:
+    """Turn the LP's per-worker rates into per-fragment tags (see docs/placement.md).
+
+    1. Quotas: worker ``w`` tags ``n[w,t]`` of its ``F`` fragments with target ``t``,
+       ``n`` = largest-remainder rounding of ``F * rates[w][t] / gamma`` (each count is
+       within one fragment of the LP's share).
+    2. Alignment: a switch aggregates fragment ``f`` only across the workers that tag
+       ``f`` with it, and its output rate is the number of distinct fragments tagged with
+       it; so for every target the workers' fragment sets are made to nest. Targets are
+       laid out in slot space in order (S in selection order, ``s_d``, then direct):
+       each gets the smallest offset at which every worker class using it has a free
+       contiguous block of its quota; workers with equal rates get identical tags.
+       Direct sending (0) takes what is left.
+    3. Slots map to fragments through one fixed spreading permutation for all workers.
+    """
+    if isinstance(num_fragments, bool) or not isinstance(num_fragments, int | np.integer):
+        raise PlacementError(f"num_fragments must be an integer, got {num_fragments!r}")
+    if num_fragments < 1:
+        raise PlacementError(f"num_fragments must be >= 1, got {num_fragments}")
+    res = placement.result if isinstance(placement, Placement) else placement
+    prob_ids = placement.problem.switch_ids() if isinstance(placement, Placement) else None
+    f_n = int(num_fragments)
+    targets = [*res.switches, res.tor, res.ps]
+    ids = prob_ids if prob_ids is not None else {s: i + 1 for i, s in enumerate(targets[:-1])}
+    tag_of = {t: ids[t] for t in targets[:-1]}
+    tag_of[res.ps] = 0
+
+    # classes of workers with identical rate vectors get identical tag sequences
+    classes: dict[tuple[int, ...], list[str]] = {}
+    for w, r in res.rates.items():
+        quota = tuple(_largest_remainder([r.get(t, 0.0) for t in targets], f_n))
+        classes.setdefault(quota, []).append(w)
+    quotas = list(classes)
+    qarr = np.array(quotas, dtype=np.int64).reshape(len(quotas), len(targets))
+    used = np.zeros((len(quotas), f_n), dtype=bool)
+    slot_target = np.full((len(quotas), f_n), len(targets) - 1, dtype=np.int64)
+
+    for ti in range(len(targets) - 1):  # direct (last) takes the leftovers
+        need = qarr[:, ti]
+        users = np.nonzero(need)[0]
+        if users.size == 0:
+            continue
+        # fits[c, o]: class c has slots o..o+need-1 (cyclic) free
+        occ = np.concatenate([used[users], used[users]], axis=1).astype(np.int64)
+        cs = np.concatenate([np.zeros((users.size, 1), np.int64), occ.cumsum(axis=1)], axis=1)
+        off = np.arange(f_n)
+        ends = off[None, :] + need[users][:, None]
+        fits = (cs[np.arange(users.size)[:, None], ends] - cs[:, off]) == 0
+        weight = np.array([len(classes[quotas[c]]) for c in users])
+        score = (fits * weight[:, None]).sum(axis=0)
+        o = int(np.argmax(score))  # first offset that suits the most workers
+        for row, c in enumerate(users):
+            if fits[row, o]:
+                sl = (o + np.arange(need[c])) % f_n
+            else:  # no common block: the first free slots from o on, cyclically
+                order = (o + np.arange(f_n)) % f_n
+                sl = order[~used[c, order]][: need[c]]
+            used[c, sl] = True
+            slot_target[c, sl] = ti
+
+    perm = _spread(f_n)  # slot -> fragment
+    target_tags = np.array([tag_of[t] for t in targets], dtype=np.int64)
+    tags: dict[str, tuple[int, ...]] = {}
+    fan = {t: np.zeros(f_n, dtype=np.int64) for t in targets[:-1]}
+    for c, quota in enumerate(quotas):
+        per_frag = np.empty(f_n, dtype=np.int64)
+        per_frag[perm] = slot_target[c]
+        seq = tuple(int(t) for t in target_tags[per_frag])
+        k = len(classes[quota])
+        for w in classes[quota]:
+            tags[w] = seq
+        for ti, t in enumerate(targets[:-1]):
+            fan[t] += k * (per_frag == ti)
+
+    # partial aggregates: share via_tor/switch_out of s's fragments is merged at s_d
+    tor_id = tag_of[res.tor]
+    partial_tags: dict[str, tuple[int, ...]] = {}
+    inv = np.argsort(perm)  # fragment -> slot, to pick fragments in slot order
+    for s in res.switches:
+        frags = np.nonzero(fan[s])[0]
+        out = res.switch_out.get(s, 0.0)
+        share = res.via_tor.get(s, 0.0) / out if out > 0 and res.tor_active else 0.0
+        n_tor = _largest_remainder([share, 1 - share], len(frags))[0] if frags.size else 0
+        pt = np.zeros(f_n, dtype=np.int64)
+        pick = frags[np.argsort(inv[frags], kind="stable")][:n_tor]
+        pt[pick] = tor_id
+        partial_tags[s] = tuple(int(v) for v in pt)
+        if res.tor_active:
+            fan[res.tor][pick] += fan[s][pick]
+    fan_in = {
+        t: tuple(int(v) for v in fan[t]) for t in targets[:-1] if t != res.tor or res.tor_active
+    }
+    return RoutingPolicy(
+        num_fragments=f_n,
+        switch_ids={t: ids[t] for t in targets[:-1]},
+        tor=res.tor,
+        tags=tags,
+        partial_tags=partial_tags,
+        fan_in=fan_in,
+    )

@@ -1,0 +1,53 @@
+/* gradnet: constants shared by every data plane and by the controller.
+ *
+ * The controller (controller/) mirrors the values it needs (CPU port, UDP
+ * ports, table sizes); change both sides together.
+ */
+#ifndef _GRADNET_CONFIG_P4_
+#define _GRADNET_CONFIG_P4_
+
+typedef bit<9>  port_t;
+typedef bit<48> mac_addr_t;
+typedef bit<32> ipv4_addr_t;
+
+/* Ports. Data ports are 1..N as in the topology; 255 is the P4Runtime CPU
+ * port (simple_switch_grpc --cpu-port 255); 511 is v1model's drop port. */
+const port_t CPU_PORT  = 255;
+const port_t DROP_PORT = 511;
+/* Size of per-port arrays (counters, registers): every 9-bit port id. */
+#define NUM_PORTS 512
+
+/* EtherTypes and IP protocols the parsers know. */
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<16> ETHERTYPE_NDN  = 0x8624;   /* IANA-registered NDN EtherType */
+/* Token-passing gradient broadcast (technique 5) runs in a LAN and carries its
+ * token in a MAC-level header: IEEE 802 "local experimental" EtherType. */
+const bit<16> GRADNET_TOKEN_ETHERTYPE = 0x88B5;
+const bit<8>  IP_PROTO_TCP = 6;
+const bit<8>  IP_PROTO_UDP = 17;
+
+/* UDP ports reserved for the techniques' packets. A data plane recognises a
+ * technique's header by the UDP destination port (hosts send to it). */
+const bit<16> GRADNET_INA_UDP_PORT   = 40000;  /* 1: in-network aggregation */
+const bit<16> GRADNET_DIFF_UDP_PORT  = 40001;  /* 3: differentiated blocks (unreliable) */
+const bit<16> GRADNET_BCUBE_UDP_PORT = 40002;  /* 4: BCube level exchanges */
+const bit<16> GRADNET_TOKEN_UDP_PORT = 40003;  /* 5: token broadcast over IP (tests) */
+const bit<16> GRADNET_NDN_UDP_PORT   = 6363;   /* 2: NDN over UDP (NFD's port) */
+
+/* Table sizes (P4Info "size"; BMv2 enforces them). */
+#define IPV4_ROUTES_SIZE   4096
+#define ECMP_GROUPS_SIZE   1024
+#define ECMP_MEMBERS_SIZE  8192   /* sum over groups of group_size */
+#define PORT_TABLE_SIZE    NUM_PORTS
+#define DSCP_PRIORITY_SIZE 64
+
+/* Reasons a packet is dropped in ingress: index of the ingress_drops counter,
+ * so every drop the program decides is counted and explainable. */
+#define DROP_REASON_PARSER_ERROR   1
+#define DROP_REASON_CHECKSUM_ERROR 2
+#define DROP_REASON_NOT_IPV4       3
+#define DROP_REASON_TTL_EXPIRED    4
+#define DROP_REASON_NO_ROUTE       5
+#define DROP_REASON_COUNT          8
+
+#endif  /* _GRADNET_CONFIG_P4_ */

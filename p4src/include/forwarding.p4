@@ -1,0 +1,104 @@
+/* gradnet: IPv4 forwarding with ECMP, and controller packet-out (ingress).
+ *
+ * ipv4_routes (LPM on the destination) either names the next hop directly
+ * or an ECMP group; for a group, the member is
+ *     crc16(src, dst, protocol, l4 src port, l4 dst port) mod group_size
+ * and ecmp_members maps (group_id, member_index) to the next hop, so the
+ * controller installs group_size entries per group (index 0..size-1).
+ * Routing rewrites the destination MAC; the source MAC is rewritten per
+ * egress port in egress (port_macs.p4).
+ */
+#ifndef _GRADNET_FORWARDING_P4_
+#define _GRADNET_FORWARDING_P4_
+
+#include "config.p4"
+#include "headers.p4"
+
+control Forwarding(inout headers_t hdr,
+                   inout metadata_t meta,
+                   inout standard_metadata_t standard_metadata) {
+
+    /* Every drop decided here is counted by reason (config.p4 DROP_REASON_*). */
+    counter(DROP_REASON_COUNT, CounterType.packets) ingress_drops;
+
+    action drop() {
+        mark_to_drop(standard_metadata);
+        ingress_drops.count(DROP_REASON_NO_ROUTE);
+    }
+
+    action set_next_hop(mac_addr_t dmac, port_t port) {
+        hdr.ethernet.dst_addr = dmac;
+        standard_metadata.egress_spec = port;
+    }
+
+    action set_ecmp_group(bit<16> group_id, bit<16> group_size) {
+        meta.ecmp_group_id = group_id;
+        meta.ecmp_group_size = group_size;
+    }
+
+    /* Separate from set_ecmp_group so that a group_size of 0 (a controller
+     * bug) is a counted drop, not a modulo by zero in the target. */
+    action compute_ecmp_member() {
+        hash(meta.ecmp_member_index, HashAlgorithm.crc16, (bit<16>)0,
+             { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
+               meta.l4_src_port, meta.l4_dst_port },
+             meta.ecmp_group_size);
+    }
+
+    table ipv4_routes {
+        key = { hdr.ipv4.dst_addr: lpm; }
+        actions = { set_next_hop; set_ecmp_group; drop; }
+        default_action = drop();
+        size = IPV4_ROUTES_SIZE;
+    }
+
+    table ecmp_members {
+        key = {
+            meta.ecmp_group_id: exact;
+            meta.ecmp_member_index: exact;
+        }
+        actions = { set_next_hop; drop; }
+        default_action = drop();
+        size = ECMP_MEMBERS_SIZE;
+    }
+
+    action drop_for(bit<32> reason) {
+        mark_to_drop(standard_metadata);
+        ingress_drops.count(reason);
+    }
+
+    apply {
+        if (hdr.packet_out.isValid()) {
+            /* From the controller: send where it says, unrouted. */
+            standard_metadata.egress_spec = hdr.packet_out.egress_port;
+            hdr.packet_out.setInvalid();
+        } else if (standard_metadata.parser_error != error.NoError) {
+            drop_for(DROP_REASON_PARSER_ERROR);
+        } else if (standard_metadata.checksum_error == 1) {
+            drop_for(DROP_REASON_CHECKSUM_ERROR);
+        } else if (!hdr.ipv4.isValid()) {
+            drop_for(DROP_REASON_NOT_IPV4);
+        } else if (hdr.ipv4.ttl <= 1) {
+            /* TTL would reach 0 here. */
+            drop_for(DROP_REASON_TTL_EXPIRED);
+        } else {
+            switch (ipv4_routes.apply().action_run) {
+                set_ecmp_group: {
+                    if (meta.ecmp_group_size == 0) {
+                        drop();
+                    } else {
+                        compute_ecmp_member();
+                        ecmp_members.apply();
+                    }
+                }
+            }
+            /* The checksum of a header with options is not recomputed
+             * (parsers.p4), so its TTL is left alone. */
+            if (hdr.ipv4.ihl == 5) {
+                hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+            }
+        }
+    }
+}
+
+#endif  /* _GRADNET_FORWARDING_P4_ */

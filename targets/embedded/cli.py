@@ -1,0 +1,135 @@
+"""``gradnet-switch``: the embedded target's command line, shaped like simple_switch_grpc.
+
+    gradnet-switch [options] [JSON | --no-p4] [-- target options]
+
+Options that simple_switch_grpc takes before and after ``--`` are accepted in either
+place, so the network builder launches both targets with the same argument list.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from targets.embedded.compiler import CompileError
+from targets.embedded.switch import Switch
+
+
+def _port_spec(text: str) -> tuple[int, str]:
+    try:
+        num, iface = text.split("@", 1)
+        return int(num), iface
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected PORT@IFACE, got {text!r}") from None
+
+
+def _rate_spec(text: str) -> tuple[int | None, int | None, float]:
+    """RATE, PORT:RATE or PORT:PRIORITY:RATE (packets per second)."""
+    parts = text.split(":")
+    try:
+        if len(parts) == 1:
+            return None, None, float(parts[0])
+        if len(parts) == 2:
+            return int(parts[0]), None, float(parts[1])
+        if len(parts) == 3:
+            return int(parts[0]), int(parts[1]), float(parts[2])
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"expected [PORT:[PRIORITY:]]PPS, got {text!r}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for documentation and tests)."""
+    p = argparse.ArgumentParser(
+        prog="gradnet-switch",
+        description="gradnet embedded P4 target: runs p4c's BMv2 JSON (v1model) with "
+        "simple_switch semantics, serves P4Runtime over gRPC, moves packets on Linux "
+        "interfaces. Command line shaped like simple_switch_grpc.",
+    )
+    p.add_argument("json", nargs="?", help="BMv2 JSON program to load at start (optional)")
+    p.add_argument("--no-p4", action="store_true", help="start with no program; wait for P4Runtime")
+    p.add_argument("-i", "--interface", action="append", type=_port_spec, default=[],
+                   metavar="PORT@IFACE", help="attach interface IFACE as port PORT (repeatable)")
+    p.add_argument("--device-id", type=int, default=0, help="P4Runtime device id (default 0)")
+    p.add_argument("--cpu-port", type=int, default=None, help="port number for packet-in/out")
+    p.add_argument("--grpc-server-addr", default="0.0.0.0:9559", help="P4Runtime listen address")
+    p.add_argument("--thrift-port", type=int, default=None, help="accepted for compatibility; unused")
+    p.add_argument("--log-console", action="store_true", help="log to stderr")
+    p.add_argument("--log-file", default=None, help="log to this file")
+    p.add_argument("-L", "--log-level", default="info",
+                   choices=["trace", "debug", "info", "warn", "error", "off"], help="log level")
+    p.add_argument("--priority-queues", type=int, default=1, metavar="N",
+                   help="N strict-priority queues per egress port, selected by standard_metadata.priority")
+    p.add_argument("--queue-depth", type=int, default=64, help="queue depth in packets (default 64)")
+    p.add_argument("--queue-rate", action="append", type=_rate_spec, default=[],
+                   metavar="[PORT:[PRIO:]]PPS", help="rate limit of a queue in packets/s (repeatable)")
+    p.add_argument("--seed", type=int, default=None, help="seed of the P4 random() extern")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``gradnet-switch`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = [a for a in argv if a != "--"]  # simple_switch_grpc's target-option separator
+    args = build_parser().parse_args(argv)
+
+    level = {"trace": logging.DEBUG, "debug": logging.DEBUG, "info": logging.INFO,
+             "warn": logging.WARNING, "error": logging.ERROR, "off": logging.CRITICAL + 1}[args.log_level]
+    handlers: list[logging.Handler] = []
+    if args.log_console:
+        handlers.append(logging.StreamHandler(sys.stderr))
+    if args.log_file:
+        handlers.append(logging.FileHandler(args.log_file))
+    if not handlers:
+        handlers.append(logging.NullHandler())
+    logging.basicConfig(level=level, handlers=handlers,
+                        format=f"[%(asctime)s] [dev {args.device_id}] %(levelname)s %(message)s")
+
+    sw = Switch(device_id=args.device_id, cpu_port=args.cpu_port,
+                priority_queues=args.priority_queues, queue_depth=args.queue_depth, seed=args.seed)
+    for port, prio, pps in args.queue_rate:
+        sw.set_queue_rate(pps, port, prio)
+    if args.json and not args.no_p4:
+        try:
+            with open(args.json, "rb") as f:
+                sw.install_program(sw.load_program(f.read()))
+        except (OSError, CompileError) as e:
+            print(f"gradnet-switch: cannot load {args.json}: {e}", file=sys.stderr)
+            return 2
+    try:
+        for port, iface in args.interface:
+            sw.add_port(port, iface)
+    except OSError as e:
+        print(f"gradnet-switch: cannot open interface: {e}", file=sys.stderr)
+        return 2
+
+    from targets.embedded.p4runtime_server import P4RuntimeServer
+
+    server = P4RuntimeServer(sw, args.grpc_server_addr)
+    try:
+        server.start()
+    except Exception as e:  # grpc raises RuntimeError on a busy port
+        print(f"gradnet-switch: cannot listen on {args.grpc_server_addr}: {e}", file=sys.stderr)
+        return 2
+    done = threading.Event()
+
+    def _stop(signum: int, frame: object) -> None:
+        done.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    sw.start()
+    logging.getLogger("gradnet.switch").info(
+        "device %d up: %d ports, P4Runtime on %s", args.device_id, len(args.interface), args.grpc_server_addr)
+    print(f"gradnet-switch: device {args.device_id} listening on {args.grpc_server_addr}", flush=True)
+    done.wait()
+    server.stop()
+    sw.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

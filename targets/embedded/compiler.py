@@ -1,0 +1,1127 @@
+"""Compile a BMv2 JSON program (p4c-bm2-ss, v1model) into Python code.
+
+The JSON is walked once, at load time, and turned into Python source that is then
+``exec``-ed: one function for the parser, one per action, one per table or conditional
+node of each pipeline, one for the deparser and one per checksum or hash calculation.
+At run time a packet is a flat list ``F`` of integers (the PHV): each header instance
+owns one slot for its validity bit followed by one slot per field, so generated code
+reads and writes fields as ``F[17]`` with no dictionary look-ups or object allocation.
+
+Semantics follow BMv2's ``simple_switch`` (behavioral-model 1.15): arithmetic is on
+unbounded integers with p4c's explicit masks, assignment truncates to the destination
+width, a parser error stops parsing and the packet enters ingress with
+``standard_metadata.parser_error`` set, and the unparsed rest of the packet is payload.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from targets.embedded import state
+from targets.embedded.state import ActionCall, StateError
+
+log = logging.getLogger("gradnet.switch")
+
+# Hidden PHV slots carrying per-packet side effects of primitives.
+EXIT, CLONE, CLONE_FL, RESUBMIT, RECIRC, LEARN, TRUNCATE = range(7)
+N_HIDDEN = 7
+FLAG = 1 << 40  # marks "set" in CLONE/RESUBMIT/RECIRC so that id 0 stays usable
+
+
+class CompileError(ValueError):
+    """The BMv2 JSON is malformed or uses a feature the embedded target lacks."""
+
+
+class ParserError(Exception):
+    """Raised inside generated parser code; ``code`` is the P4 error value."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+
+@dataclass
+class ActionInfo:
+    """An action of the program: name, BMv2 id and (name, bitwidth) parameters."""
+
+    name: str
+    id: int
+    params: list[tuple[str, int]]
+    fn: Callable[..., Any] | None = None
+
+
+@dataclass
+class LearnList:
+    """A digest (BMv2 learn list): name, id and its (field name, bitwidth) list."""
+
+    name: str
+    id: int
+    fields: list[tuple[str, int]]
+    slots: list[int] = field(default_factory=list)
+
+
+@dataclass
+class HeaderLayout:
+    """Where a header instance lives in the PHV."""
+
+    name: str
+    type_name: str
+    base: int  # slot of the validity bit; fields follow
+    fields: list[tuple[str, int, bool]]
+    metadata: bool
+
+    @property
+    def nbits(self) -> int:
+        return sum(w for _, w, _ in self.fields)
+
+    def slot(self, fname: str) -> int:
+        for i, (n, _, _) in enumerate(self.fields):
+            if n == fname:
+                return self.base + 1 + i
+        raise CompileError(f"header {self.name} has no field {fname}")
+
+
+@dataclass
+class StackLayout:
+    name: str
+    headers: list[HeaderLayout]
+    next_slot: int  # slot holding the stack's next index
+
+    @property
+    def stride(self) -> int:
+        return len(self.headers[0].fields) + 1
+
+
+class MeterArray:
+    """A two-rate three-colour meter array (RFC 2698, as BMv2's ``Meter``)."""
+
+    GREEN, YELLOW, RED = 0, 1, 2
+
+    def __init__(self, name: str, size: int, unit: str) -> None:
+        self.name = name
+        self.size = size
+        self.unit = unit  # "packets" or "bytes"
+        self.configs: list[tuple[int, int, int, int] | None] = [None] * size
+        self._state: list[list[float]] = [[0.0, 0.0, 0.0] for _ in range(size)]
+
+    def set_config(self, index: int, cir: int, cburst: int, pir: int, pburst: int) -> None:
+        if not 0 <= index < self.size:
+            raise StateError("OUT_OF_RANGE", f"meter {self.name}: index {index} out of range")
+        self.configs[index] = (cir, cburst, pir, pburst)
+        self._state[index] = [float(cburst), float(pburst), 0.0]
+
+    def execute(self, index: int, length: int, now: float) -> int:
+        if not 0 <= index < self.size or self.configs[index] is None:
+            return self.GREEN
+        cir, cburst, pir, pburst = self.configs[index]
+        tc, tp, last = self._state[index]
+        dt = now - last if last else 0.0
+        tc = min(cburst, tc + cir * dt)
+        tp = min(pburst, tp + pir * dt)
+        size = 1 if self.unit == "packets" else length
+        if tp < size:
+            color = self.RED
+        elif tc < size:
+            tp -= size
+            color = self.YELLOW
+        else:
+            tp -= size
+            tc -= size
+            color = self.GREEN
+        self._state[index] = [tc, tp, now]
+        return color
+
+
+# -- hash algorithms (bit-exact with behavioral-model's calculations.cpp) ---------------
+def _make_crc_table(poly: int, width: int) -> list[int]:
+    top = 1 << (width - 1)
+    mask = (1 << width) - 1
+    table = []
+    for byte in range(256):
+        rem = byte << (width - 8)
+        for _ in range(8):
+            rem = ((rem << 1) ^ poly) if rem & top else (rem << 1)
+        table.append(rem & mask)
+    return table
+
+
+def _reflect(v: int, nbits: int) -> int:
+    r = 0
+    for i in range(nbits):
+        if v >> i & 1:
+            r |= 1 << (nbits - 1 - i)
+    return r
+
+
+_REFLECT8 = [_reflect(b, 8) for b in range(256)]
+_CRC16_TABLE = _make_crc_table(0x8005, 16)
+_CCITT_TABLE = _make_crc_table(0x1021, 16)
+
+
+def crc16(buf: bytes) -> int:
+    """CRC-16/ARC as BMv2's ``crc16``."""
+    rem = 0
+    for b in buf:
+        rem = (_CRC16_TABLE[_REFLECT8[b] ^ (rem >> 8)] ^ (rem << 8)) & 0xFFFF
+    return _reflect(rem, 16)
+
+
+def crc32(buf: bytes) -> int:
+    """Standard CRC-32 (as BMv2's ``crc32``)."""
+    return zlib.crc32(buf) & 0xFFFFFFFF
+
+
+def crc_ccitt(buf: bytes) -> int:
+    rem = 0xFFFF
+    for b in buf:
+        rem = (_CCITT_TABLE[b ^ (rem >> 8)] ^ (rem << 8)) & 0xFFFF
+    return rem
+
+
+def csum16(buf: bytes) -> int:
+    """Internet checksum (ones' complement of the ones' complement sum)."""
+    if len(buf) & 1:
+        buf = buf + b"\x00"
+    s = sum(int.from_bytes(buf[i:i + 2], "big") for i in range(0, len(buf), 2))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def xor16(buf: bytes) -> int:
+    r = 0
+    for i in range(0, len(buf) - 1, 2):
+        r ^= (buf[i] << 8) | buf[i + 1]
+    if len(buf) & 1:
+        r ^= buf[-1] << 8
+    return r
+
+
+def identity(buf: bytes) -> int:
+    return int.from_bytes(buf[:8], "big")
+
+
+class _RoundRobin:
+    def __init__(self) -> None:
+        self.i = 0
+
+    def __call__(self, buf: bytes) -> int:
+        self.i += 1
+        return self.i - 1
+
+
+HASH_ALGOS: dict[str, Callable[[], Callable[[bytes], int]]] = {
+    "crc16": lambda: crc16,
+    "crc16_custom": lambda: crc16,
+    "crc32": lambda: crc32,
+    "crc32_custom": lambda: crc32,
+    "crcCCITT": lambda: crc_ccitt,
+    "csum16": lambda: csum16,
+    "cksum16": lambda: csum16,
+    "xor16": lambda: xor16,
+    "identity": lambda: identity,
+    "round_robin": _RoundRobin,
+}
+
+
+def _int(v: Any) -> int:
+    """A JSON hexstr / int / bool as a Python int."""
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        return int(v, 0) if not v.startswith("-") else -int(v[1:], 0)
+    raise CompileError(f"not a number: {v!r}")
+
+
+def _signed(v: int, w: int) -> int:
+    v &= (1 << w) - 1
+    return v - (1 << w) if v >> (w - 1) else v
+
+
+class Program:
+    """A BMv2 JSON program compiled to Python; see the module doc.
+
+    Public attributes are what the control plane uses: ``tables``, ``actions``,
+    ``registers``, ``counters``, ``direct_counters``, ``meters``, ``learn_lists``.
+    The data plane calls ``parse``, ``ingress``, ``egress``, ``deparse``,
+    ``verify_checksums`` and ``update_checksums``.
+    """
+
+    def __init__(self, spec: dict[str, Any] | str | bytes, seed: int | None = None) -> None:
+        if isinstance(spec, bytes | str):
+            try:
+                spec = json.loads(spec)
+            except (ValueError, UnicodeDecodeError) as e:
+                raise CompileError(f"device config is not valid JSON: {e}") from e
+        if not isinstance(spec, dict) or "header_types" not in spec or "pipelines" not in spec:
+            raise CompileError("device config is not a BMv2 JSON program (no header_types/pipelines)")
+        self.spec = spec
+        self.rng = random.Random(seed)
+        self._src: list[str] = []
+        self._ns: dict[str, Any] = {}
+        self._uid = 0
+        try:
+            self._layout()
+            self._build_objects()
+            self._gen_all()
+        except CompileError:
+            raise
+        except (KeyError, IndexError, TypeError, ValueError) as e:
+            raise CompileError(f"malformed BMv2 JSON: {type(e).__name__}: {e}") from e
+
+    # ------------------------------------------------------------------ layout
+    def _layout(self) -> None:
+        spec = self.spec
+        types = {t["name"]: t for t in spec["header_types"]}
+        self.headers: dict[str, HeaderLayout] = {}
+        slot = N_HIDDEN
+        for h in spec.get("headers", []):
+            t = types[h["header_type"]]
+            fields = []
+            for f in t["fields"]:
+                if f[1] == "*":
+                    raise CompileError(f"header {h['name']}: varbit fields are not supported")
+                fields.append((f[0], int(f[1]), bool(f[2]) if len(f) > 2 else False))
+            self.headers[h["name"]] = HeaderLayout(h["name"], t["name"], slot, fields, bool(h.get("metadata")))
+            slot += 1 + len(fields)
+        self.stacks: dict[str, StackLayout] = {}
+        by_id = {h["id"]: h["name"] for h in spec.get("headers", [])}
+        for s in spec.get("header_stacks", []):
+            hs = [self.headers[by_id[i]] for i in s["header_ids"]]
+            for a, b in zip(hs, hs[1:], strict=False):
+                if b.base - a.base != len(a.fields) + 1:
+                    raise CompileError(f"header stack {s['name']} elements are not contiguous")
+            self.stacks[s["name"]] = StackLayout(s["name"], hs, slot)
+            slot += 1
+        if spec.get("header_unions"):
+            raise CompileError("header unions are not supported by the embedded target")
+        self.nslots = slot
+        template = [0] * slot
+        for h in self.headers.values():
+            if h.metadata:
+                template[h.base] = 1
+        self.template = template
+        self.errors = {name: code for name, code in spec.get("errors", [])}
+        for name, code in (("NoError", 0), ("PacketTooShort", 1), ("NoMatch", 2),
+                           ("StackOutOfBounds", 3), ("HeaderTooShort", 4)):
+            self.errors.setdefault(name, code)
+        self.aliases = {a[0]: a[1] for a in spec.get("field_aliases", [])}
+        sm = self.headers.get("standard_metadata")
+        if sm is None:
+            raise CompileError("program has no standard_metadata (not a v1model program?)")
+
+        def sm_slot(name: str) -> int | None:
+            try:
+                return sm.slot(name)
+            except CompileError:
+                return None
+
+        self.sm = {n: sm_slot(n) for n, _, _ in sm.fields}
+        for required in ("ingress_port", "egress_spec", "egress_port", "instance_type", "packet_length"):
+            if self.sm.get(required) is None:
+                raise CompileError(f"standard_metadata.{required} missing")
+        self.metadata_slots = [
+            (h.base + 1, h.base + 1 + len(h.fields)) for h in self.headers.values() if h.metadata
+        ]
+
+    def field_slot(self, ref: list[str]) -> int:
+        """PHV slot of a ``[header, field]`` reference (aliases resolved)."""
+        hname, fname = ref
+        joined = f"{hname}.{fname}"
+        if joined in self.aliases:
+            hname, fname = self.aliases[joined]
+        h = self.headers.get(hname)
+        if h is None:
+            raise CompileError(f"unknown header {hname}")
+        return h.slot(fname)
+
+    def field_info(self, ref: list[str]) -> tuple[int, int, bool]:
+        hname, fname = ref
+        joined = f"{hname}.{fname}"
+        if joined in self.aliases:
+            hname, fname = self.aliases[joined]
+        h = self.headers[hname]
+        for i, (n, w, s) in enumerate(h.fields):
+            if n == fname:
+                return h.base + 1 + i, w, s
+        raise CompileError(f"header {hname} has no field {fname}")
+
+    # ------------------------------------------------------------------ objects
+    def _build_objects(self) -> None:
+        spec = self.spec
+        self.registers: dict[str, state.RegisterArray] = {}
+        for r in spec.get("register_arrays", []):
+            self.registers[r["name"]] = state.RegisterArray(r["name"], int(r["size"]), int(r["bitwidth"]))
+        self.counters: dict[str, state.CounterArray] = {}
+        self.direct_counters: dict[str, str] = {}
+        for c in spec.get("counter_arrays", []):
+            if c.get("is_direct"):
+                self.direct_counters[c["name"]] = c["binding"]
+            else:
+                self.counters[c["name"]] = state.CounterArray(c["name"], int(c["size"]))
+        self.meters: dict[str, MeterArray] = {}
+        for m in spec.get("meter_arrays", []):
+            if m.get("is_direct"):
+                raise CompileError(f"direct meter {m['name']} is not supported")
+            self.meters[m["name"]] = MeterArray(m["name"], int(m["size"]), m.get("type", "packets"))
+        self.field_lists: dict[int, list[int]] = {}
+        for fl in spec.get("field_lists", []):
+            slots = []
+            for e in fl["elements"]:
+                if e["type"] != "field":
+                    raise CompileError(f"field list {fl['name']}: element type {e['type']}")
+                slots.append(self.field_slot(e["value"]))
+            self.field_lists[int(fl["id"])] = slots
+        self.learn_lists: dict[str, LearnList] = {}
+        self.learn_by_id: dict[int, LearnList] = {}
+        for ll in spec.get("learn_lists", []):
+            fields, slots = [], []
+            for e in ll["elements"]:
+                s, w, _ = self.field_info(e["value"])
+                fields.append((".".join(e["value"]), w))
+                slots.append(s)
+            info = LearnList(ll["name"], int(ll["id"]), fields, slots)
+            self.learn_lists[ll["name"]] = info
+            self.learn_by_id[info.id] = info
+        self.calculations = {c["name"]: c for c in spec.get("calculations", [])}
+        self.actions_by_id: dict[int, ActionInfo] = {}
+        self.actions: dict[str, ActionInfo] = {}
+        for a in spec.get("actions", []):
+            info = ActionInfo(a["name"], int(a["id"]), [(p["name"], int(p["bitwidth"])) for p in a["runtime_data"]])
+            self.actions_by_id[info.id] = info
+            self.actions.setdefault(info.name, info)
+
+    # ------------------------------------------------------------------ codegen helpers
+    def _name(self, prefix: str) -> str:
+        self._uid += 1
+        return f"{prefix}{self._uid}"
+
+    def _bind(self, prefix: str, obj: Any) -> str:
+        name = self._name(prefix)
+        self._ns[name] = obj
+        return name
+
+    def _header_base(self, operand: dict[str, Any]) -> str:
+        """Python expression for the base slot of a (possibly dynamic) header operand."""
+        t, v = operand["type"], operand["value"]
+        if t == "header":
+            if v in self.headers:
+                return str(self.headers[v].base)
+            raise CompileError(f"unknown header {v}")
+        if t == "expression":
+            e = v
+            if e["op"] == "dereference_header_stack":
+                st = self.stacks[e["left"]["value"]]
+                idx = self.expr(e["right"])
+                return f"({st.headers[0].base} + ({idx}) * {st.stride})"
+            raise CompileError(f"header expression op {e['op']}")
+        if t == "stack_field":
+            raise CompileError("stack_field used as header")
+        raise CompileError(f"operand {t} is not a header")
+
+    def _stack_last_base(self, st: StackLayout) -> str:
+        return f"({st.headers[0].base} + (F[{st.next_slot}] - 1) * {st.stride})"
+
+    def lvalue(self, operand: dict[str, Any]) -> tuple[str, int, bool]:
+        """(target expression, bitwidth, signed) of an assignable operand."""
+        t, v = operand["type"], operand["value"]
+        if t == "field":
+            s, w, sg = self.field_info(v)
+            return f"F[{s}]", w, sg
+        if t == "stack_field":
+            st = self.stacks[v[0]]
+            h = st.headers[0]
+            for i, (n, w, sg) in enumerate(h.fields):
+                if n == v[1]:
+                    return f"F[{self._stack_last_base(st)} + {1 + i}]", w, sg
+            raise CompileError(f"stack {v[0]} has no field {v[1]}")
+        if t == "expression" and v["op"] == "access_field":
+            hb = self._header_base(v["left"])
+            off = _int(v["right"]["value"]) if isinstance(v["right"], dict) else int(v["right"])
+            hdr = self._header_of_access(v["left"])
+            _, w, sg = hdr.fields[off]
+            return f"F[{hb} + {1 + off}]", w, sg
+        raise CompileError(f"cannot assign to operand of type {t}")
+
+    def _header_of_access(self, operand: dict[str, Any]) -> HeaderLayout:
+        if operand["type"] == "header":
+            return self.headers[operand["value"]]
+        e = operand["value"]
+        return self.stacks[e["left"]["value"]].headers[0]
+
+    def store(self, operand: dict[str, Any], value: str) -> str:
+        """Statement assigning ``value`` to an operand, truncated to its width."""
+        target, w, sg = self.lvalue(operand)
+        if sg:
+            return f"{target} = _sgn({value}, {w})"
+        return f"{target} = ({value}) & {(1 << w) - 1:#x}"
+
+    def expr(self, operand: dict[str, Any] | None) -> str:
+        """Python expression source for a BMv2 JSON operand / expression."""
+        if operand is None:
+            raise CompileError("missing operand")
+        t = operand["type"]
+        v = operand.get("value")
+        if t == "hexstr":
+            return str(_int(v))
+        if t == "bool":
+            return "True" if v else "False"
+        if t == "field":
+            return f"F[{self.field_slot(v)}]"
+        if t == "runtime_data":
+            return f"D[{int(v)}]"
+        if t == "local":
+            return f"L[{int(v)}]"
+        if t == "header":
+            return self._header_base(operand)
+        if t == "stack_field":
+            return self.lvalue(operand)[0]
+        if t == "header_stack":
+            return repr(v)
+        if t == "string":
+            return repr(v)
+        if t == "expression":
+            return self._op(v)
+        if t == "lookahead":
+            raise CompileError("lookahead outside a parser transition key")
+        raise CompileError(f"unsupported operand type {t}")
+
+    def _op(self, e: dict[str, Any]) -> str:
+        op = e["op"]
+        left, right = e.get("left"), e.get("right")
+        binops = {"+": "+", "-": "-", "*": "*", "<<": "<<", ">>": ">>", "&": "&", "|": "|",
+                  "^": "^", "==": "==", "!=": "!=", ">": ">", ">=": ">=", "<": "<", "<=": "<=",
+                  "and": "and", "or": "or"}
+        if op in binops:
+            if left is None:
+                return f"({binops[op]}{self.expr(right)})"
+            return f"({self.expr(left)} {binops[op]} {self.expr(right)})"
+        if op == "/":
+            return f"({self.expr(left)} // {self.expr(right)})"
+        if op == "%":
+            return f"({self.expr(left)} % {self.expr(right)})"
+        if op == "not":
+            return f"(not {self.expr(right)})"
+        if op == "~":
+            return f"(~{self.expr(right)})"
+        if op == "d2b":
+            return f"({self.expr(right)} != 0)"
+        if op == "b2d":
+            return f"int({self.expr(right)})"
+        if op == "valid":
+            return f"(F[{self._header_base(right)}] == 1)"
+        if op == "?:":
+            c = e["cond"]
+            return f"({self.expr(left)} if {self.expr(c)} else {self.expr(right)})"
+        if op == "two_comp_mod":
+            return f"_sgn({self.expr(left)}, {self.expr(right)})"
+        if op == "sat_cast":
+            return f"_satc({self.expr(left)}, {self.expr(right)})"
+        if op == "usat_cast":
+            return f"_usatc({self.expr(left)}, {self.expr(right)})"
+        if op == "access_field":
+            return self.lvalue({"type": "expression", "value": e})[0]
+        if op == "dereference_header_stack":
+            return self._header_base({"type": "expression", "value": e})
+        if op == "last_stack_index":
+            st = self.stacks[right["value"] if right else left["value"]]
+            return f"(F[{st.next_slot}] - 1)"
+        if op == "size_stack":
+            st = self.stacks[right["value"] if right else left["value"]]
+            return str(len(st.headers))
+        if op == "min":
+            return f"min({self.expr(left)}, {self.expr(right)})"
+        if op == "max":
+            return f"max({self.expr(left)}, {self.expr(right)})"
+        raise CompileError(f"unsupported expression op {op!r}")
+
+    # ------------------------------------------------------------------ primitives
+    def primitive(self, p: dict[str, Any], out: list[str], ind: str) -> None:
+        """Append the statements of one primitive call to ``out``."""
+        op = p["op"]
+        a = p.get("parameters", [])
+        sm = self.sm
+        if op in ("assign", "modify_field"):
+            out.append(ind + self.store(a[0], self.expr(a[1])))
+        elif op == "assign_header":
+            dst, src = self._header_base(a[0]), self._header_base(a[1])
+            n = len(self._header_of_access(a[0]).fields) + 1
+            out.append(f"{ind}_d = {dst}; _s = {src}; F[_d:_d + {n}] = F[_s:_s + {n}]")
+        elif op == "assign_header_stack":
+            d, s = self.stacks[a[0]["value"]], self.stacks[a[1]["value"]]
+            n = len(d.headers) * d.stride
+            db, sb = d.headers[0].base, s.headers[0].base
+            out.append(f"{ind}F[{db}:{db + n}] = F[{sb}:{sb + n}]; F[{d.next_slot}] = F[{s.next_slot}]")
+        elif op == "add_header":
+            hb = self._header_base(a[0])
+            n = len(self._header_of_access(a[0]).fields)
+            out.append(f"{ind}_b = {hb}")
+            out.append(f"{ind}if not F[_b]: F[_b:_b + {n + 1}] = _ZERO{n + 1}")
+            self._ns[f"_ZERO{n + 1}"] = [1] + [0] * n
+        elif op == "remove_header":
+            out.append(f"{ind}F[{self._header_base(a[0])}] = 0")
+        elif op in ("push", "pop"):
+            st = self.stacks[a[0]["value"]]
+            cnt = self.expr(a[1])
+            fn = "_push" if op == "push" else "_pop"
+            out.append(f"{ind}{fn}(F, {st.headers[0].base}, {len(st.headers)}, {st.stride}, {st.next_slot}, {cnt})")
+        elif op == "mark_to_drop":
+            out.append(f"{ind}F[{sm['egress_spec']}] = 511")
+            if sm.get("mcast_grp") is not None:
+                out.append(f"{ind}F[{sm['mcast_grp']}] = 0")
+        elif op == "exit":
+            out.append(f"{ind}F[{EXIT}] = 1")
+            out.append(f"{ind}return")
+        elif op == "modify_field_with_hash_based_offset":
+            calc = self._calc_fn(a[2]["value"])
+            base, size = self.expr(a[1]), self.expr(a[3])
+            out.append(f"{ind}_sz = {size}")
+            out.append(ind + self.store(a[0], f"{base} + ({calc}(F) % _sz if _sz else {calc}(F))"))
+        elif op == "modify_field_rng_uniform":
+            out.append(ind + self.store(a[0], f"_rand({self.expr(a[1])}, {self.expr(a[2])})"))
+        elif op == "register_read":
+            reg = self.registers[a[1]["value"]]
+            cells = self._bind("_R", reg.cells)
+            out.append(f"{ind}_i = {self.expr(a[2])}")
+            out.append(ind + self.store(a[0], f"({cells}[_i] if 0 <= _i < {reg.size} else 0)"))
+        elif op == "register_write":
+            reg = self.registers[a[0]["value"]]
+            cells = self._bind("_R", reg.cells)
+            out.append(f"{ind}_i = {self.expr(a[1])}")
+            out.append(f"{ind}if 0 <= _i < {reg.size}: {cells}[_i] = ({self.expr(a[2])}) & {reg.mask:#x}")
+        elif op == "count":
+            c = self._bind("_C", self.counters[a[0]["value"]])
+            out.append(f"{ind}{c}.count({self.expr(a[1])}, F[{sm['packet_length']}])")
+        elif op == "execute_meter":
+            m = self._bind("_M", self.meters[a[0]["value"]])
+            out.append(ind + self.store(a[2], f"{m}.execute({self.expr(a[1])}, F[{sm['packet_length']}], _now())"))
+        elif op == "clone_ingress_pkt_to_egress" or op == "clone_egress_pkt_to_egress":
+            fl = self.expr(a[1]) if len(a) > 1 else "0"
+            out.append(f"{ind}F[{CLONE}] = {FLAG} | ({self.expr(a[0])}); F[{CLONE_FL}] = {fl}")
+        elif op == "resubmit":
+            fl = self.expr(a[0]) if a else "0"
+            out.append(f"{ind}F[{RESUBMIT}] = {FLAG} | ({fl})")
+        elif op == "recirculate":
+            fl = self.expr(a[0]) if a else "0"
+            out.append(f"{ind}F[{RECIRC}] = {FLAG} | ({fl})")
+        elif op == "generate_digest":
+            out.append(f"{ind}F[{LEARN}] = {self.expr(a[1])}")
+        elif op == "truncate":
+            out.append(f"{ind}F[{TRUNCATE}] = {self.expr(a[0])}")
+        elif op == "log_msg":
+            fmt = a[0]["value"]
+            args = [self.expr(x) for x in a[1]["value"]] if len(a) > 1 else []
+            out.append(f"{ind}_log({fmt!r}, [{', '.join(args)}])")
+        elif op in ("assert", "assume"):
+            out.append(f"{ind}if not ({self.expr(a[0])}): _log('assertion failed: ' + {op!r}, [])")
+        elif op in ("add", "subtract"):  # P4_14-era primitives
+            sign = "+" if op == "add" else "-"
+            out.append(ind + self.store(a[0], f"{self.expr(a[1])} {sign} {self.expr(a[2])}"))
+        else:
+            raise CompileError(f"unsupported primitive {op!r}")
+
+    def _calc_fn(self, name: str) -> str:
+        """Name of a generated function computing calculation ``name`` over the PHV."""
+        key = f"_calc::{name}"
+        if key in self._ns:
+            return self._ns[key]
+        calc = self.calculations.get(name)
+        if calc is None:
+            raise CompileError(f"unknown calculation {name}")
+        algo_name = calc["algo"]
+        if algo_name not in HASH_ALGOS:
+            raise CompileError(f"unsupported hash algorithm {algo_name!r}")
+        algo = self._bind("_A", HASH_ALGOS[algo_name]())
+        fname = self._name("_calc")
+        lines = [f"def {fname}(F, P=b''):", "    v = 0; n = 0"]
+        for e in calc["input"]:
+            t = e["type"]
+            if t == "field":
+                s, w, _ = self.field_info(e["value"])
+                hdr = self.headers[self.aliases.get(".".join(e["value"]), e["value"])[0]]
+                cond = "" if hdr.metadata else f"if F[{hdr.base}]: "
+                lines.append(f"    {cond}v = (v << {w}) | (F[{s}] & {(1 << w) - 1:#x}); n += {w}")
+            elif t == "hexstr":
+                w = int(e["bitwidth"])
+                lines.append(f"    v = (v << {w}) | {_int(e['value']) & ((1 << w) - 1)}; n += {w}")
+            elif t == "header":
+                h = self.headers[e["value"]]
+                parts = " | ".join(
+                    f"((F[{h.base + 1 + i}] & {(1 << w) - 1:#x}) << {sum(x[1] for x in h.fields[i + 1:])})"
+                    for i, (_, w, _) in enumerate(h.fields)
+                )
+                lines.append(f"    if F[{h.base}]: v = (v << {h.nbits}) | {parts}; n += {h.nbits}")
+            elif t == "payload":
+                lines.append("    pay = True")
+            else:
+                raise CompileError(f"calculation {name}: input type {t}")
+        lines.append("    nb = (n + 7) >> 3")
+        lines.append(f"    buf = (v << (nb * 8 - n)).to_bytes(nb, 'big')")
+        if any(e["type"] == "payload" for e in calc["input"]):
+            lines.append("    buf += bytes(P)")
+        lines.append(f"    return {algo}(buf)")
+        self._src.append("\n".join(lines))
+        self._ns[key] = fname
+        return fname
+
+    # ------------------------------------------------------------------ actions
+    def _gen_action(self, a: dict[str, Any]) -> str:
+        fname = f"_act{a['id']}"
+        prims = a["primitives"]
+        lines = [f"def {fname}(F, D):"]
+        if not prims:
+            lines.append("    pass")
+        elif any(p["op"] in ("_jump", "_jump_if_zero") for p in prims):
+            # p4c lowers `if` inside actions to jumps: run them with a program counter.
+            lines.append("    pc = 0")
+            lines.append("    while True:")
+            for i, p in enumerate(prims):
+                lines.append(f"        {'if' if i == 0 else 'elif'} pc == {i}:")
+                if p["op"] == "_jump":
+                    lines.append(f"            pc = {_int(p['parameters'][0]['value'])}; continue")
+                elif p["op"] == "_jump_if_zero":
+                    cond = self.expr(p["parameters"][0])
+                    tgt = _int(p["parameters"][1]["value"])
+                    lines.append(f"            if not ({cond}): pc = {tgt}; continue")
+                else:
+                    self.primitive(p, lines, "            ")
+                lines.append(f"            pc = {i + 1}")
+            lines.append("        else:")
+            lines.append("            return")
+        else:
+            for p in prims:
+                self.primitive(p, lines, "    ")
+        self._src.append("\n".join(lines))
+        return fname
+
+    # ------------------------------------------------------------------ parser
+    def _gen_parser(self, parser: dict[str, Any]) -> None:
+        states = {s["name"]: i for i, s in enumerate(parser["parse_states"])}
+        lines = ["def _parse(F, pkt):", "    o = 0; n = len(pkt)", f"    st = {states[parser['init_state']]}",
+                 "    try:", "      while True:"]
+        for i, s in enumerate(parser["parse_states"]):
+            lines.append(f"        {'if' if i == 0 else 'elif'} st == {i}:")
+            body: list[str] = []
+            ind = "          "
+            for op in s["parser_ops"]:
+                self._parser_op(op, body, ind)
+            # transition
+            key_parts = []
+            key_bits = 0
+            for k in s.get("transition_key", []):
+                if k["type"] == "field":
+                    sl, w, _ = self.field_info(k["value"])
+                    wb = (w + 7) // 8 * 8
+                    key_parts.append((f"F[{sl}]", wb))
+                    key_bits += wb
+                elif k["type"] == "stack_field":
+                    tgt, w, _ = self.lvalue(k)
+                    wb = (w + 7) // 8 * 8
+                    key_parts.append((tgt, wb))
+                    key_bits += wb
+                elif k["type"] == "lookahead":
+                    off, w = int(k["value"][0]), int(k["value"][1])
+                    wb = (w + 7) // 8 * 8
+                    key_parts.append((f"_look(pkt, o, {off}, {w})", wb))
+                    key_bits += wb
+                elif k["type"] == "expression":
+                    raise CompileError("expression in transition key")
+                else:
+                    raise CompileError(f"transition key type {k['type']}")
+            if key_parts:
+                expr, shift = [], key_bits
+                for src, wb in key_parts:
+                    shift -= wb
+                    expr.append(f"({src} << {shift})" if shift else f"({src})")
+                body.append(f"{ind}k = {' | '.join(expr)}")
+            first = True
+            for tr in s["transitions"]:
+                nxt = tr["next_state"]
+                target = f"st = {states[nxt]}" if nxt is not None else "return o"
+                ttype = tr.get("type", "hexstr")
+                if ttype == "default":
+                    cond = None
+                elif ttype == "hexstr":
+                    val = _int(tr["value"])
+                    mask = tr.get("mask")
+                    cond = f"k & {_int(mask)} == {val & _int(mask)}" if mask is not None else f"k == {val}"
+                elif ttype == "parse_vset":
+                    raise CompileError("parser value sets are not supported")
+                else:
+                    raise CompileError(f"transition type {ttype}")
+                if cond is None:
+                    body.append(f"{ind}{'' if first else 'else: '}{target}")
+                    break
+                body.append(f"{ind}{'if' if first else 'elif'} {cond}: {target}")
+                first = False
+            else:
+                if not first:
+                    body.append(f"{ind}else: raise _PE({self.errors['NoMatch']})")
+                else:
+                    body.append(f"{ind}return o")
+            lines.extend(body)
+        lines.append("        else: return o")
+        lines.append("    except _PE as e:")
+        lines.append(f"        F[{self.sm['parser_error']}] = e.code")
+        lines.append("        return o")
+        self._src.append("\n".join(lines))
+
+    def _extract_lines(self, h: HeaderLayout, base: str, ind: str, out: list[str]) -> None:
+        if h.nbits % 8:
+            raise CompileError(f"header {h.name} is not a whole number of bytes")
+        nb = h.nbits // 8
+        out.append(f"{ind}if o + {nb} > n: raise _PE({self.errors['PacketTooShort']})")
+        out.append(f"{ind}v = int.from_bytes(pkt[o:o + {nb}], 'big'); o += {nb}")
+        shift = h.nbits
+        for i, (_, w, sg) in enumerate(h.fields):
+            shift -= w
+            val = f"(v >> {shift}) & {(1 << w) - 1:#x}" if shift else f"v & {(1 << w) - 1:#x}"
+            if i == 0 and shift + w == h.nbits:
+                val = f"v >> {shift}" if shift else "v"
+            if sg:
+                val = f"_sgn({val}, {w})"
+            out.append(f"{ind}F[{base} + {1 + i}] = {val}")
+        out.append(f"{ind}F[{base}] = 1")
+
+    def _parser_op(self, op: dict[str, Any], out: list[str], ind: str) -> None:
+        name = op["op"]
+        params = op["parameters"]
+        if name == "extract":
+            p = params[0]
+            if p["type"] == "regular":
+                h = self.headers[p["value"]]
+                self._extract_lines(h, str(h.base), ind, out)
+            elif p["type"] == "stack":
+                st = self.stacks[p["value"]]
+                out.append(f"{ind}_i = F[{st.next_slot}]")
+                out.append(f"{ind}if _i >= {len(st.headers)}: raise _PE({self.errors['StackOutOfBounds']})")
+                out.append(f"{ind}_b = {st.headers[0].base} + _i * {st.stride}")
+                self._extract_lines(st.headers[0], "_b", ind, out)
+                out.append(f"{ind}F[{st.next_slot}] = _i + 1")
+            else:
+                raise CompileError(f"extract of {p['type']} is not supported")
+        elif name == "set":
+            out.append(ind + self.store(params[0], self.expr(params[1])))
+        elif name == "verify":
+            cond = self.expr(params[0])
+            err = self.expr(params[1]) if params[1]["type"] != "error" else str(self.errors[params[1]["value"]])
+            out.append(f"{ind}if not ({cond}): raise _PE({err})")
+        elif name == "primitive":
+            for p in params:
+                self.primitive(p, out, ind)
+        elif name == "advance":
+            bits = self.expr(params[0])
+            out.append(f"{ind}_a = ({bits}) >> 3")
+            out.append(f"{ind}if o + _a > n: raise _PE({self.errors['PacketTooShort']})")
+            out.append(f"{ind}o += _a")
+        elif name == "extract_VL":
+            raise CompileError("varbit extraction is not supported")
+        else:
+            raise CompileError(f"unsupported parser op {name!r}")
+
+    # ------------------------------------------------------------------ deparser
+    def _gen_deparser(self, dep: dict[str, Any]) -> None:
+        lines = ["def _deparse(F, payload):", "    out = []"]
+        for hname in dep["order"]:
+            h = self.headers[hname]
+            nb = h.nbits // 8
+            parts = []
+            shift = h.nbits
+            for i, (_, w, sg) in enumerate(h.fields):
+                shift -= w
+                fv = f"F[{h.base + 1 + i}]"
+                if sg:
+                    fv = f"({fv} & {(1 << w) - 1:#x})"
+                parts.append(f"({fv} << {shift})" if shift else fv)
+            lines.append(f"    if F[{h.base}]: out.append(({' | '.join(parts)}).to_bytes({nb}, 'big'))")
+        lines.append("    out.append(payload)")
+        lines.append("    return b''.join(out)")
+        self._src.append("\n".join(lines))
+
+    # ------------------------------------------------------------------ checksums
+    def _gen_checksums(self) -> None:
+        ver = ["def _verify_checksums(F):", "    bad = 0"]
+        upd = ["def _update_checksums(F, P=b''):"]
+        for c in self.spec.get("checksums", []):
+            calc = self._calc_fn(c["calculation"])
+            tgt, w, _ = self.lvalue({"type": "field", "value": c["target"]})
+            cond = self.expr(c["if_cond"]) if c.get("if_cond") else "True"
+            if c.get("verify"):
+                ver.append(f"    if ({cond}) and ({calc}(F) & {(1 << w) - 1:#x}) != {tgt}: bad = 1")
+            if c.get("update"):
+                upd.append(f"    if {cond}: {tgt} = {calc}(F, P) & {(1 << w) - 1:#x}")
+        ver.append("    return bad")
+        if len(upd) == 1:
+            upd.append("    pass")
+        self._src.append("\n".join(ver))
+        self._src.append("\n".join(upd))
+
+    # ------------------------------------------------------------------ pipelines
+    def _gen_pipeline(self, pl: dict[str, Any]) -> None:
+        nodes: dict[str, str] = {}
+        for t in pl["tables"]:
+            nodes[t["name"]] = self._name("_n")
+        for c in pl.get("conditionals", []):
+            nodes[c["name"]] = self._name("_n")
+
+        def ref(name: str | None) -> str:
+            return "None" if name is None else nodes[name]
+
+        tables_by_name = {t["name"]: t for t in pl["tables"]}
+        for t in pl["tables"]:
+            tbl = self._make_table(t)
+            tname = self._bind("_T", tbl)
+            key_src = []
+            for k in t["key"]:
+                mt = k["match_type"]
+                if mt == "valid":
+                    key_src.append(f"F[{self.headers[k['target']].base}]")
+                    continue
+                s, w, _ = self.field_info(k["target"])
+                src = f"F[{s}]"
+                if k.get("mask"):
+                    src = f"({src} & {_int(k['mask'])})"
+                key_src.append(src)
+            keyexpr = f"({', '.join(key_src)},)" if key_src else "()"
+            nt = t.get("next_tables", {})
+            lines = [f"def {nodes[t['name']]}(F):",
+                     f"    e = {tname}.lookup({keyexpr})",
+                     "    if e is None:",
+                     f"        c = {tname}.default",
+                     ]
+            if t["name"] in self.direct_counters.values():
+                lines.append(f"        {tname}.default_packets += 1")
+            lines += ["        c.fn(F, c.params)", "    else:", "        c = e.action"]
+            if t["name"] in self.direct_counters.values():
+                lines.append(f"        e.packets += 1; e.bytes += F[{self.sm['packet_length']}]")
+            lines.append("        c.fn(F, c.params)")
+            lines.append(f"    if F[{EXIT}]: return None")
+            if "__HIT__" in nt or "__MISS__" in nt:
+                lines.append(f"    return {ref(nt.get('__MISS__'))} if e is None else {ref(nt.get('__HIT__'))}")
+            else:
+                distinct = {ref(v) for v in nt.values()}
+                if len(distinct) <= 1:
+                    lines.append(f"    return {distinct.pop() if distinct else ref(t.get('base_default_next'))}")
+                else:
+                    nmap = self._name("_NX")
+                    lines.append(f"    return {nmap}[c.name]")
+                    self._deferred.append((nmap, {a: v for a, v in nt.items()}, ref))
+            self._src.append("\n".join(lines))
+            self.tables[t["name"]] = tbl
+        del tables_by_name
+        for c in pl.get("conditionals", []):
+            lines = [f"def {nodes[c['name']]}(F):",
+                     f"    return {ref(c.get('true_next'))} if {self.expr(c['expression'])} else {ref(c.get('false_next'))}"]
+            self._src.append("\n".join(lines))
+        init = pl.get("init_table")
+        lines = [f"def _pipe_{pl['name']}(F):", f"    n = {ref(init)}", "    while n is not None:", "        n = n(F)"]
+        self._src.append("\n".join(lines))
+
+    def _make_table(self, t: dict[str, Any]) -> state.Table:
+        if t.get("type", "simple") != "simple":
+            raise CompileError(f"table {t['name']}: {t['type']} tables (action profiles) are not supported")
+        keys = []
+        for k in t["key"]:
+            mt = k["match_type"]
+            if mt == "valid":
+                keys.append(state.KeyField(k.get("name", k["target"]), "exact", 1))
+                continue
+            _, w, _ = self.field_info(k["target"])
+            keys.append(state.KeyField(k.get("name", ".".join(k["target"])), mt, w))
+        action_names = [self.actions_by_id[i].name for i in t["action_ids"]]
+        self._table_actions[t["name"]] = {self.actions_by_id[i].name: self.actions_by_id[i] for i in t["action_ids"]}
+        de = t.get("default_entry")
+        if de:
+            info = self.actions_by_id[de["action_id"]]
+            default = ActionCall(info.name, tuple(_int(x) for x in de.get("action_data", [])))
+            default_const = bool(de.get("action_const"))
+        else:
+            info = self.actions_by_id[t["action_ids"][0]]
+            default = ActionCall(info.name, tuple(0 for _ in info.params))
+            default_const = False
+        tbl = state.Table(t["name"], keys, action_names, int(t.get("max_size", 1024)),
+                          default, default_const, t["name"] in self.direct_counters.values())
+        self._const_entries.append((tbl, t.get("entries", [])))
+        return tbl
+
+    # ------------------------------------------------------------------ all
+    def _gen_all(self) -> None:
+        self.tables: dict[str, state.Table] = {}
+        self._table_actions: dict[str, dict[str, ActionInfo]] = {}
+        self._const_entries: list[tuple[state.Table, list[dict[str, Any]]]] = []
+        self._deferred: list[tuple[str, dict[str, str | None], Callable[[str | None], str]]] = []
+        for a in self.spec.get("actions", []):
+            self.actions_by_id[int(a["id"])].fn = self._gen_action(a)  # type: ignore[assignment]
+        parsers = self.spec.get("parsers", [])
+        if len(parsers) != 1:
+            raise CompileError(f"expected one parser, found {len(parsers)}")
+        self._gen_parser(parsers[0])
+        deparsers = self.spec.get("deparsers", [])
+        if len(deparsers) != 1:
+            raise CompileError(f"expected one deparser, found {len(deparsers)}")
+        self._gen_deparser(deparsers[0])
+        self._gen_checksums()
+        pipes = {p["name"]: p for p in self.spec["pipelines"]}
+        for name in ("ingress", "egress"):
+            if name not in pipes:
+                raise CompileError(f"pipeline {name} missing")
+            self._gen_pipeline(pipes[name])
+        ns = self._ns
+        ns.update(_PE=ParserError, _sgn=_signed, _satc=_sat_cast, _usatc=_usat_cast,
+                  _push=_stack_push, _pop=_stack_pop, _look=_lookahead,
+                  _rand=self.rng.randint, _log=_log_msg, _now=_monotonic)
+        src = "\n\n".join(self._src)
+        self.source = src
+        try:
+            exec(compile(src, f"<p4:{self.spec.get('program', 'program')}>", "exec"), ns)
+        except SyntaxError as e:  # a bug in this compiler, not in the user's JSON
+            raise CompileError(f"internal code generation error: {e}") from e
+        for nmap, mapping, ref in self._deferred:
+            ns[nmap] = {a: ns[ref(v)] if v is not None else None for a, v in mapping.items()}
+        for info in self.actions_by_id.values():
+            info.fn = ns[info.fn]  # type: ignore[index]
+        for tname, tbl in self.tables.items():
+            tbl.initial_default = self.action_call(tname, tbl.initial_default.name, tbl.initial_default.params)
+            tbl.default = tbl.initial_default
+        for tbl, entries in self._const_entries:
+            for i, e in enumerate(entries):
+                tbl.insert(self._const_entry(tbl, e, i))
+        self.parse: Callable[[list[int], bytes], int] = ns["_parse"]
+        self.deparse: Callable[[list[int], bytes], bytes] = ns["_deparse"]
+        self.verify_checksums: Callable[[list[int]], int] = ns["_verify_checksums"]
+        self.update_checksums: Callable[..., None] = ns["_update_checksums"]
+        self.ingress: Callable[[list[int]], None] = ns["_pipe_ingress"]
+        self.egress: Callable[[list[int]], None] = ns["_pipe_egress"]
+
+    def _const_entry(self, tbl: state.Table, e: dict[str, Any], index: int) -> state.TableEntry:
+        key = []
+        for kf, mk in zip(tbl.keys, e["match_key"], strict=True):
+            mt = mk["match_type"]
+            if mt in ("exact", "valid"):
+                key.append(_int(mk["key"]))
+            elif mt == "lpm":
+                key.append((_int(mk["key"]), int(mk["prefix_length"])))
+            elif mt in ("ternary", "optional"):
+                mask = _int(mk.get("mask", hex((1 << kf.bitwidth) - 1)))
+                key.append((_int(mk["key"]) & mask, mask))
+            elif mt == "range":
+                key.append((_int(mk["start"]), _int(mk["end"])))
+            else:
+                raise CompileError(f"const entry match type {mt}")
+        ae = e["action_entry"]
+        info = self.actions_by_id[ae["action_id"]]
+        call = self.action_call(tbl.name, info.name, tuple(_int(x) for x in ae.get("action_data", [])))
+        # BMv2: a smaller priority value wins; ours follows P4Runtime (larger wins).
+        prio = -int(e.get("priority", index + 1)) if tbl.needs_priority else 0
+        return state.TableEntry(tuple(key), call, prio, is_const=True)
+
+    # ------------------------------------------------------------------ control-plane API
+    def action_call(self, table: str | None, action: str, params: tuple[int, ...]) -> ActionCall:
+        """Bind an action by name for ``table`` (None: any action), checking parameters."""
+        if table is not None:
+            allowed = self._table_actions.get(table)
+            if allowed is None:
+                raise StateError("NOT_FOUND", f"unknown table {table}")
+            info = allowed.get(action)
+            if info is None:
+                raise StateError("INVALID_ARGUMENT", f"action {action} is not an action of table {table}")
+        else:
+            info = self.actions.get(action)
+            if info is None:
+                raise StateError("NOT_FOUND", f"unknown action {action}")
+        if len(params) != len(info.params):
+            raise StateError("INVALID_ARGUMENT",
+                             f"action {action}: {len(params)} parameters given, {len(info.params)} expected")
+        for (pname, w), v in zip(info.params, params, strict=True):
+            if not 0 <= v < (1 << w):
+                raise StateError("INVALID_ARGUMENT", f"action {action}: parameter {pname} does not fit in {w} bits")
+        return ActionCall(info.name, tuple(params), info.fn)
+
+    def reset_state(self) -> None:
+        """Clear registers, counters, meters and table entries (const entries stay)."""
+        for r in self.registers.values():
+            r.reset()
+        for c in self.counters.values():
+            c.packets[:] = [0] * c.size
+            c.bytes[:] = [0] * c.size
+        for t in self.tables.values():
+            t.clear()
+            t.reset_default()
+            t.default_packets = t.default_bytes = 0
+
+    def new_phv(self) -> list[int]:
+        """A fresh PHV: all headers invalid, metadata zero."""
+        return self.template[:]
+
+    def reset_metadata(self, F: list[int]) -> None:
+        """Zero every metadata field (BMv2 ``reset_metadata``)."""
+        for a, b in self.metadata_slots:
+            F[a:b] = [0] * (b - a)
+
+    def copy_field_list(self, dst: list[int], src: list[int], fl_id: int) -> None:
+        for s in self.field_lists.get(fl_id, []):
+            dst[s] = src[s]
+
+
+def _sat_cast(v: int, w: int) -> int:
+    lo, hi = -(1 << (w - 1)), (1 << (w - 1)) - 1
+    return lo if v < lo else hi if v > hi else v
+
+
+def _usat_cast(v: int, w: int) -> int:
+    hi = (1 << w) - 1
+    return 0 if v < 0 else hi if v > hi else v
+
+
+def _stack_push(F: list[int], base: int, size: int, stride: int, nslot: int, count: int) -> None:
+    count = min(count, size)
+    end = base + size * stride
+    F[base + count * stride:end] = F[base:end - count * stride]
+    for i in range(count):
+        F[base + i * stride] = 0
+    F[nslot] = min(F[nslot] + count, size)
+
+
+def _stack_pop(F: list[int], base: int, size: int, stride: int, nslot: int, count: int) -> None:
+    count = min(count, size)
+    end = base + size * stride
+    F[base:end - count * stride] = F[base + count * stride:end]
+    for i in range(size - count, size):
+        F[base + i * stride] = 0
+    F[nslot] = max(F[nslot] - count, 0)
+
+
+def _lookahead(pkt: bytes, o: int, off: int, w: int) -> int:
+    start = o * 8 + off
+    nb = (start % 8 + w + 7) // 8
+    chunk = int.from_bytes(pkt[start // 8:start // 8 + nb].ljust(nb, b"\x00"), "big")
+    return (chunk >> (nb * 8 - start % 8 - w)) & ((1 << w) - 1)
+
+
+def _log_msg(fmt: str, args: list[int]) -> None:
+    for a in args:
+        fmt = fmt.replace("{}", str(a), 1)
+    log.info("log_msg: %s", fmt)
+
+
+def _monotonic() -> float:
+    import time
+
+    return time.monotonic()
+
+
+def load_file(path: str) -> Program:
+    """Compile a BMv2 JSON file."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise CompileError(f"cannot read {path}: {e}") from e
+    return Program(data)

@@ -1,0 +1,462 @@
+"""The embedded switch: packet I/O, simple_switch's packet flow and traffic manager.
+
+One data-plane thread owns everything packets touch: it receives frames from
+AF_PACKET sockets in batches, runs parser + ingress, hands packets to the traffic
+manager (per-port strict-priority queues with optional rate and depth), runs egress +
+deparser when a packet is dequeued, and transmits. Control-plane threads (P4Runtime)
+only swap the program, edit table/PRE state, and inject packet-outs through a
+thread-safe queue, so the data plane needs no locks on its hot path.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from targets.embedded import compiler
+from targets.embedded.compiler import CLONE, CLONE_FL, EXIT, FLAG, LEARN, RECIRC, RESUBMIT, TRUNCATE, Program
+from targets.embedded.state import PacketReplicationEngine, Replica
+
+log = logging.getLogger("gradnet.switch")
+
+ETH_P_ALL = 0x0003
+SOL_PACKET = 263
+PACKET_IGNORE_OUTGOING = 23
+DROP_PORT = 511
+
+# standard_metadata.instance_type values of simple_switch
+NORMAL, INGRESS_CLONE, EGRESS_CLONE, RECIRCULATED, REPLICATION, RESUBMITTED = 0, 1, 2, 4, 5, 6
+MAX_LOOPS = 32  # bound on resubmit/recirculate chains of one packet
+
+
+@dataclass
+class PortStats:
+    """Per-port packet counters of the switch (not of the P4 program)."""
+
+    rx: int = 0
+    tx: int = 0
+    queue_drops: int = 0
+
+
+@dataclass
+class SwitchStats:
+    """Why packets left the switch without being sent."""
+
+    pipeline_drops: int = 0
+    no_such_port: int = 0
+    priority_out_of_range: int = 0
+    loop_limit: int = 0
+    errors: int = 0
+    ports: dict[int, PortStats] = field(default_factory=lambda: collections.defaultdict(PortStats))
+
+
+class _Queue:
+    """One egress port's queues: strict priority, optional rate (pps) and depth."""
+
+    __slots__ = ("queues", "rate", "tokens", "last", "depth")
+
+    def __init__(self, nb_queues: int, depth: int) -> None:
+        self.queues = [collections.deque() for _ in range(nb_queues)]
+        self.rate: list[float | None] = [None] * nb_queues
+        self.tokens = [1.0] * nb_queues
+        self.last = [0.0] * nb_queues
+        self.depth = [depth] * nb_queues
+
+    def size(self) -> int:
+        return sum(len(q) for q in self.queues)
+
+
+class Switch:
+    """A software switch running one compiled P4 program with simple_switch semantics."""
+
+    def __init__(
+        self,
+        device_id: int = 0,
+        cpu_port: int | None = None,
+        priority_queues: int = 1,
+        queue_depth: int = 64,
+        seed: int | None = None,
+    ) -> None:
+        self.device_id = device_id
+        self.cpu_port = cpu_port
+        self.nb_queues = max(1, priority_queues)
+        self.queue_depth = queue_depth
+        self.seed = seed
+        self.pre = PacketReplicationEngine()
+        self.program: Program | None = None
+        self.packet_in_handlers: list[Callable[[bytes], None]] = []
+        self.digest_handlers: list[Callable[[str, list[tuple[int, ...]]], None]] = []
+        self.tx_handlers: list[Callable[[int, bytes], None]] = []
+        self.stats = SwitchStats()
+        self._ports: dict[int, socket.socket] = {}
+        self._ifaces: dict[int, str] = {}
+        self._fd_port: dict[int, int] = {}
+        self._tm: dict[int, _Queue] = {}
+        self._rate_cfg: dict[tuple[int | None, int | None], float] = {}
+        self._depth_cfg: dict[tuple[int | None, int | None], int] = {}
+        self._inject: collections.deque[tuple[int, bytes]] = collections.deque()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._t0 = time.monotonic()
+        self._debug = log.isEnabledFor(logging.DEBUG)
+
+    # ------------------------------------------------------------------ program
+    def load_program(self, device_config: bytes | str) -> Program:
+        """Compile BMv2 JSON; raises ``compiler.CompileError`` on a bad program."""
+        return Program(device_config, seed=self.seed)
+
+    def install_program(self, program: Program) -> None:
+        """Swap in a program (atomic for the data plane) and clear the PRE."""
+        self.pre.groups.clear()
+        self.pre.clone_sessions.clear()
+        self.program = program
+        log.info("device %d: program installed (%d tables)", self.device_id, len(program.tables))
+
+    # ------------------------------------------------------------------ ports
+    def add_port(self, port: int, iface: str) -> None:
+        """Attach a Linux interface as switch port ``port`` (AF_PACKET, promiscuous)."""
+        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        try:
+            s.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+        except OSError:
+            log.warning("PACKET_IGNORE_OUTGOING unsupported; own transmissions may loop back")
+        for opt in (getattr(socket, "SO_RCVBUFFORCE", 33), socket.SO_RCVBUF):
+            try:
+                s.setsockopt(socket.SOL_SOCKET, opt, 8 << 20)
+                break
+            except OSError:
+                continue
+        try:
+            s.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_SNDBUFFORCE", 32), 8 << 20)
+        except OSError:
+            pass
+        s.bind((iface, ETH_P_ALL))
+        s.setblocking(False)
+        self._ports[port] = s
+        self._ifaces[port] = iface
+        self._fd_port[s.fileno()] = port
+
+    def set_queue_rate(self, pps: float | None, port: int | None = None, priority: int | None = None) -> None:
+        """Limit a queue's rate in packets/s (None: unlimited), like BMv2's set_queue_rate."""
+        self._rate_cfg[(port, priority)] = pps
+        for p, q in self._tm.items():
+            self._apply_cfg(p, q)
+
+    def set_queue_depth(self, depth: int, port: int | None = None, priority: int | None = None) -> None:
+        """Set a queue's depth in packets, like BMv2's set_queue_depth."""
+        self._depth_cfg[(port, priority)] = depth
+        for p, q in self._tm.items():
+            self._apply_cfg(p, q)
+
+    def _apply_cfg(self, port: int, q: _Queue) -> None:
+        for prio in range(self.nb_queues):
+            for key in ((None, None), (port, None), (None, prio), (port, prio)):
+                if key in self._rate_cfg:
+                    q.rate[prio] = self._rate_cfg[key]
+                if key in self._depth_cfg:
+                    q.depth[prio] = self._depth_cfg[key]
+
+    def _queue(self, port: int) -> _Queue:
+        q = self._tm.get(port)
+        if q is None:
+            q = _Queue(self.nb_queues, self.queue_depth)
+            self._apply_cfg(port, q)
+            self._tm[port] = q
+        return q
+
+    # ------------------------------------------------------------------ entry points
+    def inject_packet_out(self, frame: bytes) -> None:
+        """A packet-out from the controller: enters ingress on the CPU port."""
+        if self.cpu_port is None:
+            raise ValueError("switch has no CPU port")
+        self._inject.append((self.cpu_port, frame))
+        try:
+            os.write(self._wake_w, b"x")
+        except BlockingIOError:
+            pass
+
+    def process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        """Run one frame through the whole switch synchronously; return what leaves.
+
+        Used by the I/O loop (which then transmits) and directly by tests and benchmarks.
+        Rate-limited queues are not drained here.
+        """
+        out: list[tuple[int, bytes]] = []
+        self._receive(port, frame)
+        self._drain(out, time.monotonic())
+        return out
+
+    def _now_us(self) -> int:
+        return int((time.monotonic() - self._t0) * 1e6)
+
+    # ------------------------------------------------------------------ ingress
+    def _receive(self, port: int, frame: bytes) -> None:
+        prog = self.program
+        self.stats.ports[port].rx += 1
+        if prog is None:
+            return
+        F = prog.template[:]
+        sm = prog.sm
+        F[sm["ingress_port"]] = port
+        F[sm["packet_length"]] = len(frame)
+        if sm.get("ingress_global_timestamp") is not None:
+            F[sm["ingress_global_timestamp"]] = self._now_us()
+        try:
+            self._ingress(prog, F, frame, len(frame), 0)
+        except Exception:  # a bug must not kill the data plane: count and log it
+            self.stats.errors += 1
+            log.exception("error processing packet from port %d", port)
+
+    def _ingress(self, prog: Program, F: list[int], frame: bytes, length: int, loops: int) -> None:
+        sm = prog.sm
+        off = prog.parse(F, frame)
+        payload = frame[off:]
+        if prog.verify_checksums(F) and sm.get("checksum_error") is not None:
+            F[sm["checksum_error"]] = 1
+        prog.ingress(F)
+        F[EXIT] = 0
+        if self._debug:
+            log.debug("ingress port %d: egress_spec=%d", F[sm["ingress_port"]], F[sm["egress_spec"]])
+        if F[CLONE]:
+            sid = F[CLONE] & ~FLAG
+            fl = F[CLONE_FL]
+            F[CLONE] = F[CLONE_FL] = 0
+            session = self.pre.clone_sessions.get(sid)
+            if session is not None:
+                C = prog.template[:]
+                cpay = frame[prog.parse(C, frame):]
+                prog.copy_field_list(C, F, fl)
+                C[sm["instance_type"]] = INGRESS_CLONE
+                self._replicate(prog, C, cpay, length, session.replicas, session.packet_length_bytes)
+        if F[LEARN]:
+            self._learn(prog, F)
+        if F[RESUBMIT]:
+            fl = F[RESUBMIT] & ~FLAG
+            if loops >= MAX_LOOPS:
+                self.stats.loop_limit += 1
+                return
+            R = prog.template[:]
+            prog.copy_field_list(R, F, fl)
+            R[sm["instance_type"]] = RESUBMITTED
+            R[sm["packet_length"]] = length
+            self._ingress(prog, R, frame, length, loops + 1)
+            return
+        mg = sm.get("mcast_grp")
+        if mg is not None and F[mg]:
+            F[sm["instance_type"]] = REPLICATION
+            replicas = self.pre.groups.get(F[mg], [])
+            self._replicate(prog, F, payload, length, replicas, 0)
+            return
+        port = F[sm["egress_spec"]]
+        if port == DROP_PORT:
+            self.stats.pipeline_drops += 1
+            return
+        F[sm["instance_type"]] = NORMAL
+        self._enqueue(prog, port, F, payload, length, 0)
+
+    def _replicate(self, prog: Program, F: list[int], payload: bytes, length: int,
+                   replicas: list[Replica], trunc: int) -> None:
+        rid = prog.sm.get("egress_rid")
+        for r in replicas:
+            C = F[:]
+            if rid is not None:
+                C[rid] = r.rid
+            self._enqueue(prog, r.port, C, payload, length, trunc)
+
+    def _learn(self, prog: Program, F: list[int]) -> None:
+        ll = prog.learn_by_id.get(F[LEARN])
+        F[LEARN] = 0
+        if ll is None:
+            return
+        values = tuple(F[s] for s in ll.slots)
+        for h in self.digest_handlers:
+            h(ll.name, [values])
+
+    # ------------------------------------------------------------------ traffic manager
+    def _enqueue(self, prog: Program, port: int, F: list[int], payload: bytes, length: int, trunc: int) -> None:
+        sm = prog.sm
+        q = self._queue(port)
+        prio = F[sm["priority"]] if self.nb_queues > 1 and sm.get("priority") is not None else 0
+        if prio >= self.nb_queues:
+            self.stats.priority_out_of_range += 1
+            return
+        if sm.get("enq_qdepth") is not None:
+            F[sm["enq_qdepth"]] = q.size()
+        if sm.get("enq_timestamp") is not None:
+            F[sm["enq_timestamp"]] = self._now_us() & 0xFFFFFFFF
+        dq = q.queues[self.nb_queues - 1 - prio]
+        if len(dq) >= q.depth[self.nb_queues - 1 - prio]:
+            self.stats.ports[port].queue_drops += 1
+            return
+        dq.append((F, payload, length, trunc))
+
+    def _drain(self, out: list[tuple[int, bytes]], now: float) -> float | None:
+        """Dequeue everything the rates allow; return seconds until the next dequeue."""
+        wait: float | None = None
+        prog = self.program
+        for port, q in self._tm.items():
+            for i, dq in enumerate(q.queues):
+                rate = q.rate[i]
+                while dq:
+                    if rate is not None:
+                        q.tokens[i] = min(1.0, q.tokens[i] + (now - q.last[i]) * rate)
+                        q.last[i] = now
+                        if q.tokens[i] < 1.0:
+                            dt = (1.0 - q.tokens[i]) / rate if rate > 0 else 1.0
+                            wait = dt if wait is None else min(wait, dt)
+                            break
+                        q.tokens[i] -= 1.0
+                    F, payload, length, trunc = dq.popleft()
+                    if prog is not None:
+                        try:
+                            self._egress(prog, port, self.nb_queues - 1 - i, q, F, payload, length, trunc, out)
+                        except Exception:
+                            self.stats.errors += 1
+                            log.exception("error in egress to port %d", port)
+                if rate is not None and dq:
+                    # Strict priority: a blocked higher queue still lets lower ones go only
+                    # if they have their own tokens; keep scanning.
+                    continue
+        return wait
+
+    # ------------------------------------------------------------------ egress
+    def _egress(self, prog: Program, port: int, qid: int, q: _Queue, F: list[int], payload: bytes,
+                length: int, trunc: int, out: list[tuple[int, bytes]], loops: int = 0) -> None:
+        sm = prog.sm
+        if sm.get("egress_global_timestamp") is not None:
+            F[sm["egress_global_timestamp"]] = self._now_us()
+        if sm.get("deq_qdepth") is not None:
+            F[sm["deq_qdepth"]] = q.size()
+        if sm.get("deq_timedelta") is not None and sm.get("enq_timestamp") is not None:
+            F[sm["deq_timedelta"]] = (self._now_us() - F[sm["enq_timestamp"]]) & 0xFFFFFFFF
+        if sm.get("qid") is not None:
+            F[sm["qid"]] = qid
+        F[sm["egress_port"]] = port
+        F[sm["egress_spec"]] = 0
+        F[sm["packet_length"]] = length
+        prog.egress(F)
+        F[EXIT] = 0
+        if F[CLONE]:
+            sid = F[CLONE] & ~FLAG
+            fl = F[CLONE_FL]
+            F[CLONE] = F[CLONE_FL] = 0
+            session = self.pre.clone_sessions.get(sid)
+            if session is not None:
+                C = F[:]
+                prog.reset_metadata(C)
+                prog.copy_field_list(C, F, fl)
+                C[sm["instance_type"]] = EGRESS_CLONE
+                self._replicate(prog, C, payload, length, session.replicas, session.packet_length_bytes)
+        if F[sm["egress_spec"]] == DROP_PORT:
+            self.stats.pipeline_drops += 1
+            return
+        prog.update_checksums(F, payload)
+        frame = prog.deparse(F, payload)
+        if F[TRUNCATE]:
+            frame = frame[:F[TRUNCATE]]
+        if trunc:
+            frame = frame[:trunc]
+        if F[RECIRC]:
+            fl = F[RECIRC] & ~FLAG
+            if loops >= MAX_LOOPS:
+                self.stats.loop_limit += 1
+                return
+            R = prog.template[:]
+            prog.copy_field_list(R, F, fl)
+            R[sm["instance_type"]] = RECIRCULATED
+            R[sm["packet_length"]] = len(frame)
+            self._ingress(prog, R, frame, len(frame), loops + 1)
+            return
+        self._transmit(port, frame, out)
+
+    def _transmit(self, port: int, frame: bytes, out: list[tuple[int, bytes]]) -> None:
+        if port == self.cpu_port:
+            for h in self.packet_in_handlers:
+                h(frame)
+            self.stats.ports[port].tx += 1
+            return
+        out.append((port, frame))
+
+    def _send(self, out: list[tuple[int, bytes]]) -> None:
+        for port, frame in out:
+            s = self._ports.get(port)
+            for h in self.tx_handlers:
+                h(port, frame)
+            if s is None:
+                if not self.tx_handlers:
+                    self.stats.no_such_port += 1
+                continue
+            try:
+                s.send(frame)
+                self.stats.ports[port].tx += 1
+            except (BlockingIOError, OSError):
+                self.stats.ports[port].queue_drops += 1
+
+    # ------------------------------------------------------------------ run loop
+    def start(self) -> None:
+        """Run the data plane in a background thread."""
+        self._thread = threading.Thread(target=self.run, name=f"dataplane-{self.device_id}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the data plane and close the ports."""
+        self._stop.set()
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        for s in self._ports.values():
+            s.close()
+        self._ports.clear()
+
+    def run(self) -> None:
+        """The data-plane loop: receive in batches, process, drain queues, transmit."""
+        ep = select.epoll()
+        ep.register(self._wake_r, select.EPOLLIN)
+        for fd in self._fd_port:
+            ep.register(fd, select.EPOLLIN)
+        socks = {fd: self._ports[p] for fd, p in self._fd_port.items()}
+        out: list[tuple[int, bytes]] = []
+        timeout: float | None = None
+        try:
+            while not self._stop.is_set():
+                events = ep.poll(-1 if timeout is None else max(timeout, 0.0001))
+                for fd, _ in events:
+                    if fd == self._wake_r:
+                        try:
+                            os.read(self._wake_r, 4096)
+                        except BlockingIOError:
+                            pass
+                        while self._inject:
+                            p, frame = self._inject.popleft()
+                            self._receive(p, frame)
+                        continue
+                    port = self._fd_port[fd]
+                    recv = socks[fd].recv
+                    for _ in range(64):
+                        try:
+                            frame = recv(65536)
+                        except (BlockingIOError, InterruptedError):
+                            break
+                        except OSError:
+                            break
+                        self._receive(port, frame)
+                timeout = self._drain(out, time.monotonic())
+                if out:
+                    self._send(out)
+                    out.clear()
+        finally:
+            ep.close()
+

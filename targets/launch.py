@@ -1,0 +1,171 @@
+"""Launch a P4 switch process: the embedded target or real BMv2 ``simple_switch_grpc``.
+
+Both take the same argument list (the embedded target's CLI is shaped like
+simple_switch_grpc's), so choosing a target only changes the executable. The Mininet
+node class ``P4Switch`` runs the process inside the switch's own network namespace and
+serves P4Runtime on a Unix socket in the run directory, which the controller in the root
+namespace reaches without any management network.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mininet.node import Switch
+
+CPU_PORT = 255
+BMV2_EXE = "simple_switch_grpc"
+
+
+class TargetError(RuntimeError):
+    """A switch target could not be found or started."""
+
+
+def bmv2_available() -> bool:
+    """Whether real BMv2 (simple_switch_grpc) is on PATH."""
+    return shutil.which(BMV2_EXE) is not None
+
+
+def resolve_target(target: str | None = None) -> str:
+    """``auto`` → ``bmv2`` when simple_switch_grpc exists, else ``embedded``."""
+    target = (target or os.environ.get("TARGET") or "auto").lower()
+    if target == "auto":
+        return "bmv2" if bmv2_available() else "embedded"
+    if target not in ("embedded", "bmv2"):
+        raise TargetError(f"unknown TARGET {target!r} (expected auto, embedded or bmv2)")
+    if target == "bmv2" and not bmv2_available():
+        raise TargetError("TARGET=bmv2 but simple_switch_grpc is not on PATH")
+    return target
+
+
+def switch_command(
+    target: str,
+    ports: dict[int, str],
+    device_id: int,
+    grpc_addr: str,
+    json_path: str | None = None,
+    cpu_port: int | None = CPU_PORT,
+    log_file: str | None = None,
+    priority_queues: int = 1,
+    extra: list[str] | None = None,
+) -> list[str]:
+    """The argv that starts one switch; identical for both targets except argv[0]."""
+    if target == "embedded":
+        argv = [sys.executable, "-m", "targets.embedded.cli"]
+    else:
+        argv = [shutil.which(BMV2_EXE) or BMV2_EXE]
+    argv += ["--device-id", str(device_id)]
+    for port, iface in sorted(ports.items()):
+        argv += ["-i", f"{port}@{iface}"]
+    if log_file:
+        argv += ["--log-file", log_file, "-L", "info"]
+    argv += [json_path] if json_path else ["--no-p4"]
+    argv += ["--", "--grpc-server-addr", grpc_addr]
+    if cpu_port is not None:
+        argv += ["--cpu-port", str(cpu_port)]
+    if priority_queues > 1:
+        argv += ["--priority-queues", str(priority_queues)]
+    return argv + list(extra or [])
+
+
+def wait_for_grpc(addr: str, proc: subprocess.Popen | None, timeout: float = 30.0) -> None:
+    """Block until a gRPC server answers at ``addr``; fail early if ``proc`` died."""
+    import grpc
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise TargetError(f"switch exited with code {proc.returncode} before serving {addr}")
+        if addr.startswith("unix:") and not os.path.exists(addr[5:]):
+            time.sleep(0.05)
+            continue
+        channel = grpc.insecure_channel(addr)
+        try:
+            grpc.channel_ready_future(channel).result(timeout=0.5)
+            return
+        except grpc.FutureTimeoutError:
+            pass
+        finally:
+            channel.close()
+    raise TargetError(f"no P4Runtime server at {addr} after {timeout:.0f} s")
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL after ``timeout``; by PID only."""
+    if proc.poll() is not None:
+        return
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=timeout)
+    except ProcessLookupError:
+        pass
+
+
+class P4Switch(Switch):
+    """A Mininet switch node running a P4 target in its own network namespace.
+
+    Parameters (via ``addSwitch(..., **params)`` or the network builder):
+    ``device_id``, ``target`` (embedded|bmv2), ``run_dir`` (logs and gRPC socket),
+    ``json_path`` (program to load at start, else wait for P4Runtime),
+    ``priority_queues``.
+    """
+
+    def __init__(self, name: str, device_id: int = 1, target: str = "embedded",
+                 run_dir: str = "/tmp/gradnet", json_path: str | None = None,
+                 priority_queues: int = 1, **params) -> None:
+        params.setdefault("inNamespace", True)
+        super().__init__(name, **params)
+        self.device_id = device_id
+        self.target = target
+        self.run_dir = Path(run_dir)
+        self.json_path = json_path
+        self.priority_queues = priority_queues
+        self.grpc_addr = f"unix:{self.run_dir / (name + '.grpc')}"
+        self.log_file = str(self.run_dir / f"{name}.log")
+        self.proc: subprocess.Popen | None = None
+
+    def defaultIntf(self):  # noqa: N802 (Mininet API)
+        return None
+
+    def start(self, controllers) -> None:  # noqa: ARG002 (no OpenFlow controllers)
+        """Disable offloads on every port and launch the switch process."""
+        ports = {}
+        for intf in self.intfList():
+            if intf.name == "lo":
+                continue
+            port = self.ports[intf]
+            ports[port] = intf.name
+            self.cmd(f"ethtool -K {intf.name} tx off rx off tso off gso off gro off >/dev/null 2>&1")
+        self.cmd("ip link set lo up")
+        sock = self.grpc_addr[5:]
+        if os.path.exists(sock):
+            os.unlink(sock)
+        argv = switch_command(self.target, ports, self.device_id, self.grpc_addr, self.json_path,
+                              CPU_PORT, self.log_file, self.priority_queues)
+        log = open(self.log_file + ".out", "ab")  # noqa: SIM115 (closed in stop)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + os.pathsep + env.get("PYTHONPATH", "")
+        self._out = log
+        self.proc = self.popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Block until this switch serves P4Runtime."""
+        wait_for_grpc(self.grpc_addr, self.proc, timeout)
+
+    def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 (Mininet API)
+        """Stop the switch process by PID, then remove the node."""
+        if self.proc is not None:
+            stop_process(self.proc)
+            self.proc = None
+        if getattr(self, "_out", None):
+            self._out.close()
+        super().stop(deleteIntfs)
