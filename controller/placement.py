@@ -706,7 +706,11 @@ def greedy_placement(problem: PlacementProblem) -> Placement:
 
 
 def optimal_placement(
-    problem: PlacementProblem, *, time_limit_s: float = 60.0, solver: str = "SCIP"
+    problem: PlacementProblem,
+    *,
+    time_limit_s: float = 60.0,
+    solver: str = "SCIP",
+    hint: Sequence[str] | None = None,
 ) -> Placement:
     """The exact optimum: the LP over all candidates plus binaries ``y_s``.
 
@@ -736,6 +740,8 @@ def optimal_placement(
         budget.SetCoefficient(yi, 1)
         for j, mx in enumerate(big_x):
             sv.Add(m.x[i][j] <= mx * yi)
+        if math.isfinite(c):  # sum of inputs <= C * y: tighter than the per-column bounds
+            sv.Add(sum(grp.size * m.x[i][j] for j, grp in enumerate(prob._groups)) <= c * yi)
         sv.Add(m.a[i] <= big_out * yi)
         sv.Add(m.b[i] <= big_out * yi)
     y_tor = None
@@ -747,6 +753,9 @@ def optimal_placement(
         for i in range(len(cands)):
             sv.Add(m.b[i] <= big_out * y_tor)
         sv.Add(m.o <= big_o * y_tor)
+    if hint is not None:
+        chosen_hint = set(hint)
+        sv.SetHint(y, [1.0 if s in chosen_hint else 0.0 for s in cands])
     sv.SetTimeLimit(int(time_limit_s * 1000))
     params = pywraplp.MPSolverParameters()
     params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, 1e-6)

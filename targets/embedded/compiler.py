@@ -80,6 +80,8 @@ class HeaderLayout:
         return sum(w for _, w, _ in self.fields)
 
     def slot(self, fname: str) -> int:
+        if fname == "$valid$":
+            return self.base
         for i, (n, _, _) in enumerate(self.fields):
             if n == fname:
                 return self.base + 1 + i
@@ -348,6 +350,8 @@ class Program:
         if joined in self.aliases:
             hname, fname = self.aliases[joined]
         h = self.headers[hname]
+        if fname == "$valid$":
+            return h.base, 1, False
         for i, (n, w, s) in enumerate(h.fields):
             if n == fname:
                 return h.base + 1 + i, w, s
@@ -488,6 +492,8 @@ class Program:
         if t == "string":
             return repr(v)
         if t == "expression":
+            if "op" not in v:  # p4c sometimes wraps an expression in a second one
+                return self.expr(v)
             return self._op(v)
         if t == "lookahead":
             raise CompileError("lookahead outside a parser transition key")

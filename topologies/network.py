@@ -1,0 +1,192 @@
+"""Start a ``Topology`` as an emulated network: Mininet hosts and P4 switches.
+
+Every node (hosts and switches) lives in its own network namespace, so nothing of a run
+touches the root namespace and concurrent runs cannot collide; each switch serves
+P4Runtime on a Unix socket in the run directory (``/tmp/gradnet-<run id>/``) next to its
+log. Teardown stops processes by PID and removes the namespaces' links, also when
+start-up fails half way.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from targets.launch import P4Switch, TargetError, resolve_target
+from topologies.base import Topology
+
+
+class NetworkError(RuntimeError):
+    """The emulated network could not be started."""
+
+
+def require_root() -> None:
+    """Mininet needs root and the ``mnexec`` helper of Debian's mininet package."""
+    if os.geteuid() != 0:
+        raise NetworkError("the emulated network needs root (network namespaces)")
+    if shutil.which("mnexec") is None:
+        raise NetworkError("mnexec not found: install Debian's 'mininet' package (make deps)")
+
+
+class Network:
+    """An emulated network of P4 switches and hosts built from a ``Topology``.
+
+    Use as a context manager::
+
+        with Network(fat_tree(4)) as net:
+            net.host("h1").cmd("ping -c1 10.0.0.2")
+
+    ``target`` is ``auto`` (BMv2 when installed), ``embedded`` or ``bmv2``;
+    ``json_path`` optionally loads a program into every switch at start (otherwise the
+    switches wait for P4Runtime SetForwardingPipelineConfig).
+    """
+
+    def __init__(
+        self,
+        topology: Topology,
+        target: str | None = None,
+        run_dir: str | None = None,
+        limit_bw: bool = True,
+        json_path: str | None = None,
+        priority_queues: int = 1,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.topology = topology
+        self.target = resolve_target(target)
+        self.limit_bw = limit_bw
+        self.json_path = json_path
+        self.priority_queues = priority_queues
+        self._own_dir = run_dir is None
+        self.run_dir = Path(run_dir or tempfile.mkdtemp(prefix="gradnet-", dir="/tmp"))
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.log = log or (lambda msg: None)
+        self.net: Any = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, ready_timeout: float = 120.0) -> Network:
+        """Create namespaces and links, launch the switches, wait for P4Runtime."""
+        require_root()
+        from mininet.log import setLogLevel
+        from mininet.net import Mininet
+
+        setLogLevel("error")
+        switch_cls = functools.partial(
+            _TopoSwitch, target=self.target, run_dir=str(self.run_dir),
+            json_path=self.json_path, priority_queues=self.priority_queues,
+        )
+        t0 = time.monotonic()
+        try:
+            self.net = Mininet(
+                topo=self.topology.to_mininet(switch_cls=switch_cls, limit_bw=self.limit_bw),
+                controller=None, build=False, autoSetMacs=False, autoStaticArp=False,
+                waitConnected=False, inNamespace=False,
+            )
+            self.net.build()
+            self._configure_hosts()
+            self.net.start()
+            for sw in self.net.switches:
+                sw.wait_ready(ready_timeout)
+        except (TargetError, Exception) as e:
+            self.stop()
+            if isinstance(e, TargetError | NetworkError):
+                raise
+            raise NetworkError(f"cannot start the emulated network: {e}") from e
+        self.log(f"network up: {len(self.net.hosts)} hosts, {len(self.net.switches)} switches "
+                 f"({self.target} target) in {time.monotonic() - t0:.1f} s; logs in {self.run_dir}")
+        return self
+
+    def _configure_hosts(self) -> None:
+        topo = self.topology
+        for h in self.net.hosts:
+            cmds = []
+            for nic, iface in enumerate(topo.graph.nodes[h.name]["ifaces"]):
+                if not iface:
+                    continue
+                name = iface["name"]
+                cmds.append(f"ethtool -K {name} tx off rx off tso off gso off gro off >/dev/null 2>&1")
+                cmds.append("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 >/dev/null 2>&1")
+                # Static ARP to every host NIC in the same subnet: switches route by IP and
+                # rewrite MACs, so hosts never need to resolve anything.
+                for other in topo.hosts():
+                    if other == h.name:
+                        continue
+                    for oface in topo.graph.nodes[other]["ifaces"]:
+                        if oface and _same_subnet(iface, oface):
+                            cmds.append(f"ip neigh replace {oface['ip']} lladdr {oface['mac']} "
+                                        f"dev {name} nud permanent")
+                del nic
+            h.cmd("; ".join(cmds))
+
+    def stop(self) -> None:
+        """Stop every switch process and remove every namespace of this run."""
+        if self.net is not None:
+            try:
+                for sw in self.net.switches:
+                    try:
+                        sw.stop()
+                    except Exception:  # keep tearing down the rest
+                        pass
+                for h in self.net.hosts:
+                    try:
+                        h.terminate()
+                    except Exception:
+                        pass
+                for sw in self.net.switches:
+                    try:
+                        sw.terminate()
+                    except Exception:
+                        pass
+            finally:
+                self.net = None
+        if self._own_dir:
+            for sock in self.run_dir.glob("*.grpc"):
+                sock.unlink(missing_ok=True)
+
+    def __enter__(self) -> Network:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ access
+    def host(self, name: str) -> Any:
+        """The Mininet host node ``name``."""
+        return self.net.get(name)
+
+    def switch(self, name: str) -> Any:
+        """The Mininet switch node ``name``."""
+        return self.net.get(name)
+
+    def grpc_addresses(self) -> dict[str, str]:
+        """P4Runtime address of every switch, by name."""
+        return {sw.name: sw.grpc_addr for sw in self.net.switches}
+
+    def switch_logs(self) -> dict[str, str]:
+        return {sw.name: sw.log_file for sw in self.net.switches}
+
+    def cli(self) -> None:
+        """An interactive Mininet CLI on this network."""
+        from mininet.cli import CLI
+
+        CLI(self.net)
+
+
+class _TopoSwitch(P4Switch):
+    """P4Switch that accepts (and ignores) the topology's TCP ``grpc_port`` hint."""
+
+    def __init__(self, name: str, grpc_port: int | None = None, **params: Any) -> None:
+        super().__init__(name, **params)
+        self.grpc_port = grpc_port
+
+
+def _same_subnet(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    import ipaddress
+
+    na = ipaddress.ip_interface(f"{a['ip']}/{a.get('prefix', 8)}").network
+    return ipaddress.ip_address(b["ip"]) in na
