@@ -897,8 +897,10 @@ class Program:
                 key_src.append(src)
             keyexpr = f"({', '.join(key_src)},)" if key_src else "()"
             nt = t.get("next_tables", {})
+            # A keyless table (p4c wraps every bare action call in one) always misses.
+            lookup = f"{tname}.lookup({keyexpr})" if key_src else "None"
             lines = [f"def {nodes[t['name']]}(F):",
-                     f"    e = {tname}.lookup({keyexpr})",
+                     f"    e = {lookup}",
                      "    if e is None:",
                      f"        c = {tname}.default",
                      ]

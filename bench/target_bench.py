@@ -1,0 +1,194 @@
+"""Packets per second of the embedded target (and of BMv2 when installed).
+
+Each run starts a testbed (switch in its own namespace, veth ports), installs entries
+over P4Runtime, blasts a bounded number of frames into port 1 from the testbench
+namespace and counts what comes out of port 2. Two figures per program and target:
+
+- saturated rate: frames out / time between first and last frame out, while offered
+  load exceeds what the switch can do (socket buffers absorb the excess);
+- lossless rate: the highest offered rate (a short binary search) at which every frame
+  comes out.
+
+Programs: ``forward`` (p4src/forward.p4, one LPM table plus egress tables) and
+``registers`` (tests/p4/registers.p4: 32 register read-add-writes per packet).
+
+    python -m bench.target_bench [--packets 20000] [--targets embedded,bmv2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from finsy import P4TableAction, P4TableEntry, P4TableMatch
+from rich.console import Console
+from rich.table import Table
+
+from targets.launch import bmv2_available
+from targets.p4rt_client import P4RuntimeClient
+from targets.testbed import Testbed, in_netns
+
+ROOT = Path(__file__).resolve().parent.parent
+console = Console()
+
+
+@dataclass
+class Result:
+    program: str
+    target: str
+    saturated_pps: float
+    lossless_pps: float
+
+
+def _frame(program: str) -> bytes:
+    from scapy.all import IP, UDP, Ether
+
+    if program == "registers":
+        from tests.p4.packets import RegisterHeavy  # noqa: PLC0415 (test-only header)
+
+        return bytes(Ether(dst="00:00:00:00:00:02", src="00:00:00:00:00:01", type=0x88B5)
+                     / RegisterHeavy(index=3, values=list(range(32))))
+    return bytes(Ether(dst="00:00:00:00:01:00", src="00:00:0a:00:00:01") / IP(src="10.0.0.1", dst="10.0.0.2")
+                 / UDP(sport=1000, dport=2000) / (b"\x00" * 18))
+
+
+def _program_files(program: str) -> tuple[Path, Path]:
+    if program == "forward":
+        base = ROOT / "p4src" / "build" / "forward"
+    else:
+        base = ROOT / "tests" / "p4" / "build" / program
+    return base.with_suffix(".json"), base.with_suffix(".p4info.txt")
+
+
+def _install(c: P4RuntimeClient, program: str) -> None:
+    if program == "forward":
+        c.write(+P4TableEntry("ipv4_routes", match=P4TableMatch(dst_addr="10.0.0.2/32"),
+                              action=P4TableAction("set_next_hop", dmac=2, port=2)),
+                +P4TableEntry("port_macs", match=P4TableMatch(egress_port=2),
+                              action=P4TableAction("set_source_mac", smac=0x020000000102)))
+
+
+def _blast(tb: Testbed, frame: bytes, count: int, pps: float | None) -> tuple[int, float]:
+    """Send ``count`` frames (paced at ``pps`` if given); return (received, out-duration)."""
+    rx = tb.socks[2]
+    tx = in_netns(tb.ns_tb, _raw_tx, "t1")
+    got = 0
+    first = last = 0.0
+    done = threading.Event()
+
+    def sender() -> None:
+        t0 = time.perf_counter()
+        for i in range(count):
+            if pps:
+                target = t0 + i / pps
+                while time.perf_counter() < target:
+                    pass
+            try:
+                tx.send(frame)
+            except BlockingIOError:
+                select.select([], [tx], [], 0.01)
+        done.set()
+
+    th = threading.Thread(target=sender)
+    th.start()
+    idle_deadline = None
+    while True:
+        r, _, _ = select.select([rx], [], [], 0.2)
+        now = time.perf_counter()
+        if r:
+            try:
+                while True:
+                    rx.recv(65536)
+                    got += 1
+                    last = time.perf_counter()
+                    if got == 1:
+                        first = last
+            except BlockingIOError:
+                pass
+            idle_deadline = None
+        elif done.is_set():
+            if idle_deadline is None:
+                idle_deadline = now + 1.0
+            elif now > idle_deadline:
+                break
+        if got >= count:
+            break
+    th.join()
+    tx.close()
+    return got, (last - first) if got > 1 else 0.0
+
+
+def _raw_tx(iface: str) -> socket.socket:
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 << 20)
+    s.bind((iface, 0))
+    return s
+
+
+def measure(program: str, target: str, packets: int) -> Result:
+    """Run one program on one target; return its rates."""
+    json_path, p4info = _program_files(program)
+    if not json_path.exists():
+        raise SystemExit(f"{json_path} missing: run `make p4`")
+    with Testbed(2, target=target) as tb:
+        c = P4RuntimeClient(tb.grpc_addr)
+        c.set_pipeline(p4info, json_path)
+        _install(c, program)
+        frame = _frame(program)
+        tb.drain()
+        # warm-up (and a check that the path works at all)
+        got, _ = _blast(tb, frame, 200, 2000)
+        if got < 190:
+            raise SystemExit(f"{program} on {target}: only {got}/200 warm-up frames came out\n{tb.log_tail()}")
+        got, dt = _blast(tb, frame, packets, None)
+        saturated = got / dt if dt > 0 else 0.0
+        lo, hi = 0.0, max(saturated * 1.2, 1000.0)
+        for _ in range(5):
+            mid = (lo + hi) / 2
+            n = min(packets, max(2000, int(mid * 1.5)))
+            got, _ = _blast(tb, frame, n, mid)
+            if got >= n:
+                lo = mid
+            else:
+                hi = mid
+        c.close()
+    return Result(program, target, saturated, lo)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry: measure and print the table."""
+    p = argparse.ArgumentParser(prog="python -m bench.target_bench", description=__doc__.splitlines()[0])
+    p.add_argument("--packets", type=int, default=20000, help="frames per saturation run (default 20000)")
+    p.add_argument("--programs", default="forward,registers", help="comma-separated: forward,registers")
+    p.add_argument("--targets", default=None, help="embedded,bmv2 (default: embedded, plus bmv2 if installed)")
+    args = p.parse_args(argv)
+    if os.geteuid() != 0:
+        print("target_bench needs root (network namespaces)", file=sys.stderr)
+        return 2
+    targets = args.targets.split(",") if args.targets else (["embedded", "bmv2"] if bmv2_available() else ["embedded"])
+    results: list[Result] = []
+    for prog in args.programs.split(","):
+        for tgt in targets:
+            console.print(f"[dim]measuring {prog} on {tgt} ...[/dim]")
+            results.append(measure(prog, tgt, args.packets))
+    table = Table(title="P4 target packet rate (1 core per switch, 2-vCPU machine)")
+    for col in ("program", "target", "saturated pps", "lossless pps", "vs BMv2 (lossless)"):
+        table.add_column(col, justify="right" if "pps" in col or "vs" in col else "left")
+    by = {(r.program, r.target): r for r in results}
+    for r in results:
+        ref = by.get((r.program, "bmv2"))
+        ratio = f"{r.lossless_pps / ref.lossless_pps:.2f}x" if ref and ref.lossless_pps else "-"
+        table.add_row(r.program, r.target, f"{r.saturated_pps:,.0f}", f"{r.lossless_pps:,.0f}", ratio)
+    console.print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

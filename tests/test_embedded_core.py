@@ -1,0 +1,148 @@
+"""The embedded target's compiler and packet flow, in process (no namespaces).
+
+These run the committed p4c output of p4src/forward.p4 through ``Switch.process`` and
+check exact output bytes; the namespace-level conformance and differential tests are in
+test_conformance.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from scapy.all import IP, UDP, Ether
+
+from targets.embedded import compiler
+from targets.embedded.compiler import CompileError, Program
+from targets.embedded.state import StateError, TableEntry
+from targets.embedded.switch import Switch
+
+ROOT = Path(__file__).resolve().parent.parent
+FORWARD = ROOT / "p4src" / "build" / "forward.json"
+ROUTES = "MyIngress.forwarding.ipv4_routes"
+ECMP = "MyIngress.forwarding.ecmp_members"
+PORT_MACS = "MyEgress.mac_rewrite.port_macs"
+LOSS = "MyEgress.link_emulation.link_loss"
+
+
+@pytest.fixture
+def sw() -> Switch:
+    s = Switch(seed=1)
+    s.install_program(s.load_program(FORWARD.read_bytes()))
+    return s
+
+
+def _route(sw: Switch, prefix: int, plen: int, action: str, *params: int) -> None:
+    p = sw.program
+    t = p.tables[ROUTES]
+    t.insert(TableEntry(((prefix, plen),), p.action_call(ROUTES, f"MyIngress.forwarding.{action}", params)))
+
+
+def _udp(dst: str, sport: int = 1234, ttl: int = 64, payload: bytes = b"gradnet!") -> bytes:
+    return bytes(Ether(src="00:00:0a:00:00:01", dst="02:00:00:01:00:01") / IP(src="10.0.0.1", dst=dst, ttl=ttl)
+                 / UDP(sport=sport, dport=5000) / payload)
+
+
+def test_hash_algorithms_match_reference_vectors() -> None:
+    # Check values of the standard CRC catalogue for "123456789".
+    assert compiler.crc16(b"123456789") == 0xBB3D  # CRC-16/ARC
+    assert compiler.crc32(b"123456789") == 0xCBF43926
+    assert compiler.identity(b"\x01\x02\x03") == 0x010203
+    hdr = bytes.fromhex("450000730000400040110000c0a80001c0a800c7")
+    assert compiler.csum16(hdr) == 0xB861
+
+
+def test_lpm_longest_prefix_ttl_and_checksum(sw: Switch) -> None:
+    _route(sw, 0x0A000000, 8, "set_next_hop", 0x020000000201, 3)
+    _route(sw, 0x0A000002, 32, "set_next_hop", 0x000000000002, 2)
+    p = sw.program
+    p.tables[PORT_MACS].insert(TableEntry((2,), p.action_call(PORT_MACS, "MyEgress.mac_rewrite.set_source_mac", (0x020000000102,))))
+    out = sw.process(1, _udp("10.0.0.2"))
+    assert [port for port, _ in out] == [2]
+    o = Ether(out[0][1])
+    assert o.dst == "00:00:00:00:00:02" and o.src == "02:00:00:00:01:02"
+    assert o[IP].ttl == 63
+    chk = o[IP].chksum
+    del o[IP].chksum
+    assert IP(bytes(o[IP])).chksum == chk  # recomputed by update_checksum
+    assert bytes(o[UDP].payload) == b"gradnet!"
+    # shorter prefix for another address
+    out = sw.process(1, _udp("10.9.9.9"))
+    assert [port for port, _ in out] == [3]
+
+
+def test_miss_and_ttl_expiry_drop(sw: Switch) -> None:
+    assert sw.process(1, _udp("10.0.0.2")) == []
+    _route(sw, 0x0A000002, 32, "set_next_hop", 2, 2)
+    assert sw.process(1, _udp("10.0.0.2", ttl=1)) == []
+    assert sw.stats.pipeline_drops == 2
+
+
+def test_ecmp_spreads_flows_and_keeps_each_flow_on_one_path(sw: Switch) -> None:
+    p = sw.program
+    _route(sw, 0x0A000002, 32, "set_ecmp_group", 7, 2)
+    for member, port in ((0, 3), (1, 4)):
+        p.tables[ECMP].insert(TableEntry((7, member), p.action_call(ECMP, "MyIngress.forwarding.set_next_hop", (0x0202, port))))
+    ports = {}
+    for sport in range(1000, 1064):
+        first = sw.process(1, _udp("10.0.0.2", sport=sport))
+        again = sw.process(1, _udp("10.0.0.2", sport=sport))
+        assert [x[0] for x in first] == [x[0] for x in again]
+        ports[sport] = first[0][0]
+    assert set(ports.values()) == {3, 4}
+    assert 16 <= sum(1 for v in ports.values() if v == 3) <= 48
+
+
+def test_link_loss_rate_is_close_to_configured(sw: Switch) -> None:
+    p = sw.program
+    _route(sw, 0x0A000002, 32, "set_next_hop", 2, 2)
+    p.tables[LOSS].insert(TableEntry((2,), p.action_call(LOSS, "MyEgress.link_emulation.set_loss_rate", (int(0.2 * 2**32),))))
+    n = 4000
+    got = sum(len(sw.process(1, _udp("10.0.0.2"))) for _ in range(n))
+    assert 0.17 < 1 - got / n < 0.23
+    drops = p.counters["MyEgress.link_emulation.link_emulation_drops"].packets[2]
+    assert drops == n - got
+
+
+def test_malformed_packets_never_crash(sw: Switch) -> None:
+    _route(sw, 0x0A000002, 32, "set_next_hop", 2, 2)
+    good = _udp("10.0.0.2")
+    for cut in range(0, len(good)):
+        sw.process(1, good[:cut])
+    sw.process(1, b"\xff" * 3000)
+    assert sw.stats.errors == 0
+    assert sw.stats.ports[1].rx == len(good) + 1
+
+
+def test_control_plane_errors(sw: Switch) -> None:
+    p = sw.program
+    t = p.tables[ROUTES]
+    call = p.action_call(ROUTES, "MyIngress.forwarding.set_next_hop", (2, 2))
+    t.insert(TableEntry(((0x0A000002, 32),), call))
+    with pytest.raises(StateError) as e:
+        t.insert(TableEntry(((0x0A000002, 32),), call))
+    assert e.value.code == "ALREADY_EXISTS"
+    with pytest.raises(StateError) as e:
+        t.delete(((0x0A000003, 32),), 0)
+    assert e.value.code == "NOT_FOUND"
+    with pytest.raises(StateError) as e:
+        p.action_call(ROUTES, "MyIngress.forwarding.set_next_hop", (2, 1 << 9))
+    assert e.value.code == "INVALID_ARGUMENT"
+    with pytest.raises(StateError):
+        t.insert(TableEntry(((0x0A000001, 16),), call))  # bits past the prefix
+
+
+def test_bad_json_is_a_clear_error() -> None:
+    with pytest.raises(CompileError, match="not valid JSON"):
+        Program(b"{nope")
+    with pytest.raises(CompileError, match="not a BMv2 JSON"):
+        Program(b"{}")
+    spec = json.loads(FORWARD.read_text())
+    spec["actions"][1]["primitives"].append({"op": "no_such_primitive", "parameters": []})
+    with pytest.raises(CompileError, match="no_such_primitive"):
+        Program(spec)
+    spec = json.loads(FORWARD.read_text())
+    del spec["parsers"][0]["parse_states"][0]["transitions"]
+    with pytest.raises(CompileError, match="malformed"):
+        Program(spec)
