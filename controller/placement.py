@@ -195,6 +195,7 @@ class PlacementProblem:
 
         # -- reachability from the PS (one BFS; also the paths toward d)
         self._parents: dict[str, dict[str, str | None]] = {}
+        self._adj: dict[str, list[str]] | None = None
         reach = self._tree(self.ps)
         lost = [w for w in self.workers if w not in reach]
         if lost:
@@ -254,6 +255,7 @@ class PlacementProblem:
 
         # Cache of arc paths: (src, dst) -> tuple of arc indices.
         self._path_cache: dict[tuple[str, str], tuple[int, ...]] = {}
+        self._terms_cache: dict[str, dict[tuple[int, int], float]] = {}
 
     # ---------------------------------------------------------------- validation
     def _check_host(self, name: Any, what: str) -> str:
@@ -269,7 +271,9 @@ class PlacementProblem:
         """BFS parent pointers toward ``root`` (cached); deterministic in graph order."""
         tree = self._parents.get(root)
         if tree is None:
-            adj = self.graph.adj
+            if self._adj is None:  # plain lists: much faster to walk than nx's views
+                self._adj = {n: list(nbrs) for n, nbrs in self.graph.adj.items()}
+            adj = self._adj
             tree = {root: None}
             frontier = [root]
             while frontier:
@@ -309,6 +313,23 @@ class PlacementProblem:
             p = tuple(self._arc_index[(a, b)] for a, b in zip(nodes, nodes[1:], strict=False))
             self._path_cache[key] = p
         return p
+
+    def _slot_terms(self, switch: str) -> dict[tuple[int, int], float]:
+        """Link-row coefficients of a slot pointed at ``switch`` (cached):
+        ``(arc, j) -> coefficient`` for the column x[., j] of group j, ``j = -1`` for
+        a (switch -> PS) and ``j = -2`` for b (switch -> s_d)."""
+        terms = self._terms_cache.get(switch)
+        if terms is None:
+            terms = {}
+            for j, grp in enumerate(self._groups):
+                for arc in self._apath(grp.rep, switch):
+                    terms[(arc, j)] = 1.0 if arc == grp.private_arc else float(grp.size)
+            for arc in self._apath(switch, self.ps):
+                terms[(arc, -1)] = 1.0
+            for arc in self._apath(switch, self.tor):
+                terms[(arc, -2)] = 1.0
+            self._terms_cache[switch] = terms
+        return terms
 
     def switch_ids(self) -> dict[str, int]:
         """Tag value of every switch: its ``device_id`` when all switches have distinct
@@ -404,8 +425,9 @@ class _Model:
     A slot holds the variables of one programmable switch; :meth:`assign` points a slot at
     a switch by rewriting only the link-row coefficients of its columns (the other rows
     are the same for every switch) or disables it through bounds. So the greedy builds
-    the model once and pays per candidate only for a few hundred coefficient updates and
-    the solve. Columns/rows (names as in docs/placement.md), per worker group g:
+    one model per round and pays per candidate only for a few hundred coefficient updates
+    and a solve that GLOP warm-starts from the previous candidate's basis. Columns/rows
+    (names as in docs/placement.md), per worker group g:
 
       conservation   sum_i x[i,g] + xt[g] + xd[g] - gamma = 0
       output  (s_i)  a[i] + b[i] - x[i,g] >= 0
@@ -416,10 +438,19 @@ class _Model:
     """
 
     def __init__(self, prob: PlacementProblem, n_slots: int, solver_id: str = "GLOP") -> None:
-        s = pywraplp.Solver.CreateSolver(solver_id)
-        if s is None:  # pragma: no cover - OR-Tools build without the solver
-            raise PlacementError(f"OR-Tools solver {solver_id} is not available")
         self.prob = prob
+        self.solver_id = solver_id
+        self.phase2: float | None = None
+        self._build(n_slots)
+
+    def _build(self, n_slots: int) -> None:
+        prob = self.prob
+        s = pywraplp.Solver.CreateSolver(self.solver_id)
+        if s is None:  # pragma: no cover - OR-Tools build without the solver
+            raise PlacementError(f"OR-Tools solver {self.solver_id} is not available")
+        s.SuppressOutput()
+        if self.solver_id == "HIGHS":
+            s.SetSolverSpecificParametersAsString("output_flag=false")  # no banner
         self.solver = s
         inf = self.inf = s.infinity()
         groups = prob._groups
@@ -436,9 +467,6 @@ class _Model:
         # for the second, traffic-minimising phase of solve_lp
         self.weight: dict[Any, float] = {}
         self._links: dict[int, pywraplp.Constraint] = {}
-        self._slot_terms: list[list[tuple[pywraplp.Constraint, pywraplp.Variable]]] = [
-            [] for _ in range(n_slots)
-        ]
         self.slot_switch: list[str | None] = [None] * n_slots
         self.tor_on = True
 
@@ -463,8 +491,8 @@ class _Model:
             tor.SetCoefficient(self.xt[j], -1)
             for i in range(n_slots):
                 tor.SetCoefficient(self.z[i][j], -1)
-            self._add_path(self.xd[j], prob._apath(grp.rep, prob.ps), grp, None)
-            self._add_path(self.xt[j], prob._apath(grp.rep, prob.tor), grp, None)
+            self._add_path(self.xd[j], prob._apath(grp.rep, prob.ps), grp)
+            self._add_path(self.xt[j], prob._apath(grp.rep, prob.tor), grp)
         for i in range(n_slots):
             row = s.Constraint(-inf, cap)
             for j, grp in enumerate(groups):
@@ -474,7 +502,7 @@ class _Model:
             row.SetCoefficient(self.xt[j], grp.size)
         for i in range(n_slots):
             row.SetCoefficient(self.b[i], 1)
-        self._add_path(self.o, prob._apath(prob.tor, prob.ps), None, None)
+        self._add_path(self.o, prob._apath(prob.tor, prob.ps), None)
         s.Objective().SetCoefficient(self.gamma, 1)
         s.Objective().SetMaximization()
 
@@ -489,36 +517,44 @@ class _Model:
         var: pywraplp.Variable,
         path: tuple[int, ...],
         grp: _Group | None,
-        record: list[tuple[pywraplp.Constraint, pywraplp.Variable]] | None,
     ) -> None:
         n = grp.size if grp is not None else 1
         priv = grp.private_arc if grp is not None else None
         for arc in path:
             row = self._link(arc)
             row.SetCoefficient(var, 1 if arc == priv else n)
-            if record is not None:
-                record.append((row, var))
         self.weight[var] = n * len(path)
 
     def assign(self, i: int, switch: str | None) -> None:
         """Point slot ``i`` at ``switch`` (None: disable the slot)."""
-        if self.slot_switch[i] == switch:
+        old_sw = self.slot_switch[i]
+        if old_sw == switch:
             return
-        for row, var in self._slot_terms[i]:
-            row.SetCoefficient(var, 0)
-        terms = self._slot_terms[i] = []
+        prob = self.prob
+        old = prob._slot_terms(old_sw) if old_sw is not None else {}
+        new = prob._slot_terms(switch) if switch is not None else {}
+        x, a, b = self.x[i], self.a[i], self.b[i]
+
+        def col(j: int) -> pywraplp.Variable:
+            return x[j] if j >= 0 else (a if j == -1 else b)
+
+        # only touch what differs: paths to different switches share many links
+        for key in old.keys() - new.keys():
+            self._link(key[0]).SetCoefficient(col(key[1]), 0)
+        for key, c in new.items():
+            if old.get(key) != c:
+                self._link(key[0]).SetCoefficient(col(key[1]), c)
         self.slot_switch[i] = switch
-        prob, inf = self.prob, self.inf
-        ub = 0 if switch is None else inf
-        for var in (*self.x[i], *self.z[i], self.a[i]):
-            var.SetUb(ub)
-        self.b[i].SetUb(ub if self.tor_on else 0)
-        if switch is None:
-            return
-        for j, grp in enumerate(prob._groups):
-            self._add_path(self.x[i][j], prob._apath(grp.rep, switch), grp, terms)
-        self._add_path(self.a[i], prob._apath(switch, prob.ps), None, terms)
-        self._add_path(self.b[i], prob._apath(switch, prob.tor), None, terms)
+        ub = 0 if switch is None else self.inf
+        if (old_sw is None) != (switch is None):
+            for var in (*x, *self.z[i], a):
+                var.SetUb(ub)
+            b.SetUb(ub if self.tor_on else 0)
+        if switch is not None:
+            for j, grp in enumerate(prob._groups):
+                self.weight[x[j]] = grp.size * len(prob._apath(grp.rep, switch))
+            self.weight[a] = len(prob._apath(switch, prob.ps))
+            self.weight[b] = len(prob._apath(switch, prob.tor))
 
     def set_tor(self, on: bool) -> None:
         """Let ``s_d`` aggregate or not (only varies with ``tor_in_budget``)."""
@@ -530,14 +566,32 @@ class _Model:
             self.b[i].SetUb(ub if sw is not None else 0)
 
     def solve(self) -> float:
+        """Solve; return gamma."""
         status = self.solver.Solve()
+        if status == pywraplp.Solver.ABNORMAL and self.solver_id == "GLOP":
+            # GLOP warm-starts from the last basis inside a model that pywraplp edits in
+            # place (a cleared coefficient stays as an explicit 0); after many edits that
+            # start can fail. A freshly built copy of the same LP solves normally.
+            self.rebuild()
+            status = self.solver.Solve()
         if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
             raise PlacementError(f"LP solver returned status {status} (not optimal)")
         return self.gamma.solution_value()
 
+    def rebuild(self) -> None:
+        """Rebuild the solver model from scratch in the current state."""
+        slots, tor, phase2 = list(self.slot_switch), self.tor_on, self.phase2
+        self._build(len(slots))
+        for i, sw in enumerate(slots):
+            self.assign(i, sw)
+        self.set_tor(tor)
+        if phase2 is not None:
+            self.minimize_traffic(phase2)
+
     def minimize_traffic(self, gamma: float) -> None:
         """Phase 2: among the solutions with (almost) this gamma, minimise total link
         traffic, so that the reported rates have no gratuitous detours or idle flows."""
+        self.phase2 = gamma
         self.gamma.SetLb(gamma * (1 - _REL_TOL))
         obj = self.solver.Objective()
         obj.Clear()
@@ -665,17 +719,22 @@ def greedy_placement(problem: PlacementProblem) -> Placement:
 
     ``S = {}``; each round solves the LP for ``S + {s}`` for every unselected candidate
     ``s`` and moves the one with the largest gamma into ``S`` (ties: the earlier switch
-    in graph order); stops when ``|S| = K``. One LP model is built for the whole run: a
-    round's candidate occupies one slot whose columns are re-pointed per candidate.
+    in graph order); stops when ``|S| = K``. Shortest paths are computed once; each
+    round builds one LP model in which the candidate occupies a slot whose columns are
+    re-pointed from candidate to candidate (see :class:`_Model`).
     """
     t0 = time.perf_counter()
     prob = problem
-    m = _Model(prob, prob.budget)
-    m.set_tor(not prob.tor_in_budget)
     chosen: list[str] = []
     trace: list[RoundTrace] = []
     for rnd in range(prob.budget):
         slot = sum(1 for s in chosen if s != prob.tor)
+        # A fresh model per round keeps the explicit zeros that re-pointing leaves behind
+        # (pywraplp cannot delete a coefficient) from piling up over the rounds.
+        m = _Model(prob, slot + 1)
+        for i, s in enumerate(c for c in chosen if c != prob.tor):
+            m.assign(i, s)
+        m.set_tor(not prob.tor_in_budget or prob.tor in chosen)
         scores: dict[str, float] = {}
         best: str | None = None
         for s in prob.candidates:
@@ -693,11 +752,6 @@ def greedy_placement(problem: PlacementProblem) -> Placement:
                 best = s
         assert best is not None  # budget <= len(candidates)
         chosen.append(best)
-        if best == prob.tor:
-            m.assign(slot, None)
-            m.set_tor(True)
-        else:
-            m.assign(slot, best)
         trace.append(RoundTrace(rnd, best, scores[best], scores))
     return _placement(prob, "greedy", chosen, t0, trace=trace)
 
@@ -709,8 +763,7 @@ def optimal_placement(
     problem: PlacementProblem,
     *,
     time_limit_s: float = 60.0,
-    solver: str = "SCIP",
-    hint: Sequence[str] | None = None,
+    solver: str = "HIGHS",
 ) -> Placement:
     """The exact optimum: the LP over all candidates plus binaries ``y_s``.
 
@@ -753,9 +806,6 @@ def optimal_placement(
         for i in range(len(cands)):
             sv.Add(m.b[i] <= big_out * y_tor)
         sv.Add(m.o <= big_o * y_tor)
-    if hint is not None:
-        chosen_hint = set(hint)
-        sv.SetHint(y, [1.0 if s in chosen_hint else 0.0 for s in cands])
     sv.SetTimeLimit(int(time_limit_s * 1000))
     params = pywraplp.MPSolverParameters()
     params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, 1e-6)

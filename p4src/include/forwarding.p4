@@ -18,12 +18,19 @@ control Forwarding(inout headers_t hdr,
                    inout metadata_t meta,
                    inout standard_metadata_t standard_metadata) {
 
-    /* Every drop decided here is counted by reason (config.p4 DROP_REASON_*). */
+    /* Every drop decided here is counted by reason (config.p4 DROP_REASON_*):
+     * the checks and the tables only record meta.drop_reason; one action at
+     * the end drops and counts. */
     counter(DROP_REASON_COUNT, CounterType.packets) ingress_drops;
 
+    /* No route: dropped and counted at the end of apply. */
     action drop() {
+        meta.drop_reason = DROP_REASON_NO_ROUTE;
+    }
+
+    action drop_and_count() {
         mark_to_drop(standard_metadata);
-        ingress_drops.count(DROP_REASON_NO_ROUTE);
+        ingress_drops.count((bit<32>)meta.drop_reason);
     }
 
     action set_next_hop(mac_addr_t dmac, port_t port) {
@@ -62,25 +69,20 @@ control Forwarding(inout headers_t hdr,
         size = ECMP_MEMBERS_SIZE;
     }
 
-    action drop_for(bit<32> reason) {
-        mark_to_drop(standard_metadata);
-        ingress_drops.count(reason);
-    }
-
     apply {
         if (hdr.packet_out.isValid()) {
             /* From the controller: send where it says, unrouted. */
             standard_metadata.egress_spec = hdr.packet_out.egress_port;
             hdr.packet_out.setInvalid();
         } else if (standard_metadata.parser_error != error.NoError) {
-            drop_for(DROP_REASON_PARSER_ERROR);
+            meta.drop_reason = DROP_REASON_PARSER_ERROR;
         } else if (standard_metadata.checksum_error == 1) {
-            drop_for(DROP_REASON_CHECKSUM_ERROR);
+            meta.drop_reason = DROP_REASON_CHECKSUM_ERROR;
         } else if (!hdr.ipv4.isValid()) {
-            drop_for(DROP_REASON_NOT_IPV4);
+            meta.drop_reason = DROP_REASON_NOT_IPV4;
         } else if (hdr.ipv4.ttl <= 1) {
             /* TTL would reach 0 here. */
-            drop_for(DROP_REASON_TTL_EXPIRED);
+            meta.drop_reason = DROP_REASON_TTL_EXPIRED;
         } else {
             switch (ipv4_routes.apply().action_run) {
                 set_ecmp_group: {
@@ -97,6 +99,9 @@ control Forwarding(inout headers_t hdr,
             if (hdr.ipv4.ihl == 5) {
                 hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
             }
+        }
+        if (meta.drop_reason != 0) {
+            drop_and_count();
         }
     }
 }

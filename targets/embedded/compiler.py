@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ log = logging.getLogger("gradnet.switch")
 EXIT, CLONE, CLONE_FL, RESUBMIT, RECIRC, LEARN, TRUNCATE = range(7)
 N_HIDDEN = 7
 FLAG = 1 << 40  # marks "set" in CLONE/RESUBMIT/RECIRC so that id 0 stays usable
+CONST_PRIORITY_BASE = 1 << 24
 
 
 class CompileError(ValueError):
@@ -99,8 +101,48 @@ class StackLayout:
         return len(self.headers[0].fields) + 1
 
 
+class Meter:
+    """One two-rate three-colour meter with BMv2's exact algorithm (meters.cpp).
+
+    Rates are checked in order (committed, then peak); the first one short of tokens
+    gives the colour (1 yellow, 2 red) and later rates are not charged. Unconfigured
+    meters return green (0).
+    """
+
+    __slots__ = ("rates", "t0")
+
+    def __init__(self) -> None:
+        self.rates: list[list[float]] | None = None
+        self.t0 = 0.0
+
+    def configure(self, cir: float, cburst: int, pir: float, pburst: int) -> None:
+        if pir < cir:
+            raise StateError("INVALID_ARGUMENT", "meter: peak rate below committed rate")
+        # [rate per second, burst, tokens, tokens credited since t0, colour]
+        self.rates = [[float(cir), cburst, float(cburst), 0.0, 1], [float(pir), pburst, float(pburst), 0.0, 2]]
+        self.t0 = _monotonic()
+
+    def clear(self) -> None:
+        self.rates = None
+
+    def execute(self, size: int, now: float) -> int:
+        if self.rates is None:
+            return 0
+        elapsed = now - self.t0
+        color = 0
+        for r in self.rates:
+            credited = elapsed * r[0]
+            r[2] = min(r[2] + credited - r[3], r[1])
+            r[3] = credited
+            if r[2] < size:
+                color = r[4]
+                break
+            r[2] -= size
+        return color
+
+
 class MeterArray:
-    """A two-rate three-colour meter array (RFC 2698, as BMv2's ``Meter``)."""
+    """An indirect meter array (packets or bytes)."""
 
     GREEN, YELLOW, RED = 0, 1, 2
 
@@ -108,35 +150,38 @@ class MeterArray:
         self.name = name
         self.size = size
         self.unit = unit  # "packets" or "bytes"
+        self.meters = [Meter() for _ in range(size)]
         self.configs: list[tuple[int, int, int, int] | None] = [None] * size
-        self._state: list[list[float]] = [[0.0, 0.0, 0.0] for _ in range(size)]
 
-    def set_config(self, index: int, cir: int, cburst: int, pir: int, pburst: int) -> None:
+    def _check(self, index: int) -> None:
         if not 0 <= index < self.size:
             raise StateError("OUT_OF_RANGE", f"meter {self.name}: index {index} out of range")
+
+    def clear_config(self, index: int) -> None:
+        self._check(index)
+        self.configs[index] = None
+        self.meters[index].clear()
+
+    def set_config(self, index: int, cir: int, cburst: int, pir: int, pburst: int) -> None:
+        self._check(index)
+        self.meters[index].configure(cir, cburst, pir, pburst)
         self.configs[index] = (cir, cburst, pir, pburst)
-        self._state[index] = [float(cburst), float(pburst), 0.0]
 
     def execute(self, index: int, length: int, now: float) -> int:
-        if not 0 <= index < self.size or self.configs[index] is None:
+        if not 0 <= index < self.size:
             return self.GREEN
-        cir, cburst, pir, pburst = self.configs[index]
-        tc, tp, last = self._state[index]
-        dt = now - last if last else 0.0
-        tc = min(cburst, tc + cir * dt)
-        tp = min(pburst, tp + pir * dt)
-        size = 1 if self.unit == "packets" else length
-        if tp < size:
-            color = self.RED
-        elif tc < size:
-            tp -= size
-            color = self.YELLOW
-        else:
-            tp -= size
-            tc -= size
-            color = self.GREEN
-        self._state[index] = [tc, tp, now]
-        return color
+        return self.meters[index].execute(1 if self.unit == "packets" else length, now)
+
+
+def direct_meter_execute(entry: state.TableEntry, unit: str, length: int) -> int:
+    """Execute the direct meter of a table entry (configured via ``entry.meter_config``)."""
+    m = entry.meter
+    if m is None:
+        if entry.meter_config is None:
+            return 0
+        m = entry.meter = Meter()
+        m.configure(*entry.meter_config)
+    return m.execute(1 if unit == "packets" else length, _monotonic())
 
 
 # -- hash algorithms (bit-exact with behavioral-model's calculations.cpp) ---------------
@@ -371,9 +416,13 @@ class Program:
             else:
                 self.counters[c["name"]] = state.CounterArray(c["name"], int(c["size"]))
         self.meters: dict[str, MeterArray] = {}
+        self.direct_meters: dict[str, str] = {}  # meter name -> table name
+        self._direct_meter_specs: dict[str, dict[str, Any]] = {}
         for m in spec.get("meter_arrays", []):
             if m.get("is_direct"):
-                raise CompileError(f"direct meter {m['name']} is not supported")
+                self.direct_meters[m["name"]] = m["binding"]
+                self._direct_meter_specs[m["name"]] = m
+                continue
             self.meters[m["name"]] = MeterArray(m["name"], int(m["size"]), m.get("type", "packets"))
         self.field_lists: dict[int, list[int]] = {}
         for fl in spec.get("field_lists", []):
@@ -495,8 +544,9 @@ class Program:
             if "op" not in v:  # p4c sometimes wraps an expression in a second one
                 return self.expr(v)
             return self._op(v)
-        if t == "lookahead":
-            raise CompileError("lookahead outside a parser transition key")
+        if t == "lookahead":  # only valid in parser code, where pkt and o exist
+            off, w = int(v[0]), int(v[1])
+            return f"_look(pkt, o, {off}, {w})"
         raise CompileError(f"unsupported operand type {t}")
 
     def _op(self, e: dict[str, Any]) -> str:
@@ -523,7 +573,7 @@ class Program:
             return f"int({self.expr(right)})"
         if op == "valid":
             return f"(F[{self._header_base(right)}] == 1)"
-        if op == "?:":
+        if op in ("?", "?:"):
             c = e["cond"]
             return f"({self.expr(left)} if {self.expr(c)} else {self.expr(right)})"
         if op == "two_comp_mod":
@@ -588,15 +638,19 @@ class Program:
         elif op == "modify_field_with_hash_based_offset":
             calc = self._calc_fn(a[2]["value"])
             base, size = self.expr(a[1]), self.expr(a[3])
-            out.append(f"{ind}_sz = {size}")
-            out.append(ind + self.store(a[0], f"{base} + ({calc}(F) % _sz if _sz else {calc}(F))"))
+            # simple_switch treats a max of 0 as 1 (the result is then just base).
+            out.append(f"{ind}_sz = {size} or 1")
+            out.append(ind + self.store(a[0], f"{base} + {calc}(F) % _sz"))
         elif op == "modify_field_rng_uniform":
-            out.append(ind + self.store(a[0], f"_rand({self.expr(a[1])}, {self.expr(a[2])})"))
+            # lo > hi: simple_switch leaves the destination unchanged
+            out.append(f"{ind}_lo = {self.expr(a[1])}; _hi = {self.expr(a[2])}")
+            out.append(f"{ind}if _lo <= _hi: " + self.store(a[0], "_rand(_lo, _hi)"))
         elif op == "register_read":
             reg = self.registers[a[1]["value"]]
             cells = self._bind("_R", reg.cells)
             out.append(f"{ind}_i = {self.expr(a[2])}")
-            out.append(ind + self.store(a[0], f"({cells}[_i] if 0 <= _i < {reg.size} else 0)"))
+            # out of bounds: simple_switch leaves the destination unchanged
+            out.append(f"{ind}if 0 <= _i < {reg.size}: " + self.store(a[0], f"{cells}[_i]"))
         elif op == "register_write":
             reg = self.registers[a[0]["value"]]
             cells = self._bind("_R", reg.cells)
@@ -905,10 +959,17 @@ class Program:
                      f"        c = {tname}.default",
                      ]
             if t["name"] in self.direct_counters.values():
-                lines.append(f"        {tname}.default_packets += 1")
+                lines.append(f"        {tname}.default_packets += 1; {tname}.default_bytes += F[{self.sm['packet_length']}]")
             lines += ["        c.fn(F, c.params)", "    else:", "        c = e.action"]
             if t["name"] in self.direct_counters.values():
                 lines.append(f"        e.packets += 1; e.bytes += F[{self.sm['packet_length']}]")
+            dm = t.get("direct_meters")
+            if dm:
+                mspec = self._direct_meter_specs[dm]
+                target, _, _ = self.lvalue({"type": "field", "value": mspec["result_target"]})
+                unit = mspec.get("type", "packets")
+                # BMv2 runs the direct meter on a hit, before the action.
+                lines.insert(-1, f"        {target} = _dmx(e, {unit!r}, F[{self.sm['packet_length']}])")
             lines.append("        c.fn(F, c.params)")
             lines.append(f"    if F[{EXIT}]: return None")
             if "__HIT__" in nt or "__MISS__" in nt:
@@ -984,7 +1045,7 @@ class Program:
         ns = self._ns
         ns.update(_PE=ParserError, _sgn=_signed, _satc=_sat_cast, _usatc=_usat_cast,
                   _push=_stack_push, _pop=_stack_pop, _look=_lookahead,
-                  _rand=self.rng.randint, _log=_log_msg, _now=_monotonic)
+                  _rand=self.rng.randint, _log=_log_msg, _now=_monotonic, _dmx=direct_meter_execute)
         src = "\n\n".join(self._src)
         self.source = src
         try:
@@ -1026,8 +1087,9 @@ class Program:
         ae = e["action_entry"]
         info = self.actions_by_id[ae["action_id"]]
         call = self.action_call(tbl.name, info.name, tuple(_int(x) for x in ae.get("action_data", [])))
-        # BMv2: a smaller priority value wins; ours follows P4Runtime (larger wins).
-        prio = -int(e.get("priority", index + 1)) if tbl.needs_priority else 0
+        # BMv2: a smaller priority value wins; ours follows P4Runtime (larger wins), so
+        # map BMv2's 1, 2, 3... onto descending positive P4Runtime priorities.
+        prio = CONST_PRIORITY_BASE - int(e.get("priority", index + 1)) if tbl.needs_priority else 0
         return state.TableEntry(tuple(key), call, prio, is_const=True)
 
     # ------------------------------------------------------------------ control-plane API
@@ -1119,10 +1181,7 @@ def _log_msg(fmt: str, args: list[int]) -> None:
     log.info("log_msg: %s", fmt)
 
 
-def _monotonic() -> float:
-    import time
-
-    return time.monotonic()
+_monotonic = time.monotonic
 
 
 def load_file(path: str) -> Program:

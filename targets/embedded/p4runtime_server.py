@@ -179,6 +179,7 @@ class _TableInfo:
     direct_meter: int
     idle_timeout: bool
     needs_priority: bool
+    is_const: bool
 
 
 @dataclass(slots=True)
@@ -270,6 +271,7 @@ class Pipeline:
                 direct_meter=dm,
                 idle_timeout=t.idle_timeout_behavior == p4i.Table.NOTIFY_CONTROL,
                 needs_priority=any(f.kind in ("ternary", "range", "optional") for f in fields),
+                is_const=t.is_const_table,
             )
 
         self.counters: dict[int, _ArrayInfo] = {}
@@ -516,6 +518,9 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             program = self.switch.load_program(config.p4_device_config)
         except CompileError as e:
             raise P4RuntimeError(SC.INVALID_ARGUMENT, f"Invalid device config: {e}") from e
+        except Exception as e:  # a compiler bug: report it, keep serving
+            log.exception("compiling the device config failed")
+            raise P4RuntimeError(SC.INTERNAL, f"Error when compiling the device config: {type(e).__name__}: {e}") from e
         return Pipeline(config, program)
 
     def _install(self, pl: Pipeline, reconcile: bool) -> None:
@@ -760,6 +765,8 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         ti = pl.table(te.table_id)
         self._check_update_type(t, p4r.Update.INSERT, p4r.Update.MODIFY, p4r.Update.DELETE)
         table = ti.table
+        if ti.is_const and not te.is_default_action:
+            raise P4RuntimeError(SC.PERMISSION_DENIED, f"table {ti.name} is const: its entries cannot be changed")
         if t == p4r.Update.INSERT:
             if te.is_default_action:
                 raise P4RuntimeError(SC.INVALID_ARGUMENT, "Cannot use INSERT for default entry")
@@ -1292,6 +1299,9 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             _abort(context, e)
         except StateError as e:
             _abort(context, P4RuntimeError.from_state(e))
+        except Exception as e:  # a bug must not kill the server
+            log.exception("Read: internal error")
+            _abort(context, P4RuntimeError(SC.INTERNAL, f"{type(e).__name__}: {e}"))
         if not out:
             yield p4r.ReadResponse()
         for i in range(0, len(out), READ_CHUNK):
@@ -1314,6 +1324,17 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             self._read_meter(pl, ent, out)
         elif kind == "digest_entry":
             self._read_digest(pl, ent, out)
+        elif kind in ("action_profile_member", "action_profile_group"):
+            # No pipeline with action profiles is accepted: a wildcard read finds
+            # nothing (clients such as finsy's delete_all do it), an id is unknown.
+            if ent.action_profile_id:
+                raise _invalid_id()
+        elif kind == "direct_meter_entry":
+            if ent.table_entry.table_id == 0:
+                raise P4RuntimeError(SC.UNIMPLEMENTED, "Reading all direct meters for ALL tables is not supported")
+            if not pl.table(ent.table_entry.table_id).direct_meter:
+                raise P4RuntimeError(SC.INVALID_ARGUMENT, "Table has no direct meters")
+            raise P4RuntimeError(SC.UNIMPLEMENTED, "Direct meters are not supported")
         elif kind is None:
             raise P4RuntimeError(SC.UNKNOWN, "Incorrect entity type")
         else:

@@ -54,6 +54,7 @@ class TableEntry:
     packets: int = 0
     bytes: int = 0
     meter_config: tuple | None = None
+    meter: Any = None  # run-time state of the direct meter (compiler.Meter)
     idle_timeout_ns: int = 0
     metadata: bytes = b""
 
@@ -237,10 +238,9 @@ class Table:
             bucket[flat] = entry
             self._lpm_lens = sorted(self._lpm, reverse=True)
         else:
-            self._scan.append(entry)
-            # Stable sort: among equal priorities the earlier entry wins, as for
-            # const entries in BMv2.
-            self._scan.sort(key=lambda e: -e.priority)
+            # A new list, not an in-place sort: the data plane may be scanning the old
+            # one. Stable: among equal priorities the earlier entry wins.
+            self._scan = sorted([*self._scan, entry], key=lambda e: -e.priority)
 
     def _index_remove(self, entry: TableEntry) -> None:
         if self.kind == "exact":

@@ -3,7 +3,7 @@
  * Exercises
  *   - hash() with crc16, crc32, identity and csum16 over a field list:
  *     result = base + (h mod max). Full width needs max = 2^W explicitly:
- *     BMv2 1.15 treats max 0 as 1 (result = base), older BMv2 divided by 0.
+ *     recent BMv2 treats max 0 as 1 (result = base), older BMv2 divided by 0.
  *   - verify_checksum(csum16) over the IPv4 header ->
  *     standard_metadata.checksum_error; update_checksum(csum16) after the
  *     ingress changed the TTL

@@ -2,8 +2,8 @@
  *
  * Exercises reading (and where it is an input, writing) every
  * standard_metadata field simple_switch provides, plus the queue id that
- * v1model does not declare: a user metadata field with
- * @alias("queueing_metadata.qid") (p4c emits it under "field_aliases").
+ * v1model does not declare, through an @alias("queueing_metadata.qid")
+ * field (see queueing_meta_t for how p4c is made to emit the alias).
  *
  * Packet: ethernet (0x88B6) | echo_t. Ingress sets
  *   egress_spec = echo.out_port (ingress port when 0),
@@ -65,9 +65,24 @@ struct e_headers_t {
     echo_t     echo;
 }
 
-struct e_metadata_t {
+/* v1model.p4 (p4c 1.2.4) has no qid field, and p4c emits an @alias only
+ * for a field of a struct-like *type* that keeps its own BMv2 header type:
+ * user metadata scalars are flattened and lose the annotation. A header
+ * inside the metadata struct keeps its type, but the alias names the type
+ * ("<type>.qid") while the instance is "userMetadata.<field>"; naming the
+ * type like the instance makes the alias point at the instance:
+ *   "field_aliases": [["queueing_metadata.qid", ["userMetadata.queueing", "qid"]]]
+ * simple_switch then writes the queue id into it before egress. The header
+ * stays invalid; only its field is used. */
+@name("userMetadata.queueing")
+header queueing_meta_t {
     @alias("queueing_metadata.qid")
     bit<5> qid;
+    bit<3> _pad;
+}
+
+struct e_metadata_t {
+    queueing_meta_t queueing;
 }
 
 parser EParser(packet_in packet, out e_headers_t hdr, inout e_metadata_t meta,
@@ -123,7 +138,7 @@ control EEgress(inout e_headers_t hdr, inout e_metadata_t meta,
         hdr.echo.mcast_grp = standard_metadata.mcast_grp;
         hdr.echo.egress_rid = standard_metadata.egress_rid;
         hdr.echo.priority = (bit<8>)standard_metadata.priority;
-        hdr.echo.qid = (bit<8>)meta.qid;
+        hdr.echo.qid = (bit<8>)meta.queueing.qid;
         hdr.echo.enq_timestamp = standard_metadata.enq_timestamp;
         hdr.echo.enq_qdepth = (bit<32>)standard_metadata.enq_qdepth;
         hdr.echo.deq_timedelta = standard_metadata.deq_timedelta;

@@ -1,0 +1,368 @@
+"""``gradctl``: gradnet's control-plane command line.
+
+    gradctl topo show TOPO                    the topology's nodes and links
+    gradctl routes TOPO [--switch S ...]      route tables and ECMP groups
+    gradctl deploy TOPO --run-dir DIR         load forward.p4 and install routes
+    gradctl counters TOPO --run-dir DIR       drop counters of running switches
+
+TOPO is a builder spec (``fat-tree:4``, ``leaf-spine:2,4,2``, ``bcube:4,2``, ``star:4``,
+``linear:3`` or ``linear:3,2``; keyword arguments too: ``fat-tree:4,bw=10``) or a topology
+file (JSON/YAML, see ``topologies/README.md``). Bad input ends with a one-line message
+and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import json
+import logging
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from topologies import BUILDERS, Topology, TopologyError, load
+from topologies.base import HOST_KIND
+
+from .p4runtime import DeployError
+from .routing import RoutingError, SwitchRoutes, compute_routes
+
+PROG = "gradctl"
+SPEC_EXAMPLES = "fat-tree:4, leaf-spine:2,4,2, bcube:4,2, star:4, linear:3"
+
+
+class UsageError(Exception):
+    """Bad input from the command line: reported as one line, exit status 2."""
+
+
+# ----------------------------------------------------------------------------- TOPO
+
+
+def _number(text: str) -> int | float:
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def parse_topology(spec: str) -> Topology:
+    """A topology from a builder spec (``fat-tree:4``, ``linear:3,2``, ``star:4,bw=10``)
+    or a topology file path; :class:`UsageError` with a clear message otherwise."""
+    if os.path.isfile(spec):
+        try:
+            return load(spec)
+        except TopologyError as e:
+            raise UsageError(str(e)) from None
+    name, sep, argtext = spec.partition(":")
+    builder = BUILDERS.get(name.replace("-", "_"))
+    if builder is None:
+        if os.sep in spec or spec.endswith((".json", ".yaml", ".yml")):
+            raise UsageError(f"topology file {spec!r} not found")
+        known = ", ".join(sorted(b.replace("_", "-") for b in BUILDERS))
+        raise UsageError(
+            f"unknown topology {spec!r}: give BUILDER:ARGS ({SPEC_EXAMPLES}; builders: "
+            f"{known}) or a topology file"
+        )
+    params = [p for p in inspect.signature(builder).parameters.values()]
+    positional: list[Any] = []
+    keywords: dict[str, Any] = {}
+    for item in filter(None, (a.strip() for a in argtext.split(","))) if sep else ():
+        key, eq, value = item.partition("=")
+        try:
+            parsed = _number(value if eq else key)
+        except ValueError:
+            raise UsageError(f"topology {spec!r}: {item!r} is not a number") from None
+        if eq:
+            if key not in {p.name for p in params}:
+                raise UsageError(
+                    f"topology {spec!r}: {name} has no argument {key!r} "
+                    f"(arguments: {', '.join(p.name for p in params)})"
+                )
+            keywords[key] = parsed
+        elif keywords:
+            raise UsageError(f"topology {spec!r}: positional argument after keyword")
+        else:
+            positional.append(parsed)
+    usage = f"{name}:{','.join(p.name for p in params if p.default is inspect.Parameter.empty)}"
+    if len(positional) > len(params):
+        raise UsageError(f"topology {spec!r}: too many arguments (usage: {usage})")
+    for p, value in zip(params, positional, strict=False):
+        if p.name in keywords:
+            raise UsageError(f"topology {spec!r}: {p.name} given twice")
+        keywords[p.name] = value
+    missing = [p.name for p in params
+               if p.default is inspect.Parameter.empty and p.name not in keywords]
+    if missing:
+        raise UsageError(f"topology {spec!r}: missing {', '.join(missing)} (usage: {usage})")
+    try:
+        return builder(**keywords)
+    except TopologyError as e:
+        raise UsageError(f"topology {spec!r}: {e}") from None
+
+
+# ----------------------------------------------------------------------------- output
+
+
+def _console(file: Any = None) -> Console:
+    # Piped output (tests, files) gets a wide console so tables keep one row per line.
+    tty = (file or sys.stdout).isatty()
+    width = None if tty else max(shutil.get_terminal_size((160, 24)).columns, 160)
+    return Console(file=file, width=width, highlight=False, soft_wrap=False)
+
+
+def topology_header(topo: Topology) -> str:
+    """One line: name and size of ``topo``."""
+    return (f"topology {topo.name}: {len(topo.hosts())} hosts, {len(topo.switches())} "
+            f"switches, {len(list(topo.links()))} links")
+
+
+def topology_tables(topo: Topology) -> list[Table]:
+    """Rich tables of the nodes and the links of ``topo`` (what ``topo show`` prints)."""
+    nodes = Table(title="nodes", box=box.SIMPLE_HEAD, title_justify="left")
+    for col, just in (("node", "left"), ("kind", "left"), ("role", "left"), ("id", "right"),
+                      ("ports / addresses", "left")):
+        nodes.add_column(col, justify=just)
+    for name, data in topo.graph.nodes(data=True):
+        if data["kind"] == HOST_KIND:
+            addrs = ", ".join(f"eth{n}={i['ip']}/{i['prefix']}@{i['switch']}"
+                              for n, i in enumerate(data["ifaces"]) if i)
+            nodes.add_row(name, "host", data["role"], str(data["index"]), addrs)
+        else:
+            nodes.add_row(name, "switch", data["role"], str(data["device_id"]),
+                          f"{len(topo.ports(name))} ports")
+    links = Table(title="links", box=box.SIMPLE_HEAD, title_justify="left")
+    links.add_column("a")
+    links.add_column("port", justify="right")
+    links.add_column("b")
+    links.add_column("port", justify="right")
+    links.add_column("Mbit/s", justify="right")
+    for ln in topo.links():
+        links.add_row(ln.a, str(ln.port_a), ln.b, str(ln.port_b), f"{ln.capacity:g}")
+    return [nodes, links]
+
+
+def routes_table(sr: SwitchRoutes) -> Table:
+    """A rich table of one switch's routes (ECMP routes list the group's ports)."""
+    t = Table(box=box.SIMPLE_HEAD)
+    t.add_column("destination")
+    t.add_column("NIC")
+    t.add_column("hops", justify="right")
+    t.add_column("action")
+    t.add_column("next hop(s)")
+    for r in sr.routes:
+        if r.group_id is not None:
+            g = sr.group(r.group_id)
+            action = f"ecmp group {g.group_id} ({g.size})"
+            hops = ", ".join(f"{m.port}->{m.peer}" for m in g.members)
+        else:
+            assert r.next_hop is not None
+            action = "direct" if r.direct else "next hop"
+            hops = f"{r.next_hop.port}->{r.next_hop.peer} ({r.next_hop.dmac})"
+        t.add_row(r.prefix, f"{r.host}-eth{r.nic}", str(r.distance), action, hops)
+    if sr.unreachable:
+        t.caption = f"no route (no switch path): {', '.join(sr.unreachable)}"
+        t.caption_justify = "left"
+    return t
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+def cmd_topo_show(args: argparse.Namespace) -> int:
+    """``gradctl topo show``."""
+    topo = parse_topology(args.topo)
+    if args.json:
+        print(json.dumps(topo.to_dict(), indent=2))
+        return 0
+    console = _console()
+    console.print(topology_header(topo))
+    for table in topology_tables(topo):
+        console.print(table)
+    return 0
+
+
+def _routes(topo: Topology, switches: Sequence[str] | None) -> dict[str, SwitchRoutes]:
+    try:
+        return compute_routes(topo, switches or None)
+    except RoutingError as e:
+        raise UsageError(str(e)) from None
+
+
+def cmd_routes(args: argparse.Namespace) -> int:
+    """``gradctl routes``."""
+    topo = parse_topology(args.topo)
+    routes = _routes(topo, args.switch)
+    if args.json:
+        print(json.dumps({s: dataclasses.asdict(r) for s, r in routes.items()}, indent=2))
+        return 0
+    console = _console()
+    for sr in routes.values():
+        console.print(f"{sr.switch} (device {sr.device_id}): {len(sr.routes)} routes, "
+                      f"{len(sr.groups)} ECMP groups")
+        console.print(routes_table(sr))
+    return 0
+
+
+def _addresses(args: argparse.Namespace, topo: Topology) -> dict[str, str]:
+    from .deploy import addresses_from_run_dir, load_addresses
+
+    if args.run_dir:
+        return addresses_from_run_dir(topo, args.run_dir)
+    return load_addresses(args.addresses)
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    """``gradctl deploy``."""
+    from .deploy import Program, deploy, parse_loss
+
+    topo = parse_topology(args.topo)
+    loss = dict(parse_loss(s) for s in args.loss)
+    priorities = dict(_parse_dscp(s) for s in args.dscp)
+    addresses = _addresses(args, topo)
+    program = Program.load(args.program, args.p4info)
+    routes = _routes(topo, None)
+    report = deploy(topo, addresses, program, routes=routes, loss=loss, priorities=priorities,
+                    timeout=args.timeout)
+    console = _console()
+    console.print(f"deployed {program.name} to {topo.name}: {report}")
+    t = Table(box=box.SIMPLE_HEAD)
+    t.add_column("switch")
+    t.add_column("address")
+    t.add_column("entries", justify="right")
+    for s, n in report.updates.items():
+        t.add_row(s, addresses[s], str(n))
+    console.print(t)
+    return 0
+
+
+def cmd_counters(args: argparse.Namespace) -> int:
+    """``gradctl counters``."""
+    from .deploy import Program, read_counters
+
+    topo = parse_topology(args.topo)
+    addresses = _addresses(args, topo)
+    program = Program.load(args.program, args.p4info)
+    data = read_counters(topo, addresses, program, timeout=args.timeout)
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    t = Table(box=box.SIMPLE_HEAD)
+    t.add_column("switch")
+    t.add_column("emulated loss (port: packets)")
+    t.add_column("ingress drops (reason: packets)")
+    for s, c in data.items():
+        links = ", ".join(f"{p}: {n}" for p, n in c["link_drops"].items() if n) or "-"
+        ingress = ", ".join(f"{r}: {n}" for r, n in c["ingress_drops"].items()) or "-"
+        t.add_row(s, links, ingress)
+    console = _console()
+    console.print(f"drop counters of {topo.name}")
+    console.print(t)
+    return 0
+
+
+def _parse_dscp(spec: str) -> tuple[int, int]:
+    try:
+        dscp, prio = (int(x) for x in spec.split("=", 1))
+    except ValueError:
+        raise UsageError(f"bad --dscp {spec!r}: expected DSCP=PRIORITY, e.g. 46=7") from None
+    return dscp, prio
+
+
+# ----------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for documentation and tests)."""
+    topo_help = (f"topology: builder spec ({SPEC_EXAMPLES}; keyword args like bw=10 too) "
+                 "or a topology file (JSON/YAML)")
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="gradnet control plane: topologies, routes, P4Runtime deployment.",
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="log P4Runtime activity")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    topo = sub.add_parser("topo", help="inspect topologies",
+                          description="Inspect a topology.")
+    topo_sub = topo.add_subparsers(dest="topo_command", metavar="ACTION", required=True)
+    show = topo_sub.add_parser("show", help="print nodes, addresses and links",
+                               description="Print a topology's nodes, addresses and links.")
+    show.add_argument("topo", metavar="TOPO", help=topo_help)
+    show.add_argument("--json", action="store_true", help="print the topology file form")
+    show.set_defaults(func=cmd_topo_show)
+
+    routes = sub.add_parser(
+        "routes", help="print shortest-path route tables",
+        description="Print each switch's /32 routes to every host NIC and its ECMP groups.")
+    routes.add_argument("topo", metavar="TOPO", help=topo_help)
+    routes.add_argument("-s", "--switch", action="append", metavar="SWITCH",
+                        help="only this switch (repeatable)")
+    routes.add_argument("--json", action="store_true", help="machine-readable output")
+    routes.set_defaults(func=cmd_routes)
+
+    def target_args(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("topo", metavar="TOPO", help=topo_help)
+        where = sp.add_mutually_exclusive_group(required=True)
+        where.add_argument("--run-dir", metavar="DIR",
+                           help="run directory of a running network (holds <switch>.grpc)")
+        where.add_argument("--addresses", metavar="FILE",
+                           help="JSON/YAML mapping switch -> P4Runtime address "
+                                "(unix:/path or host:port)")
+        from .deploy import DEFAULT_PROGRAM
+
+        rel = os.path.relpath(DEFAULT_PROGRAM)
+        sp.add_argument("--program", metavar="JSON", default=str(DEFAULT_PROGRAM),
+                        help=f"BMv2 JSON of the program (default {rel})")
+        sp.add_argument("--p4info", metavar="FILE",
+                        help="P4Info text (default: <program stem>.p4info.txt beside it)")
+        sp.add_argument("--timeout", type=float, default=30.0, metavar="S",
+                        help="seconds to wait for each switch (default 30)")
+
+    dep = sub.add_parser(
+        "deploy", help="load the program and install routes on running switches",
+        description="Load the forwarding program on every switch of a running network "
+                    "(a fresh pipeline: existing entries are dropped) and install routes, "
+                    "ECMP groups, port MACs and the given loss rates and DSCP priorities.")
+    target_args(dep)
+    dep.add_argument("--loss", action="append", default=[], metavar="SW:PORT=RATE",
+                     help="emulated loss probability of a switch egress port, e.g. "
+                          "s1:2=0.05 (repeatable)")
+    dep.add_argument("--dscp", action="append", default=[], metavar="DSCP=PRIO",
+                     help="egress queue priority (0-7) of a DSCP value, e.g. 46=7 (repeatable)")
+    dep.set_defaults(func=cmd_deploy)
+
+    cnt = sub.add_parser(
+        "counters", help="read drop counters of running switches",
+        description="Read the emulated-loss and ingress drop counters (the pipeline is "
+                    "left as it is).")
+    target_args(cnt)
+    cnt.add_argument("--json", action="store_true", help="machine-readable output")
+    cnt.set_defaults(func=cmd_counters)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``gradctl`` console script."""
+    args = build_parser().parse_args(argv)
+    if not args.verbose:
+        logging.getLogger("finsy").setLevel(logging.ERROR)
+    else:
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except (UsageError, DeployError, RoutingError, TopologyError) as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,518 @@
+"""Deploy gradnet's forwarding data plane (``p4src/forward.p4``) onto a running network.
+
+One class per P4 control block of the program, each owning that control's tables (the
+layout microsoft/SwitchML's ``py/`` control plane uses):
+
+==================== ============================== ====================================
+class                P4 control instance            tables / counters
+==================== ============================== ====================================
+Forwarding           ``MyIngress.forwarding``       ``ipv4_routes``, ``ecmp_members``;
+                                                    ``ingress_drops``
+PriorityClassifier   ``MyIngress.priority_classifier`` ``dscp_priority``
+LinkEmulation        ``MyEgress.link_emulation``    ``link_loss``; ``link_emulation_drops``
+PortMacs             ``MyEgress.mac_rewrite``       ``port_macs``
+==================== ============================== ====================================
+
+:class:`Deployment` ties them together for a whole network: it connects to every switch
+in parallel (loading the program), installs routes, ECMP groups, port MACs, loss rates,
+DSCP priorities and multicast groups in batched WriteRequests, and reads counters back.
+Programs of later techniques include the same controls, so a per-switch program (e.g. an
+aggregating switch next to plain forwarders) reuses these classes unchanged::
+
+    async with Deployment(topo, net.grpc_addresses()) as dep:
+        await dep.install(loss={("s1", 2): 0.05})
+        drops = await dep.link_drops()
+
+:func:`deploy` and :func:`read_counters` are synchronous one-shot wrappers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from topologies.base import Topology, TopologyError
+
+from .p4runtime import (
+    REPO_ROOT,
+    ControlBlock,
+    DeployError,
+    Program,
+    SwitchSession,
+    close_sessions,
+    multicast_group,
+    open_sessions,
+)
+from .routing import RoutingError, SwitchRoutes, compute_routes
+
+__all__ = [
+    "DEFAULT_PROGRAM",
+    "DROP_REASONS",
+    "DeployError",
+    "DeployReport",
+    "Deployment",
+    "Forwarding",
+    "LinkEmulation",
+    "PortMacs",
+    "PriorityClassifier",
+    "addresses_from_run_dir",
+    "deploy",
+    "load_addresses",
+    "loss_threshold",
+    "parse_loss",
+    "read_counters",
+]
+
+#: The forwarding program, as ``make p4`` writes it.
+DEFAULT_PROGRAM = REPO_ROOT / "p4src" / "build" / "forward.json"
+
+#: Index of ``ingress_drops`` -> reason (``DROP_REASON_*`` in p4src/include/config.p4).
+DROP_REASONS = {1: "parser_error", 2: "checksum_error", 3: "not_ipv4", 4: "ttl_expired",
+                5: "no_route"}
+
+LossSpec = Mapping[tuple[str, int], float]
+
+
+# ----------------------------------------------------------------------------- blocks
+
+
+class Forwarding(ControlBlock):
+    """``Forwarding`` (ingress): /32 routes, ECMP groups, drop counters."""
+
+    CONTROL = "MyIngress.forwarding"
+    TABLES = ("ipv4_routes", "ecmp_members")
+    ACTIONS = ("set_next_hop", "set_ecmp_group", "drop")
+    COUNTERS = ("ingress_drops",)
+
+    def route_entries(self, routes: SwitchRoutes) -> list[Any]:
+        """INSERT updates for every route and every ECMP group member of one switch.
+
+        Raises :class:`DeployError` when they do not fit the P4Info table sizes.
+        """
+        n_members = sum(g.size for g in routes.groups)
+        for table, need in (("ipv4_routes", len(routes.routes)), ("ecmp_members", n_members)):
+            size = self.table_size(table)
+            if size and need > size:
+                raise DeployError(
+                    f"{routes.switch}: {need} entries do not fit {self.name(table)} "
+                    f"(size {size})"
+                )
+        updates: list[Any] = []
+        for g in routes.groups:
+            for i, hop in enumerate(g.members):
+                updates.append(+self.entry(
+                    "ecmp_members",
+                    {"meta.ecmp_group_id": g.group_id, "meta.ecmp_member_index": i},
+                    "set_next_hop", dmac=hop.dmac, port=hop.port,
+                ))
+        for r in routes.routes:
+            match = {"hdr.ipv4.dst_addr": r.prefix}
+            if r.group_id is not None:
+                size = routes.group(r.group_id).size
+                updates.append(+self.entry("ipv4_routes", match, "set_ecmp_group",
+                                           group_id=r.group_id, group_size=size))
+            else:
+                assert r.next_hop is not None
+                updates.append(+self.entry("ipv4_routes", match, "set_next_hop",
+                                           dmac=r.next_hop.dmac, port=r.next_hop.port))
+        return updates
+
+    async def read_drops(self, session: SwitchSession) -> dict[str, int]:
+        """``{reason: packets}`` of ``ingress_drops`` (reasons without a name: ``reason<N>``)."""
+        cells = await session.read_counter(self.name("ingress_drops"))
+        return {DROP_REASONS.get(i, f"reason{i}"): p for i, (p, _) in sorted(cells.items()) if p}
+
+
+class PortMacs(ControlBlock):
+    """``PortMacs`` (egress): each port's source MAC."""
+
+    CONTROL = "MyEgress.mac_rewrite"
+    TABLES = ("port_macs",)
+    ACTIONS = ("set_source_mac",)
+
+    def mac_entries(self, macs: Mapping[int, str]) -> list[Any]:
+        """INSERT updates ``port -> set_source_mac(mac)``."""
+        return [
+            +self.entry("port_macs", {"standard_metadata.egress_port": port},
+                        "set_source_mac", smac=mac)
+            for port, mac in sorted(macs.items())
+        ]
+
+
+def loss_threshold(p: float) -> int:
+    """The ``set_loss_rate`` threshold for loss probability ``p``: ``round(p * 2^32)``,
+    capped at ``2^32 - 1`` (so ``p = 1`` drops all but one packet in 2^32)."""
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p):
+        raise DeployError(f"loss rate must be a number in [0, 1], got {p!r}")
+    if not 0.0 <= p <= 1.0:
+        raise DeployError(f"loss rate must be in [0, 1], got {p!r}")
+    return min(round(p * 2**32), 2**32 - 1)
+
+
+class LinkEmulation(ControlBlock):
+    """``LinkEmulation`` (egress): per-port random loss, and its drop counter."""
+
+    CONTROL = "MyEgress.link_emulation"
+    TABLES = ("link_loss",)
+    ACTIONS = ("set_loss_rate", "no_loss")
+    COUNTERS = ("link_emulation_drops",)
+
+    def loss_entry(self, port: int, p: float) -> Any:
+        """The ``link_loss`` entry of ``port`` (``no_loss`` when ``p`` is 0)."""
+        key = {"standard_metadata.egress_port": port}
+        t = loss_threshold(p)
+        if t == 0:
+            return self.entry("link_loss", key, "no_loss")
+        return self.entry("link_loss", key, "set_loss_rate", drop_threshold=t)
+
+    async def read_drops(
+        self, session: SwitchSession, ports: Iterable[int] | None = None
+    ) -> dict[int, int]:
+        """``{port: packets dropped by emulated loss}`` (every port with a nonzero count
+        when ``ports`` is None)."""
+        cells = await session.read_counter(self.name("link_emulation_drops"), ports)
+        if ports is None:
+            return {i: p for i, (p, _) in sorted(cells.items()) if p}
+        return {i: p for i, (p, _) in sorted(cells.items())}
+
+
+class PriorityClassifier(ControlBlock):
+    """``PriorityClassifier`` (ingress): DSCP -> egress queue priority."""
+
+    CONTROL = "MyIngress.priority_classifier"
+    TABLES = ("dscp_priority",)
+    ACTIONS = ("set_priority",)
+
+    def dscp_entries(self, rules: Mapping[int, int]) -> list[Any]:
+        """INSERT updates ``DSCP -> set_priority(prio)`` (ECN bits masked out)."""
+        updates = []
+        for dscp, prio in sorted(rules.items()):
+            if not (isinstance(dscp, int) and 0 <= dscp < 64):
+                raise DeployError(f"DSCP must be an int in 0..63, got {dscp!r}")
+            if not (isinstance(prio, int) and 0 <= prio < 8):
+                raise DeployError(f"priority must be an int in 0..7, got {prio!r}")
+            updates.append(+self.entry(
+                "dscp_priority", {"hdr.ipv4.diffserv": f"{dscp << 2:#04x}/&0xfc"},
+                "set_priority", priority=1, prio=prio,
+            ))
+        return updates
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+def parse_loss(spec: str) -> tuple[tuple[str, int], float]:
+    """Parse ``SWITCH:PORT=RATE`` (e.g. ``s1:2=0.05``) into ``(("s1", 2), 0.05)``."""
+    try:
+        where, rate_s = spec.split("=", 1)
+        switch, port_s = where.rsplit(":", 1)
+        port, rate = int(port_s), float(rate_s)
+    except ValueError:
+        raise DeployError(f"bad loss spec {spec!r}: expected SWITCH:PORT=RATE, e.g. s1:2=0.05") from None
+    loss_threshold(rate)
+    return (switch, port), rate
+
+
+def check_loss(topo: Topology, loss: LossSpec) -> dict[tuple[str, int], float]:
+    """Validate loss rates against the topology: existing switch ports, rates in [0, 1]."""
+    out = {}
+    for (switch, port), rate in loss.items():
+        if switch not in topo or not topo.is_switch(switch):
+            raise DeployError(f"loss on {switch}:{port}: unknown switch {switch!r}")
+        if port not in topo.ports(switch):
+            raise DeployError(
+                f"loss on {switch}:{port}: {switch} has no port {port} "
+                f"(ports {', '.join(map(str, topo.ports(switch)))})"
+            )
+        loss_threshold(rate)
+        out[switch, port] = rate
+    return out
+
+
+def addresses_from_run_dir(topo: Topology, run_dir: str | Path) -> dict[str, str]:
+    """``{switch: "unix:<run_dir>/<switch>.grpc"}`` for every switch; each socket must exist."""
+    d = Path(run_dir)
+    if not d.is_dir():
+        raise DeployError(f"run directory {str(d)!r} does not exist")
+    out, missing = {}, []
+    for sw in topo.switches():
+        sock = d / f"{sw}.grpc"
+        if not sock.exists():
+            missing.append(sw)
+        out[sw] = f"unix:{sock}"
+    if missing:
+        raise DeployError(
+            f"run directory {str(d)!r} has no P4Runtime socket for {', '.join(missing)} "
+            "(is the network running, and is it this topology?)"
+        )
+    return out
+
+
+def load_addresses(path: str | Path) -> dict[str, str]:
+    """Read ``{switch: address}`` from a JSON or YAML mapping (``unix:/path`` or ``host:port``)."""
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))  # YAML is a superset of JSON
+    except OSError as e:
+        raise DeployError(f"cannot read address file: {e}") from None
+    except yaml.YAMLError as e:
+        raise DeployError(f"{p}: not JSON/YAML: {e}") from None
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in data.items()
+    ):
+        raise DeployError(f"{p}: expected a mapping of switch names to addresses")
+    return data
+
+
+# ----------------------------------------------------------------------------- deployment
+
+
+@dataclass
+class DeployReport:
+    """What :meth:`Deployment.install` wrote: updates per switch and the time it took."""
+
+    updates: dict[str, int] = field(default_factory=dict)
+    connect_s: float = 0.0
+    install_s: float = 0.0
+
+    @property
+    def total(self) -> int:
+        """Updates written to all switches."""
+        return sum(self.updates.values())
+
+    def __str__(self) -> str:
+        return (f"{len(self.updates)} switches, {self.total} table entries; connect "
+                f"{self.connect_s:.2f} s, install {self.install_s:.2f} s")
+
+
+class Deployment:
+    """The forwarding program (or a per-switch one) on every switch of a network.
+
+    ``addresses`` maps switch names to P4Runtime addresses (``Network.grpc_addresses()``);
+    ``program`` is a :class:`Program`, a BMv2 JSON path, or ``{switch: Program}`` for
+    per-switch programs (switches not in the mapping get :data:`DEFAULT_PROGRAM`).
+    ``set_pipeline=False`` attaches to running pipelines instead of loading the program
+    (e.g. to read counters after a deploy). Use as an async context manager.
+    """
+
+    def __init__(
+        self,
+        topology: Topology,
+        addresses: Mapping[str, str],
+        program: Program | str | Path | Mapping[str, Program] | None = None,
+        *,
+        set_pipeline: bool = True,
+        timeout: float = 30.0,
+    ) -> None:
+        self.topology = topology
+        self.set_pipeline = set_pipeline
+        self.timeout = timeout
+        switches = topology.switches()
+        unknown = [s for s in addresses if s not in switches]
+        if unknown:
+            raise DeployError(f"addresses given for unknown switch(es): {', '.join(unknown)}")
+        missing = [s for s in switches if s not in addresses]
+        if missing:
+            raise DeployError(f"no P4Runtime address for switch(es): {', '.join(missing)}")
+        self.addresses = {s: addresses[s] for s in switches}
+        if isinstance(program, Mapping):
+            default = None
+            self.programs: dict[str, Program] = {}
+            for s in switches:
+                if s in program:
+                    self.programs[s] = program[s]
+                else:
+                    default = default or Program.load(DEFAULT_PROGRAM)
+                    self.programs[s] = default
+        else:
+            prog = program if isinstance(program, Program) else Program.load(
+                program or DEFAULT_PROGRAM)
+            self.programs = dict.fromkeys(switches, prog)
+        self.sessions: dict[str, SwitchSession] = {}
+        self.report = DeployReport()
+        # (switch, port) whose link_loss entry exists: later changes must MODIFY it.
+        self._loss_installed: set[tuple[str, int]] = set()
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def open(self) -> Deployment:
+        """Connect to every switch in parallel (loading the program unless attaching)."""
+        t0 = time.monotonic()
+        specs = {s: (self.addresses[s], self.topology.device_id(s), self.programs[s])
+                 for s in self.addresses}
+        self.sessions = await open_sessions(specs, set_pipeline=self.set_pipeline,
+                                            timeout=self.timeout)
+        self.report.connect_s = time.monotonic() - t0
+        return self
+
+    async def close(self) -> None:
+        """Close every connection; the switches keep their state."""
+        await close_sessions(self.sessions.values())
+        self.sessions = {}
+
+    async def __aenter__(self) -> Deployment:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def session(self, switch: str) -> SwitchSession:
+        """The open session of ``switch``."""
+        try:
+            return self.sessions[switch]
+        except KeyError:
+            raise DeployError(f"no open session for switch {switch!r}") from None
+
+    def block(self, switch: str, cls: type[Any], path: str | None = None) -> Any:
+        """Control block ``cls`` bound to ``switch``'s program."""
+        return self.programs[switch].block(cls, path)
+
+    # -- install ---------------------------------------------------------------------
+
+    async def install(
+        self,
+        routes: Mapping[str, SwitchRoutes] | None = None,
+        *,
+        loss: LossSpec | None = None,
+        priorities: Mapping[int, int] | None = None,
+        multicast: Mapping[str, Mapping[int, Iterable[int]]] | None = None,
+    ) -> DeployReport:
+        """Install routes + ECMP groups (default: :func:`compute_routes`), port MACs,
+        loss rates ``{(switch, port): p}``, DSCP priorities ``{dscp: prio}`` (every switch)
+        and multicast groups ``{switch: {group_id: ports}}``, each switch in as few
+        WriteRequests as possible, all switches in parallel."""
+        if not self.sessions:
+            raise DeployError("Deployment is not open (use 'async with Deployment(...)')")
+        try:
+            if routes is None:
+                routes = compute_routes(self.topology)
+        except (RoutingError, TopologyError) as e:
+            raise DeployError(str(e)) from None
+        loss = check_loss(self.topology, loss or {})
+        multicast = multicast or {}
+        for s in multicast:
+            if s not in self.sessions:
+                raise DeployError(f"multicast groups for unknown switch {s!r}")
+
+        t0 = time.monotonic()
+        plans = {}
+        for s in self.sessions:
+            updates: list[Any] = []
+            if s in routes:
+                updates += self.block(s, Forwarding).route_entries(routes[s])
+                updates += self.block(s, PortMacs).mac_entries(routes[s].port_macs)
+            le = self.block(s, LinkEmulation)
+            updates += [+le.loss_entry(port, p) for (sw, port), p in loss.items() if sw == s]
+            if priorities:
+                updates += self.block(s, PriorityClassifier).dscp_entries(priorities)
+            updates += [+multicast_group(g, ports) for g, ports in multicast.get(s, {}).items()]
+            plans[s] = updates
+
+        async def one(s: str) -> None:
+            n = await self.sessions[s].write(plans[s])
+            self.report.updates[s] = self.report.updates.get(s, 0) + n
+
+        await _gather_all(one(s) for s in plans)
+        self._loss_installed.update(loss)
+        self.report.install_s += time.monotonic() - t0
+        return self.report
+
+    async def set_loss(self, switch: str, port: int, p: float) -> None:
+        """Change the emulated loss rate of one switch port at run time."""
+        check_loss(self.topology, {(switch, port): p})
+        entry = self.block(switch, LinkEmulation).loss_entry(port, p)
+        modify = (switch, port) in self._loss_installed
+        await self.session(switch).write([~entry if modify else +entry])
+        self._loss_installed.add((switch, port))
+
+    async def add_multicast_group(self, switch: str, group_id: int, ports: Iterable[int]) -> None:
+        """Install multicast group ``group_id`` replicating to ``ports`` on ``switch``."""
+        ports = list(ports)
+        bad = [p for p in ports if p not in self.topology.ports(switch)]
+        if bad:
+            raise DeployError(f"{switch} has no port(s) {bad} for multicast group {group_id}")
+        await self.session(switch).add_multicast_group(group_id, ports)
+
+    # -- read back -------------------------------------------------------------------
+
+    async def link_drops(self, switches: Iterable[str] | None = None) -> dict[str, dict[int, int]]:
+        """``{switch: {port: packets dropped by emulated loss}}`` (data ports of the topology)."""
+        names = list(switches) if switches is not None else list(self.sessions)
+
+        async def one(s: str) -> dict[int, int]:
+            ports = list(self.topology.ports(s))
+            return await self.block(s, LinkEmulation).read_drops(self.session(s), ports)
+
+        return dict(zip(names, await _gather_all(one(s) for s in names), strict=True))
+
+    async def ingress_drops(self, switches: Iterable[str] | None = None) -> dict[str, dict[str, int]]:
+        """``{switch: {reason: packets}}`` of the forwarding block's drop counter."""
+        names = list(switches) if switches is not None else list(self.sessions)
+        results = await _gather_all(
+            self.block(s, Forwarding).read_drops(self.session(s)) for s in names
+        )
+        return dict(zip(names, results, strict=True))
+
+
+async def _gather_all(coros: Iterable[Any]) -> list[Any]:
+    """``asyncio.gather`` that lets every task finish, then raises the first error."""
+    results = await asyncio.gather(*coros, return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return results
+
+
+# ----------------------------------------------------------------------------- sync API
+
+
+def deploy(
+    topology: Topology,
+    addresses: Mapping[str, str],
+    program: Program | str | Path | Mapping[str, Program] | None = None,
+    *,
+    routes: Mapping[str, SwitchRoutes] | None = None,
+    loss: LossSpec | None = None,
+    priorities: Mapping[int, int] | None = None,
+    timeout: float = 30.0,
+) -> DeployReport:
+    """Load the program on every switch and install everything (synchronous)."""
+
+    async def run() -> DeployReport:
+        async with Deployment(topology, addresses, program, timeout=timeout) as dep:
+            return await dep.install(routes, loss=loss, priorities=priorities)
+
+    return asyncio.run(run())
+
+
+def read_counters(
+    topology: Topology,
+    addresses: Mapping[str, str],
+    program: Program | str | Path | Mapping[str, Program] | None = None,
+    *,
+    timeout: float = 30.0,
+) -> dict[str, dict[str, Any]]:
+    """``{switch: {"link_drops": {port: n}, "ingress_drops": {reason: n}}}`` from running
+    switches, without touching their pipelines (synchronous)."""
+
+    async def run() -> dict[str, dict[str, Any]]:
+        async with Deployment(topology, addresses, program, set_pipeline=False,
+                              timeout=timeout) as dep:
+            links = await dep.link_drops()
+            ingress = await dep.ingress_drops()
+        return {s: {"link_drops": links[s], "ingress_drops": ingress[s]} for s in links}
+
+    return asyncio.run(run())
+
+
+def dump_json(data: Any) -> str:
+    """JSON with integer keys kept readable (for the CLI's ``--json``)."""
+    return json.dumps(data, indent=2, sort_keys=True, default=str)
