@@ -29,7 +29,6 @@ aggregating switch next to plain forwarders) reuses these classes unchanged::
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import time
 from collections.abc import Iterable, Mapping
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from finsy import P4TableEntry
 
 from topologies.base import Topology, TopologyError
 
@@ -428,9 +428,16 @@ class Deployment:
     async def set_loss(self, switch: str, port: int, p: float) -> None:
         """Change the emulated loss rate of one switch port at run time."""
         check_loss(self.topology, {(switch, port): p})
-        entry = self.block(switch, LinkEmulation).loss_entry(port, p)
+        le = self.block(switch, LinkEmulation)
+        session = self.session(switch)
+        entry = le.loss_entry(port, p)
+        if (switch, port) not in self._loss_installed:
+            # Attached to a running pipeline: the entry may exist from an earlier deploy.
+            query = P4TableEntry(le.name("link_loss"), match=entry.match)
+            if await session.read(query):
+                self._loss_installed.add((switch, port))
         modify = (switch, port) in self._loss_installed
-        await self.session(switch).write([~entry if modify else +entry])
+        await session.write([~entry if modify else +entry])
         self._loss_installed.add((switch, port))
 
     async def add_multicast_group(self, switch: str, group_id: int, ports: Iterable[int]) -> None:
@@ -512,7 +519,3 @@ def read_counters(
 
     return asyncio.run(run())
 
-
-def dump_json(data: Any) -> str:
-    """JSON with integer keys kept readable (for the CLI's ``--json``)."""
-    return json.dumps(data, indent=2, sort_keys=True, default=str)

@@ -463,9 +463,6 @@ class _Model:
         self.z = [[s.NumVar(0, 0, f"z{i}_{j}") for j in range(len(groups))] for i in range(n_slots)]
         self.a = [s.NumVar(0, 0, f"a{i}") for i in range(n_slots)]
         self.b = [s.NumVar(0, 0, f"b{i}") for i in range(n_slots)]
-        # traffic weight of each column (sum over its path of the links' multiplicity),
-        # for the second, traffic-minimising phase of solve_lp
-        self.weight: dict[Any, float] = {}
         self._links: dict[int, pywraplp.Constraint] = {}
         self.slot_switch: list[str | None] = [None] * n_slots
         self.tor_on = True
@@ -523,7 +520,6 @@ class _Model:
         for arc in path:
             row = self._link(arc)
             row.SetCoefficient(var, 1 if arc == priv else n)
-        self.weight[var] = n * len(path)
 
     def assign(self, i: int, switch: str | None) -> None:
         """Point slot ``i`` at ``switch`` (None: disable the slot)."""
@@ -550,11 +546,6 @@ class _Model:
             for var in (*x, *self.z[i], a):
                 var.SetUb(ub)
             b.SetUb(ub if self.tor_on else 0)
-        if switch is not None:
-            for j, grp in enumerate(prob._groups):
-                self.weight[x[j]] = grp.size * len(prob._apath(grp.rep, switch))
-            self.weight[a] = len(prob._apath(switch, prob.ps))
-            self.weight[b] = len(prob._apath(switch, prob.tor))
 
     def set_tor(self, on: bool) -> None:
         """Let ``s_d`` aggregate or not (only varies with ``tor_in_budget``)."""
@@ -591,13 +582,24 @@ class _Model:
     def minimize_traffic(self, gamma: float) -> None:
         """Phase 2: among the solutions with (almost) this gamma, minimise total link
         traffic, so that the reported rates have no gratuitous detours or idle flows."""
+        prob = self.prob
         self.phase2 = gamma
         self.gamma.SetLb(gamma * (1 - _REL_TOL))
+        weight: dict[pywraplp.Variable, float] = {self.o: len(prob._apath(prob.tor, prob.ps))}
+        for j, grp in enumerate(prob._groups):
+            weight[self.xd[j]] = grp.size * len(prob._apath(grp.rep, prob.ps))
+            weight[self.xt[j]] = grp.size * len(prob._apath(grp.rep, prob.tor))
+        for i, sw in enumerate(self.slot_switch):
+            if sw is None:
+                continue
+            for j, grp in enumerate(prob._groups):
+                weight[self.x[i][j]] = grp.size * len(prob._apath(grp.rep, sw))
+            weight[self.a[i]] = len(prob._apath(sw, prob.ps))
+            weight[self.b[i]] = len(prob._apath(sw, prob.tor))
         obj = self.solver.Objective()
         obj.Clear()
-        for var, w in self.weight.items():
-            if w:
-                obj.SetCoefficient(var, w)
+        for var, w in weight.items():
+            obj.SetCoefficient(var, w)
         obj.SetMinimization()
 
     # -------------------------------------------------------------- extraction

@@ -249,7 +249,7 @@ def compute_routes(
         wanted = [_check_switch(topo, s) for s in switches]
     sgraph = _switch_graph(topo)
 
-    # Destination NICs in host/NIC order, grouped by the switch they hang off.
+    # Destination NICs in host/NIC order (the order of every route table).
     nics: list[tuple[str, int, dict]] = []
     for host in topo.hosts():
         for nic, iface in enumerate(topo.node(host)["ifaces"]):

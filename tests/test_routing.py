@@ -337,7 +337,7 @@ def test_cli_bad_input_subprocess() -> None:
         (["deploy", "star:2", "--run-dir", "/tmp", "--loss", "s1=0.5"], "bad loss spec 's1=0.5'"),
         (["deploy", "star:2", "--run-dir", "/tmp", "--dscp", "x"], "bad --dscp 'x'"),
         (["deploy", "star:2", "--addresses", "/nonexistent.yaml"], "cannot read address file"),
-        (["counters", "star:2", "--run-dir", "/tmp"], "has no P4Runtime socket for s1"),
+        (["counters", "star:2", "--run-dir", "/tmp"], "run directory '/tmp' has no P4Runtime socket for s1"),
     ],
 )
 def test_cli_bad_input(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -50,4 +50,23 @@ const bit<16> GRADNET_NDN_UDP_PORT   = 6363;   /* 2: NDN over UDP (NFD's port) *
 #define DROP_REASON_NO_ROUTE       5
 #define DROP_REASON_COUNT          8
 
+/* In-network aggregation (docs/ina.md). */
+#define INA_VALUES 32
+#ifndef NUM_AGGREGATORS
+#define NUM_AGGREGATORS 1024
+#endif
+const bit<8>  INA_GRAD    = 1;
+const bit<8>  INA_PARTIAL = 2;
+const bit<8>  INA_RESULT  = 3;
+const bit<8>  INA_CLEAR   = 4;
+const bit<16> INA_FLAG_RETX = 1;
+#define INA_JOBS_SIZE 256
+#define INA_FANOUT_SIZE 8192
+/* Why an INA packet was consumed at a switch: index of the ina_drops counter. */
+#define INA_DROP_ABSORBED      1   /* added to an aggregator, not complete yet */
+#define INA_DROP_DUPLICATE     2   /* contributor already in the aggregator */
+#define INA_DROP_UNKNOWN_JOB   3
+#define INA_DROP_CLEARED       4   /* CLEAR consumed */
+#define INA_DROP_REASON_COUNT  8
+
 #endif  /* _GRADNET_CONFIG_P4_ */

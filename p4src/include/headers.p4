@@ -67,6 +67,56 @@ header udp_t {
     bit<16> checksum;
 }
 
+/* In-network aggregation (technique 1): docs/ina.md is the wire spec. */
+header ina_t {
+    bit<8>  msg_type;    /* INA_GRAD, INA_PARTIAL, INA_RESULT, INA_CLEAR */
+    bit<8>  job_id;
+    bit<16> worker_id;   /* rank of the sender of a GRAD */
+    bit<32> fragment;
+    bit<16> tag;         /* device id of the switch that must aggregate; 0 = PS */
+    bit<16> origin;      /* switch that passed it on unaggregated, else 0 */
+    bit<32> bitmap;      /* contributors summed in this packet */
+    bit<8>  count;       /* number of contributors */
+    bit<8>  fanin;       /* contributions the tagged switch expects */
+    bit<16> flags;       /* INA_FLAG_RETX */
+}
+
+/* INA_VALUES two's-complement fixed-point values; sums wrap mod 2^32. */
+header ina_values_t {
+    bit<32> v00;
+    bit<32> v01;
+    bit<32> v02;
+    bit<32> v03;
+    bit<32> v04;
+    bit<32> v05;
+    bit<32> v06;
+    bit<32> v07;
+    bit<32> v08;
+    bit<32> v09;
+    bit<32> v10;
+    bit<32> v11;
+    bit<32> v12;
+    bit<32> v13;
+    bit<32> v14;
+    bit<32> v15;
+    bit<32> v16;
+    bit<32> v17;
+    bit<32> v18;
+    bit<32> v19;
+    bit<32> v20;
+    bit<32> v21;
+    bit<32> v22;
+    bit<32> v23;
+    bit<32> v24;
+    bit<32> v25;
+    bit<32> v26;
+    bit<32> v27;
+    bit<32> v28;
+    bit<32> v29;
+    bit<32> v30;
+    bit<32> v31;
+}
+
 struct headers_t {
     packet_out_t packet_out;   /* only on packets from CPU_PORT */
     packet_in_t  packet_in;    /* only on packets to CPU_PORT; emitted first */
@@ -74,11 +124,26 @@ struct headers_t {
     ipv4_t       ipv4;
     tcp_t        tcp;
     udp_t        udp;
-    /* Technique headers go here, after udp, in wire order (each parsed from
-     * the UDP destination port GRADNET_*_UDP_PORT, see parsers.p4):
-     *   ina_t / ina_values_t  (in-network aggregation, technique 1)
-     *   ndn TLV headers       (NDN PIT/FIB, technique 2)
-     *   ... */
+    /* Technique headers, after udp, in wire order (each parsed from the UDP
+     * destination port GRADNET_*_UDP_PORT by programs that define the
+     * matching GRADNET_WITH_* macro, see parsers.p4). */
+    ina_t        ina;
+    ina_values_t ina_values;
+}
+
+struct ina_metadata_t {
+    bit<16>     switch_id;      /* this switch's aggregator id (0: not configured) */
+    ipv4_addr_t switch_ip;
+    bit<16>     sd_id;          /* the PS's ToR switch, which also aggregates */
+    ipv4_addr_t sd_ip;
+    ipv4_addr_t ps_ip;
+    bit<16>     result_group;   /* multicast group of the job's workers (on s_d) */
+    bit<32>     index;          /* aggregator index */
+    bit<64>     key;            /* 1 ++ origin ++ job ++ fragment; 0 = free */
+    bit<64>     stored_key;
+    bit<32>     stored_bitmap;
+    bit<8>      stored_count;
+    bit<1>      handled;        /* INA consumed or multicast the packet */
 }
 
 struct metadata_t {
@@ -93,7 +158,8 @@ struct metadata_t {
     /* Link emulation (egress) */
     bit<32> loss_threshold;
     bit<32> loss_random;
-    /* Technique metadata goes here (aggregator index, PIT port set, ...). */
+    /* In-network aggregation (aggregator.p4) */
+    ina_metadata_t ina;
 }
 
 #endif  /* _GRADNET_HEADERS_P4_ */

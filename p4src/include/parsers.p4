@@ -53,10 +53,26 @@ parser GradnetParser(packet_in packet,
         packet.extract(hdr.udp);
         meta.l4_src_port = hdr.udp.src_port;
         meta.l4_dst_port = hdr.udp.dst_port;
-        /* Technique headers: add one case per GRADNET_*_UDP_PORT here, e.g.
-         *   GRADNET_INA_UDP_PORT: parse_ina;                              */
+        /* Technique headers: one case per GRADNET_*_UDP_PORT, compiled in
+         * only by the programs that handle them (the plain forwarding of the
+         * baselines carries them as payload, at no parsing cost). */
+#ifdef GRADNET_WITH_INA
+        transition select(hdr.udp.dst_port) {
+            GRADNET_INA_UDP_PORT: parse_ina;
+            default: accept;
+        }
+#else
+        transition accept;
+#endif
+    }
+
+#ifdef GRADNET_WITH_INA
+    state parse_ina {
+        packet.extract(hdr.ina);
+        packet.extract(hdr.ina_values);
         transition accept;
     }
+#endif
 }
 
 /* IPv4 header checksum over the 20-byte option-less header. Packets with
@@ -95,6 +111,8 @@ control GradnetDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.ipv4);
         packet.emit(hdr.tcp);
         packet.emit(hdr.udp);
+        packet.emit(hdr.ina);
+        packet.emit(hdr.ina_values);
     }
 }
 

@@ -1,0 +1,242 @@
+"""Packet formats of the host agents (wire layouts fixed in docs/*.md).
+
+Two views of every format, which the tests keep identical byte for byte:
+
+* scapy ``Packet`` classes (``INA``, ``INAValues``), for tests, debugging and pcap
+  dissection. They are built lazily on first attribute access (PEP 562), because
+  importing scapy costs 1-3 s and the agents never need it.
+* a ``struct``-based codec (``encode_ina``/``decode_ina`` and the raw ``INA_HEADER``
+  struct) for the agents' hot path: scapy builds ~40 packets/s, the agents must do
+  tens of thousands.
+
+Technique 1, in-network aggregation (docs/ina.md): UDP port 40000, payload = 20-byte
+INA header + 32 big-endian two's-complement int32 values.
+
+Reserved for the other techniques (add their formats here, same two views):
+
+* technique 2, NDN: TLV v0.3 (python-ndn) over UDP 6363 / EtherType 0x8624
+* technique 3, differentiated blocks: UDP 40001
+* technique 4, BCube level exchanges: UDP 40002
+* technique 5, token broadcast: EtherType 0x88B5 (over IP for tests: UDP 40003)
+"""
+
+from __future__ import annotations
+
+import struct
+from enum import IntEnum, IntFlag
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+if TYPE_CHECKING:  # the scapy classes exist only after the first lazy access
+    from scapy.packet import Packet
+
+__all__ = [
+    "BCUBE_UDP_PORT",
+    "DIFF_UDP_PORT",
+    "INA",
+    "INAValues",
+    "INA_HEADER",
+    "INA_HEADER_LEN",
+    "INA_MAX_WORKERS",
+    "INA_PACKET_LEN",
+    "INA_UDP_PORT",
+    "INA_VALUES",
+    "INA_VALUES_LEN",
+    "InaDecodeError",
+    "InaFlags",
+    "InaHeader",
+    "MsgType",
+    "NDN_UDP_PORT",
+    "TOKEN_UDP_PORT",
+    "decode_ina",
+    "decode_ina_header",
+    "encode_ina",
+]
+
+# UDP ports: mirror p4src/include/config.p4 (change both together).
+INA_UDP_PORT = 40000  # 1: in-network aggregation
+DIFF_UDP_PORT = 40001  # 3: differentiated blocks (unreliable)
+BCUBE_UDP_PORT = 40002  # 4: BCube level exchanges
+TOKEN_UDP_PORT = 40003  # 5: token broadcast over IP (tests)
+NDN_UDP_PORT = 6363  # 2: NDN over UDP
+
+# ----------------------------------------------------------------------------- INA
+
+
+class MsgType(IntEnum):
+    """INA ``msg_type`` values."""
+
+    GRAD = 1  # worker -> aggregating switch or PS
+    PARTIAL = 2  # switch -> PS
+    RESULT = 3  # PS -> workers (via s_d's multicast, or unicast)
+    CLEAR = 4  # PS -> switch: free the aggregator of a finished fragment
+
+
+class InaFlags(IntFlag):
+    """INA ``flags`` bits."""
+
+    RETX = 0x0001  # a retransmission (always sent straight to the PS with tag 0)
+
+
+INA_VALUES = 32  # values per packet (one fragment)
+INA_MAX_WORKERS = 32  # bitmap width: worker ranks 0..31
+# msg_type, job_id, worker_id, fragment, tag, origin, bitmap, count, fanin, flags
+INA_HEADER = struct.Struct("!BBHIHHIBBH")
+INA_HEADER_LEN = INA_HEADER.size  # 20
+INA_VALUES_LEN = 4 * INA_VALUES  # 128
+INA_PACKET_LEN = INA_HEADER_LEN + INA_VALUES_LEN  # 148: the UDP payload
+assert INA_HEADER_LEN == 20
+
+_BE_I32 = np.dtype(">i4")
+_ZERO_VALUES = bytes(INA_VALUES_LEN)
+
+
+class InaDecodeError(ValueError):
+    """A datagram that is not a well-formed INA packet."""
+
+
+class InaHeader(NamedTuple):
+    """The 20-byte INA header, field order as on the wire."""
+
+    msg_type: int
+    job_id: int
+    worker_id: int
+    fragment: int
+    tag: int
+    origin: int
+    bitmap: int
+    count: int
+    fanin: int
+    flags: int
+
+
+def values_to_bytes(values: Any) -> bytes:
+    """32 int32 values (array-like, or 128 already-encoded bytes) -> 128 wire bytes."""
+    if values is None:
+        return _ZERO_VALUES
+    if isinstance(values, bytes | bytearray | memoryview):
+        b = bytes(values)
+        if len(b) != INA_VALUES_LEN:
+            raise ValueError(f"values must be {INA_VALUES_LEN} bytes, got {len(b)}")
+        return b
+    a = np.asarray(values)
+    if a.shape != (INA_VALUES,):
+        raise ValueError(f"values must have shape ({INA_VALUES},), got {a.shape}")
+    if a.dtype.kind not in "iu":
+        raise ValueError(f"values must be integers (fixed point), got dtype {a.dtype}")
+    if a.dtype.itemsize > 4 and (a.min() < -(2**31) or a.max() > 2**31 - 1):
+        raise ValueError("values out of int32 range")
+    return a.astype(_BE_I32).tobytes()
+
+
+def encode_ina(
+    msg_type: int,
+    job_id: int,
+    worker_id: int = 0,
+    fragment: int = 0,
+    tag: int = 0,
+    origin: int = 0,
+    bitmap: int = 0,
+    count: int = 0,
+    fanin: int = 0,
+    flags: int = 0,
+    values: Any = None,
+) -> bytes:
+    """One INA UDP payload (148 bytes). ``values``: 32 int32s, 128 wire bytes, or None
+    (zeros). Raises ``struct.error``/``ValueError`` on out-of-range fields."""
+    return (
+        INA_HEADER.pack(
+            msg_type, job_id, worker_id, fragment, tag, origin, bitmap, count, fanin, flags
+        )
+        + values_to_bytes(values)
+    )
+
+
+def decode_ina_header(data: bytes | bytearray | memoryview) -> InaHeader:
+    """The header of an INA payload; raises ``InaDecodeError`` if it is too short."""
+    if len(data) < INA_PACKET_LEN:
+        raise InaDecodeError(f"INA packet is {len(data)} bytes, expected {INA_PACKET_LEN}")
+    return InaHeader._make(INA_HEADER.unpack_from(data))
+
+
+def decode_ina(data: bytes | bytearray | memoryview) -> tuple[InaHeader, np.ndarray]:
+    """Header and values (native ``int32`` array of 32) of an INA payload.
+
+    Bytes beyond 148 (e.g. Ethernet padding) are ignored; shorter input raises
+    ``InaDecodeError``. The message type is not checked here (receivers count unknown
+    types themselves)."""
+    hdr = decode_ina_header(data)
+    vals = np.frombuffer(data, dtype=_BE_I32, count=INA_VALUES, offset=INA_HEADER_LEN)
+    return hdr, vals.astype(np.int32)
+
+
+# ----------------------------------------------------------------------------- scapy
+
+_SCAPY: dict[str, type[Packet]] = {}
+
+
+def _build_scapy_layers() -> dict[str, type[Packet]]:
+    """Define the scapy layers and bind them (once)."""
+    if _SCAPY:
+        return _SCAPY
+    from scapy.fields import (
+        ByteEnumField,
+        ByteField,
+        FieldListField,
+        FlagsField,
+        IntField,
+        ShortField,
+        SignedIntField,
+        XIntField,
+    )
+    from scapy.layers.inet import UDP
+    from scapy.packet import Packet, bind_layers
+
+    class INA(Packet):
+        """INA header (docs/ina.md); its payload is ``INAValues``."""
+
+        name = "INA"
+        fields_desc = [
+            ByteEnumField("msg_type", MsgType.GRAD, {m.value: m.name for m in MsgType}),
+            ByteField("job_id", 0),
+            ShortField("worker_id", 0),
+            IntField("fragment", 0),
+            ShortField("tag", 0),
+            ShortField("origin", 0),
+            XIntField("bitmap", 0),
+            ByteField("count", 0),
+            ByteField("fanin", 0),
+            FlagsField("flags", 0, 16, [f.name for f in InaFlags]),
+        ]
+
+    class INAValues(Packet):
+        """The 32 signed int32 fixed-point values that follow the INA header."""
+
+        name = "INAValues"
+        fields_desc = [
+            FieldListField(
+                "values",
+                [0] * INA_VALUES,
+                SignedIntField("v", 0),
+                count_from=lambda _pkt: INA_VALUES,
+            )
+        ]
+
+        def post_build(self, pkt: bytes, pay: bytes) -> bytes:
+            # a short list would silently build a short packet: refuse instead
+            if len(self.values) != INA_VALUES:
+                raise ValueError(f"INAValues needs {INA_VALUES} values, got {len(self.values)}")
+            return pkt + pay
+
+    bind_layers(UDP, INA, dport=INA_UDP_PORT)
+    bind_layers(INA, INAValues)
+    _SCAPY.update(INA=INA, INAValues=INAValues)
+    return _SCAPY
+
+
+def __getattr__(name: str) -> Any:
+    # PEP 562: ``from hosts.packets import INA`` imports scapy on first use only.
+    if name in ("INA", "INAValues"):
+        return _build_scapy_layers()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,62 @@
+/* gradnet: in-network aggregation (technique 1, docs/ina.md).
+ *
+ * The program of the switches the placement chose, and of s_d (the PS's ToR
+ * switch): forward.p4's forwarding plus register aggregators.
+ *
+ * ingress: Aggregator (may consume, redirect or multicast the packet), then
+ *          the usual forwarding for whatever it did not consume
+ * egress:  RESULT replicas rewritten per worker, emulated link loss,
+ *          per-port source MAC, packet-in header
+ */
+#define GRADNET_WITH_INA
+#include <core.p4>
+#include <v1model.p4>
+
+#include "config.p4"
+#include "headers.p4"
+#include "parsers.p4"
+#include "aggregator.p4"
+#include "forwarding.p4"
+#include "priority.p4"
+#include "port_macs.p4"
+#include "link_emulation.p4"
+#include "packet_io.p4"
+
+control MyIngress(inout headers_t hdr,
+                  inout metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+    Aggregator() aggregator;
+    Forwarding() forwarding;
+    PriorityClassifier() priority_classifier;
+
+    apply {
+        aggregator.apply(hdr, meta, standard_metadata);
+        if (meta.ina.handled == 0) {
+            forwarding.apply(hdr, meta, standard_metadata);
+        }
+        priority_classifier.apply(hdr, meta, standard_metadata);
+    }
+}
+
+control MyEgress(inout headers_t hdr,
+                 inout metadata_t meta,
+                 inout standard_metadata_t standard_metadata) {
+    ResultFanout() result_fanout;
+    LinkEmulation() link_emulation;
+    PortMacs() mac_rewrite;
+    CpuPacketIn() cpu_packet_in;
+
+    apply {
+        result_fanout.apply(hdr, meta, standard_metadata);
+        link_emulation.apply(hdr, meta, standard_metadata);
+        mac_rewrite.apply(hdr, meta, standard_metadata);
+        cpu_packet_in.apply(hdr, meta, standard_metadata);
+    }
+}
+
+V1Switch(GradnetParser(),
+         GradnetVerifyChecksum(),
+         MyIngress(),
+         MyEgress(),
+         GradnetComputeChecksum(),
+         GradnetDeparser()) main;

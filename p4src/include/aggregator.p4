@@ -1,0 +1,412 @@
+/* gradnet: register-based gradient aggregators (technique 1, docs/ina.md).
+ *
+ * A switch whose device id equals a GRAD packet's tag hashes (job, fragment,
+ * origin) to an aggregator. A free aggregator, or one holding this fragment,
+ * takes the packet's values unless its contributor is already in; when the
+ * expected contributions (fanin) are in, the running sums leave as a PARTIAL
+ * toward the PS, and the aggregator keeps them until the PS frees it (RESULT
+ * on s_d, CLEAR elsewhere). A busy aggregator passes the packet on
+ * unaggregated to s_d, the PS's ToR switch, which aggregates it under the
+ * sender's origin; s_d itself passes such packets to the PS.
+ */
+#ifndef _GRADNET_AGGREGATOR_P4_
+#define _GRADNET_AGGREGATOR_P4_
+
+#include "config.p4"
+#include "headers.p4"
+
+control Aggregator(inout headers_t hdr,
+                   inout metadata_t meta,
+                   inout standard_metadata_t standard_metadata) {
+
+    register<bit<64>>(NUM_AGGREGATORS) agg_key;
+    register<bit<32>>(NUM_AGGREGATORS) agg_bitmap;
+    register<bit<8>>(NUM_AGGREGATORS)  agg_count;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_00;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_01;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_02;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_03;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_04;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_05;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_06;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_07;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_08;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_09;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_10;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_11;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_12;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_13;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_14;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_15;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_16;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_17;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_18;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_19;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_20;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_21;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_22;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_23;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_24;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_25;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_26;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_27;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_28;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_29;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_30;
+    register<bit<32>>(NUM_AGGREGATORS) agg_value_31;
+    /* Every INA packet the switch consumes is counted by reason. */
+    counter(INA_DROP_REASON_COUNT, CounterType.packets) ina_drops;
+    /* Aggregation events: 0 added, 1 partial sent, 2 passed on (busy),
+     * 3 cleared, 4 result multicast. */
+    counter(8, CounterType.packets) ina_events;
+
+    bit<32> v;
+
+    action set_switch_identity(bit<16> switch_id, ipv4_addr_t switch_ip,
+                               bit<16> sd_id, ipv4_addr_t sd_ip) {
+        meta.ina.switch_id = switch_id;
+        meta.ina.switch_ip = switch_ip;
+        meta.ina.sd_id = sd_id;
+        meta.ina.sd_ip = sd_ip;
+    }
+
+    action unconfigured() {
+        meta.ina.switch_id = 0;
+    }
+
+    /* Keyless: the controller sets the default action. */
+    table ina_switch {
+        actions = { set_switch_identity; unconfigured; }
+        default_action = unconfigured();
+    }
+
+    action set_job(ipv4_addr_t ps_ip, bit<16> result_group) {
+        meta.ina.ps_ip = ps_ip;
+        meta.ina.result_group = result_group;
+    }
+
+    action unknown_job() {
+        meta.ina.ps_ip = 0;
+    }
+
+    table ina_jobs {
+        key = { hdr.ina.job_id: exact; }
+        actions = { set_job; unknown_job; }
+        default_action = unknown_job();
+        size = INA_JOBS_SIZE;
+    }
+
+    action consume(bit<32> reason) {
+        mark_to_drop(standard_metadata);
+        ina_drops.count(reason);
+        meta.ina.handled = 1;
+    }
+
+    action locate(bit<16> origin) {
+        hash(meta.ina.index, HashAlgorithm.crc32, (bit<32>)0,
+             { hdr.ina.job_id, hdr.ina.fragment, origin }, (bit<32>)NUM_AGGREGATORS);
+        meta.ina.key = (bit<64>)1 << 56 | (bit<64>)origin << 40
+                     | (bit<64>)hdr.ina.job_id << 32 | (bit<64>)hdr.ina.fragment;
+        agg_key.read(meta.ina.stored_key, meta.ina.index);
+        agg_bitmap.read(meta.ina.stored_bitmap, meta.ina.index);
+        agg_count.read(meta.ina.stored_count, meta.ina.index);
+    }
+
+    /* INA_VALUES register read-add-writes; the packet leaves carrying the sums. */
+    action add_values() {
+        agg_value_00.read(v, meta.ina.index);
+        hdr.ina_values.v00 = hdr.ina_values.v00 + v;
+        agg_value_00.write(meta.ina.index, hdr.ina_values.v00);
+        agg_value_01.read(v, meta.ina.index);
+        hdr.ina_values.v01 = hdr.ina_values.v01 + v;
+        agg_value_01.write(meta.ina.index, hdr.ina_values.v01);
+        agg_value_02.read(v, meta.ina.index);
+        hdr.ina_values.v02 = hdr.ina_values.v02 + v;
+        agg_value_02.write(meta.ina.index, hdr.ina_values.v02);
+        agg_value_03.read(v, meta.ina.index);
+        hdr.ina_values.v03 = hdr.ina_values.v03 + v;
+        agg_value_03.write(meta.ina.index, hdr.ina_values.v03);
+        agg_value_04.read(v, meta.ina.index);
+        hdr.ina_values.v04 = hdr.ina_values.v04 + v;
+        agg_value_04.write(meta.ina.index, hdr.ina_values.v04);
+        agg_value_05.read(v, meta.ina.index);
+        hdr.ina_values.v05 = hdr.ina_values.v05 + v;
+        agg_value_05.write(meta.ina.index, hdr.ina_values.v05);
+        agg_value_06.read(v, meta.ina.index);
+        hdr.ina_values.v06 = hdr.ina_values.v06 + v;
+        agg_value_06.write(meta.ina.index, hdr.ina_values.v06);
+        agg_value_07.read(v, meta.ina.index);
+        hdr.ina_values.v07 = hdr.ina_values.v07 + v;
+        agg_value_07.write(meta.ina.index, hdr.ina_values.v07);
+        agg_value_08.read(v, meta.ina.index);
+        hdr.ina_values.v08 = hdr.ina_values.v08 + v;
+        agg_value_08.write(meta.ina.index, hdr.ina_values.v08);
+        agg_value_09.read(v, meta.ina.index);
+        hdr.ina_values.v09 = hdr.ina_values.v09 + v;
+        agg_value_09.write(meta.ina.index, hdr.ina_values.v09);
+        agg_value_10.read(v, meta.ina.index);
+        hdr.ina_values.v10 = hdr.ina_values.v10 + v;
+        agg_value_10.write(meta.ina.index, hdr.ina_values.v10);
+        agg_value_11.read(v, meta.ina.index);
+        hdr.ina_values.v11 = hdr.ina_values.v11 + v;
+        agg_value_11.write(meta.ina.index, hdr.ina_values.v11);
+        agg_value_12.read(v, meta.ina.index);
+        hdr.ina_values.v12 = hdr.ina_values.v12 + v;
+        agg_value_12.write(meta.ina.index, hdr.ina_values.v12);
+        agg_value_13.read(v, meta.ina.index);
+        hdr.ina_values.v13 = hdr.ina_values.v13 + v;
+        agg_value_13.write(meta.ina.index, hdr.ina_values.v13);
+        agg_value_14.read(v, meta.ina.index);
+        hdr.ina_values.v14 = hdr.ina_values.v14 + v;
+        agg_value_14.write(meta.ina.index, hdr.ina_values.v14);
+        agg_value_15.read(v, meta.ina.index);
+        hdr.ina_values.v15 = hdr.ina_values.v15 + v;
+        agg_value_15.write(meta.ina.index, hdr.ina_values.v15);
+        agg_value_16.read(v, meta.ina.index);
+        hdr.ina_values.v16 = hdr.ina_values.v16 + v;
+        agg_value_16.write(meta.ina.index, hdr.ina_values.v16);
+        agg_value_17.read(v, meta.ina.index);
+        hdr.ina_values.v17 = hdr.ina_values.v17 + v;
+        agg_value_17.write(meta.ina.index, hdr.ina_values.v17);
+        agg_value_18.read(v, meta.ina.index);
+        hdr.ina_values.v18 = hdr.ina_values.v18 + v;
+        agg_value_18.write(meta.ina.index, hdr.ina_values.v18);
+        agg_value_19.read(v, meta.ina.index);
+        hdr.ina_values.v19 = hdr.ina_values.v19 + v;
+        agg_value_19.write(meta.ina.index, hdr.ina_values.v19);
+        agg_value_20.read(v, meta.ina.index);
+        hdr.ina_values.v20 = hdr.ina_values.v20 + v;
+        agg_value_20.write(meta.ina.index, hdr.ina_values.v20);
+        agg_value_21.read(v, meta.ina.index);
+        hdr.ina_values.v21 = hdr.ina_values.v21 + v;
+        agg_value_21.write(meta.ina.index, hdr.ina_values.v21);
+        agg_value_22.read(v, meta.ina.index);
+        hdr.ina_values.v22 = hdr.ina_values.v22 + v;
+        agg_value_22.write(meta.ina.index, hdr.ina_values.v22);
+        agg_value_23.read(v, meta.ina.index);
+        hdr.ina_values.v23 = hdr.ina_values.v23 + v;
+        agg_value_23.write(meta.ina.index, hdr.ina_values.v23);
+        agg_value_24.read(v, meta.ina.index);
+        hdr.ina_values.v24 = hdr.ina_values.v24 + v;
+        agg_value_24.write(meta.ina.index, hdr.ina_values.v24);
+        agg_value_25.read(v, meta.ina.index);
+        hdr.ina_values.v25 = hdr.ina_values.v25 + v;
+        agg_value_25.write(meta.ina.index, hdr.ina_values.v25);
+        agg_value_26.read(v, meta.ina.index);
+        hdr.ina_values.v26 = hdr.ina_values.v26 + v;
+        agg_value_26.write(meta.ina.index, hdr.ina_values.v26);
+        agg_value_27.read(v, meta.ina.index);
+        hdr.ina_values.v27 = hdr.ina_values.v27 + v;
+        agg_value_27.write(meta.ina.index, hdr.ina_values.v27);
+        agg_value_28.read(v, meta.ina.index);
+        hdr.ina_values.v28 = hdr.ina_values.v28 + v;
+        agg_value_28.write(meta.ina.index, hdr.ina_values.v28);
+        agg_value_29.read(v, meta.ina.index);
+        hdr.ina_values.v29 = hdr.ina_values.v29 + v;
+        agg_value_29.write(meta.ina.index, hdr.ina_values.v29);
+        agg_value_30.read(v, meta.ina.index);
+        hdr.ina_values.v30 = hdr.ina_values.v30 + v;
+        agg_value_30.write(meta.ina.index, hdr.ina_values.v30);
+        agg_value_31.read(v, meta.ina.index);
+        hdr.ina_values.v31 = hdr.ina_values.v31 + v;
+        agg_value_31.write(meta.ina.index, hdr.ina_values.v31);
+        meta.ina.stored_bitmap = meta.ina.stored_bitmap | hdr.ina.bitmap;
+        meta.ina.stored_count = meta.ina.stored_count + hdr.ina.count;
+        agg_key.write(meta.ina.index, meta.ina.key);
+        agg_bitmap.write(meta.ina.index, meta.ina.stored_bitmap);
+        agg_count.write(meta.ina.index, meta.ina.stored_count);
+        ina_events.count(0);
+    }
+
+    action read_values() {
+        agg_value_00.read(hdr.ina_values.v00, meta.ina.index);
+        agg_value_01.read(hdr.ina_values.v01, meta.ina.index);
+        agg_value_02.read(hdr.ina_values.v02, meta.ina.index);
+        agg_value_03.read(hdr.ina_values.v03, meta.ina.index);
+        agg_value_04.read(hdr.ina_values.v04, meta.ina.index);
+        agg_value_05.read(hdr.ina_values.v05, meta.ina.index);
+        agg_value_06.read(hdr.ina_values.v06, meta.ina.index);
+        agg_value_07.read(hdr.ina_values.v07, meta.ina.index);
+        agg_value_08.read(hdr.ina_values.v08, meta.ina.index);
+        agg_value_09.read(hdr.ina_values.v09, meta.ina.index);
+        agg_value_10.read(hdr.ina_values.v10, meta.ina.index);
+        agg_value_11.read(hdr.ina_values.v11, meta.ina.index);
+        agg_value_12.read(hdr.ina_values.v12, meta.ina.index);
+        agg_value_13.read(hdr.ina_values.v13, meta.ina.index);
+        agg_value_14.read(hdr.ina_values.v14, meta.ina.index);
+        agg_value_15.read(hdr.ina_values.v15, meta.ina.index);
+        agg_value_16.read(hdr.ina_values.v16, meta.ina.index);
+        agg_value_17.read(hdr.ina_values.v17, meta.ina.index);
+        agg_value_18.read(hdr.ina_values.v18, meta.ina.index);
+        agg_value_19.read(hdr.ina_values.v19, meta.ina.index);
+        agg_value_20.read(hdr.ina_values.v20, meta.ina.index);
+        agg_value_21.read(hdr.ina_values.v21, meta.ina.index);
+        agg_value_22.read(hdr.ina_values.v22, meta.ina.index);
+        agg_value_23.read(hdr.ina_values.v23, meta.ina.index);
+        agg_value_24.read(hdr.ina_values.v24, meta.ina.index);
+        agg_value_25.read(hdr.ina_values.v25, meta.ina.index);
+        agg_value_26.read(hdr.ina_values.v26, meta.ina.index);
+        agg_value_27.read(hdr.ina_values.v27, meta.ina.index);
+        agg_value_28.read(hdr.ina_values.v28, meta.ina.index);
+        agg_value_29.read(hdr.ina_values.v29, meta.ina.index);
+        agg_value_30.read(hdr.ina_values.v30, meta.ina.index);
+        agg_value_31.read(hdr.ina_values.v31, meta.ina.index);
+    }
+
+    action clear_aggregator() {
+        agg_key.write(meta.ina.index, 0);
+        agg_bitmap.write(meta.ina.index, 0);
+        agg_count.write(meta.ina.index, 0);
+        agg_value_00.write(meta.ina.index, 0);
+        agg_value_01.write(meta.ina.index, 0);
+        agg_value_02.write(meta.ina.index, 0);
+        agg_value_03.write(meta.ina.index, 0);
+        agg_value_04.write(meta.ina.index, 0);
+        agg_value_05.write(meta.ina.index, 0);
+        agg_value_06.write(meta.ina.index, 0);
+        agg_value_07.write(meta.ina.index, 0);
+        agg_value_08.write(meta.ina.index, 0);
+        agg_value_09.write(meta.ina.index, 0);
+        agg_value_10.write(meta.ina.index, 0);
+        agg_value_11.write(meta.ina.index, 0);
+        agg_value_12.write(meta.ina.index, 0);
+        agg_value_13.write(meta.ina.index, 0);
+        agg_value_14.write(meta.ina.index, 0);
+        agg_value_15.write(meta.ina.index, 0);
+        agg_value_16.write(meta.ina.index, 0);
+        agg_value_17.write(meta.ina.index, 0);
+        agg_value_18.write(meta.ina.index, 0);
+        agg_value_19.write(meta.ina.index, 0);
+        agg_value_20.write(meta.ina.index, 0);
+        agg_value_21.write(meta.ina.index, 0);
+        agg_value_22.write(meta.ina.index, 0);
+        agg_value_23.write(meta.ina.index, 0);
+        agg_value_24.write(meta.ina.index, 0);
+        agg_value_25.write(meta.ina.index, 0);
+        agg_value_26.write(meta.ina.index, 0);
+        agg_value_27.write(meta.ina.index, 0);
+        agg_value_28.write(meta.ina.index, 0);
+        agg_value_29.write(meta.ina.index, 0);
+        agg_value_30.write(meta.ina.index, 0);
+        agg_value_31.write(meta.ina.index, 0);
+        ina_events.count(3);
+    }
+
+    /* The aggregate goes to the PS from this switch. */
+    action send_partial() {
+        hdr.ina.msg_type = INA_PARTIAL;
+        hdr.ina.tag = meta.ina.switch_id;
+        hdr.ina.bitmap = meta.ina.stored_bitmap;
+        hdr.ina.count = meta.ina.stored_count;
+        hdr.ipv4.src_addr = meta.ina.switch_ip;
+        hdr.ipv4.dst_addr = meta.ina.ps_ip;
+        hdr.udp.checksum = 0;
+        ina_events.count(1);
+    }
+
+    /* Busy aggregator: on, unaggregated, to s_d (or from s_d to the PS). */
+    action pass_to_ps() {
+        ina_events.count(2);
+        hdr.udp.checksum = 0;
+        hdr.ina.tag = 0;
+        hdr.ipv4.dst_addr = meta.ina.ps_ip;
+    }
+
+    action pass_to_sd() {
+        ina_events.count(2);
+        hdr.udp.checksum = 0;
+        hdr.ina.origin = meta.ina.switch_id;
+        hdr.ina.tag = meta.ina.sd_id;
+        hdr.ipv4.dst_addr = meta.ina.sd_ip;
+    }
+
+    action multicast_result() {
+        standard_metadata.mcast_grp = meta.ina.result_group;
+        meta.ina.handled = 1;
+        ina_events.count(4);
+    }
+
+    apply {
+        if (hdr.ina.isValid()) {
+            ina_switch.apply();
+        }
+        if (hdr.ina.isValid() && meta.ina.switch_id != 0) {
+            if (hdr.ina.tag == meta.ina.switch_id) {
+                if (!ina_jobs.apply().hit) {
+                    consume(INA_DROP_UNKNOWN_JOB);
+                } else if (hdr.ina.msg_type == INA_GRAD) {
+                    locate(hdr.ina.origin);
+                    if (meta.ina.stored_key == 0 || meta.ina.stored_key == meta.ina.key) {
+                        if (meta.ina.stored_bitmap & hdr.ina.bitmap == 0) {
+                            add_values();
+                            if (meta.ina.stored_count >= hdr.ina.fanin) {
+                                send_partial();
+                            } else {
+                                consume(INA_DROP_ABSORBED);
+                            }
+                        } else if (meta.ina.stored_count >= hdr.ina.fanin) {
+                            /* a resend to a complete aggregate: the PARTIAL
+                             * may have been lost, send it again */
+                            read_values();
+                            send_partial();
+                        } else {
+                            consume(INA_DROP_DUPLICATE);
+                        }
+                    } else if (meta.ina.switch_id == meta.ina.sd_id || hdr.ina.origin != 0) {
+                        pass_to_ps();
+                    } else {
+                        pass_to_sd();
+                    }
+                } else if (hdr.ina.msg_type == INA_RESULT) {
+                    locate(0);
+                    if (meta.ina.stored_key == meta.ina.key) {
+                        clear_aggregator();
+                    }
+                    multicast_result();
+                } else if (hdr.ina.msg_type == INA_CLEAR) {
+                    locate(0);
+                    if (meta.ina.stored_key == meta.ina.key) {
+                        clear_aggregator();
+                    }
+                    consume(INA_DROP_CLEARED);
+                }
+            } else if (hdr.ina.msg_type == INA_CLEAR
+                       && meta.ina.switch_id == meta.ina.sd_id) {
+                /* A CLEAR for another switch passing s_d: free what s_d holds
+                 * for that switch's passed-on packets. */
+                locate(hdr.ina.tag);
+                if (meta.ina.stored_key == meta.ina.key) {
+                    clear_aggregator();
+                }
+            }
+        }
+    }
+}
+
+/* Egress on s_d: each replica of a RESULT becomes a unicast to one worker. */
+control ResultFanout(inout headers_t hdr,
+                     inout metadata_t meta,
+                     inout standard_metadata_t standard_metadata) {
+
+    action set_worker_destination(ipv4_addr_t worker_ip, mac_addr_t worker_mac) {
+        hdr.ipv4.dst_addr = worker_ip;
+        hdr.ethernet.dst_addr = worker_mac;
+        hdr.udp.checksum = 0;
+    }
+
+    table ina_result_fanout {
+        key = { standard_metadata.egress_rid: exact; }
+        actions = { set_worker_destination; NoAction; }
+        default_action = NoAction();
+        size = INA_FANOUT_SIZE;
+    }
+
+    apply {
+        /* instance_type 5: a replica made by the PRE */
+        if (hdr.ina.isValid() && standard_metadata.instance_type == 5) {
+            ina_result_fanout.apply();
+        }
+    }
+}
+
+#endif  /* _GRADNET_AGGREGATOR_P4_ */

@@ -1,0 +1,1 @@
+"""Conformance programs of the embedded target (P4 sources, p4c outputs, probe headers)."""
