@@ -88,8 +88,8 @@ class Forwarding(ControlBlock):
     """``Forwarding`` (ingress): /32 routes, ECMP groups, drop counters."""
 
     CONTROL = "MyIngress.forwarding"
-    TABLES = ("ipv4_routes", "ecmp_members")
-    ACTIONS = ("set_next_hop", "set_ecmp_group", "drop")
+    TABLES = ("ipv4_routes", "ecmp_members", "ecmp_salt")
+    ACTIONS = ("set_next_hop", "set_ecmp_group", "drop", "set_ecmp_salt")
     COUNTERS = ("ingress_drops",)
 
     def route_entries(self, routes: SwitchRoutes) -> list[Any]:
@@ -105,7 +105,9 @@ class Forwarding(ControlBlock):
                     f"{routes.switch}: {need} entries do not fit {self.name(table)} "
                     f"(size {size})"
                 )
-        updates: list[Any] = []
+        # A per-switch hash salt, so consecutive ECMP stages do not make the same
+        # choice for a flow (which would leave half the fat-tree core idle).
+        updates: list[Any] = [~self.default_entry("ecmp_salt", "set_ecmp_salt", salt=routes.device_id & 0xFFFF)]
         for g in routes.groups:
             for i, hop in enumerate(g.members):
                 updates.append(+self.entry(

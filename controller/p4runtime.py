@@ -183,6 +183,11 @@ class ControlBlock:
             priority=priority,
         )
 
+    def default_entry(self, table: str, action: str, **params: Any) -> P4TableEntry:
+        """The default action of ``table`` (write it with ``~`` = MODIFY)."""
+        act = action[1:] if action.startswith(".") else self.name(action)
+        return P4TableEntry(self.name(table), action=P4TableAction(act, **params), is_default_action=True)
+
     def counter(self, counter: str, index: int | None = None) -> P4CounterEntry:
         """A counter entry to read: one cell, or every cell when ``index`` is None."""
         return P4CounterEntry(self.name(counter), index=index)

@@ -34,8 +34,8 @@ if TYPE_CHECKING:  # the scapy classes exist only after the first lazy access
 __all__ = [
     "BCUBE_UDP_PORT",
     "DIFF_UDP_PORT",
-    "INA",
-    "INAValues",
+    "INA",  # noqa: F822 (lazy, module __getattr__)
+    "INAValues",  # noqa: F822
     "INA_HEADER",
     "INA_HEADER_LEN",
     "INA_MAX_WORKERS",

@@ -94,11 +94,13 @@ def test_route_entries_encode(program: Program) -> None:
     fwd, macs = program.block(Forwarding), program.block(PortMacs)
     sr = routes["s7"]
     updates = fwd.route_entries(sr)
-    assert len(updates) == len(sr.routes) + sum(g.size for g in sr.groups) == 16 + 2
+    # the ECMP salt (a default-action MODIFY), then ECMP members, then routes
+    assert len(updates) == 1 + len(sr.routes) + sum(g.size for g in sr.groups) == 1 + 16 + 2
     msgs = encode_updates(updates + macs.mac_entries(sr.port_macs), program.schema)
-    assert len(msgs) == 18 + 4
-    assert all(m.type == m.INSERT for m in msgs)
-    text = str(msgs[0])  # ECMP members first, then routes
+    assert len(msgs) == 19 + 4
+    assert msgs[0].type == msgs[0].MODIFY and msgs[0].entity.table_entry.is_default_action
+    assert all(m.type == m.INSERT for m in msgs[1:])
+    text = str(msgs[1])
     assert "table_entry" in text
     # A route to an ECMP group carries its id and size.
     ecmp = [u for u in updates if u.action.name.endswith("set_ecmp_group")]
@@ -266,9 +268,10 @@ def crc16_arc(data: bytes) -> int:
     return crc
 
 
-def ecmp_member(src: str, dst: str, proto: int, sport: int, dport: int, size: int) -> int:
-    """forward.p4's member choice: crc16(src, dst, proto, sport, dport) mod size."""
-    key = (socket.inet_aton(src) + socket.inet_aton(dst) + bytes([proto])
+def ecmp_member(src: str, dst: str, proto: int, sport: int, dport: int, size: int,
+                salt: int = 0) -> int:
+    """forward.p4's member choice: crc16(salt, src, dst, proto, sport, dport) mod size."""
+    key = (salt.to_bytes(2, "big") + socket.inet_aton(src) + socket.inet_aton(dst) + bytes([proto])
            + sport.to_bytes(2, "big") + dport.to_bytes(2, "big"))
     return crc16_arc(key) % size
 
@@ -331,8 +334,8 @@ def fat_tree_net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[obj
     network = start_network(topo, tmp_path_factory.mktemp("fat_tree"))
     try:
         report = deploy(topo, network.grpc_addresses())
-        assert report.total == sum(
-            len(sr.routes) + sum(g.size for g in sr.groups) + len(sr.port_macs)
+        assert report.total == sum(  # + 1: each switch's ECMP salt
+            1 + len(sr.routes) + sum(g.size for g in sr.groups) + len(sr.port_macs)
             for sr in compute_routes(topo).values()
         )
         print(f"fat-tree k=4: started and deployed in {time.monotonic() - t0:.1f} s ({report})")
@@ -363,7 +366,8 @@ def test_fat_tree_ecmp_spreads_flows(fat_tree_net) -> None:  # noqa: ANN001
     sports, dport = range(30000, 30048), 5001
     expected = dict.fromkeys((m.port for m in members), 0)
     for p in sports:
-        expected[members[ecmp_member(src_ip, dst_ip, 17, p, dport, len(members))].port] += 1
+        expected[members[ecmp_member(src_ip, dst_ip, 17, p, dport, len(members),
+                                     salt=topo.device_id(edge))].port] += 1
     assert all(expected.values())  # the hash does spread these flows
 
     h16_port = topo.port(last, dst)

@@ -44,12 +44,24 @@ control Forwarding(inout headers_t hdr,
     }
 
     /* Separate from set_ecmp_group so that a group_size of 0 (a controller
-     * bug) is a counted drop, not a modulo by zero in the target. */
+     * bug) is a counted drop, not a modulo by zero in the target. The salt
+     * differs per switch: with one hash everywhere a flow would take the same
+     * member index at every stage (ECMP polarization). */
     action compute_ecmp_member() {
         hash(meta.ecmp_member_index, HashAlgorithm.crc16, (bit<16>)0,
-             { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
-               meta.l4_src_port, meta.l4_dst_port },
+             { meta.ecmp_salt, hdr.ipv4.src_addr, hdr.ipv4.dst_addr,
+               hdr.ipv4.protocol, meta.l4_src_port, meta.l4_dst_port },
              meta.ecmp_group_size);
+    }
+
+    action set_ecmp_salt(bit<16> salt) {
+        meta.ecmp_salt = salt;
+    }
+
+    /* Keyless: the controller sets the default action (salt = device id). */
+    table ecmp_salt {
+        actions = { set_ecmp_salt; }
+        default_action = set_ecmp_salt(0);
     }
 
     table ipv4_routes {
@@ -89,6 +101,7 @@ control Forwarding(inout headers_t hdr,
                     if (meta.ecmp_group_size == 0) {
                         drop();
                     } else {
+                        ecmp_salt.apply();
                         compute_ecmp_member();
                         ecmp_members.apply();
                     }

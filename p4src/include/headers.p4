@@ -154,6 +154,7 @@ struct metadata_t {
     bit<16> ecmp_group_id;
     bit<16> ecmp_group_size;
     bit<16> ecmp_member_index;
+    bit<16> ecmp_salt;          /* per switch, see forwarding.p4 */
     bit<8>  drop_reason;        /* DROP_REASON_*, 0 = not dropped */
     /* Link emulation (egress) */
     bit<32> loss_threshold;
