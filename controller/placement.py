@@ -766,6 +766,7 @@ def optimal_placement(
     *,
     time_limit_s: float = 60.0,
     solver: str = "HIGHS",
+    lower_bound: float | None = None,
 ) -> Placement:
     """The exact optimum: the LP over all candidates plus binaries ``y_s``.
 
@@ -808,6 +809,9 @@ def optimal_placement(
         for i in range(len(cands)):
             sv.Add(m.b[i] <= big_out * y_tor)
         sv.Add(m.o <= big_o * y_tor)
+    if lower_bound is not None:
+        # a gamma known to be reachable (e.g. the greedy's) prunes the search tree
+        m.gamma.SetLb(lower_bound * (1 - 1e-6))
     sv.SetTimeLimit(int(time_limit_s * 1000))
     params = pywraplp.MPSolverParameters()
     params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, 1e-6)

@@ -24,7 +24,7 @@ Everything is returned as plain dataclasses (:class:`Route`, :class:`EcmpGroup`,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -233,9 +233,15 @@ def _switch_graph(topo: Topology) -> nx.Graph:
 
 
 def compute_routes(
-    topo: Topology, switches: Iterable[str] | None = None
+    topo: Topology,
+    switches: Iterable[str] | None = None,
+    loopbacks: Mapping[str, str] | None = None,
 ) -> dict[str, SwitchRoutes]:
     """Routes of every switch (or of ``switches``), keyed by switch name in topology order.
+
+    ``loopbacks`` ``{switch: ip}`` adds a /32 route on every other switch to an address
+    that a switch itself answers (an aggregating switch's address in technique 1); the
+    owner has no route to it (its program consumes such packets first).
 
     Raises :class:`RoutingError` for unknown or non-switch names and for a topology whose
     graph is disconnected (some host could reach no one).
@@ -254,6 +260,9 @@ def compute_routes(
     for host in topo.hosts():
         for nic, iface in enumerate(topo.node(host)["ifaces"]):
             nics.append((host, nic, iface))
+    for sw, ip in (loopbacks or {}).items():
+        _check_switch(topo, sw)
+        nics.append((sw, 0, {"ip": ip, "switch": sw, "mac": None}))
     # One BFS per attachment switch: distances from it to every switch it reaches.
     dist: dict[str, dict[str, int]] = {}
     for _, _, iface in nics:
@@ -277,6 +286,8 @@ def compute_routes(
             d_t = dist[t]
             if s not in d_t:
                 sr.unreachable.append(iface["ip"])
+                continue
+            if s == t and host == t:  # a switch's own loopback address
                 continue
             if s == t:
                 hop = NextHop(topo.port(s, host), iface["mac"], host, nic)

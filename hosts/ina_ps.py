@@ -53,6 +53,9 @@ __all__ = ["JobStats", "PSCounters", "PSReport", "ParameterServer", "main"]
 _RECV_SIZE = 2048
 _BE_I32 = np.dtype(">i4")
 _ZERO_VALUES = bytes(4 * INA_VALUES)
+# plain ints: comparing with IntEnum members costs more on the per-packet path
+_GRAD, _PARTIAL, _RESULT = int(MsgType.GRAD), int(MsgType.PARTIAL), int(MsgType.RESULT)
+_RETX = int(InaFlags.RETX)
 
 
 @dataclass
@@ -134,7 +137,7 @@ class _Job:
     stats: JobStats
     acc: np.ndarray = field(init=False)  # (F, 32) int32, wraps mod 2^32 like the switches
     have: list[int] = field(init=False)  # per fragment: bitmap summed so far
-    results: dict[int, bytes] = field(default_factory=dict)  # finished fragment -> RESULT
+    results: dict[int, bytes] = field(default_factory=dict)  # finished fragment -> values
 
     def __post_init__(self) -> None:
         self.acc = np.zeros((self.num_fragments, INA_VALUES), dtype=np.int32)
@@ -290,11 +293,7 @@ class ParameterServer:
             pkt = pack(MsgType.CLEAR, jb.job, 0, frag, s, 0, jb.full, jb.num_workers, 0, 0)
             self._send(pkt + _ZERO_VALUES, addr)  # full length: the P4 parser expects values
             st.clears_sent += 1
-        # the unicast copy for later RETX requests
-        jb.results[f] = (
-            pack(MsgType.RESULT, jb.job, 0, frag, 0, 0, jb.full, jb.num_workers, 0, InaFlags.RETX)
-            + values
-        )
+        jb.results[f] = values  # for RETX of a finished fragment (RESULT lost)
 
     def _handle(self, data: bytes, addr: tuple[str, int], now: float) -> None:
         c = self.counters
@@ -302,7 +301,7 @@ class ParameterServer:
             c.short += 1
             return
         mt, job, wid, frag, _tag, origin, bm, cnt, _fanin, flags = INA_HEADER.unpack_from(data)
-        if mt != MsgType.GRAD and mt != MsgType.PARTIAL:
+        if mt != _GRAD and mt != _PARTIAL:
             c.bad_type += 1
             return
         jb = self.jobs.get(job)
@@ -313,7 +312,7 @@ class ParameterServer:
         if not 0 <= f < jb.num_fragments:
             c.out_of_range += 1
             return
-        if bm == 0 or bm & ~jb.full or (mt == MsgType.GRAD and bm != 1 << wid):
+        if bm == 0 or bm & ~jb.full or (mt == _GRAD and bm != 1 << wid):
             c.bad_bitmap += 1
             return
         st = jb.stats
@@ -321,20 +320,22 @@ class ParameterServer:
         st.bytes_in += len(data)
         if st.first_packet_s is None:
             st.first_packet_s = now
-        if mt == MsgType.GRAD:
+        if mt == _GRAD:
             st.grad_in += 1
             if origin:
                 st.forwarded_in += 1
         else:
             st.partial_in += 1
-        retx = flags & InaFlags.RETX
+        retx = flags & _RETX
         if retx:
             st.retx_in += 1
-        res = jb.results.get(f)
-        if res is not None:  # already finished
+        values = jb.results.get(f)
+        if values is not None:  # already finished
             st.late += 1
-            if retx and mt == MsgType.GRAD:  # its RESULT was lost: unicast it again
-                self._send(res, addr)
+            if retx and mt == _GRAD:  # its RESULT was lost: unicast it again
+                hdr = INA_HEADER.pack(_RESULT, job, 0, frag, 0, 0, jb.full, jb.num_workers, 0,
+                                      _RETX)
+                self._send(hdr + values, addr)
                 st.result_resends += 1
             return
         have = jb.have[f]
@@ -352,7 +353,7 @@ class ParameterServer:
         have |= bm
         jb.have[f] = have
         st.contributions += n
-        if mt == MsgType.GRAD:
+        if mt == _GRAD:
             st.accepted_grad += 1
         else:
             st.accepted_partial += 1

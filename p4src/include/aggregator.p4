@@ -292,7 +292,7 @@ control Aggregator(inout headers_t hdr,
         ina_events.count(3);
     }
 
-    /* The aggregate goes to the PS from this switch. */
+    /* The aggregate goes to the PS from this switch... */
     action send_partial() {
         hdr.ina.msg_type = INA_PARTIAL;
         hdr.ina.tag = meta.ina.switch_id;
@@ -300,6 +300,20 @@ control Aggregator(inout headers_t hdr,
         hdr.ina.count = meta.ina.stored_count;
         hdr.ipv4.src_addr = meta.ina.switch_ip;
         hdr.ipv4.dst_addr = meta.ina.ps_ip;
+        hdr.udp.checksum = 0;
+        ina_events.count(1);
+    }
+
+    /* ...or, when the routing policy says so (VIA_SD), to s_d, which merges it
+     * with its other contributions like any multi-contributor GRAD. */
+    action send_partial_to_sd() {
+        hdr.ina.tag = meta.ina.sd_id;
+        hdr.ina.fanin = hdr.ina.sd_fanin;
+        hdr.ina.flags = hdr.ina.flags & ~INA_FLAG_VIA_SD;
+        hdr.ina.bitmap = meta.ina.stored_bitmap;
+        hdr.ina.count = meta.ina.stored_count;
+        hdr.ipv4.src_addr = meta.ina.switch_ip;
+        hdr.ipv4.dst_addr = meta.ina.sd_ip;
         hdr.udp.checksum = 0;
         ina_events.count(1);
     }
@@ -340,7 +354,12 @@ control Aggregator(inout headers_t hdr,
                         if (meta.ina.stored_bitmap & hdr.ina.bitmap == 0) {
                             add_values();
                             if (meta.ina.stored_count >= hdr.ina.fanin) {
-                                send_partial();
+                                if (hdr.ina.flags & INA_FLAG_VIA_SD != 0
+                                        && meta.ina.switch_id != meta.ina.sd_id) {
+                                    send_partial_to_sd();
+                                } else {
+                                    send_partial();
+                                }
                             } else {
                                 consume(INA_DROP_ABSORBED);
                             }
@@ -348,7 +367,12 @@ control Aggregator(inout headers_t hdr,
                             /* a resend to a complete aggregate: the PARTIAL
                              * may have been lost, send it again */
                             read_values();
-                            send_partial();
+                            if (hdr.ina.flags & INA_FLAG_VIA_SD != 0
+                                    && meta.ina.switch_id != meta.ina.sd_id) {
+                                send_partial_to_sd();
+                            } else {
+                                send_partial();
+                            }
                         } else {
                             consume(INA_DROP_DUPLICATE);
                         }

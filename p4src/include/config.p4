@@ -59,7 +59,8 @@ const bit<8>  INA_GRAD    = 1;
 const bit<8>  INA_PARTIAL = 2;
 const bit<8>  INA_RESULT  = 3;
 const bit<8>  INA_CLEAR   = 4;
-const bit<16> INA_FLAG_RETX = 1;
+const bit<8>  INA_FLAG_RETX   = 1;   /* a worker's retransmission (to the PS) */
+const bit<8>  INA_FLAG_VIA_SD = 2;   /* the partial aggregate is merged again at s_d */
 #define INA_JOBS_SIZE 256
 #define INA_FANOUT_SIZE 8192
 /* Why an INA packet was consumed at a switch: index of the ina_drops counter. */

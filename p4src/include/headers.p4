@@ -78,7 +78,8 @@ header ina_t {
     bit<32> bitmap;      /* contributors summed in this packet */
     bit<8>  count;       /* number of contributors */
     bit<8>  fanin;       /* contributions the tagged switch expects */
-    bit<16> flags;       /* INA_FLAG_RETX */
+    bit<8>  flags;       /* INA_FLAG_RETX, INA_FLAG_VIA_SD */
+    bit<8>  sd_fanin;    /* with VIA_SD: contributions s_d expects when merging */
 }
 
 /* INA_VALUES two's-complement fixed-point values; sums wrap mod 2^32. */

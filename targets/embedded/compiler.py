@@ -868,6 +868,10 @@ class Program:
             else:
                 raise CompileError(f"extract of {p['type']} is not supported")
         elif name == "set":
+            if params[1]["type"] == "lookahead":
+                # BMv2 (ParserOpSet<ParserLookAhead>) checks only the width, not the offset.
+                nb = (int(params[1]["value"][1]) + 7) // 8
+                out.append(f"{ind}if n - o < {nb}: raise _PE({self.errors['PacketTooShort']})")
             out.append(ind + self.store(params[0], self.expr(params[1])))
         elif name == "verify":
             cond = self.expr(params[0])

@@ -1,0 +1,280 @@
+"""``make run``: the main experiment, end to end on the emulated network.
+
+In-network aggregation vs a parameter-server-only baseline, on one fat-tree:
+
+1. build fat-tree k=4 (20 P4 switches, 16 hosts) with bandwidth-limited links;
+2. PS on ``h1``, the other hosts are workers; place K programmable switches (greedy +
+   LP), derive the per-fragment routing policy, deploy ``ina.p4`` on the chosen
+   switches and the PS's ToR, ``forward.p4`` elsewhere;
+3. every worker sends its gradient; check that every element of every worker's result
+   equals the exact integer sum of all workers' fixed-point gradients;
+4. the same gradients again with no aggregation anywhere (PS baseline);
+5. print placement, times, PS ingress bytes and the ratios; save JSON and a plot.
+
+``--mode reach`` only checks all-pairs reachability through the switches (the
+foundation's first ``make run``). ``--cli`` leaves a Mininet CLI open before teardown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from hosts.fixedpoint import quantize
+from topologies import fat_tree
+from topologies.base import Topology
+
+from .deploy import deploy
+from .ina import InaDeployment, InaJob
+from .p4runtime import REPO_ROOT
+
+console = Console(stderr=False)
+
+
+@dataclass
+class RunResult:
+    """One aggregation run (INA or baseline)."""
+
+    mode: str
+    seconds: float
+    ps_rx_bytes: int
+    ps_rx_packets: int
+    ps_packets: dict[str, int] = field(default_factory=dict)
+    retransmissions: int = 0
+    exact: bool = False
+    mismatches: int = 0
+    switch_events: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def _log(msg: str) -> None:
+    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {msg}")
+
+
+# ----------------------------------------------------------------------------- reach
+def run_reach(topo: Topology, target: str | None, cli: bool) -> int:
+    """All-pairs ICMP reachability through the P4 switches."""
+    from topologies.network import Network
+
+    with Network(topo, target=target, log=_log) as net:
+        report = deploy(topo, net.grpc_addresses())
+        _log(f"deployed forward.p4: {report}")
+        hosts = topo.hosts()
+        procs = {}
+        for h in hosts:
+            targets = ",".join(topo.host_ip(o) for o in hosts if o != h)
+            procs[h] = net.host(h).popen([sys.executable, "-m", "hosts.reach", "--targets", targets,
+                                          "--count", "3", "--timeout", "5"], cwd=str(REPO_ROOT))
+        ok = total = 0
+        for h, p in procs.items():
+            out, _ = p.communicate(timeout=60)
+            res = json.loads(out)
+            total += len(res["received"])
+            ok += sum(1 for v in res["received"].values() if v > 0)
+        table = Table(title=f"all-pairs reachability on {topo.name}")
+        table.add_column("pairs reachable")
+        table.add_column("pairs")
+        table.add_row(str(ok), str(total))
+        console.print(table)
+        if cli:
+            net.cli()
+        return 0 if ok == total else 1
+
+
+# ----------------------------------------------------------------------------- INA
+def _gradients(n_workers: int, n_values: int, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    # Gradient-like values: mostly small, some larger.
+    return [(rng.standard_normal(n_values) * 0.01).astype(np.float32) for _ in range(n_workers)]
+
+
+def _run_job(net: Any, topo: Topology, job: InaJob, grads: list[np.ndarray], run_dir: Path,
+             tag: str, window: int, max_time: float) -> RunResult:
+    """Start the PS and every worker in their hosts; wait; check sums exactly."""
+    policy = job.write_policy(run_dir / f"policy-{tag}.json")
+    expected = sum(quantize(g, job.scale_bits, len(grads)).astype(np.int64) for g in grads)
+    expected = ((expected + 2**31) % 2**32 - 2**31).astype(np.int32)
+    ps_host = net.host(job.ps)
+    ps_iface = topo.iface(job.ps)["name"]
+    ps = ps_host.popen([sys.executable, "-m", "hosts.ina_ps", "--policy", str(policy), "--json",
+                        "--iface", ps_iface, "--linger", "0.5", "--max-time", str(max_time)],
+                       cwd=str(REPO_ROOT))
+    time.sleep(0.5)  # the PS binds its socket before the first gradient arrives
+    workers = {}
+    t0 = time.monotonic()
+    for rank, w in enumerate(job.workers):
+        gpath = run_dir / f"grad-{rank}.npy"
+        if not gpath.exists():
+            np.save(gpath, grads[rank])
+        workers[w] = (rank, net.host(w).popen(
+            [sys.executable, "-m", "hosts.ina_worker", "--policy", str(policy), "--rank", str(rank),
+             "--gradient", str(gpath), "--out-int", str(run_dir / f"out-{tag}-{rank}.npy"),
+             "--window", str(window), "--max-time", str(max_time), "--json", "--no-progress"],
+            cwd=str(REPO_ROOT)))
+    retx = 0
+    mismatches = 0
+    failed = []
+    for w, (rank, p) in workers.items():
+        out, err = p.communicate(timeout=max_time + 30)
+        if p.returncode != 0:
+            failed.append(f"{w}: exit {p.returncode}: {(err or b'').decode()[-300:]}")
+            continue
+        summary = json.loads(out.decode().strip().splitlines()[-1])
+        retx += int(summary.get("retransmissions", 0))
+        got = np.load(run_dir / f"out-{tag}-{rank}.npy")
+        mismatches += int(np.count_nonzero(got[: expected.size] != expected))
+    seconds = time.monotonic() - t0
+    out, err = ps.communicate(timeout=max_time + 30)
+    if failed:
+        raise RuntimeError("worker(s) failed:\n" + "\n".join(failed))
+    if ps.returncode != 0:
+        raise RuntimeError(f"PS failed: {(err or b'').decode()[-500:]}")
+    rep = json.loads(out.decode().strip().splitlines()[-1])
+    nic = rep.get("nic") or {}
+    return RunResult(
+        mode=tag, seconds=seconds,
+        ps_rx_bytes=int(nic.get("rx_bytes", rep.get("bytes_in", 0))),
+        ps_rx_packets=int(nic.get("rx_packets", rep.get("packets_in", 0))),
+        ps_packets={k: int(v) for k, v in rep.get("packets", {}).items()} if isinstance(rep.get("packets"), dict) else {},
+        retransmissions=retx, exact=mismatches == 0, mismatches=mismatches,
+    )
+
+
+def run_ina(args: argparse.Namespace) -> int:
+    """The main experiment (see the module doc)."""
+    from topologies.network import Network
+
+    topo = fat_tree(args.k, bw=args.bw)
+    hosts = topo.hosts()
+    ps = hosts[0]
+    workers = hosts[1:1 + args.workers] if args.workers else hosts[1:]
+    run_dir = Path(args.out_dir).resolve() / time.strftime("ina-%Y%m%d-%H%M%S")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    grads = _gradients(len(workers), args.values, args.seed)
+    ina_job = InaJob.plan(topo, ps, workers, args.budget, args.capacity, args.values, job_id=1)
+    base_job = InaJob.plan(topo, ps, workers, 0, args.capacity, args.values, job_id=1, aggregate=False)
+    pl = ina_job.placement
+    assert pl is not None
+    _log(f"fat-tree k={args.k}: PS {ps}, {len(workers)} workers, {args.values} values "
+         f"({ina_job.num_fragments} fragments/worker), links {args.bw:g} Mbit/s")
+    _log(f"placement (greedy+LP, K={args.budget}): {', '.join(pl.switches)} (+ s_d {pl.result.tor}), "
+         f"gamma = {pl.gamma:.2f} Mbit/s per worker, solved in {pl.solve_time_s * 1000:.0f} ms")
+    results: list[RunResult] = []
+    with Network(topo, target=args.target, log=_log) as net:
+        addresses = net.grpc_addresses()
+        for job, tag in ((ina_job, "ina"), (base_job, "ps")):
+            dep = InaDeployment(topo, addresses, [job])
+            rep = dep.deploy()
+            _log(f"[{tag}] deployed: {len(dep.aggregators)} aggregating switches; {rep}")
+            res = _run_job(net, topo, job, grads, run_dir, tag, args.window, args.max_time)
+            if dep.aggregators:
+                res.switch_events = dep.read_events()
+            _log(f"[{tag}] {res.seconds:.1f} s, PS received {res.ps_rx_bytes:,} bytes "
+                 f"in {res.ps_rx_packets:,} packets; exact sums: {res.exact}")
+            results.append(res)
+        if args.cli:
+            net.cli()
+    ina, base = results
+    _print_summary(ina_job, ina, base, len(workers))
+    summary = {
+        "topology": f"fat-tree k={args.k}", "bw_mbit": args.bw, "ps": ps, "workers": workers,
+        "values": args.values, "budget": args.budget, "placement": list(pl.switches),
+        "sd": pl.result.tor, "gamma": pl.gamma, "runs": [asdict(r) for r in results],
+        "time_ratio": ina.seconds / base.seconds if base.seconds else None,
+        "ps_bytes_ratio": ina.ps_rx_bytes / base.ps_rx_bytes if base.ps_rx_bytes else None,
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    _plot(run_dir / "ina_vs_ps.png", ina, base)
+    console.print(f"results: {run_dir}/summary.json, {run_dir}/ina_vs_ps.png")
+    return 0 if ina.exact and base.exact else 1
+
+
+def _print_summary(job: InaJob, ina: RunResult, base: RunResult, n: int) -> None:
+    t = Table(title="In-network aggregation vs parameter server (same gradients, same network)")
+    for col in ("run", "time (s)", "PS ingress bytes", "PS ingress packets", "retransmissions", "exact sums"):
+        t.add_column(col, justify="right" if col != "run" else "left")
+    for r in (ina, base):
+        t.add_row("INA" if r.mode == "ina" else "PS only", f"{r.seconds:.2f}", f"{r.ps_rx_bytes:,}",
+                  f"{r.ps_rx_packets:,}", str(r.retransmissions),
+                  "[green]yes[/green]" if r.exact else f"[red]{r.mismatches} wrong[/red]")
+    console.print(t)
+    ratios = Table(title="ratios (INA / PS only)")
+    ratios.add_column("metric")
+    ratios.add_column("ratio", justify="right")
+    ratios.add_column("reference", justify="right")
+    if base.seconds:
+        ratios.add_row("synchronization time", f"{ina.seconds / base.seconds:.2f}", "< 1 is faster")
+    if base.ps_rx_bytes:
+        ratios.add_row("PS ingress bytes", f"{ina.ps_rx_bytes / base.ps_rx_bytes:.3f}",
+                       f"1/N = {1 / n:.3f}")
+    console.print(ratios)
+    if ina.switch_events:
+        ev = Table(title="aggregating switches (ina_events counters)")
+        ev.add_column("switch")
+        keys = sorted({k for v in ina.switch_events.values() for k in v})
+        for k in keys:
+            ev.add_column(k, justify="right")
+        for s, v in ina.switch_events.items():
+            ev.add_row(s, *(str(v.get(k, 0)) for k in keys))
+        console.print(ev)
+
+
+def _plot(path: Path, ina: RunResult, base: RunResult) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
+    labels = ["INA", "PS only"]
+    axes[0].bar(labels, [ina.seconds, base.seconds], color=["tab:green", "tab:gray"])
+    axes[0].set_ylabel("synchronization time (s)")
+    axes[1].bar(labels, [ina.ps_rx_bytes / 1e6, base.ps_rx_bytes / 1e6], color=["tab:green", "tab:gray"])
+    axes[1].set_ylabel("PS ingress (MB)")
+    fig.suptitle("gradnet: in-network aggregation vs parameter server")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Command-line options (defaults: the README's `make run`)."""
+    p = argparse.ArgumentParser(prog="python -m controller.experiment", description=__doc__.splitlines()[0])
+    p.add_argument("--mode", choices=["ina", "reach"], default="ina", help="experiment (default ina)")
+    p.add_argument("--k", type=int, default=4, help="fat-tree arity (default 4)")
+    p.add_argument("--bw", type=float, default=20.0, help="link bandwidth in Mbit/s (default 20)")
+    p.add_argument("--workers", type=int, default=0, help="number of workers (default: every other host)")
+    p.add_argument("--values", type=int, default=16384, help="gradient size in float32 values (default 16384)")
+    p.add_argument("--budget", type=int, default=2, help="K programmable switches (default 2)")
+    p.add_argument("--capacity", type=float, default=1000.0, help="switch capacity C in Mbit/s")
+    p.add_argument("--window", type=int, default=32, help="outstanding fragments per worker")
+    p.add_argument("--max-time", type=float, default=300.0, help="bound on each run (s)")
+    p.add_argument("--seed", type=int, default=1, help="gradient seed")
+    p.add_argument("--target", default=None, help="auto|embedded|bmv2 (default: $TARGET or auto)")
+    p.add_argument("--out-dir", default=str(REPO_ROOT / "results"), help="where results go")
+    p.add_argument("--cli", action="store_true", help="open a Mininet CLI before teardown")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m controller.experiment``."""
+    args = build_parser().parse_args(argv)
+    if os.geteuid() != 0:
+        console.print("[red]the experiment needs root (network namespaces)[/red]")
+        return 2
+    if args.mode == "reach":
+        return run_reach(fat_tree(args.k, bw=args.bw), args.target, args.cli)
+    return run_ina(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

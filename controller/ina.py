@@ -1,0 +1,281 @@
+"""Technique 1: in-network aggregation jobs, from placement to running switches.
+
+Mirrors ``p4src/ina.p4`` one class per P4 control block (as ``controller/deploy.py``
+does for ``forward.p4``):
+
+==================== ============================== ===================================
+class                P4 control instance            tables / counters
+==================== ============================== ===================================
+Aggregator           ``MyIngress.aggregator``       ``ina_switch`` (default action),
+                                                    ``ina_jobs``; ``ina_drops``,
+                                                    ``ina_events``
+ResultFanout         ``MyEgress.result_fanout``     ``ina_result_fanout``
+==================== ============================== ===================================
+
+:class:`InaJob` ties a job together: the PS, the workers (their order is their rank),
+the placement (greedy + LP, ``controller/placement.py``) and the routing policy (which
+switch aggregates which worker's fragment). :class:`InaDeployment` installs one or more
+jobs: the aggregating switches (``S`` and ``s_d``) get ``ina.p4``, every other switch
+``forward.p4``; all get routes to every host and to every aggregating switch's address;
+``s_d`` gets each job's multicast group and per-worker RESULT rewrite entries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from topologies.base import Topology
+
+from .deploy import DEFAULT_PROGRAM, Deployment, DeployReport
+from .p4runtime import REPO_ROOT, ControlBlock, DeployError, Program, multicast_group
+from .placement import (
+    Placement,
+    PlacementProblem,
+    RoutingPolicy,
+    greedy_placement,
+    routing_policy,
+)
+from .routing import compute_routes
+
+INA_PROGRAM = REPO_ROOT / "p4src" / "build" / "ina.json"
+INA_UDP_PORT = 40000
+INA_VALUES = 32
+MAX_WORKERS = 32  # one bit per worker in the INA bitmap
+
+
+def switch_ip(device_id: int) -> str:
+    """The address an aggregating switch answers: ``10.255.<id/256>.<id%256>``."""
+    if not 1 <= device_id <= 0xFFFF:
+        raise DeployError(f"device id {device_id} has no INA address")
+    return f"10.255.{device_id >> 8}.{device_id & 0xFF}"
+
+
+def _ip_int(ip: str) -> int:
+    return int(ipaddress.IPv4Address(ip))
+
+
+class Aggregator(ControlBlock):
+    """``Aggregator`` (ingress): the switch's identity and the jobs it aggregates for."""
+
+    CONTROL = "MyIngress.aggregator"
+    TABLES = ("ina_switch", "ina_jobs")
+    ACTIONS = ("set_switch_identity", "set_job")
+    COUNTERS = ("ina_drops", "ina_events")
+
+    def identity_entry(self, switch_id: int, sd_id: int) -> Any:
+        """MODIFY of ``ina_switch``'s default action: who this switch and ``s_d`` are."""
+        return ~self.default_entry("ina_switch", "set_switch_identity",
+                                   switch_id=switch_id, switch_ip=_ip_int(switch_ip(switch_id)),
+                                   sd_id=sd_id, sd_ip=_ip_int(switch_ip(sd_id)))
+
+    def job_entry(self, job_id: int, ps_ip: str, result_group: int) -> Any:
+        """INSERT ``job_id -> set_job(ps_ip, result_group)``."""
+        return +self.entry("ina_jobs", {"hdr.ina.job_id": job_id}, "set_job",
+                           ps_ip=_ip_int(ps_ip), result_group=result_group)
+
+    async def read_events(self, session: Any) -> dict[str, int]:
+        """``ina_events`` by name: added, partial, passed_on, cleared, result."""
+        names = ["added", "partial", "passed_on", "cleared", "result"]
+        cells = await session.read_counter(self.name("ina_events"))
+        return {n: cells.get(i, (0, 0))[0] for i, n in enumerate(names)}
+
+
+class ResultFanout(ControlBlock):
+    """``ResultFanout`` (egress, on ``s_d``): one RESULT replica per worker, readdressed."""
+
+    CONTROL = "MyEgress.result_fanout"
+    TABLES = ("ina_result_fanout",)
+    ACTIONS = ("set_worker_destination",)
+
+    def fanout_entries(self, job_id: int, workers: list[tuple[str, str]]) -> list[Any]:
+        """INSERTs ``rid (job·256 + rank) -> set_worker_destination(ip, mac)``."""
+        return [
+            +self.entry("ina_result_fanout", {"standard_metadata.egress_rid": result_rid(job_id, rank)},
+                        "set_worker_destination", worker_ip=_ip_int(ip), worker_mac=mac)
+            for rank, (ip, mac) in enumerate(workers)
+        ]
+
+
+def result_rid(job_id: int, rank: int) -> int:
+    """Replication id of the RESULT replica for ``rank`` of ``job_id``."""
+    return job_id * 256 + rank
+
+
+@dataclass
+class InaJob:
+    """One aggregation job: PS, workers (rank = position), placement and routing policy."""
+
+    job_id: int
+    topology: Topology
+    ps: str
+    workers: list[str]
+    placement: Placement | None
+    policy: RoutingPolicy | None
+    num_fragments: int
+    scale_bits: int = 16
+
+    @classmethod
+    def plan(
+        cls,
+        topology: Topology,
+        ps: str,
+        workers: Iterable[str],
+        budget: int,
+        switch_capacity: float,
+        num_values: int,
+        job_id: int = 1,
+        scale_bits: int = 16,
+        aggregate: bool = True,
+    ) -> InaJob:
+        """Place ``budget`` switches (greedy + LP) and derive the per-fragment policy.
+
+        ``aggregate=False`` plans the PS baseline: no switch aggregates anything.
+        """
+        workers = list(workers)
+        if not 1 <= len(workers) <= MAX_WORKERS:
+            raise DeployError(f"a job has 1..{MAX_WORKERS} workers, got {len(workers)}")
+        if not 0 <= job_id <= 255:
+            raise DeployError(f"job id must be within 0..255, got {job_id}")
+        if num_values < 1:
+            raise DeployError("a gradient needs at least one value")
+        num_fragments = -(-num_values // INA_VALUES)
+        if not aggregate:
+            return cls(job_id, topology, ps, workers, None, None, num_fragments, scale_bits)
+        problem = PlacementProblem(topology, ps, workers, budget, switch_capacity)
+        placement = greedy_placement(problem)
+        policy = routing_policy(placement, num_fragments)
+        return cls(job_id, topology, ps, workers, placement, policy, num_fragments, scale_bits)
+
+    # -- derived ---------------------------------------------------------------------
+    @property
+    def aggregating_switches(self) -> list[str]:
+        """``S`` then ``s_d`` (empty for the PS baseline)."""
+        if self.placement is None:
+            return []
+        res = self.placement.result
+        return [*res.switches, res.tor] if res.tor not in res.switches else list(res.switches)
+
+    @property
+    def sd(self) -> str | None:
+        return None if self.placement is None else self.placement.result.tor
+
+    @property
+    def result_group(self) -> int:
+        return 1000 + self.job_id
+
+    def policy_dict(self) -> dict[str, Any]:
+        """The policy file the agents read (format: docs/ina_policy.md)."""
+        topo = self.topology
+        d: dict[str, Any] = {
+            "version": 1,
+            "job": self.job_id,
+            "ps": topo.host_ip(self.ps),
+            "port": INA_UDP_PORT,
+            "scale_bits": self.scale_bits,
+            "workers": [topo.host_ip(w) for w in self.workers],
+            "num_fragments": self.num_fragments,
+        }
+        if self.policy is None:
+            d["tags"] = 0
+            d["sd"] = None
+            return d
+        pol = self.policy
+        ids = pol.switch_ids
+        d["tags"] = [list(pol.tags[w]) for w in self.workers]
+        d["fanin"] = {str(ids[s]): list(v) for s, v in pol.fan_in.items() if any(v)}
+        d["switch_ips"] = {str(ids[s]): switch_ip(ids[s]) for s in self.aggregating_switches}
+        d["sd"] = {"id": ids[pol.tor], "ip": switch_ip(ids[pol.tor])}
+        d["partial_tags"] = {str(ids[s]): list(v) for s, v in pol.partial_tags.items() if any(v)}
+        return d
+
+    def write_policy(self, path: str | Path) -> Path:
+        """Write the policy JSON; returns its path."""
+        p = Path(path)
+        p.write_text(json.dumps(self.policy_dict()))
+        return p
+
+
+class InaDeployment:
+    """Install INA jobs (and plain forwarding everywhere else) on a running network."""
+
+    def __init__(self, topology: Topology, addresses: Mapping[str, str], jobs: list[InaJob]) -> None:
+        self.topology = topology
+        self.addresses = addresses
+        self.jobs = jobs
+        ids = [j.job_id for j in jobs]
+        if len(set(ids)) != len(ids):
+            raise DeployError(f"job ids must be distinct, got {ids}")
+        sds = {j.sd for j in jobs if j.sd is not None}
+        if len(sds) > 1:
+            raise DeployError("all aggregating jobs must share one PS ToR switch (s_d)")
+        self.aggregators = sorted({s for j in jobs for s in j.aggregating_switches},
+                                  key=topology.device_id)
+        ina = Program.load(INA_PROGRAM) if self.aggregators else None
+        self.programs: dict[str, Program] = {s: ina for s in self.aggregators} if ina else {}
+        self.report = DeployReport()
+        self.counters: dict[str, dict[str, int]] = {}
+
+    async def _install(self, dep: Deployment) -> None:
+        topo = self.topology
+        loopbacks = {s: switch_ip(topo.device_id(s)) for s in self.aggregators}
+        routes = compute_routes(topo, loopbacks=loopbacks)
+        await dep.install(routes)
+        per_switch: dict[str, list[Any]] = {s: [] for s in self.aggregators}
+        for s in self.aggregators:
+            agg = dep.block(s, Aggregator)
+            sd = next(j.sd for j in self.jobs if j.sd is not None)
+            per_switch[s].append(agg.identity_entry(topo.device_id(s), topo.device_id(sd)))
+            for j in self.jobs:
+                if j.placement is not None:
+                    per_switch[s].append(agg.job_entry(j.job_id, topo.host_ip(j.ps), j.result_group))
+        for j in self.jobs:
+            if j.sd is None:
+                continue
+            sd = j.sd
+            workers = [(topo.host_ip(w), topo.host_mac(w)) for w in j.workers]
+            per_switch[sd] += dep.block(sd, ResultFanout).fanout_entries(j.job_id, workers)
+            replicas = []
+            for rank, (ip, _) in enumerate(workers):
+                r = routes[sd].route(ip)
+                port = r.next_hop.port if r.next_hop is not None else routes[sd].group(r.group_id).members[0].port
+                replicas.append((port, result_rid(j.job_id, rank)))
+            per_switch[sd].append(+multicast_group(j.result_group, replicas))
+
+        async def one(s: str) -> None:
+            n = await dep.session(s).write(per_switch[s])
+            self.report.updates[s] = self.report.updates.get(s, 0) + n
+
+        await asyncio.gather(*(one(s) for s in per_switch))
+
+    def deploy(self, timeout: float = 60.0) -> DeployReport:
+        """Load programs and install everything (synchronous)."""
+
+        async def run() -> DeployReport:
+            async with Deployment(self.topology, self.addresses, self.programs or DEFAULT_PROGRAM,
+                                  timeout=timeout) as dep:
+                await self._install(dep)
+                self.report.connect_s = dep.report.connect_s
+                for s, n in dep.report.updates.items():
+                    self.report.updates[s] = self.report.updates.get(s, 0) + n
+            return self.report
+
+        return asyncio.run(run())
+
+    def read_events(self, timeout: float = 30.0) -> dict[str, dict[str, int]]:
+        """``{switch: ina_events}`` from every aggregating switch."""
+
+        async def run() -> dict[str, dict[str, int]]:
+            async with Deployment(self.topology, self.addresses, self.programs or DEFAULT_PROGRAM,
+                                  set_pipeline=False, timeout=timeout) as dep:
+                out = {}
+                for s in self.aggregators:
+                    out[s] = await dep.block(s, Aggregator).read_events(dep.session(s))
+                return out
+
+        return asyncio.run(run())
