@@ -75,7 +75,8 @@ class Network:
         from mininet.log import setLogLevel
         from mininet.net import Mininet
 
-        setLogLevel("error")
+        # "critical": Mininet reports tc's harmless "htb quantum is big" notes as errors.
+        setLogLevel("critical")
         switch_cls = functools.partial(
             _TopoSwitch, target=self.target, run_dir=str(self.run_dir),
             json_path=self.json_path, priority_queues=self.priority_queues,

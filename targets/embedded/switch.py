@@ -102,6 +102,8 @@ class Switch:
         self._rate_cfg: dict[tuple[int | None, int | None], float] = {}
         self._depth_cfg: dict[tuple[int | None, int | None], int] = {}
         self._inject: collections.deque[tuple[int, bytes]] = collections.deque()
+        self._txq: list[tuple[int, bytes]] = []  # frames ready to transmit
+        self._draining = False
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -191,9 +193,9 @@ class Switch:
         Used by the I/O loop (which then transmits) and directly by tests and benchmarks.
         Rate-limited queues are not drained here.
         """
-        out: list[tuple[int, bytes]] = []
         self._receive(port, frame)
-        self._drain(out, time.monotonic())
+        self._drain(time.monotonic())
+        out, self._txq = self._txq, []
         return out
 
     def _now_us(self) -> int:
@@ -299,34 +301,48 @@ class Switch:
             self.stats.ports[port].queue_drops += 1
             return
         dq.append((F, payload, length, trunc))
+        if q.rate[self.nb_queues - 1 - prio] is None and not self._draining:
+            # Nothing shapes this queue: dequeue at once, so that a burst arriving
+            # within one receive batch cannot overflow a queue a real switch would
+            # have drained at line rate meanwhile.
+            self._drain(time.monotonic(), port)
 
-    def _drain(self, out: list[tuple[int, bytes]], now: float) -> float | None:
+    def _drain(self, now: float, only_port: int | None = None) -> float | None:
         """Dequeue everything the rates allow; return seconds until the next dequeue."""
         wait: float | None = None
         prog = self.program
-        for port, q in self._tm.items():
-            for i, dq in enumerate(q.queues):
-                rate = q.rate[i]
-                while dq:
-                    if rate is not None:
-                        q.tokens[i] = min(1.0, q.tokens[i] + (now - q.last[i]) * rate)
-                        q.last[i] = now
-                        if q.tokens[i] < 1.0:
-                            dt = (1.0 - q.tokens[i]) / rate if rate > 0 else 1.0
-                            wait = dt if wait is None else min(wait, dt)
-                            break
-                        q.tokens[i] -= 1.0
-                    F, payload, length, trunc = dq.popleft()
-                    if prog is not None:
-                        try:
-                            self._egress(prog, port, self.nb_queues - 1 - i, q, F, payload, length, trunc, out)
-                        except Exception:
-                            self.stats.errors += 1
-                            log.exception("error in egress to port %d", port)
-                if rate is not None and dq:
-                    # Strict priority: a blocked higher queue still lets lower ones go only
-                    # if they have their own tokens; keep scanning.
+        self._draining = True
+        try:
+            items = [(only_port, self._tm[only_port])] if only_port is not None else list(self._tm.items())
+            for port, q in items:
+                wait = self._drain_port(prog, port, q, now, wait)
+        finally:
+            self._draining = False
+        return wait
+
+    def _drain_port(self, prog: Program | None, port: int, q: _Queue, now: float,
+                    wait: float | None) -> float | None:
+        """Dequeue one port's queues, highest priority first, as far as rates allow."""
+        for i, dq in enumerate(q.queues):
+            rate = q.rate[i]
+            while dq:
+                if rate is not None:
+                    q.tokens[i] = min(1.0, q.tokens[i] + (now - q.last[i]) * rate)
+                    q.last[i] = now
+                    if q.tokens[i] < 1.0:
+                        # This queue waits for tokens; lower ones may still go.
+                        dt = (1.0 - q.tokens[i]) / rate if rate > 0 else 1.0
+                        wait = dt if wait is None else min(wait, dt)
+                        break
+                    q.tokens[i] -= 1.0
+                F, payload, length, trunc = dq.popleft()
+                if prog is None:
                     continue
+                try:
+                    self._egress(prog, port, self.nb_queues - 1 - i, q, F, payload, length, trunc, self._txq)
+                except Exception:
+                    self.stats.errors += 1
+                    log.exception("error in egress to port %d", port)
         return wait
 
     # ------------------------------------------------------------------ egress
@@ -387,7 +403,8 @@ class Switch:
             return
         out.append((port, frame))
 
-    def _send(self, out: list[tuple[int, bytes]]) -> None:
+    def _send(self) -> None:
+        out, self._txq = self._txq, []
         for port, frame in out:
             s = self._ports.get(port)
             for h in self.tx_handlers:
@@ -428,7 +445,6 @@ class Switch:
         for fd in self._fd_port:
             ep.register(fd, select.EPOLLIN)
         socks = {fd: self._ports[p] for fd, p in self._fd_port.items()}
-        out: list[tuple[int, bytes]] = []
         timeout: float | None = None
         try:
             while not self._stop.is_set():
@@ -453,10 +469,9 @@ class Switch:
                         except OSError:
                             break
                         self._receive(port, frame)
-                timeout = self._drain(out, time.monotonic())
-                if out:
-                    self._send(out)
-                    out.clear()
+                timeout = self._drain(time.monotonic())
+                if self._txq:
+                    self._send()
         finally:
             ep.close()
 
