@@ -54,7 +54,8 @@ _RECV_SIZE = 2048
 _BE_I32 = np.dtype(">i4")
 _ZERO_VALUES = bytes(4 * INA_VALUES)
 # plain ints: comparing with IntEnum members costs more on the per-packet path
-_GRAD, _PARTIAL, _RESULT = int(MsgType.GRAD), int(MsgType.PARTIAL), int(MsgType.RESULT)
+_GRAD, _PARTIAL = int(MsgType.GRAD), int(MsgType.PARTIAL)
+_RESULT, _CLEAR = int(MsgType.RESULT), int(MsgType.CLEAR)
 _RETX = int(InaFlags.RETX)
 
 
@@ -68,7 +69,8 @@ class JobStats:
     completed: int = 0
     packets_in: int = 0  # well-formed GRAD/PARTIAL datagrams of this job
     bytes_in: int = 0  # their UDP payload bytes
-    grad_in: int = 0  # raw (single-contributor) packets
+    grad_in: int = 0  # GRAD packets: raw (single contributor) ...
+    merged_grad_in: int = 0  # ... except these: a VIA_SD aggregate passed on by a busy s_d
     partial_in: int = 0  # switch partial aggregates
     retx_in: int = 0  # GRAD with the RETX flag
     forwarded_in: int = 0  # GRAD passed on unaggregated by a busy switch (origin != 0)
@@ -96,7 +98,7 @@ class PSCounters:
     bad_type: int = 0  # RESULT, CLEAR or unknown msg_type
     unknown_job: int = 0
     out_of_range: int = 0  # fragment not in this job's range
-    bad_bitmap: int = 0  # empty, beyond num_workers, or GRAD bitmap != 1 << worker_id
+    bad_bitmap: int = 0  # empty, or names a rank >= num_workers
     send_errors: int = 0
     fault_drops: int = 0  # TEST ONLY
 
@@ -286,11 +288,11 @@ class ParameterServer:
         values = jb.acc[f].astype(_BE_I32).tobytes()
         pack = INA_HEADER.pack
         for addr, tag in jb.result_dsts:
-            pkt = pack(MsgType.RESULT, jb.job, 0, frag, tag, 0, jb.full, jb.num_workers, 0, 0)
+            pkt = pack(_RESULT, jb.job, 0, frag, tag, 0, jb.full, jb.num_workers, 0, 0, 0)
             self._send(pkt + values, addr)
             st.results_sent += 1
         for s, addr in jb.clears[f]:
-            pkt = pack(MsgType.CLEAR, jb.job, 0, frag, s, 0, jb.full, jb.num_workers, 0, 0)
+            pkt = pack(_CLEAR, jb.job, 0, frag, s, 0, jb.full, jb.num_workers, 0, 0, 0)
             self._send(pkt + _ZERO_VALUES, addr)  # full length: the P4 parser expects values
             st.clears_sent += 1
         jb.results[f] = values  # for RETX of a finished fragment (RESULT lost)
@@ -300,7 +302,7 @@ class ParameterServer:
         if len(data) < INA_PACKET_LEN:
             c.short += 1
             return
-        mt, job, wid, frag, _tag, origin, bm, cnt, _fanin, flags = INA_HEADER.unpack_from(data)
+        mt, job, _wid, frag, _tag, origin, bm, cnt, _fanin, flags, _sdf = INA_HEADER.unpack_from(data)
         if mt != _GRAD and mt != _PARTIAL:
             c.bad_type += 1
             return
@@ -312,7 +314,9 @@ class ParameterServer:
         if not 0 <= f < jb.num_fragments:
             c.out_of_range += 1
             return
-        if bm == 0 or bm & ~jb.full or (mt == _GRAD and bm != 1 << wid):
+        # a GRAD may carry several contributors: a VIA_SD aggregate that a busy s_d
+        # passed on to the PS; so the bitmap, not worker_id, says who is inside
+        if bm == 0 or bm & ~jb.full:
             c.bad_bitmap += 1
             return
         st = jb.stats
@@ -324,6 +328,8 @@ class ParameterServer:
             st.grad_in += 1
             if origin:
                 st.forwarded_in += 1
+            if bm & (bm - 1):
+                st.merged_grad_in += 1
         else:
             st.partial_in += 1
         retx = flags & _RETX
@@ -334,7 +340,7 @@ class ParameterServer:
             st.late += 1
             if retx and mt == _GRAD:  # its RESULT was lost: unicast it again
                 hdr = INA_HEADER.pack(_RESULT, job, 0, frag, 0, 0, jb.full, jb.num_workers, 0,
-                                      _RETX)
+                                      _RETX, 0)
                 self._send(hdr + values, addr)
                 st.result_resends += 1
             return

@@ -103,11 +103,22 @@ class SwitchRef:
 
 @dataclass(frozen=True, eq=False)
 class FragmentRouting:
-    """One worker's share of the policy: per fragment, the tag and the fan-in that the
-    tagged switch expects (0 for tag 0)."""
+    """One worker's share of the policy, per fragment: the tag, the fan-in the tagged
+    switch expects (0 for tag 0), the GRAD flags (``VIA_SD`` where the tagged switch's
+    aggregate is merged again at ``s_d``) and ``s_d``'s fan-in for those (else 0)."""
 
     tags: np.ndarray  # (F,) int64, 0 = straight to the PS
     fanin: np.ndarray  # (F,) int64
+    flags: np.ndarray | None = None  # (F,) int64; None = all 0
+    sd_fanin: np.ndarray | None = None  # (F,) int64; None = all 0
+
+    def __post_init__(self) -> None:
+        n = self.tags.shape[0]
+        for name in ("flags", "sd_fanin"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, np.zeros(n, dtype=np.int64))
+        if not (self.fanin.shape == self.flags.shape == self.sd_fanin.shape == (n,)):
+            raise ValueError("FragmentRouting: tags, fanin, flags, sd_fanin must have one entry per fragment")
 
     @classmethod
     def ps_only(cls, num_fragments: int) -> FragmentRouting:
@@ -172,11 +183,14 @@ class Policy:
     sd: SwitchRef | None = None
     port: int = INA_UDP_PORT
     scale_bits: int = DEFAULT_SCALE_BITS
-    partial_tags: dict[int, np.ndarray] = field(default_factory=dict)  # for the P4 side
+    partial_tags: dict[int, np.ndarray] = field(default_factory=dict)  # s -> (F,): sd id or 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workers", tuple(self.workers))
         object.__setattr__(self, "tags", np.asarray(self.tags, dtype=np.int64))
+        for table in (self.fanin, self.partial_tags):  # rows given as lists or arrays
+            for k in list(table):
+                table[int(k)] = np.asarray(table.pop(k), dtype=np.int64)
         _int(self.job, "job", 0, 255)
         _ip(self.ps, "ps")
         if not 1 <= len(self.workers) <= INA_MAX_WORKERS:
@@ -195,6 +209,17 @@ class Policy:
             if np.shape(row) != (n_f,) or np.min(row) < 0 or np.max(row) > 255:
                 raise PolicyError(f"fanin[{s}]: expected {n_f} integers in 0..255")
         used = {int(t) for t in np.unique(self.tags)} - {0}
+        for s, row in self.partial_tags.items():
+            if np.shape(row) != (n_f,):
+                raise PolicyError(f"partial_tags[{s}]: expected {n_f} entries")
+            allowed = {0} if self.sd is None else {0, self.sd.id}
+            bad = np.flatnonzero(~np.isin(row, list(allowed)))
+            if bad.size:
+                f = int(bad[0])
+                raise PolicyError(
+                    f"partial_tags[{s}][{f}] = {row[f]}: a partial aggregate goes to s_d "
+                    f"({'none configured' if self.sd is None else self.sd.id}) or 0 (the PS)"
+                )
         ids = used | set(self.fanin) | set(self.switch_ips)
         if self.sd is not None:
             ids.add(self.sd.id)
@@ -202,16 +227,25 @@ class Policy:
                 raise PolicyError(f"sd.ip {self.sd.ip} != switch_ips[{self.sd.id}]")
         for s in sorted(ids):
             self.switch_ips.setdefault(s, default_switch_ip(s))
+        counts = {s: (self.tags == s).sum(axis=0).astype(np.int64) for s in used}
+        merged = [s for s, row in self.partial_tags.items() if s in counts and row.any()]
+        if self.sd is not None and merged:
+            # s_d also merges the aggregates that other switches send it (VIA_SD)
+            sd_id = self.sd.id
+            used.add(sd_id)
+            counts[sd_id] = counts.get(sd_id, np.zeros(n_f, dtype=np.int64)) + sum(
+                (self.partial_tags[s] == sd_id) * counts[s] for s in merged if s != sd_id
+            )
         for s in sorted(used):
-            count = (self.tags == s).sum(axis=0)  # workers tagging (s, f)
+            count = counts[s]  # contributions (s, f) gets
             if s not in self.fanin:
-                self.fanin[s] = count.astype(np.int64)
+                self.fanin[s] = count
             short = np.flatnonzero(self.fanin[s] < count)
             if short.size:
                 f = int(short[0])
                 raise PolicyError(
-                    f"fanin[{s}][{f}] = {self.fanin[s][f]} but {count[f]} workers tag "
-                    f"fragment {f} with switch {s}"
+                    f"fanin[{s}][{f}] = {self.fanin[s][f]} but switch {s} gets {count[f]} "
+                    f"contributions for fragment {f}"
                 )
 
     # ---------------------------------------------------------------- constructors
@@ -327,15 +361,27 @@ class Policy:
         return len(self.workers)
 
     def for_worker(self, rank: int) -> FragmentRouting:
-        """Rank ``rank``'s tags and the fan-in of each tagged switch (0 for tag 0)."""
+        """Rank ``rank``'s tags, the fan-in of each tagged switch (0 for tag 0), and
+        ``VIA_SD``/``sd_fanin`` where the tagged switch's partial goes to ``s_d``."""
         if not 0 <= rank < self.num_workers:
             raise PolicyError(f"rank {rank} is not in 0..{self.num_workers - 1}")
+        n_f = self.num_fragments
         tags = self.tags[rank].copy()
-        fanin = np.zeros(self.num_fragments, dtype=np.int64)
+        fanin = np.zeros(n_f, dtype=np.int64)
         for s, row in self.fanin.items():
             sel = tags == s
             fanin[sel] = row[sel]
-        return FragmentRouting(tags, fanin)
+        flags = np.zeros(n_f, dtype=np.int64)
+        sd_fanin = np.zeros(n_f, dtype=np.int64)
+        if self.sd is not None:
+            sd_row = self.fanin.get(self.sd.id, np.zeros(n_f, dtype=np.int64))
+            for s, row in self.partial_tags.items():
+                if s == self.sd.id:
+                    continue
+                sel = (tags == s) & (row == self.sd.id)
+                flags[sel] = InaFlags.VIA_SD
+                sd_fanin[sel] = sd_row[sel]
+        return FragmentRouting(tags, fanin, flags, sd_fanin)
 
     def clear_targets(self) -> dict[int, np.ndarray]:
         """Switch id -> fragments it must get a ``CLEAR`` for: every switch some worker
@@ -493,6 +539,7 @@ class Worker:
         self.max_backoff = max(max_backoff, timeout)
         self.scale_bits, self.port = scale_bits, port
         self.faults, self.progress = faults, progress
+        self.stats = WorkerStats(rank, job_id)  # of the last allreduce
         self.sock = open_ina_socket(bind_ip, port)
 
     @classmethod
@@ -579,6 +626,8 @@ class Worker:
         dest = self._destinations(routing)
         tags = routing.tags.tolist()
         fanin = routing.fanin.tolist()
+        flags = routing.flags.tolist()
+        sd_fanin = routing.sd_fanin.tolist()
         pack, unpack_from = INA_HEADER.pack, INA_HEADER.unpack_from
         grad, result_t, retx = int(MsgType.GRAD), int(MsgType.RESULT), int(InaFlags.RETX)
         bit, full = 1 << rank, (1 << self.num_workers) - 1
@@ -604,7 +653,8 @@ class Worker:
             # 1. first sends, up to the window
             while outstanding < window and next_f < n_f:
                 f = next_f
-                pkt = pack(grad, job, rank, f + offset, tags[f], 0, bit, 1, fanin[f], 0)
+                pkt = pack(grad, job, rank, f + offset, tags[f], 0, bit, 1, fanin[f], flags[f],
+                           sd_fanin[f])
                 try:
                     sendto(pkt + payload[f * vl:(f + 1) * vl], dest[f])
                 except BlockingIOError:
@@ -628,7 +678,7 @@ class Worker:
                 if len(data) < pl:
                     st.ignored += 1
                     continue
-                mt, j, _, frag, _, _, bm, _, _, _ = unpack_from(data)
+                mt, j, _, frag, _, _, bm, _, _, _, _ = unpack_from(data)
                 f = frag - offset
                 if mt != result_t or j != job or not 0 <= f < n_f or bm != full:
                     st.ignored += 1
@@ -649,7 +699,7 @@ class Worker:
                     continue
                 k = attempts.get(f, 0) + 1
                 attempts[f] = k
-                pkt = pack(grad, job, rank, f + offset, 0, 0, bit, 1, 0, retx)
+                pkt = pack(grad, job, rank, f + offset, 0, 0, bit, 1, 0, retx, 0)
                 try:
                     sendto(pkt + payload[f * vl:(f + 1) * vl], ps_addr)
                     sent += 1

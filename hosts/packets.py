@@ -76,13 +76,14 @@ class MsgType(IntEnum):
 class InaFlags(IntFlag):
     """INA ``flags`` bits."""
 
-    RETX = 0x0001  # a retransmission (always sent straight to the PS with tag 0)
+    RETX = 0x01  # a retransmission (always sent straight to the PS with tag 0)
+    VIA_SD = 0x02  # the tagged switch sends its aggregate to s_d (merged again), not the PS
 
 
 INA_VALUES = 32  # values per packet (one fragment)
 INA_MAX_WORKERS = 32  # bitmap width: worker ranks 0..31
-# msg_type, job_id, worker_id, fragment, tag, origin, bitmap, count, fanin, flags
-INA_HEADER = struct.Struct("!BBHIHHIBBH")
+# msg_type, job_id, worker_id, fragment, tag, origin, bitmap, count, fanin, flags, sd_fanin
+INA_HEADER = struct.Struct("!BBHIHHIBBBB")
 INA_HEADER_LEN = INA_HEADER.size  # 20
 INA_VALUES_LEN = 4 * INA_VALUES  # 128
 INA_PACKET_LEN = INA_HEADER_LEN + INA_VALUES_LEN  # 148: the UDP payload
@@ -109,6 +110,7 @@ class InaHeader(NamedTuple):
     count: int
     fanin: int
     flags: int
+    sd_fanin: int
 
 
 def values_to_bytes(values: Any) -> bytes:
@@ -141,13 +143,15 @@ def encode_ina(
     count: int = 0,
     fanin: int = 0,
     flags: int = 0,
+    sd_fanin: int = 0,
     values: Any = None,
 ) -> bytes:
     """One INA UDP payload (148 bytes). ``values``: 32 int32s, 128 wire bytes, or None
     (zeros). Raises ``struct.error``/``ValueError`` on out-of-range fields."""
     return (
         INA_HEADER.pack(
-            msg_type, job_id, worker_id, fragment, tag, origin, bitmap, count, fanin, flags
+            msg_type, job_id, worker_id, fragment, tag, origin, bitmap, count, fanin, flags,
+            sd_fanin,
         )
         + values_to_bytes(values)
     )
@@ -207,7 +211,8 @@ def _build_scapy_layers() -> dict[str, type[Packet]]:
             XIntField("bitmap", 0),
             ByteField("count", 0),
             ByteField("fanin", 0),
-            FlagsField("flags", 0, 16, [f.name for f in InaFlags]),
+            FlagsField("flags", 0, 8, ["RETX", "VIA_SD"]),  # bit 0, bit 1
+            ByteField("sd_fanin", 0),
         ]
 
     class INAValues(Packet):

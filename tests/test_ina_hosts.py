@@ -13,10 +13,12 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +42,7 @@ from hosts.ina_worker import (
     PolicyError,
     SwitchRef,
     Worker,
+    open_ina_socket,
 )
 from hosts.packets import (
     INA_HEADER,
@@ -80,12 +83,16 @@ def _run(
     grads: dict[int, list[np.ndarray]],
     ps_kw: dict | None = None,
     worker_kw: dict | None = None,
+    before: Callable[[ParameterServer], None] | None = None,
 ) -> tuple[PSReport, ParameterServer, dict[tuple[int, int], tuple]]:
     """PS (all ``policies``) + every job's workers as threads; returns the PS report,
-    the PS and {(job, rank): (int result, stats)}."""
+    the PS and {(job, rank): (int result, stats)}. ``before(ps)`` runs once the PS
+    socket is bound, before anything starts."""
     ps_kw = {"linger": 0.3, "max_time": 20.0, **(ps_kw or {})}
     worker_kw = {"timeout": 0.05, "max_backoff": 0.2, "max_time": 20.0, **(worker_kw or {})}
     ps = ParameterServer.from_policies(policies, **ps_kw)
+    if before is not None:
+        before(ps)
     box: dict = {}
     errors: list[BaseException] = []
 
@@ -149,7 +156,8 @@ def _random_fields(rng: np.random.Generator) -> dict:
         "bitmap": int(rng.integers(0, 2**32)),
         "count": int(rng.integers(0, 256)),
         "fanin": int(rng.integers(0, 256)),
-        "flags": int(rng.integers(0, 2)),
+        "flags": int(rng.integers(0, 4)),
+        "sd_fanin": int(rng.integers(0, 256)),
     }
 
 
@@ -167,17 +175,21 @@ def test_scapy_and_fast_codec_agree_byte_for_byte():
         hdr, dv = decode_ina(sc)
         assert hdr._asdict() == fields
         assert dv.dtype == np.int32 and np.array_equal(dv, vals)
-        # scapy dissects what the fast codec wrote, through UDP dport 40000
-        pkt = IP(bytes(IP(dst="10.0.0.1") / UDP(sport=PORT, dport=PORT) / fast))
-        assert pkt.haslayer(packets.INA)
-        ina = pkt[packets.INA]
+        # scapy dissects what the fast codec wrote
+        ina = packets.INA(fast)
         assert {k: int(ina.getfieldval(k)) for k in fields} == fields
-        assert [int(v) for v in pkt[packets.INAValues].values] == vals.tolist()
+        assert [int(v) for v in ina[packets.INAValues].values] == vals.tolist()
+    # UDP()/INA() gets dport 40000 from the binding (dissection by port is not checked:
+    # tests/p4/packets.py binds a test header to the same port in the same session)
+    udp = UDP(bytes(IP(dst="10.0.0.1") / UDP(sport=1234) / packets.INA())[20:28])
+    assert udp.dport == PORT
 
 
 def test_codec_edges():
     assert packets.INA_HEADER_LEN == 20 and len(packets.INA()) == 20
-    assert encode_ina(MsgType.CLEAR, 3, tag=5) == INA_HEADER.pack(4, 3, 0, 0, 5, 0, 0, 0, 0, 0) + bytes(128)
+    assert encode_ina(MsgType.CLEAR, 3, tag=5) == (
+        INA_HEADER.pack(4, 3, 0, 0, 5, 0, 0, 0, 0, 0, 0) + bytes(128)
+    )
     raw = bytes(range(128))
     assert encode_ina(1, 1, values=raw)[20:] == raw
     with pytest.raises(InaDecodeError):
@@ -190,7 +202,8 @@ def test_codec_edges():
         encode_ina(1, 1, values=np.zeros(32, np.float32))
     with pytest.raises(ValueError):
         bytes(packets.INAValues(values=[1, 2, 3]))
-    assert packets.INA(flags="RETX").flags == InaFlags.RETX
+    assert packets.INA(flags="RETX+VIA_SD").flags == InaFlags.RETX | InaFlags.VIA_SD
+    assert bytes(packets.INA(flags="VIA_SD", sd_fanin=7))[18:20] == b"\x02\x07"
 
 
 # ============================================================================ fixed point
@@ -211,9 +224,10 @@ def test_fixed_point_overflow_names_the_scale():
     n = 8
     bound = max_abs_q(n)
     assert bound == (2**31 - 1) // 8
-    ok = np.array([bound / 2.0**S], dtype=np.float64).astype(np.float32)
-    ok = np.nextafter(ok, np.float32(0)) if abs(quantize(ok.astype(np.float64), S, n)[0]) > bound else ok
-    quantize(ok, S, n)  # at the bound: fine
+    edge = np.float32(bound - 15)  # float32 steps are 16 apart here: the largest below
+    assert quantize(np.array([edge, -edge]), 0, n).tolist() == [bound - 15, 15 - bound]
+    with pytest.raises(FixedPointOverflow, match="even scale 0"):
+        quantize(np.array([np.float32(bound + 1)]), 0, n)
     g = np.array([0.1, -5000.0], dtype=np.float32)
     with pytest.raises(FixedPointOverflow) as e:
         quantize(g, S, n)
@@ -248,18 +262,26 @@ def test_policy_roundtrip_and_derived_tables():
     d = {
         "job": 3, "ps": "10.0.0.1", "workers": ["10.0.0.2", "10.0.0.3", "10.0.0.4"],
         "num_fragments": 4, "tags": [[5, 17, 0, 5], [5, 17, 0, 0], 0],
-        "fanin": {"17": [0, 3, 0, 0]}, "sd": {"id": 17}, "partial_tags": {"5": [17, 0, 0, 0]},
+        "fanin": {"17": [2, 3, 0, 0]}, "sd": {"id": 17}, "partial_tags": {"5": [17, 0, 0, 0]},
     }
     p = Policy.from_dict(d)
     assert p.switch_ips == {5: "10.255.0.5", 17: "10.255.0.17"} and p.sd == SwitchRef(17, "10.255.0.17")
     assert p.fanin[5].tolist() == [2, 0, 0, 1]  # derived: workers tagging (5, f)
     r0 = p.for_worker(0)
-    assert r0.tags.tolist() == [5, 17, 0, 5] and r0.fanin.tolist() == [2, 0, 0, 1]
+    assert r0.tags.tolist() == [5, 17, 0, 5] and r0.fanin.tolist() == [2, 3, 0, 1]
+    # fragment 0: switch 5's aggregate is merged again at s_d, which expects 2
+    assert r0.flags.tolist() == [InaFlags.VIA_SD, 0, 0, 0] and r0.sd_fanin.tolist() == [2, 0, 0, 0]
+    with pytest.raises(PolicyError, match=r"fanin\[17\]\[0\] = 1 but switch 17 gets 2"):
+        Policy.from_dict({**d, "fanin": {"17": [1, 3, 0, 0]}})
+    with pytest.raises(PolicyError, match=r"partial_tags\[5\]\[1\] = 6"):
+        Policy.from_dict({**d, "partial_tags": {"5": [17, 6, 0, 0]}})
+    assert Policy.from_dict({**d, "fanin": {}}).fanin[17].tolist() == [2, 2, 0, 0]  # derived
     assert p.for_worker(2).fanin.tolist() == [0, 0, 0, 0]
     assert {s: f.tolist() for s, f in p.clear_targets().items()} == {5: [0, 3]}
     again = Policy.from_dict(json.loads(json.dumps(p.to_dict())))
     assert again.to_dict() == p.to_dict() and again.to_dict()["tags"][2] == 0
-    assert Policy.from_dict({**d, "sd": None}).clear_targets()[17].tolist() == [1]
+    no_sd = Policy.from_dict({**d, "sd": None, "partial_tags": None})
+    assert no_sd.clear_targets()[17].tolist() == [1] and not no_sd.for_worker(0).flags.any()
 
 
 @pytest.mark.parametrize(
@@ -268,6 +290,7 @@ def test_policy_roundtrip_and_derived_tables():
         ({"workers": ["10.0.0.2", "nope"]}, r"workers\[1\]"),
         ({"tags": [[0, 0, 0], 0]}, "num_fragments = 4"),
         ({"tags": [[5, 5, 0, 0], [5, 0, 0, 0]], "fanin": {"5": [1, 1, 0, 0]}}, r"fanin\[5\]\[0\] = 1"),
+        ({"partial_tags": {"5": 9}}, r"partial_tags\[5\]\[0\] = 9"),  # no s_d configured
         ({"fanin": {"5": 300}}, "outside 0..255"),
         ({"job": 256}, "job"),
         ({"version": 2}, "version"),
@@ -291,11 +314,13 @@ def test_ps_baseline_exact_sum(net):
     _check_exact(pol, grads, ps, out)
     st = rep.jobs[1]
     assert rep.complete and st.completed == pol.num_fragments
-    assert st.accepted_grad == st.packets_in == n_w * pol.num_fragments
+    assert st.accepted_grad == st.contributions == n_w * pol.num_fragments
     assert st.bytes_in == st.packets_in * INA_PACKET_LEN
-    assert st.duplicates == st.overlaps == st.partial_in == 0
-    assert st.results_sent == n_w * pol.num_fragments and st.clears_sent == 0
-    assert all(o[1].retransmissions == 0 for o in out.values())
+    # packets_in > accepted only by spurious retransmissions (a loaded machine)
+    assert st.packets_in == st.accepted_grad + st.duplicates + st.late
+    assert st.packets_in - st.accepted_grad == sum(o[1].retransmissions for o in out.values())
+    assert st.overlaps == st.partial_in == st.clears_sent == 0
+    assert st.results_sent == n_w * pol.num_fragments
 
 
 def test_loss_both_directions_exact(net):
@@ -325,9 +350,12 @@ def test_duplicates_exact(net):
     _check_exact(pol, grads, ps, out)
     st = rep.jobs[3]
     assert st.accepted_grad == n_w * pol.num_fragments
-    # every second copy is a duplicate, or late once the fragment is finished
-    assert st.duplicates + st.late == n_w * pol.num_fragments
-    assert sum(o[1].duplicate_results for o in out.values()) == n_w * pol.num_fragments
+    # every packet is summed once; each second copy is a duplicate (or late, once the
+    # fragment is finished); spurious retransmissions only add to the latter
+    assert st.packets_in == st.accepted_grad + st.duplicates + st.late
+    assert st.duplicates + st.late >= n_w * pol.num_fragments and st.overlaps == 0
+    # a worker stops reading at its last RESULT, so the last second copies go unread
+    assert all(o[1].duplicate_results >= pol.num_fragments // 2 for o in out.values())
 
 
 def test_two_jobs_on_one_ps_do_not_mix(net):
@@ -346,50 +374,43 @@ def test_two_jobs_on_one_ps_do_not_mix(net):
 def test_malformed_packets_are_counted_and_ignored(net):
     n_w, n = 2, 32 * 20
     pol = Policy.ps_only(4, net(1), [net(2), net(3)], num_fragments(n))
-    ps = ParameterServer.from_policies([pol], linger=0.3, max_time=20)
-    bad = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    bad.bind((net(9), 0))
     v = np.arange(32, dtype=np.int32)
-    junk = [
-        b"", b"\x01", bytes(147), os.urandom(500),  # short (500 random bytes: whatever)
-        encode_ina(MsgType.RESULT, 4, 0, 0, 0, 0, 1, 1, values=v),  # wrong type
-        encode_ina(MsgType.CLEAR, 4, 0, 0, values=v),
-        encode_ina(99, 4, 0, 0, 0, 0, 1, 1, values=v),
-        encode_ina(MsgType.GRAD, 77, 0, 0, 0, 0, 1, 1, values=v),  # unknown job
-        encode_ina(MsgType.GRAD, 4, 0, pol.num_fragments, 0, 0, 1, 1, values=v),  # out of range
-        encode_ina(MsgType.GRAD, 4, 0, 2**32 - 1, 0, 0, 1, 1, values=v),
-        encode_ina(MsgType.GRAD, 4, 1, 0, 0, 0, 1, 1, values=v),  # bitmap != 1 << worker_id
-        encode_ina(MsgType.PARTIAL, 4, 0, 0, 5, 0, 0b100, 1, values=v),  # rank 2 of 2 workers
-        encode_ina(MsgType.PARTIAL, 4, 0, 0, 5, 0, 0, 0, values=v),  # empty bitmap
-    ]
-    for pkt in junk:
-        bad.sendto(pkt, (net(1), PORT))
+    junk = {
+        "short": [b"", b"\x01", bytes(147)],
+        "bad_type": [
+            encode_ina(MsgType.RESULT, 4, 0, 0, 0, 0, 1, 1, values=v),
+            encode_ina(MsgType.CLEAR, 4, 0, 0, values=v),
+            encode_ina(99, 4, 0, 0, 0, 0, 1, 1, values=v),
+            b"\xff" * 500,
+        ],
+        "unknown_job": [encode_ina(MsgType.GRAD, 77, 0, 0, 0, 0, 1, 1, values=v)],
+        "out_of_range": [
+            encode_ina(MsgType.GRAD, 4, 0, pol.num_fragments, 0, 0, 1, 1, values=v),
+            encode_ina(MsgType.GRAD, 4, 0, 2**32 - 1, 0, 0, 1, 1, values=v),
+        ],
+        "bad_bitmap": [
+            encode_ina(MsgType.GRAD, 4, 1, 0, 0, 0, 0b111, 3, values=v),  # rank 2 of 2
+            encode_ina(MsgType.PARTIAL, 4, 0, 0, 5, 0, 0b100, 1, values=v),
+            encode_ina(MsgType.PARTIAL, 4, 0, 0, 5, 0, 0, 0, values=v),  # empty
+        ],
+    }
+
+    def send_junk(_ps: ParameterServer) -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as bad:
+            bad.bind((net(9), 0))
+            for pkts in junk.values():
+                for p in pkts:
+                    bad.sendto(p, (net(1), PORT))
+
     grads = _grads(n_w, n, seed=4)
-    box = {}
-    t = threading.Thread(target=lambda: box.setdefault("rep", ps.run()))
-    t.start()
-    out = {}
-    for r in range(n_w):  # sequential: the PS is already busy with the junk
-        th = threading.Thread(
-            target=lambda r=r: out.setdefault(
-                (4, r), Worker.from_policy(pol, r, timeout=0.05, max_time=10).allreduce(grads[r])
-            )
-        )
-        th.start()
-        th.join(15)
-    t.join(20)
-    ps.close()
-    bad.close()
+    rep, ps, out = _run([pol], {4: grads}, before=send_junk)
     _check_exact(pol, grads, ps, out)
-    c = box["rep"].counters
-    short = sum(len(p) < INA_PACKET_LEN for p in junk)
-    assert c.datagrams == len(junk) + n_w * pol.num_fragments
-    # the 500 random bytes are counted under one of the reasons, whichever it hits
-    counted = c.short + c.bad_type + c.unknown_job + c.out_of_range + c.bad_bitmap
-    assert counted == len(junk) or (counted == len(junk) - 1 and box["rep"].jobs[4].late >= 0)
-    assert c.short >= short - 1 and c.bad_type >= 3 and c.unknown_job >= 1
-    assert c.out_of_range >= 2 and c.bad_bitmap >= 3
-    assert box["rep"].jobs[4].contributions == n_w * pol.num_fragments
+    c = rep.counters
+    for reason, pkts in junk.items():
+        assert getattr(c, reason) == len(pkts), reason
+    st = rep.jobs[4]
+    assert c.datagrams == sum(map(len, junk.values())) + st.packets_in
+    assert st.accepted_grad == n_w * pol.num_fragments  # (+ spurious RETX under load)
 
 
 def test_ps_bitmap_accounting_partials_and_clears(net):
@@ -409,9 +430,10 @@ def test_ps_bitmap_accounting_partials_and_clears(net):
     v = [np.full(32, 1 << r, dtype=np.int32) for r in range(n_w)]
     addr = (net(50), PORT)
 
-    def pkt(mt, bm, wid=0, frag=0, flags=0):
+    def pkt(mt, bm, wid=0, frag=0, flags=0, origin=0):
         vals = sum(v[r] for r in range(n_w) if bm >> r & 1)
-        return encode_ina(mt, 6, wid, frag, 5, 0, bm, bin(bm).count("1"), 0, flags, vals), addr
+        n = bin(bm).count("1")
+        return encode_ina(mt, 6, wid, frag, 5, origin, bm, n, 0, flags, values=vals), addr
 
     P, G = MsgType.PARTIAL, MsgType.GRAD
     seq = [
@@ -422,19 +444,25 @@ def test_ps_bitmap_accounting_partials_and_clears(net):
         pkt(G, 0b0100, wid=2, flags=InaFlags.RETX),  # duplicate (a RETX)
         pkt(G, 0b1000, wid=3),  # accepted -> complete
         pkt(G, 0b1000, wid=3, flags=InaFlags.RETX),  # late RETX: RESULT again by unicast
+        # fragment 1: a GRAD with several contributors (a VIA_SD aggregate that a busy
+        # s_d passed on to the PS) counts by its bitmap
+        pkt(G, 0b0111, frag=1, origin=9),
+        pkt(G, 0b1000, wid=3, frag=1),
     ]
     for data, a in seq:
         ps._handle(data, a, 0.0)
     st = ps.jobs[6].stats
-    assert (st.accepted_partial, st.accepted_grad, st.duplicates, st.overlaps, st.late) == (1, 2, 2, 1, 1)
-    assert st.completed == 1 and st.contributions == 4 and st.result_resends == 1
-    assert ps.result(6)[:32].tolist() == [15] * 32
-    hdr, vals = decode_ina(sd.recv(2048))  # the one RESULT, to s_d with its tag
-    assert (hdr.msg_type, hdr.tag, hdr.bitmap, hdr.count, hdr.fragment) == (3, 9, 0b1111, 4, 0)
-    assert vals.tolist() == [15] * 32
+    assert (st.accepted_partial, st.accepted_grad, st.duplicates, st.overlaps, st.late) == (1, 4, 2, 1, 1)
+    assert st.completed == 2 and st.contributions == 8 and st.result_resends == 1
+    assert (st.merged_grad_in, st.forwarded_in) == (1, 1)
+    assert ps.result(6).tolist() == [15] * 64
+    for frag in (0, 1):  # one RESULT per fragment, to s_d with its tag
+        hdr, vals = decode_ina(sd.recv(2048))
+        assert (hdr.msg_type, hdr.tag, hdr.bitmap, hdr.count, hdr.fragment) == (3, 9, 0b1111, 4, frag)
+        assert vals.tolist() == [15] * 32
     got = [decode_ina(sw5.recv(2048))[0] for _ in range(2)]  # CLEAR + unicast RESULT (RETX)
-    kinds = sorted((h.msg_type, h.tag, h.flags) for h in got)
-    assert kinds == [(MsgType.RESULT, 0, InaFlags.RETX), (MsgType.CLEAR, 5, 0)]
+    kinds = sorted((h.msg_type, h.tag, h.flags, h.fragment) for h in got)
+    assert kinds == [(MsgType.RESULT, 0, InaFlags.RETX, 0), (MsgType.CLEAR, 5, 0, 0)]
     ps.close()
     sw5.close()
     sd.close()
@@ -442,28 +470,26 @@ def test_ps_bitmap_accounting_partials_and_clears(net):
 
 class _ModelSwitches(threading.Thread):
     """A Python model of the switch side of docs/ina.md for the end-to-end test:
-    aggregating switches (no busy aggregators) and s_d's RESULT multicast."""
+    aggregating switches (no busy aggregators), VIA_SD merging at s_d and s_d's RESULT
+    multicast."""
 
     def __init__(self, pol: Policy, ps_addr: tuple[str, int]) -> None:
         super().__init__(daemon=True)
         self.pol, self.ps_addr = pol, ps_addr
         self.socks = {}
         for s, ip in pol.switch_ips.items():
-            sk = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            sk.bind((ip, PORT))
-            sk.settimeout(0.05)
-            self.socks[s] = sk
+            self.socks[s] = open_ina_socket(ip, PORT)  # large buffer: bursts of windows
         self.aggs: dict[tuple[int, int, int], list] = {}  # (switch, job, frag) -> [bm, n, vals]
-        self.partials = self.clears = self.multicast = 0
+        self.partials = self.clears = self.multicast = self.via_sd = 0
         self.stop = threading.Event()
 
     def run(self) -> None:
+        by_sock = {sk: s for s, sk in self.socks.items()}
         while not self.stop.is_set():
-            for s, sk in self.socks.items():
-                try:
-                    data = sk.recv(2048)
-                except TimeoutError:
-                    continue
+            ready, _, _ = select.select(list(by_sock), [], [], 0.05)
+            for sk in ready:
+                s = by_sock[sk]
+                data = sk.recv(2048)
                 h, vals = decode_ina(data)
                 key = (s, h.job_id, h.fragment)
                 if h.msg_type == MsgType.GRAD and h.tag == s:
@@ -472,9 +498,14 @@ class _ModelSwitches(threading.Thread):
                         a[0] |= h.bitmap
                         a[1] += h.count
                         a[2] += vals
-                    if a[1] >= h.fanin:  # complete (again): send the partial on
+                    if a[1] >= h.fanin and h.flags & InaFlags.VIA_SD:  # merge again at s_d
+                        sd = self.pol.sd
+                        sk.sendto(encode_ina(MsgType.GRAD, h.job_id, 0, h.fragment, sd.id, 0,
+                                             a[0], a[1], h.sd_fanin, values=a[2]), (sd.ip, PORT))
+                        self.via_sd += 1
+                    elif a[1] >= h.fanin:  # complete (again): send the partial on
                         sk.sendto(encode_ina(MsgType.PARTIAL, h.job_id, 0, h.fragment, s, 0,
-                                             a[0], a[1], 0, 0, a[2]), self.ps_addr)
+                                             a[0], a[1], values=a[2]), self.ps_addr)
                         self.partials += 1
                 elif h.msg_type == MsgType.CLEAR and h.tag == s:
                     self.aggs.pop(key, None)
@@ -494,28 +525,33 @@ class _ModelSwitches(threading.Thread):
 
 def test_switch_tags_partials_sd_multicast_exact(net):
     """Tags from a policy: fragments go to a model switch 5, to s_d (9) or to the PS;
-    partials, RESULT through s_d and CLEARs complete the job exactly; every model
-    aggregator is freed at the end. Worker 3 loses packets (retransmitted to the PS)."""
+    some of 5's aggregates are merged again at s_d (VIA_SD); partials, RESULT through
+    s_d and CLEARs complete the job exactly and free every model aggregator. Worker 3
+    loses packets (retransmitted to the PS)."""
     n_w, n_f = 4, 60
     f = np.arange(n_f)
     row01 = np.where(f % 3 == 0, 5, np.where(f % 3 == 1, 9, 0))
     row23 = np.where(f % 2 == 0, 5, 0)
     tags = np.stack([row01, row01, row23, row23])
+    partial5 = np.where((f % 4 == 0) & (f % 3 != 1), 9, 0)  # where 5 aggregates f
     pol = Policy(job=8, ps=net(1), workers=tuple(net(2 + r) for r in range(n_w)),
                  num_fragments=n_f, tags=tags, switch_ips={5: net(50), 9: net(90)},
-                 sd=SwitchRef(9, net(90)))
+                 sd=SwitchRef(9, net(90)), partial_tags={5: partial5})
+    assert pol.fanin[9][0] == 4 and pol.fanin[9][1] == 2  # merged workers count at s_d
     model = _ModelSwitches(pol, (net(1), PORT))
     model.start()
     grads = _grads(n_w, n_f * 32, seed=8)
     try:
         faults = iter([None, None, None, FaultInjection(drop_every=4)])
-        rep, ps, out = _run([pol], {8: grads}, worker_kw={"faults": lambda: next(faults)},
-                            ps_kw={"linger": 0.5})
+        # timeout well above the model's reaction time: a retransmission that overtakes
+        # a slow switch leaves a stale aggregator behind (see the note in docs/ina_policy.md)
+        rep, ps, out = _run([pol], {8: grads}, ps_kw={"linger": 0.5},
+                            worker_kw={"faults": lambda: next(faults), "timeout": 0.3})
     finally:
         model.close()
     _check_exact(pol, grads, ps, out)
     st = rep.jobs[8]
-    assert st.accepted_partial > 0 and model.partials > 0
+    assert st.accepted_partial > 0 and model.partials > 0 and model.via_sd > 0
     assert st.results_sent == n_f  # one RESULT per fragment, to s_d
     assert model.multicast >= n_f * n_w
     assert st.clears_sent == model.clears == sum(len(v) for v in pol.clear_targets().values())

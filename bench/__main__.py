@@ -1,0 +1,38 @@
+"""``make bench``: every benchmark, one after the other (tables and ratios).
+
+    python -m bench [placement] [target] [ina]
+
+With no names, runs all of them. Each is also runnable alone:
+``python -m bench.placement_bench``, ``python -m bench.target_bench``,
+``python -m bench.ina_bench``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+BENCHES = {
+    "placement": "bench.placement_bench",
+    "target": "bench.target_bench",
+    "ina": "bench.ina_bench",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the named benchmarks (default: all)."""
+    names = list(sys.argv[1:] if argv is None else argv) or list(BENCHES)
+    unknown = [n for n in names if n not in BENCHES]
+    if unknown or any(n in ("-h", "--help") for n in names):
+        print(__doc__)
+        return 2 if unknown else 0
+    rc = 0
+    for name in names:
+        print(f"\n=== {name} ===", flush=True)
+        mod = importlib.import_module(BENCHES[name])
+        rc |= mod.main([]) or 0
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,226 @@
+"""Placement benchmark: greedy+LP vs the MILP optimum vs baselines, and greedy solve time.
+
+Run: ``python -m bench.placement_bench`` (``--quick``: smaller, ``--full``: also the slow
+MILPs of the oversubscribed k=8 fat-tree; ``--max-seconds``: budget per greedy timing).
+
+Setup: fat-tree(k), every link 1000 Mbit/s (``2:1``: agg-core links 500), the PS is
+the first host ``h1``, every other host is a worker, a programmable switch processes
+``C = k/2 * 1000`` Mbit/s (as much as its uplinks carry). gamma is the rate each worker
+pushes (Mbit/s). ``random`` is the mean over 5 seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import random
+import statistics
+import time
+from collections.abc import Callable, Iterable
+
+import networkx as nx
+from rich.console import Console
+from rich.table import Table
+
+from controller.placement import (
+    PlacementError,
+    PlacementProblem,
+    degree_first_placement,
+    greedy_placement,
+    optimal_placement,
+    random_placement,
+    tor_first_placement,
+)
+
+LINK_BW = 1000.0
+
+
+def _fat_tree_internal(k: int, bw: float) -> nx.Graph:
+    """Same names and order as topologies.fat_tree: cores, then per pod aggs and edges."""
+    h = k // 2
+    g = nx.Graph()
+    n = 0
+
+    def sw(role: str) -> str:
+        nonlocal n
+        n += 1
+        g.add_node(f"s{n}", kind="switch", role=role, device_id=n)
+        return f"s{n}"
+
+    cores = [sw("core") for _ in range(h * h)]
+    aggs: list[list[str]] = []
+    edges: list[list[str]] = []
+    for _ in range(k):
+        aggs.append([sw("agg") for _ in range(h)])
+        edges.append([sw("edge") for _ in range(h)])
+    hid = 0
+    for pod in range(k):
+        for e in edges[pod]:
+            for _ in range(h):
+                hid += 1
+                g.add_node(f"h{hid}", kind="host", role="host")
+                g.add_edge(e, f"h{hid}", capacity=bw)
+    for pod in range(k):
+        for e in edges[pod]:
+            for a in aggs[pod]:
+                g.add_edge(e, a, capacity=bw)
+    for pod in range(k):
+        for j, a in enumerate(aggs[pod]):
+            for c in cores[j * h : (j + 1) * h]:
+                g.add_edge(a, c, capacity=bw)
+    return g
+
+
+def fat_tree_graph(k: int, core_bw: float = LINK_BW) -> nx.Graph:
+    """fat-tree(k) graph with LINK_BW links, agg-core links at ``core_bw``."""
+    # TODO: drop the internal generator once topologies.fat_tree is settled.
+    try:
+        from topologies import fat_tree
+
+        g = fat_tree(k, bw=LINK_BW).graph.copy()
+    except (ImportError, AttributeError):
+        g = _fat_tree_internal(k, LINK_BW)
+    for u, v, d in g.edges(data=True):
+        if {g.nodes[u].get("role"), g.nodes[v].get("role")} == {"agg", "core"}:
+            d["capacity"] = core_bw
+    return g
+
+
+def fat_tree_problem(k: int, budget: int, core_bw: float = LINK_BW) -> PlacementProblem:
+    g = fat_tree_graph(k, core_bw)
+    hosts = [n for n, kind in g.nodes(data="kind") if kind == "host"]
+    return PlacementProblem(g, hosts[0], hosts[1:], budget, k / 2 * LINK_BW)
+
+
+def random_problem(seed: int) -> PlacementProblem:
+    """Small random switch graph (5-7 switches, 5-9 hosts, mixed capacities), K = 2."""
+    rng = random.Random(seed)
+    n_sw = rng.randint(5, 7)
+    sws = [f"s{i}" for i in range(n_sw)]
+    g = nx.Graph()
+    g.add_nodes_from(sws, kind="switch", role="switch")
+    for u, v in nx.random_labeled_tree(n_sw, seed=seed).edges:
+        g.add_edge(sws[u], sws[v], capacity=float(rng.choice([50, 100, 200])))
+    for _ in range(rng.randint(0, 3)):
+        u, v = rng.sample(sws, 2)
+        g.add_edge(u, v, capacity=float(rng.choice([50, 100, 200])))
+    hosts = [f"h{i}" for i in range(rng.randint(5, 9))]
+    for h in hosts:
+        g.add_node(h, kind="host", role="host")
+        g.add_edge(h, rng.choice(sws), capacity=float(rng.choice([100, 200])))
+    return PlacementProblem(g, hosts[0], hosts[1:], 2, rng.choice([150.0, 300.0, 1e4]))
+
+
+def _timed(fn: Callable[[], object]) -> tuple[object, float]:
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def quality_table(cases: list[tuple[str, int, int, float]], milp_limit: float) -> Table:
+    tab = Table(title="gamma (Mbit/s per worker): greedy+LP vs MILP optimum vs baselines")
+    for col in ("topology", "K", "greedy", "MILP opt", "random", "ToR-first", "degree-first",
+                "greedy gap", "greedy s", "MILP s"):  # fmt: skip
+        tab.add_column(col, justify="right" if col != "topology" else "left")
+    for name, k, budget, core_bw in cases:
+        prob = fat_tree_problem(k, budget, core_bw)
+        gr, t_gr = _timed(lambda p=prob: greedy_placement(p))
+        try:
+            opt, t_opt = _timed(
+                lambda p=prob, g=gr: optimal_placement(
+                    p, time_limit_s=milp_limit, lower_bound=g.gamma
+                )
+            )
+        except PlacementError:
+            opt, t_opt = None, milp_limit
+        rnd = statistics.mean(random_placement(prob, s).gamma for s in range(5))
+        tor = tor_first_placement(prob).gamma
+        deg = degree_first_placement(prob).gamma
+        if opt is not None:
+            mark = "" if opt.optimal else f" (<= {opt.upper_bound:.1f})"
+            opt_s = f"{opt.gamma:.1f}{mark}"
+            gap = f"{100 * (1 - gr.gamma / max(opt.gamma, gr.gamma)):.2f}%"
+        else:
+            opt_s, gap = "timeout", "?"
+        tab.add_row(
+            name, str(budget), f"{gr.gamma:.1f}", opt_s, f"{rnd:.1f}", f"{tor:.1f}",
+            f"{deg:.1f}", gap, f"{t_gr:.2f}", f"{t_opt:.2f}",
+        )  # fmt: skip
+    return tab
+
+
+def random_graphs_table(n: int) -> Table:
+    gaps, t_gr, t_opt = [], 0.0, 0.0
+    for seed in range(n):
+        prob = random_problem(seed)
+        gr, dt = _timed(lambda p=prob: greedy_placement(p))
+        t_gr += dt
+        opt, dt = _timed(lambda p=prob: optimal_placement(p, time_limit_s=30))
+        t_opt += dt
+        gaps.append(1 - gr.gamma / max(opt.gamma, gr.gamma))
+    tab = Table(title=f"greedy vs MILP on {n} small random graphs (K=2)")
+    for col in ("greedy optimal", "mean gap", "worst gap", "greedy ms/inst", "MILP ms/inst"):
+        tab.add_column(col, justify="right")
+    hit = sum(g < 1e-5 for g in gaps)
+    tab.add_row(
+        f"{hit}/{n}", f"{100 * statistics.mean(gaps):.2f}%", f"{100 * max(gaps):.2f}%",
+        f"{1000 * t_gr / n:.1f}", f"{1000 * t_opt / n:.1f}",
+    )  # fmt: skip
+    return tab
+
+
+def timing_table(ks: Iterable[int], max_seconds: float, console: Console) -> Table:
+    """Greedy time for K = 4 and K = k/2, growing k while the estimate stays in budget."""
+    tab = Table(title="greedy solve time on fat-tree(k) (one LP per candidate per round)")
+    for col in ("k", "hosts", "switches", "K", "LPs solved", "greedy s", "ms/LP", "gamma"):
+        tab.add_column(col, justify="right")
+    alpha: float | None = None  # ms per LP per (worker group x slot), from the last run
+    for k in ks:
+        ran = False
+        for budget in sorted({min(4, k // 2), k // 2}):
+            prob = fat_tree_problem(k, budget)
+            n_lp = sum(len(prob.candidates) - r for r in range(budget))
+            size = (k * k / 2) * (budget + 1)  # an LP has k^2/2 worker groups x slots
+            row = [str(k), str(len(prob.workers) + 1), str(len(prob.switches)), str(budget),
+                   str(n_lp)]  # fmt: skip
+            est = None if alpha is None else n_lp * alpha * size / 1000
+            if est is not None and est > max_seconds:
+                tab.add_row(*row, f"skipped (~{est:.0f} s)", "", "")
+                continue
+            console.log(f"timing greedy on fat-tree k={k}, K={budget} ({n_lp} LPs)...")
+            gr, dt = _timed(lambda p=prob: greedy_placement(p))
+            ms = 1000 * dt / n_lp
+            alpha, ran = ms / size, True
+            tab.add_row(*row, f"{dt:.2f}", f"{ms:.2f}", f"{gr.gamma:.1f}")
+        if not ran:
+            break
+    return tab
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="k=4 only, fewer random graphs")
+    ap.add_argument("--full", action="store_true", help="add oversubscribed k=8 (slow MILP)")
+    ap.add_argument("--max-seconds", type=float, default=60.0, help="greedy timing budget")
+    ap.add_argument("--milp-limit", type=float, default=60.0, help="MILP time limit (s)")
+    args = ap.parse_args(argv)
+    console = Console()
+    if not console.is_terminal:  # piped: do not squeeze the tables into 80 columns
+        console = Console(width=130)
+
+    half = LINK_BW / 2
+    cases = [("fat-tree k=4", 4, b, LINK_BW) for b in (1, 2, 4)]
+    cases += [("fat-tree k=4 2:1", 4, b, half) for b in (1, 2, 4)]
+    if not args.quick:
+        cases += [("fat-tree k=8", 8, b, LINK_BW) for b in (2, 4, 8)]
+    if args.full:
+        cases += [("fat-tree k=8 2:1", 8, b, half) for b in (2, 4)]
+    console.log("greedy vs MILP vs baselines...")
+    console.print(quality_table(cases, args.milp_limit))
+    console.print(random_graphs_table(10 if args.quick else 50))
+    ks = [4, 8] if args.quick else itertools.chain([4, 8], itertools.count(16, 4))
+    console.print(timing_table(ks, args.max_seconds, console))
+
+
+if __name__ == "__main__":
+    main()
