@@ -35,8 +35,9 @@ from topologies import fat_tree
 from topologies.base import Topology
 
 from .deploy import deploy
-from .ina import InaDeployment, InaJob
+from .ina import InaDeployment, InaJob, switch_ip
 from .p4runtime import REPO_ROOT
+from .routing import port_mac
 
 console = Console(stderr=False)
 
@@ -98,7 +99,7 @@ def _gradients(n_workers: int, n_values: int, seed: int) -> list[np.ndarray]:
 
 
 def _run_job(net: Any, topo: Topology, job: InaJob, grads: list[np.ndarray], run_dir: Path,
-             tag: str, window: int, max_time: float) -> RunResult:
+             tag: str, window: int, timeout: float, max_time: float) -> RunResult:
     """Start the PS and every worker in their hosts; wait; check sums exactly."""
     policy = job.write_policy(run_dir / f"policy-{tag}.json")
     expected = sum(quantize(g, job.scale_bits, len(grads)).astype(np.int64) for g in grads)
@@ -118,7 +119,8 @@ def _run_job(net: Any, topo: Topology, job: InaJob, grads: list[np.ndarray], run
         workers[w] = (rank, net.host(w).popen(
             [sys.executable, "-m", "hosts.ina_worker", "--policy", str(policy), "--rank", str(rank),
              "--gradient", str(gpath), "--out-int", str(run_dir / f"out-{tag}-{rank}.npy"),
-             "--window", str(window), "--max-time", str(max_time), "--json", "--no-progress"],
+             "--window", str(window), "--timeout", str(timeout), "--max-time", str(max_time),
+             "--json", "--no-progress"],
             cwd=str(REPO_ROOT)))
     retx = 0
     mismatches = 0
@@ -139,14 +141,31 @@ def _run_job(net: Any, topo: Topology, job: InaJob, grads: list[np.ndarray], run
     if ps.returncode != 0:
         raise RuntimeError(f"PS failed: {(err or b'').decode()[-500:]}")
     rep = json.loads(out.decode().strip().splitlines()[-1])
-    nic = rep.get("nic") or {}
+    st = rep["jobs"][str(job.job_id)]
     return RunResult(
         mode=tag, seconds=seconds,
-        ps_rx_bytes=int(nic.get("rx_bytes", rep.get("bytes_in", 0))),
-        ps_rx_packets=int(nic.get("rx_packets", rep.get("packets_in", 0))),
-        ps_packets={k: int(v) for k, v in rep.get("packets", {}).items()} if isinstance(rep.get("packets"), dict) else {},
+        ps_rx_bytes=int(rep.get("nic_rx_bytes") or 0),
+        ps_rx_packets=int(rep.get("nic_rx_packets") or 0),
+        ps_packets={k: int(st[k]) for k in ("grad_in", "partial_in", "retx_in", "forwarded_in",
+                                             "duplicates", "overlaps")},
         retransmissions=retx, exact=mismatches == 0, mismatches=mismatches,
     )
+
+
+def _switch_neighbors(net: Any, topo: Topology, switches: list[str]) -> None:
+    """Static ARP on every host for the aggregating switches' addresses (10.255.x.y).
+
+    They lie in the hosts' 10.0.0.0/8 subnet, so hosts would ARP for them; the MAC given
+    is that of the host's own switch port, which routes the packet on by IP.
+    """
+    for h in topo.hosts():
+        iface = topo.iface(h)
+        sw = iface["switch"]
+        mac = port_mac(topo.device_id(sw), topo.port(sw, h))
+        cmds = [f"ip neigh replace {switch_ip(topo.device_id(s))} lladdr {mac} dev {iface['name']} nud permanent"
+                for s in switches]
+        if cmds:
+            net.host(h).cmd("; ".join(cmds))
 
 
 def run_ina(args: argparse.Namespace) -> int:
@@ -171,14 +190,15 @@ def run_ina(args: argparse.Namespace) -> int:
     results: list[RunResult] = []
     with Network(topo, target=args.target, log=_log) as net:
         addresses = net.grpc_addresses()
+        _switch_neighbors(net, topo, ina_job.aggregating_switches)
         for job, tag in ((ina_job, "ina"), (base_job, "ps")):
             dep = InaDeployment(topo, addresses, [job])
             rep = dep.deploy()
-            _log(f"[{tag}] deployed: {len(dep.aggregators)} aggregating switches; {rep}")
-            res = _run_job(net, topo, job, grads, run_dir, tag, args.window, args.max_time)
+            _log(f"{tag}: deployed: {len(dep.aggregators)} aggregating switches; {rep}")
+            res = _run_job(net, topo, job, grads, run_dir, tag, args.window, args.timeout, args.max_time)
             if dep.aggregators:
                 res.switch_events = dep.read_events()
-            _log(f"[{tag}] {res.seconds:.1f} s, PS received {res.ps_rx_bytes:,} bytes "
+            _log(f"{tag}: {res.seconds:.1f} s, PS received {res.ps_rx_bytes:,} bytes "
                  f"in {res.ps_rx_packets:,} packets; exact sums: {res.exact}")
             results.append(res)
         if args.cli:
@@ -253,10 +273,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, default=4, help="fat-tree arity (default 4)")
     p.add_argument("--bw", type=float, default=20.0, help="link bandwidth in Mbit/s (default 20)")
     p.add_argument("--workers", type=int, default=0, help="number of workers (default: every other host)")
-    p.add_argument("--values", type=int, default=16384, help="gradient size in float32 values (default 16384)")
+    p.add_argument("--values", type=int, default=65536, help="gradient size in float32 values (default 65536)")
     p.add_argument("--budget", type=int, default=2, help="K programmable switches (default 2)")
     p.add_argument("--capacity", type=float, default=1000.0, help="switch capacity C in Mbit/s")
     p.add_argument("--window", type=int, default=32, help="outstanding fragments per worker")
+    p.add_argument("--timeout", type=float, default=1.0, help="worker retransmission timeout (s)")
     p.add_argument("--max-time", type=float, default=300.0, help="bound on each run (s)")
     p.add_argument("--seed", type=int, default=1, help="gradient seed")
     p.add_argument("--target", default=None, help="auto|embedded|bmv2 (default: $TARGET or auto)")

@@ -251,7 +251,6 @@ class PlacementProblem:
             private = self._arc_index[(rep, key[1])] if key[0] == "leaf" else None
             access = sum(float(d["capacity"]) for d in g[rep].values())
             self._groups.append(_Group(tuple(members), rep, private, access))
-        self._group_of = {w: i for i, grp in enumerate(self._groups) for w in grp.members}
 
         # Cache of arc paths: (src, dst) -> tuple of arc indices.
         self._path_cache: dict[tuple[str, str], tuple[int, ...]] = {}
@@ -774,7 +773,9 @@ def optimal_placement(
     largest value it can take (a worker's access capacity, ``C / n_g``). Meant for small
     topologies. ``Placement.optimal`` says whether optimality was proven within
     ``time_limit_s``; ``upper_bound`` is the solver's bound on gamma. The reported
-    rates come from :func:`solve_lp` on the chosen set.
+    rates come from :func:`solve_lp` on the chosen set. ``lower_bound``: a gamma known
+    to be reachable (e.g. the greedy's), which prunes the search. Solvers: ``"HIGHS"``
+    (default; much faster here) or ``"SCIP"``.
     """
     t0 = time.perf_counter()
     prob = problem
@@ -817,7 +818,11 @@ def optimal_placement(
     params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, 1e-6)
     status = sv.Solve(params)
     if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
-        raise PlacementError(f"MILP solver returned status {status} (no solution)")
+        # HiGHS reports a time-out without incumbent as an unmapped status (99)
+        raise PlacementError(
+            f"MILP ({solver}) found no placement within {time_limit_s:g} s (status {status}); "
+            "raise time_limit_s or use greedy_placement"
+        )
     chosen = [s for s, yi in zip(cands, y, strict=True) if yi.solution_value() > 0.5]
     if y_tor is not None and y_tor.solution_value() > 0.5:
         chosen.append(prob.tor)
@@ -954,6 +959,10 @@ def routing_policy(placement: Placement | LPResult, num_fragments: int) -> Routi
        contiguous block of its quota; workers with equal rates get identical tags.
        Direct sending (0) takes what is left.
     3. Slots map to fragments through one fixed spreading permutation for all workers.
+
+    Tag values are the switches' ``device_id`` (see :meth:`PlacementProblem.switch_ids`);
+    given a bare :class:`LPResult` (no graph at hand) they are 1, 2, ... in the order
+    ``S``, ``s_d``.
     """
     if isinstance(num_fragments, bool) or not isinstance(num_fragments, int | np.integer):
         raise PlacementError(f"num_fragments must be an integer, got {num_fragments!r}")
