@@ -17,7 +17,8 @@ the placement (greedy + LP, ``controller/placement.py``) and the routing policy 
 switch aggregates which worker's fragment). :class:`InaDeployment` installs one or more
 jobs: the aggregating switches (``S`` and ``s_d``) get ``ina.p4``, every other switch
 ``forward.p4``; all get routes to every host and to every aggregating switch's address;
-``s_d`` gets each job's multicast group and per-worker RESULT rewrite entries.
+the switches of each job's RESULT tree (rooted at ``s_d``) get its multicast group, a
+route for its result address, and per-worker unicast rewrites at the leaves.
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import networkx as nx
+
 from topologies.base import Topology
 
-from .deploy import DEFAULT_PROGRAM, Deployment, DeployReport
+from .deploy import DEFAULT_PROGRAM, Deployment, DeployReport, Forwarding
 from .p4runtime import REPO_ROOT, ControlBlock, DeployError, Program, multicast_group
 from .placement import (
     Placement,
@@ -87,19 +90,26 @@ class Aggregator(ControlBlock):
 
 
 class ResultFanout(ControlBlock):
-    """``ResultFanout`` (egress, on ``s_d``): one RESULT replica per worker, readdressed."""
+    """``ResultFanout`` (egress, ``result_fanout.p4``, in both programs): a multicast
+    replica toward a worker becomes a unicast to it."""
 
     CONTROL = "MyEgress.result_fanout"
     TABLES = ("ina_result_fanout",)
     ACTIONS = ("set_worker_destination",)
 
-    def fanout_entries(self, job_id: int, workers: list[tuple[str, str]]) -> list[Any]:
-        """INSERTs ``rid (job·256 + rank) -> set_worker_destination(ip, mac)``."""
+    def fanout_entries(self, job_id: int, workers: list[tuple[int, str, str]]) -> list[Any]:
+        """INSERTs ``rid (job·256 + rank) -> set_worker_destination(ip, mac)`` for
+        ``(rank, ip, mac)`` of the workers attached to this switch."""
         return [
             +self.entry("ina_result_fanout", {"standard_metadata.egress_rid": result_rid(job_id, rank)},
                         "set_worker_destination", worker_ip=_ip_int(ip), worker_mac=mac)
-            for rank, (ip, mac) in enumerate(workers)
+            for rank, ip, mac in workers
         ]
+
+
+def result_address(job_id: int) -> str:
+    """The address a job's RESULTs carry down its multicast tree: ``10.254.0.<job>``."""
+    return f"10.254.0.{job_id}"
 
 
 def result_rid(job_id: int, rank: int) -> int:
@@ -237,21 +247,50 @@ class InaDeployment:
         for j in self.jobs:
             if j.sd is None:
                 continue
-            sd = j.sd
-            workers = [(topo.host_ip(w), topo.host_mac(w)) for w in j.workers]
-            per_switch[sd] += dep.block(sd, ResultFanout).fanout_entries(j.job_id, workers)
-            replicas = []
-            for rank, (ip, _) in enumerate(workers):
-                r = routes[sd].route(ip)
-                port = r.next_hop.port if r.next_hop is not None else routes[sd].group(r.group_id).members[0].port
-                replicas.append((port, result_rid(j.job_id, rank)))
-            per_switch[sd].append(+multicast_group(j.result_group, replicas))
+            for s, ups in self._result_tree_updates(dep, j).items():
+                per_switch.setdefault(s, []).extend(ups)
 
         async def one(s: str) -> None:
             n = await dep.session(s).write(per_switch[s])
             self.report.updates[s] = self.report.updates.get(s, 0) + n
 
         await asyncio.gather(*(one(s) for s in per_switch))
+
+    def _result_tree_updates(self, dep: Deployment, job: InaJob) -> dict[str, list[Any]]:
+        """The job's RESULT multicast tree: a shortest-path tree from ``s_d`` to every
+        worker. Each switch on it replicates to its child switches (rid 0, the packet
+        keeps the job's result address) and to its own workers (rid = job·256 + rank,
+        rewritten into a unicast by ResultFanout), so each link carries one copy."""
+        topo = self.topology
+        assert job.sd is not None
+        sgraph = topo.graph.subgraph(topo.switches())
+        paths = nx.single_source_shortest_path(sgraph, job.sd)
+        children: dict[str, set[str]] = {}
+        local: dict[str, list[tuple[int, str]]] = {}
+        for rank, w in enumerate(job.workers):
+            leaf = topo.iface(w)["switch"]
+            path = paths.get(leaf)
+            if path is None:
+                raise DeployError(f"worker {w} is unreachable from s_d {job.sd}")
+            for a, b in zip(path, path[1:], strict=False):
+                children.setdefault(a, set()).add(b)
+            local.setdefault(leaf, []).append((rank, w))
+        out: dict[str, list[Any]] = {}
+        group = job.result_group
+        address = result_address(job.job_id)
+        for s in sorted(set(children) | set(local), key=topo.device_id):
+            replicas = [(topo.port(s, c), 0) for c in sorted(children.get(s, ()), key=topo.device_id)]
+            replicas += [(topo.port(s, w), result_rid(job.job_id, r)) for r, w in local.get(s, [])]
+            ups: list[Any] = [+multicast_group(group, replicas)]
+            if local.get(s):
+                ups += dep.block(s, ResultFanout).fanout_entries(
+                    job.job_id, [(r, topo.host_ip(w), topo.host_mac(w)) for r, w in local[s]])
+            if s != job.sd:
+                fwd = dep.block(s, Forwarding)
+                ups.append(+fwd.entry("ipv4_routes", {"hdr.ipv4.dst_addr": f"{address}/32"},
+                                      "set_multicast_group", group=group))
+            out[s] = ups
+        return out
 
     def deploy(self, timeout: float = 60.0) -> DeployReport:
         """Load programs and install everything (synchronous)."""

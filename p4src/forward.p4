@@ -3,7 +3,8 @@
  *
  * ingress: controller packet-out, drop checks, LPM route / ECMP,
  *          TTL decrement, DSCP -> queue priority
- * egress:  emulated link loss, per-port source MAC, packet-in header
+ * egress:  multicast leaves to unicast, emulated link loss, per-port
+ *          source MAC, packet-in header
  */
 #include <core.p4>
 #include <v1model.p4>
@@ -13,6 +14,7 @@
 #include "parsers.p4"
 #include "forwarding.p4"
 #include "priority.p4"
+#include "result_fanout.p4"
 #include "port_macs.p4"
 #include "link_emulation.p4"
 #include "packet_io.p4"
@@ -32,11 +34,13 @@ control MyIngress(inout headers_t hdr,
 control MyEgress(inout headers_t hdr,
                  inout metadata_t meta,
                  inout standard_metadata_t standard_metadata) {
+    ResultFanout() result_fanout;
     LinkEmulation() link_emulation;
     PortMacs() mac_rewrite;
     CpuPacketIn() cpu_packet_in;
 
     apply {
+        result_fanout.apply(hdr, meta, standard_metadata);
         link_emulation.apply(hdr, meta, standard_metadata);
         mac_rewrite.apply(hdr, meta, standard_metadata);
         cpu_packet_in.apply(hdr, meta, standard_metadata);

@@ -18,6 +18,7 @@
 #include "aggregator.p4"
 #include "forwarding.p4"
 #include "priority.p4"
+#include "result_fanout.p4"
 #include "port_macs.p4"
 #include "link_emulation.p4"
 #include "packet_io.p4"

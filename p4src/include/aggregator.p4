@@ -334,8 +334,11 @@ control Aggregator(inout headers_t hdr,
         hdr.ipv4.dst_addr = meta.ina.sd_ip;
     }
 
+    /* The RESULT goes down the job's multicast tree (result_fanout.p4) under
+     * the job's result address; replicas become unicasts at the leaves. */
     action multicast_result() {
         standard_metadata.mcast_grp = meta.ina.result_group;
+        hdr.ipv4.dst_addr = INA_RESULT_ADDRESS_BASE | (bit<32>)hdr.ina.job_id;
         meta.ina.handled = 1;
         ina_events.count(4);
     }
@@ -403,32 +406,6 @@ control Aggregator(inout headers_t hdr,
                     clear_aggregator();
                 }
             }
-        }
-    }
-}
-
-/* Egress on s_d: each replica of a RESULT becomes a unicast to one worker. */
-control ResultFanout(inout headers_t hdr,
-                     inout metadata_t meta,
-                     inout standard_metadata_t standard_metadata) {
-
-    action set_worker_destination(ipv4_addr_t worker_ip, mac_addr_t worker_mac) {
-        hdr.ipv4.dst_addr = worker_ip;
-        hdr.ethernet.dst_addr = worker_mac;
-        hdr.udp.checksum = 0;
-    }
-
-    table ina_result_fanout {
-        key = { standard_metadata.egress_rid: exact; }
-        actions = { set_worker_destination; NoAction; }
-        default_action = NoAction();
-        size = INA_FANOUT_SIZE;
-    }
-
-    apply {
-        /* instance_type 5: a replica made by the PRE */
-        if (hdr.ina.isValid() && standard_metadata.instance_type == 5) {
-            ina_result_fanout.apply();
         }
     }
 }

@@ -61,6 +61,8 @@ const bit<8>  INA_RESULT  = 3;
 const bit<8>  INA_CLEAR   = 4;
 const bit<8>  INA_FLAG_RETX   = 1;   /* a worker's retransmission (to the PS) */
 const bit<8>  INA_FLAG_VIA_SD = 2;   /* the partial aggregate is merged again at s_d */
+/* RESULTs travel down a job's multicast tree addressed to 10.254.0.<job>. */
+const bit<32> INA_RESULT_ADDRESS_BASE = 0x0AFE0000;
 #define INA_JOBS_SIZE 256
 #define INA_FANOUT_SIZE 8192
 /* Why an INA packet was consumed at a switch: index of the ina_drops counter. */

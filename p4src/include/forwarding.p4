@@ -38,6 +38,11 @@ control Forwarding(inout headers_t hdr,
         standard_metadata.egress_spec = port;
     }
 
+    /* A multicast route: the PRE replicates (result_fanout.p4 in egress). */
+    action set_multicast_group(bit<16> group) {
+        standard_metadata.mcast_grp = group;
+    }
+
     action set_ecmp_group(bit<16> group_id, bit<16> group_size) {
         meta.ecmp_group_id = group_id;
         meta.ecmp_group_size = group_size;
@@ -66,7 +71,7 @@ control Forwarding(inout headers_t hdr,
 
     table ipv4_routes {
         key = { hdr.ipv4.dst_addr: lpm; }
-        actions = { set_next_hop; set_ecmp_group; drop; }
+        actions = { set_next_hop; set_ecmp_group; set_multicast_group; drop; }
         default_action = drop();
         size = IPV4_ROUTES_SIZE;
     }
