@@ -6,7 +6,10 @@ MILPs of the oversubscribed k=8 fat-tree; ``--max-seconds``: budget per greedy t
 Setup: fat-tree(k), every link 1000 Mbit/s (``2:1``: agg-core links 500), the PS is
 the first host ``h1``, every other host is a worker, a programmable switch processes
 ``C = k/2 * 1000`` Mbit/s (as much as its uplinks carry). gamma is the rate each worker
-pushes (Mbit/s). ``random`` is the mean over 5 seeds.
+pushes (Mbit/s). ``paths``: ``single`` = one shortest path per flow (the seed's model),
+``ECMP`` = flows split evenly over equal-cost next hops (``multipath=True``).
+``PS only``: no switch aggregates; ``s_d only``: K = 0 (only the PS's ToR aggregates);
+``random`` is the mean over 5 seeds.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import networkx as nx
 from rich.console import Console
@@ -29,6 +33,7 @@ from controller.placement import (
     greedy_placement,
     optimal_placement,
     random_placement,
+    solve_lp,
     tor_first_placement,
 )
 
@@ -86,10 +91,14 @@ def fat_tree_graph(k: int, core_bw: float = LINK_BW) -> nx.Graph:
     return g
 
 
-def fat_tree_problem(k: int, budget: int, core_bw: float = LINK_BW) -> PlacementProblem:
+def fat_tree_problem(
+    k: int, budget: int, core_bw: float = LINK_BW, multipath: bool = False, **kw: Any
+) -> PlacementProblem:
     g = fat_tree_graph(k, core_bw)
     hosts = [n for n, kind in g.nodes(data="kind") if kind == "host"]
-    return PlacementProblem(g, hosts[0], hosts[1:], budget, k / 2 * LINK_BW)
+    return PlacementProblem(
+        g, hosts[0], hosts[1:], budget, k / 2 * LINK_BW, multipath=multipath, **kw
+    )
 
 
 def random_problem(seed: int) -> PlacementProblem:
@@ -117,13 +126,20 @@ def _timed(fn: Callable[[], object]) -> tuple[object, float]:
     return out, time.perf_counter() - t0
 
 
-def quality_table(cases: list[tuple[str, int, int, float]], milp_limit: float) -> Table:
+Case = tuple[str, int, int, float, bool]  # name, k, K, agg-core capacity, multipath
+
+
+def quality_table(cases: list[Case], milp_limit: float) -> Table:
     tab = Table(title="gamma (Mbit/s per worker): greedy+LP vs MILP optimum vs baselines")
-    for col in ("topology", "K", "greedy", "MILP opt", "random", "ToR-first", "degree-first",
-                "greedy gap", "greedy s", "MILP s"):  # fmt: skip
-        tab.add_column(col, justify="right" if col != "topology" else "left")
-    for name, k, budget, core_bw in cases:
-        prob = fat_tree_problem(k, budget, core_bw)
+    cols = ("fat-tree", "paths", "K", "PS only", "s_d only", "greedy", "MILP opt", "random",
+            "ToR-first", "degree-first", "greedy gap", "greedy s", "MILP s")  # fmt: skip
+    for col in cols:
+        tab.add_column(col, justify="left" if col in ("fat-tree", "paths") else "right")
+    for name, k, budget, core_bw, multipath in cases:
+        prob = fat_tree_problem(k, budget, core_bw, multipath)
+        # references: no aggregation at all; only the PS's ToR aggregates (K = 0)
+        ps_only = solve_lp(fat_tree_problem(k, 0, core_bw, multipath, tor_in_budget=True), [])
+        sd_only = solve_lp(prob, [])
         gr, t_gr = _timed(lambda p=prob: greedy_placement(p))
         try:
             opt, t_opt = _timed(
@@ -143,7 +159,8 @@ def quality_table(cases: list[tuple[str, int, int, float]], milp_limit: float) -
         else:
             opt_s, gap = "timeout", "?"
         tab.add_row(
-            name, str(budget), f"{gr.gamma:.1f}", opt_s, f"{rnd:.1f}", f"{tor:.1f}",
+            name, "ECMP" if multipath else "single", str(budget), f"{ps_only.gamma:.1f}",
+            f"{sd_only.gamma:.1f}", f"{gr.gamma:.1f}", opt_s, f"{rnd:.1f}", f"{tor:.1f}",
             f"{deg:.1f}", gap, f"{t_gr:.2f}", f"{t_opt:.2f}",
         )  # fmt: skip
     return tab
@@ -170,27 +187,32 @@ def random_graphs_table(n: int) -> Table:
 
 
 def timing_table(ks: Iterable[int], max_seconds: float, console: Console) -> Table:
-    """Greedy time for K = 4 and K = k/2, growing k while the estimate stays in budget."""
+    """Greedy time for K = 4 and K = k/2 (single path) and K = 4 (ECMP), growing k while
+    the estimated time stays within ``max_seconds``."""
     tab = Table(title="greedy solve time on fat-tree(k) (one LP per candidate per round)")
-    for col in ("k", "hosts", "switches", "K", "LPs solved", "greedy s", "ms/LP", "gamma"):
-        tab.add_column(col, justify="right")
-    alpha: float | None = None  # ms per LP per (worker group x slot), from the last run
+    for col in ("k", "hosts", "switches", "paths", "K", "LPs solved", "greedy s", "ms/LP",
+                "gamma"):  # fmt: skip
+        tab.add_column(col, justify="left" if col == "paths" else "right")
+    # per path model: ms per LP / (worker groups x slots x k^2) from the last run. GLOP's
+    # pivots per LP grow with the network too, so time per LP outgrows the LP's size.
+    alpha: dict[bool, float] = {}
     for k in ks:
         ran = False
-        for budget in sorted({min(4, k // 2), k // 2}):
-            prob = fat_tree_problem(k, budget)
+        configs = dict.fromkeys([(min(4, k // 2), False), (k // 2, False), (min(4, k // 2), True)])
+        for budget, multipath in configs:
+            prob = fat_tree_problem(k, budget, multipath=multipath)
             n_lp = sum(len(prob.candidates) - r for r in range(budget))
-            size = (k * k / 2) * (budget + 1)  # an LP has k^2/2 worker groups x slots
-            row = [str(k), str(len(prob.workers) + 1), str(len(prob.switches)), str(budget),
-                   str(n_lp)]  # fmt: skip
-            est = None if alpha is None else n_lp * alpha * size / 1000
+            size = (k * k / 2) * (budget + 1) * k * k
+            row = [str(k), str(len(prob.workers) + 1), str(len(prob.switches)),
+                   "ECMP" if multipath else "single", str(budget), str(n_lp)]  # fmt: skip
+            est = n_lp * alpha[multipath] * size / 1000 if multipath in alpha else None
             if est is not None and est > max_seconds:
                 tab.add_row(*row, f"skipped (~{est:.0f} s)", "", "")
                 continue
-            console.log(f"timing greedy on fat-tree k={k}, K={budget} ({n_lp} LPs)...")
+            console.log(f"timing greedy on fat-tree k={k}, K={budget}, {row[3]} ({n_lp} LPs)...")
             gr, dt = _timed(lambda p=prob: greedy_placement(p))
             ms = 1000 * dt / n_lp
-            alpha, ran = ms / size, True
+            alpha[multipath], ran = ms / size, True
             tab.add_row(*row, f"{dt:.2f}", f"{ms:.2f}", f"{gr.gamma:.1f}")
         if not ran:
             break
@@ -206,15 +228,17 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     console = Console()
     if not console.is_terminal:  # piped: do not squeeze the tables into 80 columns
-        console = Console(width=130)
+        console = Console(width=150)
 
     half = LINK_BW / 2
-    cases = [("fat-tree k=4", 4, b, LINK_BW) for b in (1, 2, 4)]
-    cases += [("fat-tree k=4 2:1", 4, b, half) for b in (1, 2, 4)]
-    if not args.quick:
-        cases += [("fat-tree k=8", 8, b, LINK_BW) for b in (2, 4, 8)]
-    if args.full:
-        cases += [("fat-tree k=8 2:1", 8, b, half) for b in (2, 4)]
+    cases: list[Case] = []
+    for multipath in (False, True):
+        cases += [("k=4", 4, b, LINK_BW, multipath) for b in (1, 2, 4)]
+        cases += [("k=4 2:1", 4, b, half, multipath) for b in (1, 2, 4)]
+        if not args.quick:
+            cases += [("k=8", 8, b, LINK_BW, multipath) for b in (2, 4, 8)]
+        if args.full:
+            cases += [("k=8 2:1", 8, b, half, multipath) for b in (2, 4)]
     console.log("greedy vs MILP vs baselines...")
     console.print(quality_table(cases, args.milp_limit))
     console.print(random_graphs_table(10 if args.quick else 50))

@@ -76,7 +76,7 @@ def run_reach(topo: Topology, target: str | None, cli: bool) -> int:
             procs[h] = net.host(h).popen([sys.executable, "-m", "hosts.reach", "--targets", targets,
                                           "--count", "3", "--timeout", "5"], cwd=str(REPO_ROOT))
         ok = total = 0
-        for h, p in procs.items():
+        for p in procs.values():
             out, _ = p.communicate(timeout=60)
             res = json.loads(out)
             total += len(res["received"])
@@ -98,61 +98,71 @@ def _gradients(n_workers: int, n_values: int, seed: int) -> list[np.ndarray]:
     return [(rng.standard_normal(n_values) * 0.01).astype(np.float32) for _ in range(n_workers)]
 
 
-def _run_job(net: Any, topo: Topology, job: InaJob, grads: list[np.ndarray], run_dir: Path,
-             tag: str, window: int, timeout: float, max_time: float) -> RunResult:
-    """Start the PS and every worker in their hosts; wait; check sums exactly."""
-    policy = job.write_policy(run_dir / f"policy-{tag}.json")
-    expected = sum(quantize(g, job.scale_bits, len(grads)).astype(np.int64) for g in grads)
-    expected = ((expected + 2**31) % 2**32 - 2**31).astype(np.int32)
-    ps_host = net.host(job.ps)
-    ps_iface = topo.iface(job.ps)["name"]
-    ps = ps_host.popen([sys.executable, "-m", "hosts.ina_ps", "--policy", str(policy), "--json",
-                        "--iface", ps_iface, "--linger", "0.5", "--max-time", str(max_time)],
-                       cwd=str(REPO_ROOT))
-    time.sleep(0.5)  # the PS binds its socket before the first gradient arrives
-    workers = {}
+def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]]], run_dir: Path,
+             tag: str, window: int = 32, timeout: float = 1.0, max_time: float = 300.0,
+             worker_args: list[str] | None = None) -> list[RunResult]:
+    """Run INA jobs at once (one PS process per job, one worker process per rank), wait,
+    and check every worker's result against the exact integer sum of its job."""
+    started = []
+    for job, grads in jobs:
+        jdir = run_dir / f"{tag}-job{job.job_id}"
+        jdir.mkdir(parents=True, exist_ok=True)
+        policy = job.write_policy(jdir / "policy.json")
+        ps = net.host(job.ps).popen(
+            [sys.executable, "-m", "hosts.ina_ps", "--policy", str(policy), "--json",
+             "--iface", topo.iface(job.ps)["name"], "--linger", "0.5", "--max-time", str(max_time)],
+            cwd=str(REPO_ROOT))
+        started.append((job, grads, jdir, policy, ps))
+    time.sleep(0.5)  # the PSs bind their sockets before the first gradient arrives
     t0 = time.monotonic()
-    for rank, w in enumerate(job.workers):
-        gpath = run_dir / f"grad-{rank}.npy"
-        if not gpath.exists():
+    running = []
+    for job, grads, jdir, policy, ps in started:
+        procs = []
+        for rank, w in enumerate(job.workers):
+            gpath = jdir / f"grad-{rank}.npy"
             np.save(gpath, grads[rank])
-        workers[w] = (rank, net.host(w).popen(
-            [sys.executable, "-m", "hosts.ina_worker", "--policy", str(policy), "--rank", str(rank),
-             "--gradient", str(gpath), "--out-int", str(run_dir / f"out-{tag}-{rank}.npy"),
-             "--window", str(window), "--timeout", str(timeout), "--max-time", str(max_time),
-             "--json", "--no-progress"],
-            cwd=str(REPO_ROOT)))
-    retx = 0
-    mismatches = 0
-    failed = []
-    for w, (rank, p) in workers.items():
-        out, err = p.communicate(timeout=max_time + 30)
-        if p.returncode != 0:
-            failed.append(f"{w}: exit {p.returncode}: {(err or b'').decode()[-300:]}")
-            continue
-        summary = json.loads(out.decode().strip().splitlines()[-1])
-        retx += int(summary.get("retransmissions", 0))
-        got = np.load(run_dir / f"out-{tag}-{rank}.npy")
-        mismatches += int(np.count_nonzero(got[: expected.size] != expected))
-    seconds = time.monotonic() - t0
-    out, err = ps.communicate(timeout=max_time + 30)
-    if failed:
-        raise RuntimeError("worker(s) failed:\n" + "\n".join(failed))
-    if ps.returncode != 0:
-        raise RuntimeError(f"PS failed: {(err or b'').decode()[-500:]}")
-    rep = json.loads(out.decode().strip().splitlines()[-1])
-    st = rep["jobs"][str(job.job_id)]
-    return RunResult(
-        mode=tag, seconds=seconds,
-        ps_rx_bytes=int(rep.get("nic_rx_bytes") or 0),
-        ps_rx_packets=int(rep.get("nic_rx_packets") or 0),
-        ps_packets={k: int(st[k]) for k in ("grad_in", "partial_in", "retx_in", "forwarded_in",
-                                             "duplicates", "overlaps")},
-        retransmissions=retx, exact=mismatches == 0, mismatches=mismatches,
-    )
+            procs.append(net.host(w).popen(
+                [sys.executable, "-m", "hosts.ina_worker", "--policy", str(policy), "--rank", str(rank),
+                 "--gradient", str(gpath), "--out-int", str(jdir / f"out-{rank}.npy"),
+                 "--window", str(window), "--timeout", str(timeout), "--max-time", str(max_time),
+                 "--json", "--no-progress", *(worker_args or [])],
+                cwd=str(REPO_ROOT)))
+        running.append((job, grads, jdir, ps, procs))
+    results = []
+    for job, grads, jdir, ps, procs in running:
+        expected = sum(quantize(g, job.scale_bits, len(grads)).astype(np.int64) for g in grads)
+        expected = ((expected + 2**31) % 2**32 - 2**31).astype(np.int32)
+        retx = mismatches = 0
+        failed = []
+        for rank, p in enumerate(procs):
+            out, err = p.communicate(timeout=max_time + 30)
+            if p.returncode != 0:
+                failed.append(f"{job.workers[rank]}: exit {p.returncode}: {(err or b'').decode()[-300:]}")
+                continue
+            summary = json.loads(out.decode().strip().splitlines()[-1])
+            retx += int(summary.get("retransmissions", 0))
+            got = np.load(jdir / f"out-{rank}.npy")
+            mismatches += int(np.count_nonzero(got[: expected.size] != expected))
+        seconds = time.monotonic() - t0
+        out, err = ps.communicate(timeout=max_time + 30)
+        if failed:
+            raise RuntimeError(f"job {job.job_id}: worker(s) failed:\n" + "\n".join(failed))
+        if ps.returncode != 0:
+            raise RuntimeError(f"job {job.job_id}: PS failed: {(err or b'').decode()[-500:]}")
+        rep = json.loads(out.decode().strip().splitlines()[-1])
+        st = rep["jobs"][str(job.job_id)]
+        results.append(RunResult(
+            mode=tag, seconds=seconds,
+            ps_rx_bytes=int(rep.get("nic_rx_bytes") or 0),
+            ps_rx_packets=int(rep.get("nic_rx_packets") or 0),
+            ps_packets={k: int(st[k]) for k in ("grad_in", "partial_in", "retx_in", "forwarded_in",
+                                                 "duplicates", "overlaps")},
+            retransmissions=retx, exact=mismatches == 0, mismatches=mismatches,
+        ))
+    return results
 
 
-def _switch_neighbors(net: Any, topo: Topology, switches: list[str]) -> None:
+def switch_neighbors(net: Any, topo: Topology, switches: list[str]) -> None:
     """Static ARP on every host for the aggregating switches' addresses (10.255.x.y).
 
     They lie in the hosts' 10.0.0.0/8 subnet, so hosts would ARP for them; the MAC given
@@ -190,12 +200,13 @@ def run_ina(args: argparse.Namespace) -> int:
     results: list[RunResult] = []
     with Network(topo, target=args.target, log=_log) as net:
         addresses = net.grpc_addresses()
-        _switch_neighbors(net, topo, ina_job.aggregating_switches)
+        switch_neighbors(net, topo, ina_job.aggregating_switches)
         for job, tag in ((ina_job, "ina"), (base_job, "ps")):
             dep = InaDeployment(topo, addresses, [job])
             rep = dep.deploy()
             _log(f"{tag}: deployed: {len(dep.aggregators)} aggregating switches; {rep}")
-            res = _run_job(net, topo, job, grads, run_dir, tag, args.window, args.timeout, args.max_time)
+            (res,) = run_jobs(net, topo, [(job, grads)], run_dir, tag, args.window, args.timeout,
+                              args.max_time)
             if dep.aggregators:
                 res.switch_events = dep.read_events()
             _log(f"{tag}: {res.seconds:.1f} s, PS received {res.ps_rx_bytes:,} bytes "
@@ -271,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m controller.experiment", description=__doc__.splitlines()[0])
     p.add_argument("--mode", choices=["ina", "reach"], default="ina", help="experiment (default ina)")
     p.add_argument("--k", type=int, default=4, help="fat-tree arity (default 4)")
-    p.add_argument("--bw", type=float, default=20.0, help="link bandwidth in Mbit/s (default 20)")
+    p.add_argument("--bw", type=float, default=2.0, help="link bandwidth in Mbit/s (default 2)")
     p.add_argument("--workers", type=int, default=0, help="number of workers (default: every other host)")
     p.add_argument("--values", type=int, default=65536, help="gradient size in float32 values (default 65536)")
     p.add_argument("--budget", type=int, default=2, help="K programmable switches (default 2)")

@@ -83,10 +83,15 @@ class Aggregator(ControlBlock):
                            ps_ip=_ip_int(ps_ip), result_group=result_group)
 
     async def read_events(self, session: Any) -> dict[str, int]:
-        """``ina_events`` by name: added, partial, passed_on, cleared, result."""
+        """``ina_events`` (added, partial, passed_on, cleared, result) and the consumed
+        packets of ``ina_drops`` (absorbed, duplicate, unknown_job, clear), by name."""
         names = ["added", "partial", "passed_on", "cleared", "result"]
         cells = await session.read_counter(self.name("ina_events"))
-        return {n: cells.get(i, (0, 0))[0] for i, n in enumerate(names)}
+        out = {n: cells.get(i, (0, 0))[0] for i, n in enumerate(names)}
+        drops = await session.read_counter(self.name("ina_drops"))
+        for i, n in enumerate(["absorbed", "duplicate", "unknown_job", "clear"], start=1):
+            out[n] = drops.get(i, (0, 0))[0]
+        return out
 
 
 class ResultFanout(ControlBlock):
@@ -214,7 +219,9 @@ class InaJob:
 class InaDeployment:
     """Install INA jobs (and plain forwarding everywhere else) on a running network."""
 
-    def __init__(self, topology: Topology, addresses: Mapping[str, str], jobs: list[InaJob]) -> None:
+    def __init__(self, topology: Topology, addresses: Mapping[str, str], jobs: list[InaJob],
+                 ina_program: str | Path = INA_PROGRAM,
+                 loss: Mapping[tuple[str, int], float] | None = None) -> None:
         self.topology = topology
         self.addresses = addresses
         self.jobs = jobs
@@ -226,7 +233,8 @@ class InaDeployment:
             raise DeployError("all aggregating jobs must share one PS ToR switch (s_d)")
         self.aggregators = sorted({s for j in jobs for s in j.aggregating_switches},
                                   key=topology.device_id)
-        ina = Program.load(INA_PROGRAM) if self.aggregators else None
+        self.loss = dict(loss or {})
+        ina = Program.load(ina_program) if self.aggregators else None
         self.programs: dict[str, Program] = {s: ina for s in self.aggregators} if ina else {}
         self.report = DeployReport()
         self.counters: dict[str, dict[str, int]] = {}
@@ -235,7 +243,7 @@ class InaDeployment:
         topo = self.topology
         loopbacks = {s: switch_ip(topo.device_id(s)) for s in self.aggregators}
         routes = compute_routes(topo, loopbacks=loopbacks)
-        await dep.install(routes)
+        await dep.install(routes, loss=self.loss)
         per_switch: dict[str, list[Any]] = {s: [] for s in self.aggregators}
         for s in self.aggregators:
             agg = dep.block(s, Aggregator)

@@ -17,7 +17,9 @@ split of the gradient stream over them (the gradient routing policy).
 
 The LP, the treatment of the PS's ToR switch ``s_d`` and the tag rule are written down
 in ``docs/placement.md``. In short: ``s_d`` always aggregates and is outside the budget
-(``tor_in_budget=True`` makes it an ordinary candidate that needs a budget slot).
+(``tor_in_budget=True`` makes it an ordinary candidate that needs a budget slot); flows
+follow one shortest path each (``multipath=True``: split evenly over equal-cost next
+hops, the expected load of ECMP routing).
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ __all__ = [
 ]
 
 Arc = tuple[str, str]
+# A route as the LP sees it: (arc index, share of the flow on that arc) pairs.
+_Route = tuple[tuple[int, float], ...]
 
 # Relative tolerance for "strictly better" in the greedy (ties keep the earlier switch)
 # and for the traffic-minimising second LP phase.
@@ -110,6 +114,10 @@ class PlacementProblem:
             other switch, and takes one of the K slots.
         full_duplex: if True (default) every link has capacity ``c_e`` in each
             direction; if False both directions share ``c_e``.
+        multipath: if False (default, the seed's model) a flow follows one shortest
+            path (:meth:`path`); if True it is split evenly over the equal-cost next
+            hops at every switch, the expected load of hash-based ECMP (which
+            ``controller/routing.py`` installs).
 
     Raises:
         PlacementError: on any invalid input (message names the offending item).
@@ -126,6 +134,7 @@ class PlacementProblem:
         ps_tor: str | None = None,
         tor_in_budget: bool = False,
         full_duplex: bool = True,
+        multipath: bool = False,
     ) -> None:
         # nx.Graph itself has a .graph (its attribute dict): unwrap only non-graphs
         g = graph if isinstance(graph, nx.Graph) else getattr(graph, "graph", graph)
@@ -135,6 +144,7 @@ class PlacementProblem:
             )
         self.graph: nx.Graph = g
         self.full_duplex = bool(full_duplex)
+        self.multipath = bool(multipath)
         self.tor_in_budget = bool(tor_in_budget)
 
         # -- PS and workers
@@ -195,6 +205,7 @@ class PlacementProblem:
 
         # -- reachability from the PS (one BFS; also the paths toward d)
         self._parents: dict[str, dict[str, str | None]] = {}
+        self._dists: dict[str, dict[str, int]] = {}
         self._adj: dict[str, list[str]] | None = None
         reach = self._tree(self.ps)
         lost = [w for w in self.workers if w not in reach]
@@ -274,6 +285,7 @@ class PlacementProblem:
                 self._adj = {n: list(nbrs) for n, nbrs in self.graph.adj.items()}
             adj = self._adj
             tree = {root: None}
+            dist = {root: 0}
             frontier = [root]
             while frontier:
                 nxt = []
@@ -281,9 +293,11 @@ class PlacementProblem:
                     for v in adj[u]:
                         if v not in tree:
                             tree[v] = u
+                            dist[v] = dist[u] + 1
                             nxt.append(v)
                 frontier = nxt
             self._parents[root] = tree
+            self._dists[root] = dist
         return tree
 
     def path(self, src: str, dst: str) -> list[str]:
@@ -304,14 +318,45 @@ class PlacementProblem:
             out.append(tree[out[-1]])  # type: ignore[arg-type]
         return out
 
-    def _apath(self, src: str, dst: str) -> tuple[int, ...]:
+    def _apath(self, src: str, dst: str) -> _Route:
+        """The arcs a flow ``src -> dst`` loads, with the share of the flow on each
+        (all 1.0 on a single path; ECMP splits with ``multipath``). Cached."""
         key = (src, dst)
         p = self._path_cache.get(key)
         if p is None:
-            nodes = self.path(src, dst)
-            p = tuple(self._arc_index[(a, b)] for a, b in zip(nodes, nodes[1:], strict=False))
+            p = self._ecmp(src, dst) if self.multipath else self._single(src, dst)
             self._path_cache[key] = p
         return p
+
+    def _single(self, src: str, dst: str) -> _Route:
+        nodes = self.path(src, dst)
+        return tuple((self._arc_index[(a, b)], 1.0) for a, b in zip(nodes, nodes[1:], strict=False))
+
+    def _ecmp(self, src: str, dst: str) -> _Route:
+        """Even split over the equal-cost next hops at every node, hop by hop."""
+        self._tree(dst)
+        dist, adj = self._dists[dst], self._adj
+        assert adj is not None
+        if src not in dist:
+            raise PlacementError(f"no path from {src!r} to {dst!r}")
+        share: dict[str, float] = {src: 1.0}
+        out: dict[int, float] = {}
+        while share and dst not in share:
+            nxt: dict[str, float] = {}
+            for u, f in share.items():
+                d = dist[u] - 1
+                hops = [v for v in adj[u] if dist.get(v) == d]
+                part = f / len(hops)
+                for v in hops:
+                    arc = self._arc_index[(u, v)]
+                    out[arc] = out.get(arc, 0.0) + part
+                    nxt[v] = nxt.get(v, 0.0) + part
+            share = nxt
+        return tuple(out.items())
+
+    def _hops(self, src: str, dst: str) -> float:
+        """Hop count of ``src -> dst`` (any shortest path: all have this length)."""
+        return sum(f for _, f in self._apath(src, dst))
 
     def _slot_terms(self, switch: str) -> dict[tuple[int, int], float]:
         """Link-row coefficients of a slot pointed at ``switch`` (cached):
@@ -321,12 +366,12 @@ class PlacementProblem:
         if terms is None:
             terms = {}
             for j, grp in enumerate(self._groups):
-                for arc in self._apath(grp.rep, switch):
-                    terms[(arc, j)] = 1.0 if arc == grp.private_arc else float(grp.size)
-            for arc in self._apath(switch, self.ps):
-                terms[(arc, -1)] = 1.0
-            for arc in self._apath(switch, self.tor):
-                terms[(arc, -2)] = 1.0
+                for arc, f in self._apath(grp.rep, switch):
+                    terms[(arc, j)] = f if arc == grp.private_arc else f * grp.size
+            for arc, f in self._apath(switch, self.ps):
+                terms[(arc, -1)] = f
+            for arc, f in self._apath(switch, self.tor):
+                terms[(arc, -2)] = f
             self._terms_cache[switch] = terms
         return terms
 
@@ -511,14 +556,13 @@ class _Model:
     def _add_path(
         self,
         var: pywraplp.Variable,
-        path: tuple[int, ...],
+        path: _Route,
         grp: _Group | None,
     ) -> None:
         n = grp.size if grp is not None else 1
         priv = grp.private_arc if grp is not None else None
-        for arc in path:
-            row = self._link(arc)
-            row.SetCoefficient(var, 1 if arc == priv else n)
+        for arc, f in path:
+            self._link(arc).SetCoefficient(var, f if arc == priv else f * n)
 
     def assign(self, i: int, switch: str | None) -> None:
         """Point slot ``i`` at ``switch`` (None: disable the slot)."""
@@ -584,17 +628,17 @@ class _Model:
         prob = self.prob
         self.phase2 = gamma
         self.gamma.SetLb(gamma * (1 - _REL_TOL))
-        weight: dict[pywraplp.Variable, float] = {self.o: len(prob._apath(prob.tor, prob.ps))}
+        weight: dict[pywraplp.Variable, float] = {self.o: prob._hops(prob.tor, prob.ps)}
         for j, grp in enumerate(prob._groups):
-            weight[self.xd[j]] = grp.size * len(prob._apath(grp.rep, prob.ps))
-            weight[self.xt[j]] = grp.size * len(prob._apath(grp.rep, prob.tor))
+            weight[self.xd[j]] = grp.size * prob._hops(grp.rep, prob.ps)
+            weight[self.xt[j]] = grp.size * prob._hops(grp.rep, prob.tor)
         for i, sw in enumerate(self.slot_switch):
             if sw is None:
                 continue
             for j, grp in enumerate(prob._groups):
-                weight[self.x[i][j]] = grp.size * len(prob._apath(grp.rep, sw))
-            weight[self.a[i]] = len(prob._apath(sw, prob.ps))
-            weight[self.b[i]] = len(prob._apath(sw, prob.tor))
+                weight[self.x[i][j]] = grp.size * prob._hops(grp.rep, sw)
+            weight[self.a[i]] = prob._hops(sw, prob.ps)
+            weight[self.b[i]] = prob._hops(sw, prob.tor)
         obj = self.solver.Objective()
         obj.Clear()
         for var, w in weight.items():
@@ -614,17 +658,17 @@ class _Model:
         slots = [(i, sw) for i, sw in enumerate(self.slot_switch) if sw is not None]
         loads = [0.0] * len(prob._arcs)
 
-        def load(path: tuple[int, ...], grp: _Group | None, x: float) -> None:
+        def load(path: _Route, grp: _Group | None, x: float) -> None:
             if not x:
                 return
-            for arc in path:
+            for arc, f in path:
                 if grp is not None and arc == grp.private_arc:
                     # every member has its own access link with the same load
                     for w in grp.members:
                         nb = next(iter(prob.graph[w]))
-                        loads[prob._arc_index[(w, nb)]] += x
+                        loads[prob._arc_index[(w, nb)]] += x * f
                 else:
-                    loads[arc] += x * (grp.size if grp is not None else 1)
+                    loads[arc] += x * f * (grp.size if grp is not None else 1)
 
         rates: dict[str, dict[str, float]] = {}
         for j, grp in enumerate(prob._groups):
@@ -859,8 +903,8 @@ def tor_first_placement(problem: PlacementProblem) -> Placement:
                 attached[n] += 1
     order = {s: i for i, s in enumerate(prob.candidates)}
 
-    def key(s: str) -> tuple[int, int, int]:
-        dist = sum(grp.size * len(prob._apath(grp.rep, s)) for grp in prob._groups)
+    def key(s: str) -> tuple[int, float, int]:
+        dist = sum(grp.size * prob._hops(grp.rep, s) for grp in prob._groups)
         return (-attached[s], dist, order[s])
 
     chosen = sorted(prob.candidates, key=key)[: prob.budget]

@@ -796,6 +796,8 @@ def main(argv: Iterable[str] | None = None) -> int:
     ap.add_argument("--bind", help="local address (default: the rank's address in the policy)")
     ap.add_argument("--json", action="store_true", help="print one JSON summary line")
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--send-twice", action="store_true",
+                    help="testing: send every datagram twice (duplicate handling)")
     args = ap.parse_args(list(argv) if argv is not None else None)
 
     def fail(msg: str, code: int = 2) -> int:
@@ -815,6 +817,8 @@ def main(argv: Iterable[str] | None = None) -> int:
             kw["scale_bits"] = args.scale_bits
         if args.bind is not None:
             kw["bind_ip"] = args.bind
+        if args.send_twice:
+            kw["faults"] = FaultInjection(send_twice=True)
         worker = Worker.from_policy(policy, args.rank, **kw)
     except (PolicyError, OSError, ValueError) as e:
         return fail(str(e))

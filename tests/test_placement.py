@@ -248,6 +248,31 @@ def test_half_duplex_shares_capacity() -> None:
     assert all(len(k) == 2 for k in half.link_loads)
 
 
+def test_multipath_splits_over_equal_cost_paths() -> None:
+    """Workers w1, w2 at switch a; a has two 50 Mbit/s uplinks (via b1, b2) to r = s_d.
+    Single path: everything takes b1. K=0: 2 gamma <= 50 -> 25; S={a}: gamma <= 50.
+    ECMP (multipath): half on each uplink. K=0: gamma <= 50; S={a}: gamma/2 <= 50, so
+    the host links (100) bind -> 100."""
+    g = graph(
+        ["d", "w1", "w2"],
+        ["r", "a", "b1", "b2"],
+        [("d", "r"), ("w1", "a"), ("w2", "a"), ("a", "b1", 50), ("a", "b2", 50)]
+        + [("b1", "r"), ("b2", "r")],
+    )
+    for multipath, want0, want_a in [(False, 25.0, 50.0), (True, 50.0, 100.0)]:
+        p = PlacementProblem(g, "d", ["w1", "w2"], 1, 1e4, multipath=multipath)
+        assert solve_lp(p, []).gamma == pytest.approx(want0, rel=1e-6)
+        res = solve_lp(p, ["a"])
+        assert res.gamma == pytest.approx(want_a, rel=1e-6)
+        assert_feasible(p, res)
+        if multipath:
+            assert res.link_loads[("a", "b1")] == pytest.approx(50.0, rel=1e-6)
+            assert res.link_loads[("a", "b2")] == pytest.approx(50.0, rel=1e-6)
+        else:
+            assert ("a", "b2") not in res.link_loads
+        assert greedy_placement(p).switches == ("a",)
+
+
 def test_fat_tree_k4_greedy_matches_milp_and_beats_baselines() -> None:
     for k in (1, 2, 3):
         p = ft_problem(4, k)
@@ -268,6 +293,8 @@ def test_fat_tree_k4_greedy_matches_milp_and_beats_baselines() -> None:
 @pytest.mark.parametrize("seed", range(6))
 def test_random_small_graphs(seed: int) -> None:
     p = random_graph(seed)
+    if seed % 2:  # same checks with ECMP splitting
+        p = PlacementProblem(p.graph, p.ps, p.workers, p.budget, p.switch_capacity, multipath=True)
     gr, opt = greedy_placement(p), optimal_placement(p)
     assert opt.optimal
     assert gr.gamma <= opt.gamma * (1 + 1e-6)
@@ -324,9 +351,9 @@ def check_policy(res: LPResult, pol, workers) -> None:
         assert at_ps == len(workers), f
 
 
-@pytest.mark.parametrize("f_n", [1, 7, 64, 1000])
-def test_routing_policy_fat_tree(f_n: int) -> None:
-    p = ft_problem(4, 2)
+@pytest.mark.parametrize(("f_n", "multipath"), [(1, False), (7, True), (64, False), (1000, True)])
+def test_routing_policy_fat_tree(f_n: int, multipath: bool) -> None:
+    p = ft_problem(4, 2, multipath=multipath)
     pl = greedy_placement(p)
     pol = routing_policy(pl, f_n)
     check_policy(pl.result, pol, p.workers)

@@ -104,9 +104,9 @@ class StackLayout:
 class Meter:
     """One two-rate three-colour meter with BMv2's exact algorithm (meters.cpp).
 
-    Rates are checked in order (committed, then peak); the first one short of tokens
-    gives the colour (1 yellow, 2 red) and later rates are not charged. Unconfigured
-    meters return green (0).
+    Rates are checked peak first, then committed (``Meter::set_rates`` stores {CIR, PIR}
+    and reverses the list); the first one short of tokens gives the colour (2 red,
+    1 yellow) and later rates are not charged. Unconfigured meters return green (0).
     """
 
     __slots__ = ("rates", "t0")
@@ -119,7 +119,7 @@ class Meter:
         if pir < cir:
             raise StateError("INVALID_ARGUMENT", "meter: peak rate below committed rate")
         # [rate per second, burst, tokens, tokens credited since t0, colour]
-        self.rates = [[float(cir), cburst, float(cburst), 0.0, 1], [float(pir), pburst, float(pburst), 0.0, 2]]
+        self.rates = [[float(pir), pburst, float(pburst), 0.0, 2], [float(cir), cburst, float(cburst), 0.0, 1]]
         self.t0 = _monotonic()
 
     def clear(self) -> None:
@@ -371,6 +371,9 @@ class Program:
                 return None
 
         self.sm = {n: sm_slot(n) for n, _, _ in sm.fields}
+        if "queueing_metadata.qid" in self.aliases and "qid" not in self.sm:
+            # v1model has no qid: simple_switch writes it wherever the alias points.
+            self.sm["qid"] = self.field_slot(["queueing_metadata", "qid"])
         for required in ("ingress_port", "egress_spec", "egress_port", "instance_type", "packet_length"):
             if self.sm.get(required) is None:
                 raise CompileError(f"standard_metadata.{required} missing")
@@ -723,7 +726,7 @@ class Program:
             else:
                 raise CompileError(f"calculation {name}: input type {t}")
         lines.append("    nb = (n + 7) >> 3")
-        lines.append(f"    buf = (v << (nb * 8 - n)).to_bytes(nb, 'big')")
+        lines.append("    buf = (v << (nb * 8 - n)).to_bytes(nb, 'big')")
         if any(e["type"] == "payload" for e in calc["input"]):
             lines.append("    buf += bytes(P)")
         lines.append(f"    return {algo}(buf)")

@@ -624,6 +624,8 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             self._write_register(pl, update.type, ent)
         elif kind == "meter_entry":
             self._write_meter(pl, update.type, ent)
+        elif kind == "direct_meter_entry":
+            self._write_direct_meter(pl, update.type, ent)
         elif kind == "digest_entry":
             self._write_digest(pl, update.type, ent)
         elif kind is None:
@@ -752,7 +754,10 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         if te.HasField("meter_config") or te.HasField("meter_counter_data"):
             if not ti.direct_meter:
                 raise P4RuntimeError(SC.INVALID_ARGUMENT, "Table has no direct meters")
-            raise P4RuntimeError(SC.UNIMPLEMENTED, "Direct meters are not supported")
+            if te.HasField("meter_counter_data"):
+                raise P4RuntimeError(SC.UNIMPLEMENTED, "Direct meter counters are not supported")
+            if te.is_default_action:
+                raise P4RuntimeError(SC.UNIMPLEMENTED, "Direct meters of default entries are not supported")
         if te.HasField("counter_data") and not ti.direct_counter:
             raise P4RuntimeError(SC.INVALID_ARGUMENT, "Table has no direct counters")
         if te.idle_timeout_ns < 0:
@@ -776,6 +781,8 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             call = self._decode_action(pl, ti, te)
             self._check_entry_extras(ti, te)
             entry = state.TableEntry(key, call, prio, idle_timeout_ns=te.idle_timeout_ns, metadata=bytes(te.metadata))
+            if te.HasField("meter_config"):
+                entry.meter_config = _meter_config(te.meter_config)
             if te.HasField("counter_data"):
                 entry.packets, entry.bytes = te.counter_data.packet_count, te.counter_data.byte_count
             table.insert(entry)
@@ -801,6 +808,8 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             entry = table.modify(key, prio, call)
             entry.metadata = bytes(te.metadata)
             entry.idle_timeout_ns = te.idle_timeout_ns
+            if te.HasField("meter_config"):
+                entry.meter_config, entry.meter = _meter_config(te.meter_config), None
             if te.HasField("counter_data"):
                 entry.packets, entry.bytes = te.counter_data.packet_count, te.counter_data.byte_count
         else:
@@ -818,7 +827,8 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                   for f, v in zip(act.params, call.params, strict=True)]
         return p4r.TableAction(action=p4r.Action(action_id=aid, params=params))
 
-    def _encode_entry(self, pl: Pipeline, ti: _TableInfo, entry: state.TableEntry, counters: bool) -> p4r.TableEntry:
+    def _encode_entry(self, pl: Pipeline, ti: _TableInfo, entry: state.TableEntry, counters: bool,
+                      meters: bool = False) -> p4r.TableEntry:
         te = p4r.TableEntry(table_id=ti.id)
         for f, v in zip(ti.fields, entry.key, strict=True):  # don't-care fields are left out
             if f.kind == "exact":
@@ -846,6 +856,8 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         if counters and ti.direct_counter:
             te.counter_data.CopyFrom(self._counter_data(pl.direct_counter_units[ti.direct_counter],
                                                         entry.packets, entry.bytes))
+        if meters and entry.meter_config is not None:
+            te.meter_config.CopyFrom(_meter_config_msg(entry.meter_config))
         return te
 
     def _encode_default(self, pl: Pipeline, ti: _TableInfo, counters: bool) -> p4r.TableEntry:
@@ -873,6 +885,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         else:
             tables = [pl.table(te.table_id)]
         counters = te.HasField("counter_data")
+        meters = te.HasField("meter_config")
         for ti in tables:
             if te.is_default_action:
                 out.append(p4r.Entity(table_entry=self._encode_default(pl, ti, counters)))
@@ -881,7 +894,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                 raise P4RuntimeError(SC.INVALID_ARGUMENT, "Do not set time_since_last_hit for a ReadRequest if the "
                                      "table does not support idle timeout; yes, that includes wildcard reads")
             for entry in self._select_entries(ti, te):
-                out.append(p4r.Entity(table_entry=self._encode_entry(pl, ti, entry, counters)))
+                out.append(p4r.Entity(table_entry=self._encode_entry(pl, ti, entry, counters, meters)))
 
     # -- counters -------------------------------------------------------------------------
     @staticmethod
@@ -1035,13 +1048,14 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             for i in indexes:
                 if not 0 <= i < mi.size:
                     raise P4RuntimeError(SC.OUT_OF_RANGE, f"meter {mi.name}: index {i} out of range")
-                mi.array.configs[i] = None  # unconfigured: every packet is green
+                mi.array.clear_config(i)  # unconfigured: every packet is green
             return
-        c = me.config
-        if min(c.cir, c.cburst, c.pir, c.pburst) < -1:
-            raise P4RuntimeError(SC.INVALID_ARGUMENT, "Negative meter rate or burst")
+        cfg = _meter_config(me.config)
         for i in indexes:
-            mi.array.set_config(i, c.cir, c.cburst, c.pir, c.pburst)
+            if cfg is None:
+                mi.array.clear_config(i)
+            else:
+                mi.array.set_config(i, *cfg)
 
     def _read_meter(self, pl: Pipeline, me: p4r.MeterEntry, out: list[p4r.Entity]) -> None:
         if me.meter_id == 0:
@@ -1062,6 +1076,44 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                 if cfg is not None:
                     entry.config.CopyFrom(p4r.MeterConfig(cir=cfg[0], cburst=cfg[1], pir=cfg[2], pburst=cfg[3]))
                 out.append(p4r.Entity(meter_entry=entry))
+
+    def _direct_meter_entry(self, pl: Pipeline, dme: p4r.DirectMeterEntry, reading: bool) -> _TableInfo:
+        te = dme.table_entry
+        if not dme.HasField("table_entry"):
+            raise P4RuntimeError(SC.INVALID_ARGUMENT, "Missing table_entry field in DirectMeterEntry")
+        if te.table_id == 0:
+            raise P4RuntimeError(SC.UNIMPLEMENTED, "Reading all direct meters for ALL tables is not supported")
+        ti = pl.table(te.table_id)
+        if not ti.direct_meter:
+            raise P4RuntimeError(SC.INVALID_ARGUMENT, "Table has no direct meters")
+        if te.is_default_action:
+            raise P4RuntimeError(SC.UNIMPLEMENTED, "Direct meters of default entries are not supported")
+        if te.match or not reading:
+            key, prio = self._decode_key(ti, te)
+            if ti.table.get(key, prio) is None:
+                raise P4RuntimeError(SC.INVALID_ARGUMENT, "Cannot map table entry to handle")
+        return ti
+
+    def _write_direct_meter(self, pl: Pipeline, t: int, dme: p4r.DirectMeterEntry) -> None:
+        ti = self._direct_meter_entry(pl, dme, reading=False)
+        self._check_update_type(t, p4r.Update.MODIFY)
+        key, prio = self._decode_key(ti, dme.table_entry)
+        entry = ti.table.get(key, prio)
+        assert entry is not None
+        # A new config restarts the meter with full buckets (the data plane creates it
+        # from meter_config on the next packet); no config: unconfigured, always green.
+        entry.meter_config = _meter_config(dme.config) if dme.HasField("config") else None
+        entry.meter = None
+
+    def _read_direct_meter(self, pl: Pipeline, dme: p4r.DirectMeterEntry, out: list[p4r.Entity]) -> None:
+        ti = self._direct_meter_entry(pl, dme, reading=True)
+        for entry in self._select_entries(ti, dme.table_entry):
+            tentry = self._encode_entry(pl, ti, entry, counters=False)
+            tentry.ClearField("action")
+            ent = p4r.DirectMeterEntry(table_entry=tentry)
+            if entry.meter_config is not None:
+                ent.config.CopyFrom(_meter_config_msg(entry.meter_config))
+            out.append(p4r.Entity(direct_meter_entry=ent))
 
     # -- PRE ------------------------------------------------------------------------------
     @staticmethod
@@ -1330,11 +1382,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             if ent.action_profile_id:
                 raise _invalid_id()
         elif kind == "direct_meter_entry":
-            if ent.table_entry.table_id == 0:
-                raise P4RuntimeError(SC.UNIMPLEMENTED, "Reading all direct meters for ALL tables is not supported")
-            if not pl.table(ent.table_entry.table_id).direct_meter:
-                raise P4RuntimeError(SC.INVALID_ARGUMENT, "Table has no direct meters")
-            raise P4RuntimeError(SC.UNIMPLEMENTED, "Direct meters are not supported")
+            self._read_direct_meter(pl, ent, out)
         elif kind is None:
             raise P4RuntimeError(SC.UNKNOWN, "Incorrect entity type")
         else:
@@ -1488,6 +1536,22 @@ def _digest_data(di: _DigestInfo, sample: tuple[int, ...]) -> p4d.P4Data:
     return p4d.P4Data(struct=members) if di.kind == "struct" else p4d.P4Data(tuple=members)
 
 
+def _meter_config(c: p4r.MeterConfig) -> tuple[int, int, int, int] | None:
+    """A MeterConfig as (cir, cburst, pir, pburst); None for PI's "default" (all -1)."""
+    values = (c.cir, c.cburst, c.pir, c.pburst)
+    if values == (-1, -1, -1, -1):
+        return None
+    if min(values) < 0:
+        raise P4RuntimeError(SC.INVALID_ARGUMENT, "Negative meter rate or burst")
+    if c.pir < c.cir:
+        raise P4RuntimeError(SC.INVALID_ARGUMENT, "Meter peak rate is below the committed rate")
+    return values
+
+
+def _meter_config_msg(cfg: tuple[int, int, int, int]) -> p4r.MeterConfig:
+    return p4r.MeterConfig(cir=cfg[0], cburst=cfg[1], pir=cfg[2], pburst=cfg[3])
+
+
 def _carry_state(old: Program, new: Program) -> None:
     """RECONCILE_AND_COMMIT: copy entries, defaults and counter/register cells by name."""
     try:
@@ -1501,7 +1565,8 @@ def _carry_state(old: Program, new: Program) -> None:
                     continue
                 call = new.action_call(name, e.action.name, e.action.params)
                 nt.insert(state.TableEntry(e.key, call, e.priority, packets=e.packets, bytes=e.bytes,
-                                           idle_timeout_ns=e.idle_timeout_ns, metadata=e.metadata))
+                                           idle_timeout_ns=e.idle_timeout_ns, metadata=e.metadata,
+                                           meter_config=e.meter_config))
             if ot.default is not ot.initial_default and not nt.default_const:
                 nt.set_default(new.action_call(name, ot.default.name, ot.default.params))
         for name, oc in old.counters.items():

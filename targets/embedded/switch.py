@@ -11,6 +11,7 @@ thread-safe queue, so the data plane needs no locks on its hot path.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import select
@@ -20,8 +21,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from targets.embedded import compiler
-from targets.embedded.compiler import CLONE, CLONE_FL, EXIT, FLAG, LEARN, RECIRC, RESUBMIT, TRUNCATE, Program
+from targets.embedded.compiler import (
+    CLONE,
+    CLONE_FL,
+    EXIT,
+    FLAG,
+    LEARN,
+    RECIRC,
+    RESUBMIT,
+    TRUNCATE,
+    Program,
+)
 from targets.embedded.state import PacketReplicationEngine, Replica
 
 log = logging.getLogger("gradnet.switch")
@@ -138,10 +148,8 @@ class Switch:
                 break
             except OSError:
                 continue
-        try:
+        with contextlib.suppress(OSError):
             s.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_SNDBUFFORCE", 32), 8 << 20)
-        except OSError:
-            pass
         s.bind((iface, ETH_P_ALL))
         s.setblocking(False)
         self._ports[port] = s
@@ -182,10 +190,8 @@ class Switch:
         if self.cpu_port is None:
             raise ValueError("switch has no CPU port")
         self._inject.append((self.cpu_port, frame))
-        try:
+        with contextlib.suppress(BlockingIOError):
             os.write(self._wake_w, b"x")
-        except BlockingIOError:
-            pass
 
     def process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
         """Run one frame through the whole switch synchronously; return what leaves.
@@ -428,10 +434,8 @@ class Switch:
     def stop(self) -> None:
         """Stop the data plane and close the ports."""
         self._stop.set()
-        try:
+        with contextlib.suppress(OSError):
             os.write(self._wake_w, b"x")
-        except OSError:
-            pass
         if self._thread is not None:
             self._thread.join(timeout=5)
         for s in self._ports.values():
@@ -451,10 +455,8 @@ class Switch:
                 events = ep.poll(-1 if timeout is None else max(timeout, 0.0001))
                 for fd, _ in events:
                     if fd == self._wake_r:
-                        try:
+                        with contextlib.suppress(BlockingIOError):
                             os.read(self._wake_r, 4096)
-                        except BlockingIOError:
-                            pass
                         while self._inject:
                             p, frame = self._inject.popleft()
                             self._receive(p, frame)
