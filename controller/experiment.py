@@ -98,6 +98,24 @@ def _gradients(n_workers: int, n_values: int, seed: int) -> list[np.ndarray]:
     return [(rng.standard_normal(n_values) * 0.01).astype(np.float32) for _ in range(n_workers)]
 
 
+def _spawn(host: Any, base: Path, argv: list[str]) -> Any:
+    """Start an agent in a Mininet host with stdout/stderr in files: pipes that nobody
+    reads while we wait for another process would fill up and stall the agent."""
+    with open(base.with_suffix(".out"), "wb") as out, open(base.with_suffix(".err"), "wb") as err:
+        return host.popen(argv, cwd=str(REPO_ROOT), stdout=out, stderr=err)
+
+
+def _wait(proc: Any, base: Path, timeout: float) -> tuple[str, str]:
+    """Wait for an agent (killing it past ``timeout``); return its stdout and stderr."""
+    try:
+        proc.wait(timeout=timeout)
+    except Exception:
+        proc.kill()
+        proc.wait()
+    return (base.with_suffix(".out").read_text(errors="replace"),
+            base.with_suffix(".err").read_text(errors="replace"))
+
+
 def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]]], run_dir: Path,
              tag: str, window: int = 32, timeout: float = 1.0, max_time: float = 300.0,
              worker_args: list[str] | None = None) -> list[RunResult]:
@@ -108,10 +126,13 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
         jdir = run_dir / f"{tag}-job{job.job_id}"
         jdir.mkdir(parents=True, exist_ok=True)
         policy = job.write_policy(jdir / "policy.json")
-        ps = net.host(job.ps).popen(
-            [sys.executable, "-m", "hosts.ina_ps", "--policy", str(policy), "--json",
-             "--iface", topo.iface(job.ps)["name"], "--linger", "0.5", "--max-time", str(max_time)],
-            cwd=str(REPO_ROOT))
+        ps = _spawn(net.host(job.ps), jdir / "ps",
+                    [sys.executable, "-m", "hosts.ina_ps", "--policy", str(policy), "--json",
+                     "--iface", topo.iface(job.ps)["name"],
+                     # quiet time before exiting: longer than a worker's largest backoff,
+                     # so a worker whose RESULT was lost still gets it again
+                     "--linger", str(max(3.0, 3 * timeout)),
+                     "--max-time", str(max_time)])
         started.append((job, grads, jdir, policy, ps))
     time.sleep(0.5)  # the PSs bind their sockets before the first gradient arrives
     t0 = time.monotonic()
@@ -121,12 +142,11 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
         for rank, w in enumerate(job.workers):
             gpath = jdir / f"grad-{rank}.npy"
             np.save(gpath, grads[rank])
-            procs.append(net.host(w).popen(
+            procs.append(_spawn(net.host(w), jdir / f"worker-{rank}",
                 [sys.executable, "-m", "hosts.ina_worker", "--policy", str(policy), "--rank", str(rank),
                  "--gradient", str(gpath), "--out-int", str(jdir / f"out-{rank}.npy"),
                  "--window", str(window), "--timeout", str(timeout), "--max-time", str(max_time),
-                 "--json", "--no-progress", *(worker_args or [])],
-                cwd=str(REPO_ROOT)))
+                 "--json", "--no-progress", *(worker_args or [])]))
         running.append((job, grads, jdir, ps, procs))
     results = []
     for job, grads, jdir, ps, procs in running:
@@ -135,21 +155,21 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
         retx = mismatches = 0
         failed = []
         for rank, p in enumerate(procs):
-            out, err = p.communicate(timeout=max_time + 30)
+            out, err = _wait(p, jdir / f"worker-{rank}", max_time + 30)
             if p.returncode != 0:
-                failed.append(f"{job.workers[rank]}: exit {p.returncode}: {(err or b'').decode()[-300:]}")
+                failed.append(f"{job.workers[rank]}: exit {p.returncode}: {err[-300:]}")
                 continue
-            summary = json.loads(out.decode().strip().splitlines()[-1])
+            summary = json.loads(out.strip().splitlines()[-1])
             retx += int(summary.get("retransmissions", 0))
             got = np.load(jdir / f"out-{rank}.npy")
             mismatches += int(np.count_nonzero(got[: expected.size] != expected))
         seconds = time.monotonic() - t0
-        out, err = ps.communicate(timeout=max_time + 30)
+        out, err = _wait(ps, jdir / "ps", max_time + 30)
         if failed:
             raise RuntimeError(f"job {job.job_id}: worker(s) failed:\n" + "\n".join(failed))
         if ps.returncode != 0:
-            raise RuntimeError(f"job {job.job_id}: PS failed: {(err or b'').decode()[-500:]}")
-        rep = json.loads(out.decode().strip().splitlines()[-1])
+            raise RuntimeError(f"job {job.job_id}: PS failed: {err[-500:]}")
+        rep = json.loads(out.strip().splitlines()[-1])
         st = rep["jobs"][str(job.job_id)]
         results.append(RunResult(
             mode=tag, seconds=seconds,

@@ -102,17 +102,26 @@ def test_duplicate_packets_are_not_added_twice(net) -> None:  # noqa: ANN001
     network, topo, out = net
     workers = [f"h{i}" for i in range(3, 9)]
     job = _plan(topo, workers, values=1024)
-    dep = InaDeployment(topo, network.grpc_addresses(), [job])
-    dep.deploy()
-    (res,) = run_jobs(network, topo, [(job, _grads(len(workers), 1024, 3))], out, "dup",
-                      worker_args=["--send-twice"])
-    assert res.exact
-    events = dep.read_events()
-    # every contribution was added exactly once although every packet came twice:
-    # the second copies were recognised by the switches' bitmaps (or, after an
-    # aggregate completed, re-sent as a PARTIAL the PS counts as a duplicate)
-    assert sum(e["added"] for e in events.values()) == len(workers) * job.num_fragments
-    assert sum(e["duplicate"] for e in events.values()) + res.ps_packets["duplicates"] > 0
+    grads = _grads(len(workers), 1024, 3)
+    added = {}
+    for mode, extra in (("once", []), ("twice", ["--send-twice"])):
+        dep = InaDeployment(topo, network.grpc_addresses(), [job])
+        dep.deploy()
+        (res,) = run_jobs(network, topo, [(job, grads)], out, f"dup-{mode}", worker_args=extra)
+        assert res.exact
+        assert res.retransmissions == 0
+        events = dep.read_events()
+        added[mode] = sum(e["added"] for e in events.values())
+        dups = sum(e["duplicate"] for e in events.values()) + res.ps_packets["duplicates"]
+    # Every packet came twice, yet the switches added (almost) exactly what they add
+    # when it comes once: the second copies were recognised by the aggregators' bitmaps
+    # (or, after an aggregate completed, re-sent as a PARTIAL the PS counted as a
+    # duplicate). "Almost": a second copy that reaches s_d after the RESULT freed its
+    # aggregator takes a fresh one (docs/ina.md, stale aggregators); it never reaches a
+    # sum, which the exact results above prove.
+    assert added["once"] > 0
+    assert added["once"] <= added["twice"] <= added["once"] * 1.05
+    assert dups >= 0.5 * len(workers) * job.num_fragments  # the rest: re-sent PARTIALs, late
 
 
 @pytest.mark.skipif(not CONTENTION.exists(), reason="tests/p4/build/ina_contention.json missing")
