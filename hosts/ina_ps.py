@@ -36,6 +36,7 @@ from hosts.ina_worker import (
     InaTimeoutError,
     Policy,
     PolicyError,
+    default_switch_ip,
     open_ina_socket,
 )
 from hosts.packets import (
@@ -302,7 +303,7 @@ class ParameterServer:
         if len(data) < INA_PACKET_LEN:
             c.short += 1
             return
-        mt, job, _wid, frag, _tag, origin, bm, cnt, _fanin, flags, _sdf = INA_HEADER.unpack_from(data)
+        mt, job, _wid, frag, tag, origin, bm, cnt, _fanin, flags, _sdf = INA_HEADER.unpack_from(data)
         if mt != _GRAD and mt != _PARTIAL:
             c.bad_type += 1
             return
@@ -343,6 +344,14 @@ class ParameterServer:
                                       _RETX, 0)
                 self._send(hdr + values, addr)
                 st.result_resends += 1
+            elif mt == _PARTIAL and tag:
+                # A switch completed an aggregate after the fragment was finished (a late
+                # duplicate refilled a freed aggregator): free it again, or it would hold
+                # that aggregator for good.
+                owner = origin or tag
+                pkt = INA_HEADER.pack(_CLEAR, job, 0, frag, owner, 0, jb.full, jb.num_workers, 0, 0, 0)
+                self._send(pkt + _ZERO_VALUES, (default_switch_ip(owner), self.port))
+                st.clears_sent += 1
             return
         have = jb.have[f]
         if bm & have:

@@ -20,6 +20,8 @@ BMv2 semantics these tests pin down (sources: behavioral-model 1.15,
 
 - a parser ``lookahead`` past the end of the packet is ``PacketTooShort``
   (``ParserOpSet<ParserLookAhead>``);
+- a ``select`` without a default arm that matches nothing accepts the packet with no
+  error (``ParseState::find_next_state``): BMv2 never raises ``NoMatch``;
 - a select mask compares ``key & mask == value & mask``: ``0x8847 &&& 0xFFFE`` matches
   0x8846 and 0x8847, not 0x8848;
 - a two-rate meter checks the peak rate first (red), then the committed rate (yellow):
@@ -362,7 +364,9 @@ def _parser_cases() -> list[Case]:
         # 0x88xx experimental header
         _pcase("exp_kind1", 0x88B6, [], bytes([1, 4]) + b"abcd", (0x60, 0, 0, 0)),
         _pcase("exp_kind2_len16", 0x88B6, [], bytes([2, 16]) + b"q" * 16, (0x60, 0, 0, 0)),
-        _pcase("exp_no_match", 0x88B6, [], bytes([3, 0]) + b"zz", (0x20, 0, 2, 0)),
+        # a select without default that matches nothing: BMv2 accepts, no NoMatch error
+        # (ParseState::find_next_state returns the null default state)
+        _pcase("exp_select_no_match_accepts", 0x88B6, [], bytes([3, 0]) + b"zz", (0x20, 0, 0, 0)),
         _pcase("exp_verify_too_long", 0x88B5, [], bytes([1, 17]), (0x20, 0, 6, 0)),
         _pcase("exp_0x8848_is_not_mpls", 0x8848, [], bytes([2, 0]), (0x60, 0, 0, 0)),
         _pcase("exp_truncated", 0x88B6, [], b"\x01", (0x00, 0, 1, 0)),

@@ -825,10 +825,9 @@ class Program:
                 body.append(f"{ind}{'if' if first else 'elif'} {cond}: {target}")
                 first = False
             else:
-                if not first:
-                    body.append(f"{ind}else: raise _PE({self.errors['NoMatch']})")
-                else:
-                    body.append(f"{ind}return o")
+                # No default transition and no match: simple_switch 1.15 goes to the
+                # (null) default next state, i.e. accepts with no error -- not NoMatch.
+                body.append(f"{ind}{'else: ' if not first else ''}return o")
             lines.extend(body)
         lines.append("        else: return o")
         lines.append("    except _PE as e:")
