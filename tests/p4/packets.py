@@ -7,8 +7,9 @@ are bound the way the programs parse them:
   share one EtherType, so they are bound *top-down* only: ``Ether()/Arith()`` gets
   ``type=0x88B6``, but dissecting an ``0x88B6`` frame gives ``Raw``; decode explicitly
   with ``Arith(frame[14:])``;
-- ``Mpls`` labels (``0x8847``/``0x8848``) chain on the bottom-of-stack bit and continue
-  with IPv4 when the next nibble is 4, as ``parser_features.p4`` does;
+- ``Mpls`` labels chain on the bottom-of-stack bit and continue with IPv4 when the next
+  nibble is 4, as ``parser_features.p4`` does; its ``0x8847 &&& 0xFFFE`` matches
+  0x8847 and 0x8846 (not 0x8848, which that program parses as ``ExpHeader``);
 - ``HashProbe`` follows IPv4 protocol 253 and ``RegisterHeavy`` (the ``agg_t`` header of
   ``registers.p4``) follows UDP destination port 40000, both ways.
 
@@ -36,7 +37,7 @@ from scapy.packet import Packet, Raw, bind_layers, bind_top_down
 
 ETHERTYPE_PROBE = 0x88B6
 ETHERTYPE_MPLS = 0x8847
-ETHERTYPE_MPLS_MC = 0x8848
+ETHERTYPE_MPLS_MASKED = 0x8846  # 0x8847 &&& 0xFFFE in parser_features.p4
 IP_PROTO_HASH_PROBE = 253
 GRADNET_INA_UDP_PORT = 40000
 REGISTER_VALUES = 32
@@ -162,7 +163,7 @@ class CpuHeader(Packet):
 
 
 class _FixedIntList(Field[list[int], list[int]]):
-    """``count`` big-endian 32-bit values; shorter lists are padded with zeros."""
+    """``nvalues`` big-endian 32-bit values; shorter lists are padded with zeros."""
 
     __slots__ = ["nvalues"]
     islist = 1  # a list value is one field value, not a set of packets to generate
@@ -212,7 +213,7 @@ class RegisterHeavy(Packet):
 for _cls in (TableProbe, Arith, RepProbe, Echo, ExpHeader):
     bind_top_down(Ether, _cls, type=ETHERTYPE_PROBE)
 bind_layers(Ether, Mpls, type=ETHERTYPE_MPLS)
-bind_layers(Ether, Mpls, type=ETHERTYPE_MPLS_MC)
+bind_layers(Ether, Mpls, type=ETHERTYPE_MPLS_MASKED)
 bind_layers(TableProbe, Extra, has_extra=1)
 bind_layers(IP, HashProbe, proto=IP_PROTO_HASH_PROBE)
 bind_layers(UDP, RegisterHeavy, dport=GRADNET_INA_UDP_PORT)
