@@ -53,8 +53,8 @@ def _frame(program: str) -> bytes:
     if program == "registers":
         from tests.p4.packets import RegisterHeavy  # noqa: PLC0415 (test-only header)
 
-        return bytes(Ether(dst="00:00:00:00:00:02", src="00:00:00:00:00:01", type=0x88B5)
-                     / RegisterHeavy(index=3, values=list(range(32))))
+        return bytes(Ether(dst="00:00:00:00:00:02", src="00:00:00:00:00:01") / IP(src="10.0.0.1", dst="10.0.0.2")
+                     / UDP(sport=5000) / RegisterHeavy(index=3, values=list(range(32))))
     return bytes(Ether(dst="00:00:00:00:01:00", src="00:00:0a:00:00:01") / IP(src="10.0.0.1", dst="10.0.0.2")
                  / UDP(sport=1000, dport=2000) / (b"\x00" * 18))
 
@@ -73,6 +73,9 @@ def _install(c: P4RuntimeClient, program: str) -> None:
                               action=P4TableAction("set_next_hop", dmac=2, port=2)),
                 +P4TableEntry("port_macs", match=P4TableMatch(egress_port=2),
                               action=P4TableAction("set_source_mac", smac=0x020000000102)))
+    else:  # registers.p4: port 1 -> 2, and the 32 read-add-writes happen on the way
+        c.write(+P4TableEntry("port_forward", match=P4TableMatch(ingress_port=1),
+                              action=P4TableAction("set_egress_port", port=2)))
 
 
 def _blast(tb: Testbed, frame: bytes, count: int, pps: float | None) -> tuple[int, float]:

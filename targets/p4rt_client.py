@@ -161,7 +161,7 @@ class P4RuntimeClient:
             return None
         meta: dict[str, int] = {}
         if self.schema is not None:
-            cpm = self.schema.controller_packet_metas["packet_in"]
+            cpm = self.schema.controller_packet_metadata["packet_in"]
             for m in msg.metadata:
                 meta[cpm.metadata[m.metadata_id].name] = int.from_bytes(m.value, "big")
         return msg.payload, meta
