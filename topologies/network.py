@@ -9,6 +9,7 @@ start-up fails half way.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -128,21 +129,13 @@ class Network:
         """Stop every switch process and remove every namespace of this run."""
         if self.net is not None:
             try:
+                # keep tearing down the rest whatever one node does
                 for sw in self.net.switches:
-                    try:
+                    with contextlib.suppress(Exception):
                         sw.stop()
-                    except Exception:  # keep tearing down the rest
-                        pass
-                for h in self.net.hosts:
-                    try:
-                        h.terminate()
-                    except Exception:
-                        pass
-                for sw in self.net.switches:
-                    try:
-                        sw.terminate()
-                    except Exception:
-                        pass
+                for node in (*self.net.hosts, *self.net.switches):
+                    with contextlib.suppress(Exception):
+                        node.terminate()
             finally:
                 self.net = None
         if self._own_dir:
