@@ -126,7 +126,9 @@ class P4Switch(Switch):
     def __init__(self, name: str, device_id: int = 1, target: str = "embedded",
                  run_dir: str = "/tmp/gradnet", json_path: str | None = None,
                  priority_queues: int = 1, **params) -> None:
-        params.setdefault("inNamespace", True)
+        # Always its own namespace (Mininet passes its global default explicitly): no
+        # interface of a run in the root namespace, so concurrent runs cannot collide.
+        params["inNamespace"] = True
         super().__init__(name, **params)
         self.device_id = device_id
         self.target = target

@@ -408,6 +408,38 @@ def test_fat_tree_loss_is_counted(fat_tree_net) -> None:  # noqa: ANN001
 
 @net
 @pytest.mark.net
+def test_fat_tree_loss_rate_matches_configured(fat_tree_net) -> None:  # noqa: ANN001
+    """A 20% emulated loss toward h2: of 600 ICMP echo requests from h1, the share that
+    gets no reply is within 5 points of 20% (binomial sd is 1.6 points), and the switch's
+    drop counter accounts for every missing one."""
+    import json
+
+    network, topo = fat_tree_net
+    edge = topo.node("h2")["ifaces"][0]["switch"]
+    port = topo.port(edge, "h2")
+    addrs = network.grpc_addresses()
+
+    async def set_loss(p: float) -> None:
+        async with Deployment(topo, addrs, set_pipeline=False) as dep:
+            await dep.set_loss(edge, port, p)
+
+    before = read_counters(topo, addrs)[edge]["link_drops"][port]
+    asyncio.run(set_loss(0.2))
+    try:
+        out = network.host("h1").cmd(
+            f"{sys.executable} -m hosts.reach --targets {topo.host_ip('h2')} --count 600 "
+            "--interval 0.002 --timeout 3")
+        res = json.loads(out.strip().splitlines()[-1])
+    finally:
+        asyncio.run(set_loss(0.0))
+    sent, got = res["sent"][topo.host_ip("h2")], res["received"][topo.host_ip("h2")]
+    assert sent == 600
+    assert abs((sent - got) / sent - 0.2) < 0.05, (sent, got)
+    assert read_counters(topo, addrs)[edge]["link_drops"][port] - before == sent - got
+
+
+@net
+@pytest.mark.net
 def test_fat_tree_multicast_group_and_readback(fat_tree_net) -> None:  # noqa: ANN001
     network, topo = fat_tree_net
     addrs = network.grpc_addresses()
