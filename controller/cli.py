@@ -63,6 +63,8 @@ def _number(text: str) -> int | float:
 def parse_topology(spec: str) -> Topology:
     """A topology from a builder spec (``fat-tree:4``, ``linear:3,2``, ``star:4,bw=10``)
     or a topology file path; :class:`UsageError` with a clear message otherwise."""
+    if os.path.isdir(spec):
+        raise UsageError(f"topology file {spec!r} is a directory")
     if os.path.isfile(spec):
         try:
             return load(spec)
@@ -412,7 +414,7 @@ def placement_header(topo: Topology, pl: Any) -> str:
     """Two lines: the instance and the result."""
     prob, res = pl.problem, pl.result
     return (f"placement on {topo.name}: PS {prob.ps} (its ToR s_d = {res.tor}), "
-            f"{len(prob.workers)} workers, K = {prob.budget}, C = {prob.switch_capacity:g} "
+            f"{len(prob.workers)} worker{'s' if len(prob.workers) != 1 else ''}, K = {prob.budget}, C = {prob.switch_capacity:g} "
             f"Mbit/s\n{pl.method}: switches {', '.join(pl.switches) or '(none)'}; "
             f"γ = {pl.gamma:.2f} Mbit/s per worker (solved in {pl.solve_time_s:.2f} s)")
 
@@ -667,6 +669,7 @@ def cmd_ina_deploy(args: argparse.Namespace) -> int:
         raise UsageError("--budget and --capacity are required (unless --baseline)")
     if args.values < 1:
         raise UsageError(f"--values must be >= 1, got {args.values}")
+    addresses = _addresses(args, topo)
     if args.policy_out:
         policy_path = Path(args.policy_out)
     elif args.run_dir:
@@ -675,7 +678,6 @@ def cmd_ina_deploy(args: argparse.Namespace) -> int:
         policy_path = Path(f"ina-job{args.job_id}.policy.json")
     policy_path = policy_path.resolve()
     _check_output_path(str(policy_path), "--policy-out")
-    addresses = _addresses(args, topo)
     if not args.baseline:
         # the same checks as `place` (clear messages), before anything is installed
         _placement_problem(topo, ps, workers, args.budget, args.capacity)

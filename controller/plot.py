@@ -177,6 +177,7 @@ def plot_placement(
     # data units per typographic point, to offset parallel flows by their line widths
     unit_per_pt = (x_hi - x_lo) / (ax.get_position().width * fig_w * 72)
 
+    large = len(topo.hosts()) > 32  # no link labels, small vertical host labels
     # 1. the topology
     for u, v in topo.graph.edges():
         (x0, y0), (x1, y1) = pos[u], pos[v]
@@ -196,6 +197,7 @@ def plot_placement(
     max_load = max((sum(x[2] for x in segs) for segs in per_edge.values()), default=1.0)
     max_lw = 12.0  # points for the busiest link
     order = {t: i for i, t in enumerate([*res.switches, res.tor, res.ps])}
+    labels: list[tuple[float, tuple[float, float], tuple[float, float], str]] = []
     for key, segs in per_edge.items():
         u, v = sorted(key, key=lambda n: (pos[n][1], pos[n][0]))
         (x0, y0), (x1, y1) = pos[u], pos[v]
@@ -212,18 +214,31 @@ def plot_placement(
                     color=colors.get(target, _DIRECT), lw=w, alpha=0.85, zorder=2,
                     solid_capstyle="butt", dash_capstyle="butt",
                     linestyle="-" if kind == "grad" else (0, (2.0, 0.8)))
-        # the link's total LP load (both directions), on the busier links between
-        # switches and on the PS's link (a worker's own link always carries gamma)
-        load = sum(s[2] for s in segs)
-        labelled = res.ps in key or all(topo.is_switch(n) for n in key)
-        if labelled and load >= 0.25 * max_load:
-            cap = topo.capacity(u, v)
-            # diagonal links cross mid-way: label them near their lower end
-            f = 0.5 if abs(x1 - x0) < 0.3 * abs(y1 - y0) else 0.22
-            mx, my = x0 + (x1 - x0) * f, y0 + (y1 - y0) * f
-            ax.text(mx, my, f"{load:.0f}/{cap:g}", fontsize=6.5, ha="center", va="center",
-                    zorder=6, color="#222222",
-                    bbox={"boxstyle": "round,pad=0.12", "fc": "white", "ec": "none", "alpha": 0.75})
+        # load / capacity of the link's busier direction (full duplex: each direction
+        # has the capacity) on the busier links between switches and on the PS's link
+        # (a worker's own link always carries gamma)
+        ll = res.link_loads
+        load = max(ll.get((u, v), 0.0), ll.get((v, u), 0.0))
+        if not prob.full_duplex:
+            load = ll.get((u, v), 0.0) + ll.get((v, u), 0.0)
+        labelled = not large and (res.ps in key or all(topo.is_switch(n) for n in key))
+        if labelled and sum(s[2] for s in segs) >= 0.25 * max_load:
+            labels.append((load, (x0, y0), (x1, y1), f"{load:.0f}/{topo.capacity(u, v):g}"))
+
+    # link labels, heaviest first, each at the first point along its link (middle
+    # first) that keeps clear of the labels already placed
+    placed: list[tuple[float, float]] = []
+    clear_x, clear_y = 42 * unit_per_pt, 11 * unit_per_pt  # a label's size, in data units
+    for _load, (x0, y0), (x1, y1), text in sorted(labels, key=lambda x: -x[0]):
+        spots = [(x0 + (x1 - x0) * f, y0 + (y1 - y0) * f)
+                 for f in (0.5, 0.35, 0.65, 0.25, 0.75, 0.42, 0.58, 0.18, 0.82)]
+        mx, my = next((p for p in spots
+                       if all(abs(p[0] - q[0]) > clear_x or abs(p[1] - q[1]) > clear_y
+                              for q in placed)), spots[0])
+        placed.append((mx, my))
+        ax.text(mx, my, text, fontsize=6.5, ha="center", va="center", zorder=6,
+                color="#222222",
+                bbox={"boxstyle": "round,pad=0.12", "fc": "white", "ec": "none", "alpha": 0.75})
 
     # 3. nodes
     chosen = {s: i + 1 for i, s in enumerate(res.switches)}
@@ -255,7 +270,9 @@ def plot_placement(
             face, marker, size, text = _IDLE_HOST, "o", host_size, h
         ax.scatter([x], [y], s=size, marker=marker, c=face, edgecolors="#333333",
                    linewidths=0.8, zorder=4)
-        ax.text(x, y - 0.42, text, fontsize=label_size - 1, ha="center", va="top", zorder=5)
+        ax.annotate(text, (x, y), xytext=(0, -9), textcoords="offset points",
+                    fontsize=label_size - 1, ha="center", va="top", zorder=5,
+                    rotation=90 if large else 0)
 
     # 4. legend and title
     handles = [Line2D([], [], color=colors[s], lw=4, label=f"to {s} (#{i + 1})")
@@ -279,7 +296,8 @@ def plot_placement(
     head = title or (f"{topo.name}: {placement.method} placement, K={prob.budget}, "
                      f"C={prob.switch_capacity:g} Mbit/s")
     fig.suptitle(f"{head}\nγ = {res.gamma:.2f} Mbit/s per worker; line width ∝ LP link "
-                 f"load (busiest link {max_load:.0f} Mbit/s, labels load/capacity)",
+                 f"load, both directions (busiest link {max_load:.0f} Mbit/s); labels: load "
+                 "of the busier direction / capacity",
                  fontsize=10.5, y=0.985)
     out = Path(path)
     fig.savefig(out, dpi=dpi, format="png")
