@@ -28,6 +28,7 @@ import os
 import shlex
 import shutil
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -414,8 +415,9 @@ def placement_header(topo: Topology, pl: Any) -> str:
     """Two lines: the instance and the result."""
     prob, res = pl.problem, pl.result
     return (f"placement on {topo.name}: PS {prob.ps} (its ToR s_d = {res.tor}), "
-            f"{len(prob.workers)} worker{'s' if len(prob.workers) != 1 else ''}, K = {prob.budget}, C = {prob.switch_capacity:g} "
-            f"Mbit/s\n{pl.method}: switches {', '.join(pl.switches) or '(none)'}; "
+            f"{len(prob.workers)} worker{'s' if len(prob.workers) != 1 else ''}, "
+            f"K = {prob.budget}, C = {prob.switch_capacity:g} Mbit/s\n"
+            f"{pl.method}: switches {', '.join(pl.switches) or '(none)'}; "
             f"γ = {pl.gamma:.2f} Mbit/s per worker (solved in {pl.solve_time_s:.2f} s)")
 
 
@@ -629,7 +631,8 @@ def _check_output_path(path: str, what: str) -> None:
 # ----------------------------------------------------------------------------- ina
 
 
-def _ina_host_setup(topo: Topology, hosts: Sequence[str], switches: Sequence[str]) -> dict[str, str]:
+def _ina_host_setup(topo: Topology, hosts: Sequence[str],
+                    switches: Sequence[str]) -> dict[str, str]:
     """Per host, the static ARP entries for the aggregating switches' addresses (they lie
     in the hosts' subnet; the MAC is the host's own switch port, which routes by IP)."""
     from .ina import switch_ip
@@ -688,7 +691,9 @@ def cmd_ina_deploy(args: argparse.Namespace) -> int:
     except PlacementError as e:
         raise UsageError(str(e)) from None
     dep = InaDeployment(topo, addresses, [job])
+    t0 = time.monotonic()
     report = dep.deploy(timeout=args.timeout)
+    took = time.monotonic() - t0
     try:
         job.write_policy(policy_path)
     except OSError as e:
@@ -722,7 +727,8 @@ def cmd_ina_deploy(args: argparse.Namespace) -> int:
                       f"= {job.num_fragments} fragments per worker; greedy placement K = "
                       f"{args.budget}: {', '.join(pl.switches) or '(none)'} + s_d {job.sd}, "
                       f"γ = {pl.gamma:.2f} Mbit/s per worker", markup=False)
-    console.print(f"deployed to {topo.name}: {report}", markup=False)
+    console.print(f"deployed to {topo.name}: {len(report.updates)} switches, {report.total} "
+                  f"entries in {took:.2f} s", markup=False)
     t = Table(title="installed", box=box.SIMPLE_HEAD, title_justify="left")
     for col, just in (("switch", "left"), ("device id", "right"), ("program", "left"),
                       ("aggregates", "left"), ("INA address", "left"), ("entries", "right")):
@@ -745,9 +751,10 @@ def cmd_ina_deploy(args: argparse.Namespace) -> int:
                   "'<host> <command>' in a Mininet CLI):", markup=False)
     for h, cmd in commands.items():
         console.print(f"  {h}$ {cmd}", markup=False, soft_wrap=True)
-    console.print(f"then: gradctl ina counters {args.topo} "
-                  f"{'--run-dir ' + args.run_dir if args.run_dir else '--addresses ' + args.addresses}"
-                  f" --policy {policy_path}", markup=False, soft_wrap=True)
+    where = (f"--run-dir {shlex.quote(args.run_dir)}" if args.run_dir
+             else f"--addresses {shlex.quote(args.addresses)}")
+    console.print(f"then: {PROG} ina counters {shlex.quote(args.topo)} {where} --policy "
+                  f"{shlex.quote(str(policy_path))}", markup=False, soft_wrap=True)
     return 0
 
 

@@ -58,7 +58,8 @@ def _switch_layers(topo: Topology) -> dict[str, int] | None:
         rank = {v: i for i, v in enumerate(used)}
         return {s: rank[ROLE_LAYERS[r]] for s, r in roles.items()}
     levels = {s: topo.node(s).get("level") for s in switches}
-    if all(r == "bcube" for r in roles.values()) and all(isinstance(v, int) for v in levels.values()):
+    if (all(r == "bcube" for r in roles.values())
+            and all(isinstance(v, int) for v in levels.values())):
         top = max(levels.values())  # type: ignore[type-var]
         return {s: top - v for s, v in levels.items()}  # type: ignore[operator]
     if len(switches) == 1:
