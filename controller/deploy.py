@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from finsy import P4TableEntry
+from finsy import P4MulticastGroupEntry, P4TableEntry
 
 from topologies.base import Topology, TopologyError
 
@@ -350,6 +350,8 @@ class Deployment:
         t0 = time.monotonic()
         specs = {s: (self.addresses[s], self.topology.device_id(s), self.programs[s])
                  for s in self.addresses}
+        if self.set_pipeline:
+            await _delete_multicast_groups(specs, self.timeout)
         self.sessions = await open_sessions(specs, set_pipeline=self.set_pipeline,
                                             timeout=self.timeout)
         self.report.connect_s = time.monotonic() - t0
@@ -469,6 +471,35 @@ class Deployment:
             self.block(s, Forwarding).read_drops(self.session(s)) for s in names
         )
         return dict(zip(names, results, strict=True))
+
+
+async def _delete_multicast_groups(specs: Mapping[str, tuple[str, int, Program]],
+                                   timeout: float) -> None:
+    """Delete every multicast group of switches that already run a pipeline.
+
+    Loading a new pipeline should drop them, but BMv2's P4Runtime server (PI) forgets its
+    groups while the PRE keeps their replicas, so a group written again after a reload
+    replicates twice (four times after the next reload...). Deleting the groups first,
+    through the running pipeline, leaves both sides empty. A switch with no pipeline yet
+    has none, so failures to attach are ignored.
+    """
+    try:
+        sessions = await open_sessions(specs, set_pipeline=False, timeout=timeout)
+    except DeployError:
+        return
+
+    async def one(session: SwitchSession) -> None:
+        try:
+            groups = await session.read([P4MulticastGroupEntry()])
+            if groups:
+                await session.write([-P4MulticastGroupEntry(g.multicast_group_id) for g in groups])
+        except DeployError:
+            pass
+
+    try:
+        await asyncio.gather(*(one(sess) for sess in sessions.values()))
+    finally:
+        await close_sessions(sessions.values())
 
 
 async def _gather_all(coros: Iterable[Any]) -> list[Any]:

@@ -54,10 +54,19 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 _B = TypeVar("_B", bound="ControlBlock")
 
 
-def _quiet_finsy(record: logging.LogRecord) -> bool:
+_EXPECTED_FINSY_WARNINGS = (
     # Neither BMv2's PI server nor the embedded target serves gNMI; finsy warns about
-    # it on every connect. Expected, so not worth a line per switch.
-    return "gNMI is not implemented" not in record.getMessage()
+    # it on every connect.
+    "gNMI is not implemented",
+    # Attaching to a switch that has no pipeline yet (deploy's clean-up pass does).
+    "Forwarding pipeline is not configured",
+)
+
+
+def _quiet_finsy(record: logging.LogRecord) -> bool:
+    # Expected, so not worth a line per switch.
+    msg = record.getMessage()
+    return not any(w in msg for w in _EXPECTED_FINSY_WARNINGS)
 
 
 logging.getLogger("finsy").addFilter(_quiet_finsy)
