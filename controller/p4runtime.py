@@ -58,8 +58,10 @@ _EXPECTED_FINSY_WARNINGS = (
     # Neither BMv2's PI server nor the embedded target serves gNMI; finsy warns about
     # it on every connect.
     "gNMI is not implemented",
-    # Attaching to a switch that has no pipeline yet (deploy's clean-up pass does).
+    # Deploy's clean-up pass attaches, with the new program's P4Info, to switches that
+    # run no pipeline yet or still the previous one.
     "Forwarding pipeline is not configured",
+    "Retrieved P4Info is different than expected",
 )
 
 
