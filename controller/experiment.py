@@ -271,7 +271,7 @@ def _print_summary(job: InaJob, ina: RunResult, base: RunResult, n: int) -> None
     if ina.switch_events:
         ev = Table(title="aggregating switches (ina_events counters)")
         ev.add_column("switch")
-        keys = sorted({k for v in ina.switch_events.values() for k in v})
+        keys = ["added", "partial", "passed_on", "duplicate", "cleared", "result"]
         for k in keys:
             ev.add_column(k, justify="right")
         for s, v in ina.switch_events.items():
