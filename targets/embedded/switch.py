@@ -249,15 +249,7 @@ class Switch:
         if F[LEARN]:
             self._learn(prog, F)
         if F[RESUBMIT]:
-            fl = F[RESUBMIT] & ~FLAG
-            if loops >= MAX_LOOPS:
-                self.stats.loop_limit += 1
-                return
-            R = prog.template[:]
-            prog.copy_field_list(R, F, fl)
-            R[sm["instance_type"]] = RESUBMITTED
-            R[sm["packet_length"]] = length
-            self._ingress(prog, R, frame, length, loops + 1)
+            self._reenter(prog, F, F[RESUBMIT] & ~FLAG, RESUBMITTED, frame, length, loops)
             return
         mg = sm.get("mcast_grp")
         if mg is not None and F[mg]:
@@ -271,6 +263,20 @@ class Switch:
             return
         F[sm["instance_type"]] = NORMAL
         self._enqueue(prog, port, F, payload, length, 0)
+
+    def _reenter(self, prog: Program, F: list[int], field_list: int, instance_type: int,
+                 frame: bytes, length: int, loops: int) -> None:
+        """Resubmit or recirculate: ``frame`` enters ingress again with fresh metadata,
+        except the field list's fields (bounded, so a looping program cannot hang us)."""
+        if loops >= MAX_LOOPS:
+            self.stats.loop_limit += 1
+            return
+        sm = prog.sm
+        R = prog.template[:]
+        prog.copy_field_list(R, F, field_list)
+        R[sm["instance_type"]] = instance_type
+        R[sm["packet_length"]] = length
+        self._ingress(prog, R, frame, length, loops + 1)
 
     def _replicate(self, prog: Program, F: list[int], payload: bytes, length: int,
                    replicas: list[Replica], trunc: int) -> None:
@@ -389,15 +395,7 @@ class Switch:
         if trunc:
             frame = frame[:trunc]
         if F[RECIRC]:
-            fl = F[RECIRC] & ~FLAG
-            if loops >= MAX_LOOPS:
-                self.stats.loop_limit += 1
-                return
-            R = prog.template[:]
-            prog.copy_field_list(R, F, fl)
-            R[sm["instance_type"]] = RECIRCULATED
-            R[sm["packet_length"]] = len(frame)
-            self._ingress(prog, R, frame, len(frame), loops + 1)
+            self._reenter(prog, F, F[RECIRC] & ~FLAG, RECIRCULATED, frame, len(frame), loops)
             return
         self._transmit(port, frame, out)
 
