@@ -36,55 +36,14 @@ from controller.placement import (
     solve_lp,
     tor_first_placement,
 )
+from topologies import fat_tree
 
 LINK_BW = 1000.0
 
 
-def _fat_tree_internal(k: int, bw: float) -> nx.Graph:
-    """Same names and order as topologies.fat_tree: cores, then per pod aggs and edges."""
-    h = k // 2
-    g = nx.Graph()
-    n = 0
-
-    def sw(role: str) -> str:
-        nonlocal n
-        n += 1
-        g.add_node(f"s{n}", kind="switch", role=role, device_id=n)
-        return f"s{n}"
-
-    cores = [sw("core") for _ in range(h * h)]
-    aggs: list[list[str]] = []
-    edges: list[list[str]] = []
-    for _ in range(k):
-        aggs.append([sw("agg") for _ in range(h)])
-        edges.append([sw("edge") for _ in range(h)])
-    hid = 0
-    for pod in range(k):
-        for e in edges[pod]:
-            for _ in range(h):
-                hid += 1
-                g.add_node(f"h{hid}", kind="host", role="host")
-                g.add_edge(e, f"h{hid}", capacity=bw)
-    for pod in range(k):
-        for e in edges[pod]:
-            for a in aggs[pod]:
-                g.add_edge(e, a, capacity=bw)
-    for pod in range(k):
-        for j, a in enumerate(aggs[pod]):
-            for c in cores[j * h : (j + 1) * h]:
-                g.add_edge(a, c, capacity=bw)
-    return g
-
-
 def fat_tree_graph(k: int, core_bw: float = LINK_BW) -> nx.Graph:
     """fat-tree(k) graph with LINK_BW links, agg-core links at ``core_bw``."""
-    # TODO: drop the internal generator once topologies.fat_tree is settled.
-    try:
-        from topologies import fat_tree
-
-        g = fat_tree(k, bw=LINK_BW).graph.copy()
-    except (ImportError, AttributeError):
-        g = _fat_tree_internal(k, LINK_BW)
+    g = fat_tree(k, bw=LINK_BW).graph.copy()
     for u, v, d in g.edges(data=True):
         if {g.nodes[u].get("role"), g.nodes[v].get("role")} == {"agg", "core"}:
             d["capacity"] = core_bw

@@ -9,6 +9,7 @@ import random
 import networkx as nx
 import pytest
 
+import topologies
 from controller.placement import (
     LPResult,
     PlacementError,
@@ -51,40 +52,9 @@ def workers_of(g: nx.Graph, ps: str = "d") -> list[str]:
     return [n for n, k in g.nodes(data="kind") if k == "host" and n != ps]
 
 
-# TODO: switch to topologies.fat_tree once it is settled; this mirrors its naming.
 def fat_tree(k: int, cap: float = 1000.0) -> nx.Graph:
-    """k-ary fat-tree: cores s1.., then per pod its aggs and edges; hosts h1.. ."""
-    h = k // 2
-    g = nx.Graph()
-    n = 0
-
-    def sw(role: str) -> str:
-        nonlocal n
-        n += 1
-        g.add_node(f"s{n}", kind="switch", role=role, device_id=n)
-        return f"s{n}"
-
-    cores = [sw("core") for _ in range(h * h)]
-    aggs, edges = [], []
-    for _ in range(k):
-        aggs.append([sw("agg") for _ in range(h)])
-        edges.append([sw("edge") for _ in range(h)])
-    hid = 0
-    for pod in range(k):
-        for e in edges[pod]:
-            for _ in range(h):
-                hid += 1
-                g.add_node(f"h{hid}", kind="host", role="host")
-                g.add_edge(e, f"h{hid}", capacity=cap)
-    for pod in range(k):
-        for e in edges[pod]:
-            for a in aggs[pod]:
-                g.add_edge(e, a, capacity=cap)
-    for pod in range(k):
-        for j, a in enumerate(aggs[pod]):
-            for c in cores[j * h : (j + 1) * h]:
-                g.add_edge(a, c, capacity=cap)
-    return g
+    """k-ary fat-tree graph (topologies.fat_tree): cores s1.., per pod aggs and edges."""
+    return topologies.fat_tree(k, bw=cap).graph
 
 
 def ft_problem(k: int = 4, budget: int = 2, c: float = 2000.0, **kw) -> PlacementProblem:
