@@ -381,6 +381,16 @@ def test_fat_tree_ecmp_spreads_flows(fat_tree_net) -> None:  # noqa: ANN001
     assert tx_packets(network, last)[h16_port] - before_last[h16_port] == len(sports)
 
 
+def set_link_loss(topo, addrs, switch: str, port: int, p: float) -> None:  # noqa: ANN001
+    """Change one port's emulated loss rate on the running network."""
+
+    async def run() -> None:
+        async with Deployment(topo, addrs, set_pipeline=False) as dep:
+            await dep.set_loss(switch, port, p)
+
+    asyncio.run(run())
+
+
 @net
 @pytest.mark.net
 def test_fat_tree_loss_is_counted(fat_tree_net) -> None:  # noqa: ANN001
@@ -391,18 +401,17 @@ def test_fat_tree_loss_is_counted(fat_tree_net) -> None:  # noqa: ANN001
     port = topo.port(edge, "h2")
     addrs = network.grpc_addresses()
 
-    async def set_loss(p: float) -> None:
-        async with Deployment(topo, addrs, set_pipeline=False) as dep:
-            await dep.set_loss(edge, port, p)
+    def set_loss(p: float) -> None:
+        set_link_loss(topo, addrs, edge, port, p)
 
     before = read_counters(topo, addrs)[edge]["link_drops"][port]
-    asyncio.run(set_loss(1.0))
+    set_loss(1.0)
     h1 = network.host("h1")
     out = h1.cmd("ping -n -q -c3 -i0.2 -W1 10.0.0.2")
     assert " 0 received" in out, out
     assert "1 received" in h1.cmd("ping -n -q -c1 -W2 10.0.0.3")
     assert read_counters(topo, addrs)[edge]["link_drops"][port] - before == 3
-    asyncio.run(set_loss(0.0))
+    set_loss(0.0)
     assert "1 received" in h1.cmd("ping -n -q -c1 -W2 10.0.0.2")
 
 
@@ -419,19 +428,18 @@ def test_fat_tree_loss_rate_matches_configured(fat_tree_net) -> None:  # noqa: A
     port = topo.port(edge, "h2")
     addrs = network.grpc_addresses()
 
-    async def set_loss(p: float) -> None:
-        async with Deployment(topo, addrs, set_pipeline=False) as dep:
-            await dep.set_loss(edge, port, p)
+    def set_loss(p: float) -> None:
+        set_link_loss(topo, addrs, edge, port, p)
 
     before = read_counters(topo, addrs)[edge]["link_drops"][port]
-    asyncio.run(set_loss(0.2))
+    set_loss(0.2)
     try:
         out = network.host("h1").cmd(
             f"{sys.executable} -m hosts.reach --targets {topo.host_ip('h2')} --count 600 "
             "--interval 0.002 --timeout 3")
         res = json.loads(out.strip().splitlines()[-1])
     finally:
-        asyncio.run(set_loss(0.0))
+        set_loss(0.0)
     sent, got = res["sent"][topo.host_ip("h2")], res["received"][topo.host_ip("h2")]
     assert sent == 600
     assert abs((sent - got) / sent - 0.2) < 0.05, (sent, got)

@@ -375,29 +375,27 @@ class PacketReplicationEngine:
     groups: dict[int, list[Replica]] = field(default_factory=dict)
     clone_sessions: dict[int, CloneSession] = field(default_factory=dict)
 
-    def set_group(self, group_id: int, replicas: list[Replica], *, create: bool) -> None:
-        if group_id <= 0:
-            raise StateError("INVALID_ARGUMENT", "multicast group id must be > 0")
-        exists = group_id in self.groups
+    @staticmethod
+    def _store(table: dict, key: int, value: object, create: bool, what: str) -> None:
+        """P4Runtime INSERT (``create``) or MODIFY of one PRE entry."""
+        if key <= 0:
+            raise StateError("INVALID_ARGUMENT", f"{what} id must be > 0")
+        exists = key in table
         if create and exists:
-            raise StateError("ALREADY_EXISTS", f"multicast group {group_id} exists")
+            raise StateError("ALREADY_EXISTS", f"{what} {key} exists")
         if not create and not exists:
-            raise StateError("NOT_FOUND", f"multicast group {group_id} does not exist")
-        self.groups[group_id] = list(replicas)
+            raise StateError("NOT_FOUND", f"{what} {key} does not exist")
+        table[key] = value
+
+    def set_group(self, group_id: int, replicas: list[Replica], *, create: bool) -> None:
+        self._store(self.groups, group_id, list(replicas), create, "multicast group")
 
     def delete_group(self, group_id: int) -> None:
         if self.groups.pop(group_id, None) is None:
             raise StateError("NOT_FOUND", f"multicast group {group_id} does not exist")
 
     def set_clone_session(self, session_id: int, session: CloneSession, *, create: bool) -> None:
-        if session_id <= 0:
-            raise StateError("INVALID_ARGUMENT", "clone session id must be > 0")
-        exists = session_id in self.clone_sessions
-        if create and exists:
-            raise StateError("ALREADY_EXISTS", f"clone session {session_id} exists")
-        if not create and not exists:
-            raise StateError("NOT_FOUND", f"clone session {session_id} does not exist")
-        self.clone_sessions[session_id] = session
+        self._store(self.clone_sessions, session_id, session, create, "clone session")
 
     def delete_clone_session(self, session_id: int) -> None:
         if self.clone_sessions.pop(session_id, None) is None:
