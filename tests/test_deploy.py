@@ -292,6 +292,13 @@ def send_udp(network, host: str, dst: str, sports: range, dport: int) -> None:  
     assert "rc=0" in out, out
 
 
+def _quiet(network, switch: str, seconds: float) -> bool:  # noqa: ANN001
+    """No frame left any port of ``switch`` during ``seconds``."""
+    a = tx_packets(network, switch)
+    time.sleep(seconds)
+    return tx_packets(network, switch) == a
+
+
 def wait_for(predicate, timeout: float = 5.0) -> bool:  # noqa: ANN001
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -371,6 +378,9 @@ def test_fat_tree_ecmp_spreads_flows(fat_tree_net) -> None:  # noqa: ANN001
     assert all(expected.values())  # the hash does spread these flows
 
     h16_port = topo.port(last, dst)
+    # Counters are per port, not per flow: start from a quiet network, so that a late
+    # frame of an earlier test is not counted as one of these flows.
+    assert wait_for(lambda: _quiet(network, edge, 0.5), timeout=10)
     before, before_last = tx_packets(network, edge), tx_packets(network, last)
     send_udp(network, src, dst_ip, sports, dport)
     assert wait_for(lambda: tx_packets(network, last)[h16_port] - before_last[h16_port]
