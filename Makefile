@@ -10,12 +10,13 @@ P4_TEST_PROGRAMS := $(wildcard tests/p4/*.p4)
 APT_PACKAGES := mininet iproute2 ethtool iputils-ping procps tcpdump libpcap0.8
 export TARGET
 
-.PHONY: all deps apt venv run test bench p4 lint clean help
+.PHONY: all deps apt venv run test bench p4 lint clean help run-%
 all: help
 
 help:
 	@echo "make run      run the main experiment on the emulated network (TARGET=$(TARGET))"
 	@echo "make run CLI=1  same, but leave a Mininet CLI open"
+	@echo "make run-MODE one technique's experiment: run-ndn, run-differentiated, run-bcube, run-token (ARGS=...)"
 	@echo "make test     run the test suite"
 	@echo "make bench    run the benchmarks (tables and ratios)"
 	@echo "make p4       recompile p4src/*.p4 and tests/p4/*.p4 with p4c into build/"
@@ -39,11 +40,16 @@ venv: $(VENV)/.stamp
 $(VENV)/.stamp: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,train]'
 	@touch $@
 
 run: deps
 	$(PY) -m controller.experiment $(if $(CLI),--cli,)
+
+# make run-ndn, run-differentiated, run-bcube, run-token: one technique's experiment
+# (ARGS="..." passes its options, e.g. make run-bcube ARGS="--n 2 --k 3").
+run-%: deps
+	$(PY) -m controller.experiment --mode $* $(ARGS)
 
 test: deps
 	$(PY) -m pytest -q -ra

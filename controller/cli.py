@@ -999,7 +999,20 @@ def build_parser() -> argparse.ArgumentParser:
                       help="a switch running ina.p4 (repeatable)")
     icnt.add_argument("--json", action="store_true", help="machine-readable output")
     icnt.set_defaults(func=cmd_ina_counters)
+
+    # One command group per technique, each in its own module beside its controller twin
+    # (``gradctl ndn ...`` lives in controller/ndn_cli.py next to controller/ndn.py).
+    import importlib
+    import importlib.util
+
+    for module in TECHNIQUE_CLIS:
+        if importlib.util.find_spec(module) is not None:
+            importlib.import_module(module).register(sub, topo_help)
     return p
+
+
+TECHNIQUE_CLIS = ["controller.ndn_cli", "controller.qos_cli", "controller.bcube_cli",
+                  "controller.token_cli"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

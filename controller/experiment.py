@@ -300,7 +300,9 @@ def _plot(path: Path, ina: RunResult, base: RunResult) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options (defaults: the README's `make run`)."""
     p = argparse.ArgumentParser(prog="python -m controller.experiment", description=__doc__.splitlines()[0])
-    p.add_argument("--mode", choices=["ina", "reach"], default="ina", help="experiment (default ina)")
+    p.add_argument("--mode", choices=["ina", "reach", *TECHNIQUE_MODES], default="ina",
+                   help="experiment (default ina); the technique modes take their own options "
+                        "(python -m controller.experiment --mode MODE --help)")
     p.add_argument("--k", type=int, default=4, help="fat-tree arity (default 4)")
     p.add_argument("--bw", type=float, default=2.0, help="link bandwidth in Mbit/s (default 2)")
     p.add_argument("--workers", type=int, default=0, help="number of workers (default: every other host)")
@@ -317,8 +319,35 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# One module per technique, each with ``main(argv) -> int`` and its own options; they are
+# imported only when chosen so that a missing optional dependency (torch) stays local.
+TECHNIQUE_MODES: dict[str, str] = {
+    "ndn": "controller.ndn_experiment",
+    "differentiated": "controller.differentiated_experiment",
+    "bcube": "controller.bcube_experiment",
+    "token": "controller.token_experiment",
+}
+
+
+def _technique_main(mode: str, argv: list[str]) -> int:
+    import importlib
+    import importlib.util
+
+    module = TECHNIQUE_MODES[mode]
+    if importlib.util.find_spec(module) is None:
+        console.print(f"[red]--mode {mode}: this technique has not landed yet ({module})[/red]")
+        return 2
+    return int(importlib.import_module(module).main(argv) or 0)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m controller.experiment``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--mode")
+    known, rest = pre.parse_known_args(argv)
+    if known.mode in TECHNIQUE_MODES:
+        return _technique_main(known.mode, rest)
     args = build_parser().parse_args(argv)
     if os.geteuid() != 0:
         console.print("[red]the experiment needs root (network namespaces)[/red]")
