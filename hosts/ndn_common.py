@@ -1,0 +1,378 @@
+"""NDN host side shared by the PS and GPU agents (technique 2, docs/ndn.md).
+
+* Packets are NDN v0.3 TLV encoded and decoded by python-ndn (``ndn.encoding``); names
+  are checked against ndn.p4's parser bounds before anything is sent
+  (:func:`controller.ndn.check_name` raises :class:`NameBoundsError`).
+* :class:`EthernetFace` sends them directly over Ethernet (EtherType 0x8624, NDN's
+  multicast MAC 01:00:5e:00:17:aa as destination) on an AF_PACKET socket: the
+  experiment's NDN transport through ``ndn.p4``.
+* :class:`UdpFace` sends the same packets in UDP datagrams to port 6363 (NFD's port),
+  addressed by host: the IP-unicast baseline through ``forward.p4``, where the PS sends
+  every update once per GPU.
+* float32 arrays travel as segments of :data:`SEGMENT_VALUES` values (one Data each,
+  fitting a 1500-byte MTU).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import struct
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from ndn.encoding import (
+    Component,
+    InterestParam,
+    MetaInfo,
+    Name,
+    make_data,
+    make_interest,
+    parse_data,
+    parse_interest,
+    parse_tl_num,
+)
+
+from controller.ndn import DISTRIBUTE_MARKER, INSERT_MARKER, NameBoundsError, check_name
+
+__all__ = [
+    "ETHERTYPE_NDN",
+    "NDN_MAC",
+    "SEGMENT_VALUES",
+    "EthernetFace",
+    "NameBoundsError",
+    "Packet",
+    "UdpFace",
+    "data_packet",
+    "decode",
+    "interest_packet",
+    "join_segments",
+    "ndn_payload",
+    "nic_counters",
+    "segments",
+]
+
+ETHERTYPE_NDN = 0x8624
+NDN_MAC = bytes.fromhex("01005e0017aa")
+UDP_PORT = 6363
+#: float32 values per Data segment: 1,400 content bytes, the Data stays under 1,500.
+SEGMENT_VALUES = 350
+TLV_INTEREST, TLV_DATA = 0x05, 0x06
+
+
+def ndn_payload(buf: bytes | memoryview) -> memoryview:
+    """The NDN packet at the start of ``buf`` (Ethernet padding after it cut off).
+
+    Raises ``ValueError`` when ``buf`` does not start with a whole TLV."""
+    mv = memoryview(buf)
+    typ, n1 = parse_tl_num(mv, 0)
+    length, n2 = parse_tl_num(mv, n1)
+    end = n1 + n2 + length
+    if typ not in (TLV_INTEREST, TLV_DATA) or end > len(mv):
+        raise ValueError("not a whole NDN Interest or Data")
+    return mv[:end]
+
+
+@dataclass
+class Packet:
+    """A decoded NDN packet: ``kind`` is ``"interest"`` or ``"data"``."""
+
+    kind: str
+    name: list[bytes]
+    content: bytes = b""
+    source: Any = None            # UdpFace: the sender's (ip, port)
+
+    @property
+    def uri(self) -> str:
+        return Name.to_str(self.name)
+
+
+def decode(buf: bytes | memoryview, source: Any = None) -> Packet | None:
+    """Decode an Interest or Data (None for anything else or a malformed packet)."""
+    try:
+        pkt = ndn_payload(buf)
+        if pkt[0] == TLV_INTEREST:
+            name, _, _, _ = parse_interest(pkt, with_tl=True)
+            return Packet("interest", [bytes(c) for c in name], source=source)
+        name, _, content, _ = parse_data(pkt, with_tl=True)
+        return Packet("data", [bytes(c) for c in name], bytes(content or b""), source=source)
+    except Exception:  # python-ndn raises several types on bad input
+        return None
+
+
+_nonce = struct.unpack("I", os.urandom(4))[0]
+
+
+def interest_packet(name: str | list[bytes], lifetime_ms: int = 4000) -> bytes:
+    """An encoded Interest (fresh nonce); :class:`NameBoundsError` outside the bounds."""
+    global _nonce
+    comps = check_name(name)
+    _nonce = (_nonce + 1) & 0xFFFFFFFF
+    return bytes(make_interest(comps, InterestParam(lifetime=lifetime_ms, nonce=_nonce)))
+
+
+def data_packet(name: str | list[bytes], content: bytes = b"", final_block: int | None = None) -> bytes:
+    """An encoded Data (unsigned: the emulated network trusts its hosts)."""
+    comps = check_name(name)
+    meta = MetaInfo(final_block_id=Component.from_segment(final_block) if final_block is not None else None)
+    return bytes(make_data(comps, meta, content))
+
+
+def marker(name: list[bytes]) -> str | None:
+    """``"insert"`` / ``"distribute"`` when the first component is that marker."""
+    if not name:
+        return None
+    v = bytes(Component.get_value(name[0]))
+    return {INSERT_MARKER: "insert", DISTRIBUTE_MARKER: "distribute"}.get(v)
+
+
+def comp_str(c: bytes) -> str:
+    """A component as text (generic: its bytes; typed: python-ndn's ``seg=5`` form)."""
+    return Component.to_str(c)
+
+
+def segments(arr: np.ndarray) -> list[bytes]:
+    """A float32 array as little-endian segments of :data:`SEGMENT_VALUES` values."""
+    raw = np.ascontiguousarray(arr, dtype="<f4").tobytes()
+    step = SEGMENT_VALUES * 4
+    return [raw[i:i + step] for i in range(0, max(len(raw), 1), step)] or [b""]
+
+
+def n_segments(n_values: int) -> int:
+    """How many segments a ``n_values`` float32 array takes."""
+    return max(1, -(-n_values // SEGMENT_VALUES))
+
+
+def join_segments(parts: Mapping[int, bytes], n_values: int) -> np.ndarray:
+    """Reassemble ``{segment: bytes}`` into a float32 array (every segment present)."""
+    raw = b"".join(parts[i] for i in range(n_segments(n_values)))
+    return np.frombuffer(raw, dtype="<f4", count=n_values).copy()
+
+
+def nic_counters(iface: str) -> tuple[int, int, int, int]:
+    """(rx_bytes, rx_packets, tx_bytes, tx_packets) of ``iface`` in this namespace."""
+    with open("/proc/net/dev") as f:
+        for line in f:
+            if ":" in line and line.split(":", 1)[0].strip() == iface:
+                v = line.split(":", 1)[1].split()
+                return int(v[0]), int(v[1]), int(v[8]), int(v[9])
+    return 0, 0, 0, 0
+
+
+@dataclass
+class FaceStats:
+    """Bytes and packets a face sent and received (NDN packets + their framing)."""
+
+    tx_bytes: int = 0
+    tx_packets: int = 0
+    rx_bytes: int = 0
+    rx_packets: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+
+    def count_tx(self, nbytes: int, kind: str) -> None:
+        self.tx_bytes += nbytes
+        self.tx_packets += 1
+        self.by_kind[kind] = self.by_kind.get(kind, 0) + nbytes
+
+
+class EthernetFace:
+    """NDN directly over Ethernet on one interface (AF_PACKET, EtherType 0x8624)."""
+
+    def __init__(self, iface: str, rcvbuf: int = 16 << 20) -> None:
+        self.iface = iface
+        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETHERTYPE_NDN))
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        self.sock.bind((iface, ETHERTYPE_NDN))
+        self.mac = self.sock.getsockname()[4][:6]
+        self._hdr = NDN_MAC + self.mac + struct.pack("!H", ETHERTYPE_NDN)
+        self.stats = FaceStats()
+
+    def send(self, pkt: bytes, dest: Any = None, kind: str = "other") -> None:
+        """Send one NDN packet (``dest`` is unused: the switches route by name)."""
+        frame = self._hdr + pkt
+        self.sock.send(frame)
+        self.stats.count_tx(len(frame), kind)
+
+    def recv(self, timeout: float) -> Iterator[Packet]:
+        """The packets that arrive within ``timeout`` s (at least one wait, then drain)."""
+        r, _, _ = select.select([self.sock], [], [], max(0.0, timeout))
+        if not r:
+            return
+        while True:
+            try:
+                frame, addr = self.sock.recvfrom(65536, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return
+            if addr[2] == socket.PACKET_OUTGOING:
+                continue
+            self.stats.rx_bytes += len(frame)
+            self.stats.rx_packets += 1
+            p = decode(memoryview(frame)[14:])
+            if p is not None:
+                yield p
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class UdpFace:
+    """NDN packets in UDP datagrams (port 6363), addressed by host: the IP baseline.
+
+    ``hosts`` maps host names (the first name component of an Interest) to IP addresses.
+    A Data answers its Interest's sender; a distribute Data goes to every address in
+    ``dest`` (the PS's subscribers), one datagram each.
+    """
+
+    HEADER = 14 + 20 + 8   # Ethernet + IPv4 + UDP, for byte counts comparable with Ethernet
+
+    def __init__(self, hosts: Mapping[str, str], rcvbuf: int = 16 << 20) -> None:
+        self.hosts = dict(hosts)
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        self.sock.bind(("0.0.0.0", UDP_PORT))
+        self.stats = FaceStats()
+
+    def address_of(self, name: list[bytes]) -> tuple[str, int]:
+        """Where an Interest for ``name`` goes: its first component after any marker."""
+        i = 1 if marker(name) else 0
+        host = bytes(Component.get_value(name[i])).decode()
+        try:
+            return self.hosts[host], UDP_PORT
+        except KeyError:
+            raise ValueError(f"no address for NDN name prefix /{host}") from None
+
+    def send(self, pkt: bytes, dest: Any = None, kind: str = "other") -> None:
+        """Send to ``dest`` ((ip, port)), or to the host the Interest's name starts with."""
+        if dest is None:
+            p = decode(pkt)
+            assert p is not None
+            dest = self.address_of(p.name)
+        for _ in range(50):
+            try:
+                self.sock.sendto(pkt, dest)
+                break
+            except BlockingIOError:  # pragma: no cover - only with a full send buffer
+                time.sleep(0.001)
+        self.stats.count_tx(len(pkt) + self.HEADER, kind)
+
+    def recv(self, timeout: float) -> Iterator[Packet]:
+        """As :meth:`EthernetFace.recv`."""
+        r, _, _ = select.select([self.sock], [], [], max(0.0, timeout))
+        if not r:
+            return
+        while True:
+            try:
+                buf, addr = self.sock.recvfrom(65536, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return
+            self.stats.rx_bytes += len(buf) + self.HEADER
+            self.stats.rx_packets += 1
+            p = decode(buf, source=addr)
+            if p is not None:
+                yield p
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def name_of(*parts: str | bytes) -> list[bytes]:
+    """A name from components: ``str`` parts in python-ndn URI form (``seg=3``, ``v=2``),
+    ``bytes`` parts as generic components with those exact bytes."""
+    out: list[bytes] = []
+    for p in parts:
+        if isinstance(p, bytes):
+            out.append(bytes(Component.from_bytes(p)))
+        else:
+            out.append(bytes(Component.from_str(p)))
+    return out
+
+
+def seg_of(name: list[bytes]) -> int:
+    """The segment number of a name ending in ``seg=N``."""
+    return Component.to_number(name[-1])
+
+
+def version_of(c: bytes) -> int:
+    """The number of a ``v=N`` component."""
+    return Component.to_number(c)
+
+
+def make_face(transport: str, iface: str, hosts: Mapping[str, str]) -> EthernetFace | UdpFace:
+    """``ndn`` -> :class:`EthernetFace` on ``iface``; ``ip`` -> :class:`UdpFace`."""
+    if transport == "ndn":
+        return EthernetFace(iface)
+    if transport == "ip":
+        return UdpFace(hosts)
+    raise ValueError(f"transport must be ndn or ip, got {transport!r}")
+
+
+class Requester:
+    """Outstanding Interests of one agent, retransmitted every ``timeout`` s.
+
+    NDN consumers retransmit: a lost Interest or Data is recovered by sending the
+    Interest again (the switch's PIT re-forwards a retransmission from a port it
+    already holds)."""
+
+    def __init__(self, face: EthernetFace | UdpFace, timeout: float = 0.5,
+                 lifetime_ms: int = 4000) -> None:
+        self.face = face
+        self.timeout = timeout
+        self.lifetime_ms = lifetime_ms
+        self.pending: dict[bytes, tuple[bytes, float, str]] = {}
+        self.retransmissions = 0
+
+    @staticmethod
+    def key(name: list[bytes]) -> bytes:
+        return b"".join(name)
+
+    def express(self, name: list[bytes], kind: str = "interest") -> None:
+        """Send an Interest for ``name`` and keep it until :meth:`satisfied`."""
+        pkt = interest_packet(name, self.lifetime_ms)
+        self.pending[self.key(name)] = (pkt, time.monotonic() + self.timeout, kind)
+        self.face.send(pkt, kind=kind)
+
+    def satisfied(self, name: list[bytes]) -> bool:
+        """Forget the Interest for ``name``; True when it was outstanding."""
+        return self.pending.pop(self.key(name), None) is not None
+
+    def tick(self) -> float:
+        """Retransmit every Interest due; returns seconds until the next one is due."""
+        now = time.monotonic()
+        nxt = self.timeout
+        for k, (pkt, due, kind) in list(self.pending.items()):
+            if due <= now:
+                self.face.send(pkt, kind=kind)
+                self.retransmissions += 1
+                self.pending[k] = (pkt, now + self.timeout, kind)
+                nxt = min(nxt, self.timeout)
+            else:
+                nxt = min(nxt, due - now)
+        return max(nxt, 0.0)
+
+
+def synthetic_gradient(params: np.ndarray, gpu: int, step: int, seed: int) -> np.ndarray:
+    """A deterministic gradient-like float32 array that depends on the parameters it was
+    computed on (so a GPU that missed an update would send a different gradient)."""
+    rng = np.random.default_rng([seed, gpu, step])
+    noise = (rng.standard_normal(params.size) * 0.01).astype(np.float32)
+    return (noise + np.float32(0.01) * params).astype(np.float32)
+
+
+def initial_params(n_values: int, seed: int) -> np.ndarray:
+    """The PS's model initialisation (synthetic model)."""
+    rng = np.random.default_rng([seed, 999])
+    return (rng.standard_normal(n_values) * 0.1).astype(np.float32)
+
+
+def sgd_step(params: np.ndarray, grads: list[np.ndarray], lr: float) -> np.ndarray:
+    """``params - lr * mean(grads)`` in float32, summing in the given order."""
+    total = np.zeros_like(params, dtype=np.float32)
+    for g in grads:
+        total = (total + g).astype(np.float32)
+    return (params - np.float32(lr) * (total / np.float32(len(grads)))).astype(np.float32)

@@ -1,0 +1,43 @@
+/* gradnet: NDN FIB, longest-prefix match on name components (ingress).
+ *
+ * One ternary table keyed by the six prefix hashes h_1..h_6 (ndn_name_hash.p4):
+ * the entry of a k-component prefix matches h_k exactly, wildcards the others,
+ * and has priority k, so the longest matching prefix wins in one lookup.
+ */
+#ifndef _GRADNET_NDN_FIB_P4_
+#define _GRADNET_NDN_FIB_P4_
+
+#include "ndn_headers.p4"
+
+control NdnFib(inout ndn_headers_t hdr,
+               inout ndn_metadata_t meta,
+               inout standard_metadata_t standard_metadata) {
+
+    action set_next_hop(port_t port) {
+        standard_metadata.egress_spec = port;
+    }
+
+    action no_route() {
+        meta.drop_reason = NDN_DROP_NO_ROUTE;
+    }
+
+    table fib {
+        key = {
+            meta.h1: ternary;
+            meta.h2: ternary;
+            meta.h3: ternary;
+            meta.h4: ternary;
+            meta.h5: ternary;
+            meta.h6: ternary;
+        }
+        actions = { set_next_hop; no_route; }
+        default_action = no_route();
+        size = NDN_FIB_SIZE;
+    }
+
+    apply {
+        fib.apply();
+    }
+}
+
+#endif  /* _GRADNET_NDN_FIB_P4_ */

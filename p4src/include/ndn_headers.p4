@@ -1,0 +1,116 @@
+/* gradnet: NDN (technique 2, docs/ndn.md) headers, metadata and bounds.
+ *
+ * NDN packet format v0.3 directly over Ethernet (EtherType 0x8624). The parser
+ * reads the outer TLV (Interest 0x05 / Data 0x06) and the Name; everything after
+ * the Name stays payload. Without varbit, the Name's bytes are extracted one by
+ * one into a header stack (so the deparser emits them back unchanged) while each
+ * component's (type, length, value) is copied into fixed-width metadata slots.
+ *
+ * Bounds (anything outside is a counted drop, NDN_DROP_*):
+ *   outer TLV length: 1-byte or 3-byte (0xFD) form; Name TLV length <= 64;
+ *   at most 6 name components; component value <= 16 bytes, type < 128.
+ */
+#ifndef _GRADNET_NDN_HEADERS_P4_
+#define _GRADNET_NDN_HEADERS_P4_
+
+#include "config.p4"
+#include "headers.p4"
+
+#define NDN_MAX_NAME_BYTES 64
+#define NDN_MAX_DEPTH      6
+#define NDN_MAX_COMPONENT  16
+/* Transient PIT: 2^NDN_PIT_BITS entries indexed by the low bits of the name hash. */
+#define NDN_PIT_BITS 16
+#define NDN_PIT_SIZE 65536
+/* In-ports recorded in a PIT entry: a bitmap of ports 1..8 (bit p-1). */
+#define NDN_PIT_PORTS 8
+#define NDN_FIB_SIZE 1024
+#define NDN_PERSISTENT_PIT_SIZE 256
+
+const bit<8> NDN_TLV_INTEREST = 0x05;
+const bit<8> NDN_TLV_DATA     = 0x06;
+const bit<8> NDN_TLV_NAME     = 0x07;
+const bit<8> NDN_TLV_GENERIC_COMPONENT = 0x08;
+/* The seed's markers: first name component "*insert*" / "*distribute*"
+ * (GenericNameComponent, ASCII). */
+const bit<128> NDN_INSERT_MARKER     = 0x2a696e736572742a;            /* "*insert*" */
+const bit<128> NDN_DISTRIBUTE_MARKER = 0x2a646973747269627574652a;    /* "*distribute*" */
+
+/* Why an NDN packet was dropped: index of MyIngress.drops.ndn_drops. */
+#define NDN_DROP_NOT_NDN            1   /* not EtherType 0x8624, or outer type not Interest/Data */
+#define NDN_DROP_LENGTH_FORM        2   /* outer TLV length in the 5- or 9-byte form */
+#define NDN_DROP_MALFORMED          3   /* Name missing/empty, component overruns the Name, ... */
+#define NDN_DROP_NAME_TOO_LONG      4   /* Name TLV value > NDN_MAX_NAME_BYTES */
+#define NDN_DROP_NAME_TOO_DEEP      5   /* > NDN_MAX_DEPTH components */
+#define NDN_DROP_COMPONENT_TOO_LONG 6   /* component value > NDN_MAX_COMPONENT bytes, or type >= 128 */
+#define NDN_DROP_NO_ROUTE           7   /* Interest: no FIB entry */
+#define NDN_DROP_UNSOLICITED        8   /* Data: no live PIT entry */
+#define NDN_DROP_NO_SUBSCRIBERS     9   /* distribute Data: no persistent PIT entry */
+#define NDN_DROP_PORT_RANGE         10  /* Interest from a port > NDN_PIT_PORTS */
+#define NDN_DROP_PARSER_ERROR       11  /* truncated packet and other parser errors */
+#define NDN_DROP_BAD_MARKER         12  /* insert/distribute name without /PS/train after the marker */
+#define NDN_DROP_REASON_COUNT       16
+
+/* What the switch did with a packet it did not drop: index of
+ * MyIngress.drops.ndn_events (each packet counts once: a drop or one event). */
+#define NDN_EV_FORWARDED      1   /* Interest sent on by the FIB */
+#define NDN_EV_AGGREGATED     2   /* Interest added to a live PIT entry, not sent on */
+#define NDN_EV_PIT_HIT        3   /* Data sent to the PIT entry's ports, entry consumed */
+#define NDN_EV_PUNTED         4   /* insert Interest sent to the controller */
+#define NDN_EV_DISTRIBUTED    5   /* distribute Data replicated along the persistent PIT */
+#define NDN_EV_PACKET_OUT     6   /* packet from the controller sent out */
+#define NDN_EV_COUNT          8
+
+header ndn_tl_t {
+    bit<8> type;
+    bit<8> len;     /* 0xFD: a 16-bit length follows (ndn_len16_t) */
+}
+
+header ndn_len16_t {
+    bit<16> len;
+}
+
+header ndn_byte_t {
+    bit<8> b;
+}
+
+struct ndn_headers_t {
+    packet_out_t packet_out;
+    packet_in_t  packet_in;
+    ethernet_t   ethernet;
+    ndn_tl_t     ndn_packet;    /* Interest or Data */
+    ndn_len16_t  ndn_len16;
+    ndn_tl_t     ndn_name;
+    ndn_byte_t[NDN_MAX_NAME_BYTES] ndn_name_bytes;
+}
+
+struct ndn_metadata_t {
+    bit<8>   parse_drop;   /* NDN_DROP_* found by the parser */
+    bit<8>   drop_reason;  /* NDN_DROP_* decided in ingress; 0 = not dropped */
+    bit<8>   event;        /* NDN_EV_* of a packet not dropped; 0 = none */
+    bit<16>  name_left;    /* Name bytes not yet parsed (bit 15: overrun) */
+    bit<8>   eat;          /* bytes of the current component value left to extract */
+    bit<8>   depth;        /* components parsed */
+    bit<8>   cur_t;
+    bit<8>   cur_l;
+    bit<128> cur_v;
+    /* component i: type, length, value right-aligned in 128 bits (zero-padded) */
+    bit<8> t0; bit<8> l0; bit<128> c0;
+    bit<8> t1; bit<8> l1; bit<128> c1;
+    bit<8> t2; bit<8> l2; bit<128> c2;
+    bit<8> t3; bit<8> l3; bit<128> c3;
+    bit<8> t4; bit<8> l4; bit<128> c4;
+    bit<8> t5; bit<8> l5; bit<128> c5;
+    /* crc32 of the first k components, k = 1..6 (0 when depth < k) */
+    bit<32> h1; bit<32> h2; bit<32> h3; bit<32> h4; bit<32> h5; bit<32> h6;
+    bit<32> name_hash;     /* h_depth: the whole name */
+    bit<1>  is_interest;
+    bit<1>  insert;        /* Interest /<*insert*>/... */
+    bit<1>  distribute;    /* Data /<*distribute*>/... */
+    bit<1>  forward;       /* Interest: ask the FIB */
+    /* Link emulation (same fields as metadata_t, used by NdnLinkEmulation) */
+    bit<32> loss_threshold;
+    bit<32> loss_random;
+}
+
+#endif  /* _GRADNET_NDN_HEADERS_P4_ */
