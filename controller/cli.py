@@ -1011,7 +1011,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-TECHNIQUE_CLIS = ["controller.ndn_cli", "controller.qos_cli", "controller.bcube_cli",
+TECHNIQUE_CLIS = ["controller.net_cli", "controller.ndn_cli", "controller.qos_cli", "controller.bcube_cli",
                   "controller.token_cli"]
 
 
@@ -1032,4 +1032,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the importable module, not this ``__main__`` copy: the command groups in other
+    # modules raise ``controller.cli.UsageError``, which must be the class caught here.
+    from controller.cli import main as _main
+
+    sys.exit(_main())

@@ -76,8 +76,11 @@ class Network:
         from mininet.log import setLogLevel
         from mininet.net import Mininet
 
-        # "critical": Mininet reports tc's harmless "htb quantum is big" notes as errors.
-        setLogLevel("critical")
+        # "output" keeps the Mininet CLI's answers (pingall, nodes, ...) and hides its
+        # build chatter; tc's harmless "htb quantum is big" notes, which Mininet reports
+        # as errors, are filtered out instead of silencing everything.
+        setLogLevel("output")
+        _quiet_tc_notes()
         switch_cls = functools.partial(
             _TopoSwitch, target=self.target, run_dir=str(self.run_dir),
             json_path=self.json_path, priority_queues=self.priority_queues,
@@ -177,6 +180,21 @@ class _TopoSwitch(P4Switch):
     def __init__(self, name: str, grpc_port: int | None = None, **params: Any) -> None:
         super().__init__(name, **params)
         self.grpc_port = grpc_port
+
+
+class _TcNoteFilter:
+    """Drops Mininet's "*** Error: ... quantum ... is big" reports of tc's htb notes."""
+
+    def filter(self, record: Any) -> bool:
+        msg = str(record.getMessage())
+        return not ("quantum" in msg and "Error" in msg)
+
+
+def _quiet_tc_notes() -> None:
+    from mininet.log import lg
+
+    if not any(isinstance(f, _TcNoteFilter) for f in lg.filters):
+        lg.addFilter(_TcNoteFilter())
 
 
 def _same_subnet(a: dict[str, Any], b: dict[str, Any]) -> bool:

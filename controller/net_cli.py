@@ -1,0 +1,152 @@
+"""``gradctl net``: start, list, enter and stop long-lived emulated networks.
+
+    gradctl net up TOPO [--target T] [--bw MBIT] [--loss SW:PORT=RATE ...] [--cli]
+    gradctl net ls
+    gradctl net exec DIR HOST -- CMD ...
+    gradctl net down DIR
+
+The machinery is in ``controller/netctl.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import tempfile
+from typing import Any
+
+from rich import box
+from rich.table import Table
+
+from .cli import UsageError, _console
+from .netctl import NetError, NetState, net_down, net_exec, net_ls, net_up
+
+
+def cmd_net_up(args: argparse.Namespace) -> int:
+    """``gradctl net up``."""
+    if args.cli:
+        # foreground: the network lives as long as the Mininet CLI
+        from .netctl import _holder_main
+
+        run_dir = tempfile.mkdtemp(prefix="gradnet-", dir="/tmp")
+        print(f"run directory: {run_dir}", flush=True)
+        argv = ["--run-dir", run_dir, "--spec", args.topo, "--cli"]
+        argv += ["--target", args.target] if args.target else []
+        argv += ["--bw", str(args.bw)] if args.bw is not None else []
+        for s in args.loss:
+            argv += ["--loss", s]
+        argv += ["--no-deploy"] if args.no_deploy else []
+        return _holder_main(argv)
+    err = _console(sys.stderr)
+    try:
+        st = net_up(args.topo, target=args.target, bw=args.bw, loss=args.loss,
+                    deploy=not args.no_deploy, timeout=args.timeout,
+                    progress=lambda line: err.print(f"[dim]{line}[/dim]"))
+    except NetError as e:
+        raise UsageError(str(e)) from None
+    if args.json:
+        print(json.dumps({"run_dir": st.run_dir, "target": st.target, "topology": st.spec}))
+    else:
+        print(st.run_dir)
+        err.print(f"network {st.spec} is up on the {st.target} target "
+                  f"({len(st.hosts)} hosts, {len(st.switches)} switches).\n"
+                  f"  gradctl net exec {st.run_dir} {next(iter(st.hosts), 'HOST')} -- ip addr\n"
+                  f"  gradctl counters {st.spec} --run-dir {st.run_dir}\n"
+                  f"  gradctl net down {st.run_dir}")
+    return 0
+
+
+def _row(st: NetState) -> dict[str, Any]:
+    return {"run_dir": st.run_dir, "topology": st.spec, "target": st.target,
+            "status": st.live_status(), "hosts": len(st.hosts), "switches": len(st.switches),
+            "started": datetime.datetime.fromtimestamp(st.created).strftime("%Y-%m-%d %H:%M:%S"),
+            "holder_pid": st.holder.pid if st.holder else None}
+
+
+def cmd_net_ls(args: argparse.Namespace) -> int:
+    """``gradctl net ls``."""
+    rows = [_row(st) for st in net_ls()]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    t = Table(box=box.SIMPLE_HEAD)
+    for col in ("run_dir", "topology", "target", "status", "hosts", "switches", "started"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(*(str(r[c]) for c in ("run_dir", "topology", "target", "status", "hosts",
+                                         "switches", "started")))
+    c = _console()
+    c.print(t if rows else "no networks (gradctl net up TOPO starts one)")
+    return 0
+
+
+def cmd_net_exec(args: argparse.Namespace) -> int:
+    """``gradctl net exec``."""
+    cmd = list(args.command)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    try:
+        return net_exec(args.run_dir, args.host, cmd)
+    except NetError as e:
+        raise UsageError(str(e)) from None
+
+
+def cmd_net_down(args: argparse.Namespace) -> int:
+    """``gradctl net down``."""
+    try:
+        st = NetState.load(args.run_dir)
+        was = st.live_status()
+        killed = net_down(args.run_dir)
+    except NetError as e:
+        raise UsageError(str(e)) from None
+    note = f" (stopped {len(killed)} leftover processes by PID)" if was == "dead" else ""
+    print(f"{args.run_dir}: down{note}")
+    return 0
+
+
+def register(sub: Any, topo_help: str) -> None:
+    """Add the ``net`` command group to gradctl's subparsers."""
+    net = sub.add_parser("net", help="start, list, enter and stop long-lived networks",
+                         description="Long-lived emulated networks: every other gradctl command "
+                                     "then works against one with --run-dir DIR.")
+    nsub = net.add_subparsers(dest="net_command", metavar="ACTION", required=True)
+
+    up = nsub.add_parser("up", help="start a network and keep it running",
+                         description="Start an emulated network of P4 switches (forward.p4 "
+                                     "deployed) in the background; print its run directory.")
+    up.add_argument("topo", metavar="TOPO", help=topo_help)
+    up.add_argument("--target", choices=["auto", "embedded", "bmv2"], default=None,
+                    help="switch target (default: $TARGET or auto)")
+    up.add_argument("--bw", type=float, default=None, metavar="MBIT",
+                    help="bandwidth of every link in Mbit/s (default: the topology's)")
+    up.add_argument("--loss", action="append", default=[], metavar="SW:PORT=RATE",
+                    help="emulated loss of a switch egress port, e.g. s1:2=0.05 (repeatable)")
+    up.add_argument("--no-deploy", action="store_true",
+                    help="leave the switches without a program (deploy one yourself)")
+    up.add_argument("--cli", action="store_true",
+                    help="stay in the foreground with a Mininet CLI; the network stops with it")
+    up.add_argument("--timeout", type=float, default=300.0, metavar="S",
+                    help="seconds to wait for the network (default 300)")
+    up.add_argument("--json", action="store_true", help="machine-readable output")
+    up.set_defaults(func=cmd_net_up)
+
+    ls = nsub.add_parser("ls", help="list networks and whether they are up",
+                         description="List the networks under /tmp/gradnet-*.")
+    ls.add_argument("--json", action="store_true", help="machine-readable output")
+    ls.set_defaults(func=cmd_net_ls)
+
+    ex = nsub.add_parser("exec", help="run a command inside a host of a running network",
+                         description="Run CMD in HOST's network namespace (e.g. an agent); "
+                                     "exit with its status.")
+    ex.add_argument("run_dir", metavar="DIR", help="run directory printed by net up")
+    ex.add_argument("host", metavar="HOST")
+    ex.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...")
+    ex.set_defaults(func=cmd_net_exec)
+
+    down = nsub.add_parser("down", help="stop a network (also one whose holder crashed)",
+                           description="Stop a network's processes by PID; its namespaces "
+                                       "and links go with them.")
+    down.add_argument("run_dir", metavar="DIR")
+    down.set_defaults(func=cmd_net_down)

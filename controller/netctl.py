@@ -1,0 +1,309 @@
+"""Long-lived emulated networks: ``gradctl net up|ls|exec|down``.
+
+``gradctl net up TOPO`` starts a *holder* process (``python -m controller.netctl``) in its
+own session. The holder builds the network (``topologies.network.Network``), deploys
+``forward.p4`` with the requested loss rates, writes ``<run dir>/net.json`` and then waits
+for SIGTERM. ``net.json`` records every process that keeps the network alive (holder,
+host shells, switch shells, switch processes) as (PID, start time), so
+
+- ``gradctl net exec DIR HOST -- CMD`` enters the host's namespaces by its shell's PID
+  (``mnexec -a``, as Mininet does itself);
+- ``gradctl net down DIR`` asks the holder to stop, and when the holder is gone (crashed,
+  killed) stops the recorded processes itself. Processes are matched by PID *and* start
+  time, so a recycled PID is never signalled; nothing is looked up by name.
+
+All of a run's interfaces live in its namespaces, which vanish with their last process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+STATE_FILE = "net.json"
+RUN_PREFIX = "gradnet-"
+
+
+class NetError(RuntimeError):
+    """A network could not be started, found, entered or stopped."""
+
+
+# ----------------------------------------------------------------------------- processes
+def proc_start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (None if it does not exist)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # the command name may hold spaces and parentheses: split after the last ')'
+    fields = stat[stat.rindex(")") + 2:].split()
+    if fields[0] == "Z":  # a zombie has exited already
+        return None
+    return int(fields[19])
+
+
+@dataclass
+class Proc:
+    """A process that keeps a network alive, identified by PID and start time."""
+
+    pid: int
+    start: int | None
+    what: str = ""
+
+    @classmethod
+    def of(cls, pid: int, what: str = "") -> Proc:
+        return cls(pid, proc_start_time(pid), what)
+
+    def alive(self) -> bool:
+        """Whether this very process (not a recycled PID) still runs."""
+        st = proc_start_time(self.pid)
+        return st is not None and st == self.start
+
+    def signal(self, sig: int) -> None:
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+
+@dataclass
+class NetState:
+    """What ``net.json`` holds."""
+
+    run_dir: str
+    spec: str
+    target: str = ""
+    status: str = "starting"  # starting | up | failed | down
+    error: str = ""
+    created: float = field(default_factory=time.time)
+    holder: Proc | None = None
+    hosts: dict[str, Proc] = field(default_factory=dict)
+    switches: dict[str, list[Proc]] = field(default_factory=dict)
+    topology: dict[str, Any] = field(default_factory=dict)
+
+    def save(self) -> None:
+        path = Path(self.run_dir) / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=1))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, run_dir: str | Path) -> NetState:
+        path = Path(run_dir) / STATE_FILE
+        if not path.is_file():
+            raise NetError(f"{run_dir}: no network here (no {STATE_FILE}; see gradctl net ls)")
+        try:
+            d = json.loads(path.read_text())
+            d["holder"] = Proc(**d["holder"]) if d.get("holder") else None
+            d["hosts"] = {h: Proc(**p) for h, p in d.get("hosts", {}).items()}
+            d["switches"] = {s: [Proc(**p) for p in ps] for s, ps in d.get("switches", {}).items()}
+            return cls(**d)
+        except (ValueError, TypeError, KeyError) as e:
+            raise NetError(f"{path}: unreadable network state ({e})") from None
+
+    def processes(self) -> list[Proc]:
+        """Every recorded process: switch processes first, then shells, holder last."""
+        sw = [p for ps in self.switches.values() for p in ps]
+        return [*sw, *self.hosts.values(), *([self.holder] if self.holder else [])]
+
+    def live_status(self) -> str:
+        """``up``/``starting`` while the holder lives; ``dead`` if it died leaving processes."""
+        if self.status in ("down", "failed") and not any(p.alive() for p in self.processes()):
+            return self.status
+        if self.holder is not None and self.holder.alive():
+            return self.status
+        return "dead" if any(p.alive() for p in self.processes()) else "down"
+
+
+# ----------------------------------------------------------------------------- holder
+def _holder_main(argv: list[str]) -> int:
+    """The holder: build the network, record it, wait for SIGTERM, tear down."""
+    p = argparse.ArgumentParser(prog="python -m controller.netctl")
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--spec", required=True)
+    p.add_argument("--target", default=None)
+    p.add_argument("--bw", type=float, default=None)
+    p.add_argument("--loss", action="append", default=[])
+    p.add_argument("--no-deploy", action="store_true")
+    p.add_argument("--cli", action="store_true")
+    args = p.parse_args(argv)
+
+    from topologies.network import Network
+
+    from .cli import parse_topology
+    from .deploy import deploy, parse_loss
+
+    state = NetState(run_dir=args.run_dir, spec=args.spec, holder=Proc.of(os.getpid(), "holder"))
+    state.save()
+    stop = threading.Event()
+    if args.cli:
+        def _leave(*_: object) -> None:
+            raise SystemExit(143)
+
+        signal.signal(signal.SIGTERM, _leave)  # the CLI blocks in input(): leave it at once
+    else:
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
+    net = None
+    try:
+        topo = parse_topology(args.spec)
+        if args.bw is not None:
+            for _, _, data in topo.graph.edges(data=True):
+                data["capacity"] = float(args.bw)
+        loss = dict(parse_loss(s) for s in args.loss)
+        state.topology = topo.to_dict()
+        net = Network(topo, target=args.target, run_dir=args.run_dir,
+                      log=lambda m: print(m, flush=True))
+        net.start()
+        state.target = net.target
+        if not args.no_deploy:
+            rep = deploy(topo, net.grpc_addresses(), loss=loss)
+            print(f"deployed forward.p4: {rep}", flush=True)
+        state.hosts = {h.name: Proc.of(h.pid, "host shell") for h in net.net.hosts}
+        state.switches = {
+            sw.name: [Proc.of(sw.pid, "switch shell"),
+                      *([Proc.of(sw.proc.pid, "switch process")] if sw.proc else [])]
+            for sw in net.net.switches}
+        state.status = "up"
+        state.save()
+        if args.cli:
+            net.cli()
+        else:
+            while not stop.wait(1.0):
+                pass
+    except Exception as e:  # reported through net.json to the waiting ``net up``
+        state.status, state.error = "failed", f"{type(e).__name__}: {e}"
+        state.save()
+        print(f"error: {state.error}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        if net is not None:
+            net.stop()
+        if state.status != "failed":
+            state.status = "down"
+            state.save()
+    return 0
+
+
+# ----------------------------------------------------------------------------- commands
+def net_up(spec: str, *, target: str | None = None, bw: float | None = None,
+           loss: list[str] | None = None, deploy: bool = True, timeout: float = 300.0,
+           progress: Any = None) -> NetState:
+    """Start a network in the background and return its state once it is up."""
+    from .cli import parse_topology
+    from .deploy import parse_loss
+
+    parse_topology(spec)  # bad specs fail here, before anything starts
+    for s in loss or []:
+        parse_loss(s)
+    run_dir = tempfile.mkdtemp(prefix=RUN_PREFIX, dir="/tmp")
+    argv = [sys.executable, "-m", "controller.netctl", "--run-dir", run_dir, "--spec", spec]
+    if target:
+        argv += ["--target", target]
+    if bw is not None:
+        argv += ["--bw", str(bw)]
+    for s in loss or []:
+        argv += ["--loss", s]
+    if not deploy:
+        argv.append("--no-deploy")
+    log = open(Path(run_dir) / "holder.log", "ab")  # noqa: SIM115 (handed to the child)
+    from .p4runtime import REPO_ROOT
+
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True, cwd=str(REPO_ROOT))
+    log.close()
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        with contextlib.suppress(NetError):
+            st = NetState.load(run_dir)
+            if st.status == "up":
+                return st
+            if st.status == "failed":
+                proc.wait(timeout=60)
+                raise NetError(f"network failed to start: {st.error} (log: {run_dir}/holder.log)")
+        if proc.poll() is not None:
+            raise NetError(f"the network holder exited ({proc.returncode}); log: {run_dir}/holder.log")
+        if progress is not None:
+            lines = (Path(run_dir) / "holder.log").read_text(errors="replace").splitlines()
+            if lines and lines[-1] != last:
+                last = lines[-1]
+                progress(last)
+    net_down(run_dir)
+    raise NetError(f"network not up after {timeout:.0f} s (log: {run_dir}/holder.log)")
+
+
+def net_ls(root: str = "/tmp") -> list[NetState]:
+    """Every network whose run directory is under ``root``, newest first."""
+    out = []
+    for path in Path(root).glob(f"{RUN_PREFIX}*/{STATE_FILE}"):
+        with contextlib.suppress(NetError):
+            out.append(NetState.load(path.parent))
+    return sorted(out, key=lambda s: -s.created)
+
+
+def net_down(run_dir: str | Path, timeout: float = 30.0) -> list[Proc]:
+    """Stop a network: ask its holder; stop what remains by PID. Returns what it killed."""
+    st = NetState.load(run_dir)
+    if st.holder is not None and st.holder.alive():
+        st.holder.signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while st.holder.alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+    killed = []
+    # whatever the holder left (or all of it, if the holder crashed): TERM, then KILL
+    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        left = [p for p in st.processes() if p.alive()]
+        if not left:
+            break
+        for p in left:
+            p.signal(sig)
+            if p not in killed:
+                killed.append(p)
+        deadline = time.monotonic() + wait
+        while any(p.alive() for p in left) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    still = [p for p in st.processes() if p.alive()]
+    if still:
+        raise NetError(f"could not stop PIDs {[p.pid for p in still]}")
+    for sock in Path(run_dir).glob("*.grpc"):
+        sock.unlink(missing_ok=True)
+    if st.status != "failed":
+        st.status = "down"
+    st.save()
+    return killed
+
+
+def net_exec(run_dir: str | Path, host: str, command: list[str]) -> int:
+    """Run ``command`` inside ``host``'s namespaces; return its exit status."""
+    st = NetState.load(run_dir)
+    if st.live_status() != "up":
+        raise NetError(f"{run_dir}: network is {st.live_status()}, not up")
+    if host not in st.hosts and host not in st.switches:
+        names = ", ".join([*st.hosts, *st.switches][:12])
+        raise NetError(f"unknown node {host!r} (nodes: {names}, ...)")
+    if not command:
+        raise NetError("no command given (gradctl net exec DIR HOST -- CMD ...)")
+    proc = st.hosts[host] if host in st.hosts else st.switches[host][0]
+    if not proc.alive():
+        raise NetError(f"{host}'s shell (PID {proc.pid}) is gone")
+    from .p4runtime import REPO_ROOT
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.call(["mnexec", "-a", str(proc.pid), *command], env=env)
+
+
+if __name__ == "__main__":
+    sys.exit(_holder_main(sys.argv[1:]))
