@@ -742,15 +742,26 @@ def cmd_ina_deploy(args: argparse.Namespace) -> int:
             t.add_row(s, str(dev), "forward.p4", "-", "-", str(report.updates[s]))
     console.print(t)
     console.print(f"policy written to {policy_path}", markup=False)
+    # A network started by ``gradctl net up`` is entered with ``gradctl net exec``.
+    held = bool(args.run_dir) and (Path(args.run_dir) / "net.json").is_file()
+
+    def in_host(h: str, cmd: str, sh: bool = False) -> str:
+        if not held:
+            return f"  {h}$ {cmd}"
+        body = f"sh -c {shlex.quote(cmd)}" if sh else cmd
+        return f"  {PROG} net exec {shlex.quote(args.run_dir)} {h} -- {body}"
+
     if setup:
         console.print("host setup, once per host (static ARP for the aggregating switches' "
                       "addresses):", markup=False)
         for h, cmd in setup.items():
-            console.print(f"  {h}$ {cmd}", markup=False, soft_wrap=True)
-    console.print("start the PS, then the workers, each in its host's namespace (e.g. "
-                  "'<host> <command>' in a Mininet CLI):", markup=False)
+            console.print(in_host(h, cmd, sh=True), markup=False, soft_wrap=True)
+    how = "with gradctl net exec" if held else "e.g. '<host> <command>' in a Mininet CLI"
+    console.print(f"start the PS, then the workers, each in its host's namespace ({how}):",
+                  markup=False)
     for h, cmd in commands.items():
-        console.print(f"  {h}$ {cmd}", markup=False, soft_wrap=True)
+        console.print(in_host(h, cmd) + (" &" if held and h == job.ps else ""), markup=False,
+                      soft_wrap=True)
     where = (f"--run-dir {shlex.quote(args.run_dir)}" if args.run_dir
              else f"--addresses {shlex.quote(args.addresses)}")
     console.print(f"then: {PROG} ina counters {shlex.quote(args.topo)} {where} --policy "

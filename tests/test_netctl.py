@@ -151,3 +151,58 @@ def test_mininet_cli_prints_its_answers() -> None:
             proc.wait(timeout=30)
         os.close(master)
     assert proc.returncode == 0
+
+
+@net
+def test_manual_ina_workflow_from_printed_commands(tmp_path: Path) -> None:
+    """README's manual workflow: net up -> ina deploy -> run the commands it prints
+    (gradctl net exec ...) -> every worker's sum is exact -> counters -> net down."""
+    import shlex
+
+    import numpy as np
+
+    from hosts.fixedpoint import quantize
+
+    topo = "leaf-spine:2,2,2"
+    r = gradctl("net", "up", topo, "--bw", "50", "--target", TARGET)
+    assert r.returncode == 0, r.stderr
+    run_dir = r.stdout.strip().splitlines()[-1]
+    try:
+        r = gradctl("ina", "deploy", topo, "--run-dir", run_dir, "--ps", "h1",
+                    "--workers", "h2,h3,h4", "--budget", "1", "--capacity", "1000",
+                    "--values", "2048")
+        assert r.returncode == 0, r.stderr
+        cmds = [shlex.split(line.strip().rstrip("&")) for line in r.stdout.splitlines()
+                if line.strip().startswith("gradctl net exec")]
+        assert len(cmds) == 4 + 4  # ARP setup per host, then the PS and three workers
+        setup, agents = cmds[:4], cmds[4:]
+        for c in setup:
+            assert subprocess.run([*GRADCTL, *c[1:]], cwd=ROOT, timeout=60).returncode == 0
+        grads = [(np.random.default_rng(i).standard_normal(2048) * 0.01).astype(np.float32)
+                 for i in range(3)]
+        ps_cmd, workers = agents[0], agents[1:]
+        ps = subprocess.Popen([*GRADCTL, *ps_cmd[1:], "--json", "--linger", "3"], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.0)
+        procs = []
+        for rank, c in enumerate(workers):
+            i = c.index("--size")  # the printed command sends a random gradient of that size;
+            del c[i:i + 2]         # here each worker sends a known one instead
+            np.save(tmp_path / f"g{rank}.npy", grads[rank])
+            procs.append(subprocess.Popen(
+                [*GRADCTL, *c[1:], "--gradient", str(tmp_path / f"g{rank}.npy"), "--out-int",
+                 str(tmp_path / f"out{rank}.npy"), "--json", "--no-progress"], cwd=ROOT,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err
+        ps.communicate(timeout=60)
+        expected = sum(quantize(g, 16, 3).astype(np.int64) for g in grads)
+        for rank in range(3):
+            got = np.load(tmp_path / f"out{rank}.npy").astype(np.int64)
+            np.testing.assert_array_equal(got[:2048], expected)
+        r = gradctl("ina", "counters", topo, "--run-dir", run_dir, "--policy",
+                    str(Path(run_dir) / "ina-job1.policy.json"), "--json")
+        assert r.returncode == 0, r.stderr
+    finally:
+        assert gradctl("net", "down", run_dir).returncode == 0
