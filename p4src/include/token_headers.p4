@@ -1,0 +1,289 @@
+/* gradnet: token-passing gradient broadcast (technique 5, docs/token.md).
+ *
+ * Headers, metadata, parser and deparser of the smart NIC (nic.p4) and of the
+ * LAN switch (lan.p4). Protocol frames are Ethernet frames with EtherType
+ * GRADNET_TOKEN_ETHERTYPE (0x88B5, IEEE "local experimental"); right after the
+ * EtherType comes the 32-byte token header, whose next_holder field is the
+ * token. GRAD and READ frames carry TOKEN_VALUES int32 fixed-point values.
+ */
+#ifndef _GRADNET_TOKEN_HEADERS_P4_
+#define _GRADNET_TOKEN_HEADERS_P4_
+
+#include "config.p4"
+#include "headers.p4"
+
+/* The two ports of a NIC: its host, and the LAN switch. */
+const port_t NIC_HOST_PORT = 1;
+const port_t NIC_LAN_PORT  = 2;
+/* The NIC's multicast group for frames it originates itself (NODE_LOST):
+ * to its host and to the LAN. */
+const bit<16> NIC_BOTH_PORTS_GROUP = 1;
+
+#define TOKEN_VALUES      128
+#define TOKEN_MAX_MEMBERS 32     /* sequence numbers 1..31, one bit each in a bitmap */
+#define TOKEN_MAX_FRAGS   256    /* 256 x 128 = 32,768 values per gradient */
+#define TOKEN_ACC_SLOTS   512    /* two banks (batch parity) of TOKEN_MAX_FRAGS */
+
+/* msg_type: < 0x10 stays between a host and its own NIC; >= 0x10 is broadcast. */
+const bit<8> TOKEN_MSG_CONFIG       = 0x01;  /* host -> NIC: own MAC (source), wait unit t (aux, us) */
+const bit<8> TOKEN_MSG_READ         = 0x02;  /* host -> NIC: read one fragment of a batch's sums */
+const bit<8> TOKEN_MSG_READ_REPLY   = 0x03;  /* NIC -> host */
+const bit<8> TOKEN_MSG_TICK         = 0x04;  /* host -> NIC, periodic: evaluate the timeouts */
+const bit<8> TOKEN_MSG_RESEND_DUE   = 0x05;  /* NIC -> host: silence after your broadcast, resend it */
+const bit<8> TOKEN_MSG_FORM_START   = 0x10;  /* s121: opens formation (sender = 1) */
+const bit<8> TOKEN_MSG_FORM_REPLY   = 0x11;  /* s122: a node answers (sender = 0) */
+const bit<8> TOKEN_MSG_ROSTER       = 0x12;  /* s123: member (seq, mac); flag LAST closes formation */
+const bit<8> TOKEN_MSG_MODEL        = 0x20;  /* s110/s130: model parameters, raw payload */
+const bit<8> TOKEN_MSG_DATA         = 0x21;  /* training data of member `member`, raw payload */
+const bit<8> TOKEN_MSG_DATA_DONE    = 0x22;  /* distribution done: nodes ack, then training */
+const bit<8> TOKEN_MSG_DATA_ACK     = 0x23;
+const bit<8> TOKEN_MSG_TOKEN        = 0x30;  /* s132: the token names next_holder */
+const bit<8> TOKEN_MSG_GRAD         = 0x31;  /* s134: one fragment of the holder's gradient */
+const bit<8> TOKEN_MSG_NODE_LOST    = 0x32;  /* s320: member `member` is gone; sender holds the token */
+const bit<8> TOKEN_MSG_ABNORMAL     = 0x33;  /* too many departures: stop */
+const bit<8> TOKEN_MSG_REJOIN_QUERY = 0x34;  /* after a batch: standby nodes, speak up */
+const bit<8> TOKEN_MSG_REJOIN_REPLY = 0x35;  /* a standby (removed) member answers */
+const bit<8> TOKEN_MSG_REJOIN       = 0x36;  /* member `member` is active again */
+const bit<8> TOKEN_MSG_STOP         = 0x37;  /* training finished */
+
+const bit<8> TOKEN_FLAG_RESEND = 0x01;  /* a re-sent broadcast (s136) */
+const bit<8> TOKEN_FLAG_LAST   = 0x02;  /* last ROSTER frame / last READ of a batch */
+
+/* Member states (member_state register). */
+const bit<8> TOKEN_MEMBER_NONE    = 0;
+const bit<8> TOKEN_MEMBER_ACTIVE  = 1;
+const bit<8> TOKEN_MEMBER_STANDBY = 2;   /* removed: ignored until it rejoins */
+
+/* NIC phases (phase register). */
+const bit<8> TOKEN_PHASE_FORMING  = 0;
+const bit<8> TOKEN_PHASE_FORMED   = 1;   /* roster closed: non-members ignored */
+const bit<8> TOKEN_PHASE_TRAINING = 2;   /* a token was seen: timeouts armed */
+
+header token_t {
+    bit<8>  msg_type;
+    bit<8>  flags;
+    bit<8>  sender;        /* sequence number of the sender (0: not a member yet) */
+    bit<8>  next_holder;   /* the token: who may broadcast next */
+    bit<32> batch;
+    bit<32> pass_no;       /* token passes so far (duplicates of a pass are ignored) */
+    bit<32> bitmap;        /* TOKEN: contributors of the batch; READ_REPLY: of the fragment */
+    bit<16> frag;
+    bit<16> nfrags;
+    bit<8>  member;        /* ROSTER, NODE_LOST, REJOIN, DATA: a sequence number */
+    bit<8>  count;         /* ROSTER: roster size */
+    bit<48> mac;           /* ROSTER: the member's MAC */
+    bit<32> aux;           /* CONFIG: wait unit t in us; GRAD: examples covered */
+}
+
+/* TOKEN_VALUES two's-complement fixed-point values; sums wrap mod 2^32. */
+header token_values_t {
+    bit<32> v000;
+    bit<32> v001;
+    bit<32> v002;
+    bit<32> v003;
+    bit<32> v004;
+    bit<32> v005;
+    bit<32> v006;
+    bit<32> v007;
+    bit<32> v008;
+    bit<32> v009;
+    bit<32> v010;
+    bit<32> v011;
+    bit<32> v012;
+    bit<32> v013;
+    bit<32> v014;
+    bit<32> v015;
+    bit<32> v016;
+    bit<32> v017;
+    bit<32> v018;
+    bit<32> v019;
+    bit<32> v020;
+    bit<32> v021;
+    bit<32> v022;
+    bit<32> v023;
+    bit<32> v024;
+    bit<32> v025;
+    bit<32> v026;
+    bit<32> v027;
+    bit<32> v028;
+    bit<32> v029;
+    bit<32> v030;
+    bit<32> v031;
+    bit<32> v032;
+    bit<32> v033;
+    bit<32> v034;
+    bit<32> v035;
+    bit<32> v036;
+    bit<32> v037;
+    bit<32> v038;
+    bit<32> v039;
+    bit<32> v040;
+    bit<32> v041;
+    bit<32> v042;
+    bit<32> v043;
+    bit<32> v044;
+    bit<32> v045;
+    bit<32> v046;
+    bit<32> v047;
+    bit<32> v048;
+    bit<32> v049;
+    bit<32> v050;
+    bit<32> v051;
+    bit<32> v052;
+    bit<32> v053;
+    bit<32> v054;
+    bit<32> v055;
+    bit<32> v056;
+    bit<32> v057;
+    bit<32> v058;
+    bit<32> v059;
+    bit<32> v060;
+    bit<32> v061;
+    bit<32> v062;
+    bit<32> v063;
+    bit<32> v064;
+    bit<32> v065;
+    bit<32> v066;
+    bit<32> v067;
+    bit<32> v068;
+    bit<32> v069;
+    bit<32> v070;
+    bit<32> v071;
+    bit<32> v072;
+    bit<32> v073;
+    bit<32> v074;
+    bit<32> v075;
+    bit<32> v076;
+    bit<32> v077;
+    bit<32> v078;
+    bit<32> v079;
+    bit<32> v080;
+    bit<32> v081;
+    bit<32> v082;
+    bit<32> v083;
+    bit<32> v084;
+    bit<32> v085;
+    bit<32> v086;
+    bit<32> v087;
+    bit<32> v088;
+    bit<32> v089;
+    bit<32> v090;
+    bit<32> v091;
+    bit<32> v092;
+    bit<32> v093;
+    bit<32> v094;
+    bit<32> v095;
+    bit<32> v096;
+    bit<32> v097;
+    bit<32> v098;
+    bit<32> v099;
+    bit<32> v100;
+    bit<32> v101;
+    bit<32> v102;
+    bit<32> v103;
+    bit<32> v104;
+    bit<32> v105;
+    bit<32> v106;
+    bit<32> v107;
+    bit<32> v108;
+    bit<32> v109;
+    bit<32> v110;
+    bit<32> v111;
+    bit<32> v112;
+    bit<32> v113;
+    bit<32> v114;
+    bit<32> v115;
+    bit<32> v116;
+    bit<32> v117;
+    bit<32> v118;
+    bit<32> v119;
+    bit<32> v120;
+    bit<32> v121;
+    bit<32> v122;
+    bit<32> v123;
+    bit<32> v124;
+    bit<32> v125;
+    bit<32> v126;
+    bit<32> v127;
+}
+
+struct token_headers_t {
+    ethernet_t     ethernet;
+    token_t        token;
+    token_values_t values;
+}
+
+struct token_nic_metadata_t {
+    bit<48> my_mac;
+    bit<8>  my_seq;
+    bit<8>  roster_size;
+    bit<8>  phase;
+    bit<48> wait_unit;
+    bit<48> last_ts;
+    bit<8>  last_sender;
+    bit<8>  last_holder;
+    bit<8>  resend_state;  /* 0 none, 1 host asked to resend, 2 resend seen */
+    bit<48> elapsed;
+    bit<48> limit;
+    bit<48> distance;
+    bit<48> peer_mac;
+    bit<8>  peer_state;
+    bit<1>  accept;        /* a valid protocol frame: act on it and pass it on */
+    bit<1>  handled;       /* dropped or sent somewhere already */
+    bit<32> slot;          /* accumulator slot: bank (batch parity) * TOKEN_MAX_FRAGS + frag */
+    bit<32> slot_batch;
+    bit<32> slot_bitmap;
+    bit<32> min_batch;
+    bit<32> sender_bit;
+}
+
+struct token_metadata_t {
+    token_nic_metadata_t tk;
+}
+
+parser TokenParser(packet_in packet,
+                   out token_headers_t hdr,
+                   inout token_metadata_t meta,
+                   inout standard_metadata_t standard_metadata) {
+    state start {
+        packet.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            GRADNET_TOKEN_ETHERTYPE: parse_token;
+            default: accept;
+        }
+    }
+
+    state parse_token {
+        packet.extract(hdr.token);
+        /* Only GRAD and READ carry values the NIC works on; MODEL and DATA
+         * payloads stay unparsed and pass through as payload. */
+        transition select(hdr.token.msg_type) {
+            TOKEN_MSG_GRAD: parse_values;
+            TOKEN_MSG_READ: parse_values;
+            default: accept;
+        }
+    }
+
+    state parse_values {
+        packet.extract(hdr.values);
+        transition accept;
+    }
+}
+
+control TokenVerifyChecksum(inout token_headers_t hdr, inout token_metadata_t meta) {
+    apply { }
+}
+
+control TokenComputeChecksum(inout token_headers_t hdr, inout token_metadata_t meta) {
+    apply { }
+}
+
+control TokenDeparser(packet_out packet, in token_headers_t hdr) {
+    apply {
+        packet.emit(hdr.ethernet);
+        packet.emit(hdr.token);
+        packet.emit(hdr.values);
+    }
+}
+
+#endif  /* _GRADNET_TOKEN_HEADERS_P4_ */

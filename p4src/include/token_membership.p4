@@ -1,0 +1,266 @@
+/* gradnet: the smart NIC's member list and liveness watchdog (technique 5,
+ * docs/token.md; seed 004 s120-s123, s61, s310-s330).
+ *
+ * Formation: the NIC learns its host's MAC from CONFIG, then the roster
+ * (sequence number -> MAC) from ROSTER frames; the LAST one closes formation,
+ * after which formation frames are dropped (late nodes stay out) and every
+ * frame of the protocol must come from an active member: its `sender` names a
+ * sequence number whose recorded MAC is the frame's source MAC (s61).
+ *
+ * Watchdog (s310-s320): every member broadcast stamps last_ts with the ingress
+ * timestamp; TOKEN and NODE_LOST also record who sent it and who holds the
+ * token now. A P4 pipeline runs only when a packet arrives, so the host sends
+ * TICK frames periodically and the NIC decides on each:
+ *   - its host sent the last broadcast and silence lasted > t: the TICK goes
+ *     back to the host as RESEND_DUE (the host re-sends it, flag RESEND);
+ *   - the token holder is silent: this NIC is d positions after the holder in
+ *     the roster (d = 1 for the next node); after the resend it waits d*t, or
+ *     (d + roster size)*t when no resend came (the last sender died too), then
+ *     turns the TICK into a NODE_LOST broadcast naming the holder, sent to the
+ *     LAN and to its own host; the sender of NODE_LOST holds the token.
+ */
+#ifndef _GRADNET_TOKEN_MEMBERSHIP_P4_
+#define _GRADNET_TOKEN_MEMBERSHIP_P4_
+
+#include "token_headers.p4"
+
+/* member_drops indices */
+#define TOKEN_DROP_MALFORMED    1   /* parser error (e.g. a short GRAD) */
+#define TOKEN_DROP_NON_MEMBER   2   /* sender/MAC not an active member (s61) */
+#define TOKEN_DROP_CLOSED       3   /* formation frame after formation closed */
+#define TOKEN_DROP_LOCAL_ON_LAN 4   /* a host<->NIC message arriving from the LAN */
+#define TOKEN_DROP_UNKNOWN      5   /* unknown msg_type */
+#define TOKEN_DROP_REASONS      8
+/* member_events indices */
+#define TOKEN_EV_CONFIG      0
+#define TOKEN_EV_ROSTER      1
+#define TOKEN_EV_TOKEN       2
+#define TOKEN_EV_TICK        3
+#define TOKEN_EV_RESEND_DUE  4
+#define TOKEN_EV_LOST_SENT   5   /* this NIC declared a node lost */
+#define TOKEN_EV_LOST_SEEN   6   /* a NODE_LOST was applied (own or received) */
+#define TOKEN_EV_REJOIN      7
+#define TOKEN_EV_FORWARDED   8   /* protocol frames passed on */
+#define TOKEN_EVENTS        16
+
+control TokenMembership(inout token_headers_t hdr,
+                        inout token_metadata_t meta,
+                        inout standard_metadata_t standard_metadata) {
+
+    register<bit<48>>(TOKEN_MAX_MEMBERS) member_mac;
+    register<bit<8>>(TOKEN_MAX_MEMBERS)  member_state;
+    register<bit<48>>(1) my_mac;
+    register<bit<8>>(1)  my_seq;
+    register<bit<8>>(1)  roster_size;
+    register<bit<8>>(1)  phase;
+    register<bit<48>>(1) wait_unit;
+    register<bit<48>>(1) last_ts;
+    register<bit<8>>(1)  last_sender;
+    register<bit<8>>(1)  last_holder;
+    register<bit<8>>(1)  resend_state;
+    counter(TOKEN_DROP_REASONS, CounterType.packets) member_drops;
+    counter(TOKEN_EVENTS, CounterType.packets) member_events;
+
+    action drop_frame(bit<32> reason) {
+        mark_to_drop(standard_metadata);
+        member_drops.count(reason);
+        meta.tk.handled = 1;
+    }
+
+    action load_state() {
+        my_mac.read(meta.tk.my_mac, 0);
+        my_seq.read(meta.tk.my_seq, 0);
+        roster_size.read(meta.tk.roster_size, 0);
+        phase.read(meta.tk.phase, 0);
+        wait_unit.read(meta.tk.wait_unit, 0);
+        last_ts.read(meta.tk.last_ts, 0);
+        last_sender.read(meta.tk.last_sender, 0);
+        last_holder.read(meta.tk.last_holder, 0);
+        resend_state.read(meta.tk.resend_state, 0);
+    }
+
+    action configure() {
+        my_mac.write(0, hdr.ethernet.src_addr);
+        wait_unit.write(0, (bit<48>)hdr.token.aux);
+        mark_to_drop(standard_metadata);
+        meta.tk.handled = 1;
+        member_events.count(TOKEN_EV_CONFIG);
+    }
+
+    action load_peer(bit<8> seq) {
+        member_mac.read(meta.tk.peer_mac, (bit<32>)seq);
+        member_state.read(meta.tk.peer_state, (bit<32>)seq);
+    }
+
+    /* The TICK goes back to the host: resend your last broadcast. */
+    action ask_resend() {
+        hdr.token.msg_type = TOKEN_MSG_RESEND_DUE;
+        standard_metadata.egress_spec = NIC_HOST_PORT;
+        resend_state.write(0, 1);
+        meta.tk.handled = 1;
+        member_events.count(TOKEN_EV_RESEND_DUE);
+    }
+
+    /* The TICK becomes this NIC's NODE_LOST broadcast (to the LAN and the host). */
+    action declare_lost() {
+        hdr.ethernet.dst_addr = 0xFFFFFFFFFFFF;
+        hdr.ethernet.src_addr = meta.tk.my_mac;
+        hdr.token.msg_type = TOKEN_MSG_NODE_LOST;
+        hdr.token.flags = 0;
+        hdr.token.sender = meta.tk.my_seq;
+        hdr.token.member = meta.tk.last_holder;
+        hdr.token.next_holder = meta.tk.my_seq;
+        hdr.token.aux = (bit<32>)meta.tk.elapsed;   /* measured silence, us */
+        member_state.write((bit<32>)meta.tk.last_holder, TOKEN_MEMBER_STANDBY);
+        last_ts.write(0, standard_metadata.ingress_global_timestamp);
+        last_sender.write(0, meta.tk.my_seq);
+        last_holder.write(0, meta.tk.my_seq);
+        resend_state.write(0, 0);
+        standard_metadata.mcast_grp = NIC_BOTH_PORTS_GROUP;
+        meta.tk.handled = 1;
+        member_events.count(TOKEN_EV_LOST_SENT);
+        member_events.count(TOKEN_EV_LOST_SEEN);
+    }
+
+    action consume_tick() {
+        mark_to_drop(standard_metadata);
+        meta.tk.handled = 1;
+    }
+
+    action record_roster() {
+        member_mac.write((bit<32>)hdr.token.member, hdr.token.mac);
+        member_state.write((bit<32>)hdr.token.member, TOKEN_MEMBER_ACTIVE);
+        member_events.count(TOKEN_EV_ROSTER);
+    }
+
+    action record_pass() {
+        last_sender.write(0, hdr.token.sender);
+        last_holder.write(0, hdr.token.next_holder);
+    }
+
+    apply {
+        if (hdr.ethernet.ether_type == GRADNET_TOKEN_ETHERTYPE) {
+            if (standard_metadata.parser_error != error.NoError || !hdr.token.isValid()) {
+                drop_frame(TOKEN_DROP_MALFORMED);
+            }
+        }
+        if (hdr.token.isValid() && meta.tk.handled == 0) {
+            load_state();
+            if (standard_metadata.ingress_port == NIC_HOST_PORT) {
+                /* Host side: local messages, or the host's own broadcasts. */
+                if (hdr.token.msg_type == TOKEN_MSG_CONFIG) {
+                    configure();
+                } else if (hdr.token.msg_type == TOKEN_MSG_TICK) {
+                    member_events.count(TOKEN_EV_TICK);
+                    meta.tk.elapsed = standard_metadata.ingress_global_timestamp - meta.tk.last_ts;
+                    if (meta.tk.phase != TOKEN_PHASE_TRAINING || meta.tk.my_seq == 0) {
+                        consume_tick();
+                    } else if (meta.tk.last_sender == meta.tk.my_seq
+                               && meta.tk.last_holder != meta.tk.my_seq) {
+                        if (meta.tk.resend_state == 0 && meta.tk.elapsed > meta.tk.wait_unit) {
+                            ask_resend();
+                        } else {
+                            consume_tick();
+                        }
+                    } else if (meta.tk.last_holder != meta.tk.my_seq && meta.tk.last_holder != 0) {
+                        /* d: positions from the silent holder to this node */
+                        if (meta.tk.my_seq > meta.tk.last_holder) {
+                            meta.tk.distance = (bit<48>)(meta.tk.my_seq - meta.tk.last_holder);
+                        } else {
+                            meta.tk.distance = (bit<48>)(meta.tk.my_seq + meta.tk.roster_size
+                                                         - meta.tk.last_holder);
+                        }
+                        if (meta.tk.resend_state != 2) {
+                            meta.tk.distance = meta.tk.distance + (bit<48>)meta.tk.roster_size;
+                        }
+                        meta.tk.limit = meta.tk.distance * meta.tk.wait_unit;
+                        if (meta.tk.elapsed > meta.tk.limit) {
+                            declare_lost();
+                        } else {
+                            consume_tick();
+                        }
+                    } else {
+                        consume_tick();
+                    }
+                } else if (hdr.token.msg_type == TOKEN_MSG_READ) {
+                    meta.tk.accept = 1;
+                } else if (hdr.token.msg_type >= TOKEN_MSG_FORM_START) {
+                    meta.tk.accept = 1;
+                } else {
+                    drop_frame(TOKEN_DROP_UNKNOWN);
+                }
+            } else {
+                /* LAN side: only broadcasts, and during training only members'. */
+                if (hdr.token.msg_type < TOKEN_MSG_FORM_START) {
+                    drop_frame(TOKEN_DROP_LOCAL_ON_LAN);
+                } else if (hdr.token.msg_type == TOKEN_MSG_FORM_START
+                           || hdr.token.msg_type == TOKEN_MSG_FORM_REPLY) {
+                    if (meta.tk.phase == TOKEN_PHASE_FORMING) {
+                        meta.tk.accept = 1;
+                    } else {
+                        drop_frame(TOKEN_DROP_CLOSED);
+                    }
+                } else if (hdr.token.msg_type == TOKEN_MSG_ROSTER
+                           && meta.tk.phase == TOKEN_PHASE_FORMING) {
+                    meta.tk.accept = 1;
+                } else if (hdr.token.msg_type > TOKEN_MSG_STOP) {
+                    drop_frame(TOKEN_DROP_UNKNOWN);
+                } else if (hdr.token.sender == 0 || hdr.token.sender >= TOKEN_MAX_MEMBERS) {
+                    drop_frame(TOKEN_DROP_NON_MEMBER);
+                } else {
+                    load_peer(hdr.token.sender);
+                    if (meta.tk.peer_mac != hdr.ethernet.src_addr) {
+                        drop_frame(TOKEN_DROP_NON_MEMBER);
+                    } else if (meta.tk.peer_state == TOKEN_MEMBER_ACTIVE) {
+                        meta.tk.accept = 1;
+                    } else if (meta.tk.peer_state == TOKEN_MEMBER_STANDBY
+                               && hdr.token.msg_type == TOKEN_MSG_REJOIN_REPLY) {
+                        meta.tk.accept = 1;
+                    } else {
+                        drop_frame(TOKEN_DROP_NON_MEMBER);
+                    }
+                }
+            }
+
+            /* Effects of an accepted broadcast, own or received. */
+            if (meta.tk.accept == 1 && hdr.token.msg_type >= TOKEN_MSG_FORM_START) {
+                member_events.count(TOKEN_EV_FORWARDED);
+                if (hdr.token.msg_type == TOKEN_MSG_ROSTER && hdr.token.member != 0
+                        && hdr.token.member < TOKEN_MAX_MEMBERS) {
+                    if (meta.tk.phase == TOKEN_PHASE_FORMING) {
+                        record_roster();
+                        if (hdr.token.mac == meta.tk.my_mac) {
+                            my_seq.write(0, hdr.token.member);
+                        }
+                        if ((hdr.token.flags & TOKEN_FLAG_LAST) != 0) {
+                            roster_size.write(0, hdr.token.count);
+                            phase.write(0, TOKEN_PHASE_FORMED);
+                        }
+                    }
+                } else if (hdr.token.msg_type == TOKEN_MSG_TOKEN) {
+                    member_events.count(TOKEN_EV_TOKEN);
+                    phase.write(0, TOKEN_PHASE_TRAINING);
+                    record_pass();
+                    if ((hdr.token.flags & TOKEN_FLAG_RESEND) != 0) {
+                        resend_state.write(0, 2);
+                    } else {
+                        resend_state.write(0, 0);
+                    }
+                } else if (hdr.token.msg_type == TOKEN_MSG_NODE_LOST
+                           && hdr.token.member < TOKEN_MAX_MEMBERS) {
+                    member_events.count(TOKEN_EV_LOST_SEEN);
+                    member_state.write((bit<32>)hdr.token.member, TOKEN_MEMBER_STANDBY);
+                    record_pass();
+                    resend_state.write(0, 0);
+                } else if (hdr.token.msg_type == TOKEN_MSG_REJOIN
+                           && hdr.token.member < TOKEN_MAX_MEMBERS) {
+                    member_events.count(TOKEN_EV_REJOIN);
+                    member_state.write((bit<32>)hdr.token.member, TOKEN_MEMBER_ACTIVE);
+                }
+                last_ts.write(0, standard_metadata.ingress_global_timestamp);
+            }
+        }
+    }
+}
+
+#endif  /* _GRADNET_TOKEN_MEMBERSHIP_P4_ */

@@ -1,0 +1,33 @@
+/* gradnet: the LAN switch of token-passing gradient broadcast (technique 5,
+ * docs/token.md): L2 forwarding by destination MAC, broadcasts flooded to
+ * every other port (LanSwitch, token_lan.p4).
+ */
+#include <core.p4>
+#include <v1model.p4>
+
+#include "config.p4"
+#include "token_headers.p4"
+#include "token_lan.p4"
+
+control LanIngress(inout token_headers_t hdr,
+                   inout token_metadata_t meta,
+                   inout standard_metadata_t standard_metadata) {
+    LanSwitch() lan;
+
+    apply {
+        lan.apply(hdr, meta, standard_metadata);
+    }
+}
+
+control LanEgress(inout token_headers_t hdr,
+                  inout token_metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+    apply { }
+}
+
+V1Switch(LanParser(),
+         TokenVerifyChecksum(),
+         LanIngress(),
+         LanEgress(),
+         TokenComputeChecksum(),
+         TokenDeparser()) main;

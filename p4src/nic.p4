@@ -1,0 +1,52 @@
+/* gradnet: the smart NIC of token-passing gradient broadcast (technique 5,
+ * docs/token.md, seed 004).
+ *
+ * A 2-port program between a training node's host (port 1) and the LAN
+ * switch (port 2). Frames of other EtherTypes are bridged unchanged; frames
+ * of the protocol (EtherType 0x88B5) go through
+ *   TokenMembership  formation, member list, non-member drops, watchdog
+ *                    (RESEND_DUE to the host, NODE_LOST broadcasts)
+ *   TokenAccumulator gradient sums in registers, READ / READ_REPLY
+ * and what they accept is passed on: host -> LAN, LAN -> host (GRADs from the
+ * LAN are consumed by the accumulator).
+ */
+#include <core.p4>
+#include <v1model.p4>
+
+#include "config.p4"
+#include "token_headers.p4"
+#include "token_membership.p4"
+#include "token_accumulator.p4"
+
+control NicIngress(inout token_headers_t hdr,
+                   inout token_metadata_t meta,
+                   inout standard_metadata_t standard_metadata) {
+    TokenMembership() membership;
+    TokenAccumulator() accumulator;
+
+    apply {
+        membership.apply(hdr, meta, standard_metadata);
+        accumulator.apply(hdr, meta, standard_metadata);
+        if (meta.tk.handled == 0) {
+            /* bridge: what the NIC passes on crosses to the other side */
+            if (standard_metadata.ingress_port == NIC_HOST_PORT) {
+                standard_metadata.egress_spec = NIC_LAN_PORT;
+            } else {
+                standard_metadata.egress_spec = NIC_HOST_PORT;
+            }
+        }
+    }
+}
+
+control NicEgress(inout token_headers_t hdr,
+                  inout token_metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+    apply { }
+}
+
+V1Switch(TokenParser(),
+         TokenVerifyChecksum(),
+         NicIngress(),
+         NicEgress(),
+         TokenComputeChecksum(),
+         TokenDeparser()) main;
