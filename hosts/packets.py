@@ -247,6 +247,191 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+# ----------------------------------------------------------------------------- BCube / BML
+# Technique 4 (docs/bcube.md): framed messages on TCP connections between servers,
+# TCP port BCUBE_TCP_PORT (the number reserved for BCube above). A message is the
+# 16-byte header below followed by ``count`` big-endian int32 fixed-point values.
+
+
+class BcubeMsg(IntEnum):
+    """BCube/baseline ``msg_type`` values."""
+
+    HELLO = 1  # first message of a connection: who connects, on which level
+    REDUCE = 2  # BML aggregation stage: a slice to be reduced by the receiver
+    GATHER = 3  # BML distribution stage: a fully reduced slice
+    PUSH = 4  # PS baselines: a worker's shard to its parameter server
+    PULL = 5  # PS baselines: a summed shard back to a worker
+    RING_REDUCE = 6  # ring all-reduce, reduce-scatter step
+    RING_GATHER = 7  # ring all-reduce, all-gather step
+
+
+BCUBE_TCP_PORT = BCUBE_UDP_PORT
+BCUBE_MAGIC = 0xBC03
+BCUBE_MAX_VALUES = 2**32 - 1
+# magic, msg_type, thread, stage, level, sender, offset, count
+BCUBE_HEADER = struct.Struct("!HBBBBHII")
+BCUBE_HEADER_LEN = BCUBE_HEADER.size  # 16
+assert BCUBE_HEADER_LEN == 16
+
+
+class BcubeDecodeError(ValueError):
+    """Bytes that are not a BCube message header."""
+
+
+class BcubeHeader(NamedTuple):
+    """The 16-byte BCube message header, field order as on the wire."""
+
+    msg_type: int
+    thread: int
+    stage: int
+    level: int
+    sender: int
+    offset: int  # index of the first value in the whole gradient
+    count: int  # int32 values that follow
+
+
+def encode_bcube_header(msg_type: int, thread: int = 0, stage: int = 0, level: int = 0,
+                        sender: int = 0, offset: int = 0, count: int = 0) -> bytes:
+    """A BCube header; ``struct.error`` on out-of-range fields."""
+    return BCUBE_HEADER.pack(BCUBE_MAGIC, msg_type, thread, stage, level, sender, offset, count)
+
+
+def decode_bcube_header(data: bytes | bytearray | memoryview) -> BcubeHeader:
+    """Parse a header; :class:`BcubeDecodeError` on short input, bad magic or type."""
+    if len(data) < BCUBE_HEADER_LEN:
+        raise BcubeDecodeError(f"BCube header is {len(data)} bytes, expected {BCUBE_HEADER_LEN}")
+    magic, *fields = BCUBE_HEADER.unpack_from(data)
+    if magic != BCUBE_MAGIC:
+        raise BcubeDecodeError(f"bad BCube magic {magic:#06x} (expected {BCUBE_MAGIC:#06x})")
+    hdr = BcubeHeader(*fields)
+    if hdr.msg_type not in BcubeMsg._value2member_map_:
+        raise BcubeDecodeError(f"unknown BCube msg_type {hdr.msg_type}")
+    return hdr
+
+
+def encode_bcube_values(values: np.ndarray) -> bytes:
+    """int32 values as wire bytes (big-endian)."""
+    return np.asarray(values, dtype=np.int32).astype(_BE_I32).tobytes()
+
+
+# ----------------------------------------------------------------------------- differentiated
+# Technique 3 (docs/differentiated.md): gradient block messages. The six fields of the
+# seed's claim 3 come first, in its order; then the block's iteration, sender, level,
+# flags and value count; then ``count`` big-endian float32 values. Unreliable blocks
+# travel on UDP port DIFF_UDP_PORT (several block messages of one level per datagram),
+# reliable ones on a TCP stream (port DIFF_TCP_PORT) framed by hosts/differentiated/wire.py.
+
+DIFF_TCP_PORT = DIFF_UDP_PORT
+# tensor_index, block_index, first_block, last_block, tensor_bytes, position,
+# iteration, worker, level, flags, count
+DIFF_BLOCK_HEADER = struct.Struct("!HIIIIIIHBBI")
+DIFF_BLOCK_HEADER_LEN = DIFF_BLOCK_HEADER.size  # 34
+assert DIFF_BLOCK_HEADER_LEN == 34
+DIFF_LEVEL_IMPORTANT = 0  # ``level`` of an important (reliable) block; 1.. unimportant
+_BE_F32 = np.dtype(">f4")
+
+
+class DiffDecodeError(ValueError):
+    """Bytes that are not a well-formed differentiated block message."""
+
+
+class DiffBlockHeader(NamedTuple):
+    """The 34-byte block header, field order as on the wire (claim 3's six first)."""
+
+    tensor_index: int  # which gradient tensor (parameter) of the model
+    block_index: int  # global block number (blocks of all tensors numbered in order)
+    first_block: int  # block_index of the tensor's first block
+    last_block: int  # block_index of the tensor's last block
+    tensor_bytes: int  # the whole tensor's size in bytes (float32)
+    position: int  # byte offset of this block inside its tensor
+    iteration: int  # training iteration (synchronisation round)
+    worker: int  # sender's rank
+    level: int  # 0: important (reliable); 1..L: unimportant level, 1 most important
+    flags: int  # reserved, 0
+    count: int  # float32 values that follow
+
+
+def encode_diff_block(hdr: DiffBlockHeader, values: np.ndarray) -> bytes:
+    """One block message: header + ``values`` as big-endian float32 (bit-exact).
+
+    ``hdr.count`` must equal ``values.size``; ``struct.error`` on out-of-range fields."""
+    v = np.asarray(values, dtype=np.float32).ravel()
+    if hdr.count != v.size:
+        raise ValueError(f"header count {hdr.count} != {v.size} values")
+    return DIFF_BLOCK_HEADER.pack(*hdr) + v.astype(_BE_F32).tobytes()
+
+
+def decode_diff_block(data: bytes | bytearray | memoryview,
+                      offset: int = 0) -> tuple[DiffBlockHeader, np.ndarray, int]:
+    """Parse the block message at ``offset``; returns (header, float32 values, offset of
+    the next message). :class:`DiffDecodeError` on truncated or inconsistent input."""
+    if len(data) - offset < DIFF_BLOCK_HEADER_LEN:
+        raise DiffDecodeError(f"block header truncated: {len(data) - offset} bytes, "
+                              f"expected {DIFF_BLOCK_HEADER_LEN}")
+    hdr = DiffBlockHeader(*DIFF_BLOCK_HEADER.unpack_from(data, offset))
+    start = offset + DIFF_BLOCK_HEADER_LEN
+    end = start + 4 * hdr.count
+    if end > len(data):
+        raise DiffDecodeError(f"block {hdr.block_index}: {hdr.count} values announced, "
+                              f"{(len(data) - start) // 4} present")
+    if not hdr.first_block <= hdr.block_index <= hdr.last_block:
+        raise DiffDecodeError(f"block {hdr.block_index} outside its tensor's blocks "
+                              f"{hdr.first_block}..{hdr.last_block}")
+    if hdr.position + 4 * hdr.count > hdr.tensor_bytes:
+        raise DiffDecodeError(f"block {hdr.block_index} at byte {hdr.position} (+{4 * hdr.count}) "
+                              f"overruns its {hdr.tensor_bytes}-byte tensor")
+    values = np.frombuffer(bytes(data[start:end]), dtype=_BE_F32).astype(np.float32)
+    return hdr, values, end
+
+
+_DIFF_SCAPY: dict[str, type[Packet]] = {}
+
+
+def diff_block_layer() -> type[Packet]:
+    """The scapy layer ``DiffBlock`` (built on first call; scapy is slow to import),
+    bound to UDP port DIFF_UDP_PORT. Its ``values`` are the big-endian float32 payload."""
+    if _DIFF_SCAPY:
+        return _DIFF_SCAPY["DiffBlock"]
+    from scapy.fields import (
+        ByteField,
+        FieldListField,
+        IEEEFloatField,
+        IntField,
+        ShortField,
+    )
+    from scapy.layers.inet import UDP
+    from scapy.packet import Packet, bind_layers
+
+    class DiffBlock(Packet):
+        """Differentiated block message (docs/differentiated.md)."""
+
+        name = "DiffBlock"
+        fields_desc = [
+            ShortField("tensor_index", 0),
+            IntField("block_index", 0),
+            IntField("first_block", 0),
+            IntField("last_block", 0),
+            IntField("tensor_bytes", 0),
+            IntField("position", 0),
+            IntField("iteration", 0),
+            ShortField("worker", 0),
+            ByteField("level", 0),
+            ByteField("flags", 0),
+            IntField("count", None),
+            FieldListField("values", [], IEEEFloatField("", 0.0), count_from=lambda p: p.count),
+        ]
+
+        def post_build(self, p: bytes, pay: bytes) -> bytes:
+            if self.count is None:
+                p = p[:30] + struct.pack("!I", len(self.values)) + p[34:]
+            return p + pay
+
+    bind_layers(UDP, DiffBlock, dport=DIFF_UDP_PORT)
+    bind_layers(DiffBlock, DiffBlock)  # the next block message of the same datagram
+    _DIFF_SCAPY["DiffBlock"] = DiffBlock
+    return DiffBlock
+
+
 # ----------------------------------------------------------------------------- token (technique 5)
 # Token-passing gradient broadcast (docs/token.md): Ethernet frames of EtherType 0x88B5
 # carrying a 32-byte token header (whose ``next_holder`` is the token) and, for GRAD and
