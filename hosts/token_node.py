@@ -546,6 +546,7 @@ class Node:
     def hold_token(self) -> None:
         """s133-s135: broadcast if the gradient is ready, then pass the token on."""
         self.holder = False
+        sent = False
         if not (self.bitmap >> self.seq & 1):
             if self.ready is None:
                 self.ready_event.wait(self.args.dwell)
@@ -554,6 +555,8 @@ class Node:
             if ready is not None:
                 self.timing.token_wait += time.monotonic() - ready[2]
                 self.broadcast_gradient(ready[1])
+                sent = True
+        self.log("hold", pass_no=self.acted_pass, batch=self.batch, sent=sent)
         bitmap = self.bitmap
         if self.coverage(bitmap) >= self.args.cutoff - 1e-9:
             self.end_batch_as_holder(bitmap)
@@ -741,6 +744,7 @@ class Node:
             self.work.put(self.batch)
         if self.seq == 1:
             self.holder = True  # s131: node 1 creates the token
+            self.acted_pass = 0
         deadline = time.monotonic() + self.args.max_time
         while not self.done:
             if time.monotonic() > deadline:

@@ -156,12 +156,10 @@ control TokenMembership(inout token_headers_t hdr,
                     if (meta.tk.phase != TOKEN_PHASE_TRAINING || meta.tk.my_seq == 0) {
                         consume_tick();
                     } else if (meta.tk.last_sender == meta.tk.my_seq
-                               && meta.tk.last_holder != meta.tk.my_seq) {
-                        if (meta.tk.resend_state == 0 && meta.tk.elapsed > meta.tk.wait_unit) {
-                            ask_resend();
-                        } else {
-                            consume_tick();
-                        }
+                               && meta.tk.last_holder != meta.tk.my_seq
+                               && meta.tk.resend_state == 0
+                               && meta.tk.elapsed > meta.tk.wait_unit) {
+                        ask_resend();
                     } else if (meta.tk.last_holder != meta.tk.my_seq && meta.tk.last_holder != 0) {
                         /* d: positions from the silent holder to this node */
                         if (meta.tk.my_seq > meta.tk.last_holder) {
