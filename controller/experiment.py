@@ -198,59 +198,135 @@ def switch_neighbors(net: Any, topo: Topology, switches: list[str]) -> None:
             net.host(h).cmd("; ".join(cmds))
 
 
+def _experiment_topology(args: argparse.Namespace) -> Topology:
+    """``--topo`` (builder spec or file; ``--bw`` overrides every link) or fat-tree ``--k``."""
+    from .cli import parse_topology
+
+    if not args.topo:
+        return fat_tree(args.k, bw=args.bw)
+    topo = parse_topology(args.topo)
+    if args.bw_given:
+        for _, _, data in topo.graph.edges(data=True):
+            data["capacity"] = float(args.bw)
+    return topo
+
+
+def _job_hosts(topo: Topology, args: argparse.Namespace) -> list[tuple[str, list[str]]]:
+    """(PS, workers) of each of ``--jobs`` jobs: PSs from ``--ps`` (or the first hosts),
+    workers from ``--workers`` (a count or a list; default every other host) dealt
+    round-robin to the jobs."""
+    from .cli import UsageError
+
+    hosts = topo.hosts()
+    n = args.jobs
+    if n < 1:
+        raise UsageError("--jobs must be at least 1")
+    pss = [h.strip() for h in args.ps.split(",")] if args.ps else hosts[:n]
+    for h in pss:
+        if h not in hosts:
+            raise UsageError(f"--ps {h!r} is not a host of {topo.name} (hosts: {', '.join(hosts[:6])}, ...)")
+    if len(pss) != n:
+        raise UsageError(f"--jobs {n} needs {n} parameter servers, --ps gives {len(pss)}")
+    rest = [h for h in hosts if h not in pss]
+    spec = str(args.workers or "").strip()
+    if spec.isdigit() and int(spec) > 0:
+        if int(spec) > len(rest):
+            raise UsageError(f"--workers {spec}: only {len(rest)} hosts besides the PS(s)")
+        workers = rest[:int(spec)]
+    elif spec and not spec.isdigit():
+        workers = [h.strip() for h in spec.split(",") if h.strip()]
+        bad = [h for h in workers if h not in rest]
+        if bad:
+            raise UsageError(f"--workers: {', '.join(bad)} not hosts of {topo.name} (or a PS)")
+    else:
+        workers = rest
+    if len(workers) < n:
+        raise UsageError(f"{len(workers)} workers for {n} jobs")
+    return [(pss[j], workers[j::n]) for j in range(n)]
+
+
 def run_ina(args: argparse.Namespace) -> int:
     """The main experiment (see the module doc)."""
+    from topologies import TopologyError
     from topologies.network import Network
 
-    topo = fat_tree(args.k, bw=args.bw)
-    hosts = topo.hosts()
-    ps = hosts[0]
-    workers = hosts[1:1 + args.workers] if args.workers else hosts[1:]
+    from .cli import UsageError
+    from .deploy import DeployError, check_loss, parse_loss
+
+    try:
+        topo = _experiment_topology(args)
+        plan = _job_hosts(topo, args)
+        loss = check_loss(topo, dict(parse_loss(x) for x in args.loss))
+    except (UsageError, DeployError, TopologyError) as e:
+        console.print(f"[red]error: {e}[/red]")
+        return 2
     run_dir = Path(args.out_dir).resolve() / time.strftime("ina-%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=True)
-    grads = _gradients(len(workers), args.values, args.seed)
-    ina_job = InaJob.plan(topo, ps, workers, args.budget, args.capacity, args.values, job_id=1)
-    base_job = InaJob.plan(topo, ps, workers, 0, args.capacity, args.values, job_id=1, aggregate=False)
-    pl = ina_job.placement
-    assert pl is not None
-    _log(f"fat-tree k={args.k}: PS {ps}, {len(workers)} workers, {args.values} values "
-         f"({ina_job.num_fragments} fragments/worker), links {args.bw:g} Mbit/s")
-    _log(f"placement (greedy+LP, K={args.budget}): {', '.join(pl.switches)} (+ s_d {pl.result.tor}), "
-         f"gamma = {pl.gamma:.2f} Mbit/s per worker, solved in {pl.solve_time_s * 1000:.0f} ms")
+    ina_jobs, base_jobs, grads = [], [], []
+    for j, (ps, workers) in enumerate(plan):
+        grads.append(_gradients(len(workers), args.values, args.seed + j))
+        ina_jobs.append(InaJob.plan(topo, ps, workers, args.budget, args.capacity, args.values,
+                                    job_id=j + 1))
+        base_jobs.append(InaJob.plan(topo, ps, workers, 0, args.capacity, args.values,
+                                     job_id=j + 1, aggregate=False))
+    bws = sorted({round(d["capacity"], 3) for _, _, d in topo.graph.edges(data=True)})
+    _log(f"{topo.name}: {len(plan)} job(s), {args.values} values "
+         f"({ina_jobs[0].num_fragments} fragments/worker), links {', '.join(f'{b:g}' for b in bws)} "
+         f"Mbit/s" + (f", loss on {len(loss)} port(s)" if loss else ""))
+    for job in ina_jobs:
+        pl = job.placement
+        assert pl is not None
+        _log(f"job {job.job_id}: PS {job.ps}, {len(job.workers)} workers; placement (greedy+LP, "
+             f"K={args.budget}): {', '.join(pl.switches) or '-'} (+ s_d {pl.result.tor}), "
+             f"gamma = {pl.gamma:.2f} Mbit/s per worker, solved in {pl.solve_time_s * 1000:.0f} ms")
     results: list[RunResult] = []
+    aggregating = sorted({s for job in ina_jobs for s in job.aggregating_switches})
     with Network(topo, target=args.target, log=_log) as net:
         addresses = net.grpc_addresses()
-        switch_neighbors(net, topo, ina_job.aggregating_switches)
-        for job, tag in ((ina_job, "ina"), (base_job, "ps")):
-            dep = InaDeployment(topo, addresses, [job])
+        switch_neighbors(net, topo, aggregating)
+        for jobs, tag in ((ina_jobs, "ina"), (base_jobs, "ps")):
+            dep = InaDeployment(topo, addresses, jobs, loss=loss)
             rep = dep.deploy()
             _log(f"{tag}: deployed: {len(dep.aggregators)} aggregating switches; {rep}")
-            (res,) = run_jobs(net, topo, [(job, grads)], run_dir, tag, args.window, args.timeout,
-                              args.max_time)
-            if dep.aggregators:
-                res.switch_events = dep.read_events()
-            _log(f"{tag}: {res.seconds:.1f} s, PS received {res.ps_rx_bytes:,} bytes "
-                 f"in {res.ps_rx_packets:,} packets; exact sums: {res.exact}")
-            results.append(res)
+            res = run_jobs(net, topo, list(zip(jobs, grads, strict=True)), run_dir, tag,
+                           args.window, args.timeout, args.max_time)
+            events = dep.read_events() if dep.aggregators else {}
+            for job, r in zip(jobs, res, strict=True):
+                r.switch_events = events
+                _log(f"{tag} job {job.job_id}: {r.seconds:.1f} s, PS received {r.ps_rx_bytes:,} "
+                     f"bytes in {r.ps_rx_packets:,} packets; exact sums: {r.exact}")
+            results.extend(res)
         if args.cli:
             net.cli()
-    ina, base = results
-    _print_summary(ina_job, ina, base, len(workers))
+    n_jobs = len(plan)
+    ina_res, base_res = results[:n_jobs], results[n_jobs:]
+    for job, ina, base in zip(ina_jobs, ina_res, base_res, strict=True):
+        _print_summary(job, ina, base, len(job.workers))
+    first_pl = ina_jobs[0].placement
+    assert first_pl is not None
+    ina, base = ina_res[0], base_res[0]
     summary = {
-        "topology": f"fat-tree k={args.k}", "bw_mbit": args.bw, "ps": ps, "workers": workers,
-        "values": args.values, "budget": args.budget, "placement": list(pl.switches),
-        "sd": pl.result.tor, "gamma": pl.gamma, "runs": [asdict(r) for r in results],
+        "topology": topo.name, "bw_mbit": bws, "ps": plan[0][0], "workers": plan[0][1],
+        "loss": {f"{s}:{p}": r for (s, p), r in loss.items()},
+        "values": args.values, "budget": args.budget, "placement": list(first_pl.switches),
+        "sd": first_pl.result.tor, "gamma": first_pl.gamma, "runs": [asdict(r) for r in results],
+        "jobs": [{"job_id": job.job_id, "ps": job.ps, "workers": job.workers,
+                  "placement": list(job.placement.switches) if job.placement else [],
+                  "time_ratio": i.seconds / b.seconds if b.seconds else None,
+                  "ps_bytes_ratio": i.ps_rx_bytes / b.ps_rx_bytes if b.ps_rx_bytes else None}
+                 for job, i, b in zip(ina_jobs, ina_res, base_res, strict=True)],
         "time_ratio": ina.seconds / base.seconds if base.seconds else None,
         "ps_bytes_ratio": ina.ps_rx_bytes / base.ps_rx_bytes if base.ps_rx_bytes else None,
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     _plot(run_dir / "ina_vs_ps.png", ina, base)
     console.print(f"results: {run_dir}/summary.json, {run_dir}/ina_vs_ps.png")
-    return 0 if ina.exact and base.exact else 1
+    return 0 if all(r.exact for r in results) else 1
 
 
 def _print_summary(job: InaJob, ina: RunResult, base: RunResult, n: int) -> None:
-    t = Table(title="In-network aggregation vs parameter server (same gradients, same network)")
+    t = Table(title=f"job {job.job_id}: in-network aggregation vs parameter server "
+                    "(same gradients, same network)")
     for col in ("run", "time (s)", "PS ingress bytes", "PS ingress packets", "retransmissions", "exact sums"):
         t.add_column(col, justify="right" if col != "run" else "left")
     for r in (ina, base):
@@ -303,9 +379,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=["ina", "reach", *TECHNIQUE_MODES], default="ina",
                    help="experiment (default ina); the technique modes take their own options "
                         "(python -m controller.experiment --mode MODE --help)")
-    p.add_argument("--k", type=int, default=4, help="fat-tree arity (default 4)")
-    p.add_argument("--bw", type=float, default=2.0, help="link bandwidth in Mbit/s (default 2)")
-    p.add_argument("--workers", type=int, default=0, help="number of workers (default: every other host)")
+    p.add_argument("--topo", default=None, metavar="TOPO",
+                   help="topology: builder spec (leaf-spine:2,4,2, star:8, ...) or a topology "
+                        "file (default: fat-tree --k)")
+    p.add_argument("--k", type=int, default=4, help="fat-tree arity when no --topo (default 4)")
+    p.add_argument("--bw", type=float, default=None,
+                   help="link bandwidth in Mbit/s (default 2; with --topo: overrides the file's)")
+    p.add_argument("--ps", default=None, metavar="H[,H...]",
+                   help="parameter server host(s), one per job (default: the first hosts)")
+    p.add_argument("--workers", default="", metavar="N|H,H,...",
+                   help="worker count or hosts in rank order (default: every other host)")
+    p.add_argument("--jobs", type=int, default=1, help="concurrent INA jobs (workers dealt "
+                                                        "round-robin; default 1)")
+    p.add_argument("--loss", action="append", default=[], metavar="SW:PORT=RATE",
+                   help="emulated loss of a switch egress port, e.g. s3:1=0.05 (repeatable)")
     p.add_argument("--values", type=int, default=65536, help="gradient size in float32 values (default 65536)")
     p.add_argument("--budget", type=int, default=2, help="K programmable switches (default 2)")
     p.add_argument("--capacity", type=float, default=1000.0, help="switch capacity C in Mbit/s")
@@ -352,8 +439,11 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         console.print("[red]the experiment needs root (network namespaces)[/red]")
         return 2
+    args.bw_given = args.bw is not None
+    if args.bw is None:
+        args.bw = 2.0
     if args.mode == "reach":
-        return run_reach(fat_tree(args.k, bw=args.bw), args.target, args.cli)
+        return run_reach(_experiment_topology(args), args.target, args.cli)
     return run_ina(args)
 
 
