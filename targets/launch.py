@@ -20,6 +20,7 @@ from pathlib import Path
 from mininet.node import Switch
 
 CPU_PORT = 255
+THRIFT_PORT = 9090  # BMv2's runtime CLI (simple_switch_CLI), inside each switch's namespace
 BMV2_EXE = "simple_switch_grpc"
 
 
@@ -136,6 +137,9 @@ class P4Switch(Switch):
         self.json_path = json_path
         self.priority_queues = priority_queues
         self.grpc_addr = f"unix:{self.run_dir / (name + '.grpc')}"
+        # Run-time queue configuration (controller.qos): the embedded target's runtime-CLI
+        # socket; BMv2's Thrift server listens on THRIFT_PORT inside this namespace.
+        self.runtime_socket = str(self.run_dir / f"{name}.cli")
         self.log_file = str(self.run_dir / f"{name}.log")
         self.proc: subprocess.Popen | None = None
 
@@ -155,13 +159,21 @@ class P4Switch(Switch):
         sock = self.grpc_addr[5:]
         if os.path.exists(sock):
             os.unlink(sock)
+        if self.target == "embedded":
+            extra = ["--runtime-socket", self.runtime_socket]
+        else:
+            extra = ["--thrift-port", str(THRIFT_PORT)]
         argv = switch_command(self.target, ports, self.device_id, self.grpc_addr, self.json_path,
-                              CPU_PORT, self.log_file, self.priority_queues)
+                              CPU_PORT, self.log_file, self.priority_queues, extra)
         log = open(self.log_file + ".out", "ab")  # noqa: SIM115 (closed in stop)
         env = dict(os.environ)
         env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + os.pathsep + env.get("PYTHONPATH", "")
         self._out = log
         self.proc = self.popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+        if self.target != "embedded":
+            # where controller.qos finds BMv2's Thrift server: in this PID's namespace
+            Path(self.runtime_socket).with_suffix(".thrift").write_text(
+                f'{{"pid": {self.proc.pid}, "thrift_port": {THRIFT_PORT}}}\n')
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Block until this switch serves P4Runtime."""

@@ -67,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queue-rate", action="append", type=_rate_spec, default=[],
                    metavar="[PORT:[PRIO:]]PPS", help="rate limit of a queue in packets/s (repeatable)")
     p.add_argument("--seed", type=int, default=None, help="seed of the P4 random() extern")
+    p.add_argument("--runtime-socket", default=None, metavar="PATH",
+                   help="serve the runtime CLI (set_queue_rate, set_queue_depth, get_queue_stats: "
+                        "simple_switch_CLI's queue commands) on this Unix socket")
     return p
 
 
@@ -114,6 +117,18 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # grpc raises RuntimeError on a busy port
         print(f"gradnet-switch: cannot listen on {args.grpc_server_addr}: {e}", file=sys.stderr)
         return 2
+    runtime = None
+    if args.runtime_socket:
+        from targets.embedded.runtime_cli import RuntimeServer
+
+        runtime = RuntimeServer(sw, args.runtime_socket)
+        try:
+            runtime.start()
+        except OSError as e:
+            server.stop()
+            print(f"gradnet-switch: cannot serve the runtime CLI on {args.runtime_socket}: {e}",
+                  file=sys.stderr)
+            return 2
     done = threading.Event()
 
     def _stop(signum: int, frame: object) -> None:
@@ -126,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         "device %d up: %d ports, P4Runtime on %s", args.device_id, len(args.interface), args.grpc_server_addr)
     print(f"gradnet-switch: device {args.device_id} listening on {args.grpc_server_addr}", flush=True)
     done.wait()
+    if runtime is not None:
+        runtime.stop()
     server.stop()
     sw.stop()
     return 0

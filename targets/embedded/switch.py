@@ -70,7 +70,8 @@ class SwitchStats:
 class _Queue:
     """One egress port's queues: strict priority, optional rate (pps) and depth."""
 
-    __slots__ = ("queues", "rate", "tokens", "last", "depth")
+    __slots__ = ("queues", "rate", "tokens", "last", "depth", "enqueued", "dropped",
+                 "port_rate", "port_tokens", "port_last")
 
     def __init__(self, nb_queues: int, depth: int) -> None:
         self.queues = [collections.deque() for _ in range(nb_queues)]
@@ -78,6 +79,15 @@ class _Queue:
         self.tokens = [1.0] * nb_queues
         self.last = [0.0] * nb_queues
         self.depth = [depth] * nb_queues
+        # per-queue counters (index = queue slot, highest priority first), read by the
+        # runtime CLI's get_queue_stats
+        self.enqueued = [0] * nb_queues
+        self.dropped = [0] * nb_queues
+        # optional rate of the whole port, shared by its queues in strict priority (a
+        # line rate; gradnet extension: BMv2 only has per-queue rates)
+        self.port_rate: float | None = None
+        self.port_tokens = 1.0
+        self.port_last = 0.0
 
     def size(self) -> int:
         return sum(len(q) for q in self.queues)
@@ -111,6 +121,7 @@ class Switch:
         self._tm: dict[int, _Queue] = {}
         self._rate_cfg: dict[tuple[int | None, int | None], float] = {}
         self._depth_cfg: dict[tuple[int | None, int | None], int] = {}
+        self._port_rate_cfg: dict[int | None, float | None] = {}
         self._inject: collections.deque[tuple[int, bytes]] = collections.deque()
         self._txq: list[tuple[int, bytes]] = []  # frames ready to transmit
         self._draining = False
@@ -158,17 +169,62 @@ class Switch:
 
     def set_queue_rate(self, pps: float | None, port: int | None = None, priority: int | None = None) -> None:
         """Limit a queue's rate in packets/s (None: unlimited), like BMv2's set_queue_rate."""
-        self._rate_cfg[(port, priority)] = pps
-        for p, q in self._tm.items():
-            self._apply_cfg(p, q)
+        self._set_cfg(self._rate_cfg, pps, port, priority)
 
     def set_queue_depth(self, depth: int, port: int | None = None, priority: int | None = None) -> None:
         """Set a queue's depth in packets, like BMv2's set_queue_depth."""
-        self._depth_cfg[(port, priority)] = depth
-        for p, q in self._tm.items():
+        self._set_cfg(self._depth_cfg, depth, port, priority)
+
+    def set_port_rate(self, pps: float | None, port: int | None = None) -> None:
+        """Limit a whole port (None: every port) to ``pps`` packets/s, shared by its
+        queues in strict priority, like a line rate (None: unlimited). A gradnet
+        extension: BMv2's queues only have their own, independent rates."""
+        if port is None:
+            self._port_rate_cfg.clear()
+        self._port_rate_cfg[port] = pps
+        self._reapply()
+
+    def _set_cfg(self, cfg: dict, value: object, port: int | None, priority: int | None) -> None:
+        # A wider setting replaces the narrower ones it covers (BMv2's set_all / per-port
+        # calls overwrite every queue they name), so the latest call wins.
+        for key in [k for k in cfg if (port is None or k[0] == port) and (priority is None or k[1] == priority)]:
+            del cfg[key]
+        cfg[(port, priority)] = value
+        self._reapply()
+
+    def _reapply(self) -> None:
+        for p, q in list(self._tm.items()):  # may run in a control thread
             self._apply_cfg(p, q)
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self._wake_w, b"x")  # let the data plane re-plan its dequeue timer
+
+    def queue_stats(self, port: int | None = None) -> list[dict[str, object]]:
+        """Per-queue state and counters, one dict per queue of every port (or ``port``
+        only): rate, depth, occupancy, enqueued, dropped.
+
+        ``priority`` is the ``standard_metadata.priority`` the queue serves; ``queue`` is
+        simple_switch's internal index (``nb_queues - 1 - priority``, 0 served first),
+        which is what the ``priority`` argument of set_queue_rate/set_queue_depth names,
+        as in BMv2."""
+        out: list[dict[str, object]] = []
+        ports = sorted(set(self._ports) | set(self._tm)) if port is None else [port]
+        for p in ports:
+            q = self._tm.get(p)
+            if q is None:
+                q = _Queue(self.nb_queues, self.queue_depth)
+                self._apply_cfg(p, q)
+            for prio in range(self.nb_queues):
+                slot = self.nb_queues - 1 - prio
+                out.append({"port": p, "priority": prio, "queue": slot, "rate_pps": q.rate[slot],
+                            "port_rate_pps": q.port_rate,
+                            "depth": q.depth[slot], "occupancy": len(q.queues[slot]),
+                            "enqueued": q.enqueued[slot], "dropped": q.dropped[slot]})
+        return out
 
     def _apply_cfg(self, port: int, q: _Queue) -> None:
+        for key in (None, port):
+            if key in self._port_rate_cfg:
+                q.port_rate = self._port_rate_cfg[key]
         for prio in range(self.nb_queues):
             for key in ((None, None), (port, None), (None, prio), (port, prio)):
                 if key in self._rate_cfg:
@@ -308,12 +364,15 @@ class Switch:
             F[sm["enq_qdepth"]] = q.size()
         if sm.get("enq_timestamp") is not None:
             F[sm["enq_timestamp"]] = self._now_us() & 0xFFFFFFFF
-        dq = q.queues[self.nb_queues - 1 - prio]
-        if len(dq) >= q.depth[self.nb_queues - 1 - prio]:
+        slot = self.nb_queues - 1 - prio
+        dq = q.queues[slot]
+        if len(dq) >= q.depth[slot]:
             self.stats.ports[port].queue_drops += 1
+            q.dropped[slot] += 1
             return
         dq.append((F, payload, length, trunc))
-        if q.rate[self.nb_queues - 1 - prio] is None and not self._draining:
+        q.enqueued[slot] += 1
+        if q.rate[slot] is None and not self._draining:
             # Nothing shapes this queue: dequeue at once, so that a burst arriving
             # within one receive batch cannot overflow a queue a real switch would
             # have drained at line rate meanwhile.
@@ -335,9 +394,17 @@ class Switch:
     def _drain_port(self, prog: Program | None, port: int, q: _Queue, now: float,
                     wait: float | None) -> float | None:
         """Dequeue one port's queues, highest priority first, as far as rates allow."""
+        prate = q.port_rate
         for i, dq in enumerate(q.queues):
             rate = q.rate[i]
             while dq:
+                if prate is not None:
+                    q.port_tokens = min(1.0, q.port_tokens + (now - q.port_last) * prate)
+                    q.port_last = now
+                    if q.port_tokens < 1.0:
+                        # The port is busy: nothing may go, whatever its priority.
+                        dt = (1.0 - q.port_tokens) / prate if prate > 0 else 1.0
+                        return dt if wait is None else min(wait, dt)
                 if rate is not None:
                     q.tokens[i] = min(1.0, q.tokens[i] + (now - q.last[i]) * rate)
                     q.last[i] = now
@@ -347,6 +414,8 @@ class Switch:
                         wait = dt if wait is None else min(wait, dt)
                         break
                     q.tokens[i] -= 1.0
+                if prate is not None:
+                    q.port_tokens -= 1.0
                 F, payload, length, trunc = dq.popleft()
                 if prog is None:
                     continue

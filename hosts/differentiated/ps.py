@@ -1,0 +1,198 @@
+"""Parameter server of differentiated gradient transmission.
+
+    python -m hosts.differentiated.ps --world W --mode M [--epochs E ...]       # training
+    python -m hosts.differentiated.ps --world W --gradient G.npz --iterations K \\
+        --out-dir DIR                                                              # fixed tensors
+
+Listens on TCP and UDP port DIFF_TCP_PORT/DIFF_UDP_PORT. Each iteration it waits until
+every important block of every worker is in (plus ``--grace`` seconds for unreliable
+blocks, less when all arrive), rebuilds each worker's gradient with zeros in place of the
+missing blocks, adds the late blocks of earlier iterations (delayed update), takes one
+SGD step on the sum and sends the new parameters to every worker over TCP. Evaluates
+test accuracy after every epoch. Prints one JSON summary; with ``--out-dir`` (fixed
+tensors) saves each worker's reconstruction ``recon-w<rank>-it<i>.npz`` and the
+received-block lists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import socket
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from hosts.packets import DIFF_LEVEL_IMPORTANT
+
+from .blocks import BlockLayout
+from .receiver import Receiver
+from .wire import Kind, frame, params_body
+from .worker import add_common_args, steps_per_epoch
+
+
+def _nic_counters() -> dict[str, int]:
+    """rx bytes/packets of every non-loopback interface of this namespace."""
+    out = {"rx_bytes": 0, "rx_packets": 0}
+    for dev in Path("/sys/class/net").iterdir():
+        if dev.name == "lo":
+            continue
+        try:
+            out["rx_bytes"] += int((dev / "statistics" / "rx_bytes").read_text())
+            out["rx_packets"] += int((dev / "statistics" / "rx_packets").read_text())
+        except OSError:
+            pass
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the PS agent."""
+    p = argparse.ArgumentParser(prog="python -m hosts.differentiated.ps", description=__doc__.splitlines()[0])
+    add_common_args(p)
+    p.add_argument("--bind", default="0.0.0.0", help="address to listen on")
+    p.add_argument("--grace", type=float, default=0.01,
+                   help="seconds to wait for unreliable blocks once the important ones are in")
+    p.add_argument("--staleness", type=int, default=1,
+                   help="late blocks up to this many iterations old are applied (delayed update)")
+    p.add_argument("--linger", type=float, default=0.5, help="seconds to count late datagrams at the end")
+    p.add_argument("--out-dir", default=None, help="save reconstructions here (fixed tensors)")
+    args = p.parse_args(argv)
+
+    model = data = None
+    if args.gradient:
+        with np.load(args.gradient) as z:
+            shapes = [z[f"a{i}"].shape for i in range(len(z.files))]
+        total = steps = args.iterations
+    else:
+        import torch
+
+        from hosts import training
+
+        torch.set_num_threads(1)
+        data = training.load_digits_split(args.seed)
+        model = training.make_model(args.seed, args.channels)
+        shapes = [a.shape for a in training.parameter_arrays(model)]
+        steps = steps_per_epoch(len(data.y_train), args.world, args.batch)
+        total = steps * args.epochs
+    layout = BlockLayout(shapes, args.block_size)
+
+    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    tcp.bind((args.bind, args.port))
+    tcp.listen(args.world + 4)
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for opt in (getattr(socket, "SO_RCVBUFFORCE", 33), socket.SO_RCVBUF):
+        try:
+            udp.setsockopt(socket.SOL_SOCKET, opt, 8 << 20)
+            break
+        except OSError:
+            continue
+    udp.bind((args.bind, args.port))
+    rx = Receiver(layout, args.world, tcp, udp, args.staleness).start()
+    print(json.dumps({"listening": args.port}), file=sys.stderr, flush=True)
+    out_dir = Path(args.out_dir) if args.out_dir else None
+    if out_dir:
+        out_dir.mkdir(parents=True, exist_ok=True)
+
+    rx.wait_workers(args.max_time)
+    nic0 = _nic_counters()
+    t_start = time.monotonic()
+    deadline = t_start + args.max_time
+    missing = collections.Counter()  # level -> blocks not there at reconstruction
+    iter_times: list[float] = []
+    grace_waited: list[float] = []
+    epochs: list[dict] = []
+    incomplete = 0
+    t_prev = t_start
+    acc0 = training_eval(model, data)
+    if acc0 is not None:
+        epochs.append({"epoch": 0, "seconds": 0.0, "accuracy": acc0})
+    it = 0
+    while it < total:
+        ok, waited = rx.data.wait_ready(it, args.grace, max(0.0, deadline - time.monotonic()))
+        if not ok:
+            incomplete += 1
+            print(json.dumps({"error": f"important blocks of iteration {it} incomplete at --max-time"}),
+                  file=sys.stderr, flush=True)
+            break
+        grace_waited.append(waited)
+        blocks, carry, levels = rx.data.take(it)
+        agg = [np.zeros(s, dtype=np.float32) for s in layout.shapes]
+        for w in range(args.world):
+            got = blocks.get(w, {})
+            lv = levels.get(w, b"")
+            for j in range(len(layout)):
+                if j not in got:
+                    missing[lv[j] if j < len(lv) else -1] += 1
+            recon = layout.reconstruct(got)
+            for a, r in zip(agg, recon, strict=True):
+                a += r
+            if out_dir:
+                np.savez(out_dir / f"recon-w{w}-it{it}.npz", *recon)
+                np.save(out_dir / f"received-w{w}-it{it}.npy", np.array(sorted(got), dtype=np.int64))
+        if carry:  # delayed update: late blocks of earlier iterations join this one
+            late = layout.reconstruct({})
+            for j, values in carry:
+                b = layout.blocks[j]
+                late[b.tensor_index].reshape(-1)[b.start:b.start + b.count] += values
+            for a, r in zip(agg, late, strict=True):
+                a += r
+        stop = it + 1 >= total or time.monotonic() > deadline
+        if model is not None:
+            from hosts import training
+
+            training.apply_gradients(model, agg, args.lr, 1.0 / args.world)
+            values = training.flatten(training.parameter_arrays(model))
+        else:
+            values = np.zeros(0, dtype=np.float32)
+        rx.send_all(frame(Kind.PARAMS, params_body(it + 1, stop, values)))
+        now = time.monotonic()
+        iter_times.append(now - t_prev)
+        t_prev = now
+        it += 1
+        if model is not None and it % steps == 0:
+            epochs.append({"epoch": it // steps, "seconds": now - t_start,
+                           "accuracy": training_eval(model, data)})
+        if stop:
+            break
+    seconds = time.monotonic() - t_start
+    rx.data.wait_byes(30.0)
+    time.sleep(args.linger)  # count the datagrams still queued in the switch
+    nic1 = _nic_counters()
+    st = rx.data.stats
+    summary = {
+        "mode": args.mode, "world": args.world, "iterations": it, "seconds": seconds,
+        "iteration_mean_s": float(np.mean(iter_times)) if iter_times else None,
+        "grace_mean_s": float(np.mean(grace_waited)) if grace_waited else None,
+        "incomplete": incomplete, "blocks_per_worker": len(layout),
+        "missing_blocks": {str(k): v for k, v in sorted(missing.items())},
+        "received_datagrams": {str(k): v for k, v in sorted(st.datagrams.items())},
+        "received_blocks": {str(k): v for k, v in sorted(st.blocks.items())},
+        "late_blocks": st.late_blocks, "stale_blocks": st.stale_blocks,
+        "bad_messages": st.bad_messages, "duplicates": st.duplicates,
+        "tcp_bytes": st.tcp_bytes, "udp_bytes": st.udp_bytes,
+        "nic_rx_bytes": nic1["rx_bytes"] - nic0["rx_bytes"],
+        "nic_rx_packets": nic1["rx_packets"] - nic0["rx_packets"],
+        "epochs": epochs, "final_accuracy": epochs[-1]["accuracy"] if epochs else None,
+        "workers": {str(w): b for w, b in sorted(rx.data.byes.items())},
+        "important_level": DIFF_LEVEL_IMPORTANT,
+    }
+    rx.stop()
+    print(json.dumps(summary), flush=True)
+    return 0 if not incomplete else 1
+
+
+def training_eval(model, data) -> float | None:  # noqa: ANN001
+    """Test accuracy, or None without a model (fixed tensors)."""
+    if model is None:
+        return None
+    from hosts import training
+
+    return training.evaluate(model, data)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,306 @@
+"""The receiving side (the PS) of differentiated transmission (S35, claim 6).
+
+* S351: blocks received over the reliable protocol (TCP) go into the **reliable channel
+  buffer**, those over the unreliable protocol (UDP) into the **unreliable channel
+  buffer** (two ``queue.Queue``, filled by one socket-reader thread per connection and
+  one for the UDP socket);
+* S352: the **unreliable receive engine** (a thread) takes datagrams from its buffer,
+  decapsulates their block messages and stores the values in the data buffer;
+* S353: the **reliable receive engine** (a thread) does the same for the reliable
+  buffer and tracks whether every important block of the iteration has arrived;
+* S354-S355: once they have (and after an optional grace period for unreliable blocks),
+  :meth:`DataBuffer.take` hands each worker's blocks to the caller, which rebuilds the
+  tensors with :meth:`BlockLayout.reconstruct` (missing blocks zero-filled).
+
+Asynchronous receive, delayed update: an unreliable block that arrives after its
+iteration was reconstructed is not thrown away; its values are added into the next
+iteration's aggregate (at most ``staleness`` iterations late, older ones are counted as
+stale and dropped).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import queue
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hosts.packets import (
+    DIFF_BLOCK_HEADER,
+    DIFF_BLOCK_HEADER_LEN,
+    DIFF_LEVEL_IMPORTANT,
+    DiffDecodeError,
+    decode_diff_block,
+)
+
+from .blocks import BlockLayout
+from .wire import Kind, parse_manifest, recv_msg
+
+log = logging.getLogger("gradnet.differentiated.receiver")
+
+
+@dataclass
+class ReceiveStats:
+    """What the receiver saw, per unreliable level (index 0 = important/TCP)."""
+
+    datagrams: collections.Counter = field(default_factory=collections.Counter)  # level -> datagrams
+    blocks: collections.Counter = field(default_factory=collections.Counter)  # level -> blocks
+    udp_bytes: int = 0
+    tcp_bytes: int = 0
+    late_blocks: int = 0  # arrived after their iteration: applied in a later one
+    stale_blocks: int = 0  # too late even for that: dropped
+    bad_messages: int = 0
+    duplicates: int = 0
+
+
+class DataBuffer:
+    """The data buffer both engines store into, per iteration and worker."""
+
+    def __init__(self, layout: BlockLayout, world: int, staleness: int = 1) -> None:
+        self.layout = layout
+        self.world = world
+        self.staleness = staleness
+        self.cond = threading.Condition()
+        self.iteration = 0
+        self.blocks: dict[int, dict[int, dict[int, np.ndarray]]] = collections.defaultdict(
+            lambda: collections.defaultdict(dict))
+        self.manifests: dict[int, dict[int, tuple[int, list[int], bytes]]] = collections.defaultdict(dict)
+        self.important_got: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
+        self.carry: list[tuple[int, np.ndarray]] = []  # (block_index, values) of late blocks
+        self.stats = ReceiveStats()
+        self.byes: dict[int, dict] = {}
+        self.first_block_at: dict[int, float] = {}
+
+    # -- engines ------------------------------------------------------------------------
+    def manifest(self, worker: int, body: bytes) -> None:
+        """A worker announced iteration ``it``: ``important`` blocks on the reliable channel."""
+        it, important, datagrams, levels = parse_manifest(body)
+        with self.cond:
+            self.manifests[it][worker] = (important, datagrams, levels)
+            self.cond.notify_all()
+
+    def store(self, data: bytes | memoryview, reliable: bool) -> None:
+        """Decapsulate the block messages of ``data`` and keep their values."""
+        off = 0
+        n = len(data)
+        with self.cond:
+            while off < n:
+                try:
+                    hdr, values, off = decode_diff_block(data, off)
+                except DiffDecodeError as e:
+                    self.stats.bad_messages += 1
+                    log.warning("bad block message: %s", e)
+                    return
+                if hdr.block_index >= len(self.layout) or hdr.worker >= self.world:
+                    self.stats.bad_messages += 1
+                    continue
+                level = DIFF_LEVEL_IMPORTANT if reliable else max(1, hdr.level)
+                self.stats.blocks[level] += 1
+                it = hdr.iteration
+                if it < self.iteration:
+                    if it >= self.iteration - self.staleness:
+                        self.stats.late_blocks += 1
+                        self.carry.append((hdr.block_index, values))
+                    else:
+                        self.stats.stale_blocks += 1
+                    continue
+                slot = self.blocks[it][hdr.worker]
+                if hdr.block_index in slot:
+                    self.stats.duplicates += 1
+                    continue
+                self.first_block_at.setdefault(it, time.monotonic())
+                slot[hdr.block_index] = values
+                if reliable:
+                    self.important_got[it][hdr.worker] += 1
+            self.cond.notify_all()
+
+    # -- consumer -----------------------------------------------------------------------
+    def _important_complete(self, it: int) -> bool:
+        m = self.manifests.get(it, {})
+        if len(m) < self.world:
+            return False
+        got = self.important_got[it]
+        return all(got[w] >= m[w][0] for w in m)
+
+    def _all_complete(self, it: int) -> bool:
+        b = self.blocks.get(it, {})
+        return len(b) == self.world and all(len(v) == len(self.layout) for v in b.values())
+
+    def wait_ready(self, it: int, grace: float, timeout: float) -> tuple[bool, float]:
+        """Block until every important block of iteration ``it`` is in, then up to
+        ``grace`` seconds more for unreliable blocks (less if all arrive). Returns
+        (important complete, seconds waited in the grace period)."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not self._important_complete(it):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False, 0.0
+                self.cond.wait(min(left, 0.5))
+            t0 = time.monotonic()
+            end = t0 + grace
+            while not self._all_complete(it):
+                left = end - time.monotonic()
+                if left <= 0:
+                    break
+                self.cond.wait(left)
+            return True, time.monotonic() - t0
+
+    def take(self, it: int) -> tuple[dict[int, dict[int, np.ndarray]], list[tuple[int, np.ndarray]],
+                                     dict[int, bytes]]:
+        """Close iteration ``it``: its blocks per worker, the late blocks to fold in, and
+        each worker's block levels (its manifest); later arrivals of ``it`` become late
+        blocks."""
+        with self.cond:
+            blocks = {w: dict(v) for w, v in self.blocks.pop(it, {}).items()}
+            levels = {w: m[2] for w, m in self.manifests.get(it, {}).items()}
+            carry, self.carry = self.carry, []
+            self.iteration = it + 1
+            for old in [k for k in self.manifests if k <= it - self.staleness]:
+                del self.manifests[old]
+                self.important_got.pop(old, None)
+            return blocks, carry, levels
+
+    def wait_byes(self, timeout: float) -> None:
+        """Wait until every worker said goodbye (or ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while len(self.byes) < self.world:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self.cond.wait(left)
+
+
+class Receiver:
+    """The PS's two channels, their buffers and their receive engines (threads).
+
+    ``tcp`` is a listening TCP socket, ``udp`` a bound UDP socket; :attr:`data` is the
+    data buffer. :meth:`send_all` sends a framed message to every connected worker.
+    """
+
+    def __init__(self, layout: BlockLayout, world: int, tcp: socket.socket, udp: socket.socket,
+                 staleness: int = 1) -> None:
+        self.data = DataBuffer(layout, world, staleness)
+        self.world = world
+        self.tcp = tcp
+        self.udp = udp
+        self.reliable_buffer: queue.Queue = queue.Queue()  # (worker, kind, body)
+        self.unreliable_buffer: queue.Queue = queue.Queue()  # datagram bytes
+        self.conns: dict[int, socket.socket] = {}
+        self._conn_ready = threading.Condition()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> Receiver:
+        """Start the acceptor, the UDP reader and both receive engines."""
+        for name, fn in (("accept", self._accept), ("udp-reader", self._udp_reader),
+                         ("reliable-engine", self._reliable_engine),
+                         ("unreliable-engine", self._unreliable_engine)):
+            t = threading.Thread(target=fn, name=name, daemon=True)
+            t.start()
+            self._threads.append(t)
+        return self
+
+    def wait_workers(self, timeout: float) -> None:
+        """Block until every worker has connected and said hello."""
+        deadline = time.monotonic() + timeout
+        with self._conn_ready:
+            while len(self.conns) < self.world:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"{len(self.conns)} of {self.world} workers connected")
+                self._conn_ready.wait(left)
+
+    def send_all(self, message: bytes) -> None:
+        """Send one framed message to every worker (their TCP connections)."""
+        for s in list(self.conns.values()):
+            with contextlib.suppress(OSError):
+                s.sendall(message)
+
+    def stop(self) -> None:
+        """Stop the threads and close the sockets."""
+        self._stop.set()
+        self.reliable_buffer.put(None)
+        self.unreliable_buffer.put(None)
+        for s in (*self.conns.values(), self.tcp, self.udp):
+            with contextlib.suppress(OSError):
+                s.close()
+
+    # -- socket readers (fill the channel buffers, S351) ---------------------------------
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.tcp.accept()
+            except OSError:
+                return
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            threading.Thread(target=self._tcp_reader, args=(conn,), daemon=True).start()
+
+    def _tcp_reader(self, conn: socket.socket) -> None:
+        f = conn.makefile("rb", buffering=1 << 16)
+        first = recv_msg(f)
+        if first is None or first[0] != Kind.HELLO:
+            conn.close()
+            return
+        worker = int.from_bytes(first[1][:2], "big")
+        with self._conn_ready:
+            self.conns[worker] = conn
+            self._conn_ready.notify_all()
+        while True:
+            try:
+                msg = recv_msg(f)
+            except OSError:
+                msg = None
+            if msg is None:
+                return
+            with self.data.cond:
+                self.data.stats.tcp_bytes += 5 + len(msg[1])
+            self.reliable_buffer.put((worker, *msg))
+
+    def _udp_reader(self) -> None:
+        while not self._stop.is_set():
+            try:
+                dgram = self.udp.recv(65535)
+            except OSError:
+                return
+            self.unreliable_buffer.put((time.monotonic(), dgram))
+
+    # -- receive engines (S352, S353) ----------------------------------------------------
+    def _reliable_engine(self) -> None:
+        import json
+
+        while True:
+            item = self.reliable_buffer.get()
+            if item is None:
+                return
+            worker, kind, body = item
+            if kind == Kind.MANIFEST:
+                self.data.manifest(worker, body)
+            elif kind == Kind.BLOCK:
+                self.data.store(body, reliable=True)
+            elif kind == Kind.BYE:
+                with self.data.cond:
+                    self.data.byes[worker] = json.loads(body or b"{}")
+                    self.data.cond.notify_all()
+            else:
+                self.data.stats.bad_messages += 1
+
+    def _unreliable_engine(self) -> None:
+        while True:
+            item = self.unreliable_buffer.get()
+            if item is None:
+                return
+            _, dgram = item
+            # every block of a datagram has the same level: count the datagram under it
+            level = DIFF_BLOCK_HEADER.unpack_from(dgram)[8] if len(dgram) >= DIFF_BLOCK_HEADER_LEN else 0
+            with self.data.cond:
+                self.data.stats.datagrams[level] += 1
+                self.data.stats.udp_bytes += len(dgram)
+            self.data.store(dgram, reliable=False)

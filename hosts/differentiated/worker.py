@@ -1,0 +1,230 @@
+"""Worker agent of differentiated gradient transmission.
+
+    python -m hosts.differentiated.worker --ps 10.0.0.1 --rank R --world W \\
+        --mode differentiated|reliable|unreliable [--epochs E ...]     # real training
+    python -m hosts.differentiated.worker ... --gradient G.npz --iterations K   # fixed tensors
+
+Each iteration: compute the gradient (or take the fixed one), split it into blocks (S1),
+update the blocks' SANE contributions (S2), classify them (S31-S34), send the manifest
+and the important blocks on the reliable TCP channel (DSCP EF, highest queue) and the
+others as UDP datagrams, one DSCP per level, then wait for the PS's new parameters.
+Modes: ``reliable`` sends every block over TCP, ``unreliable`` every block over UDP
+on one best-effort priority, ``differentiated`` as above. Prints one JSON summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import sys
+import time
+
+import numpy as np
+
+from hosts.packets import DIFF_LEVEL_IMPORTANT, encode_diff_block
+
+from .blocks import BlockLayout, Contribution, classify
+from .wire import (
+    DIFF_TCP_PORT,
+    Kind,
+    frame,
+    level_dscp,
+    manifest,
+    pack_datagrams,
+    parse_params,
+    recv_msg,
+    set_dscp,
+)
+
+MODES = ("differentiated", "reliable", "unreliable")
+
+
+def add_common_args(p: argparse.ArgumentParser) -> None:
+    """Options the worker and the PS share (they must agree)."""
+    p.add_argument("--world", type=int, required=True, help="number of workers")
+    p.add_argument("--mode", choices=MODES, default="differentiated", help="transport")
+    p.add_argument("--gradient", default=None, metavar="NPZ",
+                   help="fixed gradient tensors (arrays a0, a1, ...) instead of training")
+    p.add_argument("--iterations", type=int, default=1, help="rounds with --gradient (default 1)")
+    p.add_argument("--epochs", type=int, default=12, help="training epochs (default 12)")
+    p.add_argument("--batch", type=int, default=32, help="per-worker batch size (default 32)")
+    p.add_argument("--lr", type=float, default=0.5, help="SGD learning rate (default 0.5)")
+    p.add_argument("--seed", type=int, default=0, help="model, data split and shuffling seed")
+    p.add_argument("--channels", type=int, default=8, help="CNN width (default 8)")
+    p.add_argument("--block-size", type=int, default=64, help="values per block of non-conv tensors")
+    p.add_argument("--max-time", type=float, default=300.0, help="give up after this many seconds")
+    p.add_argument("--port", type=int, default=DIFF_TCP_PORT,
+                   help=f"PS port, TCP and UDP (default {DIFF_TCP_PORT})")
+
+
+def steps_per_epoch(n_train: int, world: int, batch: int) -> int:
+    """Iterations per epoch: the smallest shard's full batches (same on every node)."""
+    return max(1, (n_train // world) // batch)
+
+
+def _connect(host: str, port: int, timeout: float, patience: float = 15.0) -> socket.socket:
+    """TCP connection to the PS, retried while it starts (it loads the data first)."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            return socket.create_connection((host, port), timeout=timeout)
+        except (ConnectionRefusedError, TimeoutError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the worker agent."""
+    p = argparse.ArgumentParser(prog="python -m hosts.differentiated.worker", description=__doc__.splitlines()[0])
+    p.add_argument("--ps", required=True, help="PS address (IPv4)")
+    p.add_argument("--rank", type=int, required=True, help="this worker's rank (0..world-1)")
+    add_common_args(p)
+    p.add_argument("--alpha", type=float, default=0.5, help="SANE smoothing factor (default 0.5)")
+    p.add_argument("--quantile", type=float, default=0.5,
+                   help="threshold = this quantile of the contributions (default 0.5: half the blocks important)")
+    p.add_argument("--levels", type=int, default=3, help="unreliable levels (default 3)")
+    p.add_argument("--udp-pps", type=float, default=0.0,
+                   help="pace unreliable datagrams at this rate (default 0: as fast as possible)")
+    args = p.parse_args(argv)
+    if not 0 <= args.rank < args.world:
+        p.error(f"--rank {args.rank} out of range for --world {args.world}")
+
+    model = data = shard = None
+    if args.gradient:
+        with np.load(args.gradient) as z:
+            fixed = [z[f"a{i}"].astype(np.float32) for i in range(len(z.files))]
+        shapes = [a.shape for a in fixed]
+        total = args.iterations
+        steps = total
+    else:
+        import torch
+
+        from hosts import training
+
+        torch.set_num_threads(1)
+        data = training.load_digits_split(args.seed)
+        model = training.make_model(args.seed, args.channels)
+        shard = training.worker_shard(data, args.rank, args.world)
+        shapes = [a.shape for a in training.parameter_arrays(model)]
+        steps = steps_per_epoch(len(data.y_train), args.world, args.batch)
+        total = steps * args.epochs
+    layout = BlockLayout(shapes, args.block_size)
+    contrib = Contribution(len(layout), args.alpha)
+
+    tcp = _connect(args.ps, args.port, args.max_time)
+    tcp.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    set_dscp(tcp, level_dscp(0, args.mode))
+    f = tcp.makefile("rb", buffering=1 << 16)
+    udps: dict[int, socket.socket] = {}
+
+    def udp_for(level: int) -> socket.socket:
+        if level not in udps:
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+            set_dscp(s, level_dscp(level, args.mode))
+            s.connect((args.ps, args.port))
+            udps[level] = s
+        return udps[level]
+
+    tcp.sendall(frame(Kind.HELLO, args.rank.to_bytes(2, "big") + args.world.to_bytes(2, "big")))
+    sent_datagrams = [0] * (args.levels + 1)
+    sent_blocks = [0] * (args.levels + 1)
+    tcp_bytes = udp_bytes = 0
+    sync: list[float] = []
+    deadline = time.monotonic() + args.max_time
+    t_start = time.monotonic()
+    batches = None
+    it = 0
+    while it < total and time.monotonic() < deadline:
+        if model is not None:
+            from hosts import training
+
+            epoch, step = divmod(it, steps)
+            if step == 0:
+                batches = training.batches(*shard, args.batch, epoch, seed=args.seed * 1000 + args.rank)
+            grads = training.compute_gradients(model, *batches[step])
+        else:
+            grads = fixed
+        blocks = layout.split(grads)
+        c = contrib.update(blocks)
+        if args.mode == "reliable":
+            levels = np.zeros(len(layout), dtype=np.int64)
+        elif args.mode == "unreliable":
+            levels = np.ones(len(layout), dtype=np.int64)
+        else:
+            levels = classify(c, args.quantile, args.levels)
+        t0 = time.monotonic()
+        per_level: dict[int, list[bytes]] = {}
+        important: list[bytes] = []
+        for spec, values, lv in zip(layout.blocks, blocks, levels, strict=True):
+            msg = encode_diff_block(spec.header(it, args.rank, int(lv)), values)
+            if lv == DIFF_LEVEL_IMPORTANT:
+                important.append(frame(Kind.BLOCK, msg))
+            else:
+                per_level.setdefault(int(lv), []).append(msg)
+            sent_blocks[int(lv)] += 1
+        dgrams = {lv: pack_datagrams(msgs) for lv, msgs in sorted(per_level.items())}
+        counts = [len(dgrams.get(lv, [])) for lv in range(1, args.levels + 1)]
+        out = frame(Kind.MANIFEST, manifest(it, len(important), counts, [int(x) for x in levels])) + b"".join(important)
+        tcp.sendall(out)
+        tcp_bytes += len(out)
+        # Round-robin over the levels, so that only the switch's priorities decide which
+        # level loses datagrams when the bottleneck overflows.
+        gap = 1.0 / args.udp_pps if args.udp_pps > 0 else 0.0
+        nxt = time.monotonic()
+        queues = [list(reversed(d)) for _, d in sorted(dgrams.items())]
+        lv_of = sorted(dgrams)
+        while any(queues):
+            for qi, q in enumerate(queues):
+                if not q:
+                    continue
+                d = q.pop()
+                if gap:
+                    nxt += gap
+                    delay = nxt - time.monotonic()
+                    if delay > 0:
+                        time.sleep(delay)
+                try:
+                    udp_for(lv_of[qi]).send(d)
+                    sent_datagrams[lv_of[qi]] += 1
+                    udp_bytes += len(d)
+                except OSError:
+                    pass  # a full host queue is one more loss of the unreliable channel
+        msg = recv_msg(f)
+        if msg is None or msg[0] != Kind.PARAMS:
+            print(json.dumps({"error": f"PS closed the connection at iteration {it}"}), flush=True)
+            return 1
+        p_it, stop, values = parse_params(msg[1])
+        sync.append(time.monotonic() - t0)
+        if model is not None:
+            from hosts import training
+
+            training.set_parameters(model, training.unflatten(values, training.parameter_arrays(model)))
+        it += 1
+        if stop:
+            break
+    summary = {
+        "rank": args.rank, "mode": args.mode, "iterations": it, "seconds": time.monotonic() - t_start,
+        "sync_mean_s": float(np.mean(sync)) if sync else None,
+        "sync_median_s": float(np.median(sync)) if sync else None,
+        "sent_blocks": sent_blocks, "sent_datagrams": sent_datagrams,
+        "tcp_bytes": tcp_bytes, "udp_bytes": udp_bytes,
+    }
+    with_bye = json.dumps(summary).encode()
+    try:
+        tcp.sendall(frame(Kind.BYE, with_bye))
+        tcp.shutdown(socket.SHUT_WR)
+        # wait for the PS to close: its last message may still be on the way
+        tcp.settimeout(10)
+        while recv_msg(f) is not None:
+            pass
+    except OSError:
+        pass
+    print(json.dumps(summary), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

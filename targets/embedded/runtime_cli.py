@@ -1,0 +1,142 @@
+"""The embedded target's runtime CLI: queue rates, depths and counters at run time.
+
+BMv2 changes its traffic manager at run time over Thrift (``simple_switch_CLI``:
+``set_queue_rate``, ``set_queue_depth``). The embedded target offers the same commands,
+with the same arguments, as a line protocol on a Unix socket (``--runtime-socket PATH``;
+the network builder puts it in the run directory beside the P4Runtime socket)::
+
+    set_queue_rate RATE_PPS [PORT [PRIORITY]]    -> ok
+    set_queue_depth DEPTH_PKTS [PORT [PRIORITY]] -> ok
+    set_port_rate RATE_PPS [PORT]                -> ok (gradnet extension, see below)
+    get_queue_stats [PORT]                       -> one JSON list of per-queue dicts
+    help                                         -> the command list
+
+As in simple_switch, PRIORITY is the internal queue index (0 is served first, and
+serves ``standard_metadata.priority = N-1``). A rate of 0 or less means unlimited
+(``--queue-rate`` style); every answer is one line, errors start with ``error:``.
+
+``set_port_rate`` is not in simple_switch_CLI: it gives a whole port a rate shared by
+its queues in strict priority (a line rate), so that a congested port serves the higher
+priorities first and drops from the lower ones. BMv2 has only per-queue rates, each
+queue independent of the others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socketserver
+import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from targets.embedded.switch import Switch
+
+log = logging.getLogger("gradnet.runtime")
+
+HELP = ("commands: set_queue_rate RATE_PPS [PORT [PRIORITY]]; set_queue_depth DEPTH_PKTS "
+        "[PORT [PRIORITY]]; set_port_rate RATE_PPS [PORT]; get_queue_stats [PORT]; help")
+
+
+class CommandError(ValueError):
+    """A runtime command with bad arguments."""
+
+
+def _ints(args: list[str], names: tuple[str, ...]) -> list[int]:
+    out = []
+    for a, n in zip(args, names, strict=False):
+        try:
+            out.append(int(a, 0))
+        except ValueError:
+            raise CommandError(f"{n} must be an integer, got {a!r}") from None
+    return out
+
+
+def execute(switch: Switch, line: str) -> str:
+    """Run one command line against ``switch``; return the one-line answer."""
+    words = line.split()
+    if not words:
+        return ""
+    cmd, args = words[0], words[1:]
+    try:
+        if cmd in ("set_queue_rate", "set_queue_depth"):
+            if not 1 <= len(args) <= 3:
+                raise CommandError(f"usage: {cmd} VALUE [PORT [PRIORITY]]")
+            try:
+                value = float(args[0])
+            except ValueError:
+                raise CommandError(f"value must be a number, got {args[0]!r}") from None
+            port, prio = (_ints(args[1:], ("PORT", "PRIORITY")) + [None, None])[:2]
+            if prio is not None and not 0 <= prio < switch.nb_queues:
+                raise CommandError(f"priority {prio} out of range (the switch has {switch.nb_queues} "
+                                   "queue(s) per port; start it with --priority-queues N)")
+            if cmd == "set_queue_rate":
+                switch.set_queue_rate(value if value > 0 else None, port, prio)
+            else:
+                if value < 1 or value != int(value):
+                    raise CommandError(f"depth must be a whole number >= 1, got {args[0]}")
+                switch.set_queue_depth(int(value), port, prio)
+            return "ok"
+        if cmd == "set_port_rate":
+            if not 1 <= len(args) <= 2:
+                raise CommandError("usage: set_port_rate RATE_PPS [PORT]")
+            try:
+                value = float(args[0])
+            except ValueError:
+                raise CommandError(f"rate must be a number, got {args[0]!r}") from None
+            port = _ints(args[1:], ("PORT",))[0] if len(args) > 1 else None
+            switch.set_port_rate(value if value > 0 else None, port)
+            return "ok"
+        if cmd == "get_queue_stats":
+            if len(args) > 1:
+                raise CommandError("usage: get_queue_stats [PORT]")
+            port = _ints(args, ("PORT",))[0] if args else None
+            return json.dumps(switch.queue_stats(port))
+        if cmd == "help":
+            return HELP
+        raise CommandError(f"unknown command {cmd!r} ({HELP})")
+    except CommandError as e:
+        return f"error: {e}"
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        for raw in self.rfile:
+            answer = execute(self.server.switch, raw.decode(errors="replace"))  # type: ignore[attr-defined]
+            self.wfile.write(answer.encode() + b"\n")
+            self.wfile.flush()
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+class RuntimeServer:
+    """Serves :func:`execute` on a Unix stream socket, one thread per client."""
+
+    def __init__(self, switch: Switch, path: str) -> None:
+        self.switch = switch
+        self.path = path
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Bind the socket (replacing a stale one) and serve in a background thread."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        self._server = _Server(self.path, _Handler)
+        self._server.switch = self.switch  # type: ignore[attr-defined]
+        self._thread = threading.Thread(target=self._server.serve_forever, name="runtime-cli", daemon=True)
+        self._thread.start()
+        log.info("runtime CLI on %s", self.path)
+
+    def stop(self) -> None:
+        """Stop serving and remove the socket."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)

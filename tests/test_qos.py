@@ -1,0 +1,120 @@
+"""Run-time queue control: the embedded target's runtime CLI and controller.qos.
+
+Offline: the runtime-CLI commands against a live ``Switch`` object, the Unix-socket
+server with :class:`controller.qos.EgressQueues` on top, strict priority under a port
+rate with real frames through a compiled program, and BMv2's path (simple_switch_CLI),
+which skips when BMv2 is not installed. ``gradctl qos`` on a running network is in
+tests/test_differentiated_network.py.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from controller.qos import Bmv2Runtime, EgressQueues, QosError
+from targets.embedded.runtime_cli import RuntimeServer, execute
+from targets.embedded.switch import Switch
+
+ROOT = Path(__file__).resolve().parent.parent
+ECHO = ROOT / "tests" / "p4" / "build" / "metadata_echo.json"
+
+
+def test_runtime_commands_like_simple_switch_cli() -> None:
+    sw = Switch(priority_queues=4, queue_depth=10)
+    assert execute(sw, "set_queue_rate 100 2 0") == "ok"  # queue index 0 = priority 3
+    assert execute(sw, "set_queue_depth 5 2") == "ok"
+    stats = {q["priority"]: q for q in json.loads(execute(sw, "get_queue_stats 2"))}
+    assert stats[3]["rate_pps"] == 100 and stats[3]["queue"] == 0
+    assert all(stats[p]["rate_pps"] is None for p in (0, 1, 2))
+    assert all(stats[p]["depth"] == 5 for p in range(4))
+    # a wider setting replaces narrower ones (the latest call wins, as in BMv2)
+    assert execute(sw, "set_queue_rate 0") == "ok"
+    assert all(q["rate_pps"] is None for q in json.loads(execute(sw, "get_queue_stats 2")))
+    assert execute(sw, "set_port_rate 50 2") == "ok"
+    assert {q["port_rate_pps"] for q in json.loads(execute(sw, "get_queue_stats 2"))} == {50.0}
+    for bad, why in (("set_queue_rate", "usage"), ("set_queue_rate x", "number"),
+                     ("set_queue_rate 1 2 7", "out of range"), ("set_queue_depth 0", "whole number"),
+                     ("set_queue_depth 1 a", "integer"), ("frobnicate", "unknown command")):
+        assert execute(sw, bad).startswith("error:") and why in execute(sw, bad), bad
+
+
+def test_egress_queues_over_the_socket(tmp_path: Path) -> None:
+    sw = Switch(priority_queues=8)
+    server = RuntimeServer(sw, str(tmp_path / "s1.cli"))
+    server.start()
+    try:
+        eq = EgressQueues(tmp_path / "s1.cli", nb_queues=8, name="s1")
+        eq.set_rate(200, port=1, priority=7)
+        eq.set_depth(16, port=1)
+        eq.set_depth(64, port=1, priority=7)
+        eq.set_port_rate(300, port=1)
+        by = {q.priority: q for q in eq.stats(1)}
+        assert by[7].rate_pps == 200 and by[7].depth == 64 and by[0].depth == 16
+        assert by[0].rate_pps is None and by[0].port_rate_pps == 300
+        assert eq.counters(1)[7] == {"enqueued": 0, "dropped": 0}
+        with pytest.raises(QosError, match="out of range"):
+            eq.set_rate(1, port=1, priority=8)
+        with pytest.raises(QosError, match="needs a port"):
+            eq.set_rate(1, priority=1)
+        with pytest.raises(QosError, match="depth"):
+            eq.set_depth(0, port=1)
+    finally:
+        server.stop()
+    with pytest.raises(QosError, match="runtime CLI"):
+        EgressQueues(tmp_path / "s1.cli", 8).stats()
+
+
+def _echo(prio: int, tag: int) -> bytes:
+    from scapy.layers.l2 import Ether
+
+    from tests.p4.packets import Echo
+
+    return bytes(Ether(dst="00:00:00:00:00:02", src="00:00:00:00:00:01") / Echo(out_port=2, set_priority=prio,
+                                                                                  _pad0=tag))
+
+
+@pytest.mark.skipif(not ECHO.exists(), reason="tests/p4/build/metadata_echo.json missing (make p4)")
+def test_port_rate_serves_strict_priority() -> None:
+    """Frames of two priorities queued behind a port rate leave highest priority first,
+    and the per-queue counters count what was queued and what was dropped."""
+    from tests.p4.packets import Echo
+
+    sw = Switch(priority_queues=4, queue_depth=4)
+    sw.install_program(sw.load_program(ECHO.read_bytes()))
+    sw.set_port_rate(500, 2)
+    frames = [_echo(0, i) for i in range(6)] + [_echo(3, 100 + i) for i in range(6)]
+    for f in frames:  # 6 low then 6 high, back to back
+        sw._receive(1, f)
+    out: list[bytes] = []
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and len(out) < 9:
+        sw._drain(time.monotonic())
+        out += [f for _, f in sw._txq]
+        sw._txq = []
+        time.sleep(0.0005)
+    c = {q["priority"]: q for q in sw.queue_stats(2)}
+    # the first low frame found the port idle and left at once (its token), so 5 of the
+    # low ones were queued (4 fit) and 6 of the high ones (4 fit)
+    assert (c[0]["enqueued"], c[0]["dropped"], c[3]["enqueued"], c[3]["dropped"]) == (5, 1, 4, 2)
+    tags = [Echo(f[14:])._pad0 for f in out]
+    assert tags == [0, 100, 101, 102, 103, 1, 2, 3, 4], tags
+
+
+def test_bmv2_runtime_path() -> None:
+    """BMv2's queues are set with simple_switch_CLI over Thrift."""
+    eq = EgressQueues(Bmv2Runtime(9090), nb_queues=8, name="s1")
+    with pytest.raises(QosError, match="no port rate"):
+        eq.set_port_rate(100, 1)
+    with pytest.raises(QosError, match="no per-queue counters"):
+        eq.stats()
+    if shutil.which("simple_switch_CLI") is None:
+        with pytest.raises(QosError, match="simple_switch_CLI not found"):
+            eq.set_rate(100, 1, 7)
+        pytest.skip("BMv2 is not installed (simple_switch_CLI, built with Thrift): setting queue rates "
+                    "on BMv2 is not exercised here")
+    pytest.skip("needs a running BMv2 with --priority-queues (run the network tests with TARGET=bmv2)")
