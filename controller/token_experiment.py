@@ -92,33 +92,37 @@ def _parse(host: str, proc: Any, base: Path) -> NodeResult:
 def run_token(net: Any, topo: Any, out: Path, common: list[str], *,
               hosts: list[str] | None = None, per_host: dict[str, list[str]] | None = None,
               kills: dict[str, float] | None = None, pauses: dict[str, tuple[float, float]] | None = None,
-              late: dict[str, float] | None = None, timeout: float = 240.0) -> TokenRun:
+              after_formation: list[tuple[str, float, list[str]]] | None = None,
+              timeout: float = 240.0) -> TokenRun:
     """Run the nodes on ``hosts`` (default all; the first is the initiator), wait, parse.
 
     ``kills``: host -> seconds after the initiator starts (SIGKILL); ``pauses``: host ->
     (start, duration) of a SIGSTOP (the node freezes, is declared lost, then stands by);
-    ``late``: host -> seconds after the start at which a node starts (too late to join).
+    ``after_formation``: ``(host, delay, args)`` processes started ``delay`` seconds after
+    the initiator closed formation (a late node, an intruder), named ``host-<i>``.
     """
     out.mkdir(parents=True, exist_ok=True)
     hosts = list(hosts or topo.hosts())
     per_host = per_host or {}
-    kills, pauses, late = dict(kills or {}), dict(pauses or {}), dict(late or {})
+    kills, pauses = dict(kills or {}), dict(pauses or {})
+    side = list(after_formation or [])
     procs: dict[str, Any] = {}
     bases = {h: out / h for h in hosts}
-    first, rest = hosts[0], [h for h in hosts[1:] if h not in late]
+    first, rest = hosts[0], hosts[1:]
+    done_kills: dict[str, float] = {}
+    start = time.monotonic()
     try:
         for h in rest:
             procs[h] = _spawn(net, h, node_argv(topo, h, [*common, *per_host.get(h, [])]), bases[h])
         time.sleep(1.0)  # the members listen before formation opens
         start = time.monotonic()
         procs[first] = _spawn(net, first, node_argv(
-            topo, first, ["--initiator", "--expect", str(len(hosts) - len(late)), *common,
+            topo, first, ["--initiator", "--expect", str(len(hosts)), *common,
                           *per_host.get(first, [])]), bases[first])
-        done_kills: dict[str, float] = {}
         timeline = sorted([(t, "kill", h) for h, t in kills.items()]
                           + [(t, "stop", h) for h, (t, _d) in pauses.items()]
-                          + [(t + d, "cont", h) for h, (t, d) in pauses.items()]
-                          + [(t, "late", h) for h, t in late.items()])
+                          + [(t + d, "cont", h) for h, (t, d) in pauses.items()])
+        formed_at: float | None = None
         deadline = start + timeout
         while time.monotonic() < deadline:
             now = time.monotonic() - start
@@ -129,12 +133,16 @@ def run_token(net: Any, topo: Any, out: Path, common: list[str], *,
                     done_kills[h] = time.monotonic() - start
                 elif what == "stop":
                     os.kill(procs[h].pid, signal.SIGSTOP)
-                elif what == "cont":
-                    os.kill(procs[h].pid, signal.SIGCONT)
                 else:
-                    procs[h] = _spawn(net, h, node_argv(topo, h, [*common, *per_host.get(h, [])]),
-                                      bases[h])
-            if not timeline and all(p.poll() is not None for p in procs.values()):
+                    os.kill(procs[h].pid, signal.SIGCONT)
+            if side and formed_at is None and '"formed"' in bases[first].with_suffix(".out").read_text():
+                formed_at = now
+            while side and formed_at is not None and now >= formed_at + side[0][1]:
+                h, _d, extra = side.pop(0)
+                name = f"{h}-{len(procs)}"
+                bases[name] = out / name
+                procs[name] = _spawn(net, h, node_argv(topo, h, extra), bases[name])
+            if not timeline and not side and all(p.poll() is not None for p in procs.values()):
                 break
             time.sleep(0.05)
         wall = time.monotonic() - start

@@ -790,6 +790,8 @@ def run_node(args: argparse.Namespace) -> int:
 
     from hosts import training  # noqa: F401
 
+    if args.dump:
+        Path(args.dump).mkdir(parents=True, exist_ok=True)
     link = NicLink(args.iface)
     node = Node(args, link)
     node.configure_nic()
