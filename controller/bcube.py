@@ -48,6 +48,7 @@ __all__ = [
     "exact_sum",
     "fat_tree_plan",
     "gradients",
+    "host_sent_bytes",
     "line_rate_model",
     "nic_payload_bytes",
     "run_scheme",
@@ -223,19 +224,25 @@ def _spawn(host: Any, base: Path, argv: list[str]) -> Any:
         return host.popen(argv, cwd=str(REPO_ROOT), stdout=out, stderr=err)
 
 
+def _dev_bytes(node: Any, prefix: str, column: int) -> int:
+    """Sum of one ``/proc/net/dev`` column over ``node``'s interfaces named ``prefix*``
+    (read inside its namespace; column 0 is rx bytes, 8 is tx bytes)."""
+    total = 0
+    for line in node.cmd("cat /proc/net/dev").splitlines()[2:]:
+        name, _, rest = line.partition(":")
+        if name.strip().startswith(prefix):
+            total += int(rest.split()[column])
+    return total
+
+
 def switch_port_bytes(net: Any, topo: Topology) -> dict[str, int]:
-    """``{switch: bytes received on all its data ports}`` from the kernel counters of the
-    switch's interfaces (read inside its namespace)."""
-    out = {}
-    for sw in topo.switches():
-        text = net.switch(sw).cmd("cat /proc/net/dev")
-        total = 0
-        for line in text.splitlines()[2:]:
-            name, _, rest = line.partition(":")
-            if name.strip().startswith(f"{sw}-eth"):
-                total += int(rest.split()[0])
-        out[sw] = total
-    return out
+    """``{switch: bytes received on all its data ports}`` (kernel interface counters)."""
+    return {sw: _dev_bytes(net.switch(sw), f"{sw}-eth", 0) for sw in topo.switches()}
+
+
+def host_sent_bytes(net: Any, hosts: list[str]) -> dict[str, int]:
+    """``{host: bytes sent on all its NICs}`` (kernel interface counters)."""
+    return {h: _dev_bytes(net.host(h), f"{h}-eth", 8) for h in hosts}
 
 
 def run_scheme(net: Any, topo: Topology, plan: dict[str, Any], grads: list[np.ndarray],
@@ -272,6 +279,7 @@ def run_scheme(net: Any, topo: Topology, plan: dict[str, Any], grads: list[np.nd
                 raise RuntimeError(f"{scheme}: agents not ready (exited: {dead}) {errs}")
             time.sleep(0.05)
         before = switch_port_bytes(net, topo)
+        sent_before = host_sent_bytes(net, plan["hosts"])
         res.start = time.time() + 0.3
         tmp = d / "go.tmp"
         tmp.write_text(json.dumps({"start": res.start}))
@@ -294,6 +302,7 @@ def run_scheme(net: Any, topo: Topology, plan: dict[str, Any], grads: list[np.nd
                 p.kill()
                 p.wait()
     after = switch_port_bytes(net, topo)
+    sent = sum(host_sent_bytes(net, plan["hosts"]).values()) - sum(sent_before.values())
     expected = exact_sum(grads, plan["scale_bits"])
     for s in range(s_count):
         rep = json.loads((d / f"agent-{s}.out").read_text().strip().splitlines()[-1])
@@ -304,9 +313,8 @@ def run_scheme(net: Any, topo: Topology, plan: dict[str, Any], grads: list[np.nd
         res.tx_payload.append(rep["tx_payload"])
     res.exact = res.mismatches == 0
     res.seconds = max(r["end"] for r in res.reports) - res.start
-    host_tx = sum(v[1] for srv in res.nic for v in srv.values())
     switch_rx = sum(after.values()) - sum(before.values())
-    res.switch_hops = switch_rx / host_tx if host_tx else math.nan
+    res.switch_hops = switch_rx / sent if sent else math.nan
     if log:
         log(f"{scheme} on {topo.name}: {res.seconds:.2f} s (model {res.model_s:.2f} s), "
             f"exact: {res.exact}, switch hops per byte {res.switch_hops:.3f}")
