@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -40,7 +41,8 @@ from .bcube import (
 from .deploy import deploy, read_counters
 from .p4runtime import REPO_ROOT
 
-console = Console()
+# wide tables even when stdout is a file or pipe (Rich would fold them at 80 columns)
+console = Console(width=None if sys.stdout.isatty() else 130)
 
 LABELS = {"bml": "BML (BCube)", "sharded_ps": "sharded PS (fat-tree)",
           "ring": "ring all-reduce (fat-tree)", "ps": "single PS (fat-tree)"}
@@ -128,7 +130,7 @@ def print_results(results: list[SchemeResult], k: int, title: str) -> dict[str, 
     return ratios
 
 
-def utilisation(res: SchemeResult, bw: float, period: float = 0.1) -> tuple[np.ndarray, list[np.ndarray]]:
+def utilisation(res: SchemeResult, bw: float, period: float = 0.2) -> tuple[np.ndarray, list[np.ndarray]]:
     """Mean NIC send utilisation per level over time (0..1 of the link rate)."""
     t_end = max(r["end"] for r in res.reports) - res.start
     grid = np.arange(0.0, t_end + period, period)
@@ -189,17 +191,19 @@ def build_parser() -> argparse.ArgumentParser:
                                 description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=3, help="switch ports N (default 3)")
     p.add_argument("--k", type=int, default=2, help="levels k (default 2: BCube(3,2), 9 servers)")
-    p.add_argument("--bw", type=float, default=2.0, help="link rate in Mbit/s (default 2)")
-    p.add_argument("--values", type=int, default=131072,
-                   help="gradient length in float32 values (default 131072 = 512 kB)")
+    p.add_argument("--bw", type=float, default=1.0,
+                   help="link rate in Mbit/s (default 1: links, not the 2-core CPU, limit)")
+    p.add_argument("--values", type=int, default=65536,
+                   help="gradient length in float32 values (default 65536 = 256 kB)")
     p.add_argument("--schemes", default="bml,sharded_ps,ring,ps",
                    help="comma-separated subset of bml,sharded_ps,ring,ps")
     p.add_argument("--fabric-x", type=float, default=4.0,
                    help="fat-tree switch-to-switch links at this multiple of --bw (default 4)")
     p.add_argument("--loss", type=float, default=0.0,
                    help="loss rate on one BCube link per level (default 0)")
-    p.add_argument("--pipeline", type=int, default=1,
-                   help="BML: pieces per parameter set, pipelined through the levels (default 1)")
+    p.add_argument("--pipeline", type=int, default=4,
+                   help="BML: pieces per parameter set, pipelined through the levels "
+                        "(default 4; 1 = exactly one thread per set)")
     p.add_argument("--seed", type=int, default=1, help="gradient seed")
     p.add_argument("--max-time", type=float, default=300.0, help="bound on each run (s)")
     p.add_argument("--target", default=None, help="auto|embedded|bmv2 (default: $TARGET or auto)")
