@@ -177,3 +177,21 @@ def test_plans_and_fixed_point() -> None:
         fat_tree_plan(ft, "bml", 9, 100, bits)
     with pytest.raises(ScheduleError, match="has 9 hosts"):
         bcube_plan(topo, 2, 3, 100, bits)
+
+
+def test_gradctl_bcube(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from controller.cli import main
+
+    assert main(["bcube", "schedule", "--n", "3", "--k", "2", "--values", "90", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [t["levels"] for t in data["threads"]] == [[0, 1], [1, 0]]
+    assert data["threads"][0]["reduces"][1][4] == [4, [20, 25]]  # server 4, stage 1
+    assert main(["bcube", "schedule", "--n", "2", "--k", "2", "--values", "16", "--server", "1"]) == 0
+    assert "gather" in capsys.readouterr().out
+    assert main(["bcube", "model", "--n", "3", "--k", "2", "--bw", "2"]) == 0
+    assert "sharded_ps" in capsys.readouterr().out
+    assert main(["bcube", "schedule", "--n", "1", "--k", "2"]) == 2
+    assert "N must be >= 2" in capsys.readouterr().err
+    assert main(["bcube", "schedule", "--n", "2", "--k", "2", "--server", "4"]) == 2
