@@ -93,13 +93,14 @@ def run_token(net: Any, topo: Any, out: Path, common: list[str], *,
               hosts: list[str] | None = None, per_host: dict[str, list[str]] | None = None,
               kills: dict[str, float] | None = None, pauses: dict[str, tuple[float, float]] | None = None,
               after_formation: list[tuple[str, float, list[str]]] | None = None,
-              timeout: float = 240.0) -> TokenRun:
+              from_training: bool = False, timeout: float = 240.0) -> TokenRun:
     """Run the nodes on ``hosts`` (default all; the first is the initiator), wait, parse.
 
     ``kills``: host -> seconds after the initiator starts (SIGKILL); ``pauses``: host ->
     (start, duration) of a SIGSTOP (the node freezes, is declared lost, then stands by);
     ``after_formation``: ``(host, delay, args)`` processes started ``delay`` seconds after
     the initiator closed formation (a late node, an intruder), named ``host-<i>``.
+    ``from_training``: kill and pause times count from the initiator's "ready" (training starts).
     """
     out.mkdir(parents=True, exist_ok=True)
     hosts = list(hosts or topo.hosts())
@@ -123,10 +124,12 @@ def run_token(net: Any, topo: Any, out: Path, common: list[str], *,
                           + [(t, "stop", h) for h, (t, _d) in pauses.items()]
                           + [(t + d, "cont", h) for h, (t, d) in pauses.items()])
         formed_at: float | None = None
+        ready_at: float | None = None
         deadline = start + timeout
         while time.monotonic() < deadline:
             now = time.monotonic() - start
-            while timeline and timeline[0][0] <= now:
+            offset = (ready_at if ready_at is not None else timeout) if from_training else 0.0
+            while timeline and timeline[0][0] + offset <= now:
                 _t, what, h = timeline.pop(0)
                 if what == "kill":
                     procs[h].kill()
@@ -135,8 +138,12 @@ def run_token(net: Any, topo: Any, out: Path, common: list[str], *,
                     os.kill(procs[h].pid, signal.SIGSTOP)
                 else:
                     os.kill(procs[h].pid, signal.SIGCONT)
-            if side and formed_at is None and '"formed"' in bases[first].with_suffix(".out").read_text():
-                formed_at = now
+            if (side or from_training) and (formed_at is None or ready_at is None):
+                text = bases[first].with_suffix(".out").read_text()
+                if formed_at is None and '"formed"' in text:
+                    formed_at = now
+                if ready_at is None and '"ready"' in text:
+                    ready_at = now
             while side and formed_at is not None and now >= formed_at + side[0][1]:
                 h, _d, extra = side.pop(0)
                 name = f"{h}-{len(procs)}"

@@ -609,6 +609,17 @@ class Node:
             self.active.add(s)
             self.log("rejoin", member=s, batch=self.batch)
         self.send_blob(TokenMsg.MODEL, 0, params, batch=self.batch, flags=int(TokenFlags.RESEND))
+        # the token moves on only once the rejoined nodes' NICs accept this batch
+        waiting = set(repliers)
+        deadline = time.monotonic() + 3.0
+        while waiting and time.monotonic() < deadline:
+            got = self.next_frame(0.05)
+            if got is None:
+                continue
+            if got[0].msg_type == TokenMsg.DATA_ACK and got[0].batch == self.batch:
+                waiting.discard(got[0].sender)
+            elif got[0].msg_type != TokenMsg.DATA_ACK:
+                self.pending.append(got)
 
     def stop(self, reason: str) -> None:
         self.done = True
@@ -734,6 +745,7 @@ class Node:
         self.standby = False
         self.active.add(self.seq)
         self.stats["rejoined"] += 1
+        self.send(self.header(TokenMsg.DATA_ACK, batch=batch))
         self.log("rejoined", batch=batch)
         self.work.put(batch)
 

@@ -56,7 +56,7 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, obje
 
 def _common(out: Path, *extra: str, epochs: int = 1) -> list[str]:
     return ["--epochs", str(epochs), "--batch-size", "32", "--wait-unit", str(T), "--form-silence", "3",
-            "--max-time", "150", "--save", str(out / "model.pt"), *extra]
+            "--max-time", "60", "--save", str(out / "model.pt"), *extra]
 
 
 def _run(net: tuple, name: str, *extra: str, epochs: int = 1, **kw: object) -> tuple[TokenRun, Path, object]:
@@ -65,7 +65,7 @@ def _run(net: tuple, name: str, *extra: str, epochs: int = 1, **kw: object) -> t
     out.mkdir()
     dep = TokenDeployment(topo, network.grpc_addresses())
     dep.deploy()
-    run = run_token(network, topo, out, _common(out, *extra, epochs=epochs), hosts=TRAIN, timeout=200, **kw)
+    run = run_token(network, topo, out, _common(out, *extra, epochs=epochs), hosts=TRAIN, timeout=90, **kw)
     run.counters = dep.read_counters()
     return run, out, dep
 
@@ -126,3 +126,81 @@ def _check_dump(d: Path) -> int:
         assert np.array_equal(got, want), f"batch {b} node {s}: sum differs"
         n += 1
     return n
+
+
+def _seq(run: TokenRun, host: str) -> int:
+    formed = [e for e in run.node(host).events if e["event"] == "formed"]
+    return int(formed[0]["node"])
+
+
+def _lost(run: TokenRun, seq: int) -> dict:
+    events = [e for _h, e in run.events("lost") if e["member"] == seq]
+    assert events, f"node {seq} was never declared lost"
+    return min(events, key=lambda e: e["t"])
+
+
+def test_slow_node_passes_then_broadcasts_and_killed_node_is_declared_lost(net) -> None:  # noqa: ANN001
+    run, _out, _dep = _run(net, "slowkill", "--cutoff", "1.0", epochs=3,
+                           per_host={"h3": ["--slowdown", "8"]}, kills={"h4": 2.0},
+                           from_training=True)
+    survivors = ["h1", "h2", "h3"]
+    _ok(run, survivors)
+    slow = _seq(run, "h3")
+    # the slow node got the token before its gradient was ready, passed it on, and
+    # broadcast on a later round of the same batch
+    holds = [e for h, e in run.events("hold") if h == "h3"]
+    by_batch: dict[int, list[bool]] = {}
+    for e in holds:
+        by_batch.setdefault(e["batch"], []).append(e["sent"])
+    assert any(sent[0] is False and True in sent for sent in by_batch.values()), by_batch
+    assert all(e["node"] == slow for h, e in run.events("grad") if h == "h3")
+    # the killed node was declared lost once its holder's broadcast met silence, by the
+    # node d positions after it, no earlier than d*t after the resend (NIC-measured)
+    dead = _seq(run, "h4")
+    ev = _lost(run, dead)
+    d = (ev["by"] - dead) % 4
+    assert ev["silence_s"] >= d * T
+    assert ev["silence_s"] <= (d + 4) * T + 1.0
+    # and the rest kept training: later batches are summed over the three survivors
+    last = [e for h, e in run.events("batch") if h == "h1"][-1]
+    assert last["n"] == 3 and dead not in last["active"]
+    assert run.node("h1").summary["batch"] == 30
+
+
+def test_standby_node_rejoins_after_the_batch(net) -> None:  # noqa: ANN001
+    run, _out, _dep = _run(net, "rejoin", "--cutoff", "1.0", epochs=3,
+                           pauses={"h3": (2.0, 3.5 * T + 2.0)}, from_training=True)
+    _ok(run, TRAIN)
+    frozen = _seq(run, "h3")
+    _lost(run, frozen)
+    own = [e["event"] for e in run.node("h3").events if e["event"] in ("standby", "rejoined")]
+    assert own[:2] == ["standby", "rejoined"]
+    assert any(e["member"] == frozen for _h, e in run.events("rejoin"))
+    # after rejoining it trains with the others: same final model, same accuracy
+    accs = {h: run.node(h).summary["accuracy"] for h in TRAIN}
+    assert len(set(accs.values())) == 1, accs
+    last = [e for h, e in run.events("batch") if h == "h1"][-1]
+    assert last["n"] == 4
+
+
+def test_cutoff_ends_batches_without_the_slowest_node(net) -> None:  # noqa: ANN001
+    run, _out, _dep = _run(net, "cutoff", "--cutoff", "0.7", epochs=1,
+                           per_host={"h2": ["--slowdown", "40"]})
+    _ok(run, TRAIN)
+    slow = _seq(run, "h2")
+    batches = [e for h, e in run.events("batch") if h == "h1"]
+    assert len(batches) == 10
+    without = [e for e in batches if slow not in e["contributors"]]
+    assert len(without) >= 5, batches  # most batches ended at 3 of 4 gradients
+    assert all(e["n"] >= 3 for e in batches)
+
+
+def test_mass_departure_saves_the_model_and_stops(net) -> None:  # noqa: ANN001
+    run, out, _dep = _run(net, "mass", "--cutoff", "1.0", "--min-nodes", "3", epochs=5,
+                          kills={"h3": 2.0, "h4": 2.0}, from_training=True)
+    for h in ("h1", "h2"):
+        r = run.node(h)
+        assert r.returncode == 3, f"{h}: exit {r.returncode} {r.stderr[-500:]}"
+    abnormal = [e for _h, e in run.events("abnormal") if "saved" in e]
+    assert abnormal and "too many nodes left" in abnormal[0]["message"]
+    assert (out / "model.pt").exists()
