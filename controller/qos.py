@@ -230,11 +230,11 @@ class EgressQueues:
 async def read_dscp_map(dep: Deployment, switch: str) -> dict[int, int]:
     """``{dscp: priority}`` installed in ``switch``'s ``dscp_priority`` table."""
     pc = dep.block(switch, PriorityClassifier)
-    schema = dep.programs[switch].schema
     out = {}
     for e in await dep.session(switch).read(P4TableEntry(pc.name("dscp_priority"))):
-        key = e.match_dict(schema).get("hdr.ipv4.diffserv", "")
-        value = int(key.split("/")[0], 0) if key else 0
+        # one ternary key, decoded by finsy as (value, mask) of the diffserv byte
+        key = next(iter(e.match.values()), 0) if e.match else 0
+        value = key[0] if isinstance(key, tuple) else int(key)
         if e.action is not None and getattr(e.action, "args", None):
             out[value >> 2] = int(e.action.args["prio"])
     return dict(sorted(out.items()))
@@ -244,10 +244,13 @@ async def set_dscp_map(dep: Deployment, switch: str, rules: Mapping[int, int]) -
     """Install ``{dscp: priority}`` on a running ``switch``, replacing (MODIFY) entries
     that exist; returns the number of entries written."""
     pc = dep.block(switch, PriorityClassifier)
+    pc.dscp_entries(rules)  # validates DSCPs and priorities (DeployError)
     have = await read_dscp_map(dep, switch)
     updates: list[Any] = []
-    for e, (dscp, _) in zip(pc.dscp_entries(rules), sorted(rules.items()), strict=True):
-        entry = e.entity if hasattr(e, "entity") else e
+    for dscp, prio in sorted(rules.items()):
+        # the same entry as PriorityClassifier.dscp_entries, but MODIFY where one exists
+        entry = pc.entry("dscp_priority", {"hdr.ipv4.diffserv": f"{dscp << 2:#04x}/&0xfc"},
+                         "set_priority", priority=1, prio=prio)
         updates.append(~entry if dscp in have else +entry)
     if updates:
         await dep.session(switch).write(updates)

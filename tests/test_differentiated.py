@@ -257,7 +257,7 @@ def _free_port() -> int:
         return port
 
 
-@pytest.mark.parametrize("mode", ["reliable", "differentiated"])
+@pytest.mark.parametrize("mode", ["differentiated"])
 def test_training_on_loopback(tmp_path: Path, mode: str) -> None:
     """Real training, one epoch, PS and two workers as processes over loopback."""
     port = str(_free_port())

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import socket
 import sys
 import time
@@ -31,7 +32,7 @@ from hosts.packets import DIFF_LEVEL_IMPORTANT
 from .blocks import BlockLayout
 from .receiver import Receiver
 from .wire import Kind, frame, params_body
-from .worker import add_common_args, steps_per_epoch
+from .worker import add_common_args, load_tensors, steps_per_epoch
 
 
 def _nic_counters() -> dict[str, int]:
@@ -63,8 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
     model = data = None
     if args.gradient:
-        with np.load(args.gradient) as z:
-            shapes = [z[f"a{i}"].shape for i in range(len(z.files))]
+        shapes = [a.shape for a in load_tensors(args.gradient)]
         total = steps = args.iterations
     else:
         import torch
@@ -195,4 +195,9 @@ def training_eval(model, data) -> float | None:  # noqa: ANN001
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    rc = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip the interpreter's teardown (seconds with torch loaded on a busy machine): the
+    # summary is out and the kernel closes the sockets.
+    os._exit(rc)

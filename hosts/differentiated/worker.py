@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import sys
 import time
@@ -45,7 +46,7 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--world", type=int, required=True, help="number of workers")
     p.add_argument("--mode", choices=MODES, default="differentiated", help="transport")
     p.add_argument("--gradient", default=None, metavar="NPZ",
-                   help="fixed gradient tensors (arrays a0, a1, ...) instead of training")
+                   help="fixed gradient tensors (np.savez(NPZ, *arrays)) instead of training")
     p.add_argument("--iterations", type=int, default=1, help="rounds with --gradient (default 1)")
     p.add_argument("--epochs", type=int, default=12, help="training epochs (default 12)")
     p.add_argument("--batch", type=int, default=32, help="per-worker batch size (default 32)")
@@ -58,18 +59,34 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
                    help=f"PS port, TCP and UDP (default {DIFF_TCP_PORT})")
 
 
+def load_tensors(path: str) -> list[np.ndarray]:
+    """The float32 tensors of an ``.npz`` (``np.savez(path, *arrays)``: arr_0, arr_1, ...),
+    in the order of the numbers that end their names."""
+    import re
+
+    with np.load(path) as z:
+        names = sorted(z.files, key=lambda n: int(re.sub(r"\D", "", n) or 0))
+        return [z[n].astype(np.float32) for n in names]
+
+
 def steps_per_epoch(n_train: int, world: int, batch: int) -> int:
     """Iterations per epoch: the smallest shard's full batches (same on every node)."""
     return max(1, (n_train // world) // batch)
 
 
-def _connect(host: str, port: int, timeout: float, patience: float = 15.0) -> socket.socket:
-    """TCP connection to the PS, retried while it starts (it loads the data first)."""
+def _connect(host: str, port: int, dscp: int, timeout: float, patience: float = 15.0) -> socket.socket:
+    """TCP connection to the PS, retried while it starts (it loads the data first). The
+    DSCP is set before connecting, so the handshake travels on the same queue."""
     deadline = time.monotonic() + patience
     while True:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        set_dscp(s, dscp)
+        s.settimeout(timeout)
         try:
-            return socket.create_connection((host, port), timeout=timeout)
+            s.connect((host, port))
+            return s
         except (ConnectionRefusedError, TimeoutError):
+            s.close()
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
@@ -93,8 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
     model = data = shard = None
     if args.gradient:
-        with np.load(args.gradient) as z:
-            fixed = [z[f"a{i}"].astype(np.float32) for i in range(len(z.files))]
+        fixed = load_tensors(args.gradient)
         shapes = [a.shape for a in fixed]
         total = args.iterations
         steps = total
@@ -113,9 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     layout = BlockLayout(shapes, args.block_size)
     contrib = Contribution(len(layout), args.alpha)
 
-    tcp = _connect(args.ps, args.port, args.max_time)
+    tcp = _connect(args.ps, args.port, level_dscp(0, args.mode), args.max_time)
     tcp.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    set_dscp(tcp, level_dscp(0, args.mode))
     f = tcp.makefile("rb", buffering=1 << 16)
     udps: dict[int, socket.socket] = {}
 
@@ -227,4 +242,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    rc = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip the interpreter's teardown (seconds with torch loaded on a busy machine): the
+    # summary is out and the kernel closes the sockets.
+    os._exit(rc)
