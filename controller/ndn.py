@@ -279,7 +279,7 @@ class PersistentPitManager:
         self.entries: dict[str, dict[str, PersistentEntry]] = {s: {} for s in addresses}
         self.errors: list[str] = []
         self.handled = 0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._clients: dict[str, Any] = {}
@@ -374,7 +374,7 @@ class PersistentPitManager:
                 client.write(~multicast_group(e.group, e.ports))
             self.handled += 1
             self._save()
-        client.packet_out(frame, egress_port=up)
+        client.packet_out(frame, egress_port=up, _pad=0)
 
 
 # ----------------------------------------------------------------------------- deployment
@@ -461,6 +461,15 @@ class NdnDeployment:
                 c.write(+entry)
 
 
+def _replica_port(r: Any) -> int:
+    # finsy gives a replica as a port, a (port, instance) pair or an object
+    if isinstance(r, int):
+        return r
+    if isinstance(r, tuple):
+        return int(r[0])
+    return int(getattr(r, "egress_port", getattr(r, "port", 0)))
+
+
 def read_switch_state(topology: Topology, addresses: Mapping[str, str],
                       program: str | Path = NDN_PROGRAM) -> dict[str, dict[str, Any]]:
     """``{switch: {"persistent_pit": [{name, group, ports}], "drops": {...}, "events":
@@ -476,17 +485,16 @@ def read_switch_state(topology: Topology, addresses: Mapping[str, str],
     for s, addr in addresses.items():
         with P4RuntimeClient(addr, topology.device_id(s), election_id=1) as c:
             c.use_schema(prog.p4info_path)
-            groups = {g.multicast_group_id: sorted(r.egress_port for r in g.replicas)
+            groups = {g.multicast_group_id: sorted(_replica_port(r) for r in g.replicas)
                       for g in c.read(P4MulticastGroupEntry())}
             pit = []
             for e in c.read(P4TableEntry(pp.name("persistent_pit"))):
-                m = e.match
+                m = dict(e.match)
                 key = []
                 for i in (1, 2):
-                    t, ln, v = (int(m[f"meta.{f}{i}"]) for f in ("t", "l", "c"))
+                    t, ln, v = (int(m.get(f"{f}{i}", m.get(f"meta.{f}{i}", 0))) for f in ("t", "l", "c"))
                     key.append(bytes([t, ln]) + v.to_bytes(ln, "big"))
-                gid = int(e.action.args["group"]) if hasattr(e.action, "args") else None
-                gid = gid if gid is not None else int(dict(e.action.params)["group"])
+                gid = int(e.action.args["group"])
                 pit.append({"name": Name.to_str(key), "group": gid, "ports": groups.get(gid, [])})
 
             def counter(name: str) -> dict[int, tuple[int, int]]:
