@@ -34,6 +34,7 @@ from hosts.fixedpoint import quantize
 from topologies import fat_tree
 from topologies.base import Topology
 
+from .accounting import Snapshot, time_split
 from .deploy import deploy
 from .ina import InaDeployment, InaJob, switch_ip
 from .p4runtime import REPO_ROOT
@@ -55,6 +56,9 @@ class RunResult:
     exact: bool = False
     mismatches: int = 0
     switch_events: dict[str, dict[str, int]] = field(default_factory=dict)
+    worker_cpu_s: float = 0.0  # summed over the job's worker processes
+    ps_cpu_s: float = 0.0
+    split: dict[str, Any] = field(default_factory=dict)  # controller.accounting.TimeSplit
 
 
 def _log(msg: str) -> None:
@@ -153,6 +157,7 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
         expected = sum(quantize(g, job.scale_bits, len(grads)).astype(np.int64) for g in grads)
         expected = ((expected + 2**31) % 2**32 - 2**31).astype(np.int32)
         retx = mismatches = 0
+        worker_cpu = 0.0
         failed = []
         for rank, p in enumerate(procs):
             out, err = _wait(p, jdir / f"worker-{rank}", max_time + 30)
@@ -161,6 +166,7 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
                 continue
             summary = json.loads(out.strip().splitlines()[-1])
             retx += int(summary.get("retransmissions", 0))
+            worker_cpu += float(summary.get("cpu_s", 0.0))
             got = np.load(jdir / f"out-{rank}.npy")
             mismatches += int(np.count_nonzero(got[: expected.size] != expected))
         seconds = time.monotonic() - t0
@@ -178,6 +184,7 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
             ps_packets={k: int(st[k]) for k in ("grad_in", "partial_in", "retx_in", "forwarded_in",
                                                  "duplicates", "overlaps")},
             retransmissions=retx, exact=mismatches == 0, mismatches=mismatches,
+            worker_cpu_s=worker_cpu, ps_cpu_s=float(rep.get("cpu_s", 0.0)),
         ))
     return results
 
@@ -288,11 +295,15 @@ def run_ina(args: argparse.Namespace) -> int:
             dep = InaDeployment(topo, addresses, jobs, loss=loss)
             rep = dep.deploy()
             _log(f"{tag}: deployed: {len(dep.aggregators)} aggregating switches; {rep}")
+            before = Snapshot.take(net)
             res = run_jobs(net, topo, list(zip(jobs, grads, strict=True)), run_dir, tag,
                            args.window, args.timeout, args.max_time)
+            split = time_split(topo, before, Snapshot.take(net), {
+                "workers": sum(r.worker_cpu_s for r in res), "ps": sum(r.ps_cpu_s for r in res)})
             events = dep.read_events() if dep.aggregators else {}
             for job, r in zip(jobs, res, strict=True):
                 r.switch_events = events
+                r.split = split.to_dict()
                 _log(f"{tag} job {job.job_id}: {r.seconds:.1f} s, PS received {r.ps_rx_bytes:,} "
                      f"bytes in {r.ps_rx_packets:,} packets; exact sums: {r.exact}")
             results.extend(res)
@@ -334,6 +345,22 @@ def _print_summary(job: InaJob, ina: RunResult, base: RunResult, n: int) -> None
                   f"{r.ps_rx_packets:,}", str(r.retransmissions),
                   "[green]yes[/green]" if r.exact else f"[red]{r.mismatches} wrong[/red]")
     console.print(t)
+    if ina.split and base.split:
+        b = Table(title="where the time went (seconds): line-rate bound = busiest link's bytes "
+                        "at its capacity; CPU of switch processes and agents")
+        for col in ("run", "time", "bound", "x bound", "busiest link", "switches",
+                    "max switch", "workers", "PS"):
+            b.add_column(col, justify="left" if col in ("run", "busiest link") else "right")
+        for r in (ina, base):
+            sp = r.split
+            bound = sp["line_rate_bound_s"]
+            b.add_row("INA" if r.mode == "ina" else "PS", f"{r.seconds:.2f}", f"{bound:.2f}",
+                      f"{r.seconds / bound:.1f}" if bound else "-",
+                      f"{sp['busiest_link']} {sp['busiest_link_bytes'] / 1e3:,.0f} kB",
+                      f"{sp['switch_cpu_s_total']:.1f}",
+                      f"{sp['busiest_switch']} {sp['busiest_switch_cpu_s']:.1f}",
+                      f"{r.worker_cpu_s:.1f}", f"{r.ps_cpu_s:.1f}")
+        console.print(b)
     ratios = Table(title="ratios (INA / PS only)")
     ratios.add_column("metric")
     ratios.add_column("ratio", justify="right")

@@ -481,7 +481,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         ps.close()
     if args.out_int:
         np.savez(args.out_int, **{f"job_{j}": ps.result(j) for j in ps.jobs})
-    emit(report.to_dict())
+    emit({**report.to_dict(), "cpu_s": round(time.process_time(), 3)})
     if not args.json:
         for j, st in report.jobs.items():
             print(f"job {j}: {st.completed}/{st.fragments} fragments, {st.packets_in} packets "

@@ -843,7 +843,8 @@ def main(argv: Iterable[str] | None = None) -> int:
     if args.out_int:
         np.save(args.out_int, res)
     summary = {"ok": True, **st.to_dict(), "scale_bits": worker.scale_bits,
-               "result_sha256_16": _digest(res)}
+               "result_sha256_16": _digest(res),
+               "cpu_s": round(time.process_time(), 3)}  # whole process, start-up included
     if args.json:
         print(json.dumps(summary), flush=True)
     else:

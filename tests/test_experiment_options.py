@@ -58,6 +58,9 @@ def test_leaf_spine_two_concurrent_jobs(tmp_path: Path) -> None:
     s = _summary(tmp_path)
     assert len(s["jobs"]) == 2 and len(s["runs"]) == 4
     assert all(r["exact"] and r["mismatches"] == 0 for r in s["runs"])
+    # where the time went: a line-rate bound and the switches' CPU, for every run
+    assert all(r["split"]["line_rate_bound_s"] > 0 and r["split"]["switch_cpu_s_total"] > 0
+               for r in s["runs"])
     assert {j["ps"] for j in s["jobs"]} == {"h1", "h2"}
     assert sorted(w for j in s["jobs"] for w in j["workers"]) == sorted(
         f"h{i}" for i in range(3, 7))
