@@ -5,7 +5,7 @@ Builds :func:`controller.token.token_lan` (N hosts, each behind its own smart NI
 ``hosts.token_node`` per host (``h1`` holds model and data and opens formation), trains
 the digits CNN and prints per-epoch time and accuracy, tokens passed, gradients
 accumulated and node removals, with the NICs' counters. ``--kill h3@4`` kills a node
-4 s into training; the others declare it lost and go on. Results (JSON and a plot of
+4 s into training (after formation and distribution); the others declare it lost and go on. Results (JSON and a plot of
 accuracy vs time with removals marked) go to ``--out``.
 """
 
@@ -27,7 +27,7 @@ from rich.table import Table
 from .p4runtime import REPO_ROOT
 from .token import TokenCounters, TokenDeployment, token_lan
 
-console = Console()
+console = Console(width=150)
 
 
 @dataclass
@@ -188,8 +188,8 @@ def print_report(run: TokenRun) -> None:
                   ",".join(map(str, r["active"])))
     console.print(t)
     n = Table(title="nodes")
-    for c in ("host", "seq", "exit", "batches", "tokens passed", "grads sent", "grads accumulated",
-              "resends", "lost declared", "compute s", "token wait s", "broadcast s", "accumulate s"):
+    for c in ("host", "seq", "exit", "batches", "tokens passed", "grads sent", "grads summed",
+              "resends", "declared lost", "compute s", "token wait s", "broadcast s", "accumulate s"):
         n.add_column(c)
     for h, r in run.nodes.items():
         s = r.summary
@@ -234,7 +234,7 @@ def plot(run: TokenRun, path: Path) -> None:
         ax.axvline(e["t"], color="red", linestyle="--")
         ax.annotate(f"node {e['member']} removed", (e["t"], 0.05), rotation=90, color="red",
                     fontsize=8, xytext=(3, 0), textcoords="offset points")
-    ax.set_xlabel("time since training start on node 1 (s)")
+    ax.set_xlabel("time since node 1 started (s)")
     ax.set_ylabel("accuracy")
     ax.set_ylim(0, 1)
     ax.grid(alpha=0.3)
@@ -269,13 +269,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m controller.experiment --mode token",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--nodes", type=int, default=4, help="training nodes on the LAN (default 4)")
-    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--epochs", type=int, default=8)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=0.3)
     p.add_argument("--cutoff", type=float, default=0.9, help="a batch ends at this fraction of its data")
     p.add_argument("--wait-unit", type=float, default=1.0, help="t of the staggered timeouts (s)")
     p.add_argument("--kill", type=_kill_spec, action="append", default=[], metavar="HOST@T",
-                   help="kill node HOST T seconds after the start (repeatable)")
+                   help="kill node HOST T seconds into training (repeatable)")
     p.add_argument("--slow", type=_slow_spec, action="append", default=[], metavar="HOST=F",
                    help="HOST computes F times slower (repeatable)")
     p.add_argument("--min-nodes", type=int, default=2)
@@ -309,7 +309,7 @@ def main(argv: list[str]) -> int:
         rep = dep.deploy()
         _log(f"deployed nic.p4 on {len(dep.nics)} NICs and lan.p4 on the LAN switch: {rep}")
         run = run_token(net, topo, out / "logs", common, per_host=per_host,
-                        kills=dict(args.kill), timeout=args.timeout)
+                        kills=dict(args.kill), from_training=True, timeout=args.timeout)
         run.counters = dep.read_counters()
     print_report(run)
     for h, r in run.nodes.items():

@@ -184,6 +184,7 @@ class Node:
         self.done = False
         self.exit_code = 0
         self.acted_pass = -1
+        self.next_rejoin_query = 0
         self.model_lock = threading.Lock()
         self.worker_model: Any = None
 
@@ -581,7 +582,7 @@ class Node:
             self.send(self.header(TokenMsg.STOP, batch=self.batch, bitmap=bitmap))
             self.stop("finished")
             return
-        if len(self.active) < len(self.roster):
+        if len(self.active) < len(self.roster) and self.batch >= self.next_rejoin_query:
             self.rejoin_round(bitmap)
         self.pass_token(self.batch, 0, aux=bitmap)
 
@@ -590,6 +591,7 @@ class Node:
         from hosts import training as tr
 
         self.send(self.header(TokenMsg.REJOIN_QUERY, batch=self.batch, aux=final_bitmap))
+        self.next_rejoin_query = self.batch + self.args.rejoin_every
         repliers: list[int] = []
         deadline = time.monotonic() + self.args.rejoin_window
         while time.monotonic() < deadline:
@@ -603,6 +605,7 @@ class Node:
                 self.pending.append(got)
         if not repliers:
             return
+        self.next_rejoin_query = self.batch + 1
         params = tr.flatten(tr.parameter_arrays(self.model)).tobytes()
         for s in sorted(set(repliers)):
             self.send(self.header(TokenMsg.REJOIN, member=s, batch=self.batch))
@@ -687,6 +690,7 @@ class Node:
                 self.stats["resends"] += 1
                 self.log("resend", pass_no=self.last_pass)
         elif m == TokenMsg.REJOIN_QUERY:
+            self.next_rejoin_query = hdr.batch + self.args.rejoin_every
             if self.standby:
                 self.send(self.header(TokenMsg.REJOIN_REPLY, batch=self.batch))
             elif hdr.batch > self.batch:
@@ -896,7 +900,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a holder without a gradient waits at most this long before passing (s)")
     p.add_argument("--wait-unit", type=float, default=1.0, help="t of the staggered timeouts (s)")
     p.add_argument("--tick", type=float, default=0.05, help="TICK period to the NIC (s)")
-    p.add_argument("--rejoin-window", type=float, default=0.4)
+    p.add_argument("--rejoin-window", type=float, default=0.3,
+                   help="how long a REJOIN_QUERY waits for standby nodes (s)")
+    p.add_argument("--rejoin-every", type=int, default=5,
+                   help="batches between two REJOIN_QUERYs that nobody answered")
     p.add_argument("--min-nodes", type=int, default=2,
                    help="fewer active members: abnormal state, save the model, stop")
     p.add_argument("--slowdown", type=float, default=1.0, help="compute this many times slower")
