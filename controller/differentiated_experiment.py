@@ -91,6 +91,11 @@ class TransportRun:
         """Final test accuracy."""
         return self.ps.get("final_accuracy")
 
+    def accuracy_tail(self, k: int = 3) -> float | None:
+        """Mean test accuracy of the last ``k`` epochs (less noisy than the final one)."""
+        ep = [e["accuracy"] for e in self.ps.get("epochs", [])[1:]]
+        return sum(ep[-k:]) / len(ep[-k:]) if ep else None
+
     def sent_datagrams(self) -> list[int]:
         """Datagrams sent per level (index 0: unused, TCP) summed over workers."""
         out: list[int] = []
@@ -246,6 +251,8 @@ def ratios(runs: list[TransportRun]) -> dict[str, float | None]:
                                        else None)
         out[f"{m}_accuracy_gap_points"] = (100 * (base.accuracy - r.accuracy)
                                            if r.accuracy is not None and base.accuracy is not None else None)
+        bt, rt = base.accuracy_tail(), r.accuracy_tail()
+        out[f"{m}_accuracy_gap_last3_points"] = 100 * (bt - rt) if bt is not None and rt is not None else None
     return out
 
 
@@ -255,11 +262,13 @@ def print_ratios(rat: dict[str, float | None]) -> None:
     t.add_column("transport")
     t.add_column("sync time ratio", justify="right")
     t.add_column("iteration time ratio", justify="right")
-    t.add_column("accuracy gap (points)", justify="right")
+    t.add_column("accuracy gap, final epoch (points)", justify="right")
+    t.add_column("accuracy gap, mean of last 3 epochs", justify="right")
     for m in ("differentiated", "unreliable"):
         if f"{m}_time_ratio" in rat:
             t.add_row(m, _fmt(rat[f"{m}_time_ratio"], ".2f"), _fmt(rat[f"{m}_iteration_ratio"], ".2f"),
-                      _fmt(rat[f"{m}_accuracy_gap_points"], "+.2f"))
+                      _fmt(rat[f"{m}_accuracy_gap_points"], "+.2f"),
+                      _fmt(rat[f"{m}_accuracy_gap_last3_points"], "+.2f"))
     console.print(t)
 
 
