@@ -9,8 +9,8 @@ The GPU's side of every step of the seed's claim 1 (PS ``P``, training ``T``, GP
 5.2  answers the collection Interest ``/G/P/T/v=r/seg=i`` at once when gradient r is
      ready, or holds it and answers when the computation finishes.
 5.3.1 synchronous: after sending gradient r it starts a probe timer set from its past
-     send-to-update delays (``--probe-factor`` × the largest of the last five, at least
-     ``--probe-min``).
+     send-to-update delays (``--probe-factor`` × the largest of the last five updates that
+     came by distribution, within ``--probe-min`` .. ``--probe-max``).
 6    takes the update ``/*distribute*/P/T/v=r+1/seg=i`` the switches replicate to it.
 9    when the probe timer fires before the whole update is in, fetches the missing
      segments with ordinary Interests ``/P/T/v=r+1/seg=i`` (lost-update recovery).
@@ -170,7 +170,8 @@ class Gpu:
         if self.a.mode == "sync":
             # Step 5.3.1: the probe timer, from past send-to-update delays.
             recent = self.delays[-5:]
-            timeout = max(self.a.probe_min, self.a.probe_factor * max(recent)) if recent else self.a.probe_init
+            timeout = (min(self.a.probe_max, max(self.a.probe_min, self.a.probe_factor * max(recent)))
+                       if recent else self.a.probe_init)
             self.probe_at = now + timeout
             self.probe_version = k + 1
         elif self.step < self.a.steps:
@@ -203,7 +204,9 @@ class Gpu:
             self.via_distribute += 1
         if self.a.mode == "sync":
             sent = self.sent_at.get(v - 1)
-            if sent is not None:
+            if sent is not None and v not in self.recovered:
+                # only updates that came by distribution: a recovered one's delay is the
+                # probe timer itself, which would make the next timer grow every loss
                 self.delays.append(time.monotonic() - sent)
             if v == self.probe_version:
                 self.probe_at = None
@@ -270,6 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--probe-init", type=float, default=2.0, help="probe timer before any delay is known (s)")
     p.add_argument("--probe-factor", type=float, default=1.5)
     p.add_argument("--probe-min", type=float, default=0.3)
+    p.add_argument("--probe-max", type=float, default=2.0)
     p.add_argument("--linger", type=float, default=5.0, help="declined: exit after this quiet time")
     p.add_argument("--max-time", type=float, default=120.0)
     p.add_argument("--out", default="", help="final parameters (.npy)")

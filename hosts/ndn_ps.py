@@ -103,11 +103,13 @@ class ParameterServer:
                     self.collect(g)
             if self.finished():
                 break
-        # Linger: GPUs whose last update was lost fetch it now (step 9).
-        linger_end = time.monotonic() + self.a.linger
-        while time.monotonic() < linger_end:
+        # Linger: GPUs whose last update was lost fetch it now (step 9); leave after
+        # ``linger`` quiet seconds.
+        quiet_since = time.monotonic()
+        while time.monotonic() - quiet_since < self.a.linger and time.monotonic() < deadline + self.a.linger:
             for p in self.face.recv(0.05):
                 self.handle(p)
+                quiet_since = time.monotonic()
         return self.summary()
 
     def finished(self) -> bool:
@@ -247,6 +249,7 @@ class ParameterServer:
             "estimates": self.est, "retransmissions": self.req.retransmissions,
             "recovery_answers": self.recovery_answers,
             "tx_bytes": st.tx_bytes, "tx_packets": st.tx_packets, "tx_by_kind": st.by_kind,
+            "tx_packets_by_kind": st.packets_by_kind,
             "nic_tx_bytes": tx, "nic_tx_packets": txp, "nic_rx_bytes": rx, "nic_rx_packets": rxp,
         }
 
@@ -269,7 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=0.5, help="Interest retransmission timeout (s)")
     p.add_argument("--assign-timeout", type=float, default=15.0,
                    help="how long to wait for task-assignment answers (s)")
-    p.add_argument("--linger", type=float, default=3.0, help="serve recovery Interests this long at the end")
+    p.add_argument("--linger", type=float, default=4.0,
+                   help="at the end, serve recovery Interests until this long without any (s)")
     p.add_argument("--max-time", type=float, default=120.0)
     p.add_argument("--out", default="", help="directory for params-v<k>.npy")
     return p

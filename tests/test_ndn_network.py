@@ -1,0 +1,166 @@
+"""The NDN parameter server end to end: real NDN packets through ndn.p4 switches.
+
+One leaf-spine network (2 spines, 2 leaves, 3 hosts each; embedded target unless TARGET
+says otherwise) serves every test. PS h1 shares its leaf with h2 and h3; h4..h6 are on
+the other leaf, so updates cross a spine and are replicated at both leaves. Each test
+deploys ndn.p4 (or forward.p4 for the IP baseline) over P4Runtime, runs the persistent-
+PIT manager, starts the PS and GPU processes in their hosts, and checks parameters bit
+for bit against an independent replay of the training.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from controller.ndn import NdnDeployment, fib_routes, read_switch_state
+from controller.ndn_experiment import loss_on_gpu_link, run_agents, run_ip, run_ndn
+from topologies import leaf_spine
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = [pytest.mark.net, pytest.mark.slow]
+
+
+def _skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (network namespaces)"
+    if shutil.which("mnexec") is None:
+        return "needs mnexec (Debian package mininet)"
+    if not (ROOT / "p4src" / "build" / "ndn.json").exists():
+        return "p4src/build/ndn.json missing (make p4)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, object, Path]]:
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from topologies.network import Network
+
+    topo = leaf_spine(2, 2, 3, bw=20)
+    network = Network(topo, run_dir=str(tmp_path_factory.mktemp("ndn_net")))
+    network.start()
+    try:
+        yield network, topo, tmp_path_factory.mktemp("ndn_runs")
+    finally:
+        network.stop()
+
+
+def test_sync_rounds_decline_late_subscriber_and_lossy_gpu(net) -> None:  # noqa: ANN001
+    """Steps 2-6 and 9: a busy GPU declines and gets no work, a late GPU joins the
+    persistent PIT, the PS sends each update once, the GPU behind a 20 % lossy link
+    recovers lost updates by its probe timer, and every GPU ends bit-exact."""
+    network, topo, out = net
+    gpus = ["h2", "h3", "h4", "h5", "h6"]
+    loss = loss_on_gpu_link(topo, "h4", 0.20)
+    res = run_ndn(network, topo, out / "sync", loss, ps="h1", gpus=gpus, busy=("h6",), rounds=5,
+                  late={"h5": 2.5}, compute_time=0.2, max_time=90)
+    assert res.exact, res.problems
+    assert sorted(res.ps["accepted"]) == ["h2", "h3", "h4", "h5"] and res.ps["declined"] == ["h6"]
+    assert res.gpus["h6"]["gradients_sent"] == 0
+    # every round the PS sent the update once: one Data per segment
+    seg_bytes = res.ps["rounds"][0]["distribute_bytes"]
+    assert seg_bytes > 0
+    assert all(r["distribute_bytes"] == seg_bytes for r in res.ps["rounds"])
+    assert res.ps["tx_by_kind"]["distribute"] == seg_bytes * 5
+    # the persistent PIT: h1's leaf (s3) replicates to h2, h3 and the spine toward h4/h5;
+    # h5 subscribed late and was added to the existing entry of the other leaf (s4)
+    pits = {s: st["persistent_pit"] for s, st in res.switches.items() if st["persistent_pit"]}
+    s3 = {e["name"]: sorted(e["ports"]) for e in pits["s3"]}
+    s4 = {e["name"]: sorted(e["ports"]) for e in pits["s4"]}
+    spine = topo.peer("s4", fib_routes(topo)["s4"]["h1"])[0]     # the other leaf's way up
+    assert s3["/h1/train"] == sorted([topo.port("s3", "h2"), topo.port("s3", "h3"), topo.port("s3", spine)])
+    assert s4["/h1/train"] == sorted([topo.port("s4", "h4"), topo.port("s4", "h5")])
+    assert set(pits) == {"s3", "s4", spine}
+    # the lossy GPU lost some update segments and fetched them by probe (step 9)
+    lossy = res.gpus["h4"]
+    assert lossy["version"] == 5
+    assert res.switches["s4"]["link_drops"].get(topo.port("s4", "h4"), 0) > 0
+    # P(no update segment lost in 5 rounds of 11 segments at 20 %) is about 1e-5
+    assert lossy["updates_recovered_by_probe"] >= 1
+    assert lossy["updates_recovered_by_probe"] + lossy["updates_via_distribute"] == 5
+    for g in ("h2", "h3", "h5"):
+        assert res.gpus[g]["updates_recovered_by_probe"] == 0
+        assert res.gpus[g]["updates_via_distribute"] == 5
+
+
+def test_async_applies_every_gradient_once(net) -> None:  # noqa: ANN001
+    network, topo, out = net
+    res = run_ndn(network, topo, out / "async", {}, ps="h1", gpus=["h2", "h4", "h6"], mode="async",
+                  steps=3, compute_time=0.1, max_time=60)
+    assert res.exact, res.problems
+    assert len(res.ps["applied"]) == 9 and res.ps["version"] == 9
+    # one distribution per applied gradient, each sent once
+    assert res.ps["tx_packets_by_kind"]["distribute"] == 9 * res.ps["segments"]
+
+
+def test_ip_baseline_sends_each_update_once_per_gpu(net) -> None:  # noqa: ANN001
+    network, topo, out = net
+    res = run_ip(network, topo, out / "ip", {}, ps="h1", gpus=["h2", "h4", "h5"], rounds=2,
+                 compute_time=0.1, max_time=60)
+    assert res.exact, res.problems
+    # every update segment once per GPU
+    assert res.ps["tx_packets_by_kind"]["distribute"] == 2 * 3 * res.ps["segments"]
+
+
+def test_malformed_and_over_bound_packets_are_counted_drops(net) -> None:  # noqa: ANN001
+    network, topo, out = net
+    dep = NdnDeployment(topo, network.grpc_addresses())
+    dep.deploy()
+    code = (
+        "import time\n"
+        "from ndn.encoding import make_interest, InterestParam\n"
+        "from hosts.ndn_common import EthernetFace\n"
+        "f = EthernetFace('h4-eth0')\n"
+        "bad = [bytes(make_interest('/h1/a/b/c/d/e/f', InterestParam(nonce=1))),\n"
+        "       bytes(make_interest('/h1/' + 'x' * 17, InterestParam(nonce=2))),\n"
+        "       bytes([0x05, 0xFE, 0, 0, 0, 10]) + bytes(10),\n"
+        "       bytes([0x05, 0x04, 0x0A, 0x02, 0, 0]),\n"
+        "       bytes(make_interest('/h1/ok/abc', InterestParam(nonce=3)))[:9]]\n"
+        "for b in bad:\n"
+        "    f.send(b)\n"
+        "f.send(bytes(make_interest('/h1/still/forwarded', InterestParam(nonce=4))))\n"
+    )
+    sniff = network.host("h1").popen(
+        [sys.executable, "-c",
+         "from hosts.ndn_common import EthernetFace\n"
+         "f = EthernetFace('h1-eth0')\n"
+         "import time; end = time.time() + 8\n"
+         "while time.time() < end:\n"
+         "    for p in f.recv(0.2):\n"
+         "        print(p.uri, flush=True); raise SystemExit(0)\n"],
+        cwd=str(ROOT), stdout=__import__("subprocess").PIPE, text=True)
+    time.sleep(1.0)
+    network.host("h4").cmd(f"{sys.executable} -c \"{code}\"")
+    got, _ = sniff.communicate(timeout=15)
+    assert got.strip() == "/h1/still/forwarded"
+    st = read_switch_state(topo, network.grpc_addresses())["s4"]   # h4's leaf
+    drops = st["drops"]
+    assert drops.get("name_too_deep") == 1
+    assert drops.get("component_too_long") == 1
+    assert drops.get("length_form") == 1
+    assert drops.get("malformed") == 1
+    assert drops.get("parser_error") == 1
+
+
+def test_every_gpu_declines(net) -> None:  # noqa: ANN001
+    """A PS whose every GPU declines ends cleanly with no rounds (step 2.3)."""
+    network, topo, out = net
+    dep = NdnDeployment(topo, network.grpc_addresses())
+    dep.deploy()
+    dep.start_manager()
+    try:
+        res = run_agents(network, topo, out / "alldecline", transport="ndn", ps="h1", gpus=["h2", "h5"],
+                         busy=("h2", "h5"), rounds=1, max_time=30)
+    finally:
+        dep.stop_manager()
+    assert res.ps["accepted"] == [] and sorted(res.ps["declined"]) == ["h2", "h5"]
+    assert res.ps["rounds"] == [] and all(g["gradients_sent"] == 0 for g in res.gpus.values())
