@@ -164,3 +164,35 @@ def test_every_gpu_declines(net) -> None:  # noqa: ANN001
         dep.stop_manager()
     assert res.ps["accepted"] == [] and sorted(res.ps["declined"]) == ["h2", "h5"]
     assert res.ps["rounds"] == [] and all(g["gradients_sent"] == 0 for g in res.gpus.values())
+
+
+def test_gradctl_ndn_deploy_manage_and_show(net, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
+    """gradctl ndn deploy --manage runs the persistent-PIT manager while a subscriber
+    arrives; gradctl ndn show --json lists its entry on the path to the PS."""
+    import json
+    import threading
+
+    from controller.cli import main
+
+    network, topo, out = net
+    rd = str(network.run_dir)
+    rc: list[int] = []
+    t = threading.Thread(target=lambda: rc.append(main(["ndn", "deploy", "leaf-spine:2,2,3", "--run-dir", rd,
+                                                        "--manage", "6", "--json"])))
+    t.start()
+    time.sleep(3.0)
+    code = ("from hosts.ndn_common import EthernetFace, interest_packet, name_of\n"
+            "f = EthernetFace('h5-eth0')\n"
+            "f.send(interest_packet(name_of(b'*insert*', 'h1', 'train', 'h5')))\n")
+    network.host("h5").cmd(f"{sys.executable} -c \"{code}\"")
+    t.join(timeout=30)
+    assert rc == [0]
+    capsys.readouterr()
+    assert main(["ndn", "show", "leaf-spine:2,2,3", "--run-dir", rd, "--json"]) == 0
+    state = json.loads(capsys.readouterr().out)
+    with_entries = {s for s, st in state.items() if st["persistent_pit"]}
+    spine = topo.peer("s4", fib_routes(topo)["s4"]["h1"])[0]
+    assert with_entries == {"s4", spine, "s3"}
+    (e,) = state["s4"]["persistent_pit"]
+    assert e["name"] == "/h1/train" and e["subscribers"] == {str(topo.port("s4", "h5")): "h5"}
+    assert state["s4"]["events"]["punted"] == 1
