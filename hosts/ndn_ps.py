@@ -59,6 +59,8 @@ class ParameterServer:
         self.collect_at: dict[str, float] = {}
         self.collecting: set[str] = set()
         self.asked_at: dict[str, float] = {}
+        self.first_at: dict[str, float] = {}
+        self.prev_done: dict[str, float] = {}
         self.rounds: list[dict[str, Any]] = []
         self.applied: list[tuple[str, int]] = []
         self.applied_sum = np.zeros(args.values, dtype=np.float64)
@@ -174,15 +176,20 @@ class ParameterServer:
         if not self.req.satisfied(name) or g not in self.collecting or k != self.step.get(g):
             return
         parts = self.grads[g]
+        if not parts:
+            self.first_at[g] = time.monotonic()
         parts[seg] = content
         if len(parts) < self.nseg:
             return
         now = time.monotonic()
         self.collecting.discard(g)
-        # Finishing-time estimate: how long after the round start (sync) or the last
-        # collection (async) the whole gradient was in, smoothed.
-        base = self.round_start if self.a.mode == "sync" else self.asked_at[g]
-        took = now - base
+        # Finishing-time estimate: when, after the round start (sync) or the previous
+        # gradient (async), the FIRST segment came. The last one would include the
+        # queueing of every GPU's gradient on the PS's link, and since the next
+        # collection is scheduled from the estimate, the estimate would feed on itself.
+        base = self.round_start if self.a.mode == "sync" else self.prev_done.get(g, self.asked_at[g])
+        took = self.first_at[g] - base
+        self.prev_done[g] = now
         self.est[g] = took if g not in self.est else 0.5 * self.est[g] + 0.5 * took
         grad = nc.join_segments(parts, self.a.values)
         if self.a.mode == "async":
