@@ -114,8 +114,9 @@ class LanSwitch(ControlBlock):
 
     @staticmethod
     def flood_groups(ports: list[int]) -> list[Any]:
-        """Multicast group ``p`` = every port but ``p``, for each port ``p``."""
-        return [+multicast_group(p, [q for q in ports if q != p]) for p in ports]
+        """Multicast group ``p`` = every port but ``p``, for each port ``p`` (none for a
+        LAN of one port: a group needs a port, and the flood has nowhere to go)."""
+        return [+multicast_group(p, [q for q in ports if q != p]) for p in ports if len(ports) > 1]
 
     async def read_frames(self, session: SwitchSession, ports: list[int]) -> dict[int, int]:
         """Frames received per port."""

@@ -387,11 +387,14 @@ class Node:
         per_node = m_train // world
         self.batches_per_epoch = max(1, per_node // self.args.batch_size)
         self.total_batches = self.batches_per_epoch * self.args.epochs
+        if self.args.batches:
+            self.total_batches = min(self.total_batches, self.args.batches)
         self.log("ready", examples=len(self.y), values=self.nvalues, frags=self.nfrags,
                  batches_per_epoch=self.batches_per_epoch)
 
     def start_compute(self) -> None:
-        threading.Thread(target=self.compute_loop, daemon=True).start()
+        self.compute_thread = threading.Thread(target=self.compute_loop, daemon=True)
+        self.compute_thread.start()
 
     def compute_loop(self) -> None:
         """Compute thread: gradient of the latest batch it is told, quantized (s140).
@@ -833,6 +836,8 @@ def run_node(args: argparse.Namespace) -> int:
         node.setup_training(params, mine, test, m_train)
         node.send(node.header(TokenMsg.DATA_ACK, aux=0))
     node.train()
+    node.work.put(None)
+    node.compute_thread.join(timeout=10)
     summary(node)
     return node.exit_code
 
@@ -892,6 +897,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batches", type=int, default=0, help="stop after this many batches (0: epochs)")
     p.add_argument("--lr", type=float, default=0.3)
     p.add_argument("--scale-bits", type=int, default=16, help="fixed point: q = round(g * 2^S)")
     p.add_argument("--cutoff", type=float, default=0.9,
@@ -930,4 +936,9 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # no interpreter teardown: torch may abort ("terminate called...") while a thread of
+    # its pool is still alive, which would turn a finished run into a crash
+    os._exit(code)
