@@ -56,20 +56,26 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = Path(tempfile.mkdtemp(prefix="gradnet-bcube-bench-"))
     rows: list[tuple[int, int, list[SchemeResult]]] = []
+    grads, bits = {}, {}
     for n, k in sizes:
         servers = n**k
-        grads = gradients(servers, args.values, seed=n * 10 + k)
-        bits = choose_scale_bits(grads)
-        d = out / f"b{n}{k}"
+        grads[servers] = gradients(servers, args.values, seed=servers)
+        bits[servers] = choose_scale_bits(grads[servers])
         results = []
         for pipeline in (1, args.pipeline):
-            res, _ = run_bml(n, k, args.bw, args.values, grads, bits, d / f"p{pipeline}",
-                             args.target, pipeline=pipeline, log=_quiet)
+            res, _ = run_bml(n, k, args.bw, args.values, grads[servers], bits[servers],
+                             out / f"bcube{n}{k}-p{pipeline}", args.target, pipeline=pipeline,
+                             log=_quiet)
             res.scheme = f"bml/{pipeline}"
             results.append(res)
-        results += run_baselines(servers, args.bw, args.values, grads, bits, ["sharded_ps", "ring"],
-                                 d, args.target, fabric_x=4.0, log=_quiet)
         rows.append((n, k, results))
+    # one fat-tree for every server count: the same gradients as the BCube runs
+    counts = list(dict.fromkeys(n**k for n, k in sizes))
+    base = run_baselines(counts, args.bw, args.values, grads, bits, ["sharded_ps", "ring"],
+                         out / "fat-tree", args.target, fabric_x=4.0, log=_quiet)
+    by_count = {(r.servers, r.scheme): r for r in base}
+    for n, k, results in rows:
+        results += [by_count[n**k, "sharded_ps"], by_count[n**k, "ring"]]
     t = Table(title=f"BML on BCube vs fat-tree baselines: {args.values * 4:,}-byte gradients, "
                     f"{args.bw:g} Mbit/s links (measured s / line-rate model s)")
     for col in ("BCube", "servers", "BML 1 thr/set", f"BML {args.pipeline} pieces/set",

@@ -129,8 +129,9 @@ def bcube_plan(topo: Topology, n: int, k: int, values: int, scale_bits: int,
 
 
 def fat_tree_plan(topo: Topology, scheme: str, servers: int, values: int, scale_bits: int,
-                  port: int = BCUBE_TCP_PORT) -> dict[str, Any]:
-    """A baseline plan on the first ``servers`` hosts of a fat-tree (NIC 0 each)."""
+                  port: int = BCUBE_TCP_PORT, pieces: int | None = None) -> dict[str, Any]:
+    """A baseline plan on the first ``servers`` hosts of a fat-tree (NIC 0 each);
+    ``pieces`` per shard (sharded PS, default 8) or per chunk (ring, default 4)."""
     if scheme not in SCHEMES or scheme == "bml":
         raise ValueError(f"unknown baseline {scheme!r} (choose from sharded_ps, ring, ps)")
     hosts = topo.hosts()[:servers]
@@ -139,6 +140,7 @@ def fat_tree_plan(topo: Topology, scheme: str, servers: int, values: int, scale_
     return {
         "scheme": scheme, "servers": servers, "values": values, "scale_bits": scale_bits,
         "port": port, "hosts": hosts,
+        "pieces": pieces or (8 if scheme == "sharded_ps" else 4),
         "ips": [[topo.host_ip(h, 0)] for h in hosts],
         "ifaces": [[topo.iface(h, 0)["name"]] for h in hosts],
     }

@@ -83,20 +83,27 @@ def run_bml(n: int, k: int, bw: float, values: int, grads: list[np.ndarray], sca
     return res, counters
 
 
-def run_baselines(servers: int, bw: float, values: int, grads: list[np.ndarray], scale_bits: int,
+def run_baselines(servers: int | list[int], bw: float, values: int,
+                  grads: list[np.ndarray] | dict[int, list[np.ndarray]], scale_bits: int | dict[int, int],
                   schemes: list[str], run_dir: Path, target: str | None, fabric_x: float,
                   max_time: float = 300.0, log: Any = _log) -> list[SchemeResult]:
-    """The baselines on one fat-tree with ``servers`` servers."""
+    """The baselines on one fat-tree. ``servers`` may be a list of server counts (one
+    network for all; ``grads`` and ``scale_bits`` then map each count to its own)."""
     from topologies.network import Network
 
-    topo = baseline_fat_tree(servers, bw, fabric_x)
+    counts = [servers] if isinstance(servers, int) else list(servers)
+    gmap = grads if isinstance(grads, dict) else {counts[0]: grads}
+    bmap = scale_bits if isinstance(scale_bits, dict) else {counts[0]: scale_bits}
+    topo = baseline_fat_tree(max(counts), bw, fabric_x)
     out = []
     with Network(topo, target=target, log=log) as net:
         deploy(topo, net.grpc_addresses())
-        prepare_hosts(net, topo.hosts()[:servers])
-        for scheme in schemes:
-            plan = fat_tree_plan(topo, scheme, servers, values, scale_bits)
-            out.append(run_scheme(net, topo, plan, grads, run_dir, bw, max_time, log))
+        prepare_hosts(net, topo.hosts()[:max(counts)])
+        for count in counts:
+            for scheme in schemes:
+                plan = fat_tree_plan(topo, scheme, count, values, bmap[count])
+                out.append(run_scheme(net, topo, plan, gmap[count], run_dir / f"s{count}",
+                                      bw, max_time, log))
     return out
 
 
@@ -223,6 +230,9 @@ def main(argv: list[str]) -> int:
         bcube_network_topology(args.n, args.k, args.bw)
     except (ScheduleError, ValueError) as e:
         p.error(str(e))
+    if args.n**args.k > 32:
+        p.error(f"BCube({args.n}, {args.k}) has {args.n**args.k} servers: at most 32 (int32 fixed "
+                "point with an exact sum, hosts.fixedpoint; and 2 CPU cores)")
     if not 0.0 <= args.loss < 1.0:
         p.error("--loss must be in [0, 1)")
     if os.geteuid() != 0:

@@ -9,7 +9,7 @@ Same plan, fixed point, framing, TCP transport and start protocol as the BML age
   everyone (PULL).
 * ``ring`` -- ring all-reduce over servers ``0..S-1``: ``S - 1`` reduce-scatter steps
   then ``S - 1`` all-gather steps, each sending ``1/S`` of the gradient to the right
-  neighbour.
+  neighbour, pipelined in pieces.
 * ``ps`` -- a single parameter server (server 0, also a worker), as in the INA work:
   everyone pushes the whole gradient to it, it sends the sum back.
 """
@@ -56,21 +56,44 @@ def sharded_ps(ctx: Ctx, buf: np.ndarray, servers: int, chunks: int = 8) -> None
             buf[slice(*pieces[t][c])] = ctx.receive(BcubeMsg.PULL, 0, c, t, pieces[t][c])
 
 
-def ring(ctx: Ctx, buf: np.ndarray, servers: int) -> None:
-    """Ring all-reduce: reduce-scatter then all-gather, one chunk per step."""
+def ring(ctx: Ctx, buf: np.ndarray, servers: int, pieces: int = 4) -> None:
+    """Ring all-reduce: ``S - 1`` reduce-scatter then ``S - 1`` all-gather steps of one
+    chunk (``1/S``) each to the right neighbour.
+
+    Pipelined as ring implementations do: every chunk travels in ``pieces`` pieces
+    (message ``thread`` = piece, ``stage`` = step), and a piece received at step ``u`` is
+    forwarded at step ``u + 1`` at once (it is the next step's chunk), so a step's
+    latency is paid per piece, not per chunk."""
     me = ctx.server
-    right, left = (me + 1) % servers, (me - 1) % servers
-    chunks = cut((0, buf.size), servers)
-    for step in range(servers - 1):
-        a, b = chunks[(me - step) % servers]
-        ctx.conn(0, right).send(BcubeMsg.RING_REDUCE, 0, step, a, buf[a:b])
-        rng = chunks[(me - step - 1) % servers]
-        buf[slice(*rng)] += ctx.receive(BcubeMsg.RING_REDUCE, 0, step, left, rng)
-    for step in range(servers - 1):
-        a, b = chunks[(me + 1 - step) % servers]
-        ctx.conn(0, right).send(BcubeMsg.RING_GATHER, 0, step, a, buf[a:b])
-        rng = chunks[(me - step) % servers]
-        buf[slice(*rng)] = ctx.receive(BcubeMsg.RING_GATHER, 0, step, left, rng)
+    s = servers
+    right, left = (me + 1) % s, (me - 1) % s
+    chunks = cut((0, buf.size), s)
+    parts = [cut(ch, pieces) for ch in chunks]
+    steps = 2 * (s - 1)
+
+    def msg(u: int) -> int:
+        return BcubeMsg.RING_REDUCE if u < s - 1 else BcubeMsg.RING_GATHER
+
+    def sent_chunk(u: int) -> int:
+        return (me - u) % s if u < s - 1 else (me + 1 - (u - s + 1)) % s
+
+    def send(u: int, c: int) -> None:
+        a, b = parts[sent_chunk(u)][c]
+        ctx.conn(0, right).send(msg(u), c, u, a, buf[a:b])
+
+    for c in range(pieces):
+        send(0, c)
+    for u in range(steps):
+        got = sent_chunk(u + 1) if u + 1 < steps else (me - (u - s + 1)) % s
+        for c in range(pieces):
+            rng = parts[got][c]
+            vals = ctx.receive(msg(u), c, u, left, rng)
+            if u < s - 1:
+                buf[slice(*rng)] += vals
+            else:
+                buf[slice(*rng)] = vals
+            if u + 1 < steps:
+                send(u + 1, c)  # what step u brought in is what step u + 1 sends on
 
 
 def single_ps(ctx: Ctx, buf: np.ndarray, servers: int) -> None:
@@ -112,13 +135,13 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 <= args.server < s:
         raise SystemExit(f"--server must be in 0..{s - 1}")
     fn = SCHEMES[plan["scheme"]]
-    if plan["scheme"] == "sharded_ps":
-        chunks = int(plan.get("chunks", 8))
+    if plan["scheme"] in ("sharded_ps", "ring"):
+        chunks = int(plan.get("pieces", 8 if plan["scheme"] == "sharded_ps" else 4))
         if not 1 <= chunks <= 255:
-            raise SystemExit(f"plan chunks must be in 1..255, got {chunks}")
+            raise SystemExit(f"plan pieces must be in 1..255, got {chunks}")
 
         def algo(ctx: Ctx, buf: np.ndarray) -> None:
-            sharded_ps(ctx, buf, s, chunks)
+            fn(ctx, buf, s, chunks)
     else:
 
         def algo(ctx: Ctx, buf: np.ndarray) -> None:
