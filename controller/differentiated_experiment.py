@@ -368,7 +368,18 @@ def run(args: argparse.Namespace, log: Any = _log) -> tuple[list[TransportRun], 
 
 def main(argv: list[str]) -> int:
     """Entry point of ``--mode differentiated``."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for name, low in (("workers", 1), ("epochs", 1), ("batch", 1), ("levels", 1), ("depth", 1),
+                      ("top_depth", 1), ("block_size", 1)):
+        if getattr(args, name) < low:
+            parser.error(f"--{name.replace('_', '-')} must be >= {low}")
+    if not 0.0 <= args.quantile <= 1.0:
+        parser.error("--quantile must be in [0, 1]")
+    if args.levels > len(DSCP_LEVELS):
+        parser.error(f"--levels must be <= {len(DSCP_LEVELS)} (one DSCP per level)")
+    if args.port_rate < 0 or args.grace < 0:
+        parser.error("--port-rate and --grace must be >= 0")
     if os.geteuid() != 0:
         console.print("[red]the experiment needs root (network namespaces)[/red]")
         return 2

@@ -19,10 +19,9 @@ import asyncio
 import json
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
-from .cli import UsageError, parse_topology
+from .cli import UsageError, _console, parse_topology
 from .qos import (
     Bmv2Runtime,
     EgressQueues,
@@ -91,7 +90,7 @@ def cmd_qos_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2, default=str))
         return 0
-    console = Console()
+    console = _console()
     for s, d in data.items():
         m = d.get("dscp_priority")
         mtxt = ", ".join(f"{k}->{v}" for k, v in m.items()) if isinstance(m, dict) else (m or "-")
@@ -121,6 +120,10 @@ def _parse_dscp(spec: str) -> tuple[int, int]:
     return dscp, prio
 
 
+def _rate(pps: float) -> str:
+    return f"{pps:g} pkt/s" if pps > 0 else "unlimited"
+
+
 def cmd_qos_set(args: argparse.Namespace) -> int:
     """``gradctl qos set``."""
     topo = parse_topology(args.topo)
@@ -141,7 +144,7 @@ def cmd_qos_set(args: argparse.Namespace) -> int:
             where += f", priority {args.priority}"
         if args.rate is not None:
             eq.set_rate(args.rate, args.port, args.priority)
-            done.append(f"queue rate {args.rate:g} pkt/s ({where})")
+            done.append(f"queue rate {_rate(args.rate)} ({where})")
         if args.depth is not None:
             eq.set_depth(args.depth, args.port, args.priority)
             done.append(f"queue depth {args.depth} ({where})")
@@ -149,7 +152,8 @@ def cmd_qos_set(args: argparse.Namespace) -> int:
             if args.priority is not None:
                 raise UsageError("--port-rate applies to a whole port: drop --priority")
             eq.set_port_rate(args.port_rate, args.port)
-            done.append(f"port rate {args.port_rate:g} pkt/s ({'port ' + str(args.port) if args.port is not None else 'every port'})")
+            done.append(f"port rate {_rate(args.port_rate)} "
+                        f"({'port ' + str(args.port) if args.port is not None else 'every port'})")
     if args.dscp:
         from .deploy import Deployment, addresses_from_run_dir
 

@@ -118,3 +118,21 @@ def test_bmv2_runtime_path() -> None:
         pytest.skip("BMv2 is not installed (simple_switch_CLI, built with Thrift): setting queue rates "
                     "on BMv2 is not exercised here")
     pytest.skip("needs a running BMv2 with --priority-queues (run the network tests with TARGET=bmv2)")
+
+
+def test_gradctl_qos_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from controller.cli import main as gradctl
+
+    cases = [
+        (["qos", "set", "star:3", "--run-dir", str(tmp_path), "--rate", "5"], "exactly one --switch"),
+        (["qos", "set", "star:3", "--run-dir", str(tmp_path), "-s", "s9", "--rate", "5"], "unknown switch"),
+        (["qos", "set", "star:3", "--run-dir", str(tmp_path), "-s", "s1"], "nothing to set"),
+        (["qos", "set", "star:3", "--run-dir", str(tmp_path), "-s", "s1", "--priority", "3", "--rate", "5"],
+         "--priority needs --port"),
+        (["qos", "set", "star:3", "--run-dir", str(tmp_path), "-s", "s1", "--rate", "5"], "no runtime CLI for s1"),
+        (["qos", "show", "star:3", "--run-dir", str(tmp_path), "--no-dscp"], "no runtime CLI for s1"),
+    ]
+    for argv, why in cases:
+        assert gradctl(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("gradctl: error:") and why in err, (argv, err)

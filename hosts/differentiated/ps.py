@@ -32,7 +32,7 @@ from hosts.packets import DIFF_LEVEL_IMPORTANT
 from .blocks import BlockLayout
 from .receiver import Receiver
 from .wire import Kind, frame, params_body
-from .worker import add_common_args, load_tensors, steps_per_epoch
+from .worker import add_common_args, check_common_args, load_tensors, steps_per_epoch
 
 
 def _nic_counters() -> dict[str, int]:
@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--linger", type=float, default=0.5, help="seconds to count late datagrams at the end")
     p.add_argument("--out-dir", default=None, help="save reconstructions here (fixed tensors)")
     args = p.parse_args(argv)
+    check_common_args(p, args)
 
     model = data = None
     if args.gradient:

@@ -28,6 +28,7 @@ from hosts.packets import DIFF_LEVEL_IMPORTANT, encode_diff_block
 from .blocks import BlockLayout, Contribution, classify
 from .wire import (
     DIFF_TCP_PORT,
+    DSCP_LEVELS,
     Kind,
     frame,
     level_dscp,
@@ -57,6 +58,13 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-time", type=float, default=300.0, help="give up after this many seconds")
     p.add_argument("--port", type=int, default=DIFF_TCP_PORT,
                    help=f"PS port, TCP and UDP (default {DIFF_TCP_PORT})")
+
+
+def check_common_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Reject shared options out of range (argparse error, exit 2)."""
+    for name in ("world", "iterations", "epochs", "batch", "channels", "block_size"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1")
 
 
 def load_tensors(path: str) -> list[np.ndarray]:
@@ -105,8 +113,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--udp-pps", type=float, default=0.0,
                    help="pace unreliable datagrams at this rate (default 0: as fast as possible)")
     args = p.parse_args(argv)
+    check_common_args(p, args)
     if not 0 <= args.rank < args.world:
         p.error(f"--rank {args.rank} out of range for --world {args.world}")
+    if not 1 <= args.levels <= len(DSCP_LEVELS):
+        p.error(f"--levels must be in 1..{len(DSCP_LEVELS)} (one DSCP per level)")
+    if not 0.0 <= args.quantile <= 1.0 or not 0.0 <= args.alpha < 1.0:
+        p.error("--quantile must be in [0, 1] and --alpha in [0, 1)")
 
     model = data = shard = None
     if args.gradient:
