@@ -204,3 +204,17 @@ def test_mass_departure_saves_the_model_and_stops(net) -> None:  # noqa: ANN001
     abnormal = [e for _h, e in run.events("abnormal") if "saved" in e]
     assert abnormal and "too many nodes left" in abnormal[0]["message"]
     assert (out / "model.pt").exists()
+
+
+def test_gradctl_token_deploy_and_counters(net, capsys) -> None:  # noqa: ANN001
+    from controller.cli import main
+
+    network, _topo, _ = net
+    run_dir = str(network.run_dir)
+    assert main(["token", "deploy", "--nodes", "5", "--run-dir", run_dir]) == 0
+    assert "python -m hosts.token_node --iface h1-eth0 --initiator" in capsys.readouterr().out
+    assert main(["token", "counters", "--nodes", "5", "--run-dir", run_dir, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert sorted(data["nics"]) == [f"nic{i}" for i in range(1, 6)]
+    # a fresh deploy: every counter back to zero
+    assert all(v == 0 for nic in data["nics"].values() for block in nic.values() for v in block.values())
