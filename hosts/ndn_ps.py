@@ -41,9 +41,10 @@ class ParameterServer:
         self.a = args
         hosts = json.loads(args.hosts) if args.hosts else {}
         self.face = nc.make_face(args.transport, args.iface, hosts)
-        self.req = nc.Requester(self.face, timeout=args.timeout)
-        self.me, self.train = args.me, args.train
         self.gpus: list[str] = [g for g in args.gpus.split(",") if g]
+        # 16 outstanding segments per GPU: every GPU's gradient flows at once, none bursts
+        self.req = nc.Requester(self.face, timeout=args.timeout, window=max(64, 16 * len(self.gpus)))
+        self.me, self.train = args.me, args.train
         self.params = nc.initial_params(args.values, args.seed)
         self.history: dict[int, np.ndarray] = {0: self.params}
         self.version = 0
