@@ -440,6 +440,7 @@ TECHNIQUE_MODES: dict[str, str] = {
     "differentiated": "controller.differentiated_experiment",
     "bcube": "controller.bcube_experiment",
     "token": "controller.token_experiment",
+    "ddp": "controller.ddp_experiment",
 }
 
 

@@ -138,13 +138,31 @@ class _Job:
     result_dsts: list[tuple[tuple[str, int], int]]  # (address, tag) for each RESULT copy
     clears: list[list[tuple[int, tuple[str, int]]]]  # per fragment: (switch id, address)
     stats: JobStats
+    rounds: int = 1  # allreduces of F fragments each, back to back; 0 = no limit
+    round: int = 0  # the round being aggregated: wire fragment = offset + round·F + index
+    round_done: int = 0  # fragments of this round finished
     acc: np.ndarray = field(init=False)  # (F, 32) int32, wraps mod 2^32 like the switches
     have: list[int] = field(init=False)  # per fragment: bitmap summed so far
     results: dict[int, bytes] = field(default_factory=dict)  # finished fragment -> values
+    # the previous round's results: a worker whose RESULT was lost retransmits while the
+    # others have moved on (no worker can be two rounds behind: each round needs all)
+    prev_results: dict[int, bytes] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.acc = np.zeros((self.num_fragments, INA_VALUES), dtype=np.int32)
         self.have = [0] * self.num_fragments
+
+    @property
+    def done(self) -> bool:
+        return self.rounds > 0 and self.round == self.rounds - 1 and \
+            self.round_done == self.num_fragments
+
+    def next_round(self) -> None:
+        self.prev_results, self.results = self.results, {}
+        self.acc[:] = 0
+        self.have = [0] * self.num_fragments
+        self.round += 1
+        self.round_done = 0
 
 
 def _read_nic(iface: str) -> tuple[int, int] | None:
@@ -169,6 +187,11 @@ class ParameterServer:
         max_time: bound on ``run``; past it ``InaTimeoutError`` (with ``.report``).
         iface: NIC whose rx_bytes/rx_packets delta goes into the report.
         fragment_offset: first fragment number on the wire (see ``Worker``).
+        rounds: allreduces to serve per job, back to back (round r uses the fragment
+            numbers ``offset + r·F ...``, as a worker's ``fragment_offset = r·F``); 0 = no
+            limit: ``run`` then ends after ``idle_exit`` quiet seconds between rounds, once
+            a round has finished (or at ``max_time``).
+        idle_exit: see ``rounds``.
         faults: TEST ONLY fault injection on sends.
     """
 
@@ -186,11 +209,16 @@ class ParameterServer:
         max_time: float = 300.0,
         iface: str | None = None,
         fragment_offset: int = 0,
+        rounds: int = 1,
+        idle_exit: float = 30.0,
         faults: FaultInjection | None = None,
     ) -> None:
+        if rounds < 0:
+            raise ValueError(f"rounds must be >= 0, got {rounds}")
         self.jobs: dict[int, _Job] = {}
         self.counters = PSCounters()
         self.linger, self.max_time, self.iface = linger, max_time, iface
+        self.rounds, self.idle_exit = rounds, idle_exit
         self.faults = faults
         self.port = port if port is not None else (policy.port if policy else INA_UDP_PORT)
         self.add_job(job_id, num_workers, num_fragments, policy, worker_ips=worker_ips,
@@ -250,9 +278,10 @@ class ParameterServer:
                 addr = (policy.switch_ips[s], port)
                 for f in frags.tolist():
                     clears[f].append((s, addr))
+        total = num_fragments * self.rounds if self.rounds else num_fragments
         self.jobs[job_id] = _Job(
             job_id, num_workers, num_fragments, fragment_offset, (1 << num_workers) - 1,
-            dsts, clears, JobStats(job_id, num_workers, num_fragments),
+            dsts, clears, JobStats(job_id, num_workers, total), self.rounds,
         )
 
     def close(self) -> None:
@@ -266,7 +295,13 @@ class ParameterServer:
 
     @property
     def complete(self) -> bool:
-        return all(j.stats.completed == j.num_fragments for j in self.jobs.values())
+        return all(j.done for j in self.jobs.values())
+
+    @property
+    def between_rounds(self) -> bool:
+        """No round has a fragment in progress (every job finished its last round or
+        has not received anything of its next one)."""
+        return all(j.round_done == 0 and not any(j.have) or j.done for j in self.jobs.values())
 
     def result(self, job_id: int) -> np.ndarray:
         """The job's aggregated int32 values, flat (``num_fragments * 32``)."""
@@ -311,8 +346,10 @@ class ParameterServer:
         if jb is None:
             c.unknown_job += 1
             return
-        f = frag - jb.offset
-        if not 0 <= f < jb.num_fragments:
+        r, f = divmod(frag - jb.offset, jb.num_fragments)
+        if r < 0 or r > jb.round or r < jb.round - 1 and mt == _GRAD and flags & _RETX:
+            # before the job's range, a future round, or a retransmission two rounds old
+            # (impossible for a live worker: every round needs every worker)
             c.out_of_range += 1
             return
         # a GRAD may carry several contributors: a VIA_SD aggregate that a busy s_d
@@ -336,8 +373,9 @@ class ParameterServer:
         retx = flags & _RETX
         if retx:
             st.retx_in += 1
-        values = jb.results.get(f)
-        if values is not None:  # already finished
+        values = jb.results.get(f) if r == jb.round else (
+            jb.prev_results.get(f, _ZERO_VALUES) if r == jb.round - 1 else _ZERO_VALUES)
+        if values is not None:  # already finished (this round's fragment, or an older round)
             st.late += 1
             if retx and mt == _GRAD:  # its RESULT was lost: unicast it again
                 hdr = INA_HEADER.pack(_RESULT, job, 0, frag, 0, 0, jb.full, jb.num_workers, 0,
@@ -374,8 +412,12 @@ class ParameterServer:
             st.accepted_partial += 1
         if have == jb.full:
             self._finish(jb, f, frag)
-            if st.completed == jb.num_fragments:
-                st.complete_s = now
+            jb.round_done += 1
+            if jb.round_done == jb.num_fragments:
+                if jb.done:
+                    st.complete_s = now
+                else:
+                    jb.next_round()
 
     def run(self) -> PSReport:
         """Serve until every job is complete and ``linger`` seconds pass without a
@@ -406,14 +448,17 @@ class ParameterServer:
                 done_at = now
             if done_at is not None and now - max(last_rx, done_at) >= self.linger:
                 break
+            if (self.rounds == 0 and now - last_rx >= self.idle_exit and self.between_rounds
+                    and any(j.round for j in self.jobs.values())):
+                break  # open-ended: the workers have stopped (after at least one round)
             if now >= deadline:
                 if done_at is not None:
                     break
                 report = self._report(False, now - t0, nic0)
                 missing = {
-                    j: jb.num_fragments - jb.stats.completed
+                    j: jb.stats.fragments - jb.stats.completed
                     for j, jb in self.jobs.items()
-                    if jb.stats.completed < jb.num_fragments
+                    if not jb.done
                 }
                 raise InaTimeoutError(
                     f"PS: jobs not complete after {self.max_time:g} s "
@@ -452,6 +497,12 @@ def main(argv: Iterable[str] | None = None) -> int:
     ap.add_argument("--iface", help="NIC to read rx_bytes/rx_packets from")
     ap.add_argument("--bind", help="local address (default: the policy's ps)")
     ap.add_argument("--fragment-offset", type=int, default=0)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="allreduces to serve back to back (worker offsets r*F); 0: until "
+                         "--idle-exit quiet seconds between rounds (default 1)")
+    ap.add_argument("--idle-exit", type=float, default=30.0,
+                    help="with --rounds 0: stop after this many quiet seconds between rounds, "
+                         "once a round has finished (default 30)")
     ap.add_argument("--out-int", help="write the int32 sums as .npz (key job_<id>)")
     args = ap.parse_args(list(argv) if argv is not None else None)
 
@@ -463,7 +514,8 @@ def main(argv: Iterable[str] | None = None) -> int:
         policies = [Policy.load(p) for p in args.policy]
         ps = ParameterServer.from_policies(
             policies, linger=args.linger, max_time=args.max_time, iface=args.iface,
-            bind_ip=args.bind, fragment_offset=args.fragment_offset,
+            bind_ip=args.bind, fragment_offset=args.fragment_offset, rounds=args.rounds,
+            idle_exit=args.idle_exit,
         )
     except (PolicyError, ValueError, OSError) as e:
         emit({"complete": False, "error": str(e)})

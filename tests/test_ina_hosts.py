@@ -625,3 +625,67 @@ def test_cli_processes(net, tmp_path):
                           "--rank", "0", "--json"], cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=30)
     assert bad.returncode == 2 and json.loads(bad.stdout)["ok"] is False
+
+
+def _rounds(net, pol: Policy, rounds: int, ps_kw: dict, worker_kw: dict) -> tuple:
+    """``rounds`` back-to-back allreduces (worker offsets r·F) against one PS."""
+    n = pol.num_fragments * 32
+    grads = [_grads(pol.num_workers, n, seed=10 + r) for r in range(rounds)]
+    ps = ParameterServer.from_policies([pol], **{"linger": 0.6, "max_time": 30.0, **ps_kw})
+    box: dict = {}
+    errors: list[BaseException] = []
+    out: dict[tuple[int, int], np.ndarray] = {}
+
+    def serve() -> None:
+        try:
+            box["report"] = ps.run()
+        except BaseException as e:
+            errors.append(e)
+
+    def work(rank: int) -> None:
+        try:
+            kw = dict(worker_kw)
+            if callable(kw.get("faults")):
+                kw["faults"] = kw["faults"]()
+            with Worker.from_policy(pol, rank, **kw) as w:
+                for r in range(rounds):
+                    out[r, rank] = w.allreduce(grads[r][rank], r * pol.num_fragments)[0]
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=serve)] + [
+        threading.Thread(target=work, args=(k,)) for k in range(pol.num_workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    ps.close()
+    if errors:
+        raise errors[0]
+    for r in range(rounds):
+        exp = _exact(grads[r], pol.num_workers)
+        for k in range(pol.num_workers):
+            assert np.array_equal(out[r, k].astype(np.int64), exp), (r, k)
+    return box["report"], ps
+
+
+def test_ps_serves_rounds_back_to_back_exactly_with_loss(net):
+    """DDP-style use: one PS, many allreduces; lost RESULTs of a finished round are
+    resent from the previous round's results while the others have moved on."""
+    pol = Policy.ps_only(5, net(1), [net(2 + r) for r in range(3)], 20)
+    rep, ps = _rounds(net, pol, 4, {"rounds": 4, "faults": FaultInjection(drop_every=9)},
+                      {"timeout": 0.05, "max_backoff": 0.2, "max_time": 30.0,
+                       "faults": lambda: FaultInjection(drop_every=11)})
+    st = rep.jobs[5]
+    assert rep.complete and st.completed == st.fragments == 4 * 20
+    assert st.contributions == 3 * 4 * 20  # every value of every round summed exactly once
+    assert st.result_resends > 0
+
+
+def test_ps_open_ended_rounds_stop_when_idle(net):
+    pol = Policy.ps_only(6, net(1), [net(2 + r) for r in range(2)], 8)
+    rep, ps = _rounds(net, pol, 3, {"rounds": 0, "idle_exit": 1.0},
+                      {"timeout": 0.05, "max_backoff": 0.2, "max_time": 30.0})
+    assert rep.complete and rep.jobs[6].completed == 3 * 8
+    # a packet beyond the current round is out of range, not added anywhere
+    assert rep.counters.out_of_range == 0
