@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -133,14 +134,15 @@ def test_malformed_and_over_bound_packets_are_counted_drops(net) -> None:  # noq
         [sys.executable, "-c",
          "from hosts.ndn_common import EthernetFace\n"
          "f = EthernetFace('h1-eth0')\n"
-         "import time; end = time.time() + 8\n"
+         "print('ready', flush=True)\n"
+         "import time; end = time.time() + 20\n"
          "while time.time() < end:\n"
          "    for p in f.recv(0.2):\n"
          "        print(p.uri, flush=True); raise SystemExit(0)\n"],
-        cwd=str(ROOT), stdout=__import__("subprocess").PIPE, text=True)
-    time.sleep(1.0)
+        cwd=str(ROOT), stdout=subprocess.PIPE, text=True)
+    assert sniff.stdout.readline().strip() == "ready"     # bound before anything is sent
     network.host("h4").cmd(f"{sys.executable} -c \"{code}\"")
-    got, _ = sniff.communicate(timeout=15)
+    got, _ = sniff.communicate(timeout=30)
     assert got.strip() == "/h1/still/forwarded"
     st = read_switch_state(topo, network.grpc_addresses())["s4"]   # h4's leaf
     drops = st["drops"]
@@ -176,17 +178,22 @@ def test_gradctl_ndn_deploy_manage_and_show(net, capsys: pytest.CaptureFixture[s
 
     network, topo, out = net
     rd = str(network.run_dir)
+    state_file = Path(rd) / "ndn-persistent-pit.json"
+    state_file.unlink(missing_ok=True)
     rc: list[int] = []
     t = threading.Thread(target=lambda: rc.append(main(["ndn", "deploy", "leaf-spine:2,2,3", "--run-dir", rd,
-                                                        "--manage", "6", "--json"])))
+                                                        "--manage", "12", "--json"])))
     t.start()
-    time.sleep(3.0)
+    end = time.monotonic() + 60
+    while not state_file.exists() and time.monotonic() < end:   # the manager is up
+        time.sleep(0.2)
     code = ("from hosts.ndn_common import EthernetFace, interest_packet, name_of\n"
             "f = EthernetFace('h5-eth0')\n"
             "f.send(interest_packet(name_of(b'*insert*', 'h1', 'train', 'h5')))\n")
     network.host("h5").cmd(f"{sys.executable} -c \"{code}\"")
-    t.join(timeout=30)
+    t.join(timeout=60)
     assert rc == [0]
+    assert json.loads(state_file.read_text())["s4"][0]["name"] == "/h1/train"
     capsys.readouterr()
     assert main(["ndn", "show", "leaf-spine:2,2,3", "--run-dir", rd, "--json"]) == 0
     state = json.loads(capsys.readouterr().out)
