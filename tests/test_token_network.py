@@ -168,8 +168,11 @@ def test_slow_node_passes_then_broadcasts_and_killed_node_is_declared_lost(net) 
 
 
 def test_standby_node_rejoins_after_the_batch(net) -> None:  # noqa: ANN001
-    run, _out, _dep = _run(net, "rejoin", "--cutoff", "1.0", epochs=3,
-                           pauses={"h3": (2.0, 3.5 * T + 2.0)}, from_training=True)
+    # frozen 1 s into training for longer than its detection (resend t + d*t, d <= 3),
+    # while batches of >= 0.1 s leave plenty of training after it wakes up
+    run, _out, _dep = _run(net, "rejoin", "--cutoff", "1.0", "--compute-fixed", "0.1",
+                           "--rejoin-every", "1", epochs=3,
+                           pauses={"h3": (1.0, 4 * T + 1.0)}, from_training=True)
     _ok(run, TRAIN)
     frozen = _seq(run, "h3")
     _lost(run, frozen)
