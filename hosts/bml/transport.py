@@ -247,13 +247,12 @@ def connect_mesh(me: int, links: Iterable[Link], port: int, inbox: Inbox,
                     continue
                 s.setblocking(True)
                 s.settimeout(5.0)
-                head = b""
-                while len(head) < BCUBE_HEADER_LEN:
-                    chunk = s.recv(BCUBE_HEADER_LEN - len(head))
-                    if not chunk:
-                        break
-                    head += chunk
-                hdr = decode_bcube_header(head)
+                try:
+                    head = s.recv(BCUBE_HEADER_LEN, socket.MSG_WAITALL)
+                    hdr = decode_bcube_header(head)
+                except (OSError, ValueError):
+                    s.close()  # closed before its HELLO: that connect failed and is retried
+                    continue
                 if hdr.msg_type != BcubeMsg.HELLO or (hdr.level, hdr.sender) not in expected:
                     s.close()
                     raise TransportError(f"server {me}: unexpected connection {hdr}")
