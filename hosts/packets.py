@@ -314,6 +314,54 @@ def encode_bcube_values(values: np.ndarray) -> bytes:
     return np.asarray(values, dtype=np.int32).astype(_BE_I32).tobytes()
 
 
+_BCUBE_SCAPY: dict[str, type[Packet]] = {}
+
+
+def bcube_layer() -> type[Packet]:
+    """The scapy layer ``BCube`` (header + int32 values; built on first call, scapy is
+    slow to import), bound to TCP port BCUBE_TCP_PORT: it dissects a segment that starts
+    a message (TCP streams do not keep message boundaries)."""
+    if _BCUBE_SCAPY:
+        return _BCUBE_SCAPY["BCube"]
+    from scapy.fields import (
+        ByteEnumField,
+        ByteField,
+        FieldListField,
+        IntField,
+        ShortField,
+        SignedIntField,
+        XShortField,
+    )
+    from scapy.layers.inet import TCP
+    from scapy.packet import Packet, bind_layers
+
+    class BCube(Packet):
+        """BCube/BML message (docs/bcube.md)."""
+
+        name = "BCube"
+        fields_desc = [
+            XShortField("magic", BCUBE_MAGIC),
+            ByteEnumField("msg_type", BcubeMsg.REDUCE, {m.value: m.name for m in BcubeMsg}),
+            ByteField("thread", 0),
+            ByteField("stage", 0),
+            ByteField("level", 0),
+            ShortField("sender", 0),
+            IntField("offset", 0),
+            IntField("count", None),
+            FieldListField("values", [], SignedIntField("", 0), count_from=lambda p: p.count),
+        ]
+
+        def post_build(self, p: bytes, pay: bytes) -> bytes:
+            if self.count is None:
+                p = p[:12] + struct.pack("!I", len(self.values)) + p[16:]
+            return p + pay
+
+    for field in ("dport", "sport"):
+        bind_layers(TCP, BCube, **{field: BCUBE_TCP_PORT})
+    _BCUBE_SCAPY["BCube"] = BCube
+    return BCube
+
+
 # ----------------------------------------------------------------------------- differentiated
 # Technique 3 (docs/differentiated.md): gradient block messages. The six fields of the
 # seed's claim 3 come first, in its order; then the block's iteration, sender, level,

@@ -195,3 +195,15 @@ def test_gradctl_bcube(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bcube", "schedule", "--n", "1", "--k", "2"]) == 2
     assert "N must be >= 2" in capsys.readouterr().err
     assert main(["bcube", "schedule", "--n", "2", "--k", "2", "--server", "4"]) == 2
+
+
+def test_scapy_view_matches_the_codec() -> None:
+    from hosts.packets import bcube_layer, encode_bcube_values
+
+    bcube_pkt = bcube_layer()
+    vals = np.array([1, -2, 2**31 - 1, -(2**31)], dtype=np.int32)
+    raw = encode_bcube_header(BcubeMsg.GATHER, 1, 3, 1, 7, 100, 4) + encode_bcube_values(vals)
+    assert bytes(bcube_pkt(msg_type=3, thread=1, stage=3, level=1, sender=7, offset=100,
+                           values=[int(v) for v in vals])) == raw
+    p = bcube_pkt(raw)
+    assert (p.msg_type, p.sender, p.offset, p.count, p.values) == (3, 7, 100, 4, vals.tolist())
