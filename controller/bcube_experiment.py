@@ -133,7 +133,8 @@ def print_results(results: list[SchemeResult], k: int, title: str) -> dict[str, 
                 ratios[f"bml/{other}"] = m
                 rt.add_row(f"BML / {LABELS[other]}", f"{m:.3f}",
                            f"{bml.model_s / by[other].model_s:.3f}", goal)
-        console.print(rt)
+        if ratios:
+            console.print(rt)
     return ratios
 
 
