@@ -1,11 +1,17 @@
-"""INA vs PS-only: synchronization time and PS ingress bytes for 4, 8 and 15 workers.
+"""INA vs PS-only: synchronization time and PS ingress bytes, and time against line rate.
 
-One fat-tree k=4 with bandwidth-limited links; for each worker count, the same
-gradients go through in-network aggregation (greedy + LP placement, K switches) and
-through the PS alone. Every result is checked element by element against the exact
-sum. Prints one table with both runs and the ratios.
+1. One fat-tree k=4 with bandwidth-limited links; for each worker count (4, 8, 15), the
+   same gradients go through in-network aggregation (greedy + LP placement, K switches)
+   and through the PS alone; one table with both runs and the ratios.
+2. INA vs its line-rate bound: 15 workers at each of ``--bound-bw`` (2, 5, 10 Mbit/s),
+   measured time next to the bound (the busiest link's measured bytes at its capacity,
+   ``controller/accounting.py``), time / bound for INA and PS, the INA/PS time ratio next
+   to 2/N, and the CPU seconds of the busiest switch and of the agents.
+
+Every result is checked element by element against the exact sum.
 
     python -m bench.ina_bench [--workers 4,8,15] [--values 16384] [--bw 2] [--budget 2]
+                              [--bound-bw 2,5,10] [--skip-bound]
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ from controller.experiment import run_jobs, switch_neighbors
 from controller.ina import InaDeployment, InaJob
 from topologies import fat_tree
 
-console = Console()
+# piped output (make bench > file) keeps one table row per line
+console = Console() if sys.stdout.isatty() else Console(width=160)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bw", type=float, default=2.0, help="link bandwidth in Mbit/s")
     p.add_argument("--budget", type=int, default=2, help="K programmable switches")
     p.add_argument("--target", default=None, help="auto|embedded|bmv2")
+    p.add_argument("--bound-bw", default="2,5,10", help="link rates of the bound table (Mbit/s)")
+    p.add_argument("--skip-bound", action="store_true", help="only the worker-count table")
     args = p.parse_args(argv)
     if os.geteuid() != 0:
         print("ina_bench needs root (network namespaces)", file=sys.stderr)
@@ -71,7 +80,60 @@ def main(argv: list[str] | None = None) -> int:
                   f"{ina.ps_rx_bytes:,}", f"{ps.ps_rx_bytes:,}", f"{ina.ps_rx_bytes / ps.ps_rx_bytes:.3f}",
                   f"{1.2 / n:.3f}", "yes" if ina.exact and ps.exact else "NO")
     console.print(t)
-    return 0 if all(i.exact and s.exact for _, i, s in rows) else 1
+    ok = all(i.exact and s.exact for _, i, s in rows)
+    if not args.skip_bound:
+        ok &= bound_table([float(x) for x in args.bound_bw.split(",")], args.values,
+                          args.budget, args.target, out)
+    return 0 if ok else 1
+
+
+def bound_table(bws: list[float], values: int, budget: int, target: str | None,
+                out: Path) -> bool:
+    """INA and PS with 15 workers at each link rate, against their line-rate bounds."""
+    from controller.accounting import Snapshot, time_split
+    from topologies.network import Network
+
+    rows = []
+    for bw in bws:
+        topo = fat_tree(4, bw=bw)
+        hosts = topo.hosts()
+        workers = hosts[1:]
+        rng = np.random.default_rng(7)
+        grads = [(rng.standard_normal(values) * 0.01).astype(np.float32) for _ in workers]
+        res = {}
+        with Network(topo, target=target) as net:
+            switch_neighbors(net, topo, topo.switches())
+            for mode, aggregate in (("ina", True), ("ps", False)):
+                console.print(f"[dim]{bw:g} Mbit/s, {mode} ...[/dim]")
+                job = InaJob.plan(topo, hosts[0], workers, budget, 1000.0, values,
+                                  aggregate=aggregate)
+                InaDeployment(topo, net.grpc_addresses(), [job]).deploy()
+                before = Snapshot.take(net)
+                (r,) = run_jobs(net, topo, [(job, grads)], out, f"bound-{mode}{bw:g}")
+                sp = time_split(topo, before, Snapshot.take(net),
+                                {"workers": r.worker_cpu_s, "ps": r.ps_cpu_s})
+                res[mode] = (r, sp)
+        rows.append((bw, res["ina"], res["ps"], net.target))
+    t = Table(title=f"INA and PS against their line-rate bounds, fat-tree k=4, 15 workers, "
+                    f"{values} values (seconds)")
+    for col in ("link", "INA", "bound", "x", "PS", "bound", "x", "INA/PS", "2/N",
+                "busiest switch CPU", "agents CPU", "exact"):
+        t.add_column(col, justify="right")
+    n = 15
+    for bw, (ina, isp), (ps, psp), _target in rows:
+        busiest = max(isp.switch_cpu_s.items(), key=lambda kv: kv[1], default=("-", 0.0))
+        t.add_row(f"{bw:g} Mbit/s", f"{ina.seconds:.2f}", f"{isp.bound_s:.2f}",
+                  f"{ina.seconds / isp.bound_s:.1f}" if isp.bound_s else "-",
+                  f"{ps.seconds:.2f}", f"{psp.bound_s:.2f}",
+                  f"{ps.seconds / psp.bound_s:.1f}" if psp.bound_s else "-",
+                  f"{ina.seconds / ps.seconds:.2f}", f"{2 / n:.2f}",
+                  f"{busiest[0]} {busiest[1]:.1f}",
+                  f"{ina.worker_cpu_s + ina.ps_cpu_s:.1f}",
+                  "yes" if ina.exact and ps.exact else "NO")
+    console.print(t)
+    console.print("x = measured / bound (1.0: the links decided the time). Goal at 2 Mbit/s: "
+                  "INA x <= 1.5 and INA/PS <= 2/N.")
+    return all(i.exact and p.exact for _, (i, _a), (p, _b), _t in rows)
 
 
 if __name__ == "__main__":
