@@ -424,6 +424,9 @@ class Node:
             elif self.args.slowdown > 1:
                 time.sleep(spent * (self.args.slowdown - 1))
             q = self.quantize(vec)
+            if self.args.grad_json:
+                write_json_gradients(Path(self.args.grad_json) / f"grad-b{b}-s{self.seq}.json",
+                                     b, self.seq, grads)
             with self.ready_lock:
                 self.timing.compute += time.monotonic() - t
                 if b == self.batch:
@@ -488,10 +491,12 @@ class Node:
         scale = 2.0 ** -self.args.scale_bits
         with np.errstate(divide="ignore", invalid="ignore"):
             mean = np.where(counts > 0, sums * scale / np.maximum(counts, 1), 0.0)
+        update = tr.unflatten(mean[: self.nvalues].astype(np.float32), self.like)
+        if self.args.grad_json:
+            write_json_gradients(Path(self.args.grad_json) / f"mean-b{b}-s{self.seq}.json",
+                                 b, self.seq, update, n=n)
         with self.model_lock:
-            tr.apply_gradients(self.model,
-                               tr.unflatten(mean[: self.nvalues].astype(np.float32), self.like),
-                               lr=self.args.lr)
+            tr.apply_gradients(self.model, update, lr=self.args.lr)
         self.stats["batches"] += 1
         self.stats["gradients_accumulated"] += n
         self.timing.accumulate += time.monotonic() - t
@@ -779,6 +784,25 @@ class Node:
                 self.on_frame(*got)
 
 
+def write_json_gradients(path: Path, batch: int, seq: int, arrays: list[np.ndarray],
+                         n: int | None = None) -> None:
+    """The seed's JSON gradient interface (s140, item 37): one file per batch and node,
+    ``{"batch", "node", ["n",] "gradients": [{"shape", "values"}, ...]}`` in
+    ``model.parameters()`` order (own gradients ``grad-*``, averaged sums ``mean-*``)."""
+    doc: dict[str, Any] = {"batch": batch, "node": seq,
+                           "gradients": [{"shape": list(a.shape), "values": a.ravel().tolist()}
+                                         for a in arrays]}
+    if n is not None:
+        doc["n"] = n
+    path.write_text(json.dumps(doc))
+
+
+def read_json_gradients(path: str | Path) -> list[np.ndarray]:
+    """Arrays back from a file of :func:`write_json_gradients`."""
+    doc = json.loads(Path(path).read_text())
+    return [np.asarray(g["values"], dtype=np.float32).reshape(g["shape"]) for g in doc["gradients"]]
+
+
 def bitmap_members(bitmap: int) -> list[int]:
     """Sequence numbers whose bit is set."""
     return [i for i in range(32) if bitmap >> i & 1]
@@ -809,8 +833,9 @@ def run_node(args: argparse.Namespace) -> int:
 
     from hosts import training  # noqa: F401
 
-    if args.dump:
-        Path(args.dump).mkdir(parents=True, exist_ok=True)
+    for d in (args.dump, args.grad_json):
+        if d:
+            Path(d).mkdir(parents=True, exist_ok=True)
     link = NicLink(args.iface)
     node = Node(args, link)
     node.configure_nic()
@@ -917,6 +942,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="hold compute at this many seconds per batch (bench; x slowdown)")
     p.add_argument("--max-time", type=float, default=600.0)
     p.add_argument("--save", default="", help="where the coordinator saves the model on ABNORMAL/finish")
+    p.add_argument("--grad-json", default="", metavar="DIR",
+                   help="also write every own gradient and every averaged sum as JSON (the "
+                        "seed's gradient files)")
     p.add_argument("--dump", default="", help="directory: sent gradients and NIC sums per batch (tests)")
     return p
 

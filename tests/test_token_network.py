@@ -187,7 +187,8 @@ def test_standby_node_rejoins_after_the_batch(net) -> None:  # noqa: ANN001
 
 
 def test_cutoff_ends_batches_without_the_slowest_node(net) -> None:  # noqa: ANN001
-    run, _out, _dep = _run(net, "cutoff", "--cutoff", "0.7", epochs=1,
+    js = net[2] / "cutoff-json"
+    run, _out, _dep = _run(net, "cutoff", "--cutoff", "0.7", "--grad-json", str(js), epochs=1,
                            per_host={"h2": ["--slowdown", "40"]})
     _ok(run, TRAIN)
     slow = _seq(run, "h2")
@@ -196,6 +197,16 @@ def test_cutoff_ends_batches_without_the_slowest_node(net) -> None:  # noqa: ANN
     without = [e for e in batches if slow not in e["contributors"]]
     assert len(without) >= 5, batches  # most batches ended at 3 of 4 gradients
     assert all(e["n"] >= 3 for e in batches)
+    # the JSON gradient files (the seed's interface): each node's update is the mean of
+    # the gradients of that batch's contributors, up to fixed-point rounding
+    from hosts.token_node import read_json_gradients
+
+    for e in batches:
+        b = e["batch"]
+        mean = np.concatenate([a.ravel() for a in read_json_gradients(js / f"mean-b{b}-s1.json")])
+        own = [np.concatenate([a.ravel() for a in read_json_gradients(js / f"grad-b{b}-s{c}.json")])
+               for c in e["contributors"]]
+        assert np.allclose(mean, np.mean(own, axis=0), atol=2.0**-15)
 
 
 def test_mass_departure_saves_the_model_and_stops(net) -> None:  # noqa: ANN001
