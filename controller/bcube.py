@@ -271,9 +271,12 @@ def run_scheme(net: Any, topo: Topology, plan: dict[str, Any], grads: list[np.nd
         procs.append(_spawn(net.host(host), d / f"agent-{s}", [
             sys.executable, "-m", AGENTS[scheme], "--plan", str(plan_path), "--server", str(s),
             "--gradient", str(gpath), "--out", str(d / f"out-{s}.npy"), "--ready-dir", str(d),
-            "--go", str(go), "--max-time", str(max_time)]))
+            "--go", str(go), "--max-time", str(max_time),
+            # a loaded 2-core machine needs tens of seconds to start 16 agents and open
+            # S(S-1)/2 connections: generous, the sync time is measured from "go" anyway
+            "--connect-timeout", "150"]))
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180
         while len(list(d.glob("ready-*"))) < s_count:
             dead = [s for s, p in enumerate(procs) if p.poll() is not None]
             if dead or time.monotonic() > deadline:
