@@ -658,6 +658,13 @@ class Node:
                                                   or self.acted_pass == hdr.pass_no):
                 return
             self.last_pass = hdr.pass_no
+            if hdr.batch > self.batch + 1:
+                # a whole batch went by without this node (it froze): its NIC dropped that
+                # batch's gradients, so its model cannot follow; stand by and rejoin
+                self.standby = True
+                self.holder = False
+                self.log("standby", batch=self.batch, reason=f"behind: token at batch {hdr.batch}")
+                return
             if hdr.batch > self.batch:
                 self.finish_batch(hdr.aux)
             if hdr.batch == self.batch:
