@@ -399,3 +399,42 @@ def sgd_step(params: np.ndarray, grads: list[np.ndarray], lr: float) -> np.ndarr
     for g in grads:
         total = (total + g).astype(np.float32)
     return (params - np.float32(lr) * (total / np.float32(len(grads)))).astype(np.float32)
+
+
+class DigitsTrainer:
+    """Real gradients: ``hosts/training.py``'s digits CNN (3,818 float32 values) on this
+    GPU's shard, one mini-batch per step, as a flat float32 vector."""
+
+    def __init__(self, rank: int, world: int, seed: int, batch_size: int = 32) -> None:
+        import torch
+
+        from hosts import training as tr
+
+        torch.set_num_threads(1)   # many agents share few cores
+        self.tr = tr
+        self.seed = seed
+        self.batch_size = batch_size
+        self.data = tr.load_digits_split(seed)
+        self.model = tr.make_model(seed)
+        self.like = tr.parameter_arrays(self.model)
+        self.x, self.y = tr.worker_shard(self.data, rank, world) if world else (None, None)
+
+    @staticmethod
+    def initial(seed: int) -> np.ndarray:
+        """The model's initial parameters (the PS's model initialisation data)."""
+        from hosts import training as tr
+
+        return tr.flatten(tr.parameter_arrays(tr.make_model(seed)))
+
+    def gradient(self, params: np.ndarray, step: int) -> np.ndarray:
+        """Cross-entropy gradient of mini-batch ``step`` at ``params``."""
+        tr = self.tr
+        tr.set_parameters(self.model, tr.unflatten(params, self.like))
+        n_batches = max(1, -(-len(self.y) // self.batch_size))
+        xb, yb = tr.batches(self.x, self.y, self.batch_size, step // n_batches, self.seed)[step % n_batches]
+        return tr.flatten(tr.compute_gradients(self.model, xb, yb)).astype(np.float32)
+
+    def accuracy(self, params: np.ndarray) -> float:
+        """Test accuracy of ``params``."""
+        self.tr.set_parameters(self.model, self.tr.unflatten(params, self.like))
+        return float(self.tr.evaluate(self.model, self.data))

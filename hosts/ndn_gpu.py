@@ -18,7 +18,9 @@ async: computes its next gradient on the newest complete parameters it holds, ri
      after sending one, and never waits for an update.
 
 Gradients come from :func:`hosts.ndn_common.synthetic_gradient` (deterministic in the
-parameters, the GPU and the step) after ``--compute-time`` seconds. Prints one JSON line.
+parameters, the GPU and the step) after ``--compute-time`` seconds, or with
+``--model digits`` from the digits CNN on shard ``--gpu-index`` of ``--world``. Prints
+one JSON line.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class Gpu:
         self.gradients_sent = 0
         self.declined_at: float | None = None
         self.final = args.rounds if args.mode == "sync" else args.final_version
+        self.trainer: nc.DigitsTrainer | None = None   # digits: made when a task is accepted
 
     def n(self, *parts: str | bytes) -> list[bytes]:
         return nc.name_of(*parts)
@@ -97,6 +100,8 @@ class Gpu:
                 self.face.send(nc.data_packet(name, b"accept" if accept else b"decline"),
                                dest=p.source, kind="assign")
                 if accept and self.state == "idle":
+                    if self.a.model == "digits":
+                        self.trainer = nc.DigitsTrainer(self.a.gpu_index, self.a.world, self.a.seed)
                     self.state = "init"
                     for seg in range(self.nseg):                           # step 3.1
                         self.req.express(self.n(self.ps, self.train, self.me, f"seg={seg}"), "content")
@@ -144,7 +149,10 @@ class Gpu:
         self.compute_until = None
         assert self.params is not None
         k = self.step
-        g = nc.synthetic_gradient(self.params, self.a.gpu_index, k, self.a.seed)
+        if self.trainer is not None:
+            g = self.trainer.gradient(self.params, k)
+        else:
+            g = nc.synthetic_gradient(self.params, self.a.gpu_index, k, self.a.seed)
         self.ready[k] = nc.segments(g)
         self.sent[k] = set()
         self.sent_sum += g
@@ -266,6 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=3, help="async: gradients this GPU sends")
     p.add_argument("--final-version", type=int, default=0, help="async: the PS's last version")
     p.add_argument("--values", type=int, default=3818)
+    p.add_argument("--model", choices=["synthetic", "digits"], default="synthetic",
+                   help="synthetic gradients, or the digits CNN of hosts/training.py (3,818 values)")
+    p.add_argument("--world", type=int, default=1, help="digits: accepting GPUs (shards)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--compute-time", type=float, default=0.2, help="seconds per gradient")
     p.add_argument("--busy", action="store_true", help="decline the task (step 2.2)")

@@ -45,7 +45,12 @@ class ParameterServer:
         # 16 outstanding segments per GPU: every GPU's gradient flows at once, none bursts
         self.req = nc.Requester(self.face, timeout=args.timeout, window=max(64, 16 * len(self.gpus)))
         self.me, self.train = args.me, args.train
-        self.params = nc.initial_params(args.values, args.seed)
+        if args.model == "digits":
+            self.params = nc.DigitsTrainer.initial(args.seed)
+            if args.values != self.params.size:
+                raise ValueError(f"--model digits has {self.params.size} values, not --values {args.values}")
+        else:
+            self.params = nc.initial_params(args.values, args.seed)
         self.history: dict[int, np.ndarray] = {0: self.params}
         self.version = 0
         self.nseg = nc.n_segments(args.values)
@@ -62,6 +67,7 @@ class ParameterServer:
         self.asked_at: dict[str, float] = {}
         self.first_at: dict[str, float] = {}
         self.prev_done: dict[str, float] = {}
+        self.rtt = float("inf")                        # smallest ask-to-first-segment time
         self.rounds: list[dict[str, Any]] = []
         self.applied: list[tuple[str, int]] = []
         self.applied_sum = np.zeros(args.values, dtype=np.float64)
@@ -184,14 +190,21 @@ class ParameterServer:
             return
         now = time.monotonic()
         self.collecting.discard(g)
-        # Finishing-time estimate: when, after the round start (sync) or the previous
-        # gradient (async), the FIRST segment came. The last one would include the
-        # queueing of every GPU's gradient on the PS's link, and since the next
-        # collection is scheduled from the estimate, the estimate would feed on itself.
+        # Finishing-time estimate (step 5.1), from when the FIRST segment came (the last
+        # one includes every GPU's queueing on the PS's link). A GPU that held the
+        # Interest answered when it finished: that time is a measurement. One that answered
+        # at once was done before we asked: we asked too late, so the estimate shrinks.
         base = self.round_start if self.a.mode == "sync" else self.prev_done.get(g, self.asked_at[g])
         took = self.first_at[g] - base
+        wait = self.first_at[g] - self.asked_at[g]
+        self.rtt = min(self.rtt, wait)
+        if g not in self.est:
+            self.est[g] = took
+        elif wait > self.rtt + 0.02:
+            self.est[g] = 0.5 * self.est[g] + 0.5 * took
+        else:
+            self.est[g] = 0.7 * min(self.est[g], took)
         self.prev_done[g] = now
-        self.est[g] = took if g not in self.est else 0.5 * self.est[g] + 0.5 * took
         grad = nc.join_segments(parts, self.a.values)
         if self.a.mode == "async":
             self.params = (self.params - np.float32(self.a.lr) * grad).astype(np.float32)
@@ -248,7 +261,12 @@ class ParameterServer:
             for v, arr in self.history.items():
                 np.save(self.out / f"params-v{v}.npy", arr)
             np.save(self.out / "applied-sum.npy", self.applied_sum)
+        acc = {}
+        if self.a.model == "digits":
+            t = nc.DigitsTrainer(0, 0, self.a.seed)
+            acc = {"accuracy_initial": t.accuracy(self.history[0]), "accuracy": t.accuracy(self.params)}
         return {
+            **acc,
             "role": "ps", "me": self.me, "mode": self.a.mode, "transport": self.a.transport,
             "accepted": self.accepted, "declined": self.declined,
             "unanswered": [g for g in self.gpus if g not in self.answered],
@@ -275,6 +293,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=3, help="synchronous rounds")
     p.add_argument("--steps", type=int, default=3, help="async: gradients per GPU")
     p.add_argument("--values", type=int, default=3818, help="model size in float32 values")
+    p.add_argument("--model", choices=["synthetic", "digits"], default="synthetic",
+                   help="initial parameters: synthetic, or the digits CNN of hosts/training.py")
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=0.5, help="Interest retransmission timeout (s)")

@@ -203,3 +203,14 @@ def test_gradctl_ndn_deploy_manage_and_show(net, capsys: pytest.CaptureFixture[s
     (e,) = state["s4"]["persistent_pit"]
     assert e["name"] == "/h1/train" and e["subscribers"] == {str(topo.port("s4", "h5")): "h5"}
     assert state["s4"]["events"]["punted"] == 1
+
+
+def test_digits_cnn_real_training(net) -> None:  # noqa: ANN001
+    """Real gradients of hosts/training.py's digits CNN: two GPUs on different leaves,
+    every GPU's parameters bit-exact with the PS's, test accuracy reported and rising."""
+    network, topo, out = net
+    res = run_ndn(network, topo, out / "digits", {}, ps="h1", gpus=["h3", "h6"], rounds=3, lr=0.5,
+                  model="digits", compute_time=0.0, max_time=90)
+    assert res.exact, res.problems
+    assert res.ps["segments"] == 11 and res.ps["version"] == 3
+    assert res.ps["accuracy"] > res.ps["accuracy_initial"]
