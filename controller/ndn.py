@@ -34,7 +34,6 @@ import itertools
 import json
 import threading
 import time
-import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +42,17 @@ from typing import Any
 import networkx as nx
 from ndn.encoding import Component, Name, parse_interest
 
+# The name bounds live with the agents that must respect them (and stay light to import).
+from hosts.ndn_common import (
+    INSERT_MARKER,
+    MAX_COMPONENT,
+    MAX_DEPTH,
+    MAX_NAME_BYTES,
+    NameBoundsError,
+    check_name,
+    components,
+    prefix_hash,
+)
 from topologies.base import Topology
 
 from .deploy import Deployment, DeployReport, LinkEmulation, check_loss
@@ -68,18 +78,10 @@ __all__ = [
 ]
 
 NDN_PROGRAM = REPO_ROOT / "p4src" / "build" / "ndn.json"
-#: Parser bounds of ndn.p4 (p4src/include/ndn_headers.p4).
-MAX_NAME_BYTES = 64
-MAX_DEPTH = 6
-MAX_COMPONENT = 16
-MAX_COMPONENT_TYPE = 127
 #: In-ports a transient PIT entry records (bitmap of ports 1..8).
 PIT_PORTS = 8
 #: First multicast group id of persistent PIT entries (1..255 are the PIT's port subsets).
 PERSISTENT_GROUP_BASE = 0x1000
-INSERT_MARKER = b"*insert*"
-DISTRIBUTE_MARKER = b"*distribute*"
-
 #: Index of ``ndn_drops`` -> reason (``NDN_DROP_*``).
 NDN_DROP_REASONS = {1: "not_ndn", 2: "length_form", 3: "malformed", 4: "name_too_long",
                     5: "name_too_deep", 6: "component_too_long", 7: "no_route",
@@ -90,61 +92,11 @@ NDN_EVENTS = {1: "forwarded", 2: "aggregated", 3: "pit_hit", 4: "punted", 5: "di
               6: "packet_out"}
 
 
-class NameBoundsError(ValueError):
-    """An NDN name outside what ndn.p4's parser accepts (docs/ndn.md, "Bounds")."""
-
-
-# ----------------------------------------------------------------------------- names
-
-
-def components(name: str | Sequence[bytes]) -> list[tuple[int, bytes]]:
-    """``[(type, value)]`` of a name (python-ndn string form or component list)."""
-    n = Name.from_str(name) if isinstance(name, str) else list(name)
-    return [(Component.get_type(c), bytes(Component.get_value(c))) for c in n]
-
-
-def check_name(name: str | Sequence[bytes]) -> list[bytes]:
-    """The name as python-ndn components, or :class:`NameBoundsError` when ndn.p4 would
-    drop it: more than 6 components, a component value over 16 bytes or of type >= 128
-    (or in a multi-byte TLV form), or a Name TLV value over 64 bytes."""
-    n = Name.from_str(name) if isinstance(name, str) else [bytes(c) for c in name]
-    text = Name.to_str(n)
-    if not n:
-        raise NameBoundsError("an NDN name needs at least one component")
-    if len(n) > MAX_DEPTH:
-        raise NameBoundsError(f"name {text} has {len(n)} components; ndn.p4 parses at most {MAX_DEPTH}")
-    for c in n:
-        t, v = Component.get_type(c), Component.get_value(c)
-        if t > MAX_COMPONENT_TYPE:
-            raise NameBoundsError(f"name {text}: component type {t} >= 128 is not parsed by ndn.p4")
-        if len(v) > MAX_COMPONENT:
-            raise NameBoundsError(f"name {text}: component {Component.to_str(c)!r} has {len(v)} bytes; "
-                                  f"ndn.p4 parses at most {MAX_COMPONENT}")
-    size = sum(len(c) for c in n)
-    if size > MAX_NAME_BYTES:
-        raise NameBoundsError(f"name {text} is {size} bytes long; ndn.p4 parses at most {MAX_NAME_BYTES}")
-    return list(n)
-
-
-def _slot(t: int, v: bytes) -> bytes:
-    # One metadata slot of ndn.p4: type (8), length (8), value right-aligned in 128 bits.
-    return bytes([t, len(v)]) + v.rjust(MAX_COMPONENT, b"\0")
-
-
-def prefix_hash(name: str | Sequence[bytes], k: int | None = None) -> int:
-    """crc32 of the first ``k`` components (default all), as ndn.p4's ``h_k``."""
-    comps = components(name)
-    k = len(comps) if k is None else k
-    if not 1 <= k <= min(len(comps), MAX_DEPTH):
-        raise NameBoundsError(f"prefix length {k} out of 1..{min(len(comps), MAX_DEPTH)}")
-    return zlib.crc32(b"".join(_slot(t, v) for t, v in comps[:k])) & 0xFFFFFFFF
+# ----------------------------------------------------------------------------- blocks
 
 
 def _value_int(v: bytes) -> int:
     return int.from_bytes(v, "big") if v else 0
-
-
-# ----------------------------------------------------------------------------- blocks
 
 
 class NdnFib(ControlBlock):
@@ -196,7 +148,8 @@ class PersistentPit(ControlBlock):
     TABLES = ("persistent_pit",)
     ACTIONS = ("set_subscribers", "no_subscribers")
 
-    def match(self, key: Sequence[tuple[int, bytes]]) -> dict[str, Any]:
+    @staticmethod
+    def match(key: Sequence[tuple[int, bytes]]) -> dict[str, Any]:
         """The table key of ``/PS/train`` (its two components)."""
         (t1, v1), (t2, v2) = key
         return {"meta.t1": t1, "meta.l1": len(v1), "meta.c1": _value_int(v1),
@@ -312,6 +265,16 @@ class PersistentPitManager:
             c.close()
         self._clients.clear()
         self._threads.clear()
+
+    @property
+    def running(self) -> bool:
+        """Whether the manager holds its switch connections."""
+        return bool(self._clients)
+
+    def with_client(self, switch: str, fn: Any) -> Any:
+        """Run ``fn(client)`` on ``switch``'s primary connection, under the manager's lock."""
+        with self._lock:
+            return fn(self._clients[switch])
 
     def __enter__(self) -> PersistentPitManager:
         return self.start()
@@ -439,26 +402,27 @@ class NdnDeployment:
             self.manager.stop()
 
     def set_loss(self, switch: str, port: int, p: float) -> None:
-        """Change one port's emulated loss at run time (a backup-safe short session)."""
-        from targets.p4rt_client import P4RuntimeClient
+        """Change one port's emulated loss at run time (through the manager's primary
+        stream when it runs, else a short primary session of its own)."""
+        from targets.p4rt_client import P4RuntimeClient, P4RuntimeError
 
         check_loss(self.topology, {(switch, port): p})
         le = self.program.block(LinkEmulation)
-        clients = self.manager._clients if self.manager else {}
-        entry = le.loss_entry(port, p)
-        c = clients.get(switch)
-        if c is not None:
+
+        def write(client: Any) -> None:
+            # finsy marks an entry object with its update type: a fresh one per write
             try:
-                c.write(~entry)
-            except Exception:
-                c.write(+entry)
+                client.write(~le.loss_entry(port, p))   # exists after a deploy with loss there
+            except P4RuntimeError:
+                client.write(+le.loss_entry(port, p))
+
+        if self.manager is not None and self.manager.running:
+            self.manager.with_client(switch, write)
             return
-        with P4RuntimeClient(self.addresses[switch], self.topology.device_id(switch), election_id=60) as c:
+        with P4RuntimeClient(self.addresses[switch], self.topology.device_id(switch),
+                             election_id=PersistentPitManager.ELECTION_ID + 10) as c:
             c.use_schema(self.program.p4info_path)
-            try:
-                c.write(~entry)
-            except Exception:
-                c.write(+entry)
+            write(c)
 
 
 def _replica_port(r: Any) -> int:

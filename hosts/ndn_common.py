@@ -20,7 +20,8 @@ import select
 import socket
 import struct
 import time
-from collections.abc import Iterator, Mapping
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,8 +37,6 @@ from ndn.encoding import (
     parse_interest,
     parse_tl_num,
 )
-
-from controller.ndn import DISTRIBUTE_MARKER, INSERT_MARKER, NameBoundsError, check_name
 
 __all__ = [
     "ETHERTYPE_NDN",
@@ -55,6 +54,65 @@ __all__ = [
     "nic_counters",
     "segments",
 ]
+
+#: Parser bounds of ndn.p4 (p4src/include/ndn_headers.p4).
+MAX_NAME_BYTES = 64
+MAX_DEPTH = 6
+MAX_COMPONENT = 16
+MAX_COMPONENT_TYPE = 127
+INSERT_MARKER = b"*insert*"
+DISTRIBUTE_MARKER = b"*distribute*"
+
+
+class NameBoundsError(ValueError):
+    """An NDN name outside what ndn.p4's parser accepts (docs/ndn.md, "Bounds")."""
+
+
+def components(name: str | Sequence[bytes]) -> list[tuple[int, bytes]]:
+    """``[(type, value)]`` of a name (python-ndn string form or component list)."""
+    n = Name.from_str(name) if isinstance(name, str) else list(name)
+    return [(Component.get_type(c), bytes(Component.get_value(c))) for c in n]
+
+
+def check_name(name: str | Sequence[bytes]) -> list[bytes]:
+    """The name as python-ndn components, or :class:`NameBoundsError` when ndn.p4 would
+    drop it: more than 6 components, a component value over 16 bytes or of type >= 128
+    (or in a multi-byte TLV form), or a Name TLV value over 64 bytes."""
+    n = Name.from_str(name) if isinstance(name, str) else [bytes(c) for c in name]
+    text = Name.to_str(n)
+    if not n:
+        raise NameBoundsError("an NDN name needs at least one component")
+    if len(n) > MAX_DEPTH:
+        raise NameBoundsError(f"name {text} has {len(n)} components; ndn.p4 parses at most {MAX_DEPTH}")
+    for c in n:
+        t, v = Component.get_type(c), Component.get_value(c)
+        if t > MAX_COMPONENT_TYPE:
+            raise NameBoundsError(f"name {text}: component type {t} >= 128 is not parsed by ndn.p4")
+        if len(v) > MAX_COMPONENT:
+            raise NameBoundsError(f"name {text}: component {Component.to_str(c)!r} has {len(v)} bytes; "
+                                  f"ndn.p4 parses at most {MAX_COMPONENT}")
+    size = sum(len(c) for c in n)
+    if size > MAX_NAME_BYTES:
+        raise NameBoundsError(f"name {text} is {size} bytes long; ndn.p4 parses at most {MAX_NAME_BYTES}")
+    return list(n)
+
+
+def _slot(t: int, v: bytes) -> bytes:
+    # One metadata slot of ndn.p4: type (8), length (8), value right-aligned in 128 bits.
+    return bytes([t, len(v)]) + v.rjust(MAX_COMPONENT, b"\0")
+
+
+def prefix_hash(name: str | Sequence[bytes], k: int | None = None) -> int:
+    """crc32 of the first ``k`` components (default all), as ndn.p4's ``h_k``."""
+    comps = components(name)
+    k = len(comps) if k is None else k
+    if not 1 <= k <= min(len(comps), MAX_DEPTH):
+        raise NameBoundsError(f"prefix length {k} out of 1..{min(len(comps), MAX_DEPTH)}")
+    return zlib.crc32(b"".join(_slot(t, v) for t, v in comps[:k])) & 0xFFFFFFFF
+
+
+
+
 
 ETHERTYPE_NDN = 0x8624
 NDN_MAC = bytes.fromhex("01005e0017aa")

@@ -116,6 +116,8 @@ def test_malformed_and_over_bound_packets_are_counted_drops(net) -> None:  # noq
     network, topo, out = net
     dep = NdnDeployment(topo, network.grpc_addresses())
     dep.deploy()
+    dep.set_loss("s4", topo.port("s4", "h4"), 0.0)       # run-time loss change (inserts)
+    dep.set_loss("s4", topo.port("s4", "h4"), 0.0)       # (modifies)
     code = (
         "import time\n"
         "from ndn.encoding import make_interest, InterestParam\n"

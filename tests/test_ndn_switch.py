@@ -100,7 +100,7 @@ def test_insert_is_punted_and_distribute_follows_persistent_pit(sw: Switch) -> N
     dist = data_packet(name_of(b"*distribute*", "h1", "train", "v=1", "seg=0"), b"x" * 100)
     assert sw.process(1, frame(dist)) == []                          # no entry yet: counted
     p = sw.program
-    key = PersistentPit.match(None, components("/h1/train"))  # type: ignore[arg-type]
+    key = PersistentPit.match(components("/h1/train"))
     p.tables[PPIT].insert(TableEntry(tuple(key.values()),
                                      p.action_call(PPIT, "MyIngress.persistent_pit.set_subscribers", (0x1000,))))
     sw.pre.set_group(0x1000, [Replica(2, 0), Replica(3, 0), Replica(4, 0)], create=True)
