@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import logging
 import queue
 import socket
@@ -274,8 +275,6 @@ class Receiver:
 
     # -- receive engines (S352, S353) ----------------------------------------------------
     def _reliable_engine(self) -> None:
-        import json
-
         while True:
             item = self.reliable_buffer.get()
             if item is None:
