@@ -150,7 +150,10 @@ class ParameterServer:
                         self.send_data(name, nc.segments(self.history[v])[seg], p.source,
                                        "recovery", final=self.nseg - 1)
                     elif v > self.version:
-                        self.held.setdefault((v, seg), []).append(p.source)
+                        held = self.held.setdefault((v, seg), [])
+                        # NDN: one Data answers every GPU the switches' PITs aggregated
+                        if self.a.transport == "ip" or not held:
+                            held.append(p.source)
         else:
             if len(name) == 3 and nc.comp_str(name[1]) == self.me:   # step 2.2 answer
                 g = nc.comp_str(name[0])
