@@ -51,6 +51,7 @@ from hosts.ndn_common import (
     NameBoundsError,
     check_name,
     components,
+    ndn_payload,
     prefix_hash,
 )
 from topologies.base import Topology
@@ -249,6 +250,9 @@ class PersistentPitManager:
                 raise DeployError(f"{s}: the persistent-PIT manager is not primary at {addr}")
             c.use_schema(self.program.p4info_path)
             self._clients[s] = c
+            # entries a previous manager made on the running pipeline (restart-safe)
+            for e in read_persistent_pit(c, self.program):
+                self.entries[s][e["name"]] = PersistentEntry(e["name"], e["group"], list(e["ports"]))
         for s in self.addresses:
             t = threading.Thread(target=self._run, args=(s,), name=f"ppit-{s}", daemon=True)
             t.start()
@@ -309,8 +313,6 @@ class PersistentPitManager:
 
     def handle(self, switch: str, frame: bytes, in_port: int) -> None:
         """Process one punted insert Interest (an Ethernet frame) from ``in_port``."""
-        from hosts.ndn_common import ndn_payload
-
         name, _, _, _ = parse_interest(ndn_payload(frame[14:]))
         comps = [bytes(c) for c in name]
         if len(comps) < 3 or bytes(Component.get_value(comps[0])) != INSERT_MARKER:
@@ -327,7 +329,8 @@ class PersistentPitManager:
             entries = self.entries[switch]
             e = entries.get(key)
             if e is None:                      # step 4.2.2: a new entry
-                gid = PERSISTENT_GROUP_BASE + len(entries)
+                gid = PERSISTENT_GROUP_BASE + max((x.group - PERSISTENT_GROUP_BASE + 1
+                                                   for x in entries.values()), default=0)
                 e = PersistentEntry(key, gid, [in_port])
                 client.write(+multicast_group(gid, e.ports))
                 client.write(+pp.subscribers_entry(components(key_comps), gid))
@@ -434,32 +437,42 @@ def _replica_port(r: Any) -> int:
     return int(getattr(r, "egress_port", getattr(r, "port", 0)))
 
 
+def read_persistent_pit(client: Any, program: Program) -> list[dict[str, Any]]:
+    """``[{"name", "group", "ports"}]``: a switch's persistent PIT entries and their groups,
+    read over a :class:`targets.p4rt_client.P4RuntimeClient` (primary or backup)."""
+    from finsy import P4MulticastGroupEntry, P4TableEntry
+
+    pp = program.block(PersistentPit)
+    groups = {g.multicast_group_id: sorted(_replica_port(r) for r in g.replicas)
+              for g in client.read(P4MulticastGroupEntry())}
+    pit = []
+    for e in client.read(P4TableEntry(pp.name("persistent_pit"))):
+        m = dict(e.match)
+        key = []
+        for i in (1, 2):
+            t, ln, v = (int(m.get(f"{f}{i}", m.get(f"meta.{f}{i}", 0))) for f in ("t", "l", "c"))
+            key.append(bytes([t, ln]) + v.to_bytes(ln, "big"))
+        gid = int(e.action.args["group"])
+        pit.append({"name": Name.to_str(key), "group": gid, "ports": groups.get(gid, [])})
+    return pit
+
+
 def read_switch_state(topology: Topology, addresses: Mapping[str, str],
                       program: str | Path = NDN_PROGRAM) -> dict[str, dict[str, Any]]:
     """``{switch: {"persistent_pit": [{name, group, ports}], "drops": {...}, "events":
     {...}, "link_drops": {...}}}`` read from running switches as a P4Runtime backup (so it
     works while the persistent-PIT manager is primary)."""
-    from finsy import P4CounterEntry, P4MulticastGroupEntry, P4TableEntry
+    from finsy import P4CounterEntry
 
     from targets.p4rt_client import P4RuntimeClient
 
     prog = Program.load(program)
-    pp, drops, le = prog.block(PersistentPit), prog.block(NdnDrops), prog.block(LinkEmulation)
+    drops, le = prog.block(NdnDrops), prog.block(LinkEmulation)
     out: dict[str, dict[str, Any]] = {}
     for s, addr in addresses.items():
         with P4RuntimeClient(addr, topology.device_id(s), election_id=1) as c:
             c.use_schema(prog.p4info_path)
-            groups = {g.multicast_group_id: sorted(_replica_port(r) for r in g.replicas)
-                      for g in c.read(P4MulticastGroupEntry())}
-            pit = []
-            for e in c.read(P4TableEntry(pp.name("persistent_pit"))):
-                m = dict(e.match)
-                key = []
-                for i in (1, 2):
-                    t, ln, v = (int(m.get(f"{f}{i}", m.get(f"meta.{f}{i}", 0))) for f in ("t", "l", "c"))
-                    key.append(bytes([t, ln]) + v.to_bytes(ln, "big"))
-                gid = int(e.action.args["group"])
-                pit.append({"name": Name.to_str(key), "group": gid, "ports": groups.get(gid, [])})
+            pit = read_persistent_pit(c, prog)
 
             def counter(name: str) -> dict[int, tuple[int, int]]:
                 return {x.index: (x.packet_count, x.byte_count)

@@ -205,6 +205,21 @@ def test_gradctl_ndn_deploy_manage_and_show(net, capsys: pytest.CaptureFixture[s
     (e,) = state["s4"]["persistent_pit"]
     assert e["name"] == "/h1/train" and e["subscribers"] == {str(topo.port("s4", "h5")): "h5"}
     assert state["s4"]["events"]["punted"] == 1
+    # a restarted manager picks the entries up from the switches and extends them
+    dep = NdnDeployment(topo, network.grpc_addresses())
+    manager = dep.start_manager()
+    try:
+        assert manager.state()["s4"] == [{"name": "/h1/train", "group": e["group"],
+                                          "ports": [topo.port("s4", "h5")]}]
+        network.host("h6").cmd(f"{sys.executable} -c \"{code.replace('h5', 'h6')}\"")
+        end = time.monotonic() + 20
+        while manager.handled < 3 and time.monotonic() < end:    # s4, the spine, s3
+            time.sleep(0.1)
+    finally:
+        dep.stop_manager()
+    assert not manager.errors
+    (e,) = read_switch_state(topo, network.grpc_addresses())["s4"]["persistent_pit"]
+    assert sorted(e["ports"]) == sorted([topo.port("s4", "h5"), topo.port("s4", "h6")])
 
 
 def test_digits_cnn_real_training(net) -> None:  # noqa: ANN001
