@@ -10,12 +10,13 @@ P4_TEST_PROGRAMS := $(wildcard tests/p4/*.p4)
 APT_PACKAGES := mininet iproute2 ethtool iputils-ping procps tcpdump libpcap0.8
 export TARGET
 
-.PHONY: all deps apt venv run test bench p4 lint clean help run-%
+.PHONY: all deps apt venv run compare test bench p4 lint clean help run-%
 all: help
 
 help:
 	@echo "make run      run the main experiment on the emulated network (TARGET=$(TARGET))"
 	@echo "make run CLI=1  same, but leave a Mininet CLI open"
+	@echo "make compare  every gradient-sync scheme on the same gradient: one table, one plot (ARGS=...)"
 	@echo "make run-MODE one technique's experiment: run-ndn, run-differentiated, run-bcube, run-token (ARGS=...)"
 	@echo "make test     run the test suite"
 	@echo "make bench    run the benchmarks (tables and ratios)"
@@ -45,6 +46,10 @@ $(VENV)/.stamp: pyproject.toml
 
 run: deps
 	$(PY) -m controller.experiment $(if $(CLI),--cli,)
+
+# make compare: PS, ring, INA, NDN-PS, BML and the token LAN on one gradient (ARGS="...").
+compare: deps
+	$(PY) -m controller.experiment --mode compare $(ARGS)
 
 # make run-ndn, run-differentiated, run-bcube, run-token: one technique's experiment
 # (ARGS="..." passes its options, e.g. make run-bcube ARGS="--n 2 --k 3").

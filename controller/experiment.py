@@ -441,6 +441,7 @@ TECHNIQUE_MODES: dict[str, str] = {
     "bcube": "controller.bcube_experiment",
     "token": "controller.token_experiment",
     "ddp": "controller.ddp_experiment",
+    "compare": "controller.compare_experiment",
 }
 
 

@@ -119,10 +119,13 @@ def run_agents(net: Any, topo: Topology, run_dir: Path, *, transport: str, ps: s
                gpus: list[str], busy: tuple[str, ...] = (), mode: str = "sync", rounds: int = 3,
                steps: int = 3, values: int = 3818, seed: int = 0, lr: float = 0.1,
                compute_time: float = 0.2, late: dict[str, float] | None = None,
-               max_time: float = 120.0, timeout: float = 0.5, model: str = "synthetic") -> NdnRunResult:
+               max_time: float = 120.0, timeout: float = 0.5, model: str = "synthetic",
+               gradient_dir: Path | None = None) -> NdnRunResult:
     """Start the PS and the GPUs in their hosts, wait, and check the results.
 
     ``late`` delays some GPUs' start (seconds), e.g. to subscribe after the others.
+    ``gradient_dir``: GPU ``i`` sends ``grad-<i>.npy`` from there as every gradient (no
+    replay check then: the caller checks the PS's parameters against those gradients).
     """
     import sys as _sys
 
@@ -134,7 +137,8 @@ def run_agents(net: Any, topo: Topology, run_dir: Path, *, transport: str, ps: s
               "--values", str(values), "--seed", str(seed), "--max-time", str(max_time),
               "--timeout", str(timeout), "--model", model]
     n_accept = len([g for g in gpus if g not in busy])
-    common_gpu = ["--world", str(n_accept)]
+    common_gpu = ["--world", str(n_accept),
+                  *(["--gradient-dir", str(gradient_dir)] if gradient_dir else [])]
     py = _sys.executable
     procs: dict[str, Any] = {}
     late = late or {}
@@ -172,7 +176,8 @@ def run_agents(net: Any, topo: Topology, run_dir: Path, *, transport: str, ps: s
             problems.append(f"GPU {g}: exit {rc}: {err[-300:]}")
         results[g] = s or {}
     res = NdnRunResult(transport, mode, seconds, ps_sum, results, problems=problems)
-    _check(res, run_dir, values, seed, lr, gpus, indexes, rounds, steps, busy, replay=model == "synthetic")
+    _check(res, run_dir, values, seed, lr, gpus, indexes, rounds, steps, busy,
+           replay=model == "synthetic" and gradient_dir is None)
     return res
 
 

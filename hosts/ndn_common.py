@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import select
 import socket
@@ -255,7 +256,16 @@ class EthernetFace:
     def send(self, pkt: bytes, dest: Any = None, kind: str = "other") -> None:
         """Send one NDN packet (``dest`` is unused: the switches route by name)."""
         frame = self._hdr + pkt
-        self.sock.send(frame)
+        for attempt in range(400):
+            try:
+                self.sock.send(frame)
+                break
+            except OSError as e:
+                # ENOBUFS: the link's queue is full (a slow link, many segments at once):
+                # wait for it to drain rather than lose the packet or the agent
+                if e.errno != errno.ENOBUFS or attempt == 399:
+                    raise
+                time.sleep(0.005)
         self.stats.count_tx(len(frame), kind)
 
     def recv(self, timeout: float) -> Iterator[Packet]:

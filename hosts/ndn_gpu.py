@@ -151,6 +151,8 @@ class Gpu:
         k = self.step
         if self.trainer is not None:
             g = self.trainer.gradient(self.params, k)
+        elif self.a.gradient_dir:  # a given gradient (controller.compare_experiment)
+            g = np.load(Path(self.a.gradient_dir) / f"grad-{self.a.gpu_index}.npy").astype(np.float32)
         else:
             g = nc.synthetic_gradient(self.params, self.a.gpu_index, k, self.a.seed)
         self.ready[k] = nc.segments(g)
@@ -278,6 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="synthetic gradients, or the digits CNN of hosts/training.py (3,818 values)")
     p.add_argument("--world", type=int, default=1, help="digits: accepting GPUs (shards)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--gradient-dir", default="", metavar="DIR",
+                   help="send DIR/grad-<gpu-index>.npy (float32, --values long) as every gradient "
+                        "instead of the synthetic one")
     p.add_argument("--compute-time", type=float, default=0.2, help="seconds per gradient")
     p.add_argument("--busy", action="store_true", help="decline the task (step 2.2)")
     p.add_argument("--timeout", type=float, default=0.5, help="Interest retransmission timeout (s)")

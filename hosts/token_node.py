@@ -415,9 +415,15 @@ class Node:
             with self.model_lock:
                 tr.set_parameters(self.worker_model, tr.parameter_arrays(self.model))
             epoch, i = divmod(b, self.batches_per_epoch)
-            xb, yb = tr.batches(self.x, self.y, self.args.batch_size, epoch, seed=self.seq)[i]
-            grads = tr.compute_gradients(self.worker_model, xb, yb)
-            vec = tr.flatten(grads)
+            if self.args.gradient:  # a given gradient (controller.compare_experiment)
+                vec = np.load(self.args.gradient).astype(np.float32)
+                if vec.size != self.nvalues:
+                    raise TokenError(f"--gradient has {vec.size} values, the model {self.nvalues}")
+                grads = tr.unflatten(vec, self.like)
+            else:
+                xb, yb = tr.batches(self.x, self.y, self.args.batch_size, epoch, seed=self.seq)[i]
+                grads = tr.compute_gradients(self.worker_model, xb, yb)
+                vec = tr.flatten(grads)
             spent = time.monotonic() - t
             if self.args.compute_fixed > 0:
                 time.sleep(max(0.0, self.args.compute_fixed * self.args.slowdown - spent))
@@ -952,6 +958,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grad-json", default="", metavar="DIR",
                    help="also write every own gradient and every averaged sum as JSON (the "
                         "seed's gradient files)")
+    p.add_argument("--gradient", default="", metavar="FILE",
+                   help="send this float32 .npy (the model's size) as every batch's gradient "
+                        "instead of computing one")
     p.add_argument("--dump", default="", help="directory: sent gradients and NIC sums per batch (tests)")
     return p
 

@@ -1,0 +1,87 @@
+"""``make compare`` (controller/compare_experiment.py): option handling, and one small
+compare of every scheme on live emulated networks with every sum checked element by
+element (PS, ring, INA and NDN on one fat-tree, BML on BCube(2, 2), the token LAN)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from controller import compare_experiment as ce
+from controller.experiment import main as experiment_main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_scheme_names_and_shapes() -> None:
+    assert ce.parse_schemes("all") == list(ce.SCHEMES)
+    assert ce.parse_schemes("token, PS,ring") == ["ps", "ring", "token"]  # table order
+    with pytest.raises(ValueError, match="unknown scheme.*allreduce"):
+        ce.parse_schemes("ps,allreduce")
+    with pytest.raises(ValueError):
+        ce.parse_schemes(" , ")
+    assert ce.bcube_shape(8) == (2, 3)
+    assert ce.bcube_shape(9) == (3, 2)
+    assert ce.bcube_shape(16) == (4, 2)
+    assert ce.bcube_shape(6) is None
+    assert all(ce.landed(s) for s in ce.SCHEMES)  # every scheme of issue 13 is in the tree
+
+
+def test_bad_options_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert ce.main(["--schemes", "ps,bogus"]) == 2
+    assert "unknown scheme(s) bogus" in capsys.readouterr().out
+    assert experiment_main(["--mode", "compare", "--schemes", "nope"]) == 2
+    assert ce.main(["--workers", "1"]) == 2
+    assert ce.main(["--values", "0"]) == 2
+    assert ce.main(["--bw", "0"]) == 2
+    with pytest.raises(SystemExit) as e:
+        ce.main(["--values", "many"])
+    assert e.value.code == 2
+
+
+def test_skipped_schemes_are_listed() -> None:
+    """A BCube needs n**k servers and a token NIC at most 32768 values: rows say so."""
+    import argparse
+
+    import numpy as np
+
+    args = argparse.Namespace(values=40000)
+    row = ce.run_bcube(args, [np.zeros(4, np.float32)] * 6, 30, Path("/nonexistent"))
+    assert row.status.startswith("skipped") and "6 servers" in row.status
+    row = ce.run_token_lan(args, [np.zeros(4, np.float32)] * 4, 30, Path("/nonexistent"))
+    assert row.status.startswith("skipped") and "32768" in row.status
+
+
+@pytest.mark.net
+@pytest.mark.slow
+def test_compare_every_scheme_small(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (network namespaces)")
+    if shutil.which("mnexec") is None:
+        pytest.skip("needs mnexec (Debian package mininet)")
+    for prog in ("forward", "ina", "ndn", "nic", "lan"):
+        if not (ROOT / "p4src" / "build" / f"{prog}.json").exists():
+            pytest.skip(f"p4src/build/{prog}.json missing (make p4)")
+    rc = ce.main(["--workers", "4", "--values", "1024", "--bw", "20", "--max-time", "90",
+                  "--out-dir", str(tmp_path)])
+    (run_dir,) = tmp_path.glob("compare-*")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    rows = {r["scheme"]: r for r in summary["rows"]}
+    assert list(rows) == list(ce.SCHEMES)
+    for name, r in rows.items():
+        assert r["status"] == "ok", (name, r["status"])
+        assert r["exact"] is True, (name, r)
+        assert r["contributors"] == 4
+        assert r["seconds"] > 0 and r["busiest_bytes"] > 0, (name, r)
+    # every contributor's 4 KiB crossed the busiest link at least once in some form
+    assert all(r["busiest_bytes"] >= 4096 for r in rows.values())
+    for ps_based in ("ps", "ina", "ndn"):
+        assert rows[ps_based]["ps_bytes"] > 0
+    assert rows["ring"]["ps_bytes"] is None
+    assert rc == 0
+    png = run_dir / "compare.png"
+    assert png.stat().st_size > 10_000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
