@@ -8,9 +8,7 @@ the exact fixed-point sum of all servers' gradients.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -27,6 +25,7 @@ from controller.bcube import (
 from controller.bcube_experiment import prepare_hosts
 from controller.deploy import deploy, read_counters
 from hosts.bml.schedule import BcubeSchedule
+from tests.netenv import net_skip_reason
 
 ROOT = Path(__file__).resolve().parent.parent
 BW = 20.0  # Mbit/s: fast enough for short tests; speed belongs to the bench
@@ -36,12 +35,9 @@ pytestmark = [pytest.mark.net, pytest.mark.slow]
 
 @pytest.fixture(autouse=True)
 def _needs_network() -> None:
-    if os.geteuid() != 0:
-        pytest.skip("needs root (network namespaces)")
-    if shutil.which("mnexec") is None:
-        pytest.skip("needs mnexec (Debian package mininet)")
-    if not (ROOT / "p4src" / "build" / "forward.json").exists():
-        pytest.skip("p4src/build/forward.json missing (make p4)")
+    reason = net_skip_reason("forward")
+    if reason:
+        pytest.skip(reason)
 
 
 def _one_hop_pings(net, topo, sched: BcubeSchedule) -> None:  # noqa: ANN001

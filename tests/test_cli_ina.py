@@ -9,10 +9,8 @@ Mininet hosts, checks the sums element by element and reads ``gradctl ina counte
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -24,6 +22,7 @@ import numpy as np
 import pytest
 
 from controller.placement import PlacementProblem, greedy_placement, optimal_placement
+from tests.netenv import net_skip_reason
 from topologies import fat_tree
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -206,13 +205,7 @@ def test_errors_are_one_line_with_exit_2(error_dir: Path, args: list[str], messa
 
 
 def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces)"
-    if shutil.which("mnexec") is None:
-        return "needs mnexec (Debian package mininet)"
-    if not (ROOT / "p4src" / "build" / "ina.json").exists():
-        return "p4src/build/ina.json missing (make p4)"
-    return None
+    return net_skip_reason("ina")
 
 
 @pytest.fixture

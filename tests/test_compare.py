@@ -5,14 +5,13 @@ element (PS, ring, INA and NDN on one fat-tree, BML on BCube(2, 2), the token LA
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 from controller import compare_experiment as ce
 from controller.experiment import main as experiment_main
+from tests.netenv import net_skip_reason
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,13 +58,9 @@ def test_skipped_schemes_are_listed() -> None:
 @pytest.mark.net
 @pytest.mark.slow
 def test_compare_every_scheme_small(tmp_path: Path) -> None:
-    if os.geteuid() != 0:
-        pytest.skip("needs root (network namespaces)")
-    if shutil.which("mnexec") is None:
-        pytest.skip("needs mnexec (Debian package mininet)")
-    for prog in ("forward", "ina", "ndn", "nic", "lan"):
-        if not (ROOT / "p4src" / "build" / f"{prog}.json").exists():
-            pytest.skip(f"p4src/build/{prog}.json missing (make p4)")
+    reason = net_skip_reason("forward", "ina", "ndn", "nic", "lan")
+    if reason:
+        pytest.skip(reason)
     rc = ce.main(["--workers", "4", "--values", "1024", "--bw", "20", "--max-time", "90",
                   "--out-dir", str(tmp_path)])
     (run_dir,) = tmp_path.glob("compare-*")

@@ -10,8 +10,6 @@ accuracy matches gloo's, and the bytes at the PS drop to 1/N with aggregation.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +20,7 @@ torch = pytest.importorskip("torch")
 from controller.ddp_experiment import main  # noqa: E402
 from hosts.ddp_hook import InaHookState  # noqa: E402
 from hosts.ina_worker import Policy  # noqa: E402
-
-TARGET = os.environ.get("TARGET") or "embedded"
+from tests.netenv import TARGET, net_skip_reason  # noqa: E402
 
 
 def test_bucket_larger_than_the_job_is_refused() -> None:
@@ -38,11 +35,7 @@ def test_bucket_larger_than_the_job_is_refused() -> None:
 
 
 def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces)"
-    if shutil.which("mnexec") is None:
-        return "needs mnexec (Debian package mininet)"
-    return None
+    return net_skip_reason("ina")
 
 
 @pytest.mark.net

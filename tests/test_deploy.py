@@ -12,7 +12,6 @@ import asyncio
 import ipaddress
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -41,6 +40,7 @@ from controller.deploy import (
 )
 from controller.p4runtime import DeployError, Program, multicast_group
 from controller.routing import EcmpGroup, NextHop, Route, SwitchRoutes, compute_routes
+from tests.netenv import net_skip_reason
 from topologies import fat_tree, linear, star
 
 REPO = Path(__file__).resolve().parent.parent
@@ -218,13 +218,7 @@ def test_deploy_unreachable_switch_fails_fast(tmp_path: Path) -> None:
 
 
 def _net_skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces)"
-    if shutil.which("mnexec") is None:
-        return "needs Mininet's mnexec"
-    if not DEFAULT_PROGRAM.is_file():
-        return "p4src/build/forward.json missing (make p4)"
-    return None
+    return net_skip_reason("forward")
 
 
 net = pytest.mark.skipif(_net_skip_reason() is not None, reason=_net_skip_reason() or "")

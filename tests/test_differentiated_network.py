@@ -12,8 +12,6 @@ switch.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +21,7 @@ import pytest
 from controller.differentiated_experiment import PS_HOST, SWITCH, QosSetup, configure, run_transport
 from hosts.differentiated.blocks import BlockLayout, Contribution, classify
 from hosts.differentiated.wire import NB_QUEUES, level_priority
+from tests.netenv import net_skip_reason
 from topologies import star
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,13 +33,7 @@ BLOCK = 300  # values per block of the flat tensor: one block message per datagr
 
 
 def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces)"
-    if shutil.which("mnexec") is None:
-        return "needs mnexec (Debian package mininet)"
-    if not (ROOT / "p4src" / "build" / "forward.json").exists():
-        return "p4src/build/forward.json missing (make p4)"
-    return None
+    return net_skip_reason("forward")
 
 
 @pytest.fixture(scope="module")

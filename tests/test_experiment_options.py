@@ -8,23 +8,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 from controller.experiment import main
+from tests.netenv import TARGET, net_skip_reason
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGET = os.environ.get("TARGET") or "embedded"
 
 
 def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces)"
-    if shutil.which("mnexec") is None:
-        return "needs mnexec (Debian package mininet)"
-    return None
+    return net_skip_reason("ina")
 
 
 net = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")

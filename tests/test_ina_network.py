@@ -8,8 +8,6 @@ result against the exact integer sum of all workers' fixed-point gradients.
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import pytest
 
 from controller.experiment import run_jobs, switch_neighbors
 from controller.ina import InaDeployment, InaJob
+from tests.netenv import net_skip_reason
 from topologies import fat_tree
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,13 +26,7 @@ pytestmark = [pytest.mark.net, pytest.mark.slow]
 
 
 def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces)"
-    if shutil.which("mnexec") is None:
-        return "needs mnexec (Debian package mininet)"
-    if not (ROOT / "p4src" / "build" / "ina.json").exists():
-        return "p4src/build/ina.json missing (make p4)"
-    return None
+    return net_skip_reason("ina")
 
 
 @pytest.fixture(scope="module")

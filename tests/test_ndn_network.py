@@ -10,8 +10,6 @@ for bit against an independent replay of the training.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 import time
@@ -22,6 +20,7 @@ import pytest
 
 from controller.ndn import NdnDeployment, fib_routes, read_switch_state
 from controller.ndn_experiment import loss_on_gpu_link, run_agents, run_ip, run_ndn
+from tests.netenv import net_skip_reason
 from topologies import leaf_spine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,13 +29,7 @@ pytestmark = [pytest.mark.net, pytest.mark.slow]
 
 
 def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces)"
-    if shutil.which("mnexec") is None:
-        return "needs mnexec (Debian package mininet)"
-    if not (ROOT / "p4src" / "build" / "ndn.json").exists():
-        return "p4src/build/ndn.json missing (make p4)"
-    return None
+    return net_skip_reason("ndn")
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ import json
 import os
 import pty
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,18 +19,14 @@ from pathlib import Path
 import pytest
 
 from controller.netctl import NetState, proc_start_time
+from tests.netenv import TARGET, net_skip_reason
 
 ROOT = Path(__file__).resolve().parent.parent
 GRADCTL = [sys.executable, "-m", "controller.cli"]
-TARGET = os.environ.get("TARGET") or "embedded"
 
 
 def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces)"
-    if shutil.which("mnexec") is None:
-        return "needs mnexec (Debian package mininet)"
-    return None
+    return net_skip_reason("forward")
 
 
 net = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")

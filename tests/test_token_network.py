@@ -10,8 +10,6 @@ sent and every sum they read from their NIC) and the NICs' counters.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +18,7 @@ import pytest
 
 from controller.token import TokenDeployment, token_lan
 from controller.token_experiment import TokenRun, run_token
+from tests.netenv import net_skip_reason
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = ["h1", "h2", "h3", "h4"]
@@ -29,13 +28,7 @@ pytestmark = [pytest.mark.net, pytest.mark.slow]
 
 
 def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces)"
-    if shutil.which("mnexec") is None:
-        return "needs mnexec (Debian package mininet)"
-    if not (ROOT / "p4src" / "build" / "nic.json").exists():
-        return "p4src/build/nic.json missing (make p4)"
-    return None
+    return net_skip_reason("nic")
 
 
 @pytest.fixture(scope="module")
