@@ -22,7 +22,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from controller.ndn_experiment import loss_on_gpu_link, run_ip, run_ndn
+from controller.ndn_experiment import loss_on_gpu_link, ratios_table, run_ip, run_ndn
 from topologies import fat_tree, leaf_spine
 
 console = Console()
@@ -71,20 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         t.add_row(name, f"{r.round_seconds:.2f}", f"{r.distribute_bytes_per_round:,.0f}",
                   f"{r.tx_bytes_per_round:,.0f}", "yes" if r.exact else "NO")
     console.print(t)
-    ratios = Table(title="ratios (NDN / IP)")
-    ratios.add_column("metric")
-    ratios.add_column("ratio", justify="right")
-    ratios.add_column("goal", justify="right")
-    if ip.distribute_bytes_per_round:
-        ratios.add_row("PS distribution bytes per round",
-                       f"{ndn.distribute_bytes_per_round / ip.distribute_bytes_per_round:.3f}",
-                       f"<= 1.1/N = {1.1 / n:.3f}")
-    if ip.tx_bytes_per_round:
-        ratios.add_row("PS egress bytes per round (all)",
-                       f"{ndn.tx_bytes_per_round / ip.tx_bytes_per_round:.3f}", "")
-    if ip.round_seconds:
-        ratios.add_row("round time", f"{ndn.round_seconds / ip.round_seconds:.2f}", "< 1 is faster")
-    console.print(ratios)
+    console.print(ratios_table(ndn, ip, n))
     lt = Table(title=f"NDN under loss on {lossy}'s link: lost updates recovered by the probe timer")
     for col in ("loss", "updates recovered", "segments recovered", "probes fired",
                 "emulated drops", "round s", "exact"):

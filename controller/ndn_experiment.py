@@ -269,20 +269,25 @@ def _table(sync_ndn: NdnRunResult, sync_ip: NdnRunResult, n: int) -> None:
         t.add_row(str(a["version"]), f"{a['seconds']:.2f}", f"{b['seconds']:.2f}", f"{a['tx_total']:,}",
                   f"{b['tx_total']:,}", f"{a['distribute_bytes']:,}", f"{b['distribute_bytes']:,}")
     console.print(t)
+    console.print(ratios_table(sync_ndn, sync_ip, n))
+
+
+def ratios_table(ndn: NdnRunResult, ip: NdnRunResult, n: int) -> Table:
+    """NDN / IP ratios of one pair of runs: distribution and egress bytes, round time."""
     r = Table(title="ratios (NDN / IP)")
     r.add_column("metric")
     r.add_column("value", justify="right")
     r.add_column("reference", justify="right")
-    if sync_ip.distribute_bytes_per_round:
+    if ip.distribute_bytes_per_round:
         r.add_row("PS distribution bytes per round",
-                  f"{sync_ndn.distribute_bytes_per_round / sync_ip.distribute_bytes_per_round:.3f}",
+                  f"{ndn.distribute_bytes_per_round / ip.distribute_bytes_per_round:.3f}",
                   f"goal <= 1.1/N = {1.1 / n:.3f}")
-    if sync_ip.tx_bytes_per_round:
+    if ip.tx_bytes_per_round:
         r.add_row("PS egress bytes per round (all)",
-                  f"{sync_ndn.tx_bytes_per_round / sync_ip.tx_bytes_per_round:.3f}", "")
-    if sync_ip.round_seconds:
-        r.add_row("round time", f"{sync_ndn.round_seconds / sync_ip.round_seconds:.2f}", "< 1 is faster")
-    console.print(r)
+                  f"{ndn.tx_bytes_per_round / ip.tx_bytes_per_round:.3f}", "")
+    if ip.round_seconds:
+        r.add_row("round time", f"{ndn.round_seconds / ip.round_seconds:.2f}", "< 1 is faster")
+    return r
 
 
 def _plot(path: Path, ndn: NdnRunResult, ip: NdnRunResult) -> None:
