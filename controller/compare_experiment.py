@@ -365,6 +365,9 @@ def run_token_lan(args: argparse.Namespace, grads: list[np.ndarray], scale_bits:
         for i, h in enumerate(topo.hosts()):
             np.save(gdir / f"grad-{i}.npy", grads[i])
             per_host[h] = ["--gradient", str(gdir / f"grad-{i}.npy")]
+        start_file = d / "start"  # node 1 creates the token once the counters are read
+        start_file.unlink(missing_ok=True)
+        per_host[topo.hosts()[0]] += ["--start-signal", str(start_file)]
         common = ["--epochs", "1", "--batches", "1", "--batch-size", "32", "--cutoff", "1.0",
                   "--wait-unit", str(args.token_wait_unit), "--min-nodes", "2",
                   "--model", f"hosts.compare_model:flat_{args.values}",
@@ -383,6 +386,7 @@ def run_token_lan(args: argparse.Namespace, grads: list[np.ndarray], scale_bits:
                 while not stop.is_set():
                     if first.exists() and '"ready"' in first.read_text(errors="replace"):
                         snaps["before"] = Snapshot.take(net)
+                        start_file.touch()
                         return
                     time.sleep(0.05)
 

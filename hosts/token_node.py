@@ -779,6 +779,15 @@ class Node:
         self.start_compute()
         if self.batch < self.total_batches:
             self.work.put(self.batch)
+        if self.seq == 1 and self.args.start_signal:
+            # a harness measuring the training alone starts it when its counters are read
+            # (frames keep being served meanwhile); bounded by --max-time
+            go = Path(self.args.start_signal)
+            limit = time.monotonic() + self.args.max_time
+            while not go.exists() and time.monotonic() < limit:
+                got = self.next_frame(self.args.tick)
+                if got is not None:
+                    self.on_frame(*got)
         if self.seq == 1:
             self.holder = True  # s131: node 1 creates the token
             self.acted_pass = 0
@@ -954,6 +963,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compute-fixed", type=float, default=0.0,
                    help="hold compute at this many seconds per batch (bench; x slowdown)")
     p.add_argument("--max-time", type=float, default=600.0)
+    p.add_argument("--start-signal", default="", metavar="FILE",
+                   help="node 1 creates the token only once FILE exists (for harnesses that "
+                        "measure the training alone)")
     p.add_argument("--save", default="", help="where the coordinator saves the model on ABNORMAL/finish")
     p.add_argument("--grad-json", default="", metavar="DIR",
                    help="also write every own gradient and every averaged sum as JSON (the "

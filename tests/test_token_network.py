@@ -133,8 +133,10 @@ def _lost(run: TokenRun, seq: int) -> dict:
 
 
 def test_slow_node_passes_then_broadcasts_and_killed_node_is_declared_lost(net) -> None:  # noqa: ANN001
-    run, _out, _dep = _run(net, "slowkill", "--cutoff", "1.0", epochs=3,
-                           per_host={"h3": ["--slowdown", "8"]}, kills={"h4": 2.0},
+    # compute held at 0.05 s per batch (0.4 s on the slow node): training lasts well past
+    # the kill on any machine, however fast
+    run, _out, _dep = _run(net, "slowkill", "--cutoff", "1.0", "--compute-fixed", "0.05",
+                           epochs=3, per_host={"h3": ["--slowdown", "8"]}, kills={"h4": 2.0},
                            from_training=True)
     survivors = ["h1", "h2", "h3"]
     _ok(run, survivors)
