@@ -290,6 +290,20 @@ def _parse_dscp(spec: str) -> tuple[int, int]:
 # ----------------------------------------------------------------------------- parser
 
 
+def network_args(sp: argparse.ArgumentParser, topo_help: str) -> None:
+    """TOPO, where its switches are (``--run-dir`` or ``--addresses``) and ``--timeout``:
+    the arguments of every command that talks to a running network."""
+    sp.add_argument("topo", metavar="TOPO", help=topo_help)
+    where = sp.add_mutually_exclusive_group(required=True)
+    where.add_argument("--run-dir", metavar="DIR",
+                       help="run directory of a running network (holds <switch>.grpc)")
+    where.add_argument("--addresses", metavar="FILE",
+                       help="JSON/YAML mapping switch -> P4Runtime address "
+                            "(unix:/path or host:port)")
+    sp.add_argument("--timeout", type=float, default=30.0, metavar="S",
+                    help="seconds to wait for each switch (default 30)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for documentation and tests)."""
     topo_help = (f"topology: builder spec ({SPEC_EXAMPLES}; keyword args like bw=10 too) "
@@ -320,13 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     routes.set_defaults(func=cmd_routes)
 
     def target_args(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("topo", metavar="TOPO", help=topo_help)
-        where = sp.add_mutually_exclusive_group(required=True)
-        where.add_argument("--run-dir", metavar="DIR",
-                           help="run directory of a running network (holds <switch>.grpc)")
-        where.add_argument("--addresses", metavar="FILE",
-                           help="JSON/YAML mapping switch -> P4Runtime address "
-                                "(unix:/path or host:port)")
+        network_args(sp, topo_help)
         from .deploy import DEFAULT_PROGRAM
 
         rel = os.path.relpath(DEFAULT_PROGRAM)
@@ -334,8 +342,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"BMv2 JSON of the program (default {rel})")
         sp.add_argument("--p4info", metavar="FILE",
                         help="P4Info text (default: <program stem>.p4info.txt beside it)")
-        sp.add_argument("--timeout", type=float, default=30.0, metavar="S",
-                        help="seconds to wait for each switch (default 30)")
 
     dep = sub.add_parser(
         "deploy", help="load the program and install routes on running switches",

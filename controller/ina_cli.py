@@ -21,7 +21,7 @@ from rich.table import Table
 
 from topologies import Topology, TopologyError
 
-from .cli import PROG, UsageError, _addresses, _console, parse_topology
+from .cli import PROG, UsageError, _addresses, _console, network_args, parse_topology
 
 # ----------------------------------------------------------------------------- placement
 
@@ -635,16 +635,6 @@ def register(sub: Any, topo_help: str) -> None:
                          description="Deploy an in-network aggregation job, read its counters.")
     ina_sub = ina.add_subparsers(dest="ina_command", metavar="ACTION", required=True)
 
-    def where_args(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("topo", metavar="TOPO", help=topo_help)
-        where = sp.add_mutually_exclusive_group(required=True)
-        where.add_argument("--run-dir", metavar="DIR",
-                           help="run directory of a running network (holds <switch>.grpc)")
-        where.add_argument("--addresses", metavar="FILE",
-                           help="JSON/YAML mapping switch -> P4Runtime address")
-        sp.add_argument("--timeout", type=float, default=30.0, metavar="S",
-                        help="seconds to wait for each switch (default 30)")
-
     idep = ina_sub.add_parser(
         "deploy", help="plan a job and install it on running switches",
         description="Plan an aggregation job (greedy + LP placement, per-fragment routing "
@@ -652,7 +642,7 @@ def register(sub: Any, topo_help: str) -> None:
                     "elsewhere (fresh pipelines), install routes, the job and its RESULT "
                     "multicast tree, write the policy file for the agents and print the "
                     "commands that start them.")
-    where_args(idep)
+    network_args(idep, topo_help)
     job_args(idep, required=False)
     idep.add_argument("--values", type=int, required=True, metavar="N",
                       help="gradient size in values (32 values per fragment)")
@@ -671,7 +661,7 @@ def register(sub: Any, topo_help: str) -> None:
         "counters", help="read the INA event counters of aggregating switches",
         description="Read ina_events and ina_drops of the aggregating switches a policy "
                     "file names (or of --switch), leaving the pipeline as it is.")
-    where_args(icnt)
+    network_args(icnt, topo_help)
     icnt.add_argument("--policy", action="append", metavar="FILE",
                       help="policy file of a job (its switches are read; repeatable)")
     icnt.add_argument("--switch", action="append", metavar="SWITCH",

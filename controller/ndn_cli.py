@@ -22,17 +22,12 @@ from typing import Any
 
 from rich.table import Table
 
-from .cli import UsageError, _addresses, _console, parse_topology
+from .cli import UsageError, _addresses, _console, network_args, parse_topology
 from .deploy import DeployError, parse_loss
 
 
 def _where(sp: argparse.ArgumentParser, topo_help: str) -> None:
-    sp.add_argument("topo", metavar="TOPO", help=topo_help)
-    where = sp.add_mutually_exclusive_group(required=True)
-    where.add_argument("--run-dir", metavar="DIR", help="run directory of a running network")
-    where.add_argument("--addresses", metavar="FILE", help="JSON/YAML mapping switch -> P4Runtime address")
-    sp.add_argument("--timeout", type=float, default=30.0, metavar="S",
-                    help="seconds to wait for each switch (default 30)")
+    network_args(sp, topo_help)
     sp.add_argument("--json", action="store_true", help="machine-readable output")
 
 

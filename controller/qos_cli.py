@@ -21,7 +21,7 @@ from typing import Any
 
 from rich.table import Table
 
-from .cli import UsageError, _console, parse_topology
+from .cli import UsageError, _console, _parse_dscp, parse_topology
 from .qos import (
     Bmv2Runtime,
     EgressQueues,
@@ -110,14 +110,6 @@ def cmd_qos_show(args: argparse.Namespace) -> int:
                       str(q.enqueued), str(q.dropped))
         console.print(t)
     return 0
-
-
-def _parse_dscp(spec: str) -> tuple[int, int]:
-    try:
-        dscp, prio = (int(x) for x in spec.split("=", 1))
-    except ValueError:
-        raise UsageError(f"bad --dscp {spec!r}: expected DSCP=PRIORITY, e.g. 46=7") from None
-    return dscp, prio
 
 
 def _rate(pps: float) -> str:
