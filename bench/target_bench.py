@@ -31,6 +31,7 @@ from finsy import P4TableAction, P4TableEntry, P4TableMatch
 from rich.console import Console
 from rich.table import Table
 
+from controller.accounting import process_cpu_seconds
 from targets.launch import bmv2_available
 from targets.p4rt_client import P4RuntimeClient
 from targets.testbed import Testbed, in_netns
@@ -45,6 +46,7 @@ class Result:
     target: str
     saturated_pps: float
     lossless_pps: float
+    cpu_us: float  # switch process CPU per frame out in the saturation run
 
 
 def _frame(program: str) -> bytes:
@@ -136,21 +138,28 @@ def _raw_tx(iface: str) -> socket.socket:
 
 
 def measure(program: str, target: str, packets: int) -> Result:
-    """Run one program on one target; return its rates."""
+    """Run one program on one target (``bare``: the bare forwarder, no program); return
+    its rates."""
     json_path, p4info = _program_files(program)
     if not json_path.exists():
         raise SystemExit(f"{json_path} missing: run `make p4`")
-    with Testbed(2, target=target) as tb:
-        c = P4RuntimeClient(tb.grpc_addr)
-        c.set_pipeline(p4info, json_path)
-        _install(c, program)
+    bare = target == "bare"
+    kw = {"command": [sys.executable, "-m", "bench.bare_forwarder"]} if bare else {"target": target}
+    with Testbed(2, **kw) as tb:
+        c = None
+        if not bare:
+            c = P4RuntimeClient(tb.grpc_addr)
+            c.set_pipeline(p4info, json_path)
+            _install(c, program)
         frame = _frame(program)
         tb.drain()
         # warm-up (and a check that the path works at all)
         got, _ = _blast(tb, frame, 200, 2000)
         if got < 190:
             raise SystemExit(f"{program} on {target}: only {got}/200 warm-up frames came out\n{tb.log_tail()}")
+        cpu0 = process_cpu_seconds(tb.proc.pid) or 0.0
         got, dt = _blast(tb, frame, packets, None)
+        cpu = (process_cpu_seconds(tb.proc.pid) or 0.0) - cpu0
         saturated = got / dt if dt > 0 else 0.0
         lo, hi = 0.0, max(saturated * 1.2, 1000.0)
         for _ in range(5):
@@ -161,8 +170,9 @@ def measure(program: str, target: str, packets: int) -> Result:
                 lo = mid
             else:
                 hi = mid
-        c.close()
-    return Result(program, target, saturated, lo)
+        if c is not None:
+            c.close()
+    return Result(program, target, saturated, lo, cpu / got * 1e6 if got else 0.0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,22 +185,45 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("target_bench needs root (network namespaces)", file=sys.stderr)
         return 2
-    targets = args.targets.split(",") if args.targets else (["embedded", "bmv2"] if bmv2_available() else ["embedded"])
+    targets = args.targets.split(",") if args.targets else (
+        ["embedded", "bmv2", "bare"] if bmv2_available() else ["embedded", "bare"])
     results: list[Result] = []
+    bare: Result | None = None
     for prog in args.programs.split(","):
         for tgt in targets:
+            if tgt == "bare":
+                if bare is None:  # the forwarder runs no program: measured once
+                    console.print("[dim]measuring the bare Python AF_PACKET forwarder ...[/dim]")
+                    bare = measure("forward", "bare", args.packets)
+                continue
             console.print(f"[dim]measuring {prog} on {tgt} ...[/dim]")
             results.append(measure(prog, tgt, args.packets))
-    table = Table(title="P4 target packet rate (1 core per switch, 2-vCPU machine)")
-    for col in ("program", "target", "saturated pps", "lossless pps", "vs BMv2 (lossless)"):
-        table.add_column(col, justify="right" if "pps" in col or "vs" in col else "left")
-    by = {(r.program, r.target): r for r in results}
-    for r in results:
-        ref = by.get((r.program, "bmv2"))
-        ratio = f"{r.lossless_pps / ref.lossless_pps:.2f}x" if ref and ref.lossless_pps else "-"
-        table.add_row(r.program, r.target, f"{r.saturated_pps:,.0f}", f"{r.lossless_pps:,.0f}", ratio)
-    console.print(table)
+    console.print(results_table(results, bare))
+    console.print("[dim]bare = a Python AF_PACKET forwarder without P4 (bench/bare_forwarder.py), the "
+                  "ceiling for a Python target; goals: embedded >= 2x BMv2 and >= 0.8x bare. CPU us/frame "
+                  "is the switch process's CPU time per frame out while saturated (steadier than pps "
+                  "on a shared machine).[/dim]")
     return 0
+
+
+def results_table(results: list[Result], bare: Result | None) -> Table:
+    """One row per program and target, with ratios to BMv2 and to the bare forwarder."""
+    table = Table(title="P4 target packet rate (1 core per switch, 2-vCPU machine)")
+    for col in ("program", "target", "saturated pps", "lossless pps", "CPU us/frame",
+                "vs BMv2 (lossless)", "vs bare (lossless)"):
+        table.add_column(col, justify="left" if col in ("program", "target") else "right")
+    by = {(r.program, r.target): r for r in results}
+
+    def ratio(r: Result, ref: Result | None) -> str:
+        return f"{r.lossless_pps / ref.lossless_pps:.2f}x" if ref and ref.lossless_pps else "-"
+
+    for r in results:
+        table.add_row(r.program, r.target, f"{r.saturated_pps:,.0f}", f"{r.lossless_pps:,.0f}",
+                      f"{r.cpu_us:.1f}", ratio(r, by.get((r.program, "bmv2"))), ratio(r, bare))
+    if bare is not None:
+        table.add_row("(none)", "bare", f"{bare.saturated_pps:,.0f}", f"{bare.lossless_pps:,.0f}",
+                      f"{bare.cpu_us:.1f}", "-", "1.00x")
+    return table
 
 
 if __name__ == "__main__":

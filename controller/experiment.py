@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -56,7 +57,7 @@ class RunResult:
     exact: bool = False
     mismatches: int = 0
     switch_events: dict[str, dict[str, int]] = field(default_factory=dict)
-    worker_cpu_s: float = 0.0  # summed over the job's worker processes
+    worker_cpu_s: float = 0.0  # summed over the job's workers, synchronization only (no start-up)
     ps_cpu_s: float = 0.0
     split: dict[str, Any] = field(default_factory=dict)  # controller.accounting.TimeSplit
 
@@ -102,11 +103,33 @@ def _gradients(n_workers: int, n_values: int, seed: int) -> list[np.ndarray]:
     return [(rng.standard_normal(n_values) * 0.01).astype(np.float32) for _ in range(n_workers)]
 
 
-def _spawn(host: Any, base: Path, argv: list[str]) -> Any:
+def _spawn(host: Any, base: Path, argv: list[str], stdin: bool = False) -> Any:
     """Start an agent in a Mininet host with stdout/stderr in files: pipes that nobody
-    reads while we wait for another process would fill up and stall the agent."""
+    reads while we wait for another process would fill up and stall the agent.
+    ``stdin``: give it a pipe (``proc.stdin``) for its start signal."""
     with open(base.with_suffix(".out"), "wb") as out, open(base.with_suffix(".err"), "wb") as err:
-        return host.popen(argv, cwd=str(REPO_ROOT), stdout=out, stderr=err)
+        return host.popen(argv, cwd=str(REPO_ROOT), stdout=out, stderr=err,
+                          stdin=subprocess.PIPE if stdin else subprocess.DEVNULL)
+
+
+def _await_ready(agents: list[tuple[Any, Path]], timeout: float = 120.0) -> None:
+    """Wait until every agent has printed ``ready`` (its ``--ready``/``--ready-go`` flag)."""
+    deadline = time.monotonic() + timeout
+    pending = list(agents)
+    while pending:
+        proc, base = pending[0]
+        out = base.with_suffix(".out")
+        if out.exists() and out.read_bytes().startswith(b"ready\n"):
+            pending.pop(0)
+            continue
+        if proc.poll() is not None or time.monotonic() > deadline:
+            err = base.with_suffix(".err").read_text(errors="replace")[-500:]
+            for p, _ in agents:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            raise RuntimeError(f"{base.name} did not get ready (exit {proc.poll()}): {err}")
+        time.sleep(0.02)
 
 
 def _wait(proc: Any, base: Path, timeout: float) -> tuple[str, str]:
@@ -132,14 +155,12 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
         policy = job.write_policy(jdir / "policy.json")
         ps = _spawn(net.host(job.ps), jdir / "ps",
                     [sys.executable, "-m", "hosts.ina_ps", "--policy", str(policy), "--json",
-                     "--iface", topo.iface(job.ps)["name"],
+                     "--iface", topo.iface(job.ps)["name"], "--ready",
                      # quiet time before exiting: longer than a worker's largest backoff,
                      # so a worker whose RESULT was lost still gets it again
                      "--linger", str(max(3.0, 3 * timeout)),
                      "--max-time", str(max_time)])
         started.append((job, grads, jdir, policy, ps))
-    time.sleep(0.5)  # the PSs bind their sockets before the first gradient arrives
-    t0 = time.monotonic()
     running = []
     for job, grads, jdir, policy, ps in started:
         procs = []
@@ -150,8 +171,17 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
                 [sys.executable, "-m", "hosts.ina_worker", "--policy", str(policy), "--rank", str(rank),
                  "--gradient", str(gpath), "--out-int", str(jdir / f"out-{rank}.npy"),
                  "--window", str(window), "--timeout", str(timeout), "--max-time", str(max_time),
-                 "--json", "--no-progress", *(worker_args or [])]))
+                 "--json", "--no-progress", "--ready-go", *(worker_args or [])], stdin=True))
         running.append((job, grads, jdir, ps, procs))
+    # Python's start-up (a few hundred ms of CPU per agent) is not part of a
+    # synchronization: every PS and worker sets up first, then all workers start at once.
+    _await_ready([(ps, jdir / "ps") for _, _, jdir, ps, _ in running]
+                 + [(p, jdir / f"worker-{r}") for _, _, jdir, _, procs in running for r, p in enumerate(procs)])
+    t0 = time.monotonic()
+    for *_, procs in running:
+        for p in procs:
+            p.stdin.write(b"go\n")
+            p.stdin.flush()
     results = []
     for job, grads, jdir, ps, procs in running:
         expected = sum(quantize(g, job.scale_bits, len(grads)).astype(np.int64) for g in grads)
@@ -166,7 +196,7 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
                 continue
             summary = json.loads(out.strip().splitlines()[-1])
             retx += int(summary.get("retransmissions", 0))
-            worker_cpu += float(summary.get("cpu_s", 0.0))
+            worker_cpu += float(summary.get("sync_cpu_s", summary.get("cpu_s", 0.0)))
             got = np.load(jdir / f"out-{rank}.npy")
             mismatches += int(np.count_nonzero(got[: expected.size] != expected))
         seconds = time.monotonic() - t0
@@ -184,7 +214,7 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
             ps_packets={k: int(st[k]) for k in ("grad_in", "partial_in", "retx_in", "forwarded_in",
                                                  "duplicates", "overlaps")},
             retransmissions=retx, exact=mismatches == 0, mismatches=mismatches,
-            worker_cpu_s=worker_cpu, ps_cpu_s=float(rep.get("cpu_s", 0.0)),
+            worker_cpu_s=worker_cpu, ps_cpu_s=float(rep.get("sync_cpu_s", rep.get("cpu_s", 0.0))),
         ))
     return results
 

@@ -504,6 +504,8 @@ def main(argv: Iterable[str] | None = None) -> int:
                     help="with --rounds 0: stop after this many quiet seconds between rounds, "
                          "once a round has finished (default 30)")
     ap.add_argument("--out-int", help="write the int32 sums as .npz (key job_<id>)")
+    ap.add_argument("--ready", action="store_true",
+                    help="print 'ready' on stdout once the socket is bound (for launchers)")
     args = ap.parse_args(list(argv) if argv is not None else None)
 
     def emit(d: dict[str, Any]) -> None:
@@ -521,6 +523,9 @@ def main(argv: Iterable[str] | None = None) -> int:
         emit({"complete": False, "error": str(e)})
         print(f"ina_ps: error: {e}", file=sys.stderr)
         return 2
+    if args.ready:
+        print("ready", flush=True)
+    cpu0 = time.process_time()
     try:
         report = ps.run()
         rc = 0
@@ -533,7 +538,9 @@ def main(argv: Iterable[str] | None = None) -> int:
         ps.close()
     if args.out_int:
         np.savez(args.out_int, **{f"job_{j}": ps.result(j) for j in ps.jobs})
-    emit({**report.to_dict(), "cpu_s": round(time.process_time(), 3)})
+    # cpu_s: the whole process; sync_cpu_s: serving only (start-up excluded)
+    emit({**report.to_dict(), "cpu_s": round(time.process_time(), 3),
+          "sync_cpu_s": round(time.process_time() - cpu0, 3)})
     if not args.json:
         for j, st in report.jobs.items():
             print(f"job {j}: {st.completed}/{st.fragments} fragments, {st.packets_in} packets "

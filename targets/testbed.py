@@ -84,8 +84,12 @@ class Testbed:
         priority_queues: int = 1,
         device_id: int = 0,
         extra_args: list[str] | None = None,
+        command: list[str] | None = None,
     ) -> None:
         self.nports = nports
+        # a process to run in the switch namespace instead of a P4 target (benchmarks'
+        # bare forwarder): it gets the port names p1..pN and must print "ready"
+        self.command = command
         self.target = resolve_target(target)
         self.json_path = json_path
         self.cpu_port = cpu_port
@@ -121,21 +125,33 @@ class Testbed:
                     subprocess.run(["ip", "netns", "exec", ns, "ethtool", "-K", name, "tx", "off",
                                     "rx", "off", "tso", "off", "gso", "off", "gro", "off"],
                                    capture_output=True)
-            argv = switch_command(self.target, {i: f"p{i}" for i in range(1, self.nports + 1)},
-                                  self.device_id, self.grpc_addr, self.json_path, self.cpu_port,
-                                  self.log_file, self.priority_queues, self.extra_args)
             env = dict(os.environ)
             env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + os.pathsep + env.get("PYTHONPATH", "")
-            self._out = open(self.dir / "switch.out", "wb")  # noqa: SIM115 (closed in stop)
-            self.proc = subprocess.Popen(["ip", "netns", "exec", self.ns_sw, *argv],
-                                         stdout=self._out, stderr=subprocess.STDOUT, env=env)
-            wait_for_grpc(self.grpc_addr, self.proc, timeout)
+            if self.command is not None:
+                self._start_command(env, timeout)
+            else:
+                argv = switch_command(self.target, {i: f"p{i}" for i in range(1, self.nports + 1)},
+                                      self.device_id, self.grpc_addr, self.json_path, self.cpu_port,
+                                      self.log_file, self.priority_queues, self.extra_args)
+                self._out = open(self.dir / "switch.out", "wb")  # noqa: SIM115 (closed in stop)
+                self.proc = subprocess.Popen(["ip", "netns", "exec", self.ns_sw, *argv],
+                                             stdout=self._out, stderr=subprocess.STDOUT, env=env)
+                wait_for_grpc(self.grpc_addr, self.proc, timeout)
             for i in range(1, self.nports + 1):
                 self.socks[i] = in_netns(self.ns_tb, _packet_socket, f"t{i}")
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _start_command(self, env: dict[str, str], timeout: float) -> None:
+        argv = [*self.command, *(f"p{i}" for i in range(1, self.nports + 1))]
+        self.proc = subprocess.Popen(["ip", "netns", "exec", self.ns_sw, *argv], env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if r else b""
+        if line.strip() != b"ready":
+            raise TestbedError(f"{' '.join(argv)} did not start: {line.decode(errors='replace')}")
 
     def stop(self) -> None:
         """Stop the switch by PID and delete both namespaces (and so every veth)."""
