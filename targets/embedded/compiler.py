@@ -231,12 +231,15 @@ def crc_ccitt(buf: bytes) -> int:
 
 
 def csum16(buf: bytes) -> int:
-    """Internet checksum (ones' complement of the ones' complement sum)."""
-    if len(buf) & 1:
-        buf = buf + b"\x00"
-    s = sum(int.from_bytes(buf[i:i + 2], "big") for i in range(0, len(buf), 2))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
+    """Internet checksum (ones' complement of the ones' complement sum).
+
+    The end-around-carry sum of 16-bit words is the buffer, read as one big integer,
+    modulo 0xFFFF (2**16 = 1 mod 0xFFFF), except that a non-zero buffer never sums to
+    ones' complement +0: one bignum operation instead of a loop over the words."""
+    n = int.from_bytes(buf, "big") << (8 if len(buf) & 1 else 0)  # odd length: pad a zero byte
+    s = n % 0xFFFF
+    if s == 0 and n:
+        s = 0xFFFF
     return ~s & 0xFFFF
 
 
