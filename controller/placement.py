@@ -1115,32 +1115,40 @@ class _Reduced:
         rows, cols, vals = np.concatenate(r), np.concatenate(c), np.concatenate(v)
         return rows, cols, vals, row_lb, row_ub, col_ub, obj
 
-    def gamma(self, switches: Sequence[str], tor_on: bool) -> float | None:
+    def gamma(self, switches: Sequence[str], tor_on: bool, *, always: bool = False) -> float | None:
         """The LP's gamma from its quotient, or None where that does not pay off (little
-        symmetry) or cannot be trusted (the partition is not equitable)."""
+        symmetry; ``always`` tries anyway) or cannot be trusted (not equitable)."""
         rows, cols, vals, row_lb, row_ub, col_ub, obj = self.matrix(switches, tor_on)
-        # drop what cannot matter: columns fixed at 0, free rows, zero entries
+        # drop what cannot matter: columns fixed at 0, zero entries, and rows that 0
+        # satisfies and that have no entries (links no path uses) or no bounds
         keep_c = col_ub > 0
-        keep_r = np.isfinite(row_lb) | np.isfinite(row_ub)
+        vals = np.where(keep_c[cols], vals, 0.0)
+        used = np.bincount(rows[vals != 0], minlength=len(row_lb)) > 0
+        trivial = (row_lb <= 0) & (row_ub >= 0) & ~used
+        keep_r = ~trivial & (np.isfinite(row_lb) | np.isfinite(row_ub))
         cmap = np.cumsum(keep_c) - 1
         rmap = np.cumsum(keep_r) - 1
         ok = keep_c[cols] & keep_r[rows] & (vals != 0)
         rows, cols, vals = rmap[rows[ok]], cmap[cols[ok]], vals[ok]
         row_lb, row_ub, col_ub, obj = row_lb[keep_r], row_ub[keep_r], col_ub[keep_c], obj[keep_c]
         n_r, n_c = len(row_lb), len(col_ub)
-        keys: dict[tuple[Any, ...], int] = {}
-        init = [
-            keys.setdefault(("r", lo, hi), len(keys)) for lo, hi in zip(row_lb, row_ub, strict=True)
-        ]
-        init += [
-            keys.setdefault(("c", hi, o), len(keys)) for hi, o in zip(col_ub, obj, strict=True)
-        ]
+
+        # initial colours: rows by their bounds, columns by bound and objective (hashed:
+        # a collision only coarsens the partition, which the check below catches)
+        def h(*parts: np.ndarray) -> np.ndarray:
+            out = np.zeros(len(parts[0]), dtype=np.uint64)
+            for p in parts:
+                out = _mix(out ^ np.ascontiguousarray(p, dtype=float).view(np.uint64))
+            return out
+
+        init = np.concatenate([h(row_lb, row_ub), h(col_ub, obj) ^ np.uint64(1)])
+        _, init = np.unique(init, return_inverse=True)
         scale = float(np.abs(vals).max())
         # coefficients equal to 12 significant digits share a label
         _, lab = np.unique(np.round(vals / scale, 12), return_inverse=True)
         lab = lab.ravel()
         col = _refine(
-            np.array(init, dtype=np.int64),
+            init.ravel().astype(np.int64),
             np.concatenate([rows, cols + n_r]),
             np.concatenate([cols + n_r, rows]),
             np.concatenate([lab, lab]),
@@ -1149,7 +1157,7 @@ class _Reduced:
         _, cc = np.unique(col[n_r:], return_inverse=True)
         rc, cc = rc.ravel(), cc.ravel()
         n_rc, n_cc = int(rc.max()) + 1, int(cc.max()) + 1
-        if n_r * n_cc > 4_000_000 or n_c * n_rc > 4_000_000 or 4 * n_cc > n_c:
+        if n_r * n_cc > 4_000_000 or n_c * n_rc > 4_000_000 or (4 * n_cc > n_c and not always):
             return None  # too little symmetry for the quotient to pay off
         # block sums: each row's sum over each column class, each column's over each row class
         by_col = np.bincount(rows * n_cc + cc[cols], vals, n_r * n_cc).reshape(n_r, n_cc)
