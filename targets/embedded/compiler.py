@@ -960,6 +960,10 @@ class Program:
                 key_src.append(src)
             keyexpr = f"({', '.join(key_src)},)" if key_src else "()"
             nt = t.get("next_tables", {})
+            if tbl.profile is not None:
+                self._gen_indirect_node(t, tbl, tname, keyexpr, nodes[t["name"]], ref)
+                self.tables[t["name"]] = tbl
+                continue
             # A keyless table (p4c wraps every bare action call in one) always misses.
             lookup = f"{tname}.lookup({keyexpr})" if key_src else "None"
             lines = [f"def {nodes[t['name']]}(F):",
@@ -1002,9 +1006,47 @@ class Program:
         lines = [f"def _pipe_{pl['name']}(F):", f"    n = {ref(init)}", "    while n is not None:", "        n = n(F)"]
         self._src.append("\n".join(lines))
 
+    def _gen_indirect_node(self, t: dict[str, Any], tbl: state.Table, tname: str, keyexpr: str, fname: str,
+                           ref: Callable[[str | None], str]) -> None:
+        """A table node with an action profile: a hit picks the member's action (from the
+        group by the selector hash); a miss runs the default, BMv2's no-op until set."""
+        ap = self._bind("_AP", tbl.profile)
+        plen = f"F[{self.sm['packet_length']}]"
+        counted = t["name"] in self.direct_counters.values()
+        lines = [f"def {fname}(F):",
+                 f"    e = {tname}.lookup({keyexpr})" if keyexpr != "()" else "    e = None",
+                 "    if e is None:",
+                 f"        c = {tname}.default"]
+        if counted:
+            lines.append(f"        {tname}.default_packets += 1; {tname}.default_bytes += {plen}")
+        lines += ["    else:", f"        c = {ap}.pick(e.action, F)"]
+        if counted:
+            lines.append(f"        e.packets += 1; e.bytes += {plen}")
+        if t.get("direct_meters"):
+            mspec = self._direct_meter_specs[t["direct_meters"]]
+            target, _, _ = self.lvalue({"type": "field", "value": mspec["result_target"]})
+            lines.append(f"        {target} = _dmx(e, {mspec.get('type', 'packets')!r}, {plen})")
+        lines += ["    if c is not None: c.fn(F, c.params)", f"    if F[{EXIT}]: return None"]
+        nt = t.get("next_tables", {})
+        base = ref(t.get("base_default_next"))
+        if "__HIT__" in nt or "__MISS__" in nt:
+            lines.append(f"    return {ref(nt.get('__MISS__'))} if e is None else {ref(nt.get('__HIT__'))}")
+        else:
+            distinct = {ref(v) for v in nt.values()}
+            if len(distinct) <= 1:
+                lines.append(f"    return {distinct.pop() if distinct else base}")
+            else:
+                nmap = self._name("_NX")
+                # the empty default action (c.name "") and an empty group go to the
+                # table's base next node, like BMv2's default_default_entry
+                lines.append(f"    return {nmap}.get(c.name if c is not None else '', {base})")
+                self._deferred.append((nmap, dict(nt.items()), ref))
+        self._src.append("\n".join(lines))
+
     def _make_table(self, t: dict[str, Any]) -> state.Table:
-        if t.get("type", "simple") != "simple":
-            raise CompileError(f"table {t['name']}: {t['type']} tables (action profiles) are not supported")
+        ttype = t.get("type", "simple")
+        if ttype not in ("simple", "indirect", "indirect_ws"):
+            raise CompileError(f"table {t['name']}: unknown table type {ttype!r}")
         keys = []
         for k in t["key"]:
             mt = k["match_type"]
@@ -1016,7 +1058,11 @@ class Program:
         action_names = [self.actions_by_id[i].name for i in t["action_ids"]]
         self._table_actions[t["name"]] = {self.actions_by_id[i].name: self.actions_by_id[i] for i in t["action_ids"]}
         de = t.get("default_entry")
-        if de:
+        if ttype != "simple":
+            # BMv2: an indirect table's default is an empty (no-op) action until the
+            # control plane sets one; p4c emits no default_entry for it.
+            default, default_const = ActionCall("", (), _noop), False
+        elif de:
             info = self.actions_by_id[de["action_id"]]
             default = ActionCall(info.name, tuple(_int(x) for x in de.get("action_data", [])))
             default_const = bool(de.get("action_const"))
@@ -1026,8 +1072,32 @@ class Program:
             default_const = False
         tbl = state.Table(t["name"], keys, action_names, int(t.get("max_size", 1024)),
                           default, default_const, t["name"] in self.direct_counters.values())
+        if ttype != "simple":
+            ap = self.action_profiles.get(t.get("action_profile", ""))
+            if ap is None:
+                raise CompileError(f"table {t['name']}: unknown action profile {t.get('action_profile')!r}")
+            if ap.with_selector != (ttype == "indirect_ws"):
+                raise CompileError(f"table {t['name']}: {ttype} table with action profile {ap.name}")
+            tbl.profile = ap
+            for a in action_names:
+                self._profile_actions.setdefault(ap.name, {})[a] = self._table_actions[t["name"]][a]
         self._const_entries.append((tbl, t.get("entries", [])))
         return tbl
+
+    def _make_action_profiles(self, pl: dict[str, Any]) -> None:
+        for ap in pl.get("action_profiles", []):
+            sel = ap.get("selector")
+            prof = state.ActionProfile(ap["name"], int(ap.get("max_size", 0)), sel is not None)
+            if sel is not None:
+                for e in sel["input"]:
+                    if e["type"] != "field":
+                        raise CompileError(f"action selector {ap['name']}: input type {e['type']}")
+                # BMv2 builds a Calculation over the selector fields: the same bytes
+                # (fields of invalid headers left out) and algorithm as a hash().
+                cname = f"$selector::{ap['name']}"
+                self.calculations[cname] = {"name": cname, "algo": sel["algo"], "input": sel["input"]}
+                self._selector_hashes.append((prof, self._calc_fn(cname)))
+            self.action_profiles[ap["name"]] = prof
 
     # ------------------------------------------------------------------ all
     def _gen_all(self) -> None:
@@ -1035,6 +1105,9 @@ class Program:
         self._table_actions: dict[str, dict[str, ActionInfo]] = {}
         self._const_entries: list[tuple[state.Table, list[dict[str, Any]]]] = []
         self._deferred: list[tuple[str, dict[str, str | None], Callable[[str | None], str]]] = []
+        self.action_profiles: dict[str, state.ActionProfile] = {}
+        self._profile_actions: dict[str, dict[str, ActionInfo]] = {}
+        self._selector_hashes: list[tuple[state.ActionProfile, str]] = []
         for a in self.spec.get("actions", []):
             self.actions_by_id[int(a["id"])].fn = self._gen_action(a)  # type: ignore[assignment]
         parsers = self.spec.get("parsers", [])
@@ -1050,6 +1123,8 @@ class Program:
         for name in ("ingress", "egress"):
             if name not in pipes:
                 raise CompileError(f"pipeline {name} missing")
+            self._make_action_profiles(pipes[name])
+        for name in ("ingress", "egress"):
             self._gen_pipeline(pipes[name])
         ns = self._ns
         ns.update(_PE=ParserError, _sgn=_signed, _satc=_sat_cast, _usatc=_usat_cast,
@@ -1065,7 +1140,11 @@ class Program:
             ns[nmap] = {a: ns[ref(v)] if v is not None else None for a, v in mapping.items()}
         for info in self.actions_by_id.values():
             info.fn = ns[info.fn]  # type: ignore[index]
+        for prof, calc in self._selector_hashes:
+            prof.hash_fn = ns[calc]
         for tname, tbl in self.tables.items():
+            if tbl.profile is not None:
+                continue
             tbl.initial_default = self.action_call(tname, tbl.initial_default.name, tbl.initial_default.params)
             tbl.default = tbl.initial_default
         for tbl, entries in self._const_entries:
@@ -1123,6 +1202,18 @@ class Program:
                 raise StateError("INVALID_ARGUMENT", f"action {action}: parameter {pname} does not fit in {w} bits")
         return ActionCall(info.name, tuple(params), info.fn)
 
+    def profile_action_call(self, profile: str, action: str, params: tuple[int, ...]) -> ActionCall:
+        """Bind an action for a member of action profile ``profile`` (an action of one
+        of the tables it implements), checking parameters."""
+        allowed = self._profile_actions.get(profile, {})
+        info = allowed.get(action)
+        if info is None:
+            raise StateError("INVALID_ARGUMENT", "Invalid action for action profile")
+        for tname, tbl in self.tables.items():
+            if tbl.profile is self.action_profiles[profile] and action in self._table_actions[tname]:
+                return self.action_call(tname, action, params)
+        raise StateError("INVALID_ARGUMENT", "Invalid action for action profile")
+
     def reset_state(self) -> None:
         """Clear registers, counters, meters and table entries (const entries stay)."""
         for r in self.registers.values():
@@ -1134,6 +1225,8 @@ class Program:
             t.clear()
             t.reset_default()
             t.default_packets = t.default_bytes = 0
+        for ap in self.action_profiles.values():
+            ap.clear()
 
     def new_phv(self) -> list[int]:
         """A fresh PHV: all headers invalid, metadata zero."""
@@ -1147,6 +1240,10 @@ class Program:
     def copy_field_list(self, dst: list[int], src: list[int], fl_id: int) -> None:
         for s in self.field_lists.get(fl_id, []):
             dst[s] = src[s]
+
+
+def _noop(F: list[int], D: tuple[int, ...]) -> None:
+    """BMv2's empty action (the default of a table with an action profile)."""
 
 
 def _sat_cast(v: int, w: int) -> int:

@@ -180,6 +180,15 @@ class _TableInfo:
     idle_timeout: bool
     needs_priority: bool
     is_const: bool
+    profile: int = 0  # P4Info id of the action profile / selector implementing the table
+
+
+@dataclass(slots=True)
+class _ProfileInfo:
+    id: int
+    name: str
+    profile: state.ActionProfile
+    max_group_size: int
 
 
 @dataclass(slots=True)
@@ -248,8 +257,8 @@ class Pipeline:
             table = _lookup(program.tables, t.preamble.name)
             if table is None:
                 raise bad(f"table {t.preamble.name} not in the program")
-            if t.implementation_id:
-                raise P4RuntimeError(SC.UNIMPLEMENTED, f"table {t.preamble.name}: action profiles are not supported")
+            if t.implementation_id and table.profile is None:
+                raise bad(f"table {t.preamble.name} has no action profile in the program")
             fields = []
             for mf in t.match_fields:
                 if mf.WhichOneof("match") != "match_type" or mf.match_type not in _MATCH_KINDS:
@@ -272,7 +281,17 @@ class Pipeline:
                 idle_timeout=t.idle_timeout_behavior == p4i.Table.NOTIFY_CONTROL,
                 needs_priority=any(f.kind in ("ternary", "range", "optional") for f in fields),
                 is_const=t.is_const_table,
+                profile=t.implementation_id,
             )
+
+        self.profiles: dict[int, _ProfileInfo] = {}
+        for ap in info.action_profiles:
+            prof = _lookup(program.action_profiles, ap.preamble.name)
+            if prof is None:
+                raise bad(f"action profile {ap.preamble.name} not in the program")
+            if prof.with_selector != ap.with_selector:
+                raise bad(f"action profile {ap.preamble.name}: with_selector differs")
+            self.profiles[ap.preamble.id] = _ProfileInfo(ap.preamble.id, prof.name, prof, ap.max_group_size)
 
         self.counters: dict[int, _ArrayInfo] = {}
         for c in info.counters:
@@ -628,6 +647,10 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             self._write_direct_meter(pl, update.type, ent)
         elif kind == "digest_entry":
             self._write_digest(pl, update.type, ent)
+        elif kind == "action_profile_member":
+            self._write_profile_member(pl, update.type, ent)
+        elif kind == "action_profile_group":
+            self._write_profile_group(pl, update.type, ent)
         elif kind is None:
             raise P4RuntimeError(SC.UNKNOWN, "Incorrect entity type")
         else:
@@ -769,6 +792,9 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
     def _write_table(self, pl: Pipeline, t: int, te: p4r.TableEntry) -> None:
         ti = pl.table(te.table_id)
         self._check_update_type(t, p4r.Update.INSERT, p4r.Update.MODIFY, p4r.Update.DELETE)
+        if ti.profile:
+            self._write_indirect_table(pl, ti, t, te)
+            return
         table = ti.table
         if ti.is_const and not te.is_default_action:
             raise P4RuntimeError(SC.PERMISSION_DENIED, f"table {ti.name} is const: its entries cannot be changed")
@@ -818,6 +844,186 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             key, prio = self._decode_key(ti, te)
             table.delete(key, prio)
 
+    # -- action profiles ------------------------------------------------------------------
+    def _profile(self, pl: Pipeline, profile_id: int) -> _ProfileInfo:
+        pi = pl.profiles.get(profile_id)
+        if pi is None:
+            raise _invalid_id()
+        return pi
+
+    def _profile_action(self, pl: Pipeline, pi: _ProfileInfo, action: p4r.Action) -> state.ActionCall:
+        """An action of a member / one-shot action set, checked as PI does."""
+        act = pl.actions.get(action.action_id)
+        if act is None:
+            raise _invalid_id()
+        values: list[int | None] = [None] * len(act.params)
+        if len(action.params) != len(act.params):
+            raise P4RuntimeError(SC.INVALID_ARGUMENT, "Unexpected number of action parameters")
+        for p in action.params:
+            i = act.param_pos.get(p.param_id)
+            if i is None:
+                raise P4RuntimeError(SC.INVALID_ARGUMENT, "Unknown action parameter")
+            if values[i] is not None:
+                raise P4RuntimeError(SC.INVALID_ARGUMENT, "Duplicate action parameter")
+            f = act.params[i]
+            values[i] = decode_bytes(p.value, f.bitwidth, f"{act.name}.{f.name}")
+        return pl.program.profile_action_call(pi.name, act.name, tuple(values))  # type: ignore[arg-type]
+
+    def _write_profile_member(self, pl: Pipeline, t: int, m: p4r.ActionProfileMember) -> None:
+        pi = self._profile(pl, m.action_profile_id)
+        self._check_update_type(t, p4r.Update.INSERT, p4r.Update.MODIFY, p4r.Update.DELETE)
+        ap = pi.profile
+        ap.use_mode("manual")
+        if t == p4r.Update.DELETE:
+            ap.delete_member(m.member_id)
+            return
+        call = self._profile_action(pl, pi, m.action)
+        if t == p4r.Update.INSERT:
+            ap.add_member(m.member_id, call)
+        else:
+            ap.modify_member(m.member_id, call)
+
+    def _write_profile_group(self, pl: Pipeline, t: int, g: p4r.ActionProfileGroup) -> None:
+        pi = self._profile(pl, g.action_profile_id)
+        self._check_update_type(t, p4r.Update.INSERT, p4r.Update.MODIFY, p4r.Update.DELETE)
+        ap = pi.profile
+        ap.use_mode("manual")
+        if t == p4r.Update.DELETE:
+            ap.delete_group(g.group_id)
+            return
+        if g.max_size < 0:
+            raise P4RuntimeError(SC.INVALID_ARGUMENT, "Group max_size cannot be less than 0")
+        if pi.max_group_size > 0 and g.max_size > pi.max_group_size:
+            raise P4RuntimeError(SC.INVALID_ARGUMENT, "Group max_size cannot exceed static max_group_size (from P4Info)")
+        weights = [(m.member_id, m.weight) for m in g.members]
+        if t == p4r.Update.INSERT:
+            ap.add_group(g.group_id, g.max_size, weights)
+        else:
+            ap.modify_group(g.group_id, g.max_size, weights)
+
+    def _decode_indirect(self, pl: Pipeline, ti: _TableInfo, te: p4r.TableEntry) -> state.IndirectRef:
+        """The member / group a table entry of an indirect table points at (a one-shot
+        action set becomes a new hidden group)."""
+        pi = self._profile(pl, ti.profile)
+        ap = pi.profile
+        kind = te.action.WhichOneof("type")
+        if kind == "action":
+            raise P4RuntimeError(SC.INVALID_ARGUMENT, f"Cannot provide direct action for indirect table {ti.id}")
+        if kind == "action_profile_action_set":
+            ap.use_mode("oneshot")
+            actions = [(self._profile_action(pl, pi, a.action), a.weight)
+                       for a in te.action.action_profile_action_set.action_profile_actions]
+            if pi.max_group_size > 0 and sum(w for _, w in actions) > pi.max_group_size:
+                raise P4RuntimeError(SC.RESOURCE_EXHAUSTED, "Sum of weights exceeds static max_group_size (from P4Info)")
+            ref = state.IndirectRef(group=ap.add_oneshot(actions))
+        else:
+            ap.use_mode("manual")
+            if kind == "action_profile_member_id":
+                ref = state.IndirectRef(member=ap.member(te.action.action_profile_member_id))
+            elif kind == "action_profile_group_id":
+                ref = state.IndirectRef(group=ap.groups.get(te.action.action_profile_group_id))
+            else:
+                raise P4RuntimeError(SC.INVALID_ARGUMENT, "Invalid table action type")
+            if ref.member is None and ref.group is None:
+                raise P4RuntimeError(SC.INVALID_ARGUMENT, "Invalid member / group id")
+        if ref.group is not None and (not ap.with_selector or not ref.group.select):
+            # BMv2 refuses a group in a table without selector, or an empty group
+            self._release(ap, ref)
+            raise P4RuntimeError(SC.UNKNOWN, "Error when adding match entry to target")
+        return ref
+
+    @staticmethod
+    def _hold(ref: state.IndirectRef, n: int) -> None:
+        target = ref.member if ref.member is not None else ref.group
+        if target is not None:
+            target.refs += n
+
+    @staticmethod
+    def _release(ap: state.ActionProfile, ref: state.IndirectRef) -> None:
+        """Drop the hidden group of a one-shot action set."""
+        if ref.group is not None and ref.group.oneshot is not None:
+            ap.delete_oneshot(ref.group)
+
+    def _write_indirect_table(self, pl: Pipeline, ti: _TableInfo, t: int, te: p4r.TableEntry) -> None:
+        if te.is_default_action:
+            raise P4RuntimeError(SC.INVALID_ARGUMENT, f"Cannot set / reset default action for indirect table {ti.id}")
+        table = ti.table
+        ap = pl.profiles[ti.profile].profile
+        key, prio = self._decode_key(ti, te)
+        if t == p4r.Update.DELETE:
+            entry = table.get(key, prio)
+            table.delete(key, prio)
+            if entry is not None:
+                self._hold(entry.action, -1)
+                self._release(ap, entry.action)
+            return
+        if not te.HasField("action"):
+            raise P4RuntimeError(SC.INVALID_ARGUMENT, "'action' field must be set")
+        self._check_entry_extras(ti, te)
+        old = table.get(key, prio) if t == p4r.Update.MODIFY else None
+        if t == p4r.Update.MODIFY and old is None:
+            raise P4RuntimeError(SC.NOT_FOUND, f"table {ti.name}: no such entry")
+        ref = self._decode_indirect(pl, ti, te)
+        try:
+            if t == p4r.Update.INSERT:
+                entry = state.TableEntry(key, ref, prio, idle_timeout_ns=te.idle_timeout_ns,  # type: ignore[arg-type]
+                                         metadata=bytes(te.metadata))
+                if te.HasField("counter_data"):
+                    entry.packets, entry.bytes = te.counter_data.packet_count, te.counter_data.byte_count
+                table.insert(entry)
+            else:
+                table.modify(key, prio, ref)  # type: ignore[arg-type]
+                old.metadata, old.idle_timeout_ns = bytes(te.metadata), te.idle_timeout_ns  # type: ignore[union-attr]
+        except StateError:
+            self._release(ap, ref)
+            raise
+        self._hold(ref, 1)
+        if old is not None:
+            self._hold(old.action, -1)  # type: ignore[arg-type]
+            self._release(ap, old.action)  # type: ignore[arg-type]
+
+    def _encode_indirect(self, ref: state.IndirectRef) -> p4r.TableAction:
+        if ref.member is not None:
+            return p4r.TableAction(action_profile_member_id=ref.member.id)
+        g = ref.group
+        assert g is not None
+        if g.oneshot is None:
+            return p4r.TableAction(action_profile_group_id=g.id)
+        pl = self._need_pipeline()
+        action_set = p4r.ActionProfileActionSet()
+        for call, w in g.oneshot:
+            ta = self._encode_action(pl, call)
+            if ta is not None:
+                action_set.action_profile_actions.add(action=ta.action, weight=w)
+        return p4r.TableAction(action_profile_action_set=action_set)
+
+    def _read_profile_members(self, pl: Pipeline, m: p4r.ActionProfileMember, out: list[p4r.Entity]) -> None:
+        infos = list(pl.profiles.values()) if m.action_profile_id == 0 else [self._profile(pl, m.action_profile_id)]
+        for pi in infos:
+            ap = pi.profile
+            if ap.mode == "oneshot" and (ap.members or ap.groups):
+                raise P4RuntimeError(SC.INVALID_ARGUMENT, "Invalid attempt to mix action selector programming modes")
+            # PI lists BMv2's members, so a member with weight copies appears once per copy
+            for _, member in ap.member_handles():
+                if m.member_id in (0, member.id):
+                    ta = self._encode_action(pl, member.action)
+                    out.append(p4r.Entity(action_profile_member=p4r.ActionProfileMember(
+                        action_profile_id=pi.id, member_id=member.id, action=ta.action if ta else None)))
+
+    def _read_profile_groups(self, pl: Pipeline, g: p4r.ActionProfileGroup, out: list[p4r.Entity]) -> None:
+        infos = list(pl.profiles.values()) if g.action_profile_id == 0 else [self._profile(pl, g.action_profile_id)]
+        for pi in infos:
+            ap = pi.profile
+            if ap.mode == "oneshot" and (ap.members or ap.groups):
+                raise P4RuntimeError(SC.INVALID_ARGUMENT, "Invalid attempt to mix action selector programming modes")
+            for grp in sorted(ap.groups.values(), key=lambda x: x.handle):
+                if g.group_id not in (0, grp.id):
+                    continue
+                members = [p4r.ActionProfileGroup.Member(member_id=mid, weight=w)
+                           for mid, w in sorted(grp.weights.items())]
+                out.append(p4r.Entity(action_profile_group=p4r.ActionProfileGroup(
+                    action_profile_id=pi.id, group_id=grp.id, members=members, max_size=grp.max_size)))
+
     def _encode_action(self, pl: Pipeline, call: state.ActionCall) -> p4r.TableAction | None:
         aid = pl.action_ids.get(call.name)
         if aid is None:
@@ -847,7 +1053,10 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                 te.match.add(field_id=f.id, range=p4r.FieldMatch.Range(low=encode_bytes(v[0]), high=encode_bytes(v[1])))
         if ti.needs_priority:
             te.priority = entry.priority
-        action = self._encode_action(pl, entry.action)
+        if isinstance(entry.action, state.IndirectRef):
+            action = self._encode_indirect(entry.action)
+        else:
+            action = self._encode_action(pl, entry.action)
         if action is not None:
             te.action.CopyFrom(action)
         te.metadata = entry.metadata
@@ -1376,11 +1585,10 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             self._read_meter(pl, ent, out)
         elif kind == "digest_entry":
             self._read_digest(pl, ent, out)
-        elif kind in ("action_profile_member", "action_profile_group"):
-            # No pipeline with action profiles is accepted: a wildcard read finds
-            # nothing (clients such as finsy's delete_all do it), an id is unknown.
-            if ent.action_profile_id:
-                raise _invalid_id()
+        elif kind == "action_profile_member":
+            self._read_profile_members(pl, ent, out)
+        elif kind == "action_profile_group":
+            self._read_profile_groups(pl, ent, out)
         elif kind == "direct_meter_entry":
             self._read_direct_meter(pl, ent, out)
         elif kind is None:
@@ -1557,6 +1765,8 @@ def _carry_state(old: Program, new: Program) -> None:
     try:
         for name, ot in old.tables.items():
             nt = new.tables.get(name)
+            if ot.profile is not None:
+                continue  # members and groups are not carried over: the client rewrites them
             if nt is None or [(k.match_type, k.bitwidth) for k in ot.keys] != [(k.match_type, k.bitwidth)
                                                                               for k in nt.keys]:
                 continue
