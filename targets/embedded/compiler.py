@@ -707,14 +707,32 @@ class Program:
         algo = self._bind("_A", HASH_ALGOS[algo_name]())
         fname = self._name("_calc")
         lines = [f"def {fname}(F, P=b''):", "    v = 0; n = 0"]
+        run: list[tuple[int, int]] = []  # consecutive fields under one validity test
+        run_cond = ""
+
+        def flush() -> None:
+            if run:
+                total = sum(w for _, w in run)
+                parts, shift = [], total
+                for s, w in run:
+                    shift -= w
+                    parts.append(f"((F[{s}] & {(1 << w) - 1:#x}) << {shift})" if shift else f"(F[{s}] & {(1 << w) - 1:#x})")
+                lines.append(f"    {run_cond}v = (v << {total}) | {' | '.join(parts)}; n += {total}")
+                run.clear()
+
         for e in calc["input"]:
             t = e["type"]
             if t == "field":
                 s, w, _ = self.field_info(e["value"])
                 hdr = self.headers[self.aliases.get(".".join(e["value"]), e["value"])[0]]
                 cond = "" if hdr.metadata else f"if F[{hdr.base}]: "
-                lines.append(f"    {cond}v = (v << {w}) | (F[{s}] & {(1 << w) - 1:#x}); n += {w}")
-            elif t == "hexstr":
+                if run and cond != run_cond:
+                    flush()
+                run_cond = cond
+                run.append((s, w))
+                continue
+            flush()
+            if t == "hexstr":
                 w = int(e["bitwidth"])
                 lines.append(f"    v = (v << {w}) | {_int(e['value']) & ((1 << w) - 1)}; n += {w}")
             elif t == "header":
@@ -728,6 +746,7 @@ class Program:
                 lines.append("    pay = True")
             else:
                 raise CompileError(f"calculation {name}: input type {t}")
+        flush()
         lines.append("    nb = (n + 7) >> 3")
         lines.append("    buf = (v << (nb * 8 - n)).to_bytes(nb, 'big')")
         if any(e["type"] == "payload" for e in calc["input"]):

@@ -14,6 +14,7 @@ import collections
 import contextlib
 import logging
 import os
+import re
 import select
 import socket
 import threading
@@ -132,6 +133,8 @@ class Switch:
         self._thread: threading.Thread | None = None
         self._t0 = time.monotonic()
         self._debug = log.isEnabledFor(logging.DEBUG)
+        self._ig_ts = self._eg_ts = self._enq_ts = self._enq_depth = None
+        self._deq_depth = self._deq_delta = None
 
     # ------------------------------------------------------------------ program
     def load_program(self, device_config: bytes | str) -> Program:
@@ -142,8 +145,36 @@ class Switch:
         """Swap in a program (atomic for the data plane) and clear the PRE."""
         self.pre.groups.clear()
         self.pre.clone_sessions.clear()
+        self._bind_metadata(program)
         self.program = program
         log.info("device %d: program installed (%d tables)", self.device_id, len(program.tables))
+
+    def _bind_metadata(self, program: Program) -> None:
+        """Find the traffic manager's standard_metadata fields that ``program`` reads.
+
+        p4c declares every field whether used or not; clocks and queue depths cost a
+        call per packet each, so the switch fills only those the program can observe
+        (its code, its field lists and digests) -- what it never reads has no effect."""
+        lists = [set(v) for v in program.field_lists.values()]
+        lists += [set(ll.slots) for ll in program.learn_by_id.values()]
+
+        def used(name: str) -> int | None:
+            slot = program.sm.get(name)
+            if slot is None:
+                return None
+            if re.search(rf"\bF\[{slot}\]", program.source) or any(slot in fl for fl in lists):
+                return slot
+            return None
+
+        self._ig_ts = used("ingress_global_timestamp")
+        self._eg_ts = used("egress_global_timestamp")
+        self._enq_depth = used("enq_qdepth")
+        self._deq_depth = used("deq_qdepth")
+        self._deq_delta = used("deq_timedelta")
+        # deq_timedelta is computed from the enqueue time
+        self._enq_ts = used("enq_timestamp")
+        if self._enq_ts is None and self._deq_delta is not None:
+            self._enq_ts = program.sm.get("enq_timestamp")
 
     # ------------------------------------------------------------------ ports
     def add_port(self, port: int, iface: str) -> None:
@@ -273,8 +304,8 @@ class Switch:
         sm = prog.sm
         F[sm["ingress_port"]] = port
         F[sm["packet_length"]] = len(frame)
-        if sm.get("ingress_global_timestamp") is not None:
-            F[sm["ingress_global_timestamp"]] = self._now_us()
+        if self._ig_ts is not None:
+            F[self._ig_ts] = self._now_us()
         try:
             self._ingress(prog, F, frame, len(frame), 0)
         except Exception:  # a bug must not kill the data plane: count and log it
@@ -360,10 +391,10 @@ class Switch:
         if prio >= self.nb_queues:
             self.stats.priority_out_of_range += 1
             return
-        if sm.get("enq_qdepth") is not None:
-            F[sm["enq_qdepth"]] = q.size()
-        if sm.get("enq_timestamp") is not None:
-            F[sm["enq_timestamp"]] = self._now_us() & 0xFFFFFFFF
+        if self._enq_depth is not None:
+            F[self._enq_depth] = q.size()
+        if self._enq_ts is not None:
+            F[self._enq_ts] = self._now_us() & 0xFFFFFFFF
         slot = self.nb_queues - 1 - prio
         dq = q.queues[slot]
         if len(dq) >= q.depth[slot]:
@@ -376,7 +407,11 @@ class Switch:
             # Nothing shapes this queue: dequeue at once, so that a burst arriving
             # within one receive batch cannot overflow a queue a real switch would
             # have drained at line rate meanwhile.
-            self._drain(time.monotonic(), port)
+            self._draining = True
+            try:
+                self._drain_port(self.program, port, q, time.monotonic(), None)
+            finally:
+                self._draining = False
 
     def _drain(self, now: float, only_port: int | None = None) -> float | None:
         """Dequeue everything the rates allow; return seconds until the next dequeue."""
@@ -430,12 +465,12 @@ class Switch:
     def _egress(self, prog: Program, port: int, qid: int, q: _Queue, F: list[int], payload: bytes,
                 length: int, trunc: int, out: list[tuple[int, bytes]], loops: int = 0) -> None:
         sm = prog.sm
-        if sm.get("egress_global_timestamp") is not None:
-            F[sm["egress_global_timestamp"]] = self._now_us()
-        if sm.get("deq_qdepth") is not None:
-            F[sm["deq_qdepth"]] = q.size()
-        if sm.get("deq_timedelta") is not None and sm.get("enq_timestamp") is not None:
-            F[sm["deq_timedelta"]] = (self._now_us() - F[sm["enq_timestamp"]]) & 0xFFFFFFFF
+        if self._eg_ts is not None:
+            F[self._eg_ts] = self._now_us()
+        if self._deq_depth is not None:
+            F[self._deq_depth] = q.size()
+        if self._deq_delta is not None and self._enq_ts is not None:
+            F[self._deq_delta] = (self._now_us() - F[self._enq_ts]) & 0xFFFFFFFF
         if sm.get("qid") is not None:
             F[sm["qid"]] = qid
         F[sm["egress_port"]] = port
