@@ -71,10 +71,7 @@ def switch_command(
     if cpu_port is not None:
         argv += ["--cpu-port", str(cpu_port)]
     if priority_queues > 1:
-        if target != "embedded":
-            # BMv2 enables priority queues only when built with
-            # SSWITCH_PRIORITY_QUEUEING_ON; the stock build has no such option.
-            raise TargetError("priority queues need the embedded target (stock BMv2 has none)")
+        # a target option of both (simple_switch_grpc 1.15: after "--")
         argv += ["--priority-queues", str(priority_queues)]
     return argv + list(extra or [])
 

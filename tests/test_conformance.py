@@ -29,13 +29,16 @@ BMv2 semantics these tests pin down (sources: behavioral-model 1.15,
 - an I2E clone re-parses the packet as received and keeps only the preserved field
   list; an E2E clone copies the headers as egress left them; clone sessions are
   multicast groups in PI, so a clone's ``egress_rid`` is its replica's ``instance``;
-- without compile-time priority queueing (the default build), ``priority`` is carried
-  but ``qid`` is 0.
+- ``priority`` picks the egress queue and a priority beyond the last queue is dropped,
+  even with the default single queue (``SimpleSwitch::enqueue``: "Priority out of
+  range, dropping packet"); ``--priority-queues N`` (after ``--``) gives N queues and
+  ``qid`` is the priority.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import queue
 import select
@@ -65,12 +68,28 @@ from finsy import (
 )
 from scapy.fields import BitField
 from scapy.layers.inet import ICMP, IP, TCP, UDP, IPOption_EOL, IPOption_NOP
-from scapy.layers.l2 import Ether
+from scapy.layers.l2 import ARP, Ether
 
+from targets.embedded.switch import (
+    AUXDATA_SPACE,
+    PACKET_AUXDATA,
+    SOL_PACKET,
+    TP_STATUS_VLAN_VALID,
+    restore_vlan_tag,
+)
 from targets.launch import bmv2_available
 from targets.p4rt_client import P4RuntimeClient, P4RuntimeError
 from targets.testbed import Testbed as SwitchTestbed
-from tests.p4.packets import Arith, Echo, Extra, HashProbe, RegisterHeavy, RepProbe, TableProbe
+from tests.p4.packets import (
+    Arith,
+    Echo,
+    Extra,
+    HashProbe,
+    ImProbe,
+    RegisterHeavy,
+    RepProbe,
+    TableProbe,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "tests" / "p4" / "build"
@@ -111,6 +130,8 @@ class Rig:
         """Start the switch and set the pipeline (both targets get it over P4Runtime)."""
         self.t_start = time.monotonic()
         self.tb.start()
+        for s in self.tb.socks.values():  # see the VLAN tags the kernel strips (collect)
+            s.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
         try:
             self._client = P4RuntimeClient(self.tb.grpc_addr, device_id=self.tb.device_id)
             assert self._client.is_primary
@@ -148,9 +169,12 @@ class Rig:
             for s in ready:
                 while True:
                     try:
-                        out.append((by_fd[s.fileno()], s.recv(65536)))
+                        frame, anc, _, _ = s.recvmsg(65536, AUXDATA_SPACE)
                     except BlockingIOError:
                         break
+                    if anc and anc[0][2][0] & TP_STATUS_VLAN_VALID:
+                        frame = restore_vlan_tag(frame, anc[0][2])
+                    out.append((by_fd[s.fileno()], frame))
             if not settled and n > 0 and len(out) >= n:
                 settled = True
                 end = time.monotonic() + settle
@@ -899,8 +923,11 @@ def _echo_cases() -> list[Case]:
     return [
         _ecase("reflect", 2, {}, [{"port": 2}]),
         _ecase("out_port", 1, {"out_port": 3}, [{"port": 3}]),
-        _ecase("priority_carried_qid_zero", 1, {"out_port": 4, "set_priority": 5}, [{"port": 4}]),
-        _ecase("priority_truncated_to_3_bits", 4, {"set_priority": 9}, [{"port": 4}]),
+        # one queue per port (no --priority-queues): simple_switch 1.15 drops every
+        # priority but 0 ("Priority out of range, dropping packet"); 9 is 1 in bit<3>
+        _ecase("priority_beyond_one_queue_dropped", 1, {"out_port": 4, "set_priority": 5}, []),
+        _ecase("priority_truncated_to_3_bits_dropped", 4, {"set_priority": 9}, []),
+        _ecase("priority_8_truncated_to_0_carried", 4, {"set_priority": 8}, [{"port": 4}]),
         _ecase("packet_length_with_payload", 3, {"out_port": 2}, [{"port": 2}], payload=b"x" * 77),
         _ecase("multicast", 1, {"set_mcast_grp": 1}, [
             {"port": p, "egress_instance_type": REPLICATION, "egress_rid": rid} for p, rid in ECHO_GROUP]),
@@ -1081,6 +1108,289 @@ def register_readback(rig: Rig) -> list[int]:
 
 
 # =========================================================================================
+# l2_path.p4
+# =========================================================================================
+L2_DMAC = {DST: 2, BCAST: 4}     # dmac entries: destination MAC -> port
+L2_DEFAULT_PORT = 3              # dmac's default action, forward(3), set over P4Runtime
+L2_ROUTES = {"10.0.0.2": 1}      # ipv4_host: destination -> port (TTL - 1)
+L2_SMAC_LOW = {2: 0x22, 3: 0x33}  # port_smac: egress_port -> new src_addr[7:0]
+PACKET_TOO_SHORT = 1
+
+
+def l2_setup(rig: Rig) -> None:
+    """The entries of l2_path.p4's header comment; dmac's default becomes forward(3)."""
+    ups: list[Any] = [+P4TableEntry("dmac", match=P4TableMatch(dst_addr=mac), action=P4TableAction("forward", port=p))
+                      for mac, p in L2_DMAC.items()]
+    ups += [+P4TableEntry("ipv4_host", match=P4TableMatch(dst_addr=ip), action=P4TableAction("route", port=p))
+            for ip, p in L2_ROUTES.items()]
+    ups += [+P4TableEntry("port_smac", match=P4TableMatch(egress_port=p), action=P4TableAction("rewrite_smac", low=v))
+            for p, v in L2_SMAC_LOW.items()]
+    rig.write(*ups)
+    rig.write(~P4TableEntry("dmac", action=P4TableAction("forward", port=L2_DEFAULT_PORT), is_default_action=True))
+
+
+def _l2_out(frame: bytes, in_port: int, out_port: int, error: int = 0) -> bytes:
+    """What l2_path.p4's egress makes of a bridged ``frame`` (see its header comment)."""
+    src = int.from_bytes(frame[6:12], "big")
+    low = L2_SMAC_LOW.get(out_port, src & 0xFF)
+    src = (src & 0xFF00_0000_0000) | (in_port & 0xFF) << 32 | len(frame) << 16 | error << 8 | low
+    return frame[:6] + src.to_bytes(6, "big") + frame[12:]
+
+
+def _l2_case(name: str, port: int, frame: bytes, error: int = 0) -> Case:
+    dst = ":".join(f"{b:02x}" for b in frame[:6])
+    out = L2_DMAC.get(dst, L2_DEFAULT_PORT)
+    return Case(name, port, frame, [(out, _l2_out(frame, port, out, error))])
+
+
+def _l2_cases() -> list[Case]:
+    other = "02:00:00:00:00:99"
+    udp = bytes(_ip(dst="10.0.0.9") / UDP(sport=7, dport=9) / (b"u" * 18))
+    routed_in = bytes(Ether(dst=DST, src=SRC) / _ip(dst="10.0.0.2") / UDP(sport=7, dport=9) / b"routed")
+    ip = IP(routed_in[14:34])
+    ip.ttl, ip.chksum = 63, None
+    routed_out = _l2_out(routed_in[:14] + bytes(ip) + routed_in[34:], 2, L2_ROUTES["10.0.0.2"])
+    return [
+        _l2_case("arp_request_broadcast", 1, bytes(Ether(dst=BCAST, src=SRC) / ARP(pdst="10.0.0.2"))),
+        _l2_case("arp_reply_known_dst", 3, bytes(Ether(dst=DST, src=SRC) / ARP(op=2))),
+        _l2_case("arp_unknown_dst_default_action", 2, bytes(Ether(dst=other, src=SRC) / ARP(op=2))),
+        _l2_case("unknown_ethertype", 1, _eth(0x9000) + b"raw-frame" * 5),
+        _l2_case("unknown_ethertype_default_action", 4, _eth(0x9000, dst=other) + b"x" * 46),
+        _l2_case("ipv6_frame", 1, _eth(0x86DD) + b"\x60" + b"\x00" * 39),
+        _l2_case("vlan_tagged", 2, _eth(0x8100) + b"\x00\x05\x08\x00" + udp),
+        _l2_case("ethernet_header_only_14_bytes", 1, _eth(0x9000)),
+        _l2_case("ethernet_header_only_default_action", 2, _eth(0x88CC, dst=other)),
+        _l2_case("ipv4_type_14_bytes_parser_error", 1, _eth(0x0800), PACKET_TOO_SHORT),
+        _l2_case("ipv4_truncated_10_bytes", 3, _eth(0x0800) + udp[:10], PACKET_TOO_SHORT),
+        _l2_case("ipv4_truncated_19_bytes_default_action", 4, _eth(0x0800, dst=other) + udp[:19], PACKET_TOO_SHORT),
+        _l2_case("ipv4_exactly_20_bytes_bridged", 1, _eth(0x0800) + udp[:20]),
+        _l2_case("ipv4_no_route_bridged", 2, _eth(0x0800) + udp),
+        Case("ipv4_routed_ttl_and_checksum", 2, routed_in, [(L2_ROUTES["10.0.0.2"], routed_out)]),
+    ]
+
+
+def l2_default_drop(rig: Rig) -> list[list[Out]]:
+    """dmac's default set to drop() (the program's own default) drops an unknown
+    destination; back to forward(3), the frame goes out on port 3 again."""
+    frame = _eth(0x9000, dst="02:00:00:00:00:77") + b"d" * 20
+    seen = []
+    for action, n in ((P4TableAction("drop"), 0), (P4TableAction("forward", port=L2_DEFAULT_PORT), 1)):
+        rig.write(~P4TableEntry("dmac", action=action, is_default_action=True))
+        seen.append(sorted(rig.exchange(1, frame, n)))
+    return seen
+
+
+def l2_default_drop_expected() -> list[list[Out]]:
+    """What ``l2_default_drop`` must see."""
+    frame = _eth(0x9000, dst="02:00:00:00:00:77") + b"d" * 20
+    return [[], [(L2_DEFAULT_PORT, _l2_out(frame, 1, L2_DEFAULT_PORT))]]
+
+
+# =========================================================================================
+# instance_meta.p4
+# =========================================================================================
+IM_GROUP = [(2, 21), (3, 31)]              # multicast group 1: (port, rid)
+IM_I2E, IM_E2E = (3, 7), (4, 9)            # clone sessions 5 and 6: (port, instance -> egress_rid)
+IM_PROBE_LEN = len(ImProbe())
+IM_EXTRA_IN, IM_EXTRA_ING, IM_EXTRA_EG = 0x11223344, 0xABCD0123, 0x4567CDEF
+PROBE_MAGIC_ERROR = 0xEE                   # magic that fails the parser's verify()
+CPU_PORT_NUM = 255                         # the testbed's --cpu-port
+
+
+def im_setup(rig: Rig) -> None:
+    """Multicast group 1 and clone sessions 5 (I2E) and 6 (E2E)."""
+    rig.write(+P4MulticastGroupEntry(1, replicas=IM_GROUP),
+              +P4CloneSessionEntry(5, replicas=[IM_I2E]), +P4CloneSessionEntry(6, replicas=[IM_E2E]))
+
+
+def _im(payload: bytes = b"", extra: int | None = None, **fields: int) -> bytes:
+    f = bytes(Ether(dst=DST, src=SRC) / ImProbe(**{"has_extra": int(extra is not None), **fields}))
+    return f + (b"" if extra is None else extra.to_bytes(4, "big")) + payload
+
+
+@dataclass
+class _ImPacket:
+    """simple_switch's view of one instance_meta.p4 packet: parsed headers, payload,
+    metadata and the packet-length register."""
+
+    probe: dict[str, int]
+    extra: int | None
+    payload: bytes
+    meta: dict[str, int]          # parser_mark, tag, instance_type, ingress_port, parser_error
+    length: int                   # the packet-length register
+    packet_in: int | None = None  # packet_in_t.ingress_port when valid
+
+    def deparse(self) -> bytes:
+        pin = b"" if self.packet_in is None else (self.packet_in << 7).to_bytes(2, "big")
+        ext = b"" if self.extra is None else self.extra.to_bytes(4, "big")
+        return pin + bytes(Ether(dst=DST, src=SRC) / ImProbe(**self.probe)) + ext + self.payload
+
+
+def _im_parse(frame: bytes, port: int) -> _ImPacket:
+    """The parser on a frame into ``port`` (not the CPU port): metadata all zero but
+    the parser's mark; a bad magic stops parsing after the probe (ProbeMagic = 2 here)."""
+    probe = ImProbe(frame[14:14 + IM_PROBE_LEN]).fields
+    rest = frame[14 + IM_PROBE_LEN:]
+    meta = {"parser_mark": 0x77, "tag": 0, "instance_type": 0, "ingress_port": port, "parser_error": 0}
+    extra = None
+    if probe["magic"] == PROBE_MAGIC_ERROR:
+        meta["parser_error"] = 2
+    elif probe["has_extra"] == 1:
+        extra, rest = int.from_bytes(rest[:4], "big"), rest[4:]
+    return _ImPacket(dict(probe), extra, rest, meta, len(frame))
+
+
+def _im_ingress(p: _ImPacket, ilen: int) -> None:
+    """ImIngress on one pass (``ilen``: standard_metadata.packet_length of this pass)."""
+    m, pr = p.meta, p.probe
+    pr.update(i_instance_type=m["instance_type"], i_parser_error=int(m["parser_error"] != 0),
+              i_ingress_port=m["ingress_port"], i_packet_length=ilen)
+    if pr["hdr_ops"] & 1 and p.extra is None:
+        p.extra, p.length = IM_EXTRA_ING, p.length + 4
+    elif pr["hdr_ops"] & 1:
+        p.extra = IM_EXTRA_ING
+    if pr["hdr_ops"] & 2 and p.extra is not None:
+        p.extra, p.length = None, p.length - 4
+
+
+def _im_egress(p: _ImPacket, port: int, rid: int) -> None:
+    """ImEgress (without its clone/recirculate decisions)."""
+    m, pr = p.meta, p.probe
+    pr.update(e_instance_type=m["instance_type"], e_parser_error=m["parser_error"],
+              e_ingress_port=m["ingress_port"], e_egress_spec=0, e_egress_port=port, e_egress_rid=rid,
+              e_mcast_grp=m.get("mcast_grp", 0), e_packet_length=p.length, e_priority=0, e_checksum_error=0,
+              e_parser_mark=m["parser_mark"], e_tag=m["tag"])
+    if m["instance_type"] == 0:
+        if pr["hdr_ops"] & 4:
+            if p.extra is None:
+                p.length += 4
+            p.extra = IM_EXTRA_EG
+        if pr["hdr_ops"] & 8 and p.extra is not None:
+            p.extra, p.length = None, p.length - 4
+
+
+def _reset_meta(p: _ImPacket, tag: int, instance_type: int) -> None:
+    p.meta = {"parser_mark": 0, "tag": tag, "instance_type": instance_type, "ingress_port": 0, "parser_error": 0}
+
+
+def im_model(frame: bytes, port: int) -> list[Out]:
+    """What simple_switch 1.15 sends for ``frame`` into data port ``port``, worked out
+    from its rules (see instance_meta.p4's header comment); CPU-port output not modelled."""
+    out: list[Out] = []
+
+    def egress(p: _ImPacket, eport: int, rid: int) -> None:
+        _im_egress(p, eport, rid)
+        op = p.probe["op"]
+        if p.meta["instance_type"] == 0 and op == 3:
+            c = copy.deepcopy(p)  # headers as egress left them, metadata reset
+            _reset_meta(c, 0, 2)
+            egress(c, IM_E2E[0], IM_E2E[1])
+        if p.meta["instance_type"] == 0 and op == 5 and p.meta["tag"] != 0xC7:
+            d = p.deparse()  # re-parsed from the deparsed frame, metadata reset
+            r = _im_parse(d, 0)
+            r.meta.update(tag=0xC7, instance_type=4)
+            ingress(r, len(d))
+            return
+        out.append((eport, p.deparse()))
+
+    def ingress(p: _ImPacket, ilen: int) -> None:
+        _im_ingress(p, ilen)
+        op, first = p.probe["op"], p.meta["instance_type"] == 0
+        eport = p.probe["out_port"] & 0x1FF
+        if first and op == 2:
+            c = _im_parse(frame, port)  # I2E: the frame as received, re-parsed
+            _reset_meta(c, 0xA5, 1)
+            c.length = len(frame)
+            p.meta["tag"] = 0xA5
+            egress(c, IM_I2E[0], IM_I2E[1])
+        if first and op == 4:
+            r = _im_parse(frame, 0)  # resubmit: the frame as received, metadata reset
+            r.meta.update(tag=0xB6, instance_type=6)
+            ingress(r, len(frame))
+            return
+        p.meta["instance_type"] = 0
+        if first and op == 1 and p.probe["mcast_grp"] == 1:
+            p.meta["instance_type"], p.meta["mcast_grp"] = 5, 1
+            for gport, rid in IM_GROUP:
+                egress(copy.deepcopy(p), gport, rid)
+            return
+        if first and op == 1 and p.probe["mcast_grp"] != 0:
+            return  # an unknown group: no copies
+        if eport != 511:
+            egress(p, eport, 0)
+
+    ingress(_im_parse(frame, port), len(frame))
+    return out
+
+
+def _imcase(name: str, port: int, payload: bytes = b"", extra: int | None = None, **fields: int) -> Case:
+    frame = _im(payload, extra, **fields)
+    return Case(name, port, frame, im_model(frame, port))
+
+
+def _im_cases() -> list[Case]:
+    return [
+        _imcase("normal", 1, out_port=2),
+        _imcase("normal_payload_and_extra", 2, payload=b"p" * 33, extra=IM_EXTRA_IN, out_port=4),
+        _imcase("normal_ingress_adds_header", 1, hdr_ops=1, out_port=2),
+        _imcase("normal_ingress_removes_header", 1, extra=IM_EXTRA_IN, hdr_ops=2, out_port=3),
+        _imcase("normal_egress_adds_header", 4, hdr_ops=4, out_port=1),
+        _imcase("normal_egress_removes_header", 3, extra=IM_EXTRA_IN, hdr_ops=8, out_port=3),
+        _imcase("normal_parser_error", 2, magic=PROBE_MAGIC_ERROR, extra=IM_EXTRA_IN, out_port=1),
+        _imcase("multicast", 1, op=1, mcast_grp=1, out_port=4),
+        _imcase("multicast_ingress_adds_header", 4, op=1, mcast_grp=1, hdr_ops=1, payload=b"m" * 7),
+        _imcase("clone_i2e", 1, op=2, out_port=2),
+        _imcase("clone_i2e_ingress_removes_header", 2, op=2, extra=IM_EXTRA_IN, hdr_ops=2, out_port=1),
+        _imcase("clone_i2e_parser_error_reset", 1, op=2, magic=PROBE_MAGIC_ERROR, out_port=2),
+        _imcase("clone_i2e_original_dropped", 1, op=2, out_port=511),
+        _imcase("clone_e2e", 1, op=3, out_port=2),
+        _imcase("clone_e2e_after_ingress_add", 2, op=3, hdr_ops=1, payload=b"e" * 11, out_port=2),
+        _imcase("clone_e2e_after_egress_add", 3, op=3, hdr_ops=4, out_port=1),
+        _imcase("clone_e2e_after_egress_remove", 3, op=3, extra=IM_EXTRA_IN, hdr_ops=8, out_port=1),
+        _imcase("resubmit", 2, op=4, out_port=3),
+        _imcase("resubmit_ingress_adds_header", 2, op=4, hdr_ops=1, out_port=3),
+        _imcase("recirculate", 1, op=5, out_port=4),
+        _imcase("recirculate_egress_adds_header", 1, op=5, hdr_ops=4, payload=b"r" * 5, out_port=4),
+    ]
+
+
+def im_cpu_paths(rig: Rig) -> list[tuple[str, Any]]:
+    """PacketOut (ingress invalidates packet_out_t), a packet to the CPU port (egress makes
+    packet_in_t valid) and an E2E clone of it: data-port frames and PacketIns."""
+    obs: list[tuple[str, Any]] = []
+    rig.tb.drain()
+    rig.client.packet_out(_im(b"o" * 9, hdr_ops=1, out_port=9), egress_port=2, _pad=0)
+    obs.append(("packet_out", sorted(rig.collect(1))))
+    for name, frame in (("to_cpu", _im(out_port=CPU_PORT_NUM)), ("to_cpu_e2e_clone", _im(op=3, out_port=CPU_PORT_NUM))):
+        outs = rig.exchange(1, frame, 1 if "clone" in name else 0)
+        obs.append((f"{name}:data", sorted(outs)))
+        obs.append((f"{name}:packet_in", _packet_in(rig, 3.0)))
+    return obs
+
+
+def im_cpu_expected() -> list[tuple[str, Any]]:
+    """What ``im_cpu_paths`` must observe (simple_switch 1.15)."""
+    po_in = _im(b"o" * 9, hdr_ops=1, out_port=9)
+    po_len = len(po_in) + 2  # packet_out_t arrives on the CPU port in front of the frame
+    po_out = _im(b"o" * 9, IM_EXTRA_ING, has_extra=0, hdr_ops=1, out_port=9, i_ingress_port=CPU_PORT_NUM, i_packet_length=po_len,
+                 e_ingress_port=CPU_PORT_NUM, e_egress_port=2, e_packet_length=po_len - 2 + 4, e_parser_mark=0x77)
+    cpu = dict(out_port=CPU_PORT_NUM, i_ingress_port=1, e_ingress_port=1, e_egress_port=CPU_PORT_NUM,
+               e_parser_mark=0x77)
+    sent = _im(out_port=CPU_PORT_NUM)
+    to_cpu = _im(**cpu, i_packet_length=len(sent), e_packet_length=len(sent))
+    c_orig = _im(op=3, **cpu, i_packet_length=len(sent), e_packet_length=len(sent))
+    # the clone copies the headers as egress left them, packet_in_t included, and the
+    # length register after it became valid
+    c_clone = (1 << 7).to_bytes(2, "big") + _im(
+        op=3, out_port=CPU_PORT_NUM, i_ingress_port=1, i_packet_length=len(sent), e_instance_type=2,
+        e_egress_port=IM_E2E[0], e_egress_rid=IM_E2E[1], e_packet_length=len(sent) + 2)
+    meta = {"ingress_port": 1, "_pad": 0}
+    return [("packet_out", [(2, po_out)]),
+            ("to_cpu:data", []), ("to_cpu:packet_in", (to_cpu, meta)),
+            ("to_cpu_e2e_clone:data", [(IM_E2E[0], c_clone)]), ("to_cpu_e2e_clone:packet_in", (c_orig, meta))]
+
+
+# =========================================================================================
 # specs, fixtures, tests
 # =========================================================================================
 SPECS: dict[str, ProgramSpec] = {
@@ -1096,6 +1406,8 @@ SPECS: dict[str, ProgramSpec] = {
                                  masked=tuple(f"echo.{n}" for n in ECHO_VOLATILE)),
     "cpu_io": ProgramSpec(cpu_setup, [], extras=[cpu_flow]),
     "registers": ProgramSpec(registers_setup, REG_CASES, ordered=True),
+    "l2_path": ProgramSpec(l2_setup, _l2_cases(), extras=[l2_default_drop]),
+    "instance_meta": ProgramSpec(im_setup, _im_cases(), extras=[im_cpu_paths]),
 }
 
 
@@ -1281,14 +1593,12 @@ class TestMetadataEcho:
 class TestPriorityQueues:
     """metadata_echo.p4 with 4 strict-priority queues per port (``--priority-queues 4``):
     ``qid`` (through the ``queueing_metadata.qid`` alias) is the priority, and a priority
-    beyond the last queue is dropped ("Priority out of range" in simple_switch)."""
+    beyond the last queue is dropped ("Priority out of range" in simple_switch). Both
+    targets take ``--priority-queues`` (simple_switch_grpc 1.15: after ``--``)."""
 
     @pytest.fixture(scope="class")
     @classmethod
     def rig(cls, target: str) -> Iterator[Rig]:
-        if target == "bmv2":
-            pytest.skip("BMv2 1.15's simple_switch_grpc has no --priority-queues option: priority queueing "
-                        "is the compile-time SSWITCH_PRIORITY_QUEUEING_ON, off by default")
         with open_rig("metadata_echo", target, priority_queues=4) as rig:
             yield rig
 
@@ -1339,6 +1649,46 @@ class TestRegisters:
                 pytest.skip("BMv2's P4Runtime server (PI, 2023) answers UNIMPLEMENTED to register reads")
             raise
         assert got == [2 * V[5] & M32, 2 * V[31] & M32, 2 * V[0] & M32]
+
+
+class TestL2Path:
+    """l2_path.p4: non-IPv4, unknown-EtherType and short frames (down to the 14-byte
+    Ethernet header, IPv4 with a parser error) bridged by destination MAC, then an
+    egress table keyed on egress_port rewriting a slice of the source MAC."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def rig(cls, target: str) -> Iterator[Rig]:
+        with open_rig("l2_path", target) as rig:
+            yield rig
+
+    @pytest.mark.parametrize("case", SPECS["l2_path"].cases, ids=_ids)
+    def test_frame(self, rig: Rig, case: Case) -> None:
+        run_case(rig, SPECS["l2_path"], case)
+
+    def test_default_action_drop_then_forward(self, rig: Rig) -> None:
+        assert l2_default_drop(rig) == l2_default_drop_expected()
+
+
+class TestInstanceMetadata:
+    """instance_meta.p4: every standard_metadata field per instance type (normal, I2E and
+    E2E clone, resubmit, recirculate, replication, PacketOut, to the CPU port) and
+    simple_switch's packet-length register through setValid/setInvalid."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def rig(cls, target: str) -> Iterator[Rig]:
+        with open_rig("instance_meta", target) as rig:
+            yield rig
+
+    @pytest.mark.parametrize("case", SPECS["instance_meta"].cases, ids=_ids)
+    def test_frame(self, rig: Rig, case: Case) -> None:
+        run_case(rig, SPECS["instance_meta"], case)
+
+    def test_packet_out_and_packet_in(self, rig: Rig) -> None:
+        got, expect = im_cpu_paths(rig), im_cpu_expected()
+        for (name, g), (_, e) in zip(got, expect, strict=True):
+            assert g == e, f"[{rig.target}] {name}: expected {e!r}, got {g!r}"
 
 
 # -- differential: the same frames through both targets ----------------------------------

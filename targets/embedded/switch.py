@@ -133,6 +133,8 @@ class Switch:
         self._thread: threading.Thread | None = None
         self._t0 = time.monotonic()
         self._debug = log.isEnabledFor(logging.DEBUG)
+        self._shaped = False  # some queue or port has a rate: the loop must run the drain timer
+        self._redrain = False  # a packet was queued while a drain ran: drain again
         self._ig_ts = self._eg_ts = self._enq_ts = self._enq_depth = None
         self._deq_depth = self._deq_delta = None
 
@@ -224,6 +226,7 @@ class Switch:
         self._reapply()
 
     def _reapply(self) -> None:
+        self._shaped = any(v is not None for v in (*self._rate_cfg.values(), *self._port_rate_cfg.values()))
         for p, q in list(self._tm.items()):  # may run in a control thread
             self._apply_cfg(p, q)
         with contextlib.suppress(BlockingIOError, OSError):
@@ -403,7 +406,9 @@ class Switch:
             return
         dq.append((F, payload, length, trunc))
         q.enqueued[slot] += 1
-        if q.rate[slot] is None and not self._draining:
+        if self._draining:
+            self._redrain = True
+        elif q.rate[slot] is None:
             # Nothing shapes this queue: dequeue at once, so that a burst arriving
             # within one receive batch cannot overflow a queue a real switch would
             # have drained at line rate meanwhile.
@@ -573,7 +578,15 @@ class Switch:
                         except OSError:
                             break
                         self._receive(port, frame)
-                timeout = self._drain(time.monotonic())
+                if self._shaped or self._redrain:
+                    # Unshaped queues are emptied as packets arrive; a full pass is needed
+                    # only for rates, or for what arrived while a drain was running.
+                    self._redrain = False
+                    timeout = self._drain(time.monotonic())
+                    if self._redrain:
+                        timeout = 0.0
+                else:
+                    timeout = None
                 if self._txq:
                     self._send()
         finally:

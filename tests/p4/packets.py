@@ -3,7 +3,7 @@
 One class per P4 header, fields in P4 order with the P4 widths (all big-endian). Layers
 are bound the way the programs parse them:
 
-- the ``0x88B6`` probes (``TableProbe``, ``Arith``, ``RepProbe``, ``Echo``, ``ExpHeader``)
+- the ``0x88B6`` probes (``TableProbe``, ``Arith``, ``RepProbe``, ``Echo``, ``ExpHeader``, ``ImProbe``)
   share one EtherType, so they are bound *top-down* only: ``Ether()/Arith()`` gets
   ``type=0x88B6``, but dissecting an ``0x88B6`` frame gives ``Raw``; decode explicitly
   with ``Arith(frame[14:])``;
@@ -155,6 +155,22 @@ class Echo(Packet):
     ]
 
 
+class ImProbe(Packet):
+    """``im_probe_t`` of instance_meta.p4: inputs, ingress echoes (i_*), egress echoes (e_*)."""
+
+    name = "ImProbe"
+    fields_desc = [
+        ByteField("op", 0), ByteField("hdr_ops", 0), ByteField("magic", 0), ByteField("has_extra", 0),
+        ShortField("out_port", 0), ShortField("mcast_grp", 0),
+        ByteField("i_instance_type", 0), ByteField("i_parser_error", 0), ShortField("i_ingress_port", 0),
+        IntField("i_packet_length", 0),
+        ByteField("e_instance_type", 0), ByteField("e_parser_error", 0), ShortField("e_ingress_port", 0),
+        ShortField("e_egress_spec", 0), ShortField("e_egress_port", 0), ShortField("e_egress_rid", 0),
+        ShortField("e_mcast_grp", 0), IntField("e_packet_length", 0), ByteField("e_priority", 0),
+        ByteField("e_checksum_error", 0), ByteField("e_parser_mark", 0), ByteField("e_tag", 0),
+    ]
+
+
 class CpuHeader(Packet):
     """``packet_in_t`` / ``packet_out_t``: a 9-bit port and 7 bits of padding."""
 
@@ -210,7 +226,7 @@ class RegisterHeavy(Packet):
     ]
 
 
-for _cls in (TableProbe, Arith, RepProbe, Echo, ExpHeader):
+for _cls in (TableProbe, Arith, RepProbe, Echo, ExpHeader, ImProbe):
     bind_top_down(Ether, _cls, type=ETHERTYPE_PROBE)
 bind_layers(Ether, Mpls, type=ETHERTYPE_MPLS)
 bind_layers(Ether, Mpls, type=ETHERTYPE_MPLS_MASKED)
