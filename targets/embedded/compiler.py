@@ -29,9 +29,13 @@ from targets.embedded.state import ActionCall, StateError
 
 log = logging.getLogger("gradnet.switch")
 
-# Hidden PHV slots carrying per-packet side effects of primitives.
-EXIT, CLONE, CLONE_FL, RESUBMIT, RECIRC, LEARN, TRUNCATE = range(7)
-N_HIDDEN = 7
+# Hidden PHV slots carrying per-packet side effects of primitives, and simple_switch's
+# per-packet state outside the PHV: PKTLEN is its packet-length register (the received
+# length, plus/minus each header that add_header/remove_header makes valid/invalid; egress
+# reads standard_metadata.packet_length from it), ILEN the packet's ingress length (what
+# counters and byte meters count), INPORT the port the packet arrived on.
+EXIT, CLONE, CLONE_FL, RESUBMIT, RECIRC, LEARN, TRUNCATE, PKTLEN, ILEN, INPORT = range(10)
+N_HIDDEN = 10
 FLAG = 1 << 40  # marks "set" in CLONE/RESUBMIT/RECIRC so that id 0 stays usable
 CONST_PRIORITY_BASE = 1 << 24
 
@@ -537,7 +541,9 @@ class Program:
         if t == "runtime_data":
             return f"D[{int(v)}]"
         if t == "local":
-            return f"L[{int(v)}]"
+            # An action parameter used inside an expression (BMv2 P4Objects.cpp: "runtime
+            # data for expressions in actions"), e.g. a slice assignment `f[7:0] = param`.
+            return f"D[{int(v)}]"
         if t == "header":
             return self._header_base(operand)
         if t == "stack_field":
@@ -624,11 +630,14 @@ class Program:
         elif op == "add_header":
             hb = self._header_base(a[0])
             n = len(self._header_of_access(a[0]).fields)
+            nb = self._header_of_access(a[0]).nbits // 8
             out.append(f"{ind}_b = {hb}")
-            out.append(f"{ind}if not F[_b]: F[_b:_b + {n + 1}] = _ZERO{n + 1}")
+            out.append(f"{ind}if not F[_b]: F[_b:_b + {n + 1}] = _ZERO{n + 1}; F[{PKTLEN}] += {nb}")
             self._ns[f"_ZERO{n + 1}"] = [1] + [0] * n
         elif op == "remove_header":
-            out.append(f"{ind}F[{self._header_base(a[0])}] = 0")
+            nb = self._header_of_access(a[0]).nbits // 8
+            out.append(f"{ind}_b = {self._header_base(a[0])}")
+            out.append(f"{ind}if F[_b]: F[_b] = 0; F[{PKTLEN}] -= {nb}")
         elif op in ("push", "pop"):
             st = self.stacks[a[0]["value"]]
             cnt = self.expr(a[1])
@@ -664,10 +673,10 @@ class Program:
             out.append(f"{ind}if 0 <= _i < {reg.size}: {cells}[_i] = ({self.expr(a[2])}) & {reg.mask:#x}")
         elif op == "count":
             c = self._bind("_C", self.counters[a[0]["value"]])
-            out.append(f"{ind}{c}.count({self.expr(a[1])}, F[{sm['packet_length']}])")
+            out.append(f"{ind}{c}.count({self.expr(a[1])}, F[{ILEN}])")
         elif op == "execute_meter":
             m = self._bind("_M", self.meters[a[0]["value"]])
-            out.append(ind + self.store(a[2], f"{m}.execute({self.expr(a[1])}, F[{sm['packet_length']}], _now())"))
+            out.append(ind + self.store(a[2], f"{m}.execute({self.expr(a[1])}, F[{ILEN}], _now())"))
         elif op == "clone_ingress_pkt_to_egress" or op == "clone_egress_pkt_to_egress":
             fl = self.expr(a[1]) if len(a) > 1 else "0"
             out.append(f"{ind}F[{CLONE}] = {FLAG} | ({self.expr(a[0])}); F[{CLONE_FL}] = {fl}")
@@ -991,17 +1000,17 @@ class Program:
                      f"        c = {tname}.default",
                      ]
             if t["name"] in self.direct_counters.values():
-                lines.append(f"        {tname}.default_packets += 1; {tname}.default_bytes += F[{self.sm['packet_length']}]")
+                lines.append(f"        {tname}.default_packets += 1; {tname}.default_bytes += F[{ILEN}]")
             lines += ["        c.fn(F, c.params)", "    else:", "        c = e.action"]
             if t["name"] in self.direct_counters.values():
-                lines.append(f"        e.packets += 1; e.bytes += F[{self.sm['packet_length']}]")
+                lines.append(f"        e.packets += 1; e.bytes += F[{ILEN}]")
             dm = t.get("direct_meters")
             if dm:
                 mspec = self._direct_meter_specs[dm]
                 target, _, _ = self.lvalue({"type": "field", "value": mspec["result_target"]})
                 unit = mspec.get("type", "packets")
                 # BMv2 runs the direct meter on a hit, before the action.
-                lines.insert(-1, f"        {target} = _dmx(e, {unit!r}, F[{self.sm['packet_length']}])")
+                lines.insert(-1, f"        {target} = _dmx(e, {unit!r}, F[{ILEN}])")
             lines.append("        c.fn(F, c.params)")
             lines.append(f"    if F[{EXIT}]: return None")
             if "__HIT__" in nt or "__MISS__" in nt:
@@ -1030,7 +1039,7 @@ class Program:
         """A table node with an action profile: a hit picks the member's action (from the
         group by the selector hash); a miss runs the default, BMv2's no-op until set."""
         ap = self._bind("_AP", tbl.profile)
-        plen = f"F[{self.sm['packet_length']}]"
+        plen = f"F[{ILEN}]"  # counters and meters count the ingress length, as in BMv2
         counted = t["name"] in self.direct_counters.values()
         lines = [f"def {fname}(F):",
                  f"    e = {tname}.lookup({keyexpr})" if keyexpr != "()" else "    e = None",

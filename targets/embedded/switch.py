@@ -27,7 +27,10 @@ from targets.embedded.compiler import (
     CLONE_FL,
     EXIT,
     FLAG,
+    ILEN,
+    INPORT,
     LEARN,
+    PKTLEN,
     RECIRC,
     RESUBMIT,
     TRUNCATE,
@@ -40,6 +43,9 @@ log = logging.getLogger("gradnet.switch")
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263
 PACKET_IGNORE_OUTGOING = 23
+PACKET_AUXDATA = 8
+TP_STATUS_VLAN_VALID, TP_STATUS_VLAN_TPID_VALID = 0x10, 0x40
+AUXDATA_SPACE = socket.CMSG_SPACE(20)  # struct tpacket_auxdata
 DROP_PORT = 511
 
 # standard_metadata.instance_type values of simple_switch
@@ -186,6 +192,9 @@ class Switch:
             s.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
         except OSError:
             log.warning("PACKET_IGNORE_OUTGOING unsupported; own transmissions may loop back")
+        # The kernel strips a VLAN tag before AF_PACKET sees the frame and reports it in
+        # the auxiliary data; put it back, as BMv2's libpcap does.
+        s.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
         for opt in (getattr(socket, "SO_RCVBUFFORCE", 33), socket.SO_RCVBUF):
             try:
                 s.setsockopt(socket.SOL_SOCKET, opt, 8 << 20)
@@ -305,7 +314,7 @@ class Switch:
             return
         F = prog.template[:]
         sm = prog.sm
-        F[sm["ingress_port"]] = port
+        F[sm["ingress_port"]] = F[INPORT] = port
         F[sm["packet_length"]] = len(frame)
         if self._ig_ts is not None:
             F[self._ig_ts] = self._now_us()
@@ -317,6 +326,7 @@ class Switch:
 
     def _ingress(self, prog: Program, F: list[int], frame: bytes, length: int, loops: int) -> None:
         sm = prog.sm
+        F[PKTLEN] = F[ILEN] = length
         off = prog.parse(F, frame)
         payload = frame[off:]
         if prog.verify_checksums(F) and sm.get("checksum_error") is not None:
@@ -331,10 +341,17 @@ class Switch:
             F[CLONE] = F[CLONE_FL] = 0
             session = self.pre.clone_sessions.get(sid)
             if session is not None:
+                # simple_switch re-parses the frame as received (with the original
+                # ingress_port, so that the parse is the same), then resets all metadata
+                # -- parser_error and what the parser wrote included -- and copies the
+                # field list; its length register is the ingress length.
                 C = prog.template[:]
+                C[sm["ingress_port"]] = C[INPORT] = F[INPORT]
                 cpay = frame[prog.parse(C, frame):]
+                prog.reset_metadata(C)
                 prog.copy_field_list(C, F, fl)
                 C[sm["instance_type"]] = INGRESS_CLONE
+                C[PKTLEN] = C[ILEN] = length
                 self._replicate(prog, C, cpay, length, session.replicas, session.packet_length_bytes)
         if F[LEARN]:
             self._learn(prog, F)
@@ -363,6 +380,7 @@ class Switch:
             return
         sm = prog.sm
         R = prog.template[:]
+        R[INPORT] = F[INPORT]
         prog.copy_field_list(R, F, field_list)
         R[sm["instance_type"]] = instance_type
         R[sm["packet_length"]] = length
@@ -390,7 +408,8 @@ class Switch:
     def _enqueue(self, prog: Program, port: int, F: list[int], payload: bytes, length: int, trunc: int) -> None:
         sm = prog.sm
         q = self._queue(port)
-        prio = F[sm["priority"]] if self.nb_queues > 1 and sm.get("priority") is not None else 0
+        # simple_switch 1.15 drops a priority beyond the last queue, one queue included
+        prio = F[sm["priority"]] if sm.get("priority") is not None else 0
         if prio >= self.nb_queues:
             self.stats.priority_out_of_range += 1
             return
@@ -480,7 +499,7 @@ class Switch:
             F[sm["qid"]] = qid
         F[sm["egress_port"]] = port
         F[sm["egress_spec"]] = 0
-        F[sm["packet_length"]] = length
+        F[sm["packet_length"]] = F[PKTLEN]
         prog.egress(F)
         F[EXIT] = 0
         if F[CLONE]:
@@ -569,14 +588,16 @@ class Switch:
                             self._receive(p, frame)
                         continue
                     port = self._fd_port[fd]
-                    recv = socks[fd].recv
+                    recvmsg = socks[fd].recvmsg
                     for _ in range(64):
                         try:
-                            frame = recv(65536)
+                            frame, anc, _, _ = recvmsg(65536, AUXDATA_SPACE)
                         except (BlockingIOError, InterruptedError):
                             break
                         except OSError:
                             break
+                        if anc and anc[0][2][0] & TP_STATUS_VLAN_VALID:
+                            frame = restore_vlan_tag(frame, anc[0][2])
                         self._receive(port, frame)
                 if self._shaped or self._redrain:
                     # Unshaped queues are emptied as packets arrive; a full pass is needed
@@ -592,3 +613,12 @@ class Switch:
         finally:
             ep.close()
 
+
+def restore_vlan_tag(frame: bytes, aux: bytes) -> bytes:
+    """``frame`` with the 802.1Q tag that the kernel moved into ``struct tpacket_auxdata``
+    (``aux``: tp_status, tp_len, tp_snaplen, tp_mac, tp_net, tp_vlan_tci, tp_vlan_tpid)
+    put back after the MAC addresses, as libpcap (and so BMv2) does."""
+    status = int.from_bytes(aux[0:4], "little")
+    tci = int.from_bytes(aux[16:18], "little")
+    tpid = int.from_bytes(aux[18:20], "little") if status & TP_STATUS_VLAN_TPID_VALID else 0x8100
+    return frame[:12] + tpid.to_bytes(2, "big") + tci.to_bytes(2, "big") + frame[12:]
