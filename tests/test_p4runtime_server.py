@@ -289,7 +289,7 @@ def test_write_errors_are_reported_per_update(target: Target) -> None:
             insert_route(b"\x02\x00"),  # port is bit<9>: 512 does not fit
             p4r.Update(type=p4r.Update.INSERT, entity=p4r.Entity(table_entry=p4r.TableEntry(table_id=12345))),
             p4r.Update(type=p4r.Update.INSERT, entity=p4r.Entity(
-                value_set_entry=p4r.ValueSetEntry(value_set_id=1))),
+                extern_entry=p4r.ExternEntry(extern_type_id=1))),
             insert_route(b"\x01\xff"),  # 511 fits
         ])
         with pytest.raises(grpc.RpcError) as err:

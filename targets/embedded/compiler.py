@@ -454,6 +454,9 @@ class Program:
             self.learn_lists[ll["name"]] = info
             self.learn_by_id[info.id] = info
         self.calculations = {c["name"]: c for c in spec.get("calculations", [])}
+        self.value_sets: dict[str, state.ValueSet] = {
+            v["name"]: state.ValueSet(v["name"], int(v["compressed_bitwidth"]), int(v.get("max_size", 0)))
+            for v in spec.get("parse_vsets", [])}
         self.actions_by_id: dict[int, ActionInfo] = {}
         self.actions: dict[str, ActionInfo] = {}
         for a in spec.get("actions", []):
@@ -809,22 +812,26 @@ class Program:
             # transition
             key_parts = []
             key_bits = 0
+            key_widths: list[int] = []  # value sets need the fields' own widths
             for k in s.get("transition_key", []):
                 if k["type"] == "field":
                     sl, w, _ = self.field_info(k["value"])
                     wb = (w + 7) // 8 * 8
                     key_parts.append((f"F[{sl}]", wb))
                     key_bits += wb
+                    key_widths.append(w)
                 elif k["type"] == "stack_field":
                     tgt, w, _ = self.lvalue(k)
                     wb = (w + 7) // 8 * 8
                     key_parts.append((tgt, wb))
                     key_bits += wb
+                    key_widths.append(w)
                 elif k["type"] == "lookahead":
                     off, w = int(k["value"][0]), int(k["value"][1])
                     wb = (w + 7) // 8 * 8
                     key_parts.append((f"_look(pkt, o, {off}, {w})", wb))
                     key_bits += wb
+                    key_widths.append(w)
                 elif k["type"] == "expression":
                     raise CompileError("expression in transition key")
                 else:
@@ -847,7 +854,13 @@ class Program:
                     mask = tr.get("mask")
                     cond = f"k & {_int(mask)} == {val & _int(mask)}" if mask is not None else f"k == {val}"
                 elif ttype == "parse_vset":
-                    raise CompileError("parser value sets are not supported")
+                    vs = self.value_sets.get(tr["value"])
+                    if vs is None:
+                        raise CompileError(f"unknown parser value set {tr['value']!r}")
+                    mask = tr.get("mask")
+                    shadow = vs.add_use(key_widths, _int(mask) if mask is not None else None)
+                    sname = self._bind("_VS", shadow)
+                    cond = f"k & {_int(mask)} in {sname}.keys" if mask is not None else f"k in {sname}.keys"
                 else:
                     raise CompileError(f"transition type {ttype}")
                 if cond is None:
@@ -1255,6 +1268,8 @@ class Program:
             t.default_packets = t.default_bytes = 0
         for ap in self.action_profiles.values():
             ap.clear()
+        for vs in self.value_sets.values():
+            vs.clear()
 
     def new_phv(self) -> list[int]:
         """A fresh PHV: all headers invalid, metadata zero."""

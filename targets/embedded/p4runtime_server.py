@@ -192,6 +192,14 @@ class _ProfileInfo:
 
 
 @dataclass(slots=True)
+class _ValueSetInfo:
+    id: int
+    name: str
+    value_set: state.ValueSet
+    fields: list[_Field]
+
+
+@dataclass(slots=True)
 class _ArrayInfo:
     id: int
     name: str
@@ -283,6 +291,20 @@ class Pipeline:
                 is_const=t.is_const_table,
                 profile=t.implementation_id,
             )
+
+        self.value_sets: dict[int, _ValueSetInfo] = {}
+        for v in info.value_sets:
+            vs = _lookup(program.value_sets, v.preamble.name)
+            if vs is None:
+                raise bad(f"value set {v.preamble.name} not in the program")
+            vfields = []
+            for mf in v.match:
+                if mf.WhichOneof("match") != "match_type" or mf.match_type != _MatchType.EXACT:
+                    raise P4RuntimeError(SC.UNIMPLEMENTED, f"value set {v.preamble.name}: only exact matches")
+                vfields.append(_Field(mf.id, mf.name, mf.bitwidth, "exact"))
+            if sum(f.bitwidth for f in vfields) != vs.bitwidth:
+                raise bad(f"value set {v.preamble.name}: width differs")
+            self.value_sets[v.preamble.id] = _ValueSetInfo(v.preamble.id, vs.name, vs, vfields)
 
         self.profiles: dict[int, _ProfileInfo] = {}
         for ap in info.action_profiles:
@@ -647,6 +669,8 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             self._write_direct_meter(pl, update.type, ent)
         elif kind == "digest_entry":
             self._write_digest(pl, update.type, ent)
+        elif kind == "value_set_entry":
+            self._write_value_set(pl, update.type, ent)
         elif kind == "action_profile_member":
             self._write_profile_member(pl, update.type, ent)
         elif kind == "action_profile_group":
@@ -843,6 +867,46 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                 raise P4RuntimeError(SC.INVALID_ARGUMENT, "Cannot use DELETE for default entry")
             key, prio = self._decode_key(ti, te)
             table.delete(key, prio)
+
+    # -- parser value sets (beyond PI, which answers UNIMPLEMENTED) -----------------------
+    def _write_value_set(self, pl: Pipeline, t: int, ve: p4r.ValueSetEntry) -> None:
+        vi = pl.value_sets.get(ve.value_set_id)
+        if vi is None:
+            raise _invalid_id()
+        self._check_update_type(t, p4r.Update.MODIFY)
+        members = []
+        for m in ve.members:
+            values: list[int | None] = [None] * len(vi.fields)
+            for fm in m.match:
+                i = next((j for j, f in enumerate(vi.fields) if f.id == fm.field_id), None)
+                if i is None:
+                    raise P4RuntimeError(SC.INVALID_ARGUMENT, "Unknown field in value set member")
+                if values[i] is not None:
+                    raise P4RuntimeError(SC.INVALID_ARGUMENT, "Duplicate field in value set member")
+                if fm.WhichOneof("field_match_type") != "exact":
+                    raise P4RuntimeError(SC.INVALID_ARGUMENT, "Invalid match type")
+                f = vi.fields[i]
+                values[i] = decode_bytes(fm.exact.value, f.bitwidth, f"{vi.name}.{f.name or f.id}")
+            if any(v is None for v in values):
+                raise P4RuntimeError(SC.INVALID_ARGUMENT, "Missing field in value set member")
+            members.append(tuple(values))
+        vi.value_set.set_members(members, [f.bitwidth for f in vi.fields])  # type: ignore[arg-type]
+
+    def _read_value_set(self, pl: Pipeline, ve: p4r.ValueSetEntry, out: list[p4r.Entity]) -> None:
+        if ve.value_set_id == 0:
+            infos = list(pl.value_sets.values())
+        else:
+            vi = pl.value_sets.get(ve.value_set_id)
+            if vi is None:
+                raise _invalid_id()
+            infos = [vi]
+        for vi in infos:
+            entry = p4r.ValueSetEntry(value_set_id=vi.id)
+            for m in vi.value_set.members:
+                member = entry.members.add()
+                for f, v in zip(vi.fields, m, strict=True):
+                    member.match.add(field_id=f.id, exact=p4r.FieldMatch.Exact(value=encode_bytes(v)))
+            out.append(p4r.Entity(value_set_entry=entry))
 
     # -- action profiles ------------------------------------------------------------------
     def _profile(self, pl: Pipeline, profile_id: int) -> _ProfileInfo:
@@ -1585,6 +1649,8 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             self._read_meter(pl, ent, out)
         elif kind == "digest_entry":
             self._read_digest(pl, ent, out)
+        elif kind == "value_set_entry":
+            self._read_value_set(pl, ent, out)
         elif kind == "action_profile_member":
             self._read_profile_members(pl, ent, out)
         elif kind == "action_profile_group":

@@ -651,3 +651,66 @@ class ActionProfile:
         self._gused.clear()
         self._handle_member.clear()
         self.mode = None
+
+
+# -- parser value sets -------------------------------------------------------------------
+class ValueSetUse:
+    """One ``select`` that uses a value set: its key's field widths, its mask, and the
+    set's values laid out the way the parser builds that key (each field in whole
+    bytes), which is what BMv2's ``ParseVSetCommon::do_padding`` compares against."""
+
+    __slots__ = ("keys", "mask", "widths")
+
+    def __init__(self, widths: list[int], mask: int | None) -> None:
+        self.widths = widths
+        self.mask = mask
+        self.keys: frozenset[int] = frozenset()
+
+    def pad(self, value: int) -> int:
+        """A compressed value (fields back to back) as the byte-padded select key."""
+        out, shift = 0, sum(self.widths)
+        for w in self.widths:
+            shift -= w
+            out = (out << ((w + 7) // 8 * 8)) | ((value >> shift) & _mask(w))
+        return out if self.mask is None else out & self.mask
+
+
+class ValueSet:
+    """A parser value set (``value_set<T>(size)``): members are tuples of field values
+    (P4Info match fields in order); P4Runtime replaces the whole set at once."""
+
+    def __init__(self, name: str, bitwidth: int, size: int) -> None:
+        self.name = name
+        self.bitwidth = bitwidth
+        self.size = size
+        self.members: list[tuple[int, ...]] = []
+        self.widths: list[int] | None = None  # field widths, from P4Info
+        self.uses: list[ValueSetUse] = []
+
+    def add_use(self, widths: list[int], mask: int | None) -> ValueSetUse:
+        use = ValueSetUse(widths, mask)
+        self.uses.append(use)
+        return use
+
+    def set_members(self, members: list[tuple[int, ...]], widths: list[int]) -> None:
+        """Replace the set; P4Runtime: RESOURCE_EXHAUSTED past ``size``, ALREADY_EXISTS
+        for a duplicate member."""
+        if len(members) > self.size:
+            raise StateError("RESOURCE_EXHAUSTED", f"value set {self.name}: {len(members)} members, size {self.size}")
+        unique = list(dict.fromkeys(members))
+        if len(unique) != len(members):
+            raise StateError("ALREADY_EXISTS", f"value set {self.name}: duplicate member")
+        compressed = []
+        for m in unique:
+            v = 0
+            for x, w in zip(m, widths, strict=True):
+                v = (v << w) | x
+            compressed.append(v)
+        self.members, self.widths = unique, widths
+        for use in self.uses:  # a new frozenset: the data plane may be reading the old one
+            use.keys = frozenset(use.pad(v) for v in compressed)
+
+    def clear(self) -> None:
+        self.members = []
+        for use in self.uses:
+            use.keys = frozenset()
