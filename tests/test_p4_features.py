@@ -40,6 +40,7 @@ from tests.test_conformance import (
     _eth,
     _first_diff,
     crc16_arc,
+    ones_complement_csum,
     pytestmark,
     run_case,
 )
@@ -296,11 +297,105 @@ class TestValueSet:
 
 
 # =========================================================================================
+# varbit_features.p4: extract with a length, emit, csum16 over a varbit field
+# BMv2 (src/bm_sim/parser.cpp extract_VL): length % 8 -> ParserInvalidArgument, then
+# too few bytes left -> PacketTooShort, then fixed part + length > the header's
+# max_length (32 bytes here) -> HeaderTooShort. A parser error leaves the header
+# invalid and the rest of the packet payload; an invalid header is not emitted.
+# =========================================================================================
+VB_ERR = {"NoError": 0, "PacketTooShort": 1, "HeaderTooShort": 4, "ParserInvalidArgument": 6}
+VB_MAX_BYTES = 32  # opts_t: 1 fixed byte + varbit<248>
+REST = b"REST"
+
+
+def _vb_hdr(length: int, mode: int, csum: int = 0, mn: int = 0, mx: int = 0, err: int = 0, flags: int = 0) -> bytes:
+    return struct.pack("!BBHBBBB", length, mode, csum, mn, mx, err, flags)
+
+
+def vb_expect(length: int, mode: int, kind: int, opts: bytes, tail: bytes, port: int,
+              rest: bytes = REST) -> tuple[bytes, list[Out]]:
+    """(frame sent, expected output) for one varbit_features.p4 case."""
+    after = bytes([kind]) + opts + tail + rest
+    frame = _eth(ETH_PROBE) + _vb_hdr(length, mode) + after
+    nbits = length * 8 + (4 if mode == 1 else 0)
+    if nbits % 8:
+        err, opts_ok = VB_ERR["ParserInvalidArgument"], False
+    elif len(after) < 1 + nbits // 8:
+        err, opts_ok = VB_ERR["PacketTooShort"], False
+    elif 1 + nbits // 8 > VB_MAX_BYTES:
+        err, opts_ok = VB_ERR["HeaderTooShort"], False
+    else:
+        opts_ok = True
+        err = VB_ERR["NoError"] if len(after) >= 1 + length + 2 else VB_ERR["PacketTooShort"]
+    tail_ok = opts_ok and err == 0
+    flags = (1 if opts_ok else 0) | (2 if tail_ok else 0)
+    emit_opts = opts_ok and mode != 2
+    emit_tail = tail_ok and mode != 3
+    csum = ones_complement_csum(bytes([length, mode, kind]) + opts[:length]) if emit_opts else 0
+    out = _eth(ETH_PROBE) + _vb_hdr(length, mode, csum, 1, VB_MAX_BYTES, err, flags)
+    if opts_ok:
+        rest = after[1 + length:]  # tail and payload
+        if emit_opts:
+            out += bytes([kind]) + opts[:length]
+        if tail_ok:
+            if emit_tail:
+                out += rest[:2]
+            rest = rest[2:]
+        out += rest
+    else:
+        out += after
+    return frame, [(port, out)]
+
+
+def _vb_cases() -> list[Case]:
+    spec: list[tuple[Any, ...]] = [  # name, len, mode, opts bytes, tail[, payload instead of REST]
+        ("len4", 4, 0, b"\x01\x02\x03\x04", b"\xbe\xef"),
+        ("len0", 0, 0, b"", b"\xbe\xef"),
+        ("len31_max", 31, 0, bytes(range(31)), b"\xca\xfe"),
+        ("len32_header_too_short", 32, 0, bytes(range(32)), b"\xca\xfe"),
+        ("len200_header_too_short", 200, 0, bytes(200), b"\x00\x01"),
+        ("odd_bits_invalid_argument", 4, 1, b"abcd", b"\x12\x34"),
+        ("truncated_packet_too_short", 10, 0, b"short", b""),
+        ("too_long_and_truncated", 40, 0, b"xyz", b""),
+        ("tail_missing", 3, 0, b"abc", b"", b""),
+        ("tail_one_byte", 3, 0, b"abc", b"", b"X"),
+        ("opts_set_invalid", 5, 2, b"hello", b"\x0f\x0f"),
+        ("tail_set_invalid", 2, 3, b"hi", b"\xf0\xf0"),
+        ("len3_odd_sum", 3, 0, b"\xff\xfe\xfd", b"\x00\x00"),
+    ]
+    cases = []
+    for i, (name, length, mode, opts, tail, *rest) in enumerate(spec):
+        port = 1 + i % 4
+        frame, expect = vb_expect(length, mode, 0xA5, opts, tail, port, *rest)
+        cases.append(Case(name, port, frame, expect))
+    return cases
+
+
+def vb_setup(rig: Rig) -> None:
+    """varbit_features.p4 needs no control-plane state."""
+
+
+class TestVarbit:
+    """varbit_features.p4: varbit extract / emit / checksum and their parser errors."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def rig(cls, target: str) -> Iterator[Rig]:
+        with open_rig("varbit_features", target) as rig:
+            yield rig
+
+    @pytest.mark.parametrize("case", _vb_cases(), ids=lambda c: c.name)
+    def test_frame(self, rig: Rig, case: Case) -> None:
+        run_case(rig, SPECS["varbit_features"], case)
+
+
+# =========================================================================================
 # specs, fixtures, tests
 # =========================================================================================
 SPECS: dict[str, ProgramSpec] = {
     "action_selector": ProgramSpec(selector_setup, _selector_cases(), extras=[selector_changes]),
     "value_set": ProgramSpec(vs_setup, _vs_cases()),
+    "varbit_features": ProgramSpec(vb_setup, _vb_cases()),
 }
 EXPECTED_EXTRAS: dict[str, Callable[[], list[tuple[str, Any]]]] = {
     "selector_changes": selector_changes_expected,

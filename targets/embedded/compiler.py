@@ -80,6 +80,10 @@ class HeaderLayout:
     base: int  # slot of the validity bit; fields follow
     fields: list[tuple[str, int, bool]]
     metadata: bool
+    # a varbit field: its index in ``fields`` (listed with width 0), the header's
+    # maximum size in bytes, and a hidden last field holding its current width in bits
+    vl: int = -1
+    vl_max_bytes: int = 0
 
     @property
     def nbits(self) -> int:
@@ -339,11 +343,19 @@ class Program:
         for h in spec.get("headers", []):
             t = types[h["header_type"]]
             fields = []
+            vl = -1
             for f in t["fields"]:
                 if f[1] == "*":
-                    raise CompileError(f"header {h['name']}: varbit fields are not supported")
+                    if vl >= 0:
+                        raise CompileError(f"header {h['name']}: more than one varbit field")
+                    vl = len(fields)
+                    fields.append((f[0], 0, False))
+                    continue
                 fields.append((f[0], int(f[1]), bool(f[2]) if len(f) > 2 else False))
-            self.headers[h["name"]] = HeaderLayout(h["name"], t["name"], slot, fields, bool(h.get("metadata")))
+            if vl >= 0:
+                fields.append(("$vl_len$", 0, False))
+            self.headers[h["name"]] = HeaderLayout(h["name"], t["name"], slot, fields, bool(h.get("metadata")),
+                                                   vl, int(t.get("max_length", 0)) if vl >= 0 else 0)
             slot += 1 + len(fields)
         self.stacks: dict[str, StackLayout] = {}
         by_id = {h["id"]: h["name"] for h in spec.get("headers", [])}
@@ -738,6 +750,11 @@ class Program:
                 s, w, _ = self.field_info(e["value"])
                 hdr = self.headers[self.aliases.get(".".join(e["value"]), e["value"])[0]]
                 cond = "" if hdr.metadata else f"if F[{hdr.base}]: "
+                if hdr.vl >= 0 and s == hdr.base + 1 + hdr.vl:  # a varbit field: its current width
+                    flush()
+                    ln = f"F[{hdr.base + len(hdr.fields)}]"
+                    lines.append(f"    {cond}v = (v << {ln}) | F[{s}]; n += {ln}")
+                    continue
                 if run and cond != run_cond:
                     flush()
                 run_cond = cond
@@ -749,6 +766,8 @@ class Program:
                 lines.append(f"    v = (v << {w}) | {_int(e['value']) & ((1 << w) - 1)}; n += {w}")
             elif t == "header":
                 h = self.headers[e["value"]]
+                if h.vl >= 0:
+                    raise CompileError(f"calculation {name}: whole header {h.name} with a varbit field")
                 parts = " | ".join(
                     f"((F[{h.base + 1 + i}] & {(1 << w) - 1:#x}) << {sum(x[1] for x in h.fields[i + 1:])})"
                     for i, (_, w, _) in enumerate(h.fields)
@@ -879,7 +898,38 @@ class Program:
         lines.append("        return o")
         self._src.append("\n".join(lines))
 
+    def _extract_vl_lines(self, h: HeaderLayout, base: str, length: str, ind: str, out: list[str]) -> None:
+        """extract(hdr, length) as BMv2's extract_VL: the length must be whole bytes
+        (ParserInvalidArgument), then fit the packet (PacketTooShort), then the header's
+        maximum size (HeaderTooShort)."""
+        if h.nbits % 8:
+            raise CompileError(f"header {h.name}: fixed fields are not a whole number of bytes")
+        fixed = h.nbits // 8
+        e = self.errors
+        out.append(f"{ind}_vl = {length}")
+        out.append(f"{ind}if _vl % 8: raise _PE({e.get('ParserInvalidArgument', 6)})")
+        out.append(f"{ind}_nb = {fixed} + (_vl >> 3)")
+        out.append(f"{ind}if o + _nb > n: raise _PE({e['PacketTooShort']})")
+        if h.vl_max_bytes:
+            out.append(f"{ind}if _nb > {h.vl_max_bytes}: raise _PE({e['HeaderTooShort']})")
+        out.append(f"{ind}v = int.from_bytes(pkt[o:o + _nb], 'big'); o += _nb")
+        after = sum(w for _, w, _ in h.fields[h.vl + 1:])
+        for i, (_, w, sg) in enumerate(h.fields[:-1]):
+            if i == h.vl:
+                val = f"(v >> {after}) & ((1 << _vl) - 1)"
+            else:
+                rest = sum(x for _, x, _ in h.fields[i + 1:])
+                shift = f"{rest} + _vl" if i < h.vl else str(rest)
+                val = f"(v >> ({shift})) & {(1 << w) - 1:#x}"
+                if sg:
+                    val = f"_sgn({val}, {w})"
+            out.append(f"{ind}F[{base} + {1 + i}] = {val}")
+        out.append(f"{ind}F[{base} + {len(h.fields)}] = _vl")
+        out.append(f"{ind}F[{base}] = 1")
+
     def _extract_lines(self, h: HeaderLayout, base: str, ind: str, out: list[str]) -> None:
+        if h.vl >= 0:
+            raise CompileError(f"header {h.name} has a varbit field: 'extract' needs a length (extract_VL)")
         if h.nbits % 8:
             raise CompileError(f"header {h.name} is not a whole number of bytes")
         nb = h.nbits // 8
@@ -932,7 +982,20 @@ class Program:
             out.append(f"{ind}if o + _a > n: raise _PE({self.errors['PacketTooShort']})")
             out.append(f"{ind}o += _a")
         elif name == "extract_VL":
-            raise CompileError("varbit extraction is not supported")
+            p = params[0]
+            length = self.expr(params[1])
+            if p["type"] == "regular":
+                h = self.headers[p["value"]]
+                self._extract_vl_lines(h, str(h.base), length, ind, out)
+            elif p["type"] == "stack":
+                st = self.stacks[p["value"]]
+                out.append(f"{ind}_i = F[{st.next_slot}]")
+                out.append(f"{ind}if _i >= {len(st.headers)}: raise _PE({self.errors['StackOutOfBounds']})")
+                out.append(f"{ind}_b = {st.headers[0].base} + _i * {st.stride}")
+                self._extract_vl_lines(st.headers[0], "_b", length, ind, out)
+                out.append(f"{ind}F[{st.next_slot}] = _i + 1")
+            else:
+                raise CompileError(f"extract_VL of {p['type']} is not supported")
         else:
             raise CompileError(f"unsupported parser op {name!r}")
 
@@ -941,6 +1004,9 @@ class Program:
         lines = ["def _deparse(F, payload):", "    out = []"]
         for hname in dep["order"]:
             h = self.headers[hname]
+            if h.vl >= 0:
+                lines.append(self._deparse_vl(h))
+                continue
             nb = h.nbits // 8
             parts = []
             shift = h.nbits
@@ -954,6 +1020,23 @@ class Program:
         lines.append("    out.append(payload)")
         lines.append("    return b''.join(out)")
         self._src.append("\n".join(lines))
+
+    def _deparse_vl(self, h: HeaderLayout) -> str:
+        """Emit a header with a varbit field: its bits as extracted (or assigned)."""
+        b = h.base
+        parts = []
+        for i, (_, w, sg) in enumerate(h.fields[:-1]):
+            fv = f"F[{b + 1 + i}]"
+            rest = sum(x for _, x, _ in h.fields[i + 1:])
+            if i == h.vl:
+                parts.append(f"({fv} << {rest})" if rest else fv)
+                continue
+            if sg:
+                fv = f"({fv} & {(1 << w) - 1:#x})"
+            shift = f"({rest} + _l)" if i < h.vl else str(rest)
+            parts.append(f"({fv} << {shift})" if shift != "0" else fv)
+        return (f"    if F[{b}]: _l = F[{b + len(h.fields)}]; "
+                f"out.append(({' | '.join(parts)}).to_bytes({h.nbits // 8} + (_l >> 3), 'big'))")
 
     # ------------------------------------------------------------------ checksums
     def _gen_checksums(self) -> None:
