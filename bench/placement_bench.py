@@ -2,6 +2,10 @@
 
 Run: ``python -m bench.placement_bench`` (``--quick``: smaller, ``--full``: also the slow
 MILPs of the oversubscribed k=8 fat-tree; ``--max-seconds``: budget per greedy timing).
+The scale table runs the greedy on fat-tree k=16 with K=16 for switch capacities from one
+link to unbounded, with the MILP's gap where it finishes (``--scale-milp-limit``);
+``--k32`` adds k=32 with K=32 (about ten minutes), ``--plain`` times the greedy that
+solves every candidate's LP next to it (minutes per row).
 
 Setup: fat-tree(k), every link 1000 Mbit/s (``2:1``: agg-core links 500), the PS is
 the first host ``h1``, every other host is a worker, a programmable switch processes
@@ -16,19 +20,23 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import random
 import statistics
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import networkx as nx
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from controller.placement import (
+    Placement,
     PlacementError,
     PlacementProblem,
+    RoundTrace,
     degree_first_placement,
     greedy_placement,
     optimal_placement,
@@ -51,13 +59,18 @@ def fat_tree_graph(k: int, core_bw: float = LINK_BW) -> nx.Graph:
 
 
 def fat_tree_problem(
-    k: int, budget: int, core_bw: float = LINK_BW, multipath: bool = False, **kw: Any
+    k: int,
+    budget: int,
+    core_bw: float = LINK_BW,
+    multipath: bool = False,
+    switch_capacity: float | None = None,
+    **kw: Any,
 ) -> PlacementProblem:
+    """PS h1, every other host a worker; C = k/2 links unless ``switch_capacity``."""
     g = fat_tree_graph(k, core_bw)
     hosts = [n for n, kind in g.nodes(data="kind") if kind == "host"]
-    return PlacementProblem(
-        g, hosts[0], hosts[1:], budget, k / 2 * LINK_BW, multipath=multipath, **kw
-    )
+    cap = k / 2 * LINK_BW if switch_capacity is None else switch_capacity
+    return PlacementProblem(g, hosts[0], hosts[1:], budget, cap, multipath=multipath, **kw)
 
 
 def random_problem(seed: int) -> PlacementProblem:
@@ -145,36 +158,115 @@ def random_graphs_table(n: int) -> Table:
     return tab
 
 
+def _greedy_with_progress(
+    prob: PlacementProblem, console: Console, label: str, **kw: Any
+) -> tuple[Placement, float, float]:
+    """greedy_placement with a progress bar over its rounds; (placement, wall s, CPU s)."""
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), console=console, transient=True,
+    ) as bar:  # fmt: skip
+        task = bar.add_task(label, total=prob.budget)
+
+        def tick(t: RoundTrace) -> None:
+            bar.update(task, advance=1, description=f"{label}: gamma {t.gamma:.1f}")
+
+        c0, t0 = time.process_time(), time.perf_counter()
+        pl = greedy_placement(prob, progress=tick, **kw)
+        return pl, time.perf_counter() - t0, time.process_time() - c0
+
+
+def _lp_counts(pl: Placement) -> tuple[int, int]:
+    """(LPs solved, LPs the plain greedy solves: one per candidate per round)."""
+    return sum(t.lp_solves for t in pl.trace), sum(len(t.scores) for t in pl.trace)
+
+
 def timing_table(ks: Iterable[int], max_seconds: float, console: Console) -> Table:
     """Greedy time for K = 4 and K = k/2 (single path) and K = 4 (ECMP), growing k while
     the estimated time stays within ``max_seconds``."""
-    tab = Table(title="greedy solve time on fat-tree(k) (one LP per candidate per round)")
-    for col in ("k", "hosts", "switches", "paths", "K", "LPs solved", "greedy s", "ms/LP",
-                "gamma"):  # fmt: skip
+    tab = Table(title="greedy solve time on fat-tree(k) (symmetric candidates share one LP)")
+    for col in ("k", "hosts", "switches", "paths", "K", "candidates x rounds", "LPs solved",
+                "greedy s", "CPU s", "gamma"):  # fmt: skip
         tab.add_column(col, justify="left" if col == "paths" else "right")
-    # per path model: ms per LP / (worker groups x slots x k^2) from the last run. GLOP's
-    # pivots per LP grow with the network too, so time per LP outgrows the LP's size.
-    alpha: dict[bool, float] = {}
+    last: dict[tuple[int, bool], tuple[int, float]] = {}  # (K rule, paths) -> (k, seconds)
     for k in ks:
         ran = False
         configs = dict.fromkeys([(min(4, k // 2), False), (k // 2, False), (min(4, k // 2), True)])
         for budget, multipath in configs:
             prob = fat_tree_problem(k, budget, multipath=multipath)
-            n_lp = sum(len(prob.candidates) - r for r in range(budget))
-            size = (k * k / 2) * (budget + 1) * k * k
             row = [str(k), str(len(prob.workers) + 1), str(len(prob.switches)),
-                   "ECMP" if multipath else "single", str(budget), str(n_lp)]  # fmt: skip
-            est = n_lp * alpha[multipath] * size / 1000 if multipath in alpha else None
-            if est is not None and est > max_seconds:
-                tab.add_row(*row, f"skipped (~{est:.0f} s)", "", "")
-                continue
-            console.log(f"timing greedy on fat-tree k={k}, K={budget}, {row[3]} ({n_lp} LPs)...")
-            gr, dt = _timed(lambda p=prob: greedy_placement(p))
-            ms = 1000 * dt / n_lp
-            alpha[multipath], ran = ms / size, True
-            tab.add_row(*row, f"{dt:.2f}", f"{ms:.2f}", f"{gr.gamma:.1f}")
+                   "ECMP" if multipath else "single", str(budget)]  # fmt: skip
+            rule = (budget if budget == 4 else -1, multipath)
+            if rule in last:  # the time grows about as k^4 (LP size x rounds)
+                k0, t0 = last[rule]
+                est = t0 * (k / k0) ** 4
+                if est > max_seconds:
+                    tab.add_row(*row, "", f"skipped (~{est:.0f} s)", "", "", "")
+                    continue
+            gr, dt, cpu = _greedy_with_progress(prob, console, f"fat-tree k={k} K={budget}")
+            solved, plain = _lp_counts(gr)
+            last[rule], ran = (k, dt), True
+            tab.add_row(*row, str(plain), str(solved), f"{dt:.2f}", f"{cpu:.2f}", f"{gr.gamma:.1f}")
         if not ran:
             break
+    return tab
+
+
+# Last measured k=32 scale run (``--k32``), printed with the default run's scale table.
+K32_NOTE = "k=32 K=32 unbounded: not measured yet (run with --k32)"
+
+
+def scale_table(
+    k: int,
+    budget: int,
+    caps: Sequence[float],
+    milp_limit: float,
+    console: Console,
+    *,
+    plain: bool = False,
+) -> Table:
+    """Greedy on fat-tree(k) with K switches for switch capacities from tight to
+    unbounded: wall and CPU time, LPs solved (vs one per candidate per round), gamma, and
+    the MILP optimum's gap where the MILP finishes within ``milp_limit`` (0: skip it).
+    ``plain``: also time the greedy that solves every candidate's LP (minutes at k=16)."""
+    tab = Table(title=f"greedy scale: fat-tree k={k}, K={budget}, single path")
+    cols = ["C (Mbit/s)", "LPs solved", "plain LPs", "greedy s", "CPU s", "gamma", "MILP opt",
+            "greedy gap", "MILP s"]  # fmt: skip
+    if plain:
+        cols += ["plain s", "same placement"]
+    for col in cols:
+        tab.add_column(col, justify="right")
+    for cap in caps:
+        prob = fat_tree_problem(k, budget, switch_capacity=cap)
+        name = "unbounded" if math.isinf(cap) else f"{cap:.0f}"
+        gr, dt, cpu = _greedy_with_progress(prob, console, f"k={k} K={budget} C={name}")
+        solved, n_plain = _lp_counts(gr)
+        opt_s, gap, t_opt = "-", "-", "-"
+        if milp_limit > 0:
+            console.log(f"MILP k={k} K={budget} C={name} (limit {milp_limit:g} s)...")
+            t0 = time.perf_counter()
+            try:
+                opt = optimal_placement(prob, time_limit_s=milp_limit, lower_bound=gr.gamma)
+            except PlacementError:
+                opt = None
+            t_opt = f"{time.perf_counter() - t0:.1f}"
+            if opt is not None and opt.optimal:
+                opt_s = f"{opt.gamma:.1f}"
+                gap = f"{100 * (1 - gr.gamma / max(opt.gamma, gr.gamma)):.2f}%"
+            elif opt is not None and opt.upper_bound is not None:
+                opt_s = f"timed out (<= {opt.upper_bound:.1f})"
+                gap = f"<= {100 * (1 - gr.gamma / max(opt.upper_bound, gr.gamma)):.2f}%"
+            else:
+                opt_s = "timed out"
+        row = [name, str(solved), str(n_plain), f"{dt:.1f}", f"{cpu:.1f}", f"{gr.gamma:.2f}",
+               opt_s, gap, t_opt]  # fmt: skip
+        if plain:
+            ref, dt_p, _ = _greedy_with_progress(
+                prob, console, f"plain k={k} K={budget} C={name}", symmetry=False
+            )
+            same = ref.switches == gr.switches and math.isclose(ref.gamma, gr.gamma, rel_tol=1e-7)
+            row += [f"{dt_p:.1f}", "yes" if same else "NO"]
+        tab.add_row(*row)
     return tab
 
 
@@ -184,6 +276,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--full", action="store_true", help="add oversubscribed k=8 (slow MILP)")
     ap.add_argument("--max-seconds", type=float, default=60.0, help="greedy timing budget")
     ap.add_argument("--milp-limit", type=float, default=60.0, help="MILP time limit (s)")
+    ap.add_argument(
+        "--scale-milp-limit", type=float, default=30.0,
+        help="MILP time limit in the k=16 scale table (s; 0: skip the MILP there)",
+    )  # fmt: skip
+    ap.add_argument("--no-scale", action="store_true", help="skip the k=16 K=16 scale table")
+    ap.add_argument(
+        "--k32", action="store_true",
+        help="also the k=32 K=32 scale run (offline: about 10 min on 2 cores)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--plain", action="store_true",
+        help="scale table: also time the greedy without symmetry (minutes per row at k=16)",
+    )  # fmt: skip
     args = ap.parse_args(argv)
     console = Console()
     if not console.is_terminal:  # piped: do not squeeze the tables into 80 columns
@@ -203,6 +308,13 @@ def main(argv: list[str] | None = None) -> None:
     console.print(random_graphs_table(10 if args.quick else 50))
     ks = [4, 8] if args.quick else itertools.chain([4, 8], itertools.count(16, 4))
     console.print(timing_table(ks, args.max_seconds, console))
+    if not args.no_scale and not args.quick:
+        caps = [LINK_BW, 4 * LINK_BW, 8 * LINK_BW, math.inf]  # 1, k/4, k/2 links, unbounded
+        console.print(scale_table(16, 16, caps, args.scale_milp_limit, console, plain=args.plain))
+    if args.k32:
+        console.print(scale_table(32, 32, [8 * LINK_BW, math.inf], 0, console, plain=False))
+    elif not args.quick:
+        console.print(K32_NOTE)
 
 
 if __name__ == "__main__":

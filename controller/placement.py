@@ -809,6 +809,9 @@ class _Symmetry:
     have the same gamma. Candidates are only merged through a ``g`` that passed that
     exact check; ``g`` itself is a guess from colour refinement (1-WL) of two copies of
     the instance with ``s`` and ``s'`` singled out, so a failed guess only costs an LP.
+    Only the parent pointers on paths the LP routes must be kept (worker -> switch,
+    switch -> PS and -> s_d, s_d -> PS): how a BFS tree reaches a node that no such path
+    passes does not matter.
 
     The graph it works on drops leaf hosts that are not workers (no path passes through
     them) and stands one node for each group of interchangeable leaf workers.
@@ -882,6 +885,25 @@ class _Symmetry:
                     for m in names
                 ]
             self.trees = trees
+            # relevant[r, u]: u lies on a routed path toward destination r that the LP
+            # uses (from a worker; toward the PS and s_d also from every switch); only
+            # those parent pointers must be kept by g
+            rel = np.zeros(trees.shape, dtype=bool)
+            rel[:, [self.index[w] for w in prob.workers if w in self.index]] = True
+            sw_idx = [self.index[sw] for sw in prob.switches]
+            for d in (prob.ps, prob.tor):
+                rel[self.row_of[self.index[d]], sw_idx] = True
+            front = rel.copy()
+            while True:
+                r, u = np.nonzero(front)
+                par = trees[r, u]
+                r, par = r[par >= 0], par[par >= 0]
+                new = ~rel[r, par]
+                if not new.any():
+                    break
+                front[:] = False
+                front[r[new], par[new]] = rel[r[new], par[new]] = True
+            self.relevant = rel
 
     # -------------------------------------------------------------- per round
     def classes(self, chosen: Sequence[str], remaining: Sequence[str]) -> list[list[str]]:
@@ -895,8 +917,9 @@ class _Symmetry:
         src, dst, lab = [self.src], [self.dst], [self.lab]
         if self.trees is not None:  # the fixed nodes' routing trees are kept by any g
             for f, d in enumerate(dict.fromkeys(fixed)):
-                par = self.trees[self.row_of[self.index[d]]]
-                kids = np.nonzero(par >= 0)[0]
+                row = self.row_of[self.index[d]]
+                par = self.trees[row]
+                kids = np.nonzero((par >= 0) & self.relevant[row])[0]
                 src += [kids, par[kids]]
                 dst += [par[kids], kids]
                 lab += [
@@ -983,11 +1006,19 @@ class _Symmetry:
             return False
         if self.trees is None:
             return True
-        rows = self.row_of[g[self.dest_idx]]
-        if (rows < 0).any():
+        image = self.row_of[g[self.dest_idx]]  # row of g(d) for every row d
+        if (image < 0).any():
             return False
         gx = np.append(g, -1)
-        return bool(np.array_equal(self.trees[rows][:, g], gx[self.trees]))
+        moved = np.nonzero(image != np.arange(len(image)))[0]
+        for rows in (moved, np.arange(len(image))):  # a wrong guess tends to fail early
+            rel = self.relevant[rows]
+            if not np.array_equal(self.relevant[image[rows]][:, g], rel):
+                return False
+            r, u = np.nonzero(rel)
+            if not np.array_equal(self.trees[image[rows][r], g[u]], gx[self.trees[rows[r], u]]):
+                return False
+        return True
 
 
 class _Reduced:
