@@ -390,12 +390,138 @@ class TestVarbit:
 
 
 # =========================================================================================
+# union_features.p4: header unions and a header-union stack
+# BMv2 (include/bm/bm_sim/header_unions.h): making a member valid (extract, setValid)
+# invalidates the union's other member; the union is valid while a member is. A
+# union stack extracts into its next element (StackOutOfBounds when full).
+# =========================================================================================
+UA, UB = 0x0A, 0x0B
+
+
+def _ua(a: int) -> bytes:
+    return bytes([UA]) + a.to_bytes(2, "big")
+
+
+def _ub(b: int) -> bytes:
+    return bytes([UB]) + b.to_bytes(4, "big")
+
+
+def _uprobe(sel: int, op: int, *res: int) -> bytes:
+    return bytes([sel, op, *res] + [0] * (5 - len(res)))
+
+
+def union_expect(sel: int, op: int, body: bytes, port: int) -> tuple[bytes, list[Out]]:
+    """(frame, expected output) for union_features.p4: a model of its parser, of
+    BMv2's union validity, and of its deparser."""
+    u: dict[str, bytes] = {}  # the union's valid member (at most one)
+    us: list[tuple[str, bytes] | None] = [None, None, None]
+    err, o = 0, 0
+    if sel in (1, 2):
+        size = 3 if sel == 1 else 5
+        if len(body) < size:
+            err = 1
+        else:
+            u = {"a" if sel == 1 else "b": body[:size]}
+            o = size
+    elif sel == 3:
+        nxt = 0
+        while True:
+            if o >= len(body):
+                err = 1  # lookahead<bit<8>> past the end
+                break
+            kind = body[o]
+            if kind not in (UA, UB):
+                break
+            if nxt == 3:
+                err = 3
+                break
+            size = 3 if kind == UA else 5
+            if len(body) - o < size:
+                err = 1
+                break
+            us[nxt] = ("a" if kind == UA else "b", body[o:o + size])
+            o += size
+            nxt += 1
+
+    def bits() -> tuple[int, int]:
+        b = (1 if "a" in u else 0) | (2 if "b" in u else 0) | (4 if u else 0)
+        for i in range(3):
+            b |= (8 << i) if us[i] and us[i][0] == "a" else 0
+        for i in range(2):
+            b |= (0x40 << i) if us[i] and us[i][0] == "b" else 0
+        more = 1 if us[2] and us[2][0] == "b" else 0
+        for i in range(3):
+            more |= (2 << i) if us[i] else 0
+        return b, more
+
+    before = bits()
+    if op == 1:
+        u = {"b": _ub(0xB0B0B0B0)}
+    elif op == 2:
+        u.pop("a", None)
+    elif op == 3:
+        u = {"a": _ua(0xA0A0)}
+    elif op == 4:
+        us[1] = ("b", _ub(0x11111111))
+    after = bits()
+    frame = _eth(ETH_PROBE) + _uprobe(sel, op) + body
+    out = (_eth(ETH_PROBE) + _uprobe(sel, op, *before, *after, err) + u.get("a", b"") + u.get("b", b"")
+           + b"".join(e[1] for e in us if e) + body[o:])
+    return frame, [(port, out)]
+
+
+def _union_cases() -> list[Case]:
+    spec = [  # name, sel, op, body after the probe
+        ("member_a", 1, 0, _ua(0x1234) + REST),
+        ("member_b", 2, 0, _ub(0xDEADBEEF) + REST),
+        ("a_then_setvalid_b", 1, 1, _ua(0x1234) + REST),
+        ("b_then_setvalid_b", 2, 1, _ub(0x01020304) + REST),
+        ("a_then_setinvalid_a", 1, 2, _ua(0x1234) + REST),
+        ("b_then_setvalid_a", 2, 3, _ub(0x01020304) + REST),
+        ("a_then_setvalid_a", 1, 3, _ua(0x5678) + REST),
+        ("empty_union_setvalid_b", 0, 1, REST),
+        ("member_a_truncated", 1, 0, b"\x0a\x01"),
+        ("stack_a_b_a", 3, 0, _ua(1) + _ub(2) + _ua(3) + REST),
+        ("stack_b_b", 3, 0, _ub(5) + _ub(6) + REST),
+        ("stack_overflow", 3, 0, _ua(1) + _ua(2) + _ub(3) + _ua(4) + REST),
+        ("stack_lookahead_past_end", 3, 0, _ua(1)),
+        ("stack_element_setvalid_b", 3, 4, _ua(1) + _ua(2) + _ua(3) + REST),
+        ("stack_empty_setvalid_b", 3, 4, REST),
+    ]
+    cases = []
+    for i, (name, sel, op, body) in enumerate(spec):
+        port = 1 + i % 4
+        frame, expect = union_expect(sel, op, body, port)
+        cases.append(Case(name, port, frame, expect))
+    return cases
+
+
+def union_setup(rig: Rig) -> None:
+    """union_features.p4 needs no control-plane state."""
+
+
+class TestHeaderUnions:
+    """union_features.p4: union member validity, setValid/setInvalid, union stacks."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def rig(cls, target: str) -> Iterator[Rig]:
+        with open_rig("union_features", target) as rig:
+            yield rig
+
+    @pytest.mark.parametrize("case", _union_cases(), ids=lambda c: c.name)
+    def test_frame(self, rig: Rig, case: Case) -> None:
+        run_case(rig, SPECS["union_features"], case)
+
+
+# =========================================================================================
 # specs, fixtures, tests
 # =========================================================================================
 SPECS: dict[str, ProgramSpec] = {
     "action_selector": ProgramSpec(selector_setup, _selector_cases(), extras=[selector_changes]),
     "value_set": ProgramSpec(vs_setup, _vs_cases()),
     "varbit_features": ProgramSpec(vb_setup, _vb_cases()),
+    "union_features": ProgramSpec(union_setup, _union_cases()),
 }
 EXPECTED_EXTRAS: dict[str, Callable[[], list[tuple[str, Any]]]] = {
     "selector_changes": selector_changes_expected,

@@ -366,8 +366,26 @@ class Program:
                     raise CompileError(f"header stack {s['name']} elements are not contiguous")
             self.stacks[s["name"]] = StackLayout(s["name"], hs, slot)
             slot += 1
-        if spec.get("header_unions"):
-            raise CompileError("header unions are not supported by the embedded target")
+        # Header unions: making a member valid (extract, setValid, assignment from a
+        # valid header) invalidates the others (BMv2 HeaderUnion::make_header_valid).
+        by_hid = {h["id"]: self.headers[h["name"]] for h in spec.get("headers", [])}
+        self.unions: dict[str, list[HeaderLayout]] = {}
+        self.union_siblings: dict[str, list[int]] = {}  # member header -> other members' bases
+        for u in spec.get("header_unions", []):
+            members = [by_hid[i] for i in u["header_ids"]]
+            self.unions[u["name"]] = members
+            for m in members:
+                self.union_siblings[m.name] = [o.base for o in members if o is not m]
+        self.union_stacks: dict[str, tuple[list[list[HeaderLayout]], int]] = {}  # elements, next slot
+        uby_id = {u["id"]: u["name"] for u in spec.get("header_unions", [])}
+        for us in spec.get("header_union_stacks", []):
+            elems = [self.unions[uby_id[i]] for i in us["header_union_ids"]]
+            strides = {b[0].base - a[0].base for a, b in zip(elems, elems[1:], strict=False)}
+            if len(strides) > 1 or any([m.base - e[0].base for m in e] != [m.base - elems[0][0].base
+                                                                            for m in elems[0]] for e in elems):
+                raise CompileError(f"header union stack {us['name']}: elements are not laid out alike")
+            self.union_stacks[us["name"]] = (elems, slot)
+            slot += 1
         self.nslots = slot
         template = [0] * slot
         for h in self.headers.values():
@@ -504,6 +522,14 @@ class Program:
             raise CompileError("stack_field used as header")
         raise CompileError(f"operand {t} is not a header")
 
+    def _union_invalidate(self, operand: dict[str, Any], ind: str, cond: str) -> list[str]:
+        """Statements invalidating the other members of the union ``operand`` belongs
+        to (when ``cond``, the member's validity after the operation, holds)."""
+        if operand["type"] != "header" or operand["value"] not in self.union_siblings:
+            return []
+        sibs = "; ".join(f"F[{b}] = 0" for b in self.union_siblings[operand["value"]])
+        return [f"{ind}if {cond}: {sibs}"]
+
     def _stack_last_base(self, st: StackLayout) -> str:
         return f"({st.headers[0].base} + (F[{st.next_slot}] - 1) * {st.stride})"
 
@@ -600,6 +626,9 @@ class Program:
             return f"int({self.expr(right)})"
         if op == "valid":
             return f"(F[{self._header_base(right)}] == 1)"
+        if op == "valid_union":
+            members = self.unions[right["value"]]
+            return "(" + " or ".join(f"F[{m.base}] == 1" for m in members) + ")"
         if op in ("?", "?:"):
             c = e["cond"]
             return f"({self.expr(left)} if {self.expr(c)} else {self.expr(right)})"
@@ -637,6 +666,7 @@ class Program:
             dst, src = self._header_base(a[0]), self._header_base(a[1])
             n = len(self._header_of_access(a[0]).fields) + 1
             out.append(f"{ind}_d = {dst}; _s = {src}; F[_d:_d + {n}] = F[_s:_s + {n}]")
+            out.extend(self._union_invalidate(a[0], ind, "F[_d]"))
         elif op == "assign_header_stack":
             d, s = self.stacks[a[0]["value"]], self.stacks[a[1]["value"]]
             n = len(d.headers) * d.stride
@@ -649,6 +679,7 @@ class Program:
             out.append(f"{ind}_b = {hb}")
             out.append(f"{ind}if not F[_b]: F[_b:_b + {n + 1}] = _ZERO{n + 1}; F[{PKTLEN}] += {nb}")
             self._ns[f"_ZERO{n + 1}"] = [1] + [0] * n
+            out.extend(self._union_invalidate(a[0], ind, "1"))
         elif op == "remove_header":
             nb = self._header_of_access(a[0]).nbits // 8
             out.append(f"{ind}_b = {self._header_base(a[0])}")
@@ -954,6 +985,22 @@ class Program:
             if p["type"] == "regular":
                 h = self.headers[p["value"]]
                 self._extract_lines(h, str(h.base), ind, out)
+                for sb in self.union_siblings.get(h.name, []):
+                    out.append(f"{ind}F[{sb}] = 0")
+            elif p["type"] == "union_stack":
+                elems, nslot = self.union_stacks[p["value"][0]]
+                names = [m.name.rsplit(".", 1)[-1] for m in elems[0]]
+                k = names.index(p["value"][1])
+                first = elems[0][k]
+                stride = elems[1][0].base - elems[0][0].base if len(elems) > 1 else 0
+                out.append(f"{ind}_i = F[{nslot}]")
+                out.append(f"{ind}if _i >= {len(elems)}: raise _PE({self.errors['StackOutOfBounds']})")
+                out.append(f"{ind}_b = {first.base} + _i * {stride}")
+                self._extract_lines(first, "_b", ind, out)
+                for o in elems[0]:
+                    if o is not first:
+                        out.append(f"{ind}F[{o.base} + _i * {stride}] = 0")
+                out.append(f"{ind}F[{nslot}] = _i + 1")
             elif p["type"] == "stack":
                 st = self.stacks[p["value"]]
                 out.append(f"{ind}_i = F[{st.next_slot}]")
