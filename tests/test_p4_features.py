@@ -463,6 +463,12 @@ def union_expect(sel: int, op: int, body: bytes, port: int) -> tuple[bytes, list
         u = {"a": _ua(0xA0A0)}
     elif op == 4:
         us[1] = ("b", _ub(0x11111111))
+    elif op == 5:  # BMv2's union-stack push_front(1): a rotation, nothing invalidated
+        us = [us[2], us[0], us[1]]
+    elif op == 6:
+        us = [us[1], us[2], us[0]]
+    elif op == 7:
+        us[0] = next(iter(u.items()), None)
     after = bits()
     frame = _eth(ETH_PROBE) + _uprobe(sel, op) + body
     out = (_eth(ETH_PROBE) + _uprobe(sel, op, *before, *after, err) + u.get("a", b"") + u.get("b", b"")
@@ -487,6 +493,12 @@ def _union_cases() -> list[Case]:
         ("stack_lookahead_past_end", 3, 0, _ua(1)),
         ("stack_element_setvalid_b", 3, 4, _ua(1) + _ua(2) + _ua(3) + REST),
         ("stack_empty_setvalid_b", 3, 4, REST),
+        ("stack_push_front", 3, 5, _ua(1) + _ub(2) + REST),
+        ("stack_push_front_full", 3, 5, _ua(1) + _ub(2) + _ua(3) + REST),
+        ("stack_pop_front", 3, 6, _ua(1) + _ub(2) + REST),
+        ("stack_pop_front_full", 3, 6, _ub(1) + _ua(2) + _ub(3) + REST),
+        ("union_assign_to_stack", 2, 7, _ub(0x0C0D0E0F) + REST),
+        ("union_assign_invalid_to_stack", 0, 7, REST),
     ]
     cases = []
     for i, (name, sel, op, body) in enumerate(spec):

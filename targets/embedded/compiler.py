@@ -642,6 +642,9 @@ class Program:
             return self.lvalue({"type": "expression", "value": e})[0]
         if op == "dereference_header_stack":
             return self._header_base({"type": "expression", "value": e})
+        if op in ("last_stack_index", "size_stack") and (right or left)["value"] in self.union_stacks:
+            elems, nslot = self.union_stacks[(right or left)["value"]]
+            return f"(F[{nslot}] - 1)" if op == "last_stack_index" else str(len(elems))
         if op == "last_stack_index":
             st = self.stacks[right["value"] if right else left["value"]]
             return f"(F[{st.next_slot}] - 1)"
@@ -684,6 +687,11 @@ class Program:
             nb = self._header_of_access(a[0]).nbits // 8
             out.append(f"{ind}_b = {self._header_base(a[0])}")
             out.append(f"{ind}if F[_b]: F[_b] = 0; F[{PKTLEN}] -= {nb}")
+        elif op in ("push", "pop") and a[0]["type"] == "header_union_stack":
+            elems, nslot = self.union_stacks[a[0]["value"]]
+            stride = elems[1][0].base - elems[0][0].base if len(elems) > 1 else 0
+            fn = "_upush" if op == "push" else "_upop"
+            out.append(f"{ind}{fn}(F, {elems[0][0].base}, {len(elems)}, {stride}, {nslot}, {self.expr(a[1])})")
         elif op in ("push", "pop"):
             st = self.stacks[a[0]["value"]]
             cnt = self.expr(a[1])
@@ -1299,7 +1307,7 @@ class Program:
             self._gen_pipeline(pipes[name])
         ns = self._ns
         ns.update(_PE=ParserError, _sgn=_signed, _satc=_sat_cast, _usatc=_usat_cast,
-                  _push=_stack_push, _pop=_stack_pop, _look=_lookahead,
+                  _push=_stack_push, _pop=_stack_pop, _upush=_union_stack_push, _upop=_union_stack_pop, _look=_lookahead,
                   _rand=self.rng.randint, _log=_log_msg, _now=_monotonic, _dmx=direct_meter_execute)
         src = "\n\n".join(self._src)
         self.source = src
@@ -1445,6 +1453,30 @@ def _stack_pop(F: list[int], base: int, size: int, stride: int, nslot: int, coun
     for i in range(size - count, size):
         F[base + i * stride] = 0
     F[nslot] = max(F[nslot] - count, 0)
+
+
+def _swap(F: list[int], a: int, b: int, stride: int) -> None:
+    F[a:a + stride], F[b:b + stride] = F[b:b + stride], F[a:a + stride]
+
+
+def _union_stack_push(F: list[int], base: int, size: int, stride: int, nslot: int, count: int) -> None:
+    """push_front on a header-union stack exactly as BMv2 1.15 (StackP4_16): the same
+    element swaps as for a header stack, but marking a union invalid is a no-op there,
+    so the front elements keep the values swapped into them."""
+    if count <= 0:
+        return
+    F[nslot] = min(size, F[nslot] + count)
+    for i in range(size - 1, count - 1, -1):
+        _swap(F, base + i * stride, base + (i - count) * stride, stride)
+
+
+def _union_stack_pop(F: list[int], base: int, size: int, stride: int, nslot: int, count: int) -> None:
+    """pop_front on a header-union stack as BMv2 1.15 (see _union_stack_push)."""
+    if count <= 0:
+        return
+    F[nslot] -= min(F[nslot], count)
+    for i in range(max(size - count, 0)):
+        _swap(F, base + i * stride, base + (i + count) * stride, stride)
 
 
 def _lookahead(pkt: bytes, o: int, off: int, w: int) -> int:

@@ -11,6 +11,11 @@
  *   2: u.a.setInvalid()
  *   3: u.a.setValid(), u.a.a = 0xA0A0 (a valid u.b becomes invalid)
  *   4: us[1].b.setValid(), us[1].b.b = 0x11111111 (us[1].a becomes invalid)
+ *   5: us.push_front(1)   6: us.pop_front(1)   7: us[0] = u
+ * BMv2 1.15 (StackP4_16<HeaderUnion>) shifts a union stack with the same
+ * element swaps as a header stack, but marking a union invalid does nothing
+ * there: push_front(1) on 3 elements leaves old [2, 0, 1], pop_front(1) old
+ * [1, 2, 0], validity included.
  * then probe.after = the same validity bits. Validity bits: bit 0 u.a, bit 1
  * u.b, bit 2 u.isValid(), bits 3..5 us[0..2].a, bits 6..7 us[0..1].b; probe.more
  * bit 0 us[2].b, bits 1..3 us[i].isValid(). probe.err: parser_error (0, 3).
@@ -148,6 +153,12 @@ control UIngress(inout u_headers_t hdr, inout u_metadata_t meta,
             hdr.us[1].b.setValid();
             hdr.us[1].b.kind = 0x0B;
             hdr.us[1].b.b = 0x11111111;
+        } else if (hdr.probe.op == 5) {
+            hdr.us.push_front(1);
+        } else if (hdr.probe.op == 6) {
+            hdr.us.pop_front(1);
+        } else if (hdr.probe.op == 7) {
+            hdr.us[0] = hdr.u;
         }
         record(hdr.probe.after, hdr.probe.after_more);
         standard_metadata.egress_spec = standard_metadata.ingress_port;
