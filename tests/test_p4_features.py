@@ -333,17 +333,20 @@ def vb_expect(length: int, mode: int, kind: int, opts: bytes, tail: bytes, port:
     emit_tail = tail_ok and mode != 3
     csum = ones_complement_csum(bytes([length, mode, kind]) + opts[:length]) if emit_opts else 0
     out = _eth(ETH_PROBE) + _vb_hdr(length, mode, csum, 1, VB_MAX_BYTES, err, flags)
+    # mode 4: opts2 = 0x77 ++ opts.opts, emitted after opts; an unparsed opts has width 0
+    copy = (b"\x77" + (opts[:length] if opts_ok else b"")) if mode == 4 else b""
     if opts_ok:
         rest = after[1 + length:]  # tail and payload
         if emit_opts:
             out += bytes([kind]) + opts[:length]
+        out += copy
         if tail_ok:
             if emit_tail:
                 out += rest[:2]
             rest = rest[2:]
         out += rest
     else:
-        out += after
+        out += copy + after
     return frame, [(port, out)]
 
 
@@ -362,6 +365,9 @@ def _vb_cases() -> list[Case]:
         ("opts_set_invalid", 5, 2, b"hello", b"\x0f\x0f"),
         ("tail_set_invalid", 2, 3, b"hi", b"\xf0\xf0"),
         ("len3_odd_sum", 3, 0, b"\xff\xfe\xfd", b"\x00\x00"),
+        ("assign_varbit", 6, 4, b"varbit", b"\x5a\x5a"),
+        ("assign_varbit_len0", 0, 4, b"", b"\x5a\x5a"),
+        ("assign_unparsed_varbit", 12, 4, b"short", b""),
     ]
     cases = []
     for i, (name, length, mode, opts, tail, *rest) in enumerate(spec):

@@ -522,6 +522,15 @@ class Program:
             raise CompileError("stack_field used as header")
         raise CompileError(f"operand {t} is not a header")
 
+    def _varbit_len_slot(self, operand: dict[str, Any]) -> int | None:
+        """The width slot of a varbit field operand (None: not a varbit field)."""
+        if operand.get("type") != "field":
+            return None
+        h = self.headers.get(self.aliases.get(".".join(operand["value"]), operand["value"])[0])
+        if h is None or h.vl < 0 or self.field_slot(operand["value"]) != h.base + 1 + h.vl:
+            return None
+        return h.base + len(h.fields)
+
     def _union_invalidate(self, operand: dict[str, Any], ind: str, cond: str) -> list[str]:
         """Statements invalidating the other members of the union ``operand`` belongs
         to (when ``cond``, the member's validity after the operation, holds)."""
@@ -663,7 +672,14 @@ class Program:
         op = p["op"]
         a = p.get("parameters", [])
         sm = self.sm
-        if op in ("assign", "modify_field"):
+        if op == "assign_VL" or (op in ("assign", "modify_field") and self._varbit_len_slot(a[0]) is not None):
+            # varbit = varbit (BMv2 assign_VL): value and current width
+            dl, sl = self._varbit_len_slot(a[0]), self._varbit_len_slot(a[1])
+            if dl is None or sl is None:
+                raise CompileError("a varbit field can only be assigned from a varbit field")
+            out.append(f"{ind}F[{self.field_slot(a[0]['value'])}] = F[{self.field_slot(a[1]['value'])}]; "
+                       f"F[{dl}] = F[{sl}]")
+        elif op in ("assign", "modify_field"):
             out.append(ind + self.store(a[0], self.expr(a[1])))
         elif op == "assign_header":
             dst, src = self._header_base(a[0]), self._header_base(a[1])

@@ -1,7 +1,8 @@
 /* Conformance: varbit fields (extract with a length, emit, checksums over
  * them) and the parser errors simple_switch raises for them.
  *
- * Packet: ethernet (0x88B6) | vb_t | (opts, varbit<256>, vb.len bytes) | tail_t
+ * Packet: ethernet (0x88B6) | vb_t | opts_t (kind, then varbit<248> opts of
+ *   vb.len bytes) | tail_t
  *   vb_t   = { bit<8> len; bit<8> mode; bit<16> csum; bit<8> min_size;
  *              bit<8> max_size; bit<8> err; bit<8> flags }
  *   tail_t = { bit<16> marker }
@@ -14,10 +15,12 @@
  *   ParserInvalidArgument 6); vb.min_size / max_size = opts_t's
  *   minSizeInBytes() / maxSizeInBytes(); vb.flags bit 0 = opts valid, bit 1 =
  *   tail valid; mode 2: opts.setInvalid() (not emitted); mode 3: tail
- *   setInvalid. Back out of the ingress port.
- * Egress: update_checksum(opts valid, {vb.len, vb.mode, opts.opts}, csum16)
+ *   setInvalid; mode 4: opts2.setValid(), opts2.kind = 0x77, opts2.opts =
+ *   opts.opts (assign_VL: value and width). Back out of the ingress port.
+ * Compute checksum: update_checksum(opts valid, {vb.len, vb.mode, opts.kind,
+ *   opts.opts}, csum16)
  *   into vb.csum.
- * Deparser: ethernet, vb, opts (its extracted length), tail; an unparsed rest
+ * Deparser: ethernet, vb, opts (its extracted length), opts2, tail; the unparsed rest
  * stays payload.
  */
 #include <core.p4>
@@ -49,6 +52,7 @@ struct b_headers_t {
     ethernet_t ethernet;
     vb_t       vb;
     opts_t     opts;
+    opts_t     opts2;
     tail_t     tail;
 }
 
@@ -109,6 +113,11 @@ control BIngress(inout b_headers_t hdr, inout b_metadata_t meta,
         hdr.vb.min_size = (bit<8>)hdr.opts.minSizeInBytes();
         hdr.vb.max_size = (bit<8>)hdr.opts.maxSizeInBytes();
         hdr.vb.flags = (hdr.opts.isValid() ? 8w1 : 8w0) | (hdr.tail.isValid() ? 8w2 : 8w0);
+        if (hdr.vb.mode == 4) {
+            hdr.opts2.setValid();
+            hdr.opts2.kind = 0x77;
+            hdr.opts2.opts = hdr.opts.opts;
+        }
         if (hdr.vb.mode == 2) {
             hdr.opts.setInvalid();
         } else if (hdr.vb.mode == 3) {
@@ -136,6 +145,7 @@ control BDeparser(packet_out packet, in b_headers_t hdr) {
         packet.emit(hdr.ethernet);
         packet.emit(hdr.vb);
         packet.emit(hdr.opts);
+        packet.emit(hdr.opts2);
         packet.emit(hdr.tail);
     }
 }
