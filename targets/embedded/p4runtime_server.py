@@ -28,12 +28,20 @@ Behaviour, as in PI:
   are batched by ``max_list_size``/``max_timeout_ns`` and, with ``ack_timeout_ns`` > 0,
   a sample still waiting for its ack is not sent again.
 
-Beyond PI: registers can be read and written (MODIFY; no index = every cell), indirect
-meters are configurable, and RECONCILE_AND_COMMIT keeps table entries, counters, registers
-and PRE state of objects whose names survive.
+- Action profiles and selectors as PI over BMv2: members, groups with weights (a member
+  gets one BMv2 handle per unit of weight, so a wildcard member read lists it once per
+  handle, as PI does), table entries on a member or group, one-shot action sets (a
+  hidden group per entry; a profile takes one programming mode until emptied). Refused
+  deletes of members or groups still in use answer UNKNOWN, as BMv2's errors reach PI.
+  Watch ports are accepted and ignored (ports are always up).
 
-Not implemented (UNIMPLEMENTED): action profiles, direct meters, value sets, extern
-entries, atomic write modes. Idle timeouts are stored and read back but no
+Beyond PI: registers can be read and written (MODIFY; no index = every cell), indirect
+meters are configurable, parser value sets are written and read (ValueSetEntry MODIFY;
+PI answers UNIMPLEMENTED; size and duplicate members checked as the P4Runtime spec
+says), and RECONCILE_AND_COMMIT keeps table entries, counters, registers and PRE state
+of objects whose names survive (not action profile members and groups).
+
+Not implemented (UNIMPLEMENTED): direct meters, extern entries, atomic write modes. Idle timeouts are stored and read back but no
 IdleTimeoutNotification is ever sent. VERIFY_AND_SAVE keeps the new pipeline aside until
 COMMIT; until then Read/Write keep using the running one.
 """
