@@ -460,6 +460,12 @@ def _symmetric_cases() -> dict[str, PlacementProblem]:
     u, v = next((u, v) for u, v in ls2.edges if {u, v} <= {"s1", "s4"})
     ls2[u][v]["capacity"] = 40.0
     rg = random_graph(3)
+    # t1 and t2 are mirror images, m is a worker on both: with one shortest path m's
+    # flows take t1, which breaks the mirror (ECMP keeps it)
+    mh = two_tor(2, 2)
+    mh.add_node("m", kind="host", role="host")
+    mh.add_edge("m", "t1", capacity=100.0)
+    mh.add_edge("m", "t2", capacity=100.0)
     return {
         "ft4-tight": ft_problem(4, 4, 700.0),
         "ft4-unbounded": ft_problem(4, 4, math.inf),
@@ -470,6 +476,8 @@ def _symmetric_cases() -> dict[str, PlacementProblem]:
         "leaf-spine": PlacementProblem(ls, ls_hosts[0], ls_hosts[1:], 4, 250.0),
         "leaf-spine-twisted": PlacementProblem(ls2, ls_hosts[0], ls_hosts[1:], 4, math.inf),
         "random": PlacementProblem(rg.graph, rg.ps, rg.workers, len(rg.candidates) - 1, 150.0),
+        "multi-homed": PlacementProblem(mh, "d", workers_of(mh), 2, 150.0),
+        "multi-homed-ecmp": PlacementProblem(mh, "d", workers_of(mh), 2, 150.0, multipath=True),
     }
 
 
@@ -512,6 +520,10 @@ def test_symmetry_rejects_automorphism_that_breaks_routes() -> None:
         g2 = np.arange(sym.n)
         g2[i], g2[k] = k, i
         assert not sym._check(g2, sym._round[0])
+    # a worker on two mirror-image ToRs: one shortest path breaks the mirror, ECMP not
+    cases = _symmetric_cases()
+    assert _Symmetry(cases["multi-homed"]).classes([], ["t1", "t2"]) == [["t1"], ["t2"]]
+    assert _Symmetry(cases["multi-homed-ecmp"]).classes([], ["t1", "t2"]) == [["t1", "t2"]]
 
 
 def _rows_of(cons, name_of) -> collections.Counter:
