@@ -636,6 +636,10 @@ class Program:
         if op == "valid":
             return f"(F[{self._header_base(right)}] == 1)"
         if op == "valid_union":
+            if right.get("type") != "header_union" or right["value"] not in self.unions:
+                # BMv2 refuses it too (p4c 1.2.4 emits this for a union stack element)
+                raise CompileError(f"Invalid reference to object of type '{right.get('type')}' "
+                                   f"with name '{right.get('value')}'")
             members = self.unions[right["value"]]
             return "(" + " or ".join(f"F[{m.base}] == 1" for m in members) + ")"
         if op in ("?", "?:"):

@@ -18,7 +18,9 @@
  * [1, 2, 0], validity included.
  * then probe.after = the same validity bits. Validity bits: bit 0 u.a, bit 1
  * u.b, bit 2 u.isValid(), bits 3..5 us[0..2].a, bits 6..7 us[0..1].b; probe.more
- * bit 0 us[2].b, bits 1..3 us[i].isValid(). probe.err: parser_error (0, 3).
+ * bit 0 us[2].b, bits 1..3 whether us[i] has a valid member (not us[i].isValid():
+ * p4c 1.2.4 emits that as valid_union of a *header* "us[i]", a JSON that BMv2
+ * refuses to load). probe.err: parser_error (0, 3).
  * Deparser: ethernet, probe, u (the valid member), us (each valid member).
  */
 #include <core.p4>
@@ -120,9 +122,9 @@ control UIngress(inout u_headers_t hdr, inout u_metadata_t meta,
              | (hdr.us[0].b.isValid() ? 8w0x40 : 8w0)
              | (hdr.us[1].b.isValid() ? 8w0x80 : 8w0);
         more = (hdr.us[2].b.isValid() ? 8w0x01 : 8w0)
-             | (hdr.us[0].isValid() ? 8w0x02 : 8w0)
-             | (hdr.us[1].isValid() ? 8w0x04 : 8w0)
-             | (hdr.us[2].isValid() ? 8w0x08 : 8w0);
+             | (hdr.us[0].a.isValid() || hdr.us[0].b.isValid() ? 8w0x02 : 8w0)
+             | (hdr.us[1].a.isValid() || hdr.us[1].b.isValid() ? 8w0x04 : 8w0)
+             | (hdr.us[2].a.isValid() || hdr.us[2].b.isValid() ? 8w0x08 : 8w0);
     }
     apply {
         if (!hdr.probe.isValid()) {
