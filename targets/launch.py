@@ -55,8 +55,12 @@ def switch_command(
     log_file: str | None = None,
     priority_queues: int = 1,
     extra: list[str] | None = None,
+    thrift_port: int | None = None,
 ) -> list[str]:
-    """The argv that starts one switch; identical for both targets except argv[0]."""
+    """The argv that starts one switch; identical for both targets except argv[0].
+
+    ``extra`` goes after the target options (after ``--``); ``thrift_port`` (BMv2's
+    runtime CLI server) is a core option of BMv2, before ``--``."""
     if target == "embedded":
         argv = [sys.executable, "-m", "targets.embedded.cli"]
     else:
@@ -66,6 +70,8 @@ def switch_command(
         argv += ["-i", f"{port}@{iface}"]
     if log_file:
         argv += ["--log-file", log_file, "-L", "info"]
+    if thrift_port is not None and target != "embedded":
+        argv += ["--thrift-port", str(thrift_port)]
     argv += [json_path] if json_path else ["--no-p4"]
     argv += ["--", "--grpc-server-addr", grpc_addr]
     if cpu_port is not None:
@@ -156,12 +162,9 @@ class P4Switch(Switch):
         sock = self.grpc_addr[5:]
         if os.path.exists(sock):
             os.unlink(sock)
-        if self.target == "embedded":
-            extra = ["--runtime-socket", self.runtime_socket]
-        else:
-            extra = ["--thrift-port", str(THRIFT_PORT)]
+        extra = ["--runtime-socket", self.runtime_socket] if self.target == "embedded" else []
         argv = switch_command(self.target, ports, self.device_id, self.grpc_addr, self.json_path,
-                              CPU_PORT, self.log_file, self.priority_queues, extra)
+                              CPU_PORT, self.log_file, self.priority_queues, extra, THRIFT_PORT)
         log = open(self.log_file + ".out", "ab")  # noqa: SIM115 (closed in stop)
         env = dict(os.environ)
         env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + os.pathsep + env.get("PYTHONPATH", "")

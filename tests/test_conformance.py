@@ -598,6 +598,80 @@ def table_const_writes(rig: Rig) -> list[bool]:
     return rejected
 
 
+def table_const_entries(rig: Rig) -> list[tuple[int, int, int, int]]:
+    """t_const's const entries read back: (priority, value, mask, set_const value).
+    BMv2's PI inverts BMv2 priorities 1, 2 (program order) around INT_MAX."""
+    out = []
+    for e in rig.client.read(P4TableEntry("t_const")):
+        fm = e.match["const_key"]
+        value, mask = (fm, 0xFF) if isinstance(fm, int) else fm
+        out.append((e.priority, int(value), int(mask), int(e.action.args["value"])))
+    return sorted(out)
+
+
+def table_const_entries_expected() -> list[tuple[int, int, int, int]]:
+    """What ``table_const_entries`` must read."""
+    return sorted(((1 << 31) - 1 - (i + 1), v, m, r) for i, (v, m, r) in enumerate(T_CONST))
+
+
+def _write_error(rig: Rig, update: Any) -> str:
+    """The canonical code of one update's error ("OK" if the write succeeded)."""
+    try:
+        rig.write(update)
+    except P4RuntimeError as e:
+        return e.details[0].split(":", 1)[0] if e.details else e.code
+    return "OK"
+
+
+def _read_error(rig: Rig, entity: Any) -> str:
+    """The status code of a Read ("OK" if it succeeded)."""
+    try:
+        rig.client.read(entity)
+    except P4RuntimeError as e:
+        return e.code
+    return "OK"
+
+
+def _te(key: int, action: str = "set_exact", **params: int) -> P4TableEntry:
+    return P4TableEntry("t_exact", match=P4TableMatch(exact_key=key), action=P4TableAction(action, **params))
+
+
+#: Writes a controller gets wrong: (what, update, BMv2 1.15's code, the embedded
+#: target's code). BMv2's PI answers UNKNOWN where the target library fails; the
+#: embedded target names the cause there (README, "The embedded target").
+TABLE_WRITE_ERRORS: list[tuple[str, Callable[[], Any], str, str]] = [
+    ("duplicate key", lambda: +_te(5, value=1), "ALREADY_EXISTS", "ALREADY_EXISTS"),
+    ("modify a missing entry", lambda: ~_te(99, value=1), "NOT_FOUND", "NOT_FOUND"),
+    ("delete a missing entry", lambda: -_te(99, value=1), "NOT_FOUND", "NOT_FOUND"),
+    ("entry of a const table", lambda: +P4TableEntry("t_const", match=P4TableMatch(const_key="0x05/&0xff"),
+                                                     action=P4TableAction("set_const", value=5), priority=10),
+     "UNKNOWN", "PERMISSION_DENIED"),
+    ("const default action", lambda: ~P4TableEntry("t_const", action=P4TableAction("set_const", value=5),
+                                                   is_default_action=True), "PERMISSION_DENIED", "PERMISSION_DENIED"),
+    ("ternary entry without priority", lambda: +P4TableEntry("t_ternary", match=P4TableMatch(ternary_key="0x1/&0xf"),
+                                                             action=P4TableAction("set_ternary", value=1)),
+     "INVALID_ARGUMENT", "INVALID_ARGUMENT"),
+]
+
+
+def _as_bmv2(rig: Rig, codes: list[str], table: list[tuple[str, Any, str, str]]) -> list[str]:
+    """Codes in BMv2's terms: the embedded target's deliberately precise codes mapped to
+    what BMv2 answers in their place (for the differential test)."""
+    if rig.target != "embedded":
+        return codes
+    return [bmv2 if code == ours else code for code, (_, _, bmv2, ours) in zip(codes, table, strict=True)]
+
+
+def table_write_codes(rig: Rig) -> list[str]:
+    """The per-update code of each of ``TABLE_WRITE_ERRORS``."""
+    return [_write_error(rig, make()) for _, make, _, _ in TABLE_WRITE_ERRORS]
+
+
+def table_write_errors(rig: Rig) -> list[str]:
+    """``table_write_codes`` in BMv2's terms."""
+    return _as_bmv2(rig, table_write_codes(rig), TABLE_WRITE_ERRORS)
+
+
 # =========================================================================================
 # action_features.p4
 # =========================================================================================
@@ -718,6 +792,33 @@ def arith_counter(rig: Rig) -> tuple[int, int, int]:
         assert len(rig.exchange(2, frame, 1)) == 1
     (entry,) = rig.client.read(P4CounterEntry("probe_counter", index=5))
     return entry.data.packet_count, entry.data.byte_count, sizes
+
+
+_BAD_METER = P4MeterConfig(cir=10, cburst=1, pir=1, pburst=1)  # peak rate below committed rate
+#: (what, request, BMv2 1.15's code, the embedded target's code), as TABLE_WRITE_ERRORS
+ARITH_INDEX_ERRORS: list[tuple[str, Callable[[Rig], str], str, str]] = [
+    ("counter write past the end", lambda r: _write_error(r, ~P4CounterEntry("probe_counter", index=16)),
+     "UNKNOWN", "OUT_OF_RANGE"),
+    ("counter read past the end", lambda r: _read_error(r, P4CounterEntry("probe_counter", index=16)),
+     "UNKNOWN", "OUT_OF_RANGE"),
+    ("meter write past the end", lambda r: _write_error(r, ~P4MeterEntry("probe_meter", index=16, config=METER_CONFIG)),
+     "UNKNOWN", "OUT_OF_RANGE"),
+    ("meter read past the end", lambda r: _read_error(r, P4MeterEntry("probe_meter", index=16)),
+     "UNKNOWN", "OUT_OF_RANGE"),
+    ("meter peak rate below committed", lambda r: _write_error(r, ~P4MeterEntry("probe_meter", index=1,
+                                                                               config=_BAD_METER)),
+     "UNKNOWN", "INVALID_ARGUMENT"),
+]
+
+
+def arith_index_codes(rig: Rig) -> list[str]:
+    """The code of each of ``ARITH_INDEX_ERRORS``."""
+    return [req(rig) for _, req, _, _ in ARITH_INDEX_ERRORS]
+
+
+def arith_index_errors(rig: Rig) -> list[str]:
+    """``arith_index_codes`` in BMv2's terms."""
+    return _as_bmv2(rig, arith_index_codes(rig), ARITH_INDEX_ERRORS)
 
 
 # =========================================================================================
@@ -1397,9 +1498,10 @@ SPECS: dict[str, ProgramSpec] = {
     "parser_features": ProgramSpec(parser_setup, _parser_cases()),
     "table_features": ProgramSpec(table_setup, _table_cases(), extras=[
         table_meter_colors, table_direct_meter_config, table_direct_counter, table_default_action,
-        table_const_writes]),
+        table_const_writes, table_const_entries, table_write_errors]),
     "action_features": ProgramSpec(action_setup, _action_cases(), mask=arith_mask, masked=("arith.rand",),
-                                   extras=[arith_meter_colors, arith_meter_config, arith_counter]),
+                                   extras=[arith_meter_colors, arith_meter_config, arith_counter,
+                                           arith_index_errors]),
     "hash_checksum": ProgramSpec(hash_setup, _hash_cases()),
     "replication": ProgramSpec(replication_setup, _replication_cases(), extras=[replication_pre_changes]),
     "metadata_echo": ProgramSpec(echo_setup, _echo_cases(), mask=echo_mask,
@@ -1482,6 +1584,13 @@ class TestTableFeatures:
     def test_const_default_and_const_entries_are_read_only(self, rig: Rig) -> None:
         assert table_const_writes(rig) == [True, True, True]
 
+    def test_const_entries_read_back_with_bmv2_priorities(self, rig: Rig) -> None:
+        assert table_const_entries(rig) == table_const_entries_expected()
+
+    def test_write_error_codes(self, rig: Rig) -> None:
+        expect = [bmv2 if rig.target == "bmv2" else ours for _, _, bmv2, ours in TABLE_WRITE_ERRORS]
+        assert table_write_codes(rig) == expect
+
 
 class TestActionFeatures:
     """action_features.p4: arithmetic, shifts, slices, casts, saturation, logic,
@@ -1512,6 +1621,10 @@ class TestActionFeatures:
     def test_indirect_counter(self, rig: Rig) -> None:
         packets, nbytes, sent = arith_counter(rig)
         assert (packets, nbytes) == (3, sent)
+
+    def test_index_error_codes(self, rig: Rig) -> None:
+        expect = [bmv2 if rig.target == "bmv2" else ours for _, _, bmv2, ours in ARITH_INDEX_ERRORS]
+        assert arith_index_codes(rig) == expect
 
 
 class TestHashChecksum:

@@ -117,7 +117,45 @@ def test_bmv2_runtime_path() -> None:
             eq.set_rate(100, 1, 7)
         pytest.skip("BMv2 is not installed (simple_switch_CLI, built with Thrift): setting queue rates "
                     "on BMv2 is not exercised here")
-    pytest.skip("needs a running BMv2 with --priority-queues (run the network tests with TARGET=bmv2)")
+
+
+@pytest.mark.net
+@pytest.mark.bmv2
+@pytest.mark.skipif(not ECHO.exists(), reason="tests/p4/build/metadata_echo.json missing (make p4)")
+def test_bmv2_priority_queues_over_thrift() -> None:
+    """Real BMv2 1.15 with ``--priority-queues 4``: qid is the priority, and with the
+    lowest queue of port 2 limited by ``set_queue_rate`` (simple_switch_CLI over Thrift,
+    in the switch's namespace) high-priority frames overtake a low-priority burst; a
+    ``set_queue_depth`` of 2 drops what does not fit."""
+    import os
+
+    from targets.launch import bmv2_available
+    from targets.testbed import Testbed
+    from tests.p4.packets import Echo
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root (network namespaces)")
+    if not bmv2_available() or shutil.which("simple_switch_CLI") is None:
+        pytest.skip("BMv2 (simple_switch_grpc and simple_switch_CLI, built with Thrift) is not installed")
+    with Testbed(4, target="bmv2", json_path=str(ECHO), priority_queues=4) as tb:
+        assert tb.proc is not None
+        eq = EgressQueues(Bmv2Runtime(9090, pid=tb.proc.pid), nb_queues=4, name="bmv2")
+        eq.set_rate(10, port=2, priority=0)  # 10 pps: one frame per 100 ms
+        tb.drain()
+        for f in [_echo(0, i) for i in range(4)] + [_echo(3, 100 + i) for i in range(4)]:
+            tb.send(1, f)
+        out = [Echo(f[14:]) for f in tb.recv_all(timeout=1.0)[2]]
+        tags = [e._pad0 for e in out]
+        assert sorted(tags) == [0, 1, 2, 3, 100, 101, 102, 103], tags
+        assert all(e.qid == e.priority for e in out), [(e.priority, e.qid) for e in out]
+        # every high frame leaves before the third low one (the low queue waits for tokens)
+        assert max(tags.index(100 + i) for i in range(4)) < tags.index(2), tags
+        eq.set_depth(2, port=2, priority=0)
+        for f in [_echo(0, 10 + i) for i in range(8)]:
+            tb.send(1, f)
+        low = [Echo(f[14:])._pad0 for f in tb.recv_all(timeout=1.5)[2]]
+        assert 1 <= len(low) < 8 and low == sorted(low), low
+        eq.set_rate(None, port=2)
 
 
 def test_gradctl_qos_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -37,7 +37,9 @@ log = logging.getLogger("gradnet.switch")
 EXIT, CLONE, CLONE_FL, RESUBMIT, RECIRC, LEARN, TRUNCATE, PKTLEN, ILEN, INPORT = range(10)
 N_HIDDEN = 10
 FLAG = 1 << 40  # marks "set" in CLONE/RESUBMIT/RECIRC so that id 0 stays usable
-CONST_PRIORITY_BASE = 1 << 24
+# BMv2's PI inverts priorities around INT_MAX (pi_tables_imp.cpp BM_MAX_PRIORITY): a const
+# entry of BMv2 priority p (1, 2, ... in program order) reads back as INT_MAX - p.
+CONST_PRIORITY_BASE = (1 << 31) - 1
 
 
 class CompileError(ValueError):
