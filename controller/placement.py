@@ -877,13 +877,29 @@ class _Symmetry:
             self.dest_idx = np.array([self.index[d] for d in dests], dtype=np.int64)
             self.row_of = np.full(n, -1, dtype=np.int64)
             self.row_of[self.dest_idx] = np.arange(len(dests))
+            # BFS on this smaller graph, neighbours in graph order: a leaf never discovers
+            # a node, so dropping leaves changes no other node's parent (a test compares
+            # with PlacementProblem.path)
+            adj: list[list[int]] = [[] for _ in range(n)]
+            for u, nbrs in g.adj.items():
+                if u in self.index:  # kept nodes and the groups' representatives
+                    adj[self.index[u]] = [self.index[v] for v in nbrs if v in self.index]
             trees = np.full((len(dests), n), -1, dtype=np.int64)
-            for r, d in enumerate(dests):
-                tree = prob._tree(d)
-                trees[r] = [
-                    self.index.get(tree[m], -1) if tree[m] is not None else -1  # type: ignore[index]
-                    for m in names
-                ]
+            for r, d in enumerate(self.dest_idx.tolist()):
+                par = trees[r].tolist()
+                seen = [False] * n
+                seen[d] = True
+                frontier = [d]
+                while frontier:
+                    nxt = []
+                    for u in frontier:
+                        for v in adj[u]:
+                            if not seen[v]:
+                                seen[v] = True
+                                par[v] = u
+                                nxt.append(v)
+                    frontier = nxt
+                trees[r] = par
             self.trees = trees
             # relevant[r, u]: u lies on a routed path toward destination r that the LP
             # uses (from a worker; toward the PS and s_d also from every switch); only

@@ -589,3 +589,25 @@ def test_reduced_lp_matches_model(case: str) -> None:
         assert val == pytest.approx(full, rel=1e-7, abs=1e-9)
         if case == "ft6":
             assert red.gamma(sws, tor_on) == pytest.approx(full, rel=1e-7)
+
+
+@pytest.mark.parametrize("case", ["ft4-tight", "ft6", "leaf-spine", "random", "multi-homed"])
+def test_symmetry_trees_are_the_routed_paths(case: str) -> None:
+    """The symmetry check's routing trees (BFS on the graph without leaf hosts) give
+    exactly the paths the LP routes on."""
+    from controller.placement import _Symmetry
+
+    p = _symmetric_cases()[case]
+    sym = _Symmetry(p)
+    assert sym.trees is not None
+    sources = [grp.rep for grp in p._groups] + list(p.switches)
+    for r, d in enumerate(sym.dest_idx.tolist()):
+        dest = sym.names[d]
+        for src in sources:
+            if src == dest:
+                continue
+            path, u = [src], sym.index[src]
+            while u != d:
+                u = int(sym.trees[r, u])
+                path.append(sym.names[u])
+            assert path == p.path(src, dest)
