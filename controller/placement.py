@@ -1249,7 +1249,7 @@ class _Reduced:
 def greedy_placement(
     problem: PlacementProblem,
     *,
-    symmetry: bool = True,
+    symmetry: bool | None = None,
     progress: Callable[[RoundTrace], None] | None = None,
 ) -> Placement:
     """The seed's greedy (steps S11-S16).
@@ -1260,13 +1260,18 @@ def greedy_placement(
     round builds one LP model in which the candidate occupies a slot whose columns are
     re-pointed from candidate to candidate (see :class:`_Model`).
 
-    ``symmetry`` (default): candidates that an automorphism of the instance maps onto
-    each other (same LP up to renaming links and workers, see :class:`_Symmetry`) share
-    one LP solve; the result is the same placement as with ``symmetry=False``, which
-    solves every candidate. ``progress`` is called after every round with its trace.
+    ``symmetry``: candidates that an automorphism of the instance maps onto each other
+    (same LP up to renaming links and workers, see :class:`_Symmetry`) share one LP,
+    solved through its quotient (:class:`_Reduced`); the result is the same placement as
+    with ``symmetry=False``, which solves every candidate's full LP. Default (None): on
+    where the plain greedy would solve at least 200 LPs (below that its set-up costs
+    more than it saves). ``progress`` is called after every round with its trace.
     """
     t0 = time.perf_counter()
     prob = problem
+    if symmetry is None:
+        n = len(prob.candidates)
+        symmetry = sum(n - r for r in range(prob.budget)) >= 200
     sym = _Symmetry(prob) if symmetry and prob.budget > 0 else None
     red = _Reduced(prob) if sym is not None else None
     chosen: list[str] = []
