@@ -32,7 +32,17 @@ BMv2 semantics these tests pin down (sources: behavioral-model 1.15,
 - ``priority`` picks the egress queue and a priority beyond the last queue is dropped,
   even with the default single queue (``SimpleSwitch::enqueue``: "Priority out of
   range, dropping packet"); ``--priority-queues N`` (after ``--``) gives N queues and
-  ``qid`` is the priority.
+  ``qid`` is the priority;
+- egress ``packet_length`` is the packet-length register: the received length +/- every
+  header an action made valid/invalid (``add_header``/``remove_header`` primitives); an
+  E2E clone inherits the original's after its egress, I2E clones and resubmits get the
+  ingress length, recirculated packets the deparsed one (``instance_meta.p4``);
+- an I2E clone's metadata is reset after the re-parse: ``parser_error``, ``ingress_port``
+  and what the parser wrote are 0 unless in the field list;
+- an action parameter inside an expression is the operand ``local`` (``l2_path.p4``);
+- BMv2's libpcap restores the 802.1Q tag the kernel strips (so do these tests' sockets);
+- per-update errors BMv2's PI reports as UNKNOWN (const table, index past the end) are
+  named precisely by the embedded target, a listed difference (``TABLE_WRITE_ERRORS``).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@
  *   header it invalidates) and acts on op (first pass only):
  *     1 multicast to mcast_grp   2 clone I2E to session 5 (field list: tag)
  *     3 clone E2E to session 6 in egress   4 resubmit (field list: tag)
- *     5 recirculate in egress (field list: tag)   other: plain unicast
+ *     5 recirculate in egress, once (field list: tag = 0xC7)   other: unicast
  *   hdr_ops bit 0: ingress setValid(extra); bit 1: ingress setInvalid(extra);
  *           bit 2: egress (instance_type 0) setValid(extra);
  *           bit 3: egress (instance_type 0) setInvalid(extra).
