@@ -72,16 +72,17 @@ def _write_error(rig: Rig, *updates: Any) -> str:
 # =========================================================================================
 SEL_PROFILE, TAG_PROFILE = "ecmp_selector", "tag_profile"
 SEL_MEMBERS = {1: (1, 0x0101), 2: (2, 0x0202), 3: (3, 0x0303), 4: (4, 0x0404)}  # id -> (port, tag)
+SEL_NOACTION = 5  # a member running NoAction
 TAG_MEMBERS = {1: 0x0A01, 2: 0x0A02}
 # key -> the group's pick list (member ids in BMv2 handle order), or a member id.
-# Handles: members 1..4 get 0..3; group 10 gives member 2 weight 2: its copy is handle 4.
-SEL_ENTRIES: dict[int, list[int]] = {1: [1, 2, 3, 2], 2: [3], 3: [1, 4]}
+# Handles: members 1..5 get 0..4; group 10 gives member 2 weight 2: its copy is handle 5.
+SEL_ENTRIES: dict[int, list[int]] = {1: [1, 2, 3, 2], 2: [3], 3: [1, 4], 5: [SEL_NOACTION]}
 TAG_ENTRIES = {1: 1, 2: 2}
 FLOWS = [(0, 7), (1, 7), (2, 7), (3, 7), (0xDEADBEEF, 0x1234), (0x0A000001, 80), (0x0A000002, 443), (77, 0)]
 
 
-def _sel(key: int, fa: int, fb: int, mtag: int = 0, ptag: int = 0) -> bytes:
-    return _eth(ETH_PROBE) + struct.pack("!HIHHH", key, fa, fb, mtag, ptag) + b"selector"
+def _sel(key: int, fa: int, fb: int, mtag: int = 0, ptag: int = 0, run: int = 0) -> bytes:
+    return _eth(ETH_PROBE) + struct.pack("!HIHHHB", key, fa, fb, mtag, ptag, run) + b"selector"
 
 
 def selector_pick(members: list[int], fa: int, fb: int) -> int:
@@ -93,17 +94,22 @@ def sel_expect(key: int, fa: int, fb: int, port: int, picks: dict[int, list[int]
                members: dict[int, tuple[int, int]] | None = None) -> list[Out]:
     picks = SEL_ENTRIES if picks is None else picks
     members = SEL_MEMBERS if members is None else members
-    out_port, mtag = port, 0
+    out_port, mtag, run = port, 0, 0  # a miss takes no arm of the action_run switch
     if key in picks:
-        out_port, mtag = members[selector_pick(picks[key], fa, fb)]
+        member = selector_pick(picks[key], fa, fb)
+        if member == SEL_NOACTION:
+            run = 2
+        else:
+            (out_port, mtag), run = members[member], 1
     ptag = TAG_MEMBERS[TAG_ENTRIES[key]] if key in TAG_ENTRIES else 0
-    return [(out_port, _sel(key, fa, fb, mtag, ptag))]
+    return [(out_port, _sel(key, fa, fb, mtag, ptag, run))]
 
 
 def selector_setup(rig: Rig) -> None:
     """Members, two groups (one weighted), entries on members and groups."""
     rig.write(*[+P4ActionProfileMember(SEL_PROFILE, member_id=m, action=P4TableAction("set_out", port=p, tag=t))
-                for m, (p, t) in SEL_MEMBERS.items()])
+                for m, (p, t) in SEL_MEMBERS.items()],
+              +P4ActionProfileMember(SEL_PROFILE, member_id=SEL_NOACTION, action=P4TableAction("NoAction")))
     rig.write(*[+P4ActionProfileMember(TAG_PROFILE, member_id=m, action=P4TableAction("set_prof", tag=t))
                 for m, t in TAG_MEMBERS.items()])
     rig.write(+P4ActionProfileGroup(SEL_PROFILE, group_id=10, members=[P4Member(1, weight=1), P4Member(2, weight=2),
@@ -111,14 +117,15 @@ def selector_setup(rig: Rig) -> None:
               +P4ActionProfileGroup(SEL_PROFILE, group_id=11, members=[P4Member(4, weight=1), P4Member(1, weight=1)]))
     rig.write(+P4TableEntry("ecmp", match=P4TableMatch(key=1), action=P4IndirectAction(group_id=10)),
               +P4TableEntry("ecmp", match=P4TableMatch(key=2), action=P4IndirectAction(member_id=3)),
-              +P4TableEntry("ecmp", match=P4TableMatch(key=3), action=P4IndirectAction(group_id=11)))
+              +P4TableEntry("ecmp", match=P4TableMatch(key=3), action=P4IndirectAction(group_id=11)),
+              +P4TableEntry("ecmp", match=P4TableMatch(key=5), action=P4IndirectAction(member_id=SEL_NOACTION)))
     rig.write(*[+P4TableEntry("prof", match=P4TableMatch(key=k), action=P4IndirectAction(member_id=m))
                 for k, m in TAG_ENTRIES.items()])
 
 
 def _selector_cases() -> list[Case]:
     cases = []
-    for key in (1, 2, 3, 4):
+    for key in (1, 2, 3, 4, 5):
         for i, (fa, fb) in enumerate(FLOWS if key in (1, 3) else FLOWS[:2]):
             port = 1 + i % 4
             cases.append(Case(f"key{key}_flow{i}", port, _sel(key, fa, fb), sel_expect(key, fa, fb, port)))
@@ -135,8 +142,8 @@ def _flow_outputs(rig: Rig, key: int) -> list[Out]:
 def selector_changes(rig: Rig) -> list[tuple[str, Any]]:
     """Group and member changes, refused deletes, reads, then one-shot action sets."""
     obs: list[tuple[str, Any]] = []
-    # Member 2 leaves group 10 (its handles 1 and 4 are freed only after the walk),
-    # member 3 gets weight 3: new copies 5, 6. Pick list: handles 0, 2, 5, 6.
+    # Member 2 leaves group 10 (its handles 1 and 5 are freed only after the walk),
+    # member 3 gets weight 3: new copies 6, 7. Pick list: handles 0, 2, 6, 7.
     obs.append(("modify_group", _write_error(rig, ~P4ActionProfileGroup(
         SEL_PROFILE, group_id=10, members=[P4Member(1, weight=1), P4Member(3, weight=3)]))))
     obs.append(("after_modify_group", _flow_outputs(rig, 1)))
@@ -153,7 +160,7 @@ def selector_changes(rig: Rig) -> list[tuple[str, Any]]:
         SEL_PROFILE, member_id=4, action=P4TableAction("set_out", port=1, tag=1)))))
     obs.append(("delete_unused_member", _write_error(rig, -P4ActionProfileMember(SEL_PROFILE, member_id=2))))
     members = rig.client.read(P4ActionProfileMember(SEL_PROFILE))
-    obs.append(("read_members", [(m.member_id, m.action.args["port"]) for m in members]))
+    obs.append(("read_members", [(m.member_id, m.action.name, m.action.args.get("port")) for m in members]))
     groups = rig.client.read(P4ActionProfileGroup(SEL_PROFILE))
     obs.append(("read_groups", [(g.group_id, [(m.member_id, m.weight) for m in g.members]) for g in groups]))
     entries = rig.client.read(P4TableEntry("ecmp"))
@@ -161,9 +168,9 @@ def selector_changes(rig: Rig) -> list[tuple[str, Any]]:
     obs.append(("mix_modes", _write_error(rig, +P4TableEntry("ecmp", match=P4TableMatch(key=9), action=P4IndirectAction(
         [(1, P4TableAction("set_out", port=1, tag=1))])))))
     # Empty the profile; then it may be programmed with one-shot action sets.
-    rig.write(*[-P4TableEntry("ecmp", match=P4TableMatch(key=k)) for k in (1, 2, 3)])
+    rig.write(*[-P4TableEntry("ecmp", match=P4TableMatch(key=k)) for k in (1, 2, 3, 5)])
     rig.write(-P4ActionProfileGroup(SEL_PROFILE, group_id=10), -P4ActionProfileGroup(SEL_PROFILE, group_id=11))
-    rig.write(*[-P4ActionProfileMember(SEL_PROFILE, member_id=m) for m in (1, 3, 4)])
+    rig.write(*[-P4ActionProfileMember(SEL_PROFILE, member_id=m) for m in (1, 3, 4, SEL_NOACTION)])
     oneshot = [(1, P4TableAction("set_out", port=2, tag=0x0B01)), (3, P4TableAction("set_out", port=3, tag=0x0B02))]
     obs.append(("oneshot_insert", _write_error(rig, +P4TableEntry(
         "ecmp", match=P4TableMatch(key=1), action=P4IndirectAction(oneshot)))))
@@ -196,10 +203,11 @@ def selector_changes_expected() -> list[tuple[str, Any]]:
         ("direct_action_on_indirect_table", "INVALID_ARGUMENT"),
         ("duplicate_member", "ALREADY_EXISTS"),
         ("delete_unused_member", ""),
-        # PI lists BMv2's members: member 3's two weight copies (handles 5, 6) too
-        ("read_members", [(1, 1), (3, 4), (4, 4), (3, 4), (3, 4)]),
+        # PI lists BMv2's members: member 3's two weight copies (handles 6, 7) too
+        ("read_members", [(1, "set_out", 1), (3, "set_out", 4), (4, "set_out", 4), (5, "NoAction", None),
+                          (3, "set_out", 4), (3, "set_out", 4)]),
         ("read_groups", [(10, [(1, 1), (3, 3)]), (11, [(1, 1), (4, 1)])]),
-        ("read_entries", [(1, None, 10), (2, 3, None), (3, None, 11)]),
+        ("read_entries", [(1, None, 10), (2, 3, None), (3, None, 11), (5, 5, None)]),
         ("mix_modes", "INVALID_ARGUMENT"),
         ("oneshot_insert", ""),
         # one handle per unit of weight, in order: 0 -> first action, 1..3 -> second

@@ -6,8 +6,10 @@
  *         set_out(port, tag): egress_spec = port, sel.member_tag = tag
  *   prof: sel.key exact; implementation = action_profile(64)
  *         set_prof(tag): sel.prof_tag = tag
- * A miss in ecmp (its default is NoAction) sends the packet back out of its
- * ingress port; a miss in prof leaves prof_tag as sent.
+ * A miss in ecmp sends the packet back out of its ingress port; a miss in
+ * prof leaves prof_tag as sent. switch (ecmp.apply().action_run) sets sel.run
+ * to 1 for set_out and 2 for NoAction (a member may run NoAction); a miss runs
+ * BMv2's empty default action and takes neither arm (run stays 0).
  *
  * Entries come over P4Runtime: members of the selector's profile, groups
  * (with weights), table entries pointing at a member or a group, and one-shot
@@ -28,6 +30,7 @@ header sel_t {
     bit<16> flow_b;
     bit<16> member_tag;
     bit<16> prof_tag;
+    bit<8>  run;
 }
 
 struct s_headers_t {
@@ -89,7 +92,10 @@ control SIngress(inout s_headers_t hdr, inout s_metadata_t meta,
             exit;
         }
         standard_metadata.egress_spec = standard_metadata.ingress_port;
-        ecmp.apply();
+        switch (ecmp.apply().action_run) {
+            set_out: { hdr.sel.run = 1; }
+            NoAction: { hdr.sel.run = 2; }
+        }
         prof.apply();
     }
 }
