@@ -761,6 +761,7 @@ def _placement(
 
 # --------------------------------------------------------------------------- symmetry
 
+
 def _mix(x: np.ndarray) -> np.ndarray:
     """splitmix64 finaliser: a well-spread 64-bit hash of each element (wraps mod 2^64)."""
     x = x.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
