@@ -363,8 +363,9 @@ VB_MAX_BYTES = 32  # opts_t: 1 fixed byte + varbit<248>
 REST = b"REST"
 
 
-def _vb_hdr(length: int, mode: int, csum: int = 0, mn: int = 0, mx: int = 0, err: int = 0, flags: int = 0) -> bytes:
-    return struct.pack("!BBHBBBB", length, mode, csum, mn, mx, err, flags)
+def _vb_hdr(length: int, mode: int, csum: int = 0, mn: int = 0, mx: int = 0, err: int = 0, flags: int = 0,
+            plen: int = 0) -> bytes:
+    return struct.pack("!BBHBBBBH", length, mode, csum, mn, mx, err, flags, plen)
 
 
 def vb_expect(length: int, mode: int, kind: int, opts: bytes, tail: bytes, port: int,
@@ -386,8 +387,19 @@ def vb_expect(length: int, mode: int, kind: int, opts: bytes, tail: bytes, port:
     flags = (1 if opts_ok else 0) | (2 if tail_ok else 0)
     emit_opts = opts_ok and mode != 2
     emit_tail = tail_ok and mode != 3
-    csum = ones_complement_csum(bytes([length, mode, kind]) + opts[:length]) if emit_opts else 0
-    out = _eth(ETH_PROBE) + _vb_hdr(length, mode, csum, 1, VB_MAX_BYTES, err, flags)
+    # mode 5, setInvalid + setValid: fields zeroed, the width kept (0 if never extracted)
+    revalidated = mode == 5 and not opts_ok
+    if mode == 5 and opts_ok:
+        kind, opts = 0, bytes(length)
+    csum = 0
+    if emit_opts:
+        csum = ones_complement_csum(bytes([length, mode, kind]) + opts[:length])
+    elif revalidated:
+        csum = ones_complement_csum(bytes([length, mode, 0]))
+    # egress packet_length: the received length, less what setInvalid removed, plus setValid
+    plen = len(frame) - (1 + length if opts_ok and mode == 2 else 0) - (2 if tail_ok and mode == 3 else 0) \
+        + (1 if mode == 4 or revalidated else 0)
+    out = _eth(ETH_PROBE) + _vb_hdr(length, mode, csum, 1, VB_MAX_BYTES, err, flags, plen)
     # mode 4: opts2 = 0x77 ++ opts.opts, emitted after opts; an unparsed opts has width 0
     copy = (b"\x77" + (opts[:length] if opts_ok else b"")) if mode == 4 else b""
     if opts_ok:
@@ -401,7 +413,7 @@ def vb_expect(length: int, mode: int, kind: int, opts: bytes, tail: bytes, port:
             rest = rest[2:]
         out += rest
     else:
-        out += copy + after
+        out += (b"\x00" if revalidated else b"") + copy + after
     return frame, [(port, out)]
 
 
@@ -423,6 +435,9 @@ def _vb_cases() -> list[Case]:
         ("assign_varbit", 6, 4, b"varbit", b"\x5a\x5a"),
         ("assign_varbit_len0", 0, 4, b"", b"\x5a\x5a"),
         ("assign_unparsed_varbit", 12, 4, b"short", b""),
+        ("invalidate_revalidate", 5, 5, b"abcde", b"\x33\x44"),
+        ("invalidate_revalidate_len0", 0, 5, b"", b"\x33\x44"),
+        ("invalidate_revalidate_unparsed", 9, 5, b"shrt", b""),
     ]
     cases = []
     for i, (name, length, mode, opts, tail, *rest) in enumerate(spec):

@@ -697,6 +697,14 @@ class Program:
             n = len(d.headers) * d.stride
             db, sb = d.headers[0].base, s.headers[0].base
             out.append(f"{ind}F[{db}:{db + n}] = F[{sb}:{sb + n}]; F[{d.next_slot}] = F[{s.next_slot}]")
+        elif op == "add_header" and self._header_of_access(a[0]).vl >= 0:
+            # BMv2 resets the fields but keeps the varbit's width, and counts it
+            h = self._header_of_access(a[0])
+            n = len(h.fields)
+            out.append(f"{ind}_b = {self._header_base(a[0])}")
+            out.append(f"{ind}if not F[_b]: F[_b:_b + {n}] = _ZERO{n}; F[{PKTLEN}] += {h.nbits // 8} + (F[_b + {n}] >> 3)")
+            self._ns[f"_ZERO{n}"] = [1] + [0] * (n - 1)
+            out.extend(self._union_invalidate(a[0], ind, "1"))
         elif op == "add_header":
             hb = self._header_base(a[0])
             n = len(self._header_of_access(a[0]).fields)
@@ -706,9 +714,11 @@ class Program:
             self._ns[f"_ZERO{n + 1}"] = [1] + [0] * n
             out.extend(self._union_invalidate(a[0], ind, "1"))
         elif op == "remove_header":
-            nb = self._header_of_access(a[0]).nbits // 8
+            h = self._header_of_access(a[0])
+            nb = h.nbits // 8
+            vl = f" + (F[_b + {len(h.fields)}] >> 3)" if h.vl >= 0 else ""
             out.append(f"{ind}_b = {self._header_base(a[0])}")
-            out.append(f"{ind}if F[_b]: F[_b] = 0; F[{PKTLEN}] -= {nb}")
+            out.append(f"{ind}if F[_b]: F[_b] = 0; F[{PKTLEN}] -= {nb}{vl}")
         elif op in ("push", "pop") and a[0]["type"] == "header_union_stack":
             elems, nslot = self.union_stacks[a[0]["value"]]
             stride = elems[1][0].base - elems[0][0].base if len(elems) > 1 else 0
@@ -1064,6 +1074,8 @@ class Program:
             if p["type"] == "regular":
                 h = self.headers[p["value"]]
                 self._extract_vl_lines(h, str(h.base), length, ind, out)
+                for sb in self.union_siblings.get(h.name, []):
+                    out.append(f"{ind}F[{sb}] = 0")
             elif p["type"] == "stack":
                 st = self.stacks[p["value"]]
                 out.append(f"{ind}_i = F[{st.next_slot}]")

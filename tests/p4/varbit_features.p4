@@ -4,7 +4,7 @@
  * Packet: ethernet (0x88B6) | vb_t | opts_t (kind, then varbit<248> opts of
  *   vb.len bytes) | tail_t
  *   vb_t   = { bit<8> len; bit<8> mode; bit<16> csum; bit<8> min_size;
- *              bit<8> max_size; bit<8> err; bit<8> flags }
+ *              bit<8> max_size; bit<8> err; bit<8> flags; bit<16> plen }
  *   tail_t = { bit<16> marker }
  * Parser: extract(vb); extract(opts, (bit<32>) vb.len * 8), except mode 1:
  *   length vb.len * 8 + 4 bits (not a multiple of 8: ParserInvalidArgument);
@@ -16,7 +16,11 @@
  *   minSizeInBytes() / maxSizeInBytes(); vb.flags bit 0 = opts valid, bit 1 =
  *   tail valid; mode 2: opts.setInvalid() (not emitted); mode 3: tail
  *   setInvalid; mode 4: opts2.setValid(), opts2.kind = 0x77, opts2.opts =
- *   opts.opts (assign_VL: value and width). Back out of the ingress port.
+ *   opts.opts (assign_VL: value and width); mode 5: opts.setInvalid() then
+ *   setValid(): BMv2 zeroes the fields but keeps the varbit's width. Back out
+ *   of the ingress port. Egress: vb.plen = packet_length (simple_switch's
+ *   length register: the received length, minus / plus each header's bytes,
+ *   varbit included, that setInvalid / setValid change).
  * Compute checksum: update_checksum(opts valid, {vb.len, vb.mode, opts.kind,
  *   opts.opts}, csum16)
  *   into vb.csum.
@@ -37,6 +41,7 @@ header vb_t {
     bit<8>  max_size;
     bit<8>  err;
     bit<8>  flags;
+    bit<16> plen;
 }
 
 header opts_t {
@@ -118,6 +123,10 @@ control BIngress(inout b_headers_t hdr, inout b_metadata_t meta,
             hdr.opts2.kind = 0x77;
             hdr.opts2.opts = hdr.opts.opts;
         }
+        if (hdr.vb.mode == 5) {
+            hdr.opts.setInvalid();
+            hdr.opts.setValid();
+        }
         if (hdr.vb.mode == 2) {
             hdr.opts.setInvalid();
         } else if (hdr.vb.mode == 3) {
@@ -129,7 +138,9 @@ control BIngress(inout b_headers_t hdr, inout b_metadata_t meta,
 
 control BEgress(inout b_headers_t hdr, inout b_metadata_t meta,
                 inout standard_metadata_t standard_metadata) {
-    apply { }
+    apply {
+        hdr.vb.plen = (bit<16>)standard_metadata.packet_length;
+    }
 }
 
 control BComputeChecksum(inout b_headers_t hdr, inout b_metadata_t meta) {
