@@ -159,6 +159,14 @@ def selector_changes(rig: Rig) -> list[tuple[str, Any]]:
     obs.append(("duplicate_member", _write_error(rig, +P4ActionProfileMember(
         SEL_PROFILE, member_id=4, action=P4TableAction("set_out", port=1, tag=1)))))
     obs.append(("delete_unused_member", _write_error(rig, -P4ActionProfileMember(SEL_PROFILE, member_id=2))))
+    obs.append(("default_on_indirect_table", _write_error(rig, ~P4TableEntry(
+        "ecmp", is_default_action=True, action=P4IndirectAction(member_id=1)))))
+    (default,) = rig.client.read(P4TableEntry("ecmp", is_default_action=True))
+    obs.append(("read_default", (default.is_default_action, default.action)))
+    obs.append(("duplicate_entry", _write_error(rig, +P4TableEntry(
+        "ecmp", match=P4TableMatch(key=1), action=P4IndirectAction(member_id=1)))))
+    obs.append(("modify_missing_entry", _write_error(rig, ~P4TableEntry(
+        "ecmp", match=P4TableMatch(key=77), action=P4IndirectAction(member_id=1)))))
     members = rig.client.read(P4ActionProfileMember(SEL_PROFILE))
     obs.append(("read_members", [(m.member_id, m.action.name, m.action.args.get("port")) for m in members]))
     groups = rig.client.read(P4ActionProfileGroup(SEL_PROFILE))
@@ -203,6 +211,10 @@ def selector_changes_expected() -> list[tuple[str, Any]]:
         ("direct_action_on_indirect_table", "INVALID_ARGUMENT"),
         ("duplicate_member", "ALREADY_EXISTS"),
         ("delete_unused_member", ""),
+        ("default_on_indirect_table", "INVALID_ARGUMENT"),
+        ("read_default", (True, None)),
+        ("duplicate_entry", "ALREADY_EXISTS"),
+        ("modify_missing_entry", "NOT_FOUND"),
         # PI lists BMv2's members: member 3's two weight copies (handles 6, 7) too
         ("read_members", [(1, "set_out", 1), (3, "set_out", 4), (4, "set_out", 4), (5, "NoAction", None),
                           (3, "set_out", 4), (3, "set_out", 4)]),
