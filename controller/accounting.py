@@ -8,7 +8,8 @@ an experiment takes two snapshots around a run:
   give the bytes that crossed each directed link; the **line-rate bound** is the time the
   busiest link needs for them at its capacity (``bytes·8 / capacity``): no schedule on
   that network moves the same traffic faster;
-- each switch process's CPU seconds (``/proc/PID/stat``). Agents report their own CPU
+- each switch process's CPU seconds (``/proc/PID/stat``; a process serving a group of
+  embedded switches counts once, as ``switches-N``). Agents report their own CPU
   seconds (``cpu_s`` in their JSON summaries).
 
 ``measured / bound`` near 1 means the links decided the time; much larger, with a switch
@@ -62,8 +63,12 @@ class Snapshot:
             snap.tx[node.name] = _tx_bytes(node)
         for sw in net.net.switches:
             pid = getattr(getattr(sw, "proc", None), "pid", None)
-            if pid is not None and (c := process_cpu_seconds(pid)) is not None:
-                snap.cpu[sw.name] = c
+            # switches that share a process (targets.launch.SwitchGroup) count once, by
+            # the group's name (its log file's)
+            group = getattr(sw, "group", None)
+            name = f"switches-{group.index}" if group is not None else sw.name
+            if pid is not None and name not in snap.cpu and (c := process_cpu_seconds(pid)) is not None:
+                snap.cpu[name] = c
         return snap
 
 

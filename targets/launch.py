@@ -118,18 +118,64 @@ def stop_process(proc: subprocess.Popen, timeout: float = 5.0) -> None:
         pass
 
 
+class SwitchGroup:
+    """Embedded switches served by one process (``targets/embedded/group.py``).
+
+    ``Network`` deals its embedded switches round-robin into one group per core: each
+    member's ``start`` only registers its ports, then ``launch`` starts the process and
+    every member's ``proc`` is that process (stopping one member stops the group)."""
+
+    def __init__(self, index: int, run_dir: Path) -> None:
+        self.index = index
+        self.run_dir = Path(run_dir)
+        self.members: list[tuple[P4Switch, dict[int, str]]] = []
+        self.proc: subprocess.Popen | None = None
+        self.log_file = str(self.run_dir / f"switches-{index}.log")
+        self.nice = -10 if os.geteuid() == 0 else 0
+
+    def add(self, sw: P4Switch, ports: dict[int, str]) -> None:
+        """Register a member (from its ``start``)."""
+        self.members.append((sw, ports))
+
+    def launch(self) -> None:
+        """Start the group's process (in the root namespace: it joins each member's)."""
+        if not self.members:
+            return
+        import json
+
+        spec = {"log_file": self.log_file, "log_level": "info", "nice": self.nice, "switches": [
+            {"name": sw.name, "device_id": sw.device_id, "netns": f"/proc/{sw.pid}/ns/net",
+             "ports": {str(p): i for p, i in ports.items()}, "grpc": sw.grpc_addr,
+             "runtime_socket": sw.runtime_socket, "cpu_port": CPU_PORT,
+             "priority_queues": sw.priority_queues, "json": sw.json_path}
+            for sw, ports in self.members]}
+        path = self.run_dir / f"switches-{self.index}.json"
+        path.write_text(json.dumps(spec, indent=1))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + os.pathsep + env.get("PYTHONPATH", "")
+        out = open(self.log_file + ".out", "ab")  # noqa: SIM115 (the process owns it)
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", "targets.embedded.group", str(path)],
+                                         stdout=out, stderr=subprocess.STDOUT, env=env)
+        finally:
+            out.close()
+        for sw, _ in self.members:
+            sw.proc = self.proc
+
+
 class P4Switch(Switch):
     """A Mininet switch node running a P4 target in its own network namespace.
 
     Parameters (via ``addSwitch(..., **params)`` or the network builder):
     ``device_id``, ``target`` (embedded|bmv2), ``run_dir`` (logs and gRPC socket),
     ``json_path`` (program to load at start, else wait for P4Runtime),
-    ``priority_queues``.
+    ``priority_queues``, ``group`` (a ``SwitchGroup`` to run in instead of a process of
+    its own; embedded target only).
     """
 
     def __init__(self, name: str, device_id: int = 1, target: str = "embedded",
                  run_dir: str = "/tmp/gradnet", json_path: str | None = None,
-                 priority_queues: int = 1, **params) -> None:
+                 priority_queues: int = 1, group: SwitchGroup | None = None, **params) -> None:
         # Always its own namespace (Mininet passes its global default explicitly): no
         # interface of a run in the root namespace, so concurrent runs cannot collide.
         params["inNamespace"] = True
@@ -145,6 +191,9 @@ class P4Switch(Switch):
         self.runtime_socket = str(self.run_dir / f"{name}.cli")
         self.log_file = str(self.run_dir / f"{name}.log")
         self.proc: subprocess.Popen | None = None
+        self.group = group if target == "embedded" else None
+        if self.group is not None:
+            self.log_file = self.group.log_file
 
     def defaultIntf(self):  # noqa: N802 (Mininet API)
         return None
@@ -162,6 +211,9 @@ class P4Switch(Switch):
         sock = self.grpc_addr[5:]
         if os.path.exists(sock):
             os.unlink(sock)
+        if self.group is not None:
+            self.group.add(self, ports)  # the group's process starts once all have registered
+            return
         extra = ["--runtime-socket", self.runtime_socket] if self.target == "embedded" else []
         argv = switch_command(self.target, ports, self.device_id, self.grpc_addr, self.json_path,
                               CPU_PORT, self.log_file, self.priority_queues, extra, THRIFT_PORT)

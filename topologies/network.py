@@ -10,7 +10,7 @@ start-up fails half way.
 from __future__ import annotations
 
 import contextlib
-import functools
+import itertools
 import os
 import shutil
 import tempfile
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from targets.launch import P4Switch, TargetError, resolve_target
+from targets.launch import P4Switch, SwitchGroup, TargetError, resolve_target
 from topologies.base import Topology
 
 
@@ -57,8 +57,15 @@ class Network:
         json_path: str | None = None,
         priority_queues: int = 1,
         log: Callable[[str], None] | None = None,
+        switch_processes: int | None = None,
     ) -> None:
         self.topology = topology
+        # Embedded switches are dealt into this many processes (0: one process per
+        # switch, as BMv2 always runs); default $GRADNET_SWITCH_PROCESSES or the core count.
+        if switch_processes is None:
+            env = os.environ.get("GRADNET_SWITCH_PROCESSES", "")
+            switch_processes = int(env) if env.isdigit() else (os.cpu_count() or 1)
+        self.switch_processes = max(0, switch_processes)
         self.target = resolve_target(target)
         self.limit_bw = limit_bw
         self.json_path = json_path
@@ -81,10 +88,16 @@ class Network:
         # as errors, are filtered out instead of silencing everything.
         setLogLevel("output")
         _quiet_tc_notes()
-        switch_cls = functools.partial(
-            _TopoSwitch, target=self.target, run_dir=str(self.run_dir),
-            json_path=self.json_path, priority_queues=self.priority_queues,
-        )
+        n_groups = self.switch_processes if self.target == "embedded" else 0
+        groups = [SwitchGroup(i + 1, self.run_dir) for i in range(n_groups)]
+        dealt = itertools.count()
+
+        def switch_cls(name: str, **params: Any) -> _TopoSwitch:
+            group = groups[next(dealt) % n_groups] if groups else None
+            return _TopoSwitch(name, target=self.target, run_dir=str(self.run_dir),
+                               json_path=self.json_path, priority_queues=self.priority_queues,
+                               group=group, **params)
+
         t0 = time.monotonic()
         try:
             self.net = Mininet(
@@ -95,6 +108,8 @@ class Network:
             self.net.build()
             self._configure_hosts()
             self.net.start()
+            for g in groups:
+                g.launch()
             for sw in self.net.switches:
                 sw.wait_ready(ready_timeout)
         except (TargetError, Exception) as e:
@@ -102,8 +117,9 @@ class Network:
             if isinstance(e, TargetError | NetworkError):
                 raise
             raise NetworkError(f"cannot start the emulated network: {e}") from e
+        procs = f" in {len([g for g in groups if g.members])} processes" if groups else ""
         self.log(f"network up: {len(self.net.hosts)} hosts, {len(self.net.switches)} switches "
-                 f"({self.target} target) in {time.monotonic() - t0:.1f} s; logs in {self.run_dir}")
+                 f"({self.target} target{procs}) in {time.monotonic() - t0:.1f} s; logs in {self.run_dir}")
         return self
 
     def _configure_hosts(self) -> None:

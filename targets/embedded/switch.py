@@ -557,6 +557,11 @@ class Switch:
         self._thread = threading.Thread(target=self.run, name=f"dataplane-{self.device_id}", daemon=True)
         self._thread.start()
 
+    def wake(self) -> None:
+        """Interrupt the data plane's wait (a packet-out, new rates, a stop)."""
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self._wake_w, b"x")
+
     def stop(self) -> None:
         """Stop the data plane and close the ports."""
         self._stop.set()
@@ -570,48 +575,89 @@ class Switch:
 
     def run(self) -> None:
         """The data-plane loop: receive in batches, process, drain queues, transmit."""
-        ep = select.epoll()
-        ep.register(self._wake_r, select.EPOLLIN)
-        for fd in self._fd_port:
+        run_switches([self], self._stop)
+
+    # The loop's three steps, shared with ``run_switches`` (several switches, one thread).
+    def event_fds(self) -> list[int]:
+        """File descriptors whose readability the data plane waits for."""
+        return [self._wake_r, *self._fd_port]
+
+    def on_readable(self, fd: int) -> None:
+        """Receive what is waiting on ``fd`` (a port, or the wake-up pipe)."""
+        if fd == self._wake_r:
+            with contextlib.suppress(BlockingIOError):
+                os.read(self._wake_r, 4096)
+            while self._inject:
+                p, frame = self._inject.popleft()
+                self._receive(p, frame)
+            return
+        port = self._fd_port[fd]
+        recvmsg = self._ports[port].recvmsg
+        for _ in range(64):
+            try:
+                frame, anc, _, _ = recvmsg(65536, AUXDATA_SPACE)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                break
+            if anc and anc[0][2][0] & TP_STATUS_VLAN_VALID:
+                frame = restore_vlan_tag(frame, anc[0][2])
+            self._receive(port, frame)
+
+    def service(self) -> float | None:
+        """Drain what the queues' rates allow and transmit; return seconds until the
+        next dequeue is due (None: nothing waits for a timer)."""
+        timeout = None
+        if self._shaped or self._redrain:
+            # Unshaped queues are emptied as packets arrive; a full pass is needed
+            # only for rates, or for what arrived while a drain was running.
+            self._redrain = False
+            timeout = self._drain(time.monotonic())
+            if self._redrain:
+                timeout = 0.0
+        if self._txq:
+            self._send()
+        return timeout
+
+
+def run_switches(switches: list[Switch], stop: threading.Event) -> None:
+    """One data-plane thread for several switches (one epoll over all their ports) until
+    ``stop`` is set and a switch's wake-up pipe is written.
+
+    Emulating many switches on few cores, one process per switch pays a wake-up, a
+    context switch and cold caches for almost every packet; a process that serves a
+    group of switches handles the packets of all of them in one pass."""
+    ep = select.epoll()
+    owner: dict[int, Switch] = {}
+    for sw in switches:
+        for fd in sw.event_fds():
             ep.register(fd, select.EPOLLIN)
-        socks = {fd: self._ports[p] for fd, p in self._fd_port.items()}
-        timeout: float | None = None
-        try:
-            while not self._stop.is_set():
-                events = ep.poll(-1 if timeout is None else max(timeout, 0.0001))
-                for fd, _ in events:
-                    if fd == self._wake_r:
-                        with contextlib.suppress(BlockingIOError):
-                            os.read(self._wake_r, 4096)
-                        while self._inject:
-                            p, frame = self._inject.popleft()
-                            self._receive(p, frame)
-                        continue
-                    port = self._fd_port[fd]
-                    recvmsg = socks[fd].recvmsg
-                    for _ in range(64):
-                        try:
-                            frame, anc, _, _ = recvmsg(65536, AUXDATA_SPACE)
-                        except (BlockingIOError, InterruptedError):
-                            break
-                        except OSError:
-                            break
-                        if anc and anc[0][2][0] & TP_STATUS_VLAN_VALID:
-                            frame = restore_vlan_tag(frame, anc[0][2])
-                        self._receive(port, frame)
-                if self._shaped or self._redrain:
-                    # Unshaped queues are emptied as packets arrive; a full pass is needed
-                    # only for rates, or for what arrived while a drain was running.
-                    self._redrain = False
-                    timeout = self._drain(time.monotonic())
-                    if self._redrain:
-                        timeout = 0.0
+            owner[fd] = sw
+    due: dict[Switch, float] = {}  # switch -> monotonic time its queues need service
+    try:
+        while not stop.is_set():
+            wait = None
+            if due:
+                wait = max(min(due.values()) - time.monotonic(), 0.0001)
+            events = ep.poll(-1 if wait is None else wait)
+            active: dict[Switch, None] = {}
+            for fd, _ in events:
+                sw = owner[fd]
+                sw.on_readable(fd)
+                active[sw] = None
+            if due:
+                now = time.monotonic()
+                for sw, t in list(due.items()):
+                    if t <= now:
+                        active[sw] = None
+            for sw in active:
+                t = sw.service()
+                if t is None:
+                    due.pop(sw, None)
                 else:
-                    timeout = None
-                if self._txq:
-                    self._send()
-        finally:
-            ep.close()
+                    due[sw] = time.monotonic() + t
+    finally:
+        ep.close()
 
 
 def restore_vlan_tag(frame: bytes, aux: bytes) -> bytes:

@@ -1,0 +1,171 @@
+"""Several embedded switches in one process: ``python -m targets.embedded.group SPEC.json``.
+
+An emulated network of 20 switches on a 2-core machine spends most of its time waking
+20 processes up, one packet at a time, with cold caches. A group process serves several
+switches with one data-plane thread (``switch.run_switches``: one epoll over all their
+ports), so a burst crossing them is handled in one pass. Each switch keeps everything
+else of its own: its network namespace (its ports are opened inside it), its P4Runtime
+server, its runtime-CLI socket, its device id and state. The network builder starts one
+group per core (``Network(switch_processes=...)``); the behaviour of every switch is the
+same as with one process per switch.
+
+SPEC is JSON::
+
+    {"log_file": "/tmp/run/switches-1.log", "log_level": "info",
+     "switches": [{"name": "s1", "device_id": 1, "netns": "/proc/1234/ns/net",
+                   "ports": {"1": "s1-eth1"}, "grpc": "unix:/tmp/run/s1.grpc",
+                   "runtime_socket": "/tmp/run/s1.cli", "cpu_port": 255,
+                   "priority_queues": 1, "json": null}, ...]}
+
+It prints ``ready`` once every switch serves P4Runtime and runs until SIGTERM.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from targets.embedded.compiler import CompileError
+from targets.embedded.switch import Switch, run_switches
+
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class GroupError(RuntimeError):
+    """A switch of the group could not be set up."""
+
+
+def _in_netns(path: str, fn: Any) -> None:
+    """Run ``fn()`` in a thread that joined the network namespace at ``path``: sockets it
+    opens stay bound to that namespace's interfaces."""
+    box: dict[str, BaseException] = {}
+
+    def body() -> None:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                if _libc.setns(fd, CLONE_NEWNET) != 0:
+                    raise OSError(ctypes.get_errno(), f"setns({path}) failed")
+            finally:
+                os.close(fd)
+            fn()
+        except BaseException as e:  # re-raised in the caller
+            box["error"] = e
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+
+
+def _prioritize(nice: int) -> None:
+    """Run at ``nice`` in a scheduling group of our own.
+
+    The emulated switches stand for hardware: agents woken by their packets must not
+    preempt them. With autogroup scheduling (Debian's default) every session shares the
+    CPU equally whatever its members' nice values, and Mininet starts every agent in a
+    session of its own, so a group of switches would get one share among 16 agents'.
+    A session of its own and the autogroup's nice value fix that."""
+    log = logging.getLogger("gradnet.switch")
+    try:
+        if os.getsid(0) != os.getpid():
+            os.setsid()
+        os.setpriority(os.PRIO_PROCESS, 0, nice)
+        if os.path.exists("/proc/self/autogroup"):
+            Path("/proc/self/autogroup").write_text(f"{nice}\n")
+    except OSError as e:
+        log.warning("cannot raise the switches' priority (nice %d): %s", nice, e)
+
+
+def _setup(spec: dict[str, Any]) -> tuple[Switch, list[Any]]:
+    from targets.embedded.p4runtime_server import P4RuntimeServer
+    from targets.embedded.runtime_cli import RuntimeServer
+
+    name = spec["name"]
+    sw = Switch(device_id=int(spec["device_id"]), cpu_port=spec.get("cpu_port"),
+                priority_queues=int(spec.get("priority_queues", 1)))
+    if spec.get("json"):
+        try:
+            sw.install_program(sw.load_program(Path(spec["json"]).read_bytes()))
+        except (OSError, CompileError) as e:
+            raise GroupError(f"{name}: cannot load {spec['json']}: {e}") from e
+    ports = {int(p): iface for p, iface in spec["ports"].items()}
+    try:
+        _in_netns(spec["netns"], lambda: [sw.add_port(p, i) for p, i in ports.items()])
+    except OSError as e:
+        raise GroupError(f"{name}: cannot open its interfaces: {e}") from e
+    servers: list[Any] = [P4RuntimeServer(sw, spec["grpc"])]
+    if spec.get("runtime_socket"):
+        servers.append(RuntimeServer(sw, spec["runtime_socket"]))
+    for s in servers:
+        try:
+            s.start()
+        except Exception as e:  # grpc raises RuntimeError on a busy address
+            raise GroupError(f"{name}: cannot serve {spec['grpc']}: {e}") from e
+    return sw, servers
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry: ``SPEC.json``."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m targets.embedded.group SPEC.json", file=sys.stderr)
+        return 2
+    try:
+        spec = json.loads(Path(args[0]).read_text())
+        switches_spec = spec["switches"]
+    except (OSError, ValueError, KeyError) as e:
+        print(f"group: bad spec {args[0]}: {e}", file=sys.stderr)
+        return 2
+    level = getattr(logging, str(spec.get("log_level", "info")).upper(), logging.INFO)
+    handler: logging.Handler = (logging.FileHandler(spec["log_file"]) if spec.get("log_file")
+                                else logging.NullHandler())
+    logging.basicConfig(level=level, handlers=[handler],
+                        format="[%(asctime)s] [%(threadName)s] %(levelname)s %(message)s")
+    if spec.get("nice"):
+        _prioritize(int(spec["nice"]))
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    switches: list[Switch] = []
+    servers: list[Any] = []
+    try:
+        for s in switches_spec:
+            sw, srv = _setup(s)
+            switches.append(sw)
+            servers += srv
+    except GroupError as e:
+        print(f"group: {e}", file=sys.stderr, flush=True)
+        for srv in servers:
+            srv.stop()
+        for sw in switches:
+            sw.stop()
+        return 2
+    plane = threading.Thread(target=run_switches, args=(switches, stop), name="dataplane",
+                             daemon=True)
+    plane.start()
+    names = ", ".join(s["name"] for s in switches_spec)
+    logging.getLogger("gradnet.switch").info("group up: %s (one data-plane thread)", names)
+    print("ready", flush=True)
+    stop.wait()
+    for sw in switches:  # the data plane wakes up and sees ``stop``
+        sw.wake()
+    plane.join(timeout=5)
+    for srv in servers:
+        srv.stop()
+    for sw in switches:
+        sw.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
