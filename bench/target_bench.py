@@ -37,7 +37,7 @@ from targets.p4rt_client import P4RuntimeClient
 from targets.testbed import Testbed, in_netns
 
 ROOT = Path(__file__).resolve().parent.parent
-console = Console()
+console = Console() if sys.stdout.isatty() else Console(width=160)  # piped: one row per line
 
 
 @dataclass
