@@ -486,7 +486,10 @@ def test_symmetry_greedy_matches_plain(case: str) -> None:
     """Same switches, same gamma and the same score for every candidate in every round
     as the greedy that solves one full LP per candidate."""
     p = _symmetric_cases()[case]
-    fast, plain = greedy_placement(p, symmetry=True), greedy_placement(p, symmetry=False)
+    seen: list[int] = []
+    fast = greedy_placement(p, symmetry=True, progress=lambda t: seen.append(t.round))
+    plain = greedy_placement(p, symmetry=False)
+    assert seen == list(range(p.budget))
     assert fast.switches == plain.switches
     assert fast.gamma == pytest.approx(plain.gamma, rel=1e-7)
     for a, b in zip(fast.trace, plain.trace, strict=True):
