@@ -4,7 +4,7 @@ Run: ``python -m bench.placement_bench`` (``--quick``: smaller, ``--full``: also
 MILPs of the oversubscribed k=8 fat-tree; ``--max-seconds``: budget per greedy timing).
 The scale table runs the greedy on fat-tree k=16 with K=16 for switch capacities from one
 link to unbounded, with the MILP's gap where it finishes (``--scale-milp-limit``);
-``--k32`` adds k=32 with K=32 (about ten minutes), ``--plain`` times the greedy that
+``--k32`` adds k=32 with K=32 (about five minutes), ``--plain`` times the greedy that
 solves every candidate's LP next to it (minutes per row).
 
 Setup: fat-tree(k), every link 1000 Mbit/s (``2:1``: agg-core links 500), the PS is
@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-scale", action="store_true", help="skip the k=8/k=16 scale table")
     ap.add_argument(
         "--k32", action="store_true",
-        help="also the k=32 K=32 scale run (offline: about 10 min on 2 cores)",
+        help="also the k=32 K=32 scale run (offline: about 5 min on 2 cores)",
     )  # fmt: skip
     ap.add_argument(
         "--plain", action="store_true",
