@@ -177,7 +177,7 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
     # synchronization: every PS and worker sets up first, then all workers start at once.
     _await_ready([(ps, jdir / "ps") for _, _, jdir, ps, _ in running]
                  + [(p, jdir / f"worker-{r}") for _, _, jdir, _, procs in running for r, p in enumerate(procs)])
-    t0 = time.monotonic()
+    t0, t_go = time.monotonic(), time.time()
     for *_, procs in running:
         for p in procs:
             p.stdin.write(b"go\n")
@@ -189,6 +189,7 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
         retx = mismatches = 0
         worker_cpu = 0.0
         failed = []
+        t_ends: list[float | None] = []
         for rank, p in enumerate(procs):
             out, err = _wait(p, jdir / f"worker-{rank}", max_time + 30)
             if p.returncode != 0:
@@ -197,9 +198,13 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
             summary = json.loads(out.strip().splitlines()[-1])
             retx += int(summary.get("retransmissions", 0))
             worker_cpu += float(summary.get("sync_cpu_s", summary.get("cpu_s", 0.0)))
+            t_ends.append(summary.get("t_end"))
             got = np.load(jdir / f"out-{rank}.npy")
             mismatches += int(np.count_nonzero(got[: expected.size] != expected))
-        seconds = time.monotonic() - t0
+        # until the last worker had its result (its own clock reading), not until the
+        # processes had written their files and exited
+        ends = [t for t in t_ends if t is not None]
+        seconds = (max(ends) - t_go) if ends and len(ends) == len(procs) else time.monotonic() - t0
         out, err = _wait(ps, jdir / "ps", max_time + 30)
         if failed:
             raise RuntimeError(f"job {job.job_id}: worker(s) failed:\n" + "\n".join(failed))

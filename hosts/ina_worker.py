@@ -838,6 +838,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         if prog is not None:
             prog.start()
         res, st = worker.allreduce(grad, args.fragment_offset)
+        t_end = time.time()  # wall clock: comparable across the emulated hosts
     except FixedPointOverflow as e:
         return fail(str(e))
     except InaTimeoutError as e:
@@ -856,7 +857,7 @@ def main(argv: Iterable[str] | None = None) -> int:
                "result_sha256_16": _digest(res),
                # cpu_s: the whole process, start-up included; sync_cpu_s: the allreduce
                "cpu_s": round(time.process_time(), 3),
-               "sync_cpu_s": round(time.process_time() - cpu0, 3)}
+               "sync_cpu_s": round(time.process_time() - cpu0, 3), "t_end": t_end}
     if args.json:
         print(json.dumps(summary), flush=True)
     else:
