@@ -1536,14 +1536,16 @@ def target(request: pytest.FixtureRequest) -> str:
 
 
 @contextlib.contextmanager
-def open_rig(program: str, target: str, priority_queues: int = 1) -> Iterator[Rig]:
-    """A started rig for ``program`` on ``target`` with its setup done; stopped on exit."""
+def open_rig(program: str, target: str, priority_queues: int = 1,
+             specs: dict[str, ProgramSpec] | None = None) -> Iterator[Rig]:
+    """A started rig for ``program`` on ``target`` with its setup (from ``specs``, by
+    default this file's ``SPECS``) done; stopped on exit."""
     missing = [p.name for p in (BUILD / f"{program}.json", BUILD / f"{program}.p4info.txt") if not p.exists()]
     if missing:
         pytest.skip(f"p4c output missing: {missing} (run `make p4`)")
     rig = Rig(program, target, priority_queues).start()
     try:
-        SPECS[program].setup(rig)
+        (SPECS if specs is None else specs)[program].setup(rig)
         yield rig
     finally:
         rig.close()
@@ -1815,10 +1817,12 @@ class TestInstanceMetadata:
 
 
 # -- differential: the same frames through both targets ----------------------------------
-def _observe(program: str, target: str) -> list[tuple[str, Any]]:
-    spec = SPECS[program]
+def observe(program: str, target: str, specs: dict[str, ProgramSpec] | None = None) -> list[tuple[str, Any]]:
+    """Every case's output frames (masked) and every extra's result, on ``target``."""
+    specs = SPECS if specs is None else specs
+    spec = specs[program]
     obs: list[tuple[str, Any]] = []
-    with open_rig(program, target) as rig:
+    with open_rig(program, target, specs=specs) as rig:
         for case in spec.cases:
             got = rig.exchange(case.port, case.frame, len(case.expect))
             obs.append((case.name, sorted((p, spec.mask(f)) for p, f in got)))
@@ -1832,16 +1836,22 @@ def _observe(program: str, target: str) -> list[tuple[str, Any]]:
 def test_differential(program: str) -> None:
     """Fresh embedded and BMv2 switches, same setup and frames: identical outputs
     (``ProgramSpec.masked`` fields zeroed, after their plausibility checks)."""
+    assert_same_as_bmv2(program)
+
+
+def assert_same_as_bmv2(program: str, specs: dict[str, ProgramSpec] | None = None) -> None:
+    """Run ``program``'s cases and extras on fresh embedded and BMv2 switches; fail with
+    every difference (skip where BMv2 is not installed)."""
     if not bmv2_available():
         pytest.skip("real BMv2 not installed: simple_switch_grpc is not on PATH")
-    ours, theirs = _observe(program, "embedded"), _observe(program, "bmv2")
+    ours, theirs = observe(program, "embedded", specs), observe(program, "bmv2", specs)
     assert [n for n, _ in ours] == [n for n, _ in theirs]
     diffs = []
     for (name, a), (_, b) in zip(ours, theirs, strict=True):
         if a != b:
             if isinstance(a, list) and isinstance(b, list) and all(isinstance(x, tuple) for x in a + b):
                 detail = "; ".join(_first_diff(fa, fb) for (_, fa), (_, fb) in zip(a, b, strict=False)
-                                   if isinstance(fa, bytes) and fa != fb)
+                                   if isinstance(fa, bytes) and isinstance(fb, bytes) and fa != fb)
                 diffs.append(f"{name}: embedded {len(a)} frame(s) {[x[0] for x in a]}, bmv2 {len(b)} "
                              f"{[x[0] for x in b]} {detail}")
             else:

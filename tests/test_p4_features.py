@@ -31,17 +31,14 @@ from finsy import (
 )
 from finsy.p4entity import P4ValueSetMember
 
-from targets.launch import bmv2_available
 from targets.p4rt_client import P4RuntimeError
 from tests import test_conformance
 from tests.test_conformance import (
-    BUILD,
     Case,
     Out,
     ProgramSpec,
     Rig,
     _eth,
-    _first_diff,
     crc16_arc,
     ones_complement_csum,
     pytestmark,
@@ -628,18 +625,9 @@ EXPECTED_EXTRAS: dict[str, Callable[[], list[tuple[str, Any]]]] = {
 }
 
 
-@contextlib.contextmanager
-def open_rig(program: str, target: str) -> Iterator[Rig]:
-    """A started rig for ``program`` on ``target`` with its setup done; stopped on exit."""
-    missing = [p.name for p in (BUILD / f"{program}.json", BUILD / f"{program}.p4info.txt") if not p.exists()]
-    if missing:
-        pytest.skip(f"p4c output missing: {missing} (run `make p4`)")
-    rig = Rig(program, target).start()
-    try:
-        SPECS[program].setup(rig)
-        yield rig
-    finally:
-        rig.close()
+def open_rig(program: str, target: str) -> contextlib.AbstractContextManager[Rig]:
+    """A started rig for ``program`` (this file's SPECS) on ``target``; stopped on exit."""
+    return test_conformance.open_rig(program, target, specs=SPECS)
 
 
 def _ids(case: Case) -> str:
@@ -674,31 +662,8 @@ class TestActionSelector:
 
 
 # -- differential: the same writes and frames through both targets -------------------------
-def _observe(program: str, target: str) -> list[tuple[str, Any]]:
-    spec = SPECS[program]
-    obs: list[tuple[str, Any]] = []
-    with open_rig(program, target) as rig:
-        for case in spec.cases:
-            got = rig.exchange(case.port, case.frame, len(case.expect))
-            obs.append((case.name, sorted((p, spec.mask(f)) for p, f in got)))
-        for extra in spec.extras:
-            obs.append((extra.__name__, extra(rig)))
-    return obs
-
-
 @pytest.mark.bmv2
 @pytest.mark.parametrize("program", sorted(SPECS))
 def test_differential(program: str) -> None:
     """Fresh embedded and BMv2 switches, same writes and frames: identical outputs."""
-    if not bmv2_available():
-        pytest.skip("real BMv2 not installed: simple_switch_grpc is not on PATH")
-    ours, theirs = _observe(program, "embedded"), _observe(program, "bmv2")
-    diffs = []
-    for (name, a), (_, b) in zip(ours, theirs, strict=True):
-        if a != b:
-            detail = ""
-            if isinstance(a, list) and isinstance(b, list):
-                detail = "; ".join(_first_diff(fa, fb) for (_, fa), (_, fb) in zip(a, b, strict=False)
-                                   if isinstance(fa, bytes) and isinstance(fb, bytes) and fa != fb)
-            diffs.append(f"{name}: embedded {a!r} != bmv2 {b!r} {detail}")
-    assert not diffs, f"{program}: embedded target differs from BMv2:\n" + "\n".join(diffs)
+    test_conformance.assert_same_as_bmv2(program, SPECS)
