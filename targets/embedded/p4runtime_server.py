@@ -52,10 +52,10 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent import futures
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 from finsy.proto import p4d, p4i, p4r, p4r_grpc, rpc_status
@@ -111,6 +111,19 @@ class P4RuntimeError(Exception):
 
 def _invalid_id() -> P4RuntimeError:
     return P4RuntimeError(SC.INVALID_ARGUMENT, "Invalid P4 id")
+
+
+_E = TypeVar("_E")
+
+
+def _all_or_one(entities: Mapping[int, _E], entity_id: int) -> list[_E]:
+    """Every entity (id 0: P4Runtime's wildcard read) or the one with ``entity_id``."""
+    if entity_id == 0:
+        return list(entities.values())
+    e = entities.get(entity_id)
+    if e is None:
+        raise _invalid_id()
+    return [e]
 
 
 # -- bytestrings ------------------------------------------------------------------------
@@ -901,13 +914,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         vi.value_set.set_members(members, [f.bitwidth for f in vi.fields])  # type: ignore[arg-type]
 
     def _read_value_set(self, pl: Pipeline, ve: p4r.ValueSetEntry, out: list[p4r.Entity]) -> None:
-        if ve.value_set_id == 0:
-            infos = list(pl.value_sets.values())
-        else:
-            vi = pl.value_sets.get(ve.value_set_id)
-            if vi is None:
-                raise _invalid_id()
-            infos = [vi]
+        infos = _all_or_one(pl.value_sets, ve.value_set_id)
         for vi in infos:
             entry = p4r.ValueSetEntry(value_set_id=vi.id)
             for m in vi.value_set.members:
@@ -1302,13 +1309,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             ri.array.write(index, value)
 
     def _read_register(self, pl: Pipeline, re: p4r.RegisterEntry, out: list[p4r.Entity]) -> None:
-        if re.register_id == 0:
-            infos = list(pl.registers.values())
-        else:
-            ri = pl.registers.get(re.register_id)
-            if ri is None:
-                raise _invalid_id()
-            infos = [ri]
+        infos = _all_or_one(pl.registers, re.register_id)
         index = self._index(re)
         for ri in infos:
             indexes = range(ri.size) if index is None else [index]
@@ -1339,13 +1340,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                 mi.array.set_config(i, *cfg)
 
     def _read_meter(self, pl: Pipeline, me: p4r.MeterEntry, out: list[p4r.Entity]) -> None:
-        if me.meter_id == 0:
-            infos = list(pl.meters.values())
-        else:
-            mi = pl.meters.get(me.meter_id)
-            if mi is None:
-                raise _invalid_id()
-            infos = [mi]
+        infos = _all_or_one(pl.meters, me.meter_id)
         index = self._index(me)
         for mi in infos:
             indexes = range(mi.size) if index is None else [index]
