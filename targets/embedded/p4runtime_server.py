@@ -116,6 +116,23 @@ def _invalid_id() -> P4RuntimeError:
 _E = TypeVar("_E")
 
 
+def _action_params(act: _Action, action: p4r.Action) -> tuple[int, ...]:
+    """``action``'s parameter values in ``act``'s order, checked as PI does (count,
+    unknown and duplicate ids, widths)."""
+    if len(action.params) != len(act.params):
+        raise P4RuntimeError(SC.INVALID_ARGUMENT, "Unexpected number of action parameters")
+    values: list[int | None] = [None] * len(act.params)
+    for p in action.params:
+        i = act.param_pos.get(p.param_id)
+        if i is None:
+            raise P4RuntimeError(SC.INVALID_ARGUMENT, "Unknown action parameter")
+        if values[i] is not None:
+            raise P4RuntimeError(SC.INVALID_ARGUMENT, "Duplicate action parameter")
+        f = act.params[i]
+        values[i] = decode_bytes(p.value, f.bitwidth, f"{act.name}.{f.name}")
+    return tuple(values)  # type: ignore[arg-type] (every slot filled: counts match, no duplicates)
+
+
 def _all_or_one(entities: Mapping[int, _E], entity_id: int) -> list[_E]:
     """Every entity (id 0: P4Runtime's wildcard read) or the one with ``entity_id``."""
     if entity_id == 0:
@@ -799,19 +816,8 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             raise P4RuntimeError(SC.PERMISSION_DENIED, "Cannot use TABLE_ONLY action as default action")
         if scope == p4i.ActionRef.DEFAULT_ONLY and not te.is_default_action:
             raise P4RuntimeError(SC.PERMISSION_DENIED, "Cannot use DEFAULT_ONLY action in table entry")
-        if len(action.params) != len(act.params):
-            raise P4RuntimeError(SC.INVALID_ARGUMENT, "Unexpected number of action parameters")
-        values: list[int | None] = [None] * len(act.params)
-        for p in action.params:
-            i = act.param_pos.get(p.param_id)
-            if i is None:
-                raise P4RuntimeError(SC.INVALID_ARGUMENT, "Unknown action parameter")
-            if values[i] is not None:
-                raise P4RuntimeError(SC.INVALID_ARGUMENT, "Duplicate action parameter")
-            f = act.params[i]
-            values[i] = decode_bytes(p.value, f.bitwidth, f"{act.name}.{f.name}")
         try:
-            return pl.program.action_call(ti.table.name, act.name, tuple(values))  # type: ignore[arg-type]
+            return pl.program.action_call(ti.table.name, act.name, _action_params(act, action))
         except StateError as e:
             raise P4RuntimeError.from_state(e) from e
 
@@ -935,18 +941,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         act = pl.actions.get(action.action_id)
         if act is None:
             raise _invalid_id()
-        values: list[int | None] = [None] * len(act.params)
-        if len(action.params) != len(act.params):
-            raise P4RuntimeError(SC.INVALID_ARGUMENT, "Unexpected number of action parameters")
-        for p in action.params:
-            i = act.param_pos.get(p.param_id)
-            if i is None:
-                raise P4RuntimeError(SC.INVALID_ARGUMENT, "Unknown action parameter")
-            if values[i] is not None:
-                raise P4RuntimeError(SC.INVALID_ARGUMENT, "Duplicate action parameter")
-            f = act.params[i]
-            values[i] = decode_bytes(p.value, f.bitwidth, f"{act.name}.{f.name}")
-        return pl.program.profile_action_call(pi.name, act.name, tuple(values))  # type: ignore[arg-type]
+        return pl.program.profile_action_call(pi.name, act.name, _action_params(act, action))
 
     def _write_profile_member(self, pl: Pipeline, t: int, m: p4r.ActionProfileMember) -> None:
         pi = self._profile(pl, m.action_profile_id)
