@@ -1172,7 +1172,6 @@ class Program:
                     src = f"({src} & {_int(k['mask'])})"
                 key_src.append(src)
             keyexpr = f"({', '.join(key_src)},)" if key_src else "()"
-            nt = t.get("next_tables", {})
             if tbl.profile is not None:
                 self._gen_indirect_node(t, tbl, tname, keyexpr, nodes[t["name"]], ref)
                 self.tables[t["name"]] = tbl
@@ -1198,16 +1197,7 @@ class Program:
                 lines.insert(-1, f"        {target} = _dmx(e, {unit!r}, F[{ILEN}])")
             lines.append("        c.fn(F, c.params)")
             lines.append(f"    if F[{EXIT}]: return None")
-            if "__HIT__" in nt or "__MISS__" in nt:
-                lines.append(f"    return {ref(nt.get('__MISS__'))} if e is None else {ref(nt.get('__HIT__'))}")
-            else:
-                distinct = {ref(v) for v in nt.values()}
-                if len(distinct) <= 1:
-                    lines.append(f"    return {distinct.pop() if distinct else ref(t.get('base_default_next'))}")
-                else:
-                    nmap = self._name("_NX")
-                    lines.append(f"    return {nmap}[c.name]")
-                    self._deferred.append((nmap, {a: v for a, v in nt.items()}, ref))
+            lines.append(self._next_node(t, ref, "c.name"))
             self._src.append("\n".join(lines))
             self.tables[t["name"]] = tbl
         del tables_by_name
@@ -1240,21 +1230,28 @@ class Program:
             target, _, _ = self.lvalue({"type": "field", "value": mspec["result_target"]})
             lines.append(f"        {target} = _dmx(e, {mspec.get('type', 'packets')!r}, {plen})")
         lines += ["    if c is not None: c.fn(F, c.params)", f"    if F[{EXIT}]: return None"]
+        # the empty default action (c.name "") and an empty group go to the table's base
+        # next node, like BMv2's default_default_entry
+        lines.append(self._next_node(t, ref, "c.name if c is not None else ''", default_to_base=True))
+        self._src.append("\n".join(lines))
+
+    def _next_node(self, t: dict[str, Any], ref: Callable[[str | None], str], action_name: str,
+                   default_to_base: bool = False) -> str:
+        """The ``return`` line of a table node: by hit/miss, or by the action that ran
+        (``action_name``, an expression; an unlisted one goes to the base next node when
+        ``default_to_base``)."""
         nt = t.get("next_tables", {})
         base = ref(t.get("base_default_next"))
         if "__HIT__" in nt or "__MISS__" in nt:
-            lines.append(f"    return {ref(nt.get('__MISS__'))} if e is None else {ref(nt.get('__HIT__'))}")
-        else:
-            distinct = {ref(v) for v in nt.values()}
-            if len(distinct) <= 1:
-                lines.append(f"    return {distinct.pop() if distinct else base}")
-            else:
-                nmap = self._name("_NX")
-                # the empty default action (c.name "") and an empty group go to the
-                # table's base next node, like BMv2's default_default_entry
-                lines.append(f"    return {nmap}.get(c.name if c is not None else '', {base})")
-                self._deferred.append((nmap, dict(nt.items()), ref))
-        self._src.append("\n".join(lines))
+            return f"    return {ref(nt.get('__MISS__'))} if e is None else {ref(nt.get('__HIT__'))}"
+        distinct = {ref(v) for v in nt.values()}
+        if len(distinct) <= 1:
+            return f"    return {distinct.pop() if distinct else base}"
+        nmap = self._name("_NX")
+        self._deferred.append((nmap, dict(nt.items()), ref))
+        if default_to_base:
+            return f"    return {nmap}.get({action_name}, {base})"
+        return f"    return {nmap}[{action_name}]"
 
     def _make_table(self, t: dict[str, Any]) -> state.Table:
         ttype = t.get("type", "simple")
