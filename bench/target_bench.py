@@ -33,8 +33,9 @@ from rich.table import Table
 
 from controller.accounting import process_cpu_seconds
 from targets.launch import bmv2_available
+from targets.netns import in_netns
 from targets.p4rt_client import P4RuntimeClient
-from targets.testbed import Testbed, in_netns
+from targets.testbed import Testbed
 
 ROOT = Path(__file__).resolve().parent.parent
 console = Console() if sys.stdout.isatty() else Console(width=160)  # piped: one row per line

@@ -24,6 +24,14 @@ THRIFT_PORT = 9090  # BMv2's runtime CLI (simple_switch_CLI), inside each switch
 BMV2_EXE = "simple_switch_grpc"
 
 
+def repo_env() -> dict[str, str]:
+    """This environment with the repository first on PYTHONPATH: what a switch, a switch
+    group or a testbed process needs to import the embedded target from this checkout."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
 class TargetError(RuntimeError):
     """A switch target could not be found or started."""
 
@@ -151,8 +159,7 @@ class SwitchGroup:
             for sw, ports in self.members]}
         path = self.run_dir / f"switches-{self.index}.json"
         path.write_text(json.dumps(spec, indent=1))
-        env = dict(os.environ)
-        env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + os.pathsep + env.get("PYTHONPATH", "")
+        env = repo_env()
         out = open(self.log_file + ".out", "ab")  # noqa: SIM115 (the process owns it)
         try:
             self.proc = subprocess.Popen([sys.executable, "-m", "targets.embedded.group", str(path)],
@@ -218,8 +225,7 @@ class P4Switch(Switch):
         argv = switch_command(self.target, ports, self.device_id, self.grpc_addr, self.json_path,
                               CPU_PORT, self.log_file, self.priority_queues, extra, THRIFT_PORT)
         log = open(self.log_file + ".out", "ab")  # noqa: SIM115 (closed in stop)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + os.pathsep + env.get("PYTHONPATH", "")
+        env = repo_env()
         self._out = log
         self.proc = self.popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
         if self.target != "embedded":

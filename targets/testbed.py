@@ -11,22 +11,26 @@ differential tests and the packets-per-second benchmark need.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import secrets
 import select
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-from targets.launch import CPU_PORT, resolve_target, stop_process, switch_command, wait_for_grpc
+from targets.launch import (
+    CPU_PORT,
+    repo_env,
+    resolve_target,
+    stop_process,
+    switch_command,
+    wait_for_grpc,
+)
+from targets.netns import in_netns
 
-CLONE_NEWNET = 0x40000000
 ETH_P_ALL = 0x0003
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
 class TestbedError(RuntimeError):
@@ -37,30 +41,6 @@ def _run(*argv: str) -> None:
     r = subprocess.run(argv, capture_output=True, text=True)
     if r.returncode:
         raise TestbedError(f"{' '.join(argv)}: {r.stderr.strip()}")
-
-
-def in_netns(ns: str, fn, *args):
-    """Call ``fn(*args)`` in a thread that has joined namespace ``ns``; return its result."""
-    box: dict[str, object] = {}
-
-    def body() -> None:
-        try:
-            fd = os.open(f"/var/run/netns/{ns}", os.O_RDONLY)
-            try:
-                if _libc.setns(fd, CLONE_NEWNET) != 0:
-                    raise OSError(ctypes.get_errno(), f"setns({ns}) failed")
-            finally:
-                os.close(fd)
-            box["result"] = fn(*args)
-        except BaseException as e:  # re-raised in the caller's thread
-            box["error"] = e
-
-    t = threading.Thread(target=body)
-    t.start()
-    t.join()
-    if "error" in box:
-        raise box["error"]  # type: ignore[misc]
-    return box["result"]
 
 
 def _packet_socket(iface: str) -> socket.socket:
@@ -125,8 +105,7 @@ class Testbed:
                     subprocess.run(["ip", "netns", "exec", ns, "ethtool", "-K", name, "tx", "off",
                                     "rx", "off", "tso", "off", "gso", "off", "gro", "off"],
                                    capture_output=True)
-            env = dict(os.environ)
-            env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + os.pathsep + env.get("PYTHONPATH", "")
+            env = repo_env()
             if self.command is not None:
                 self._start_command(env, timeout)
             else:

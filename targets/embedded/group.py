@@ -22,7 +22,6 @@ It prints ``ready`` once every switch serves P4Runtime and runs until SIGTERM.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import logging
 import os
@@ -34,37 +33,11 @@ from typing import Any
 
 from targets.embedded.compiler import CompileError
 from targets.embedded.switch import Switch, run_switches
-
-CLONE_NEWNET = 0x40000000
-_libc = ctypes.CDLL(None, use_errno=True)
+from targets.netns import in_netns
 
 
 class GroupError(RuntimeError):
     """A switch of the group could not be set up."""
-
-
-def _in_netns(path: str, fn: Any) -> None:
-    """Run ``fn()`` in a thread that joined the network namespace at ``path``: sockets it
-    opens stay bound to that namespace's interfaces."""
-    box: dict[str, BaseException] = {}
-
-    def body() -> None:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                if _libc.setns(fd, CLONE_NEWNET) != 0:
-                    raise OSError(ctypes.get_errno(), f"setns({path}) failed")
-            finally:
-                os.close(fd)
-            fn()
-        except BaseException as e:  # re-raised in the caller
-            box["error"] = e
-
-    t = threading.Thread(target=body)
-    t.start()
-    t.join()
-    if "error" in box:
-        raise box["error"]
 
 
 def _prioritize(nice: int) -> None:
@@ -100,7 +73,7 @@ def _setup(spec: dict[str, Any]) -> tuple[Switch, list[Any]]:
             raise GroupError(f"{name}: cannot load {spec['json']}: {e}") from e
     ports = {int(p): iface for p, iface in spec["ports"].items()}
     try:
-        _in_netns(spec["netns"], lambda: [sw.add_port(p, i) for p, i in ports.items()])
+        in_netns(spec["netns"], lambda: [sw.add_port(p, i) for p, i in ports.items()])
     except OSError as e:
         raise GroupError(f"{name}: cannot open its interfaces: {e}") from e
     servers: list[Any] = [P4RuntimeServer(sw, spec["grpc"])]

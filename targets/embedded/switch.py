@@ -238,8 +238,7 @@ class Switch:
         self._shaped = any(v is not None for v in (*self._rate_cfg.values(), *self._port_rate_cfg.values()))
         for p, q in list(self._tm.items()):  # may run in a control thread
             self._apply_cfg(p, q)
-        with contextlib.suppress(BlockingIOError, OSError):
-            os.write(self._wake_w, b"x")  # let the data plane re-plan its dequeue timer
+        self.wake()  # the data plane re-plans its dequeue timer
 
     def queue_stats(self, port: int | None = None) -> list[dict[str, object]]:
         """Per-queue state and counters, one dict per queue of every port (or ``port``
@@ -289,8 +288,7 @@ class Switch:
         if self.cpu_port is None:
             raise ValueError("switch has no CPU port")
         self._inject.append((self.cpu_port, frame))
-        with contextlib.suppress(BlockingIOError):
-            os.write(self._wake_w, b"x")
+        self.wake()
 
     def process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
         """Run one frame through the whole switch synchronously; return what leaves.
@@ -565,8 +563,7 @@ class Switch:
     def stop(self) -> None:
         """Stop the data plane and close the ports."""
         self._stop.set()
-        with contextlib.suppress(OSError):
-            os.write(self._wake_w, b"x")
+        self.wake()
         if self._thread is not None:
             self._thread.join(timeout=5)
         for s in self._ports.values():
