@@ -298,11 +298,9 @@ def net_exec(run_dir: str | Path, host: str, command: list[str]) -> int:
     proc = st.hosts[host] if host in st.hosts else st.switches[host][0]
     if not proc.alive():
         raise NetError(f"{host}'s shell (PID {proc.pid}) is gone")
-    from .p4runtime import REPO_ROOT
+    from targets.launch import repo_env
 
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.call(["mnexec", "-a", str(proc.pid), *command], env=env)
+    return subprocess.call(["mnexec", "-a", str(proc.pid), *command], env=repo_env())
 
 
 if __name__ == "__main__":
