@@ -239,10 +239,26 @@ class InaDeployment:
         self.report = DeployReport()
         self.counters: dict[str, dict[str, int]] = {}
 
+    def loopback_paths(self) -> dict[str, dict[str, str]]:
+        """Per aggregating switch, the next hop of every other switch toward it: the
+        paths its job's LP counted the link loads on (``PlacementProblem.path``).
+        With ECMP a worker's flow to a switch hashes onto one of the equal-cost paths,
+        and two workers of one ToR can land on the same uplink: measured, that doubled
+        the busiest link of ``make run`` over the LP's. The BFS trees depend on the
+        graph only, so jobs sharing a switch agree on its paths."""
+        out: dict[str, dict[str, str]] = {}
+        for j in self.jobs:
+            if j.placement is None:
+                continue
+            for s in j.aggregating_switches:
+                if s not in out:
+                    out[s] = j.placement.problem.next_hops_toward(s)
+        return out
+
     async def _install(self, dep: Deployment) -> None:
         topo = self.topology
         loopbacks = {s: switch_ip(topo.device_id(s)) for s in self.aggregators}
-        routes = compute_routes(topo, loopbacks=loopbacks)
+        routes = compute_routes(topo, loopbacks=loopbacks, loopback_paths=self.loopback_paths())
         await dep.install(routes, loss=self.loss)
         per_switch: dict[str, list[Any]] = {s: [] for s in self.aggregators}
         for s in self.aggregators:

@@ -318,6 +318,19 @@ class PlacementProblem:
             out.append(tree[out[-1]])  # type: ignore[arg-type]
         return out
 
+    def next_hops_toward(self, dst: str) -> dict[str, str]:
+        """``{switch: neighbour}``: where each switch forwards toward ``dst`` on the
+        paths the LP routes on (:meth:`path`). Empty with ``multipath`` (the LP then
+        models ECMP, which the routing layer's groups implement). Switches whose next
+        node is a host are left out (hosts do not forward)."""
+        if self.multipath:
+            return {}
+        tree = self._tree(dst)
+        kinds = self.graph.nodes
+        return {u: v for u, v in tree.items()
+                if v is not None and kinds[u].get("kind") == "switch"
+                and kinds[v].get("kind") == "switch"}
+
     def _apath(self, src: str, dst: str) -> _Route:
         """The arcs a flow ``src -> dst`` loads, with the share of the flow on each
         (all 1.0 on a single path; ECMP splits with ``multipath``). Cached."""

@@ -236,12 +236,16 @@ def compute_routes(
     topo: Topology,
     switches: Iterable[str] | None = None,
     loopbacks: Mapping[str, str] | None = None,
+    loopback_paths: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, SwitchRoutes]:
     """Routes of every switch (or of ``switches``), keyed by switch name in topology order.
 
     ``loopbacks`` ``{switch: ip}`` adds a /32 route on every other switch to an address
     that a switch itself answers (an aggregating switch's address in technique 1); the
     owner has no route to it (its program consumes such packets first).
+    ``loopback_paths`` ``{switch: {other switch: neighbour}}`` pins the route to a
+    loopback address to one of the equal-cost next hops (the paths a placement's LP
+    counted its link loads on); switches it does not name keep the ECMP route.
 
     Raises :class:`RoutingError` for unknown or non-switch names and for a topology whose
     graph is disconnected (some host could reach no one).
@@ -292,6 +296,15 @@ def compute_routes(
             if s == t:
                 hop = NextHop(topo.port(s, host), iface["mac"], host, nic)
                 sr.routes.append(Route(iface["ip"], host, nic, 0, next_hop=hop, direct=True))
+                continue
+            pin = (loopback_paths or {}).get(host, {}).get(s) if host == t else None
+            if pin is not None:
+                here = d_t[s]
+                hop = next((h for n, h in neighbours if n == pin and d_t.get(n) == here - 1), None)
+                if hop is None:
+                    raise RoutingError(f"pinned next hop {pin!r} of {s!r} toward {t!r} is not a "
+                                       "neighbour on a shortest path")
+                sr.routes.append(Route(iface["ip"], host, nic, here, next_hop=hop))
                 continue
             if t not in via:
                 here = d_t[s]

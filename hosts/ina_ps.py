@@ -329,14 +329,17 @@ class ParameterServer:
             st.results_sent += 1
         for s, addr in jb.clears[f]:
             pkt = pack(_CLEAR, jb.job, 0, frag, s, 0, jb.full, jb.num_workers, 0, 0, 0)
-            self._send(pkt + _ZERO_VALUES, addr)  # full length: the P4 parser expects values
+            self._send(pkt, addr)  # header only (docs/ina.md): no values to carry
             st.clears_sent += 1
         jb.results[f] = values  # for RETX of a finished fragment (RESULT lost)
 
     def _handle(self, data: bytes, addr: tuple[str, int], now: float) -> None:
         c = self.counters
         if len(data) < INA_PACKET_LEN:
-            c.short += 1
+            if len(data) >= INA_HEADER_LEN and data[0] == _CLEAR:  # header-only, not ours
+                c.bad_type += 1
+            else:
+                c.short += 1
             return
         mt, job, _wid, frag, tag, origin, bm, cnt, _fanin, flags, _sdf = INA_HEADER.unpack_from(data)
         if mt != _GRAD and mt != _PARTIAL:
@@ -388,7 +391,7 @@ class ParameterServer:
                 # that aggregator for good.
                 owner = origin or tag
                 pkt = INA_HEADER.pack(_CLEAR, job, 0, frag, owner, 0, jb.full, jb.num_workers, 0, 0, 0)
-                self._send(pkt + _ZERO_VALUES, (default_switch_ip(owner), self.port))
+                self._send(pkt, (default_switch_ip(owner), self.port))
                 st.clears_sent += 1
             return
         have = jb.have[f]

@@ -146,20 +146,25 @@ def encode_ina(
     sd_fanin: int = 0,
     values: Any = None,
 ) -> bytes:
-    """One INA UDP payload (148 bytes). ``values``: 32 int32s, 128 wire bytes, or None
-    (zeros). Raises ``struct.error``/``ValueError`` on out-of-range fields."""
-    return (
-        INA_HEADER.pack(
-            msg_type, job_id, worker_id, fragment, tag, origin, bitmap, count, fanin, flags,
-            sd_fanin,
-        )
-        + values_to_bytes(values)
+    """One INA UDP payload: 148 bytes, or the 20-byte header alone for ``CLEAR``, which
+    carries no values. ``values``: 32 int32s, 128 wire bytes, or None (zeros; must be
+    None for ``CLEAR``). Raises ``struct.error``/``ValueError`` on out-of-range fields."""
+    hdr = INA_HEADER.pack(
+        msg_type, job_id, worker_id, fragment, tag, origin, bitmap, count, fanin, flags,
+        sd_fanin,
     )
+    if msg_type == MsgType.CLEAR:
+        if values is not None:
+            raise ValueError("a CLEAR carries no values")
+        return hdr
+    return hdr + values_to_bytes(values)
 
 
 def decode_ina_header(data: bytes | bytearray | memoryview) -> InaHeader:
-    """The header of an INA payload; raises ``InaDecodeError`` if it is too short."""
-    if len(data) < INA_PACKET_LEN:
+    """The header of an INA payload; raises ``InaDecodeError`` if it is too short (148
+    bytes, 20 for a ``CLEAR``)."""
+    if len(data) < INA_PACKET_LEN and not (
+            len(data) >= INA_HEADER_LEN and data[0] == MsgType.CLEAR):
         raise InaDecodeError(f"INA packet is {len(data)} bytes, expected {INA_PACKET_LEN}")
     return InaHeader._make(INA_HEADER.unpack_from(data))
 
@@ -169,8 +174,10 @@ def decode_ina(data: bytes | bytearray | memoryview) -> tuple[InaHeader, np.ndar
 
     Bytes beyond 148 (e.g. Ethernet padding) are ignored; shorter input raises
     ``InaDecodeError``. The message type is not checked here (receivers count unknown
-    types themselves)."""
+    types themselves). A ``CLEAR`` (header only) decodes with 32 zeros."""
     hdr = decode_ina_header(data)
+    if len(data) < INA_PACKET_LEN:  # a CLEAR
+        return hdr, np.zeros(INA_VALUES, np.int32)
     vals = np.frombuffer(data, dtype=_BE_I32, count=INA_VALUES, offset=INA_HEADER_LEN)
     return hdr, vals.astype(np.int32)
 

@@ -147,7 +147,7 @@ def _check_exact(pol: Policy, grads: list[np.ndarray], ps: ParameterServer, out:
 
 def _random_fields(rng: np.random.Generator) -> dict:
     return {
-        "msg_type": int(rng.integers(1, 5)),
+        "msg_type": int(rng.integers(1, 4)),  # GRAD, PARTIAL, RESULT: with values
         "job_id": int(rng.integers(0, 256)),
         "worker_id": int(rng.integers(0, 32)),
         "fragment": int(rng.integers(0, 2**32)),
@@ -179,6 +179,11 @@ def test_scapy_and_fast_codec_agree_byte_for_byte():
         ina = packets.INA(fast)
         assert {k: int(ina.getfieldval(k)) for k in fields} == fields
         assert [int(v) for v in ina[packets.INAValues].values] == vals.tolist()
+        # the same header as a CLEAR: no values on either side
+        fields["msg_type"] = int(MsgType.CLEAR)
+        clear = encode_ina(**fields)
+        assert clear == bytes(packets.INA(**fields)) and len(clear) == 20
+        assert packets.INAValues not in packets.INA(clear)
     # UDP()/INA() gets dport 40000 from the binding (dissection by port is not checked:
     # tests/p4/packets.py binds a test header to the same port in the same session)
     udp = UDP(bytes(IP(dst="10.0.0.1") / UDP(sport=1234) / packets.INA())[20:28])
@@ -187,9 +192,15 @@ def test_scapy_and_fast_codec_agree_byte_for_byte():
 
 def test_codec_edges():
     assert packets.INA_HEADER_LEN == 20 and len(packets.INA()) == 20
-    assert encode_ina(MsgType.CLEAR, 3, tag=5) == (
-        INA_HEADER.pack(4, 3, 0, 0, 5, 0, 0, 0, 0, 0, 0) + bytes(128)
-    )
+    # a CLEAR is the header alone (the P4 parser extracts no values for it)
+    clear = encode_ina(MsgType.CLEAR, 3, tag=5)
+    assert clear == INA_HEADER.pack(4, 3, 0, 0, 5, 0, 0, 0, 0, 0, 0)
+    hdr, vals = decode_ina(clear)
+    assert (hdr.msg_type, hdr.tag) == (MsgType.CLEAR, 5) and not vals.any()
+    with pytest.raises(ValueError):
+        encode_ina(MsgType.CLEAR, 3, values=np.zeros(32, np.int32))
+    with pytest.raises(InaDecodeError):  # only a CLEAR may be that short
+        decode_ina(INA_HEADER.pack(1, 3, 0, 0, 5, 0, 0, 0, 0, 0, 0))
     raw = bytes(range(128))
     assert encode_ina(1, 1, values=raw)[20:] == raw
     with pytest.raises(InaDecodeError):
@@ -379,7 +390,8 @@ def test_malformed_packets_are_counted_and_ignored(net):
         "short": [b"", b"\x01", bytes(147)],
         "bad_type": [
             encode_ina(MsgType.RESULT, 4, 0, 0, 0, 0, 1, 1, values=v),
-            encode_ina(MsgType.CLEAR, 4, 0, 0, values=v),
+            encode_ina(MsgType.CLEAR, 4, 0, 0),
+            INA_HEADER.pack(4, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0) + bytes(128),  # a full-size CLEAR
             encode_ina(99, 4, 0, 0, 0, 0, 1, 1, values=v),
             b"\xff" * 500,
         ],

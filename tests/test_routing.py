@@ -354,3 +354,48 @@ def test_cli_help(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert rc == 0 and "usage: gradctl" in out
     rc, _, err = run_main(args, capsys)
     assert rc == 2 and "error:" in err  # missing arguments
+
+
+def test_loopback_paths_pin_one_equal_cost_hop() -> None:
+    """A pinned loopback route takes the named neighbour; everything else keeps ECMP;
+    a pin off the shortest paths is refused."""
+    topo = fat_tree(4)
+    sd = topo.iface("h1")["switch"]
+    plain = compute_routes(topo, loopbacks={sd: "10.255.0.7"})
+    far = next(s for s, sr in plain.items() if s != sd and sr.route("10.255.0.7").is_ecmp)
+    hops = plain[far].next_hops("10.255.0.7")
+    pin = hops[-1].peer
+    pinned = compute_routes(topo, loopbacks={sd: "10.255.0.7"}, loopback_paths={sd: {far: pin}})
+    r = pinned[far].route("10.255.0.7")
+    assert not r.is_ecmp and r.next_hop == hops[-1] and r.distance == plain[far].route("10.255.0.7").distance
+    assert pinned[far].route("10.0.0.1").is_ecmp  # the PS host behind s_d: still ECMP
+    other = next(s for s in plain if s not in (far, sd) and plain[s].route("10.255.0.7").is_ecmp)
+    assert pinned[other].route("10.255.0.7").is_ecmp
+    u, wrong = next((u, n) for u in plain if u != sd for n in topo.graph[u]
+                    if topo.is_switch(n)
+                    and n not in {h.peer for h in plain[u].next_hops("10.255.0.7")})
+    with pytest.raises(RoutingError, match="not a neighbour on a shortest path"):
+        compute_routes(topo, loopbacks={sd: "10.255.0.7"}, loopback_paths={sd: {u: wrong}})
+
+
+def test_ina_routes_to_aggregators_follow_the_lp_paths() -> None:
+    """Every switch's route to an aggregating switch's address walks the path the
+    placement LP counted its link loads on (so the measured busiest link is the LP's)."""
+    from controller.ina import InaDeployment, InaJob, switch_ip
+
+    topo = fat_tree(4)
+    workers = [f"h{i}" for i in range(2, 17)]
+    job = InaJob.plan(topo, "h1", workers, 2, 1000.0, 4096)
+    dep = InaDeployment(topo, {}, [job])
+    loops = {s: switch_ip(topo.device_id(s)) for s in dep.aggregators}
+    routes = compute_routes(topo, loopbacks=loops, loopback_paths=dep.loopback_paths())
+    prob = job.placement.problem
+    for t, ip in loops.items():
+        for w in workers:
+            path = prob.path(w, t)
+            walked = [path[1]]
+            while walked[-1] != t:
+                r = routes[walked[-1]].route(ip)
+                assert not r.is_ecmp
+                walked.append(r.next_hop.peer)
+            assert walked == path[1:], (w, t)

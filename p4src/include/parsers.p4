@@ -69,6 +69,15 @@ parser GradnetParser(packet_in packet,
 #ifdef GRADNET_WITH_INA
     state parse_ina {
         packet.extract(hdr.ina);
+        /* A CLEAR carries no values: it only names the fragment to free, so the
+         * PS's uplink (which also carries every RESULT) sends 62-byte frames for it. */
+        transition select(hdr.ina.msg_type) {
+            INA_CLEAR: accept;
+            default: parse_ina_values;
+        }
+    }
+
+    state parse_ina_values {
         packet.extract(hdr.ina_values);
         transition accept;
     }
