@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import struct as _struct
 import time
 import zlib
 from collections.abc import Callable
@@ -220,12 +221,29 @@ _CRC16_TABLE = _make_crc_table(0x8005, 16)
 _CCITT_TABLE = _make_crc_table(0x1021, 16)
 
 
+def _make_reflected_table(poly: int, width: int) -> list[int]:
+    # the table of a reflected CRC: bit-reversed inputs, remainder shifted right
+    rpoly = _reflect(poly, width)
+    table = []
+    for byte in range(256):
+        rem = byte
+        for _ in range(8):
+            rem = (rem >> 1) ^ rpoly if rem & 1 else rem >> 1
+        table.append(rem)
+    return table
+
+
+_CRC16_RTABLE = _make_reflected_table(0x8005, 16)
+
+
 def crc16(buf: bytes) -> int:
-    """CRC-16/ARC as BMv2's ``crc16``."""
+    """CRC-16/ARC as BMv2's ``crc16`` (reflected in and out: computed right-shifting,
+    which spares reflecting every byte and the result)."""
     rem = 0
+    t = _CRC16_RTABLE
     for b in buf:
-        rem = (_CRC16_TABLE[_REFLECT8[b] ^ (rem >> 8)] ^ (rem << 8)) & 0xFFFF
-    return _reflect(rem, 16)
+        rem = t[(rem ^ b) & 0xFF] ^ (rem >> 8)
+    return rem
 
 
 def crc32(buf: bytes) -> int:
@@ -303,6 +321,39 @@ def _int(v: Any) -> int:
 def _signed(v: int, w: int) -> int:
     v &= (1 << w) - 1
     return v - (1 << w) if v >> (w - 1) else v
+
+
+_PIECES = ((8, "Q"), (4, "I"), (2, "H"), (1, "B"))
+
+
+def _struct_plan(fields: list[tuple[str, int, bool]]) -> tuple[str, list[tuple[list[int], list[tuple[int, int, int, bool]]]]]:
+    """How a whole-byte header maps onto one ``struct`` format: the fields grouped into
+    the shortest runs that end on a byte boundary (a "chunk": one field of whole bytes,
+    or sub-byte fields such as IPv4's version and ihl), each chunk read as a few
+    big-endian integers. Returns the format and, per chunk, the byte sizes of its
+    pieces and its fields as (field index, width, shift inside the chunk, signed)."""
+    fmt = "!"
+    chunks: list[tuple[list[int], list[tuple[int, int, int, bool]]]] = []
+    run: list[tuple[int, int, bool]] = []
+    bits = 0
+    for i, (_, w, sg) in enumerate(fields):
+        run.append((i, w, sg))
+        bits += w
+        if bits % 8:
+            continue
+        nb, pieces = bits // 8, []
+        while nb:
+            size, code = next((sz, c) for sz, c in _PIECES if sz <= nb)
+            pieces.append(size)
+            fmt += code
+            nb -= size
+        shift, members = bits, []
+        for j, wj, sj in run:
+            shift -= wj
+            members.append((j, wj, shift, sj))
+        chunks.append((pieces, members))
+        run, bits = [], 0
+    return fmt, chunks
 
 
 class Program:
@@ -850,8 +901,18 @@ class Program:
                 raise CompileError(f"calculation {name}: input type {t}")
         flush()
         lines.append("    nb = (n + 7) >> 3")
+        payload = any(e["type"] == "payload" for e in calc["input"])
+        if HASH_ALGOS[algo_name]() is csum16 and not payload:
+            # csum16 of the bytes, without making them: the buffer as one integer
+            # (zero-padded to whole 16-bit words) modulo 0xFFFF, as csum16() computes
+            lines.append("    x = v << (nb * 8 - n + (8 if nb & 1 else 0))")
+            lines.append("    s = x % 0xFFFF")
+            lines.append("    return ~(0xFFFF if s == 0 and x else s) & 0xFFFF")
+            self._src.append("\n".join(lines))
+            self._ns[key] = fname
+            return fname
         lines.append("    buf = (v << (nb * 8 - n)).to_bytes(nb, 'big')")
-        if any(e["type"] == "payload" for e in calc["input"]):
+        if payload:
             lines.append("    buf += bytes(P)")
         lines.append(f"    return {algo}(buf)")
         self._src.append("\n".join(lines))
@@ -1005,16 +1066,33 @@ class Program:
             raise CompileError(f"header {h.name} is not a whole number of bytes")
         nb = h.nbits // 8
         out.append(f"{ind}if o + {nb} > n: raise _PE({self.errors['PacketTooShort']})")
-        out.append(f"{ind}v = int.from_bytes(pkt[o:o + {nb}], 'big'); o += {nb}")
-        shift = h.nbits
-        for i, (_, w, sg) in enumerate(h.fields):
-            shift -= w
-            val = f"(v >> {shift}) & {(1 << w) - 1:#x}" if shift else f"v & {(1 << w) - 1:#x}"
-            if i == 0 and shift + w == h.nbits:
-                val = f"v >> {shift}" if shift else "v"
-            if sg:
-                val = f"_sgn({val}, {w})"
-            out.append(f"{ind}F[{base} + {1 + i}] = {val}")
+        # one struct.unpack_from into small integers, then shifts and masks on those:
+        # cheaper than slicing a bignum of the whole header field by field
+        fmt, chunks = _struct_plan(h.fields)
+        st = self._bind("_ST", _struct.Struct(fmt))
+        names = [f"u{k}" for k in range(len(fmt) - 1)]
+        out.append(f"{ind}{', '.join(names)}{',' if len(names) == 1 else ''} = {st}.unpack_from(pkt, o); o += {nb}")
+        vals: list[str] = []
+        k = 0
+        for pieces, members in chunks:
+            rest = sum(pieces) * 8
+            terms = []
+            for size in pieces:
+                rest -= size * 8
+                terms.append(f"(u{k} << {rest})" if rest else f"u{k}")
+                k += 1
+            c = terms[0] if len(terms) == 1 else f"({' | '.join(terms)})"
+            for _, w, shift, sg in members:
+                if len(members) == 1:
+                    val = c
+                else:
+                    val = f"({c} >> {shift}) & {(1 << w) - 1:#x}" if shift else f"{c} & {(1 << w) - 1:#x}"
+                vals.append(f"_sgn({val}, {w})" if sg else val)
+        if base.isdigit():
+            b = int(base)
+            out.append(f"{ind}F[{b + 1}:{b + 1 + len(vals)}] = ({', '.join(vals)},)")
+        else:
+            out.extend(f"{ind}F[{base} + {1 + i}] = {val}" for i, val in enumerate(vals))
         out.append(f"{ind}F[{base}] = 1")
 
     def _parser_op(self, op: dict[str, Any], out: list[str], ind: str) -> None:
@@ -1096,16 +1174,26 @@ class Program:
             if h.vl >= 0:
                 lines.append(self._deparse_vl(h))
                 continue
-            nb = h.nbits // 8
-            parts = []
-            shift = h.nbits
-            for i, (_, w, sg) in enumerate(h.fields):
-                shift -= w
-                fv = f"F[{h.base + 1 + i}]"
-                if sg:
-                    fv = f"({fv} & {(1 << w) - 1:#x})"
-                parts.append(f"({fv} << {shift})" if shift else fv)
-            lines.append(f"    if F[{h.base}]: out.append(({' | '.join(parts)}).to_bytes({nb}, 'big'))")
+            fmt, chunks = _struct_plan(h.fields)
+            st = self._bind("_ST", _struct.Struct(fmt))
+            args = []
+            for pieces, members in chunks:
+                parts = []
+                for i, w, shift, sg in members:
+                    fv = f"F[{h.base + 1 + i}]"
+                    if sg:
+                        fv = f"({fv} & {(1 << w) - 1:#x})"
+                    parts.append(f"({fv} << {shift})" if shift else fv)
+                c = " | ".join(parts)
+                if len(pieces) == 1:
+                    args.append(c)
+                    continue
+                rest = sum(pieces) * 8
+                for n, size in enumerate(pieces):
+                    rest -= size * 8
+                    src = f"(_c := {c})" if n == 0 else "_c"
+                    args.append(f"({src} >> {rest}) & {(1 << size * 8) - 1:#x}" if rest else f"{src} & {(1 << size * 8) - 1:#x}")
+            lines.append(f"    if F[{h.base}]: out.append({st}.pack({', '.join(args)}))")
         lines.append("    out.append(payload)")
         lines.append("    return b''.join(out)")
         self._src.append("\n".join(lines))
