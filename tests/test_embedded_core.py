@@ -146,3 +146,15 @@ def test_bad_json_is_a_clear_error() -> None:
     del spec["parsers"][0]["parse_states"][0]["transitions"]
     with pytest.raises(CompileError, match="malformed"):
         Program(spec)
+
+
+def test_repeated_register_index_is_computed_once() -> None:
+    """The aggregator's 32 read-add-writes at one index set ``_i`` once; a write to a
+    slot the index reads, or any other kind of line, makes the next ``_i =`` stay."""
+    drop = compiler._drop_repeated_index
+    lines = ["def a(F, D):", "    _i = F[47]", "    if 0 <= _i < 8: F[30] = (_R1[_i]) & 0xff",
+             "    if 0 <= _i < 8: _R2[_i] = (F[30]) & 0xff", "    _i = F[47]", "    F[47] = 3",
+             "    _i = F[47]", "    F[1] = 2; F[47] = 4", "    _i = F[47]", "    _i = F[48]"]
+    assert drop(lines) == [ln for i, ln in enumerate(lines) if i != 4]
+    src = Program(json.loads((ROOT / "p4src" / "build" / "ina.json").read_text())).source
+    assert src.count("_i = ") < 16  # 216 before

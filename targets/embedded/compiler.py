@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import re
 import struct as _struct
 import time
 import zlib
@@ -323,6 +324,9 @@ def _signed(v: int, w: int) -> int:
     return v - (1 << w) if v >> (w - 1) else v
 
 
+# How many levels of conditionals a node's return evaluates in place (see _gen_pipeline).
+_INLINE_DEPTH = 3
+
 _PIECES = ((8, "Q"), (4, "I"), (2, "H"), (1, "B"))
 
 
@@ -354,6 +358,34 @@ def _struct_plan(fields: list[tuple[str, int, bool]]) -> tuple[str, list[tuple[l
         chunks.append((pieces, members))
         run, bits = [], 0
     return fmt, chunks
+
+
+_INDEX_SET = re.compile(r"    _i = (.+)$")
+# lines that leave a register index alone unless they write one of its slots
+_SLOT_WRITE = re.compile(r"    (?:if 0 <= _i < \d+: )?(?:F\[(\d+)\]|_R\d+\[_i\]) = ")
+
+
+def _drop_repeated_index(lines: list[str]) -> list[str]:
+    """Drop ``_i = X`` when ``_i`` already holds X: a straight-line action that reads and
+    writes 32 registers at one index (the aggregator) computes it once, not 64 times.
+    X is only trusted across lines that write a register cell or a PHV slot X does
+    not read; any other line forgets it."""
+    out: list[str] = []
+    held: str | None = None
+    for ln in lines:
+        m = _INDEX_SET.match(ln)
+        if m:
+            if m.group(1) == held:
+                continue
+            held = m.group(1)
+            out.append(ln)
+            continue
+        w = _SLOT_WRITE.match(ln)
+        if (w is None or held is None or ";" in ln
+                or (w.group(1) is not None and f"F[{w.group(1)}]" in held)):
+            held = None
+        out.append(ln)
+    return out
 
 
 class Program:
@@ -946,6 +978,7 @@ class Program:
         else:
             for p in prims:
                 self.primitive(p, lines, "    ")
+            lines = _drop_repeated_index(lines)
         self._src.append("\n".join(lines))
         return fname
 
@@ -1244,6 +1277,18 @@ class Program:
         def ref(name: str | None) -> str:
             return "None" if name is None else nodes[name]
 
+        conds = {c["name"]: c for c in pl.get("conditionals", [])}
+
+        def follow(name: str | None, depth: int = 0) -> str:
+            """The next node as an expression: conditionals (pure reads of the PHV)
+            evaluated in place, a few levels deep, instead of being called one by one
+            through the pipeline loop."""
+            c = conds.get(name) if name is not None else None
+            if c is None or depth >= _INLINE_DEPTH:
+                return ref(name)
+            return (f"({follow(c.get('true_next'), depth + 1)} if {self.expr(c['expression'])} "
+                    f"else {follow(c.get('false_next'), depth + 1)})")
+
         tables_by_name = {t["name"]: t for t in pl["tables"]}
         for t in pl["tables"]:
             tbl = self._make_table(t)
@@ -1285,16 +1330,16 @@ class Program:
                 lines.insert(-1, f"        {target} = _dmx(e, {unit!r}, F[{ILEN}])")
             lines.append("        c.fn(F, c.params)")
             lines.append(f"    if F[{EXIT}]: return None")
-            lines.append(self._next_node(t, ref, "c.name"))
+            lines.append(self._next_node(t, ref, "c.name", follow=follow))
             self._src.append("\n".join(lines))
             self.tables[t["name"]] = tbl
         del tables_by_name
         for c in pl.get("conditionals", []):
             lines = [f"def {nodes[c['name']]}(F):",
-                     f"    return {ref(c.get('true_next'))} if {self.expr(c['expression'])} else {ref(c.get('false_next'))}"]
+                     f"    return {follow(c['name'])}"]
             self._src.append("\n".join(lines))
         init = pl.get("init_table")
-        lines = [f"def _pipe_{pl['name']}(F):", f"    n = {ref(init)}", "    while n is not None:", "        n = n(F)"]
+        lines = [f"def _pipe_{pl['name']}(F):", f"    n = {follow(init)}", "    while n is not None:", "        n = n(F)"]
         self._src.append("\n".join(lines))
 
     def _gen_indirect_node(self, t: dict[str, Any], tbl: state.Table, tname: str, keyexpr: str, fname: str,
@@ -1324,17 +1369,20 @@ class Program:
         self._src.append("\n".join(lines))
 
     def _next_node(self, t: dict[str, Any], ref: Callable[[str | None], str], action_name: str,
-                   default_to_base: bool = False) -> str:
+                   default_to_base: bool = False,
+                   follow: Callable[[str | None], str] | None = None) -> str:
         """The ``return`` line of a table node: by hit/miss, or by the action that ran
         (``action_name``, an expression; an unlisted one goes to the base next node when
-        ``default_to_base``)."""
+        ``default_to_base``). ``follow`` turns a statically known next node into an
+        expression (conditionals evaluated in place)."""
         nt = t.get("next_tables", {})
         base = ref(t.get("base_default_next"))
+        fw = follow or ref
         if "__HIT__" in nt or "__MISS__" in nt:
-            return f"    return {ref(nt.get('__MISS__'))} if e is None else {ref(nt.get('__HIT__'))}"
-        distinct = {ref(v) for v in nt.values()}
+            return f"    return {fw(nt.get('__MISS__'))} if e is None else {fw(nt.get('__HIT__'))}"
+        distinct = set(nt.values())
         if len(distinct) <= 1:
-            return f"    return {distinct.pop() if distinct else base}"
+            return f"    return {fw(distinct.pop()) if distinct else fw(t.get('base_default_next'))}"
         nmap = self._name("_NX")
         self._deferred.append((nmap, dict(nt.items()), ref))
         if default_to_base:
