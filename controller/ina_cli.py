@@ -645,7 +645,7 @@ def register(sub: Any, topo_help: str) -> None:
     network_args(idep, topo_help)
     job_args(idep, required=False)
     idep.add_argument("--values", type=int, required=True, metavar="N",
-                      help="gradient size in values (32 values per fragment)")
+                      help="gradient size in values (64 values per fragment)")
     idep.add_argument("--job-id", type=int, default=1, metavar="J", help="INA job id (default 1)")
     idep.add_argument("--scale-bits", type=int, default=16, metavar="S",
                       help="fixed-point scale 2^S (default 16)")

@@ -17,7 +17,7 @@ divided by the world size, as DDP's default all-reduce hook does. Round ``r`` of
 uses the fragment numbers ``r·F ...`` (F = the policy's fragments), so a late packet of
 one bucket never mixes into the next.
 
-Every bucket must fit the job: at most ``F·32`` values (``InaHookState.capacity``);
+Every bucket must fit the job: at most ``F·INA_VALUES`` values (64 a fragment) (``InaHookState.capacity``);
 a larger one is refused with a clear error, never truncated. The sum is exact in fixed
 point (scale ``2^S``, from the policy); the only difference from gloo's float sum is the
 rounding of each value to a multiple of ``2^-S``.
@@ -33,6 +33,7 @@ import torch.distributed as dist
 
 from hosts.fixedpoint import dequantize, quantize
 from hosts.ina_worker import Policy, Worker, WorkerStats
+from hosts.packets import INA_VALUES
 
 
 @dataclass
@@ -58,7 +59,7 @@ class InaHookState:
     @property
     def capacity(self) -> int:
         """Most values one bucket may hold."""
-        return self.num_fragments * 32
+        return self.num_fragments * INA_VALUES
 
     def allreduce_mean(self, flat: np.ndarray) -> np.ndarray:
         """The mean over all ranks of ``flat`` (float32, at most ``capacity`` values)."""
@@ -66,7 +67,7 @@ class InaHookState:
         if n > self.capacity:
             raise ValueError(
                 f"gradient bucket of {n} values exceeds the INA job's {self.capacity} "
-                f"({self.num_fragments} fragments x 32): plan the job with --values >= {n} "
+                f"({self.num_fragments} fragments x {INA_VALUES}): plan the job with --values >= {n} "
                 "or lower DDP's bucket_cap_mb")
         padded = np.zeros(self.capacity, dtype=np.float32)
         padded[:n] = flat

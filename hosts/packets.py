@@ -10,7 +10,7 @@ Two views of every format, which the tests keep identical byte for byte:
   tens of thousands.
 
 Technique 1, in-network aggregation (docs/ina.md): UDP port 40000, payload = 20-byte
-INA header + 32 big-endian two's-complement int32 values.
+INA header + 64 big-endian two's-complement int32 values.
 
 Reserved for the other techniques (add their formats here, same two views):
 
@@ -80,13 +80,13 @@ class InaFlags(IntFlag):
     VIA_SD = 0x02  # the tagged switch sends its aggregate to s_d (merged again), not the PS
 
 
-INA_VALUES = 32  # values per packet (one fragment)
+INA_VALUES = 64  # values per packet (one fragment); p4src/include/config.p4 says the same
 INA_MAX_WORKERS = 32  # bitmap width: worker ranks 0..31
 # msg_type, job_id, worker_id, fragment, tag, origin, bitmap, count, fanin, flags, sd_fanin
 INA_HEADER = struct.Struct("!BBHIHHIBBBB")
 INA_HEADER_LEN = INA_HEADER.size  # 20
-INA_VALUES_LEN = 4 * INA_VALUES  # 128
-INA_PACKET_LEN = INA_HEADER_LEN + INA_VALUES_LEN  # 148: the UDP payload
+INA_VALUES_LEN = 4 * INA_VALUES  # 256
+INA_PACKET_LEN = INA_HEADER_LEN + INA_VALUES_LEN  # 276: the UDP payload
 assert INA_HEADER_LEN == 20
 
 _BE_I32 = np.dtype(">i4")
@@ -114,7 +114,7 @@ class InaHeader(NamedTuple):
 
 
 def values_to_bytes(values: Any) -> bytes:
-    """32 int32 values (array-like, or 128 already-encoded bytes) -> 128 wire bytes."""
+    """INA_VALUES int32 values (array-like, or their wire bytes) -> wire bytes."""
     if values is None:
         return _ZERO_VALUES
     if isinstance(values, bytes | bytearray | memoryview):
@@ -146,8 +146,8 @@ def encode_ina(
     sd_fanin: int = 0,
     values: Any = None,
 ) -> bytes:
-    """One INA UDP payload: 148 bytes, or the 20-byte header alone for ``CLEAR``, which
-    carries no values. ``values``: 32 int32s, 128 wire bytes, or None (zeros; must be
+    """One INA UDP payload: 276 bytes, or the 20-byte header alone for ``CLEAR``, which
+    carries no values. ``values``: 64 int32s, their 256 wire bytes, or None (zeros; must be
     None for ``CLEAR``). Raises ``struct.error``/``ValueError`` on out-of-range fields."""
     hdr = INA_HEADER.pack(
         msg_type, job_id, worker_id, fragment, tag, origin, bitmap, count, fanin, flags,
@@ -161,7 +161,7 @@ def encode_ina(
 
 
 def decode_ina_header(data: bytes | bytearray | memoryview) -> InaHeader:
-    """The header of an INA payload; raises ``InaDecodeError`` if it is too short (148
+    """The header of an INA payload; raises ``InaDecodeError`` if it is too short (276
     bytes, 20 for a ``CLEAR``)."""
     if len(data) < INA_PACKET_LEN and not (
             len(data) >= INA_HEADER_LEN and data[0] == MsgType.CLEAR):
@@ -170,11 +170,11 @@ def decode_ina_header(data: bytes | bytearray | memoryview) -> InaHeader:
 
 
 def decode_ina(data: bytes | bytearray | memoryview) -> tuple[InaHeader, np.ndarray]:
-    """Header and values (native ``int32`` array of 32) of an INA payload.
+    """Header and values (native ``int32`` array of ``INA_VALUES``) of an INA payload.
 
-    Bytes beyond 148 (e.g. Ethernet padding) are ignored; shorter input raises
+    Bytes beyond 276 (e.g. Ethernet padding) are ignored; shorter input raises
     ``InaDecodeError``. The message type is not checked here (receivers count unknown
-    types themselves). A ``CLEAR`` (header only) decodes with 32 zeros."""
+    types themselves). A ``CLEAR`` (header only) decodes with zeros."""
     hdr = decode_ina_header(data)
     if len(data) < INA_PACKET_LEN:  # a CLEAR
         return hdr, np.zeros(INA_VALUES, np.int32)

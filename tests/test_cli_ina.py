@@ -233,7 +233,7 @@ def test_ina_deploy_and_counters_on_a_running_network(network: tuple[Any, Path],
 
     net, run_dir = network
     workers = ["h2", "h5", "h9"]
-    values = 256  # 8 fragments
+    values = 512  # 8 fragments of 64
     r = gradctl("ina", "deploy", "fat-tree:4", "--run-dir", str(run_dir), "--ps", "h1",
                 "--workers", ",".join(workers), "--budget", "1", "--capacity", "1000",
                 "--values", str(values), "--json")

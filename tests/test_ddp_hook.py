@@ -20,6 +20,7 @@ torch = pytest.importorskip("torch")
 from controller.ddp_experiment import main  # noqa: E402
 from hosts.ddp_hook import InaHookState  # noqa: E402
 from hosts.ina_worker import Policy  # noqa: E402
+from hosts.packets import INA_VALUES  # noqa: E402
 from tests.netenv import TARGET, net_skip_reason  # noqa: E402
 
 
@@ -27,9 +28,9 @@ def test_bucket_larger_than_the_job_is_refused() -> None:
     pol = Policy.ps_only(1, "127.0.0.1", ["127.0.0.2", "127.0.0.3"], 2)
     state = InaHookState.from_policy(pol, 0)
     try:
-        assert state.capacity == 64
-        with pytest.raises(ValueError, match="exceeds the INA job's 64"):
-            state.allreduce_mean(np.zeros(65, dtype=np.float32))
+        assert state.capacity == 2 * INA_VALUES == 128
+        with pytest.raises(ValueError, match=r"exceeds the INA job's 128 \(2 fragments x 64\)"):
+            state.allreduce_mean(np.zeros(129, dtype=np.float32))
     finally:
         state.close()
 

@@ -47,6 +47,7 @@ from hosts.ina_worker import (
 from hosts.packets import (
     INA_HEADER,
     INA_PACKET_LEN,
+    INA_VALUES,
     InaDecodeError,
     InaFlags,
     MsgType,
@@ -167,11 +168,11 @@ def test_scapy_and_fast_codec_agree_byte_for_byte():
     rng = np.random.default_rng(1)
     for _ in range(50):
         fields = _random_fields(rng)
-        vals = rng.integers(-(2**31), 2**31, size=32, dtype=np.int64).astype(np.int32)
+        vals = rng.integers(-(2**31), 2**31, size=INA_VALUES, dtype=np.int64).astype(np.int32)
         vals[:2] = [-(2**31), 2**31 - 1]
         fast = encode_ina(**fields, values=vals)
         sc = bytes(packets.INA(**fields) / packets.INAValues(values=[int(v) for v in vals]))
-        assert fast == sc and len(fast) == INA_PACKET_LEN == 148
+        assert fast == sc and len(fast) == INA_PACKET_LEN == 276
         hdr, dv = decode_ina(sc)
         assert hdr._asdict() == fields
         assert dv.dtype == np.int32 and np.array_equal(dv, vals)
@@ -198,19 +199,19 @@ def test_codec_edges():
     hdr, vals = decode_ina(clear)
     assert (hdr.msg_type, hdr.tag) == (MsgType.CLEAR, 5) and not vals.any()
     with pytest.raises(ValueError):
-        encode_ina(MsgType.CLEAR, 3, values=np.zeros(32, np.int32))
+        encode_ina(MsgType.CLEAR, 3, values=np.zeros(INA_VALUES, np.int32))
     with pytest.raises(InaDecodeError):  # only a CLEAR may be that short
         decode_ina(INA_HEADER.pack(1, 3, 0, 0, 5, 0, 0, 0, 0, 0, 0))
-    raw = bytes(range(128))
+    raw = bytes(range(256))
     assert encode_ina(1, 1, values=raw)[20:] == raw
     with pytest.raises(InaDecodeError):
-        decode_ina(bytes(147))
+        decode_ina(bytes(INA_PACKET_LEN - 1))
     hdr, _ = decode_ina(encode_ina(1, 2) + b"\x00" * 6)  # trailing padding is ignored
     assert hdr.job_id == 2
     with pytest.raises(ValueError):
-        encode_ina(1, 1, values=np.zeros(31, np.int32))
+        encode_ina(1, 1, values=np.zeros(INA_VALUES - 1, np.int32))
     with pytest.raises(ValueError):
-        encode_ina(1, 1, values=np.zeros(32, np.float32))
+        encode_ina(1, 1, values=np.zeros(INA_VALUES, np.float32))
     with pytest.raises(ValueError):
         bytes(packets.INAValues(values=[1, 2, 3]))
     assert packets.INA(flags="RETX+VIA_SD").flags == InaFlags.RETX | InaFlags.VIA_SD
@@ -227,8 +228,8 @@ def test_fixed_point_roundtrip_and_padding():
     assert q.tolist() == [32768, -16384, 0, -196608, 0, 2]  # ties to even
     assert np.array_equal(dequantize(q, S), (q / 65536).astype(np.float32))
     p = pad_to_fragments(q)
-    assert p.size == 32 and p[:6].tolist() == q.tolist() and not p[6:].any()
-    assert num_fragments(0) == 0 and num_fragments(32) == 1 and num_fragments(33) == 2
+    assert p.size == INA_VALUES and p[:6].tolist() == q.tolist() and not p[6:].any()
+    assert num_fragments(0) == 0 and num_fragments(INA_VALUES) == 1 and num_fragments(INA_VALUES + 1) == 2
 
 
 def test_fixed_point_overflow_names_the_scale():
@@ -318,7 +319,7 @@ def test_policy_errors(patch, msg):
 
 
 def test_ps_baseline_exact_sum(net):
-    n_w, n = 4, 32 * 200 + 7  # not a multiple of 32: the last fragment is padded
+    n_w, n = 4, INA_VALUES * 200 + 7  # not a multiple of INA_VALUES: the last fragment is padded
     pol = Policy.ps_only(1, net(1), [net(2 + r) for r in range(n_w)], num_fragments(n))
     grads = _grads(n_w, n)
     rep, ps, out = _run([pol], {1: grads})
@@ -335,7 +336,7 @@ def test_ps_baseline_exact_sum(net):
 
 
 def test_loss_both_directions_exact(net):
-    n_w, n = 3, 32 * 150
+    n_w, n = 3, INA_VALUES * 150
     pol = Policy.ps_only(2, net(1), [net(2 + r) for r in range(n_w)], num_fragments(n))
     grads = _grads(n_w, n, seed=2)
     ps_faults = FaultInjection(drop_every=5)  # loses RESULTs: workers must retransmit
@@ -351,7 +352,7 @@ def test_loss_both_directions_exact(net):
 
 
 def test_duplicates_exact(net):
-    n_w, n = 3, 32 * 100
+    n_w, n = 3, INA_VALUES * 100
     pol = Policy.ps_only(3, net(1), [net(2 + r) for r in range(n_w)], num_fragments(n))
     grads = _grads(n_w, n, seed=3)
     rep, ps, out = _run(
@@ -370,7 +371,7 @@ def test_duplicates_exact(net):
 
 
 def test_two_jobs_on_one_ps_do_not_mix(net):
-    n = 32 * 120
+    n = INA_VALUES * 120
     p1 = Policy.ps_only(10, net(1), [net(2), net(3)], num_fragments(n))
     p2 = Policy.ps_only(11, net(1), [net(4), net(5), net(6)], num_fragments(n))
     g1, g2 = _grads(2, n, seed=10), _grads(3, n, seed=11)
@@ -383,15 +384,15 @@ def test_two_jobs_on_one_ps_do_not_mix(net):
 
 
 def test_malformed_packets_are_counted_and_ignored(net):
-    n_w, n = 2, 32 * 20
+    n_w, n = 2, INA_VALUES * 20
     pol = Policy.ps_only(4, net(1), [net(2), net(3)], num_fragments(n))
-    v = np.arange(32, dtype=np.int32)
+    v = np.arange(INA_VALUES, dtype=np.int32)
     junk = {
-        "short": [b"", b"\x01", bytes(147)],
+        "short": [b"", b"\x01", bytes(INA_PACKET_LEN - 1)],
         "bad_type": [
             encode_ina(MsgType.RESULT, 4, 0, 0, 0, 0, 1, 1, values=v),
             encode_ina(MsgType.CLEAR, 4, 0, 0),
-            INA_HEADER.pack(4, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0) + bytes(128),  # a full-size CLEAR
+            INA_HEADER.pack(4, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0) + bytes(INA_PACKET_LEN - 20),  # a full-size CLEAR
             encode_ina(99, 4, 0, 0, 0, 0, 1, 1, values=v),
             b"\xff" * 500,
         ],
@@ -439,7 +440,7 @@ def test_ps_bitmap_accounting_partials_and_clears(net):
     sd.bind((net(90), PORT))
     for s in (sw5, sd):
         s.settimeout(2)
-    v = [np.full(32, 1 << r, dtype=np.int32) for r in range(n_w)]
+    v = [np.full(INA_VALUES, 1 << r, dtype=np.int32) for r in range(n_w)]
     addr = (net(50), PORT)
 
     def pkt(mt, bm, wid=0, frag=0, flags=0, origin=0):
@@ -467,11 +468,11 @@ def test_ps_bitmap_accounting_partials_and_clears(net):
     assert (st.accepted_partial, st.accepted_grad, st.duplicates, st.overlaps, st.late) == (1, 4, 2, 1, 1)
     assert st.completed == 2 and st.contributions == 8 and st.result_resends == 1
     assert (st.merged_grad_in, st.forwarded_in) == (1, 1)
-    assert ps.result(6).tolist() == [15] * 64
+    assert ps.result(6).tolist() == [15] * (2 * INA_VALUES)
     for frag in (0, 1):  # one RESULT per fragment, to s_d with its tag
         hdr, vals = decode_ina(sd.recv(2048))
         assert (hdr.msg_type, hdr.tag, hdr.bitmap, hdr.count, hdr.fragment) == (3, 9, 0b1111, 4, frag)
-        assert vals.tolist() == [15] * 32
+        assert vals.tolist() == [15] * INA_VALUES
     got = [decode_ina(sw5.recv(2048))[0] for _ in range(2)]  # CLEAR + unicast RESULT (RETX)
     kinds = sorted((h.msg_type, h.tag, h.flags, h.fragment) for h in got)
     assert kinds == [(MsgType.RESULT, 0, InaFlags.RETX, 0), (MsgType.CLEAR, 5, 0, 0)]
@@ -505,7 +506,7 @@ class _ModelSwitches(threading.Thread):
                 h, vals = decode_ina(data)
                 key = (s, h.job_id, h.fragment)
                 if h.msg_type == MsgType.GRAD and h.tag == s:
-                    a = self.aggs.setdefault(key, [0, 0, np.zeros(32, np.int32)])
+                    a = self.aggs.setdefault(key, [0, 0, np.zeros(INA_VALUES, np.int32)])
                     if not a[0] & h.bitmap:
                         a[0] |= h.bitmap
                         a[1] += h.count
@@ -552,7 +553,7 @@ def test_switch_tags_partials_sd_multicast_exact(net):
     assert pol.fanin[9][0] == 4 and pol.fanin[9][1] == 2  # merged workers count at s_d
     model = _ModelSwitches(pol, (net(1), PORT))
     model.start()
-    grads = _grads(n_w, n_f * 32, seed=8)
+    grads = _grads(n_w, n_f * INA_VALUES, seed=8)
     try:
         faults = iter([None, None, None, FaultInjection(drop_every=4)])
         # timeout well above the model's reaction time: a retransmission that overtakes
@@ -574,7 +575,7 @@ def test_worker_times_out_with_clear_error(net):
     with Worker(0, 2, 1, net(1), bind_ip=net(2), timeout=0.02, max_time=0.3) as w, pytest.raises(
         InaTimeoutError, match=r"64 of 64 fragments still have no RESULT"
     ) as e:
-        w.allreduce(np.zeros(64 * 32, np.float32))
+        w.allreduce(np.zeros(64 * INA_VALUES, np.float32))
     assert e.value.report.retransmissions > 0
 
 
@@ -586,7 +587,7 @@ def test_worker_ignores_foreign_and_stale_results(net):
         me = (net(2), PORT)
         box = {}
         t = threading.Thread(target=lambda: box.setdefault("r", w.allreduce_fixed(
-            np.arange(128, dtype=np.int32))))
+            np.arange(4 * INA_VALUES, dtype=np.int32))))
         t.start()
         ps.settimeout(2)
         for frag in range(4):
@@ -601,12 +602,12 @@ def test_worker_ignores_foreign_and_stale_results(net):
         t.join(5)
         ps.close()
     res, st = box["r"]
-    assert res.tolist() == (np.arange(128) * 2).tolist()
+    assert res.tolist() == (np.arange(4 * INA_VALUES) * 2).tolist()
     assert st.ignored == 3 and st.stale_results == 1 and st.retransmissions == 0
 
 
 def test_cli_processes(net, tmp_path):
-    n_w, n = 2, 32 * 50
+    n_w, n = 2, INA_VALUES * 50
     pol = Policy.ps_only(9, net(1), [net(2), net(3)], num_fragments(n))
     pol.dump(tmp_path / "p.json")
     grads = _grads(n_w, n, seed=9)
@@ -641,7 +642,7 @@ def test_cli_processes(net, tmp_path):
 
 def _rounds(net, pol: Policy, rounds: int, ps_kw: dict, worker_kw: dict) -> tuple:
     """``rounds`` back-to-back allreduces (worker offsets r·F) against one PS."""
-    n = pol.num_fragments * 32
+    n = pol.num_fragments * INA_VALUES
     grads = [_grads(pol.num_workers, n, seed=10 + r) for r in range(rounds)]
     ps = ParameterServer.from_policies([pol], **{"linger": 0.6, "max_time": 30.0, **ps_kw})
     box: dict = {}

@@ -51,7 +51,7 @@ const bit<16> GRADNET_NDN_UDP_PORT   = 6363;   /* 2: NDN over UDP (NFD's port) *
 #define DROP_REASON_COUNT          8
 
 /* In-network aggregation (docs/ina.md). */
-#define INA_VALUES 32
+#define INA_VALUES 64
 #ifndef NUM_AGGREGATORS
 #define NUM_AGGREGATORS 1024
 #endif

@@ -116,6 +116,38 @@ header ina_values_t {
     bit<32> v29;
     bit<32> v30;
     bit<32> v31;
+    bit<32> v32;
+    bit<32> v33;
+    bit<32> v34;
+    bit<32> v35;
+    bit<32> v36;
+    bit<32> v37;
+    bit<32> v38;
+    bit<32> v39;
+    bit<32> v40;
+    bit<32> v41;
+    bit<32> v42;
+    bit<32> v43;
+    bit<32> v44;
+    bit<32> v45;
+    bit<32> v46;
+    bit<32> v47;
+    bit<32> v48;
+    bit<32> v49;
+    bit<32> v50;
+    bit<32> v51;
+    bit<32> v52;
+    bit<32> v53;
+    bit<32> v54;
+    bit<32> v55;
+    bit<32> v56;
+    bit<32> v57;
+    bit<32> v58;
+    bit<32> v59;
+    bit<32> v60;
+    bit<32> v61;
+    bit<32> v62;
+    bit<32> v63;
 }
 
 struct headers_t {
