@@ -46,6 +46,7 @@ from hosts.ina_worker import (
 )
 from hosts.packets import (
     INA_HEADER,
+    INA_HEADER_LEN,
     INA_PACKET_LEN,
     INA_VALUES,
     InaDecodeError,
@@ -702,3 +703,13 @@ def test_ps_open_ended_rounds_stop_when_idle(net):
     assert rep.complete and rep.jobs[6].completed == 3 * 8
     # a packet beyond the current round is out of range, not added anywhere
     assert rep.counters.out_of_range == 0
+
+
+def test_agents_and_p4_program_agree_on_the_packet() -> None:
+    """The committed ina.json's headers are the agents' format: a 20-byte INA header and
+    INA_VALUES values of 32 bits (p4src/include/config.p4 and hosts/packets.py)."""
+    root = Path(__file__).resolve().parent.parent
+    spec = json.loads((root / "p4src" / "build" / "ina.json").read_text())
+    types = {t["name"]: t["fields"] for t in spec["header_types"]}
+    assert sum(f[1] for f in types["ina_t"]) == 8 * INA_HEADER_LEN
+    assert [f[1] for f in types["ina_values_t"]] == [32] * INA_VALUES
