@@ -205,7 +205,11 @@ def test_cutoff_ends_batches_without_the_slowest_node(net) -> None:  # noqa: ANN
 
 
 def test_mass_departure_saves_the_model_and_stops(net) -> None:  # noqa: ANN001
-    run, out, _dep = _run(net, "mass", "--cutoff", "1.0", "--min-nodes", "3", epochs=5,
+    # compute held at 0.05 s per batch: 10 epochs of 10 batches outlast the kills at 2 s
+    # however fast the emulated NICs are (with free-running compute, 5 epochs once ended
+    # before them)
+    run, out, _dep = _run(net, "mass", "--cutoff", "1.0", "--min-nodes", "3",
+                          "--compute-fixed", "0.05", epochs=10,
                           kills={"h3": 2.0, "h4": 2.0}, from_training=True)
     for h in ("h1", "h2"):
         r = run.node(h)
