@@ -94,8 +94,8 @@ def test_exact_sums_with_loss_on_worker_links(net) -> None:  # noqa: ANN001
 def test_duplicate_packets_are_not_added_twice(net) -> None:  # noqa: ANN001
     network, topo, out = net
     workers = [f"h{i}" for i in range(3, 9)]
-    job = _plan(topo, workers, values=1024)
-    grads = _grads(len(workers), 1024, 3)
+    job = _plan(topo, workers, values=2048)  # 32 fragments: the 5 % below needs that many
+    grads = _grads(len(workers), 2048, 3)
     added = {}
     retx = 0
     for mode, extra in (("once", []), ("twice", ["--send-twice"])):
