@@ -217,8 +217,6 @@ def _reflect(v: int, nbits: int) -> int:
     return r
 
 
-_REFLECT8 = [_reflect(b, 8) for b in range(256)]
-_CRC16_TABLE = _make_crc_table(0x8005, 16)
 _CCITT_TABLE = _make_crc_table(0x1021, 16)
 
 
@@ -882,7 +880,8 @@ class Program:
         algo_name = calc["algo"]
         if algo_name not in HASH_ALGOS:
             raise CompileError(f"unsupported hash algorithm {algo_name!r}")
-        algo = self._bind("_A", HASH_ALGOS[algo_name]())
+        algo_fn = HASH_ALGOS[algo_name]()
+        algo = self._bind("_A", algo_fn)
         fname = self._name("_calc")
         lines = [f"def {fname}(F, P=b''):", "    v = 0; n = 0"]
         run: list[tuple[int, int]] = []  # consecutive fields under one validity test
@@ -934,19 +933,17 @@ class Program:
         flush()
         lines.append("    nb = (n + 7) >> 3")
         payload = any(e["type"] == "payload" for e in calc["input"])
-        if HASH_ALGOS[algo_name]() is csum16 and not payload:
+        if algo_fn is csum16 and not payload:
             # csum16 of the bytes, without making them: the buffer as one integer
             # (zero-padded to whole 16-bit words) modulo 0xFFFF, as csum16() computes
             lines.append("    x = v << (nb * 8 - n + (8 if nb & 1 else 0))")
             lines.append("    s = x % 0xFFFF")
             lines.append("    return ~(0xFFFF if s == 0 and x else s) & 0xFFFF")
-            self._src.append("\n".join(lines))
-            self._ns[key] = fname
-            return fname
-        lines.append("    buf = (v << (nb * 8 - n)).to_bytes(nb, 'big')")
-        if payload:
-            lines.append("    buf += bytes(P)")
-        lines.append(f"    return {algo}(buf)")
+        else:
+            lines.append("    buf = (v << (nb * 8 - n)).to_bytes(nb, 'big')")
+            if payload:
+                lines.append("    buf += bytes(P)")
+            lines.append(f"    return {algo}(buf)")
         self._src.append("\n".join(lines))
         self._ns[key] = fname
         return fname
@@ -1306,7 +1303,7 @@ class Program:
                 key_src.append(src)
             keyexpr = f"({', '.join(key_src)},)" if key_src else "()"
             if tbl.profile is not None:
-                self._gen_indirect_node(t, tbl, tname, keyexpr, nodes[t["name"]], ref)
+                self._gen_indirect_node(t, tbl, tname, keyexpr, nodes[t["name"]], ref, follow)
                 self.tables[t["name"]] = tbl
                 continue
             # A keyless table (p4c wraps every bare action call in one) always misses.
@@ -1330,7 +1327,7 @@ class Program:
                 lines.insert(-1, f"        {target} = _dmx(e, {unit!r}, F[{ILEN}])")
             lines.append("        c.fn(F, c.params)")
             lines.append(f"    if F[{EXIT}]: return None")
-            lines.append(self._next_node(t, ref, "c.name", follow=follow))
+            lines.append(self._next_node(t, ref, follow, "c.name"))
             self._src.append("\n".join(lines))
             self.tables[t["name"]] = tbl
         del tables_by_name
@@ -1343,7 +1340,8 @@ class Program:
         self._src.append("\n".join(lines))
 
     def _gen_indirect_node(self, t: dict[str, Any], tbl: state.Table, tname: str, keyexpr: str, fname: str,
-                           ref: Callable[[str | None], str]) -> None:
+                           ref: Callable[[str | None], str],
+                           follow: Callable[[str | None], str]) -> None:
         """A table node with an action profile: a hit picks the member's action (from the
         group by the selector hash); a miss runs the default, BMv2's no-op until set."""
         ap = self._bind("_AP", tbl.profile)
@@ -1365,28 +1363,27 @@ class Program:
         lines += ["    if c is not None: c.fn(F, c.params)", f"    if F[{EXIT}]: return None"]
         # the empty default action (c.name "") and an empty group go to the table's base
         # next node, like BMv2's default_default_entry
-        lines.append(self._next_node(t, ref, "c.name if c is not None else ''", default_to_base=True))
+        lines.append(self._next_node(t, ref, follow, "c.name if c is not None else ''",
+                                     default_to_base=True))
         self._src.append("\n".join(lines))
 
-    def _next_node(self, t: dict[str, Any], ref: Callable[[str | None], str], action_name: str,
-                   default_to_base: bool = False,
-                   follow: Callable[[str | None], str] | None = None) -> str:
+    def _next_node(self, t: dict[str, Any], ref: Callable[[str | None], str],
+                   follow: Callable[[str | None], str], action_name: str,
+                   default_to_base: bool = False) -> str:
         """The ``return`` line of a table node: by hit/miss, or by the action that ran
         (``action_name``, an expression; an unlisted one goes to the base next node when
         ``default_to_base``). ``follow`` turns a statically known next node into an
         expression (conditionals evaluated in place)."""
         nt = t.get("next_tables", {})
-        base = ref(t.get("base_default_next"))
-        fw = follow or ref
         if "__HIT__" in nt or "__MISS__" in nt:
-            return f"    return {fw(nt.get('__MISS__'))} if e is None else {fw(nt.get('__HIT__'))}"
+            return f"    return {follow(nt.get('__MISS__'))} if e is None else {follow(nt.get('__HIT__'))}"
         distinct = set(nt.values())
         if len(distinct) <= 1:
-            return f"    return {fw(distinct.pop()) if distinct else fw(t.get('base_default_next'))}"
+            return f"    return {follow(distinct.pop() if distinct else t.get('base_default_next'))}"
         nmap = self._name("_NX")
         self._deferred.append((nmap, dict(nt.items()), ref))
         if default_to_base:
-            return f"    return {nmap}.get({action_name}, {base})"
+            return f"    return {nmap}.get({action_name}, {ref(t.get('base_default_next'))})"
         return f"    return {nmap}[{action_name}]"
 
     def _make_table(self, t: dict[str, Any]) -> state.Table:
