@@ -17,7 +17,7 @@ divided by the world size, as DDP's default all-reduce hook does. Round ``r`` of
 uses the fragment numbers ``r·F ...`` (F = the policy's fragments), so a late packet of
 one bucket never mixes into the next.
 
-Every bucket must fit the job: at most ``F·INA_VALUES`` values (64 a fragment) (``InaHookState.capacity``);
+Every bucket must fit the job: at most ``F·INA_VALUES`` values (``InaHookState.capacity``);
 a larger one is refused with a clear error, never truncated. The sum is exact in fixed
 point (scale ``2^S``, from the policy); the only difference from gloo's float sum is the
 rounding of each value to a multiple of ``2^-S``.

@@ -782,7 +782,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     src = ap.add_mutually_exclusive_group()
     src.add_argument("--gradient", help=".npy file with the float gradient")
     src.add_argument("--size", type=int, help="random gradient of N values (default: "
-                     "num_fragments * 64)")
+                     f"num_fragments * {INA_VALUES})")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random gradient "
                     "(mixed with the rank)")
     ap.add_argument("--out", help="write the aggregated float32 gradient (.npy)")

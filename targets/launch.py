@@ -9,6 +9,7 @@ namespace reaches without any management network.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -149,8 +150,6 @@ class SwitchGroup:
         """Start the group's process (in the root namespace: it joins each member's)."""
         if not self.members:
             return
-        import json
-
         spec = {"log_file": self.log_file, "log_level": "info", "nice": self.nice, "switches": [
             {"name": sw.name, "device_id": sw.device_id, "netns": f"/proc/{sw.pid}/ns/net",
              "ports": {str(p): i for p, i in ports.items()}, "grpc": sw.grpc_addr,

@@ -41,9 +41,10 @@ PI answers UNIMPLEMENTED; size and duplicate members checked as the P4Runtime sp
 says), and RECONCILE_AND_COMMIT keeps table entries, counters, registers and PRE state
 of objects whose names survive (not action profile members and groups).
 
-Not implemented (UNIMPLEMENTED): direct meters, extern entries, atomic write modes. Idle timeouts are stored and read back but no
-IdleTimeoutNotification is ever sent. VERIFY_AND_SAVE keeps the new pipeline aside until
-COMMIT; until then Read/Write keep using the running one.
+Not implemented (UNIMPLEMENTED): direct meters, extern entries, atomic write modes.
+Idle timeouts are stored and read back but no IdleTimeoutNotification is ever sent.
+VERIFY_AND_SAVE keeps the new pipeline aside until COMMIT; until then Read/Write keep
+using the running one.
 """
 
 from __future__ import annotations
