@@ -158,3 +158,82 @@ def test_repeated_register_index_is_computed_once() -> None:
     assert drop(lines) == [ln for i, ln in enumerate(lines) if i != 4]
     src = Program(json.loads((ROOT / "p4src" / "build" / "ina.json").read_text())).source
     assert src.count("_i = ") < 16  # 216 before
+
+
+def test_index_temporaries_are_one_index() -> None:
+    """p4c copies the index into a new temporary for every register access; a slot
+    last set from a pure expression stands for it, so ``_i = F[12]`` after
+    ``F[12] = (F[118] & 1023)`` is dropped when ``_i`` came from an identical
+    ``F[11]`` -- unless a slot that expression reads was written in between."""
+    drop = compiler._drop_repeated_index
+    lines = ["def a(F, D):", "    F[11] = (F[118] & 1023)", "    _i = F[11]",
+             "    if 0 <= _i < 8: F[75] = _R1[_i]", "    F[12] = (F[118] & 1023)", "    _i = F[12]",
+             "    if 0 <= _i < 8: _R2[_i] = F[75]", "    F[118] = 5", "    F[13] = (F[118] & 1023)",
+             "    _i = F[13]", "    F[14] = (_calc1(F) & 7)", "    F[15] = (_calc1(F) & 7)", "    _i = F[14]",
+             "    _i = F[15]"]
+    assert drop(lines) == [ln for i, ln in enumerate(lines) if i != 5]
+    regs = Program(json.loads((ROOT / "tests" / "p4" / "build" / "registers.json").read_text())).source
+    assert regs.count("_i = ") < 8  # 64 before: one per register access
+
+
+def test_value_bit_bounds_are_sound() -> None:
+    """``_bits`` lets a store skip its mask; over random expressions on unsigned fields
+    holding random in-width values (the PHV's invariant), every value fits its bound."""
+    import random
+
+    prog = Program(json.loads(FORWARD.read_text()))
+    rnd = random.Random(7)
+    fields = [["ipv4", "ttl"], ["ipv4", "dst_addr"], ["ipv4", "ihl"], ["udp", "dst_port"], ["ethernet", "dst_addr"]]
+
+    def gen(depth: int) -> dict:
+        if depth == 0 or rnd.random() < 0.3:
+            if rnd.random() < 0.5:
+                return {"type": "field", "value": rnd.choice(fields)}
+            return {"type": "hexstr", "value": hex(rnd.getrandbits(rnd.randint(1, 40)))}
+        op = rnd.choice(["+", "&", "|", "^", ">>", "?", "-", "*", "<<"])
+        e = {"op": op, "left": gen(depth - 1), "right": gen(depth - 1)}
+        if op in (">>", "<<"):
+            e["right"] = {"type": "hexstr", "value": hex(rnd.randint(0, 9))}
+        if op == "?":
+            e["cond"] = {"type": "expression", "value": {"op": "==", "left": gen(0), "right": gen(0)}}
+        return {"type": "expression", "value": e}
+
+    bounded = 0
+    for _ in range(400):
+        e = gen(3)
+        b = prog._bits(e)
+        if b is None:
+            continue
+        bounded += 1
+        fn = eval(f"lambda F: {prog.expr(e)}")  # noqa: S307 (generated code under test)
+        for _ in range(5):
+            F = prog.template[:]
+            for f in fields:
+                slot, w, _ = prog.field_info(f)
+                F[slot] = rnd.getrandbits(w)
+            v = fn(F)
+            assert v >= 0 and v.bit_length() <= b, (prog.expr(e), b, v)
+    assert bounded > 50
+
+
+def test_hoisted_index_guard_behaves_as_the_guarded_lines() -> None:
+    """One range check for the accesses that share an index: in range and out of range
+    (destination and cells left alone, as simple_switch does), the hoisted action leaves
+    the PHV and the registers exactly as the line-by-line guarded one."""
+    lines = ["def a(F, D):", "    _i = F[0]", "    if 0 <= _i < 4: F[1] = _R1[_i]", "    F[2] = (F[2] + F[1]) & 255",
+             "    if 0 <= _i < 4: _R1[_i] = F[2]", "    F[3] = 9", "    if 0 <= _i < 4: F[4] = _R2[_i]"]
+    hoisted = compiler._hoist_index_guards(lines)
+    assert sum("if 0 <= _i < 4:" in ln for ln in hoisted) == 4  # one hoisted + the 3 kept for else
+    for index in (-1, 0, 3, 4, 1000):
+        results = []
+        for src in (lines, hoisted):
+            ns = {"_R1": [10, 11, 12, 13], "_R2": [20, 21, 22, 23]}
+            exec("\n".join(src), ns)  # noqa: S102 (generated code under test)
+            F = [index, 7, 250, 0, 5]
+            ns["a"](F, ())
+            results.append((F, ns["_R1"], ns["_R2"]))
+        assert results[0] == results[1], index
+    # mixed sizes, or a single access: left as they were
+    mixed = ["def b(F, D):", "    _i = F[0]", "    if 0 <= _i < 4: F[1] = _R1[_i]", "    if 0 <= _i < 8: F[2] = _R2[_i]"]
+    assert compiler._hoist_index_guards(mixed) == mixed
+    assert compiler._hoist_index_guards(lines[:3]) == lines[:3]

@@ -359,30 +359,87 @@ def _struct_plan(fields: list[tuple[str, int, bool]]) -> tuple[str, list[tuple[l
 
 
 _INDEX_SET = re.compile(r"    _i = (.+)$")
-# lines that leave a register index alone unless they write one of its slots
-_SLOT_WRITE = re.compile(r"    (?:if 0 <= _i < \d+: )?(?:F\[(\d+)\]|_R\d+\[_i\]) = ")
+# a store to a PHV slot, maybe guarded by a register index check
+_SLOT_STORE = re.compile(r"    (if 0 <= _i < \d+: )?F\[(\d+)\] = (.+)$")
+_CELL_STORE = re.compile(r"    if 0 <= _i < \d+: _R\d+\[_i\] = ")
+_GUARD = re.compile(r"    if 0 <= _i < (\d+): ")
+_SLOT_REF = re.compile(r"F\[(\d+)\]")
+_NAME = re.compile(r"\b[A-Za-z_]\w*")
+# names a pure slot expression may use: the PHV, the action data, operators
+_PURE_NAMES = frozenset({"F", "D", "if", "else", "and", "or", "not", "True", "False"})
 
 
 def _drop_repeated_index(lines: list[str]) -> list[str]:
-    """Drop ``_i = X`` when ``_i`` already holds X: a straight-line action that reads and
-    writes 32 registers at one index (the aggregator) computes it once, not 64 times.
-    X is only trusted across lines that write a register cell or a PHV slot X does
-    not read; any other line forgets it."""
+    """Drop ``_i = X`` when ``_i`` already holds X's value: a straight-line action that
+    reads and writes 32 registers at one index (the aggregator) computes it once, not
+    64 times.
+
+    Values are compared as text, after one step of value numbering: a slot last set by
+    an unconditional store of a pure expression (PHV slots, action data, operators)
+    stands for that expression, so ``F[11] = (F[118] & 1023)`` ... ``_i = F[11]`` and
+    ``F[12] = (F[118] & 1023)`` ... ``_i = F[12]`` are one index (p4c gives every
+    register access its own temporary). A store to a slot forgets every value that
+    reads it; a register-cell store forgets nothing; any other line forgets all."""
     out: list[str] = []
     held: str | None = None
+    defs: dict[str, str] = {}
     for ln in lines:
         m = _INDEX_SET.match(ln)
         if m:
-            if m.group(1) == held:
+            x = m.group(1)
+            r = _SLOT_REF.fullmatch(x)
+            v = defs.get(r.group(1), x) if r else x
+            if v == held:
                 continue
-            held = m.group(1)
+            held = v
             out.append(ln)
             continue
-        w = _SLOT_WRITE.match(ln)
-        if (w is None or held is None or ";" in ln
-                or (w.group(1) is not None and f"F[{w.group(1)}]" in held)):
-            held = None
         out.append(ln)
+        st = _SLOT_STORE.match(ln)
+        if st and ";" not in ln:
+            guard, k, e = st.groups()
+            defs = {j: d for j, d in defs.items() if j != k and k not in _SLOT_REF.findall(d)}
+            if held is not None and k in _SLOT_REF.findall(held):
+                held = None
+            if (guard is None and k not in _SLOT_REF.findall(e)
+                    and all(n in _PURE_NAMES for n in _NAME.findall(e))):
+                defs[k] = e
+        elif not (_CELL_STORE.match(ln) and ";" not in ln):
+            held, defs = None, {}
+    return out
+
+
+def _hoist_index_guards(lines: list[str]) -> list[str]:
+    """Check a register index once for all the accesses that share it.
+
+    Every register access is guarded (``if 0 <= _i < N: ...``: out of range, simple_switch
+    leaves the destination or the cell alone). Where the lines after one ``_i = X`` up to
+    the next hold two or more guards, all against one size, they become
+    ``if 0 <= _i < N: <the lines, unguarded> else: <the lines as they were>``: the same
+    behaviour, one comparison instead of 64 in the aggregator."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        ln = lines[i]
+        out.append(ln)
+        i += 1
+        if not _INDEX_SET.match(ln):
+            continue
+        j = i
+        while j < len(lines) and not _INDEX_SET.match(lines[j]):
+            j += 1
+        seg = lines[i:j]
+        guards = [g.group(1) for g in map(_GUARD.match, seg) if g]
+        if len(guards) >= 2 and len(set(guards)) == 1:
+            out.append(f"    if 0 <= _i < {guards[0]}:")
+            for s in seg:
+                g = _GUARD.match(s)
+                out.append("        " + s[g.end():] if g else "    " + s)
+            out.append("    else:")
+            out.extend("    " + s for s in seg)
+        else:
+            out.extend(seg)
+        i = j
     return out
 
 
@@ -652,12 +709,56 @@ class Program:
         e = operand["value"]
         return self.stacks[e["left"]["value"]].headers[0]
 
-    def store(self, operand: dict[str, Any], value: str) -> str:
-        """Statement assigning ``value`` to an operand, truncated to its width."""
+    def store(self, operand: dict[str, Any], value: str, bits: int | None = None) -> str:
+        """Statement assigning ``value`` to an operand, truncated to its width; ``bits``
+        bounds the value's bit length when it is known non-negative (``_bits``), and a
+        value that already fits is stored without the mask."""
         target, w, sg = self.lvalue(operand)
         if sg:
             return f"{target} = _sgn({value}, {w})"
+        if bits is not None and bits <= w:
+            return f"{target} = {value}"
         return f"{target} = ({value}) & {(1 << w) - 1:#x}"
+
+    def _bits(self, operand: dict[str, Any] | None) -> int | None:
+        """An upper bound on the bit length of an operand's value, for a value that is a
+        non-negative int by construction; None when unknown (signed, bool, calls, ...).
+
+        Sound because every PHV slot of an unsigned field holds a value of its width:
+        the parser extracts exactly that many bits and every store masks (or, here,
+        proves the mask redundant)."""
+        if operand is None:
+            return None
+        t = operand.get("type")
+        v = operand.get("value")
+        if t == "hexstr":
+            n = _int(v)
+            return n.bit_length() if n >= 0 else None
+        if t == "field":
+            if self._varbit_len_slot(operand) is not None:
+                return None
+            _, w, sg = self.field_info(v)
+            return None if sg else w
+        if t != "expression":
+            return None
+        if "op" not in v:
+            return self._bits(v)
+        op = v["op"]
+        lb, rb = self._bits(v.get("left")), self._bits(v.get("right"))
+        if op == "&":  # x & c with c >= 0 lies in [0, c] whatever x is
+            known = [b for b in (lb, rb) if b is not None]
+            return min(known) if known else None
+        if lb is None or rb is None:
+            return None
+        if op == "+":
+            return max(lb, rb) + 1
+        if op in ("|", "^"):
+            return max(lb, rb)
+        if op == ">>":
+            return lb
+        if op in ("?", "?:"):
+            return max(lb, rb)
+        return None
 
     def expr(self, operand: dict[str, Any] | None) -> str:
         """Python expression source for a BMv2 JSON operand / expression."""
@@ -767,7 +868,7 @@ class Program:
             out.append(f"{ind}F[{self.field_slot(a[0]['value'])}] = F[{self.field_slot(a[1]['value'])}]; "
                        f"F[{dl}] = F[{sl}]")
         elif op in ("assign", "modify_field"):
-            out.append(ind + self.store(a[0], self.expr(a[1])))
+            out.append(ind + self.store(a[0], self.expr(a[1]), self._bits(a[1])))
         elif op == "assign_header":
             dst, src = self._header_base(a[0]), self._header_base(a[1])
             n = len(self._header_of_access(a[0]).fields) + 1
@@ -832,12 +933,14 @@ class Program:
             cells = self._bind("_R", reg.cells)
             out.append(f"{ind}_i = {self.expr(a[2])}")
             # out of bounds: simple_switch leaves the destination unchanged
-            out.append(f"{ind}if 0 <= _i < {reg.size}: " + self.store(a[0], f"{cells}[_i]"))
+            out.append(f"{ind}if 0 <= _i < {reg.size}: " + self.store(a[0], f"{cells}[_i]", reg.bitwidth))
         elif op == "register_write":
             reg = self.registers[a[0]["value"]]
             cells = self._bind("_R", reg.cells)
             out.append(f"{ind}_i = {self.expr(a[1])}")
-            out.append(f"{ind}if 0 <= _i < {reg.size}: {cells}[_i] = ({self.expr(a[2])}) & {reg.mask:#x}")
+            val, vb = self.expr(a[2]), self._bits(a[2])
+            val = val if vb is not None and vb <= reg.bitwidth else f"({val}) & {reg.mask:#x}"
+            out.append(f"{ind}if 0 <= _i < {reg.size}: {cells}[_i] = {val}")
         elif op == "count":
             c = self._bind("_C", self.counters[a[0]["value"]])
             out.append(f"{ind}{c}.count({self.expr(a[1])}, F[{ILEN}])")
@@ -975,7 +1078,7 @@ class Program:
         else:
             for p in prims:
                 self.primitive(p, lines, "    ")
-            lines = _drop_repeated_index(lines)
+            lines = _hoist_index_guards(_drop_repeated_index(lines))
         self._src.append("\n".join(lines))
         return fname
 
