@@ -1,4 +1,4 @@
-"""The ceiling for a Python switch: a bare AF_PACKET forwarder with no P4 at all.
+"""The ceilings for a Python switch: a bare AF_PACKET forwarder, and hand-coded programs.
 
 ``python -m bench.bare_forwarder IFACE_A IFACE_B`` copies every frame that arrives on one
 interface to the other, with the same socket options and epoll loop shape as the embedded
@@ -7,15 +7,27 @@ the embedded target adds on top of this (parsing, tables, traffic manager) is it
 target benchmark runs it in the same testbed, in the same run, as the bound next to the
 embedded target's rate.
 
+``--work forward`` and ``--work registers`` put between receive and send the fewest
+Python operations that turn the benchmark's frame into the bytes forward.p4 or
+registers.p4 send: what a P4 target written in Python could at best do per frame if it
+knew the program and the traffic in advance. ``tests/test_bench_floors.py`` checks that
+they produce exactly the embedded target's output bytes. The bare forwarder bounds the
+I/O; these bound I/O plus the program's own work.
+
 It prints ``ready`` once both sockets are bound and runs until SIGTERM.
 """
 
 from __future__ import annotations
 
+import argparse
 import select
 import signal
 import socket
+import struct
 import sys
+from collections.abc import Callable
+
+from hosts.packets import INA_UDP_PORT
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263
@@ -32,8 +44,85 @@ def _open(iface: str) -> socket.socket:
     return s
 
 
-def forward(a: str, b: str) -> None:
-    """Forward frames between interfaces ``a`` and ``b`` until SIGTERM."""
+_ETH_IPV4 = struct.Struct("!6s6sHBBHHHBBH4s4s")
+_IPV4_WORDS = struct.Struct("!10H")
+_AGG = struct.Struct("!IBBH32I")  # registers.p4's agg_t: slot, reset, pad, 32 values
+_AGG_AT = 14 + 20 + 8
+_M32 = 0xFFFFFFFF
+
+
+class HandForward:
+    """forward.p4 for the benchmark's traffic, by hand: an IPv4 frame without options is
+    dropped for a bad header checksum, TTL <= 1 or no route, else routed (exact
+    destination: the benchmark's one /32 route) with both MACs rewritten, TTL decremented
+    and the header checksum recomputed. Other frames (non-IPv4, IP options), which
+    forward.p4 would count or forward, are just dropped: a bound, not a replacement."""
+
+    def __init__(self, routes: dict[bytes, tuple[bytes, bytes]]) -> None:
+        self.routes = routes  # IPv4 destination -> (next-hop MAC, egress port's MAC)
+
+    def __call__(self, frame: bytes) -> bytes | None:
+        """The frame forward.p4 sends for ``frame``, or None where it drops it."""
+        if len(frame) < 34:
+            return None
+        _, _, etype, vihl, tos, tlen, ident, frag, ttl, proto, csum, src, dst = _ETH_IPV4.unpack_from(frame)
+        if etype != 0x0800 or vihl != 0x45 or ttl <= 1:
+            return None
+        s = sum(_IPV4_WORDS.unpack_from(frame, 14)) - csum
+        s = (s & 0xFFFF) + (s >> 16)
+        s = (s & 0xFFFF) + (s >> 16)
+        if ~s & 0xFFFF != csum:
+            return None
+        r = self.routes.get(dst)
+        if r is None:
+            return None
+        s -= 0x100  # TTL - 1 in the high byte of its word
+        s = (s & 0xFFFF) + (s >> 16)
+        return _ETH_IPV4.pack(r[0], r[1], etype, vihl, tos, tlen, ident, frag, ttl - 1, proto,
+                              ~s & 0xFFFF, src, dst) + frame[34:]
+
+
+class HandRegisters:
+    """registers.p4 by hand: for an aggregation frame, add its 32 values into the slot's
+    registers (or clear the slot), write the sums into the frame and zero the UDP
+    checksum; other frames pass unchanged. The registers of a slot are one list (one
+    index operation per frame, not 32)."""
+
+    def __init__(self, slots: int = 1024) -> None:
+        self.rows = [[0] * 32 for _ in range(slots)]
+        self._zero = (0,) * 32
+
+    def __call__(self, frame: bytes) -> bytes | None:
+        """The frame registers.p4 sends for ``frame``."""
+        if (len(frame) < _AGG_AT + _AGG.size or frame[12:14] != b"\x08\x00" or frame[14] & 0x0F != 5
+                or frame[20] & 0x1F or frame[21] or frame[23] != 17
+                or frame[36] << 8 | frame[37] != INA_UDP_PORT):
+            return frame
+        v = _AGG.unpack_from(frame, _AGG_AT)
+        row = self.rows[v[0] & 1023]
+        if v[1] == 1:
+            row[:] = self._zero
+        else:
+            row[:] = [(a + b) & _M32 for a, b in zip(row, v[4:], strict=True)]
+        return (frame[:40] + b"\x00\x00" + _AGG.pack(v[0], v[1], v[2], v[3], *row)
+                + frame[_AGG_AT + _AGG.size:])
+
+
+def bench_work(name: str) -> Callable[[bytes], bytes | None] | None:
+    """The per-frame work of ``--work NAME`` as the target benchmark configures it
+    (forward: 10.0.0.2/32 to MAC 00:00:00:00:00:02, port MAC 02:00:00:00:01:02)."""
+    if name == "none":
+        return None
+    if name == "forward":
+        return HandForward({bytes([10, 0, 0, 2]): (bytes.fromhex("000000000002"), bytes.fromhex("020000000102"))})
+    if name == "registers":
+        return HandRegisters()
+    raise ValueError(f"unknown work {name!r} (none, forward, registers)")
+
+
+def forward(a: str, b: str, work: Callable[[bytes], bytes | None] | None = None) -> None:
+    """Forward frames between interfaces ``a`` and ``b`` until SIGTERM, through ``work``
+    (frame in, frame out or None to drop) when given."""
     sa, sb = _open(a), _open(b)
     peer = {sa.fileno(): (sa, sb), sb.fileno(): (sb, sa)}
     ep = select.epoll()
@@ -60,6 +149,10 @@ def forward(a: str, b: str) -> None:
                     frame = recv(65536)
                 except (BlockingIOError, InterruptedError):
                     break
+                if work is not None:
+                    frame = work(frame)
+                    if frame is None:
+                        continue
                 try:  # noqa: SIM105 (contextlib.suppress costs a call per frame)
                     send(frame)
                 except (BlockingIOError, OSError):
@@ -67,12 +160,14 @@ def forward(a: str, b: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry: ``IFACE_A IFACE_B``."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        print("usage: python -m bench.bare_forwarder IFACE_A IFACE_B", file=sys.stderr)
-        return 2
-    forward(*args)
+    """Command-line entry: ``[--work none|forward|registers] IFACE_A IFACE_B``."""
+    p = argparse.ArgumentParser(prog="python -m bench.bare_forwarder", description=__doc__.splitlines()[0])
+    p.add_argument("--work", default="none", choices=("none", "forward", "registers"),
+                   help="hand-coded per-frame work between receive and send (default: none)")
+    p.add_argument("iface_a")
+    p.add_argument("iface_b")
+    args = p.parse_args(argv)
+    forward(args.iface_a, args.iface_b, bench_work(args.work))
     return 0
 
 

@@ -12,7 +12,13 @@ namespace and counts what comes out of port 2. Two figures per program and targe
 Programs: ``forward`` (p4src/forward.p4, one LPM table plus egress tables) and
 ``registers`` (tests/p4/registers.p4: 32 register read-add-writes per packet).
 
-    python -m bench.target_bench [--packets 20000] [--targets embedded,bmv2]
+Bounds, measured in the same run: ``bare``, a Python AF_PACKET forwarder doing no work
+(the I/O ceiling), and ``hand``, the same loop with each program's work hand-coded for
+the benchmark's frame (bench/bare_forwarder.py; tests/test_bench_floors.py checks its
+output bytes against the embedded target's) -- the ceiling for a Python target running
+that program.
+
+    python -m bench.target_bench [--packets 20000] [--targets embedded,bmv2,hand,bare]
 """
 
 from __future__ import annotations
@@ -139,13 +145,14 @@ def _raw_tx(iface: str) -> socket.socket:
 
 
 def measure(program: str, target: str, packets: int) -> Result:
-    """Run one program on one target (``bare``: the bare forwarder, no program); return
-    its rates."""
+    """Run one program on one target (``bare``: the bare forwarder, no program; ``hand``:
+    the program's work hand-coded in that forwarder); return its rates."""
     json_path, p4info = _program_files(program)
     if not json_path.exists():
         raise SystemExit(f"{json_path} missing: run `make p4`")
-    bare = target == "bare"
-    kw = {"command": [sys.executable, "-m", "bench.bare_forwarder"]} if bare else {"target": target}
+    bare = target in ("bare", "hand")
+    work = "none" if target == "bare" else program
+    kw = {"command": [sys.executable, "-m", "bench.bare_forwarder", "--work", work]} if bare else {"target": target}
     with Testbed(2, **kw) as tb:
         c = None
         if not bare:
@@ -181,13 +188,17 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.target_bench", description=__doc__.splitlines()[0])
     p.add_argument("--packets", type=int, default=20000, help="frames per saturation run (default 20000)")
     p.add_argument("--programs", default="forward,registers", help="comma-separated: forward,registers")
-    p.add_argument("--targets", default=None, help="embedded,bmv2 (default: embedded, plus bmv2 if installed)")
+    p.add_argument("--targets", default=None,
+                   help="embedded,bmv2,hand,bare (default: all, bmv2 only if installed)")
     args = p.parse_args(argv)
     if os.geteuid() != 0:
         print("target_bench needs root (network namespaces)", file=sys.stderr)
         return 2
     targets = args.targets.split(",") if args.targets else (
-        ["embedded", "bmv2", "bare"] if bmv2_available() else ["embedded", "bare"])
+        ["embedded", "bmv2", "hand", "bare"] if bmv2_available() else ["embedded", "hand", "bare"])
+    unknown = set(targets) - {"embedded", "bmv2", "hand", "bare"}
+    if unknown:
+        p.error(f"unknown target(s) {', '.join(sorted(unknown))}: choose from embedded, bmv2, hand, bare")
     results: list[Result] = []
     bare: Result | None = None
     for prog in args.programs.split(","):
@@ -197,33 +208,40 @@ def main(argv: list[str] | None = None) -> int:
                     console.print("[dim]measuring the bare Python AF_PACKET forwarder ...[/dim]")
                     bare = measure("forward", "bare", args.packets)
                 continue
-            console.print(f"[dim]measuring {prog} on {tgt} ...[/dim]")
+            what = f"{prog} hand-coded in Python" if tgt == "hand" else f"{prog} on {tgt}"
+            console.print(f"[dim]measuring {what} ...[/dim]")
             results.append(measure(prog, tgt, args.packets))
     console.print(results_table(results, bare))
     console.print("[dim]bare = a Python AF_PACKET forwarder without P4 (bench/bare_forwarder.py), the "
-                  "ceiling for a Python target; goals: embedded >= 2x BMv2 and >= 0.8x bare. CPU us/frame "
-                  "is the switch process's CPU time per frame out while saturated (steadier than pps "
-                  "on a shared machine).[/dim]")
+                  "I/O ceiling; hand = the same forwarder doing the program's work in hand-written Python "
+                  "(output bytes checked equal to the embedded target's), the ceiling for a Python target "
+                  "running that program. Goals: embedded >= 2x BMv2 and >= 0.8x bare. CPU us/frame is the "
+                  "switch process's CPU time per frame out while saturated (steadier than pps on a shared "
+                  "machine).[/dim]")
     return 0
 
 
 def results_table(results: list[Result], bare: Result | None) -> Table:
-    """One row per program and target, with ratios to BMv2 and to the bare forwarder."""
+    """One row per program and target, with ratios to BMv2, to the hand-coded program and
+    to the bare forwarder."""
     table = Table(title="P4 target packet rate (1 core per switch, 2-vCPU machine)")
     for col in ("program", "target", "saturated pps", "lossless pps", "CPU us/frame",
-                "vs BMv2 (lossless)", "vs bare (lossless)"):
+                "vs BMv2", "vs hand-coded", "vs bare"):
         table.add_column(col, justify="left" if col in ("program", "target") else "right")
     by = {(r.program, r.target): r for r in results}
 
     def ratio(r: Result, ref: Result | None) -> str:
         return f"{r.lossless_pps / ref.lossless_pps:.2f}x" if ref and ref.lossless_pps else "-"
 
+    names = {"hand": "hand-coded Python"}
     for r in results:
-        table.add_row(r.program, r.target, f"{r.saturated_pps:,.0f}", f"{r.lossless_pps:,.0f}",
-                      f"{r.cpu_us:.1f}", ratio(r, by.get((r.program, "bmv2"))), ratio(r, bare))
+        table.add_row(r.program, names.get(r.target, r.target), f"{r.saturated_pps:,.0f}",
+                      f"{r.lossless_pps:,.0f}", f"{r.cpu_us:.1f}",
+                      ratio(r, by.get((r.program, "bmv2"))) if r.target != "hand" else "-",
+                      ratio(r, by.get((r.program, "hand"))), ratio(r, bare))
     if bare is not None:
         table.add_row("(none)", "bare", f"{bare.saturated_pps:,.0f}", f"{bare.lossless_pps:,.0f}",
-                      f"{bare.cpu_us:.1f}", "-", "1.00x")
+                      f"{bare.cpu_us:.1f}", "-", "-", "1.00x")
     return table
 
 
