@@ -48,6 +48,10 @@ class CompileError(ValueError):
     """The BMv2 JSON is malformed or uses a feature the embedded target lacks."""
 
 
+class _TooLong(Exception):
+    """An inlined parser would be too long (``Program._parser_inline``)."""
+
+
 class ParserError(Exception):
     """Raised inside generated parser code; ``code`` is the P4 error value."""
 
@@ -554,6 +558,17 @@ class Program:
         for required in ("ingress_port", "egress_spec", "egress_port", "instance_type", "packet_length"):
             if self.sm.get(required) is None:
                 raise CompileError(f"standard_metadata.{required} missing")
+        # The slots the switch's packet flow touches for every packet, as attributes:
+        # a dict lookup each costs as much as a line of generated code.
+        self.sm_ingress_port: int = self.sm["ingress_port"]
+        self.sm_egress_spec: int = self.sm["egress_spec"]
+        self.sm_egress_port: int = self.sm["egress_port"]
+        self.sm_instance_type: int = self.sm["instance_type"]
+        self.sm_packet_length: int = self.sm["packet_length"]
+        self.sm_checksum_error: int | None = self.sm.get("checksum_error")
+        self.sm_mcast_grp: int | None = self.sm.get("mcast_grp")
+        self.sm_priority: int | None = self.sm.get("priority")
+        self.sm_qid: int | None = self.sm.get("qid")
         self.metadata_slots = [
             (h.base + 1, h.base + 1 + len(h.fields)) for h in self.headers.values() if h.metadata
         ]
@@ -987,23 +1002,25 @@ class Program:
         algo = self._bind("_A", algo_fn)
         fname = self._name("_calc")
         lines = [f"def {fname}(F, P=b''):", "    v = 0; n = 0"]
-        run: list[tuple[int, int]] = []  # consecutive fields under one validity test
+        run: list[tuple[int, int, bool]] = []  # consecutive fields under one validity test
         run_cond = ""
 
         def flush() -> None:
             if run:
-                total = sum(w for _, w in run)
+                total = sum(w for _, w, _ in run)
                 parts, shift = [], total
-                for s, w in run:
+                for s, w, sg in run:
                     shift -= w
-                    parts.append(f"((F[{s}] & {(1 << w) - 1:#x}) << {shift})" if shift else f"(F[{s}] & {(1 << w) - 1:#x})")
+                    # an unsigned field's slot holds its width; a signed one may be negative
+                    f = f"(F[{s}] & {(1 << w) - 1:#x})" if sg else f"F[{s}]"
+                    parts.append(f"({f} << {shift})" if shift else f)
                 lines.append(f"    {run_cond}v = (v << {total}) | {' | '.join(parts)}; n += {total}")
                 run.clear()
 
         for e in calc["input"]:
             t = e["type"]
             if t == "field":
-                s, w, _ = self.field_info(e["value"])
+                s, w, sg = self.field_info(e["value"])
                 hdr = self.headers[self.aliases.get(".".join(e["value"]), e["value"])[0]]
                 cond = "" if hdr.metadata else f"if F[{hdr.base}]: "
                 if hdr.vl >= 0 and s == hdr.base + 1 + hdr.vl:  # a varbit field: its current width
@@ -1014,7 +1031,7 @@ class Program:
                 if run and cond != run_cond:
                     flush()
                 run_cond = cond
-                run.append((s, w))
+                run.append((s, w, sg))
                 continue
             flush()
             if t == "hexstr":
@@ -1085,83 +1102,166 @@ class Program:
     # ------------------------------------------------------------------ parser
     def _gen_parser(self, parser: dict[str, Any]) -> None:
         states = {s["name"]: i for i, s in enumerate(parser["parse_states"])}
-        lines = ["def _parse(F, pkt):", "    o = 0; n = len(pkt)", f"    st = {states[parser['init_state']]}",
-                 "    try:", "      while True:"]
-        for i, s in enumerate(parser["parse_states"]):
-            lines.append(f"        {'if' if i == 0 else 'elif'} st == {i}:")
-            body: list[str] = []
-            ind = "          "
-            for op in s["parser_ops"]:
-                self._parser_op(op, body, ind)
-            # transition
-            key_parts = []
-            key_bits = 0
-            key_widths: list[int] = []  # value sets need the fields' own widths
-            for k in s.get("transition_key", []):
-                if k["type"] == "field":
-                    sl, w, _ = self.field_info(k["value"])
-                    wb = (w + 7) // 8 * 8
-                    key_parts.append((f"F[{sl}]", wb))
-                    key_bits += wb
-                    key_widths.append(w)
-                elif k["type"] == "stack_field":
-                    tgt, w, _ = self.lvalue(k)
-                    wb = (w + 7) // 8 * 8
-                    key_parts.append((tgt, wb))
-                    key_bits += wb
-                    key_widths.append(w)
-                elif k["type"] == "lookahead":
-                    off, w = int(k["value"][0]), int(k["value"][1])
-                    wb = (w + 7) // 8 * 8
-                    key_parts.append((f"_look(pkt, o, {off}, {w})", wb))
-                    key_bits += wb
-                    key_widths.append(w)
-                elif k["type"] == "expression":
-                    raise CompileError("expression in transition key")
+        by_name = {s["name"]: s for s in parser["parse_states"]}
+        init = parser["init_state"]
+        inline = self._parser_inline(parser, by_name, init)
+        lines = ["def _parse(F, pkt):", "    o = 0; n = len(pkt)", "    try:"]
+        if inline is not None:
+            # An acyclic parse graph: each path is straight-line code, nested ifs for
+            # the transitions, no state variable or dispatch loop.
+            lines += inline
+        else:
+            lines += [f"      st = {states[init]}", "      while True:"]
+            for i, s in enumerate(parser["parse_states"]):
+                lines.append(f"        {'if' if i == 0 else 'elif'} st == {i}:")
+                ind = "          "
+                body, trans = self._parser_state(s, ind)
+                lines.extend(body)
+                first = True
+                for cond, nxt in trans:
+                    target = f"st = {states[nxt]}" if nxt is not None else "return o"
+                    if cond is None:
+                        lines.append(f"{ind}{'' if first else 'else: '}{target}")
+                        break
+                    lines.append(f"{ind}{'if' if first else 'elif'} {cond}: {target}")
+                    first = False
                 else:
-                    raise CompileError(f"transition key type {k['type']}")
-            if key_parts:
-                expr, shift = [], key_bits
-                for src, wb in key_parts:
-                    shift -= wb
-                    expr.append(f"({src} << {shift})" if shift else f"({src})")
-                body.append(f"{ind}k = {' | '.join(expr)}")
-            first = True
-            for tr in s["transitions"]:
-                nxt = tr["next_state"]
-                target = f"st = {states[nxt]}" if nxt is not None else "return o"
-                ttype = tr.get("type", "hexstr")
-                if ttype == "default":
-                    cond = None
-                elif ttype == "hexstr":
-                    val = _int(tr["value"])
-                    mask = tr.get("mask")
-                    cond = f"k & {_int(mask)} == {val & _int(mask)}" if mask is not None else f"k == {val}"
-                elif ttype == "parse_vset":
-                    vs = self.value_sets.get(tr["value"])
-                    if vs is None:
-                        raise CompileError(f"unknown parser value set {tr['value']!r}")
-                    mask = tr.get("mask")
-                    shadow = vs.add_use(key_widths, _int(mask) if mask is not None else None)
-                    sname = self._bind("_VS", shadow)
-                    cond = f"k & {_int(mask)} in {sname}.keys" if mask is not None else f"k in {sname}.keys"
-                else:
-                    raise CompileError(f"transition type {ttype}")
-                if cond is None:
-                    body.append(f"{ind}{'' if first else 'else: '}{target}")
-                    break
-                body.append(f"{ind}{'if' if first else 'elif'} {cond}: {target}")
-                first = False
-            else:
-                # No default transition and no match: simple_switch 1.15 goes to the
-                # (null) default next state, i.e. accepts with no error -- not NoMatch.
-                body.append(f"{ind}{'else: ' if not first else ''}return o")
-            lines.extend(body)
-        lines.append("        else: return o")
+                    # No default transition and no match: simple_switch 1.15 goes to the
+                    # (null) default next state, i.e. accepts with no error -- not NoMatch.
+                    lines.append(f"{ind}{'else: ' if not first else ''}return o")
+            lines.append("        else: return o")
         lines.append("    except _PE as e:")
         lines.append(f"        F[{self.sm['parser_error']}] = e.code")
         lines.append("        return o")
         self._src.append("\n".join(lines))
+
+    _PARSER_INLINE_LINES = 1500  # beyond this many lines of inlined paths, a state machine
+
+    def _parser_inline(self, parser: dict[str, Any], by_name: dict[str, dict[str, Any]],
+                       init: str) -> list[str] | None:
+        """The parser as nested straight-line code, or None where that does not apply: a
+        loop in the parse graph (header stacks), a value set (its uses are registered
+        once per transition) or too many paths."""
+        for st in parser["parse_states"]:
+            if any(tr.get("type") == "parse_vset" for tr in st["transitions"]):
+                return None
+        # acyclic? (depth-first search, grey = on the current path)
+        colour: dict[str, int] = {}
+
+        def cyclic(name: str) -> bool:
+            colour[name] = 1
+            for tr in by_name[name]["transitions"]:
+                nxt = tr["next_state"]
+                if nxt is None:
+                    continue
+                if nxt not in by_name:
+                    raise CompileError(f"parser: unknown state {nxt!r}")
+                if colour.get(nxt) == 1 or (nxt not in colour and cyclic(nxt)):
+                    return True
+            colour[name] = 2
+            return False
+
+        if cyclic(init):
+            return None
+        out: list[str] = []
+
+        def emit(name: str, ind: str) -> None:
+            if len(out) > self._PARSER_INLINE_LINES:
+                raise _TooLong
+            body, trans = self._parser_state(by_name[name], ind)
+            out.extend(body)
+            first = True
+            for cond, nxt in trans:
+                if cond is None:
+                    if first:
+                        target(nxt, ind)
+                    else:
+                        out.append(f"{ind}else:")
+                        target(nxt, ind + "  ")
+                    return
+                out.append(f"{ind}{'if' if first else 'elif'} {cond}:")
+                target(nxt, ind + "  ")
+                first = False
+            # no default and no match: accept without error (see the state machine)
+            if first:
+                out.append(f"{ind}return o")
+            else:
+                out.append(f"{ind}else:")
+                out.append(f"{ind}  return o")
+
+        def target(nxt: str | None, ind: str) -> None:
+            if nxt is None:
+                out.append(f"{ind}return o")
+            else:
+                emit(nxt, ind)
+
+        try:
+            emit(init, "      ")
+        except _TooLong:
+            return None
+        return out
+
+    def _parser_state(self, s: dict[str, Any], ind: str) -> tuple[list[str], list[tuple[str | None, str | None]]]:
+        """One parse state: its statements (operations, then the transition key ``k``) and
+        its transitions in order, (condition or None for the default, next state)."""
+        body: list[str] = []
+        for op in s["parser_ops"]:
+            self._parser_op(op, body, ind)
+        key_parts = []
+        key_bits = 0
+        key_widths: list[int] = []  # value sets need the fields' own widths
+        for k in s.get("transition_key", []):
+            if k["type"] == "field":
+                sl, w, _ = self.field_info(k["value"])
+                wb = (w + 7) // 8 * 8
+                key_parts.append((f"F[{sl}]", wb))
+                key_bits += wb
+                key_widths.append(w)
+            elif k["type"] == "stack_field":
+                tgt, w, _ = self.lvalue(k)
+                wb = (w + 7) // 8 * 8
+                key_parts.append((tgt, wb))
+                key_bits += wb
+                key_widths.append(w)
+            elif k["type"] == "lookahead":
+                off, w = int(k["value"][0]), int(k["value"][1])
+                wb = (w + 7) // 8 * 8
+                key_parts.append((f"_look(pkt, o, {off}, {w})", wb))
+                key_bits += wb
+                key_widths.append(w)
+            elif k["type"] == "expression":
+                raise CompileError("expression in transition key")
+            else:
+                raise CompileError(f"transition key type {k['type']}")
+        if key_parts:
+            expr, shift = [], key_bits
+            for src, wb in key_parts:
+                shift -= wb
+                expr.append(f"({src} << {shift})" if shift else f"({src})")
+            body.append(f"{ind}k = {' | '.join(expr)}")
+        trans: list[tuple[str | None, str | None]] = []
+        for tr in s["transitions"]:
+            nxt = tr["next_state"]
+            ttype = tr.get("type", "hexstr")
+            if ttype == "default":
+                trans.append((None, nxt))
+                break
+            if ttype == "hexstr":
+                val = _int(tr["value"])
+                mask = tr.get("mask")
+                cond = f"k & {_int(mask)} == {val & _int(mask)}" if mask is not None else f"k == {val}"
+            elif ttype == "parse_vset":
+                vs = self.value_sets.get(tr["value"])
+                if vs is None:
+                    raise CompileError(f"unknown parser value set {tr['value']!r}")
+                mask = tr.get("mask")
+                shadow = vs.add_use(key_widths, _int(mask) if mask is not None else None)
+                sname = self._bind("_VS", shadow)
+                cond = f"k & {_int(mask)} in {sname}.keys" if mask is not None else f"k in {sname}.keys"
+            else:
+                raise CompileError(f"transition type {ttype}")
+            trans.append((cond, nxt))
+        return body, trans
 
     def _extract_vl_lines(self, h: HeaderLayout, base: str, length: str, ind: str, out: list[str]) -> None:
         """extract(hdr, length) as BMv2's extract_VL: the length must be whole bytes
@@ -1266,7 +1366,7 @@ class Program:
                 # BMv2 (ParserOpSet<ParserLookAhead>) checks only the width, not the offset.
                 nb = (int(params[1]["value"][1]) + 7) // 8
                 out.append(f"{ind}if n - o < {nb}: raise _PE({self.errors['PacketTooShort']})")
-            out.append(ind + self.store(params[0], self.expr(params[1])))
+            out.append(ind + self.store(params[0], self.expr(params[1]), self._bits(params[1])))
         elif name == "verify":
             cond = self.expr(params[0])
             err = self.expr(params[1]) if params[1]["type"] != "error" else str(self.errors[params[1]["value"]])
@@ -1409,8 +1509,20 @@ class Program:
                 self._gen_indirect_node(t, tbl, tname, keyexpr, nodes[t["name"]], ref, follow)
                 self.tables[t["name"]] = tbl
                 continue
-            # A keyless table (p4c wraps every bare action call in one) always misses.
-            lookup = f"{tname}.lookup({keyexpr})" if key_src else "None"
+            # Only an action that calls exit() can stop the pipeline here.
+            exits = any(self._action_exits.get(i, True) for i in t.get("action_ids", [])) or not t.get("action_ids")
+            exit_check = [f"    if F[{EXIT}]: return None"] if exits else []
+            if not key_src:
+                # A keyless table (p4c wraps every bare action call in one) always
+                # misses: its default action, which the control plane may change.
+                lines = [f"def {nodes[t['name']]}(F):", f"    c = {tname}.default"]
+                if t["name"] in self.direct_counters.values():
+                    lines.append(f"    {tname}.default_packets += 1; {tname}.default_bytes += F[{ILEN}]")
+                lines += ["    c.fn(F, c.params)", *exit_check, self._next_node(t, ref, follow, "c.name")]
+                self._src.append("\n".join(lines))
+                self.tables[t["name"]] = tbl
+                continue
+            lookup = f"{tname}.lookup({keyexpr})"
             lines = [f"def {nodes[t['name']]}(F):",
                      f"    e = {lookup}",
                      "    if e is None:",
@@ -1429,7 +1541,7 @@ class Program:
                 # BMv2 runs the direct meter on a hit, before the action.
                 lines.insert(-1, f"        {target} = _dmx(e, {unit!r}, F[{ILEN}])")
             lines.append("        c.fn(F, c.params)")
-            lines.append(f"    if F[{EXIT}]: return None")
+            lines += exit_check
             lines.append(self._next_node(t, ref, follow, "c.name"))
             self._src.append("\n".join(lines))
             self.tables[t["name"]] = tbl
@@ -1556,6 +1668,9 @@ class Program:
         self._selector_hashes: list[tuple[state.ActionProfile, str]] = []
         for a in self.spec.get("actions", []):
             self.actions_by_id[int(a["id"])].fn = self._gen_action(a)  # type: ignore[assignment]
+        # which actions may stop the pipeline (a table with none needs no exit check)
+        self._action_exits = {int(a["id"]): any(p.get("op") == "exit" for p in a.get("primitives", []))
+                              for a in self.spec.get("actions", [])}
         parsers = self.spec.get("parsers", [])
         if len(parsers) != 1:
             raise CompileError(f"expected one parser, found {len(parsers)}")

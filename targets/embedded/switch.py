@@ -311,9 +311,8 @@ class Switch:
         if prog is None:
             return
         F = prog.template[:]
-        sm = prog.sm
-        F[sm["ingress_port"]] = F[INPORT] = port
-        F[sm["packet_length"]] = len(frame)
+        F[prog.sm_ingress_port] = F[INPORT] = port
+        F[prog.sm_packet_length] = len(frame)
         if self._ig_ts is not None:
             F[self._ig_ts] = self._now_us()
         try:
@@ -323,16 +322,34 @@ class Switch:
             log.exception("error processing packet from port %d", port)
 
     def _ingress(self, prog: Program, F: list[int], frame: bytes, length: int, loops: int) -> None:
-        sm = prog.sm
         F[PKTLEN] = F[ILEN] = length
         off = prog.parse(F, frame)
         payload = frame[off:]
-        if prog.verify_checksums(F) and sm.get("checksum_error") is not None:
-            F[sm["checksum_error"]] = 1
+        if prog.verify_checksums(F) and prog.sm_checksum_error is not None:
+            F[prog.sm_checksum_error] = 1
         prog.ingress(F)
         F[EXIT] = 0
         if self._debug:
-            log.debug("ingress port %d: egress_spec=%d", F[sm["ingress_port"]], F[sm["egress_spec"]])
+            log.debug("ingress port %d: egress_spec=%d", F[prog.sm_ingress_port], F[prog.sm_egress_spec])
+        if (F[CLONE] or F[LEARN] or F[RESUBMIT]) and self._ingress_extras(prog, F, frame, length, loops):
+            return
+        mg = prog.sm_mcast_grp
+        if mg is not None and F[mg]:
+            F[prog.sm_instance_type] = REPLICATION
+            replicas = self.pre.groups.get(F[mg], [])
+            self._replicate(prog, F, payload, length, replicas, 0)
+            return
+        port = F[prog.sm_egress_spec]
+        if port == DROP_PORT:
+            self.stats.pipeline_drops += 1
+            return
+        F[prog.sm_instance_type] = NORMAL
+        self._enqueue(prog, port, F, payload, length, 0)
+
+    def _ingress_extras(self, prog: Program, F: list[int], frame: bytes, length: int, loops: int) -> bool:
+        """Ingress clone, digest and resubmit, in simple_switch's order (apart from the
+        common path: few packets ask for them); True when the packet was resubmitted."""
+        sm = prog.sm
         if F[CLONE]:
             sid = F[CLONE] & ~FLAG
             fl = F[CLONE_FL]
@@ -355,19 +372,8 @@ class Switch:
             self._learn(prog, F)
         if F[RESUBMIT]:
             self._reenter(prog, F, F[RESUBMIT] & ~FLAG, RESUBMITTED, frame, length, loops)
-            return
-        mg = sm.get("mcast_grp")
-        if mg is not None and F[mg]:
-            F[sm["instance_type"]] = REPLICATION
-            replicas = self.pre.groups.get(F[mg], [])
-            self._replicate(prog, F, payload, length, replicas, 0)
-            return
-        port = F[sm["egress_spec"]]
-        if port == DROP_PORT:
-            self.stats.pipeline_drops += 1
-            return
-        F[sm["instance_type"]] = NORMAL
-        self._enqueue(prog, port, F, payload, length, 0)
+            return True
+        return False
 
     def _reenter(self, prog: Program, F: list[int], field_list: int, instance_type: int,
                  frame: bytes, length: int, loops: int) -> None:
@@ -404,10 +410,9 @@ class Switch:
 
     # ------------------------------------------------------------------ traffic manager
     def _enqueue(self, prog: Program, port: int, F: list[int], payload: bytes, length: int, trunc: int) -> None:
-        sm = prog.sm
-        q = self._queue(port)
+        q = self._tm.get(port) or self._queue(port)
         # simple_switch 1.15 drops a priority beyond the last queue, one queue included
-        prio = F[sm["priority"]] if sm.get("priority") is not None else 0
+        prio = F[prog.sm_priority] if prog.sm_priority is not None else 0
         if prio >= self.nb_queues:
             self.stats.priority_out_of_range += 1
             return
@@ -421,9 +426,9 @@ class Switch:
             self.stats.ports[port].queue_drops += 1
             q.dropped[slot] += 1
             return
-        dq.append((F, payload, length, trunc))
         q.enqueued[slot] += 1
         if self._draining:
+            dq.append((F, payload, length, trunc))
             self._redrain = True
         elif q.rate[slot] is None:
             # Nothing shapes this queue: dequeue at once, so that a burst arriving
@@ -431,9 +436,23 @@ class Switch:
             # have drained at line rate meanwhile.
             self._draining = True
             try:
-                self._drain_port(self.program, port, q, time.monotonic(), None)
+                if q.port_rate is None and not any(q.queues):
+                    # What _drain_port would do with the packet as the only one queued:
+                    # straight to egress, without the round trip through the deque.
+                    cur = self.program
+                    if cur is not None:
+                        try:
+                            self._egress(cur, port, prio, q, F, payload, length, trunc, self._txq)
+                        except Exception:
+                            self.stats.errors += 1
+                            log.exception("error in egress to port %d", port)
+                else:
+                    dq.append((F, payload, length, trunc))
+                    self._drain_port(self.program, port, q, time.monotonic(), None)
             finally:
                 self._draining = False
+        else:
+            dq.append((F, payload, length, trunc))
 
     def _drain(self, now: float, only_port: int | None = None) -> float | None:
         """Dequeue everything the rates allow; return seconds until the next dequeue."""
@@ -486,21 +505,21 @@ class Switch:
     # ------------------------------------------------------------------ egress
     def _egress(self, prog: Program, port: int, qid: int, q: _Queue, F: list[int], payload: bytes,
                 length: int, trunc: int, out: list[tuple[int, bytes]], loops: int = 0) -> None:
-        sm = prog.sm
         if self._eg_ts is not None:
             F[self._eg_ts] = self._now_us()
         if self._deq_depth is not None:
             F[self._deq_depth] = q.size()
         if self._deq_delta is not None and self._enq_ts is not None:
             F[self._deq_delta] = (self._now_us() - F[self._enq_ts]) & 0xFFFFFFFF
-        if sm.get("qid") is not None:
-            F[sm["qid"]] = qid
-        F[sm["egress_port"]] = port
-        F[sm["egress_spec"]] = 0
-        F[sm["packet_length"]] = F[PKTLEN]
+        if prog.sm_qid is not None:
+            F[prog.sm_qid] = qid
+        F[prog.sm_egress_port] = port
+        F[prog.sm_egress_spec] = 0
+        F[prog.sm_packet_length] = F[PKTLEN]
         prog.egress(F)
         F[EXIT] = 0
         if F[CLONE]:
+            sm = prog.sm
             sid = F[CLONE] & ~FLAG
             fl = F[CLONE_FL]
             F[CLONE] = F[CLONE_FL] = 0
@@ -511,7 +530,7 @@ class Switch:
                 prog.copy_field_list(C, F, fl)
                 C[sm["instance_type"]] = EGRESS_CLONE
                 self._replicate(prog, C, payload, length, session.replicas, session.packet_length_bytes)
-        if F[sm["egress_spec"]] == DROP_PORT:
+        if F[prog.sm_egress_spec] == DROP_PORT:
             self.stats.pipeline_drops += 1
             return
         prog.update_checksums(F, payload)
