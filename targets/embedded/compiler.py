@@ -447,6 +447,31 @@ def _hoist_index_guards(lines: list[str]) -> list[str]:
     return out
 
 
+def _emit_transitions(trans: list[tuple[str | None, str | None]], ind: str, out: list[str],
+                      goto: Callable[[str | None, str], None]) -> None:
+    """A parse state's transitions as ``if cond: / elif cond: / else:`` blocks at ``ind``;
+    ``goto(next_state, indent)`` appends what entering a state is (None: accept). With no
+    default transition and no match, simple_switch 1.15 goes to the (null) default next
+    state, i.e. accepts with no error -- not NoMatch."""
+    first = True
+    for cond, nxt in trans:
+        if cond is None:
+            if first:
+                goto(nxt, ind)
+            else:
+                out.append(f"{ind}else:")
+                goto(nxt, ind + "  ")
+            return
+        out.append(f"{ind}{'if' if first else 'elif'} {cond}:")
+        goto(nxt, ind + "  ")
+        first = False
+    if first:
+        out.append(f"{ind}return o")
+    else:
+        out.append(f"{ind}else:")
+        out.append(f"{ind}  return o")
+
+
 class Program:
     """A BMv2 JSON program compiled to Python; see the module doc.
 
@@ -1112,23 +1137,15 @@ class Program:
             lines += inline
         else:
             lines += [f"      st = {states[init]}", "      while True:"]
+
+            def goto(nxt: str | None, ind: str) -> None:
+                lines.append(f"{ind}st = {states[nxt]}" if nxt is not None else f"{ind}return o")
+
             for i, s in enumerate(parser["parse_states"]):
                 lines.append(f"        {'if' if i == 0 else 'elif'} st == {i}:")
-                ind = "          "
-                body, trans = self._parser_state(s, ind)
+                body, trans = self._parser_state(s, "          ")
                 lines.extend(body)
-                first = True
-                for cond, nxt in trans:
-                    target = f"st = {states[nxt]}" if nxt is not None else "return o"
-                    if cond is None:
-                        lines.append(f"{ind}{'' if first else 'else: '}{target}")
-                        break
-                    lines.append(f"{ind}{'if' if first else 'elif'} {cond}: {target}")
-                    first = False
-                else:
-                    # No default transition and no match: simple_switch 1.15 goes to the
-                    # (null) default next state, i.e. accepts with no error -- not NoMatch.
-                    lines.append(f"{ind}{'else: ' if not first else ''}return o")
+                _emit_transitions(trans, "          ", lines, goto)
             lines.append("        else: return o")
         lines.append("    except _PE as e:")
         lines.append(f"        F[{self.sm['parser_error']}] = e.code")
@@ -1165,35 +1182,15 @@ class Program:
             return None
         out: list[str] = []
 
-        def emit(name: str, ind: str) -> None:
-            if len(out) > self._PARSER_INLINE_LINES:
-                raise _TooLong
-            body, trans = self._parser_state(by_name[name], ind)
-            out.extend(body)
-            first = True
-            for cond, nxt in trans:
-                if cond is None:
-                    if first:
-                        target(nxt, ind)
-                    else:
-                        out.append(f"{ind}else:")
-                        target(nxt, ind + "  ")
-                    return
-                out.append(f"{ind}{'if' if first else 'elif'} {cond}:")
-                target(nxt, ind + "  ")
-                first = False
-            # no default and no match: accept without error (see the state machine)
-            if first:
-                out.append(f"{ind}return o")
-            else:
-                out.append(f"{ind}else:")
-                out.append(f"{ind}  return o")
-
-        def target(nxt: str | None, ind: str) -> None:
+        def emit(nxt: str | None, ind: str) -> None:
             if nxt is None:
                 out.append(f"{ind}return o")
-            else:
-                emit(nxt, ind)
+                return
+            if len(out) > self._PARSER_INLINE_LINES:
+                raise _TooLong
+            body, trans = self._parser_state(by_name[nxt], ind)
+            out.extend(body)
+            _emit_transitions(trans, ind, out, emit)
 
         try:
             emit(init, "      ")
