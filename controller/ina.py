@@ -33,7 +33,7 @@ from typing import Any
 
 import networkx as nx
 
-from hosts.packets import INA_VALUES
+from hosts.packets import INA_UDP_PORT, INA_VALUES
 from topologies.base import Topology
 
 from .deploy import DEFAULT_PROGRAM, Deployment, DeployReport, Forwarding
@@ -48,7 +48,6 @@ from .placement import (
 from .routing import compute_routes
 
 INA_PROGRAM = REPO_ROOT / "p4src" / "build" / "ina.json"
-INA_UDP_PORT = 40000
 MAX_WORKERS = 32  # one bit per worker in the INA bitmap
 
 
