@@ -111,13 +111,23 @@ class HandRegisters:
                 + frame[_AGG_AT + _AGG_SIZE:])
 
 
+# The forward.p4 entries the target benchmark installs (bench/target_bench.py), which the
+# hand-coded forward.p4 hard-wires: one route, its next hop's MAC and egress port, and
+# that port's MAC.
+BENCH_DST = "10.0.0.2"
+BENCH_NEXT_HOP_MAC = 0x000000000002
+BENCH_EGRESS_PORT = 2
+BENCH_PORT_MAC = 0x020000000102
+
+
 def bench_work(name: str) -> Callable[[bytes], bytes | None] | None:
     """The per-frame work of ``--work NAME`` as the target benchmark configures it
-    (forward: 10.0.0.2/32 to MAC 00:00:00:00:00:02, port MAC 02:00:00:00:01:02)."""
+    (forward: the BENCH_* entries)."""
     if name == "none":
         return None
     if name == "forward":
-        return HandForward({bytes([10, 0, 0, 2]): (bytes.fromhex("000000000002"), bytes.fromhex("020000000102"))})
+        return HandForward({socket.inet_aton(BENCH_DST): (BENCH_NEXT_HOP_MAC.to_bytes(6, "big"),
+                                                          BENCH_PORT_MAC.to_bytes(6, "big"))})
     if name == "registers":
         return HandRegisters()
     raise ValueError(f"unknown work {name!r} (none, forward, registers)")

@@ -37,6 +37,7 @@ from finsy import P4TableAction, P4TableEntry, P4TableMatch
 from rich.console import Console
 from rich.table import Table
 
+from bench.bare_forwarder import BENCH_DST, BENCH_EGRESS_PORT, BENCH_NEXT_HOP_MAC, BENCH_PORT_MAC
 from controller.accounting import process_cpu_seconds
 from targets.launch import bmv2_available
 from targets.netns import in_netns
@@ -78,10 +79,10 @@ def _program_files(program: str) -> tuple[Path, Path]:
 
 def _install(c: P4RuntimeClient, program: str) -> None:
     if program == "forward":
-        c.write(+P4TableEntry("ipv4_routes", match=P4TableMatch(dst_addr="10.0.0.2/32"),
-                              action=P4TableAction("set_next_hop", dmac=2, port=2)),
-                +P4TableEntry("port_macs", match=P4TableMatch(egress_port=2),
-                              action=P4TableAction("set_source_mac", smac=0x020000000102)))
+        c.write(+P4TableEntry("ipv4_routes", match=P4TableMatch(dst_addr=f"{BENCH_DST}/32"),
+                              action=P4TableAction("set_next_hop", dmac=BENCH_NEXT_HOP_MAC, port=BENCH_EGRESS_PORT)),
+                +P4TableEntry("port_macs", match=P4TableMatch(egress_port=BENCH_EGRESS_PORT),
+                              action=P4TableAction("set_source_mac", smac=BENCH_PORT_MAC)))
     else:  # registers.p4: port 1 -> 2, and the 32 read-add-writes happen on the way
         c.write(+P4TableEntry("port_forward", match=P4TableMatch(ingress_port=1),
                               action=P4TableAction("set_egress_port", port=2)))

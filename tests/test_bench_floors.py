@@ -4,11 +4,18 @@ they are the same work done by hand, so their rate bounds a Python target's."""
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 from scapy.all import IP, UDP, Ether
 
-from bench.bare_forwarder import bench_work
+from bench.bare_forwarder import (
+    BENCH_DST,
+    BENCH_EGRESS_PORT,
+    BENCH_NEXT_HOP_MAC,
+    BENCH_PORT_MAC,
+    bench_work,
+)
 from bench.target_bench import _frame
 from targets.embedded.state import TableEntry
 from targets.embedded.switch import Switch
@@ -33,10 +40,10 @@ def test_hand_forward_matches_forward_p4() -> None:
     sw = _switch(ROOT / "p4src" / "build" / "forward.json")
     p = sw.program
     routes, macs = "MyIngress.forwarding.ipv4_routes", "MyEgress.mac_rewrite.port_macs"
-    p.tables[routes].insert(TableEntry(((0x0A000002, 32),), p.action_call(
-        routes, "MyIngress.forwarding.set_next_hop", (2, 2))))
-    p.tables[macs].insert(TableEntry((2,), p.action_call(macs, "MyEgress.mac_rewrite.set_source_mac",
-                                                        (0x020000000102,))))
+    p.tables[routes].insert(TableEntry(((int(ipaddress.IPv4Address(BENCH_DST)), 32),), p.action_call(
+        routes, "MyIngress.forwarding.set_next_hop", (BENCH_NEXT_HOP_MAC, BENCH_EGRESS_PORT))))
+    p.tables[macs].insert(TableEntry((BENCH_EGRESS_PORT,), p.action_call(
+        macs, "MyEgress.mac_rewrite.set_source_mac", (BENCH_PORT_MAC,))))
     hand = bench_work("forward")
     good = _frame("forward")
     bad_csum = good[:24] + bytes([good[24] ^ 0xFF]) + good[25:]
