@@ -45,16 +45,16 @@ $(VENV)/.stamp: pyproject.toml
 	@touch $@
 
 run: deps
-	$(PY) -m controller.experiment $(if $(CLI),--cli,)
+	$(PY) -m experiments $(if $(CLI),--cli,)
 
 # make compare: PS, ring, INA, NDN-PS, BML and the token LAN on one gradient (ARGS="...").
 compare: deps
-	$(PY) -m controller.experiment --mode compare $(ARGS)
+	$(PY) -m experiments --mode compare $(ARGS)
 
 # make run-ndn, run-differentiated, run-bcube, run-token: one technique's experiment
 # (ARGS="..." passes its options, e.g. make run-bcube ARGS="--n 2 --k 3").
 run-%: deps
-	$(PY) -m controller.experiment --mode $* $(ARGS)
+	$(PY) -m experiments --mode $* $(ARGS)
 
 test: deps
 	$(PY) -m pytest -q -ra

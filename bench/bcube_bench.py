@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from controller.bcube import SchemeResult, choose_scale_bits, gradients
-from controller.bcube_experiment import run_baselines, run_bml
+from experiments.bcube import run_baselines, run_bml
 from hosts.bml.schedule import ScheduleError
 
 console = Console(width=None if sys.stdout.isatty() else 150)

@@ -21,7 +21,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from controller.differentiated_experiment import QosSetup, TransportRun, configure, run_transport
+from experiments.differentiated import QosSetup, TransportRun, configure, run_transport
 from hosts.differentiated.wire import NB_QUEUES
 from topologies import star
 

@@ -5,7 +5,7 @@
    and through the PS alone; one table with both runs and the ratios.
 2. INA vs its line-rate bound: 15 workers at each of ``--bound-bw`` (2, 5, 10 Mbit/s),
    measured time next to the bound (the busiest link's measured bytes at its capacity,
-   ``controller/accounting.py``), time / bound for INA and PS, the INA/PS time ratio next
+   ``experiments/accounting.py``), time / bound for INA and PS, the INA/PS time ratio next
    to 2/N, and the CPU seconds of the busiest switch and of the agents.
 
 Every result is checked element by element against the exact sum.
@@ -27,8 +27,8 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from controller.experiment import run_jobs, switch_neighbors
 from controller.ina import InaDeployment, InaJob
+from experiments.ina import run_jobs, switch_neighbors
 from topologies import fat_tree
 
 # piped output (make bench > file) keeps one table row per line
@@ -106,7 +106,7 @@ def bound_table(bws: list[float], values: int, budget: int, targets: list[str],
                 out: Path) -> bool:
     """INA and PS with 15 workers at each link rate and target, against their line-rate
     bounds."""
-    from controller.accounting import Snapshot, time_split
+    from experiments.accounting import Snapshot, time_split
     from topologies.network import Network
 
     rows = []

@@ -22,7 +22,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from controller.ndn_experiment import loss_on_gpu_link, ratios_table, run_ip, run_ndn
+from experiments.ndn import loss_on_gpu_link, ratios_table, run_ip, run_ndn
 from topologies import fat_tree, leaf_spine
 
 console = Console()

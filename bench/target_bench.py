@@ -38,7 +38,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.bare_forwarder import BENCH_DST, BENCH_EGRESS_PORT, BENCH_NEXT_HOP_MAC, BENCH_PORT_MAC
-from controller.accounting import process_cpu_seconds
+from experiments.accounting import process_cpu_seconds
 from targets.launch import bmv2_available
 from targets.netns import in_netns
 from targets.p4rt_client import P4RuntimeClient

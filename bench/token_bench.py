@@ -147,7 +147,7 @@ def agent_ring(rank: int, ips: list[str], rounds: int) -> list[float]:
 
 def run_baseline(net: Any, topo: Any, kind: str, rounds: int, out: Path) -> float:
     """Mean seconds per all-reduce of rank 0 (``kind`` ps or ring)."""
-    from controller.token_experiment import _spawn
+    from experiments.token import _spawn
 
     hosts = topo.hosts()
     ips = ",".join(topo.host_ip(h) for h in hosts)
@@ -177,7 +177,7 @@ def run_baseline(net: Any, topo: Any, kind: str, rounds: int, out: Path) -> floa
 def token_run(net: Any, topo: Any, out: Path, batches: int, compute: float) -> dict[str, float]:
     """One token training run of ``batches`` batches; iteration time and its split."""
     from controller.token import TokenDeployment
-    from controller.token_experiment import run_token
+    from experiments.token import run_token
 
     TokenDeployment(topo, net.grpc_addresses()).deploy()
     common = ["--epochs", "100", "--batches", str(batches), "--cutoff", "1.0", "--wait-unit", "3",

@@ -12,7 +12,7 @@
                                               INA event counters of the job's switches
 
 Each technique's command group lives in its own module beside its controller twin
-(``controller/ina_cli.py`` next to ``controller/ina.py``, ``ndn_cli.py``, ``qos_cli.py``,
+(``controller/ina/cli.py`` next to ``controller/ina/deployment.py``, ``ndn_cli.py``, ``qos_cli.py``,
 ``bcube_cli.py``, ``token_cli.py``, ``net_cli.py``), registered through ``TECHNIQUE_CLIS``.
 
 TOPO is a builder spec (``fat-tree:4``, ``leaf-spine:2,4,2``, ``bcube:4,2``, ``star:4``,
@@ -38,11 +38,10 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from controller.p4runtime import DeployError
+from controller.routing import RoutingError, SwitchRoutes, compute_routes
 from topologies import BUILDERS, Topology, TopologyError, load
 from topologies.base import HOST_KIND
-
-from .p4runtime import DeployError
-from .routing import RoutingError, SwitchRoutes, compute_routes
 
 PROG = "gradctl"
 SPEC_EXAMPLES = "fat-tree:4, leaf-spine:2,4,2, bcube:4,2, star:4, linear:3"
@@ -223,7 +222,7 @@ def cmd_routes(args: argparse.Namespace) -> int:
 
 
 def _addresses(args: argparse.Namespace, topo: Topology) -> dict[str, str]:
-    from .deploy import addresses_from_run_dir, load_addresses
+    from controller.deploy import addresses_from_run_dir, load_addresses
 
     if args.run_dir:
         return addresses_from_run_dir(topo, args.run_dir)
@@ -232,7 +231,7 @@ def _addresses(args: argparse.Namespace, topo: Topology) -> dict[str, str]:
 
 def cmd_deploy(args: argparse.Namespace) -> int:
     """``gradctl deploy``."""
-    from .deploy import Program, deploy, parse_loss
+    from controller.deploy import Program, deploy, parse_loss
 
     topo = parse_topology(args.topo)
     loss = dict(parse_loss(s) for s in args.loss)
@@ -256,7 +255,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
 def cmd_counters(args: argparse.Namespace) -> int:
     """``gradctl counters``."""
-    from .deploy import Program, read_counters
+    from controller.deploy import Program, read_counters
 
     topo = parse_topology(args.topo)
     addresses = _addresses(args, topo)
@@ -335,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def target_args(sp: argparse.ArgumentParser) -> None:
         network_args(sp, topo_help)
-        from .deploy import DEFAULT_PROGRAM
+        from controller.deploy import DEFAULT_PROGRAM
 
         rel = os.path.relpath(DEFAULT_PROGRAM)
         sp.add_argument("--program", metavar="JSON", default=str(DEFAULT_PROGRAM),
@@ -365,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     cnt.set_defaults(func=cmd_counters)
 
     # One command group per technique, each in its own module beside its controller twin
-    # (``gradctl ndn ...`` lives in controller/ndn_cli.py next to controller/ndn.py).
+    # (``gradctl ndn ...`` lives in controller/ndn/cli.py next to controller/ndn/deployment.py).
     import importlib
     import importlib.util
 
@@ -375,8 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-TECHNIQUE_CLIS = ["controller.ina_cli", "controller.net_cli", "controller.ndn_cli", "controller.qos_cli", "controller.bcube_cli",
-                  "controller.token_cli"]
+TECHNIQUE_CLIS = ["controller.ina.cli", "controller.net_cli", "controller.ndn.cli", "controller.qos.cli", "controller.bcube.cli",
+                  "controller.token.cli"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -39,9 +39,7 @@ from typing import Any
 import yaml
 from finsy import P4MulticastGroupEntry, P4TableEntry
 
-from topologies.base import Topology, TopologyError
-
-from .p4runtime import (
+from controller.p4runtime import (
     REPO_ROOT,
     ControlBlock,
     DeployError,
@@ -51,7 +49,8 @@ from .p4runtime import (
     multicast_group,
     open_sessions,
 )
-from .routing import RoutingError, SwitchRoutes, compute_routes
+from controller.routing import RoutingError, SwitchRoutes, compute_routes
+from topologies.base import Topology, TopologyError
 
 __all__ = [
     "DEFAULT_PROGRAM",

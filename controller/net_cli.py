@@ -20,15 +20,15 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
-from .cli import UsageError, _console
-from .netctl import NetError, NetState, net_down, net_exec, net_ls, net_up
+from controller.cli import UsageError, _console
+from controller.netctl import NetError, NetState, net_down, net_exec, net_ls, net_up
 
 
 def cmd_net_up(args: argparse.Namespace) -> int:
     """``gradctl net up``."""
     if args.cli:
         # foreground: the network lives as long as the Mininet CLI
-        from .netctl import _holder_main
+        from controller.netctl import _holder_main
 
         run_dir = tempfile.mkdtemp(prefix="gradnet-", dir="/tmp")
         print(f"run directory: {run_dir}", flush=True)

@@ -138,10 +138,9 @@ def _holder_main(argv: list[str]) -> int:
     p.add_argument("--cli", action="store_true")
     args = p.parse_args(argv)
 
+    from controller.cli import parse_topology
+    from controller.deploy import deploy, parse_loss
     from topologies.network import Network
-
-    from .cli import parse_topology
-    from .deploy import deploy, parse_loss
 
     state = NetState(run_dir=args.run_dir, spec=args.spec, holder=Proc.of(os.getpid(), "holder"))
     state.save()
@@ -200,8 +199,8 @@ def net_up(spec: str, *, target: str | None = None, bw: float | None = None,
            loss: list[str] | None = None, deploy: bool = True, timeout: float = 300.0,
            progress: Any = None) -> NetState:
     """Start a network in the background and return its state once it is up."""
-    from .cli import parse_topology
-    from .deploy import parse_loss
+    from controller.cli import parse_topology
+    from controller.deploy import parse_loss
 
     parse_topology(spec)  # bad specs fail here, before anything starts
     for s in loss or []:
@@ -217,7 +216,7 @@ def net_up(spec: str, *, target: str | None = None, bw: float | None = None,
     if not deploy:
         argv.append("--no-deploy")
     log = open(Path(run_dir) / "holder.log", "ab")  # noqa: SIM115 (handed to the child)
-    from .p4runtime import REPO_ROOT
+    from controller.p4runtime import REPO_ROOT
 
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True, cwd=str(REPO_ROOT))

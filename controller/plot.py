@@ -20,9 +20,8 @@ from pathlib import Path
 
 import networkx as nx
 
+from controller.placement import Placement
 from topologies.base import Topology
-
-from .placement import Placement
 
 __all__ = ["layout", "link_loads_undirected", "placement_flows", "plot_placement"]
 

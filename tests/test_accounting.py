@@ -1,10 +1,10 @@
-"""Line-rate bound and CPU accounting (controller/accounting.py) on known numbers."""
+"""Line-rate bound and CPU accounting (experiments/accounting.py) on known numbers."""
 
 from __future__ import annotations
 
 import os
 
-from controller.accounting import Snapshot, process_cpu_seconds, time_split
+from experiments.accounting import Snapshot, process_cpu_seconds, time_split
 from topologies import star
 
 

@@ -22,8 +22,8 @@ from controller.bcube import (
     gradients,
     run_scheme,
 )
-from controller.bcube_experiment import prepare_hosts
 from controller.deploy import deploy, read_counters
+from experiments.bcube import prepare_hosts
 from hosts.bml.schedule import BcubeSchedule
 from tests.netenv import net_skip_reason
 

@@ -73,7 +73,7 @@ def test_place_tables_name_the_greedy_switches(greedy: Any) -> None:
 
 
 def test_place_json_matches_the_library(greedy: Any) -> None:
-    from hosts.ina_worker import Policy
+    from hosts.ina.policy import Policy
 
     r = gradctl(*PLACE, "--json", "--fragments", "8")
     assert r.returncode == 0, r.stderr
@@ -229,7 +229,7 @@ def network(tmp_path: Path) -> Iterator[tuple[Any, Path]]:
 def test_ina_deploy_and_counters_on_a_running_network(network: tuple[Any, Path],
                                                       tmp_path: Path) -> None:
     from hosts.fixedpoint import quantize
-    from hosts.ina_worker import Policy
+    from hosts.ina.policy import Policy
 
     net, run_dir = network
     workers = ["h2", "h5", "h9"]

@@ -1,4 +1,4 @@
-"""``make compare`` (controller/compare_experiment.py): option handling, and one small
+"""``make compare`` (experiments/compare.py): option handling, and one small
 compare of every scheme on live emulated networks with every sum checked element by
 element (PS, ring, INA and NDN on one fat-tree, BML on BCube(2, 2), the token LAN)."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from controller import compare_experiment as ce
-from controller.experiment import main as experiment_main
+from experiments import compare as ce
+from experiments.main import main as experiment_main
 from tests.netenv import net_skip_reason
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,6 +1,6 @@
-"""The PyTorch DDP communication hook through INA (hosts/ddp_hook.py).
+"""The PyTorch DDP communication hook through INA (hosts/ina/ddp_hook.py).
 
-The network test runs an unchanged DDP script (hosts/ddp_train.py) on two ranks in
+The network test runs an unchanged DDP script (hosts/ina/ddp_train.py) on two ranks in
 Mininet hosts, once with gloo's all-reduce and once with the INA hook (with and without
 an aggregating switch), and checks: the hook's averaged gradients equal gloo's on the
 same inputs up to the fixed-point rounding, every rank ends with the same weights, the
@@ -17,9 +17,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from controller.ddp_experiment import main  # noqa: E402
-from hosts.ddp_hook import InaHookState  # noqa: E402
-from hosts.ina_worker import Policy  # noqa: E402
+from experiments.ddp import main  # noqa: E402
+from hosts.ina.ddp_hook import InaHookState  # noqa: E402
+from hosts.ina.policy import Policy  # noqa: E402
 from hosts.packets import INA_VALUES  # noqa: E402
 from tests.netenv import TARGET, net_skip_reason  # noqa: E402
 

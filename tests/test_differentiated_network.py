@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from controller.differentiated_experiment import PS_HOST, SWITCH, QosSetup, configure, run_transport
+from experiments.differentiated import PS_HOST, SWITCH, QosSetup, configure, run_transport
 from hosts.differentiated.blocks import BlockLayout, Contribution, classify
 from hosts.differentiated.wire import NB_QUEUES, level_priority
 from tests.netenv import net_skip_reason

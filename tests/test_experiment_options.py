@@ -1,4 +1,4 @@
-"""``python -m controller.experiment`` on any network: --topo, --ps, --workers, --loss, --jobs.
+"""``python -m experiments`` on any network: --topo, --ps, --workers, --loss, --jobs.
 
 Each run is the real experiment (INA and the PS baseline through P4 switches, element-wise
 checks of every worker's sum); the summary JSON it writes is read back.
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.experiment import main
+from experiments.main import main
 from tests.netenv import TARGET, net_skip_reason
 
 ROOT = Path(__file__).resolve().parent.parent

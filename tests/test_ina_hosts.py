@@ -34,8 +34,8 @@ from hosts.fixedpoint import (
     pad_to_fragments,
     quantize,
 )
-from hosts.ina_ps import ParameterServer, PSReport
-from hosts.ina_worker import (
+from hosts.ina.ps import ParameterServer, PSReport
+from hosts.ina.worker import (
     FaultInjection,
     InaTimeoutError,
     Policy,
@@ -616,11 +616,11 @@ def test_cli_processes(net, tmp_path):
         np.save(tmp_path / f"g{r}.npy", g)
     py = [sys.executable, "-m"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    ps = subprocess.Popen([*py, "hosts.ina_ps", "--policy", str(tmp_path / "p.json"), "--json",
+    ps = subprocess.Popen([*py, "hosts.ina.ps", "--policy", str(tmp_path / "p.json"), "--json",
                            "--linger", "0.3", "--max-time", "20"],
                           cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
     ws = [
-        subprocess.Popen([*py, "hosts.ina_worker", "--policy", str(tmp_path / "p.json"),
+        subprocess.Popen([*py, "hosts.ina.worker", "--policy", str(tmp_path / "p.json"),
                           "--rank", str(r), "--gradient", str(tmp_path / f"g{r}.npy"),
                           "--out", str(tmp_path / f"out{r}.npy"), "--json", "--timeout", "0.1"],
                          cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
@@ -635,7 +635,7 @@ def test_cli_processes(net, tmp_path):
         assert np.array_equal(np.load(tmp_path / f"out{r}.npy"), (exp / 2.0**S).astype(np.float32))
     assert summaries[0]["result_sha256_16"] == summaries[1]["result_sha256_16"]
     assert ps_out["complete"] and ps_out["jobs"]["9"]["contributions"] == n_w * pol.num_fragments
-    bad = subprocess.run([*py, "hosts.ina_worker", "--policy", str(tmp_path / "nope.json"),
+    bad = subprocess.run([*py, "hosts.ina.worker", "--policy", str(tmp_path / "nope.json"),
                           "--rank", "0", "--json"], cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=30)
     assert bad.returncode == 2 and json.loads(bad.stdout)["ok"] is False

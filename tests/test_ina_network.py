@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from controller.experiment import run_jobs, switch_neighbors
 from controller.ina import InaDeployment, InaJob
+from experiments.ina import run_jobs, switch_neighbors
 from tests.netenv import net_skip_reason
 from topologies import fat_tree
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from controller.ndn import NdnDeployment, fib_routes, read_switch_state
-from controller.ndn_experiment import loss_on_gpu_link, run_agents, run_ip, run_ndn
+from experiments.ndn import loss_on_gpu_link, run_agents, run_ip, run_ndn
 from tests.netenv import net_skip_reason
 from topologies import leaf_spine
 
@@ -114,7 +114,7 @@ def test_malformed_and_over_bound_packets_are_counted_drops(net) -> None:  # noq
     code = (
         "import time\n"
         "from ndn.encoding import make_interest, InterestParam\n"
-        "from hosts.ndn_common import EthernetFace\n"
+        "from hosts.ndn.common import EthernetFace\n"
         "f = EthernetFace('h4-eth0')\n"
         "bad = [bytes(make_interest('/h1/a/b/c/d/e/f', InterestParam(nonce=1))),\n"
         "       bytes(make_interest('/h1/' + 'x' * 17, InterestParam(nonce=2))),\n"
@@ -127,7 +127,7 @@ def test_malformed_and_over_bound_packets_are_counted_drops(net) -> None:  # noq
     )
     sniff = network.host("h1").popen(
         [sys.executable, "-c",
-         "from hosts.ndn_common import EthernetFace\n"
+         "from hosts.ndn.common import EthernetFace\n"
          "f = EthernetFace('h1-eth0')\n"
          "print('ready', flush=True)\n"
          "import time; end = time.time() + 20\n"
@@ -182,7 +182,7 @@ def test_gradctl_ndn_deploy_manage_and_show(net, capsys: pytest.CaptureFixture[s
     end = time.monotonic() + 60
     while not state_file.exists() and time.monotonic() < end:   # the manager is up
         time.sleep(0.2)
-    code = ("from hosts.ndn_common import EthernetFace, interest_packet, name_of\n"
+    code = ("from hosts.ndn.common import EthernetFace, interest_packet, name_of\n"
             "f = EthernetFace('h5-eth0')\n"
             "f.send(interest_packet(name_of(b'*insert*', 'h1', 'train', 'h5')))\n")
     network.host("h5").cmd(f"{sys.executable} -c \"{code}\"")

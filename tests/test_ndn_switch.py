@@ -23,7 +23,7 @@ from controller.ndn import (
     prefix_hash,
 )
 from controller.p4runtime import Program
-from hosts.ndn_common import NDN_MAC, data_packet, interest_packet, name_of
+from hosts.ndn.common import NDN_MAC, data_packet, interest_packet, name_of
 from targets.embedded.state import Replica, TableEntry
 from targets.embedded.switch import Switch
 

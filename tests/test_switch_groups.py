@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.accounting import Snapshot
 from controller.deploy import deploy
+from experiments.accounting import Snapshot
 from tests.netenv import TARGET, net_skip_reason
 from tests.test_deploy import unreachable_pairs
 from topologies import leaf_spine

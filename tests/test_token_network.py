@@ -2,7 +2,7 @@
 
 One ``token_lan(5)`` network (embedded target unless TARGET says otherwise) serves every
 test: h1..h4 train (h1 holds model and data), h5 plays the intruder and the late node.
-Each test redeploys the programs (fresh NIC registers) and runs ``hosts.token_node`` in
+Each test redeploys the programs (fresh NIC registers) and runs ``hosts.token.node`` in
 the hosts; the checks use what the nodes logged, what they dumped (every gradient they
 sent and every sum they read from their NIC) and the NICs' counters.
 """
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from controller.token import TokenDeployment, token_lan
-from controller.token_experiment import TokenRun, run_token
+from experiments.token import TokenRun, run_token
 from tests.netenv import net_skip_reason
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -194,7 +194,7 @@ def test_cutoff_ends_batches_without_the_slowest_node(net) -> None:  # noqa: ANN
     assert all(e["n"] >= 3 for e in batches)
     # the JSON gradient files (the seed's interface): each node's update is the mean of
     # the gradients of that batch's contributors, up to fixed-point rounding
-    from hosts.token_node import read_json_gradients
+    from hosts.token.node import read_json_gradients
 
     for e in batches:
         b = e["batch"]
@@ -225,7 +225,7 @@ def test_gradctl_token_deploy_and_counters(net, capsys) -> None:  # noqa: ANN001
     network, _topo, _ = net
     run_dir = str(network.run_dir)
     assert main(["token", "deploy", "--nodes", "5", "--run-dir", run_dir]) == 0
-    assert "python -m hosts.token_node --iface h1-eth0 --initiator" in capsys.readouterr().out
+    assert "python -m hosts.token.node --iface h1-eth0 --initiator" in capsys.readouterr().out
     assert main(["token", "counters", "--nodes", "5", "--run-dir", run_dir, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert sorted(data["nics"]) == [f"nic{i}" for i in range(1, 6)]

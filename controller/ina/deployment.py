@@ -1,0 +1,342 @@
+"""Technique 1: in-network aggregation jobs, from placement to running switches.
+
+Mirrors ``p4src/ina.p4`` one class per P4 control block (as ``controller/deploy.py``
+does for ``forward.p4``):
+
+==================== ============================== ===================================
+class                P4 control instance            tables / counters
+==================== ============================== ===================================
+Aggregator           ``MyIngress.aggregator``       ``ina_switch`` (default action),
+                                                    ``ina_jobs``; ``ina_drops``,
+                                                    ``ina_events``
+ResultFanout         ``MyEgress.result_fanout``     ``ina_result_fanout``
+==================== ============================== ===================================
+
+:class:`InaJob` ties a job together: the PS, the workers (their order is their rank),
+the placement (greedy + LP, ``controller/placement.py``) and the routing policy (which
+switch aggregates which worker's fragment). :class:`InaDeployment` installs one or more
+jobs: the aggregating switches (``S`` and ``s_d``) get ``ina.p4``, every other switch
+``forward.p4``; all get routes to every host and to every aggregating switch's address;
+the switches of each job's RESULT tree (rooted at ``s_d``) get its multicast group, a
+route for its result address, and per-worker unicast rewrites at the leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+from controller.deploy import DEFAULT_PROGRAM, Deployment, DeployReport, Forwarding
+from controller.p4runtime import REPO_ROOT, ControlBlock, DeployError, Program, multicast_group
+from controller.placement import (
+    Placement,
+    PlacementProblem,
+    RoutingPolicy,
+    greedy_placement,
+    routing_policy,
+)
+from controller.routing import compute_routes
+from hosts.packets import INA_UDP_PORT, INA_VALUES
+from topologies.base import Topology
+
+INA_PROGRAM = REPO_ROOT / "p4src" / "build" / "ina.json"
+MAX_WORKERS = 32  # one bit per worker in the INA bitmap
+
+
+def switch_ip(device_id: int) -> str:
+    """The address an aggregating switch answers: ``10.255.<id/256>.<id%256>``."""
+    if not 1 <= device_id <= 0xFFFF:
+        raise DeployError(f"device id {device_id} has no INA address")
+    return f"10.255.{device_id >> 8}.{device_id & 0xFF}"
+
+
+def _ip_int(ip: str) -> int:
+    return int(ipaddress.IPv4Address(ip))
+
+
+class Aggregator(ControlBlock):
+    """``Aggregator`` (ingress): the switch's identity and the jobs it aggregates for."""
+
+    CONTROL = "MyIngress.aggregator"
+    TABLES = ("ina_switch", "ina_jobs")
+    ACTIONS = ("set_switch_identity", "set_job")
+    COUNTERS = ("ina_drops", "ina_events")
+
+    def identity_entry(self, switch_id: int, sd_id: int) -> Any:
+        """MODIFY of ``ina_switch``'s default action: who this switch and ``s_d`` are."""
+        return ~self.default_entry("ina_switch", "set_switch_identity",
+                                   switch_id=switch_id, switch_ip=_ip_int(switch_ip(switch_id)),
+                                   sd_id=sd_id, sd_ip=_ip_int(switch_ip(sd_id)))
+
+    def job_entry(self, job_id: int, ps_ip: str, result_group: int) -> Any:
+        """INSERT ``job_id -> set_job(ps_ip, result_group)``."""
+        return +self.entry("ina_jobs", {"hdr.ina.job_id": job_id}, "set_job",
+                           ps_ip=_ip_int(ps_ip), result_group=result_group)
+
+    async def read_events(self, session: Any) -> dict[str, int]:
+        """``ina_events`` (added, partial, passed_on, cleared, result) and the consumed
+        packets of ``ina_drops`` (absorbed, duplicate, unknown_job, clear), by name."""
+        names = ["added", "partial", "passed_on", "cleared", "result"]
+        cells = await session.read_counter(self.name("ina_events"))
+        out = {n: cells.get(i, (0, 0))[0] for i, n in enumerate(names)}
+        drops = await session.read_counter(self.name("ina_drops"))
+        for i, n in enumerate(["absorbed", "duplicate", "unknown_job", "clear"], start=1):
+            out[n] = drops.get(i, (0, 0))[0]
+        return out
+
+
+class ResultFanout(ControlBlock):
+    """``ResultFanout`` (egress, ``result_fanout.p4``, in both programs): a multicast
+    replica toward a worker becomes a unicast to it."""
+
+    CONTROL = "MyEgress.result_fanout"
+    TABLES = ("ina_result_fanout",)
+    ACTIONS = ("set_worker_destination",)
+
+    def fanout_entries(self, job_id: int, workers: list[tuple[int, str, str]]) -> list[Any]:
+        """INSERTs ``rid (job·256 + rank) -> set_worker_destination(ip, mac)`` for
+        ``(rank, ip, mac)`` of the workers attached to this switch."""
+        return [
+            +self.entry("ina_result_fanout", {"standard_metadata.egress_rid": result_rid(job_id, rank)},
+                        "set_worker_destination", worker_ip=_ip_int(ip), worker_mac=mac)
+            for rank, ip, mac in workers
+        ]
+
+
+def result_address(job_id: int) -> str:
+    """The address a job's RESULTs carry down its multicast tree: ``10.254.0.<job>``."""
+    return f"10.254.0.{job_id}"
+
+
+def result_rid(job_id: int, rank: int) -> int:
+    """Replication id of the RESULT replica for ``rank`` of ``job_id``."""
+    return job_id * 256 + rank
+
+
+@dataclass
+class InaJob:
+    """One aggregation job: PS, workers (rank = position), placement and routing policy."""
+
+    job_id: int
+    topology: Topology
+    ps: str
+    workers: list[str]
+    placement: Placement | None
+    policy: RoutingPolicy | None
+    num_fragments: int
+    scale_bits: int = 16
+
+    @classmethod
+    def plan(
+        cls,
+        topology: Topology,
+        ps: str,
+        workers: Iterable[str],
+        budget: int,
+        switch_capacity: float,
+        num_values: int,
+        job_id: int = 1,
+        scale_bits: int = 16,
+        aggregate: bool = True,
+    ) -> InaJob:
+        """Place ``budget`` switches (greedy + LP) and derive the per-fragment policy.
+
+        ``aggregate=False`` plans the PS baseline: no switch aggregates anything.
+        """
+        workers = list(workers)
+        if not 1 <= len(workers) <= MAX_WORKERS:
+            raise DeployError(f"a job has 1..{MAX_WORKERS} workers, got {len(workers)}")
+        if not 0 <= job_id <= 255:
+            raise DeployError(f"job id must be within 0..255, got {job_id}")
+        if num_values < 1:
+            raise DeployError("a gradient needs at least one value")
+        num_fragments = -(-num_values // INA_VALUES)
+        if not aggregate:
+            return cls(job_id, topology, ps, workers, None, None, num_fragments, scale_bits)
+        problem = PlacementProblem(topology, ps, workers, budget, switch_capacity)
+        placement = greedy_placement(problem)
+        policy = routing_policy(placement, num_fragments)
+        return cls(job_id, topology, ps, workers, placement, policy, num_fragments, scale_bits)
+
+    # -- derived ---------------------------------------------------------------------
+    @property
+    def aggregating_switches(self) -> list[str]:
+        """``S`` then ``s_d`` (empty for the PS baseline)."""
+        if self.placement is None:
+            return []
+        res = self.placement.result
+        return [*res.switches, res.tor] if res.tor not in res.switches else list(res.switches)
+
+    @property
+    def sd(self) -> str | None:
+        return None if self.placement is None else self.placement.result.tor
+
+    @property
+    def result_group(self) -> int:
+        return 1000 + self.job_id
+
+    def policy_dict(self) -> dict[str, Any]:
+        """The policy file the agents read (format: docs/ina_policy.md)."""
+        topo = self.topology
+        d: dict[str, Any] = {
+            "version": 1,
+            "job": self.job_id,
+            "ps": topo.host_ip(self.ps),
+            "port": INA_UDP_PORT,
+            "scale_bits": self.scale_bits,
+            "workers": [topo.host_ip(w) for w in self.workers],
+            "num_fragments": self.num_fragments,
+        }
+        if self.policy is None:
+            d["tags"] = 0
+            d["sd"] = None
+            return d
+        pol = self.policy
+        ids = pol.switch_ids
+        d["tags"] = [list(pol.tags[w]) for w in self.workers]
+        d["fanin"] = {str(ids[s]): list(v) for s, v in pol.fan_in.items() if any(v)}
+        d["switch_ips"] = {str(ids[s]): switch_ip(ids[s]) for s in self.aggregating_switches}
+        d["sd"] = {"id": ids[pol.tor], "ip": switch_ip(ids[pol.tor])}
+        d["partial_tags"] = {str(ids[s]): list(v) for s, v in pol.partial_tags.items() if any(v)}
+        return d
+
+    def write_policy(self, path: str | Path) -> Path:
+        """Write the policy JSON; returns its path."""
+        p = Path(path)
+        p.write_text(json.dumps(self.policy_dict()))
+        return p
+
+
+class InaDeployment:
+    """Install INA jobs (and plain forwarding everywhere else) on a running network."""
+
+    def __init__(self, topology: Topology, addresses: Mapping[str, str], jobs: list[InaJob],
+                 ina_program: str | Path = INA_PROGRAM,
+                 loss: Mapping[tuple[str, int], float] | None = None) -> None:
+        self.topology = topology
+        self.addresses = addresses
+        self.jobs = jobs
+        ids = [j.job_id for j in jobs]
+        if len(set(ids)) != len(ids):
+            raise DeployError(f"job ids must be distinct, got {ids}")
+        sds = {j.sd for j in jobs if j.sd is not None}
+        if len(sds) > 1:
+            raise DeployError("all aggregating jobs must share one PS ToR switch (s_d)")
+        self.aggregators = sorted({s for j in jobs for s in j.aggregating_switches},
+                                  key=topology.device_id)
+        self.loss = dict(loss or {})
+        ina = Program.load(ina_program) if self.aggregators else None
+        self.programs: dict[str, Program] = {s: ina for s in self.aggregators} if ina else {}
+        self.report = DeployReport()
+        self.counters: dict[str, dict[str, int]] = {}
+
+    def loopback_paths(self) -> dict[str, dict[str, str]]:
+        """Per aggregating switch, the next hop of every other switch toward it: the
+        paths its job's LP counted the link loads on (``PlacementProblem.path``).
+        With ECMP a worker's flow to a switch hashes onto one of the equal-cost paths,
+        and two workers of one ToR can land on the same uplink: measured, that doubled
+        the busiest link of ``make run`` over the LP's. The BFS trees depend on the
+        graph only, so jobs sharing a switch agree on its paths."""
+        out: dict[str, dict[str, str]] = {}
+        for j in self.jobs:
+            if j.placement is None:
+                continue
+            for s in j.aggregating_switches:
+                if s not in out:
+                    out[s] = j.placement.problem.next_hops_toward(s)
+        return out
+
+    async def _install(self, dep: Deployment) -> None:
+        topo = self.topology
+        loopbacks = {s: switch_ip(topo.device_id(s)) for s in self.aggregators}
+        routes = compute_routes(topo, loopbacks=loopbacks, loopback_paths=self.loopback_paths())
+        await dep.install(routes, loss=self.loss)
+        per_switch: dict[str, list[Any]] = {s: [] for s in self.aggregators}
+        for s in self.aggregators:
+            agg = dep.block(s, Aggregator)
+            sd = next(j.sd for j in self.jobs if j.sd is not None)
+            per_switch[s].append(agg.identity_entry(topo.device_id(s), topo.device_id(sd)))
+            for j in self.jobs:
+                if j.placement is not None:
+                    per_switch[s].append(agg.job_entry(j.job_id, topo.host_ip(j.ps), j.result_group))
+        for j in self.jobs:
+            if j.sd is None:
+                continue
+            for s, ups in self._result_tree_updates(dep, j).items():
+                per_switch.setdefault(s, []).extend(ups)
+
+        async def one(s: str) -> None:
+            n = await dep.session(s).write(per_switch[s])
+            self.report.updates[s] = self.report.updates.get(s, 0) + n
+
+        await asyncio.gather(*(one(s) for s in per_switch))
+
+    def _result_tree_updates(self, dep: Deployment, job: InaJob) -> dict[str, list[Any]]:
+        """The job's RESULT multicast tree: a shortest-path tree from ``s_d`` to every
+        worker. Each switch on it replicates to its child switches (rid 0, the packet
+        keeps the job's result address) and to its own workers (rid = job·256 + rank,
+        rewritten into a unicast by ResultFanout), so each link carries one copy."""
+        topo = self.topology
+        assert job.sd is not None
+        sgraph = topo.graph.subgraph(topo.switches())
+        paths = nx.single_source_shortest_path(sgraph, job.sd)
+        children: dict[str, set[str]] = {}
+        local: dict[str, list[tuple[int, str]]] = {}
+        for rank, w in enumerate(job.workers):
+            leaf = topo.iface(w)["switch"]
+            path = paths.get(leaf)
+            if path is None:
+                raise DeployError(f"worker {w} is unreachable from s_d {job.sd}")
+            for a, b in zip(path, path[1:], strict=False):
+                children.setdefault(a, set()).add(b)
+            local.setdefault(leaf, []).append((rank, w))
+        out: dict[str, list[Any]] = {}
+        group = job.result_group
+        address = result_address(job.job_id)
+        for s in sorted(set(children) | set(local), key=topo.device_id):
+            replicas = [(topo.port(s, c), 0) for c in sorted(children.get(s, ()), key=topo.device_id)]
+            replicas += [(topo.port(s, w), result_rid(job.job_id, r)) for r, w in local.get(s, [])]
+            ups: list[Any] = [+multicast_group(group, replicas)]
+            if local.get(s):
+                ups += dep.block(s, ResultFanout).fanout_entries(
+                    job.job_id, [(r, topo.host_ip(w), topo.host_mac(w)) for r, w in local[s]])
+            if s != job.sd:
+                fwd = dep.block(s, Forwarding)
+                ups.append(+fwd.entry("ipv4_routes", {"hdr.ipv4.dst_addr": f"{address}/32"},
+                                      "set_multicast_group", group=group))
+            out[s] = ups
+        return out
+
+    def deploy(self, timeout: float = 60.0) -> DeployReport:
+        """Load programs and install everything (synchronous)."""
+
+        async def run() -> DeployReport:
+            async with Deployment(self.topology, self.addresses, self.programs or DEFAULT_PROGRAM,
+                                  timeout=timeout) as dep:
+                await self._install(dep)
+                self.report.connect_s = dep.report.connect_s
+                for s, n in dep.report.updates.items():
+                    self.report.updates[s] = self.report.updates.get(s, 0) + n
+            return self.report
+
+        return asyncio.run(run())
+
+    def read_events(self, timeout: float = 30.0) -> dict[str, dict[str, int]]:
+        """``{switch: ina_events}`` from every aggregating switch."""
+
+        async def run() -> dict[str, dict[str, int]]:
+            async with Deployment(self.topology, self.addresses, self.programs or DEFAULT_PROGRAM,
+                                  set_pipeline=False, timeout=timeout) as dep:
+                out = {}
+                for s in self.aggregators:
+                    out[s] = await dep.block(s, Aggregator).read_events(dep.session(s))
+                return out
+
+        return asyncio.run(run())

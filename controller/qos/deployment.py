@@ -1,0 +1,257 @@
+"""Quality of service at run time: DSCP -> priority map and egress queue rate/depth.
+
+Two parts of the switch decide who waits and who is dropped when a port is congested:
+
+* the P4 ingress control ``PriorityClassifier`` (``p4src/include/priority.p4``), whose
+  ``dscp_priority`` table sets ``standard_metadata.priority`` from the DSCP; its
+  controller twin is :class:`controller.deploy.PriorityClassifier` (P4Runtime), and
+  :func:`set_dscp_map` / :func:`read_dscp_map` change and read it on a running switch;
+* the traffic manager's strict-priority egress queues (``--priority-queues N``), with a
+  rate (packets/s) and a depth (packets) per queue. P4Runtime does not reach them: BMv2
+  sets them over Thrift with ``simple_switch_CLI`` (``set_queue_rate``,
+  ``set_queue_depth``); the embedded target serves the same commands on a Unix socket in
+  the run directory (``targets/embedded/runtime_cli.py``) and adds per-queue counters
+  (enqueued, dropped). :class:`EgressQueues` is their controller twin and speaks to both.
+
+Priorities in this module are always ``standard_metadata.priority`` values (higher is
+served first); :class:`EgressQueues` translates them to simple_switch's internal queue
+index (``N - 1 - priority``) that the runtime CLI's ``PRIORITY`` argument names.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from finsy import P4TableEntry
+
+from controller.deploy import Deployment, PriorityClassifier
+from controller.p4runtime import DeployError
+
+__all__ = [
+    "Bmv2Runtime",
+    "EgressQueues",
+    "EmbeddedRuntime",
+    "QosError",
+    "QueueStats",
+    "read_dscp_map",
+    "runtime_for",
+    "set_dscp_map",
+]
+
+SIMPLE_SWITCH_CLI = "simple_switch_CLI"
+
+
+class QosError(DeployError):
+    """A queue could not be configured or read (bad argument, unreachable switch, or a
+    target that cannot do it)."""
+
+
+@dataclass
+class QueueStats:
+    """One egress queue: configuration and counters (embedded target)."""
+
+    port: int
+    priority: int
+    rate_pps: float | None
+    port_rate_pps: float | None
+    depth: int
+    occupancy: int
+    enqueued: int
+    dropped: int
+
+
+class EmbeddedRuntime:
+    """The embedded target's runtime-CLI socket (one connection per command batch)."""
+
+    kind = "embedded"
+
+    def __init__(self, path: str | Path, timeout: float = 5.0) -> None:
+        self.path = str(path)
+        self.timeout = timeout
+
+    def run(self, lines: list[str]) -> list[str]:
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(self.timeout)
+                s.connect(self.path)
+                f = s.makefile("rwb")
+                answers = []
+                for line in lines:
+                    f.write(line.encode() + b"\n")
+                    f.flush()
+                    answers.append(f.readline().decode().rstrip("\n"))
+                return answers
+        except OSError as e:
+            raise QosError(f"runtime CLI at {self.path}: {e}") from None
+
+
+class Bmv2Runtime:
+    """BMv2's Thrift runtime CLI, ``simple_switch_CLI --thrift-port P``, run in the
+    switch's namespace (``mnexec -a PID``) when ``pid`` is given."""
+
+    kind = "bmv2"
+
+    def __init__(self, thrift_port: int, pid: int | None = None, timeout: float = 20.0) -> None:
+        self.thrift_port = thrift_port
+        self.pid = pid
+        self.timeout = timeout
+
+    def run(self, lines: list[str]) -> list[str]:
+        exe = shutil.which(SIMPLE_SWITCH_CLI)
+        if exe is None:
+            raise QosError(f"{SIMPLE_SWITCH_CLI} not found: setting BMv2's queues needs BMv2 "
+                           "built with Thrift (its runtime CLI)")
+        argv = [exe, "--thrift-port", str(self.thrift_port)]
+        if self.pid is not None:
+            argv = ["mnexec", "-a", str(self.pid), *argv]
+        r = subprocess.run(argv, input="\n".join(lines) + "\n", capture_output=True, text=True,
+                           timeout=self.timeout)
+        if r.returncode:
+            raise QosError(f"{SIMPLE_SWITCH_CLI}: exit {r.returncode}: {r.stderr.strip()[-300:]}")
+        bad = [ln for ln in r.stdout.splitlines() if "Error" in ln or "Invalid" in ln]
+        if bad:
+            raise QosError(f"{SIMPLE_SWITCH_CLI}: {bad[0].strip()}")
+        return ["ok"] * len(lines)
+
+
+def runtime_for(run_dir: str | Path, switch: str) -> EmbeddedRuntime | Bmv2Runtime:
+    """The runtime CLI of ``switch`` of a running network: the embedded target's socket
+    ``<run_dir>/<switch>.cli``, or the BMv2 Thrift endpoint ``<switch>.thrift`` that the
+    network builder wrote."""
+    d = Path(run_dir)
+    sock, thrift = d / f"{switch}.cli", d / f"{switch}.thrift"
+    if sock.exists():
+        return EmbeddedRuntime(sock)
+    if thrift.exists():
+        info = json.loads(thrift.read_text())
+        return Bmv2Runtime(int(info["thrift_port"]), int(info["pid"]))
+    raise QosError(f"no runtime CLI for {switch} in {str(d)!r} (expected {sock.name} or "
+                   f"{thrift.name}: is the network running, and started by gradnet?)")
+
+
+class EgressQueues:
+    """Controller twin of one switch's traffic manager: per-queue rate and depth, and
+    (embedded target) per-queue counters.
+
+    ``runtime`` is :func:`runtime_for`'s answer (or a socket path of the embedded
+    target); ``nb_queues`` is the switch's ``--priority-queues``.
+    """
+
+    def __init__(self, runtime: EmbeddedRuntime | Bmv2Runtime | str | Path, nb_queues: int = 1,
+                 name: str = "") -> None:
+        self.runtime = runtime if isinstance(runtime, EmbeddedRuntime | Bmv2Runtime) \
+            else EmbeddedRuntime(runtime)
+        if nb_queues < 1:
+            raise QosError(f"a port has at least one queue, got nb_queues={nb_queues}")
+        self.nb_queues = nb_queues
+        self.name = name or getattr(self.runtime, "path", "switch")
+
+    @classmethod
+    def of(cls, run_dir: str | Path, switch: str, nb_queues: int = 1) -> EgressQueues:
+        """The queues of ``switch`` in a running network's run directory."""
+        return cls(runtime_for(run_dir, switch), nb_queues, name=switch)
+
+    def _queue_index(self, priority: int | None) -> int | None:
+        if priority is None:
+            return None
+        if not 0 <= priority < self.nb_queues:
+            raise QosError(f"{self.name}: priority {priority} out of range: the switch has "
+                           f"{self.nb_queues} queue(s) per port (priorities 0..{self.nb_queues - 1})")
+        return self.nb_queues - 1 - priority
+
+    def _command(self, cmd: str, value: float | int, port: int | None, priority: int | None) -> None:
+        if port is None and priority is not None:
+            raise QosError("a priority needs a port (as in simple_switch_CLI)")
+        if port is not None and not 0 <= port < 512:
+            raise QosError(f"port must be in 0..511, got {port}")
+        q = self._queue_index(priority)
+        words = [cmd, f"{value:g}" if isinstance(value, float) else str(value)]
+        words += [str(port)] if port is not None else []
+        words += [str(q)] if q is not None else []
+        (answer,) = self.runtime.run([" ".join(words)])
+        if answer != "ok":
+            raise QosError(f"{self.name}: {' '.join(words)}: {answer}")
+
+    def set_rate(self, pps: float | None, port: int | None = None, priority: int | None = None) -> None:
+        """Limit the queue(s) to ``pps`` packets/s (None or 0: unlimited): every queue,
+        every queue of ``port``, or the one serving ``priority`` on ``port``."""
+        if pps is not None and pps < 0:
+            raise QosError(f"rate must be >= 0 packets/s, got {pps}")
+        self._command("set_queue_rate", float(pps or 0), port, priority)
+
+    def set_port_rate(self, pps: float | None, port: int | None = None) -> None:
+        """Give ``port`` (None: every port) a rate shared by its queues in strict
+        priority, a line rate (None or 0: unlimited). Embedded target only: BMv2's
+        queues have independent per-queue rates and no shared port rate."""
+        if isinstance(self.runtime, Bmv2Runtime):
+            raise QosError(f"{self.name}: BMv2 has no port rate shared by its priority queues "
+                           "(each queue has its own rate): use set_rate per queue")
+        if pps is not None and pps < 0:
+            raise QosError(f"rate must be >= 0 packets/s, got {pps}")
+        if port is not None and not 0 <= port < 512:
+            raise QosError(f"port must be in 0..511, got {port}")
+        words = ["set_port_rate", f"{float(pps or 0):g}"] + ([str(port)] if port is not None else [])
+        (answer,) = self.runtime.run([" ".join(words)])
+        if answer != "ok":
+            raise QosError(f"{self.name}: {' '.join(words)}: {answer}")
+
+    def set_depth(self, depth: int, port: int | None = None, priority: int | None = None) -> None:
+        """Set the depth (packets) of the queue(s), scoped like :meth:`set_rate`."""
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+            raise QosError(f"depth must be an integer >= 1, got {depth!r}")
+        self._command("set_queue_depth", depth, port, priority)
+
+    def stats(self, port: int | None = None) -> list[QueueStats]:
+        """Per-queue configuration and counters (embedded target only: BMv2's runtime CLI
+        has no per-queue counters)."""
+        if isinstance(self.runtime, Bmv2Runtime):
+            raise QosError(f"{self.name}: BMv2's runtime CLI has no per-queue counters "
+                           "(enqueued/dropped are an embedded-target extension)")
+        (answer,) = self.runtime.run([f"get_queue_stats {port}" if port is not None else "get_queue_stats"])
+        if answer.startswith("error"):
+            raise QosError(f"{self.name}: {answer}")
+        return [QueueStats(**{k: d[k] for k in QueueStats.__dataclass_fields__}) for d in json.loads(answer)]
+
+    def counters(self, port: int) -> dict[int, dict[str, int]]:
+        """``{priority: {"enqueued": n, "dropped": n}}`` of one port."""
+        return {q.priority: {"enqueued": q.enqueued, "dropped": q.dropped} for q in self.stats(port)}
+
+
+# ----------------------------------------------------------------------------- DSCP map
+
+
+async def read_dscp_map(dep: Deployment, switch: str) -> dict[int, int]:
+    """``{dscp: priority}`` installed in ``switch``'s ``dscp_priority`` table."""
+    pc = dep.block(switch, PriorityClassifier)
+    out = {}
+    for e in await dep.session(switch).read(P4TableEntry(pc.name("dscp_priority"))):
+        # one ternary key, decoded by finsy as (value, mask) of the diffserv byte
+        key = next(iter(e.match.values()), 0) if e.match else 0
+        value = key[0] if isinstance(key, tuple) else int(key)
+        if e.action is not None and getattr(e.action, "args", None):
+            out[value >> 2] = int(e.action.args["prio"])
+    return dict(sorted(out.items()))
+
+
+async def set_dscp_map(dep: Deployment, switch: str, rules: Mapping[int, int]) -> int:
+    """Install ``{dscp: priority}`` on a running ``switch``, replacing (MODIFY) entries
+    that exist; returns the number of entries written."""
+    pc = dep.block(switch, PriorityClassifier)
+    pc.dscp_entries(rules)  # validates DSCPs and priorities (DeployError)
+    have = await read_dscp_map(dep, switch)
+    updates: list[Any] = []
+    for dscp, prio in sorted(rules.items()):
+        # the same entry as PriorityClassifier.dscp_entries, but MODIFY where one exists
+        entry = pc.entry("dscp_priority", {"hdr.ipv4.diffserv": f"{dscp << 2:#04x}/&0xfc"},
+                         "set_priority", priority=1, prio=prio)
+        updates.append(~entry if dscp in have else +entry)
+    if updates:
+        await dep.session(switch).write(updates)
+    return len(updates)

@@ -1,0 +1,211 @@
+"""Technique 5: token-passing gradient broadcast on a LAN of smart NICs (docs/token.md).
+
+The topology (:func:`token_lan`) gives every training node ``hI`` its own smart NIC
+``nicI`` (a 2-port P4 switch running ``p4src/nic.p4``: port 1 the host, port 2 the LAN)
+and joins the NICs with one LAN switch ``lan`` (``p4src/lan.p4``). Mirrors the P4
+programs one class per control block:
+
+==================== ============================== ===================================
+class                P4 control instance            tables / counters
+==================== ============================== ===================================
+TokenMembership      ``NicIngress.membership``      ``member_drops``, ``member_events``
+TokenAccumulator     ``NicIngress.accumulator``     ``acc_drops``, ``acc_events``
+LanSwitch            ``LanIngress.lan``             ``l2_forward``; ``lan_frames``,
+                                                    ``lan_hairpin_drops``
+==================== ============================== ===================================
+
+The NIC's registers (member list, watchdog, sums) are written and read by the protocol
+itself (frames from its host), not by P4Runtime: BMv2's P4Runtime server cannot read
+registers. The controller loads the programs, installs the NICs' multicast group (the
+NIC's own NODE_LOST goes to its host and to the LAN) and the LAN switch's flood groups
+and MAC table, and reads the counters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from controller.deploy import Deployment, DeployReport
+from controller.p4runtime import (
+    REPO_ROOT,
+    ControlBlock,
+    DeployError,
+    Program,
+    SwitchSession,
+    multicast_group,
+)
+from topologies.base import DEFAULT_BW, Topology, TopologyError
+
+NIC_PROGRAM = REPO_ROOT / "p4src" / "build" / "nic.json"
+LAN_PROGRAM = REPO_ROOT / "p4src" / "build" / "lan.json"
+NIC_HOST_PORT = 1
+NIC_LAN_PORT = 2
+NIC_BOTH_PORTS_GROUP = 1
+MAX_NODES = 31
+
+MEMBER_DROPS = {1: "malformed", 2: "non_member", 3: "formation_closed", 4: "local_on_lan",
+                5: "unknown_type"}
+MEMBER_EVENTS = {0: "config", 1: "roster", 2: "token", 3: "tick", 4: "resend_due",
+                 5: "lost_sent", 6: "lost_seen", 7: "rejoin", 8: "forwarded"}
+ACC_DROPS = {1: "stale", 2: "duplicate", 3: "bad_frag"}
+ACC_EVENTS = {0: "added", 1: "started", 2: "read", 3: "own"}
+
+
+def token_lan(n: int, bw: float = DEFAULT_BW) -> Topology:
+    """``n`` training nodes on one LAN: ``hI -- nicI -- lan``.
+
+    Switches ``nic1..nicN`` (role ``nic``, device ids 1..N) then ``lan`` (role ``lan``,
+    device id N+1). ``nicI`` port 1 is host ``hI``, port 2 the LAN switch, whose port
+    ``I`` leads back to ``nicI``.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_NODES:
+        raise TopologyError(f"must be an integer in 1..{MAX_NODES}, got {n!r}", field="nodes")
+    topo = Topology(f"token_lan-{n}", bw=bw)
+    nics = [topo.add_switch(f"nic{i + 1}", role="nic") for i in range(n)]
+    lan = topo.add_switch("lan", role="lan")
+    for i, nic in enumerate(nics):
+        topo.add_link(nic, topo.add_host(f"h{i + 1}"))
+    for nic in nics:
+        topo.add_link(nic, lan)
+    topo.validate()
+    return topo
+
+
+def _named(cells: Mapping[int, tuple[int, int]], names: Mapping[int, str]) -> dict[str, int]:
+    return {name: cells.get(i, (0, 0))[0] for i, name in names.items()}
+
+
+class TokenMembership(ControlBlock):
+    """``TokenMembership`` (NIC ingress): formation, member list, watchdog; counters."""
+
+    CONTROL = "NicIngress.membership"
+    COUNTERS = ("member_drops", "member_events")
+
+    async def read(self, session: SwitchSession) -> dict[str, dict[str, int]]:
+        """``{"drops": {reason: n}, "events": {event: n}}``."""
+        drops = await session.read_counter(self.name("member_drops"))
+        events = await session.read_counter(self.name("member_events"))
+        return {"drops": _named(drops, MEMBER_DROPS), "events": _named(events, MEMBER_EVENTS)}
+
+
+class TokenAccumulator(ControlBlock):
+    """``TokenAccumulator`` (NIC ingress): gradient sums and read-out; counters."""
+
+    CONTROL = "NicIngress.accumulator"
+    COUNTERS = ("acc_drops", "acc_events")
+
+    async def read(self, session: SwitchSession) -> dict[str, dict[str, int]]:
+        """``{"drops": {reason: n}, "events": {event: n}}``."""
+        drops = await session.read_counter(self.name("acc_drops"))
+        events = await session.read_counter(self.name("acc_events"))
+        return {"drops": _named(drops, ACC_DROPS), "events": _named(events, ACC_EVENTS)}
+
+
+class LanSwitch(ControlBlock):
+    """``LanSwitch`` (LAN switch ingress): MAC table and flood groups."""
+
+    CONTROL = "LanIngress.lan"
+    TABLES = ("l2_forward",)
+    ACTIONS = ("forward", "flood")
+    COUNTERS = ("lan_frames", "lan_hairpin_drops")
+
+    def mac_entries(self, macs: Mapping[str, int]) -> list[Any]:
+        """INSERTs ``dst MAC -> forward(port)``."""
+        return [+self.entry("l2_forward", {"hdr.ethernet.dst_addr": mac}, "forward", port=port)
+                for mac, port in sorted(macs.items())]
+
+    @staticmethod
+    def flood_groups(ports: list[int]) -> list[Any]:
+        """Multicast group ``p`` = every port but ``p``, for each port ``p`` (none for a
+        LAN of one port: a group needs a port, and the flood has nowhere to go)."""
+        return [+multicast_group(p, [q for q in ports if q != p]) for p in ports if len(ports) > 1]
+
+    async def read_frames(self, session: SwitchSession, ports: list[int]) -> dict[int, int]:
+        """Frames received per port."""
+        cells = await session.read_counter(self.name("lan_frames"), ports)
+        return {p: cells.get(p, (0, 0))[0] for p in ports}
+
+
+@dataclass
+class TokenCounters:
+    """Counters of every NIC and of the LAN switch."""
+
+    nics: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    lan_frames: dict[int, int] = field(default_factory=dict)
+
+    def total(self, block: str, kind: str, name: str) -> int:
+        """Sum of one counter over all NICs, e.g. ``total("acc", "events", "added")``."""
+        return sum(c[f"{block}_{kind}"].get(name, 0) for c in self.nics.values())
+
+
+class TokenDeployment:
+    """``nic.p4`` on every NIC, ``lan.p4`` on the LAN switch of a :func:`token_lan`."""
+
+    def __init__(self, topology: Topology, addresses: Mapping[str, str],
+                 nic_program: str | Path = NIC_PROGRAM,
+                 lan_program: str | Path = LAN_PROGRAM) -> None:
+        self.topology = topology
+        self.addresses = addresses
+        self.nics = topology.switches("nic")
+        lans = topology.switches("lan")
+        if len(lans) != 1 or not self.nics:
+            raise DeployError(f"{topology.name}: expected NICs and one LAN switch (token_lan)")
+        self.lan = lans[0]
+        nic, lan = Program.load(nic_program), Program.load(lan_program)
+        self.programs: dict[str, Program] = {s: nic for s in self.nics}
+        self.programs[self.lan] = lan
+        self.report = DeployReport()
+
+    def _updates(self, dep: Deployment) -> dict[str, list[Any]]:
+        topo = self.topology
+        out: dict[str, list[Any]] = {}
+        for nic in self.nics:
+            out[nic] = [+multicast_group(NIC_BOTH_PORTS_GROUP, [NIC_HOST_PORT, NIC_LAN_PORT])]
+        ports = sorted(topo.ports(self.lan))
+        lan = dep.block(self.lan, LanSwitch)
+        macs = {}
+        for host in topo.hosts():
+            nic = topo.iface(host)["switch"]
+            macs[topo.host_mac(host)] = topo.port(self.lan, nic)
+        out[self.lan] = lan.flood_groups(ports) + lan.mac_entries(macs)
+        return out
+
+    def deploy(self, timeout: float = 60.0) -> DeployReport:
+        """Load the programs (fresh registers) and install groups and MAC entries."""
+
+        async def run() -> DeployReport:
+            async with Deployment(self.topology, self.addresses, self.programs,
+                                  timeout=timeout) as dep:
+                plans = self._updates(dep)
+
+                async def one(s: str) -> None:
+                    self.report.updates[s] = await dep.session(s).write(plans[s])
+
+                await asyncio.gather(*(one(s) for s in plans))
+                self.report.connect_s = dep.report.connect_s
+            return self.report
+
+        return asyncio.run(run())
+
+    def read_counters(self, timeout: float = 30.0) -> TokenCounters:
+        """Counters of every NIC and the LAN switch's frames per port."""
+
+        async def run() -> TokenCounters:
+            out = TokenCounters()
+            async with Deployment(self.topology, self.addresses, self.programs,
+                                  set_pipeline=False, timeout=timeout) as dep:
+                for nic in self.nics:
+                    sess = dep.session(nic)
+                    m = await dep.block(nic, TokenMembership).read(sess)
+                    a = await dep.block(nic, TokenAccumulator).read(sess)
+                    out.nics[nic] = {"member_drops": m["drops"], "member_events": m["events"],
+                                     "acc_drops": a["drops"], "acc_events": a["events"]}
+                out.lan_frames = await dep.block(self.lan, LanSwitch).read_frames(
+                    dep.session(self.lan), sorted(self.topology.ports(self.lan)))
+            return out
+
+        return asyncio.run(run())

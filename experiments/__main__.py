@@ -1,0 +1,7 @@
+"""``python -m experiments``: see :mod:`experiments.main`."""
+
+import sys
+
+from experiments.main import main
+
+sys.exit(main())

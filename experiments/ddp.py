@@ -1,0 +1,219 @@
+"""``--mode ddp``: an unchanged PyTorch DDP script, with gradients averaged by gradnet INA.
+
+The digits CNN (``hosts/training.py``) trains with DDP on N workers, one process per
+Mininet host, three times on the same seeds and network:
+
+- ``gloo``: plain DDP, gradients all-reduced by gloo over TCP through the P4 switches;
+- ``ina-ps``: the INA hook (``hosts/ina/ddp_hook.py``) with no aggregating switch: every
+  worker's gradients go to the PS (the baseline for the PS's bytes);
+- ``ina``: the INA hook with the job's aggregating switches (greedy + LP placement).
+
+It prints accuracy per epoch, time, the bytes that reached the PS and the first batch's
+largest gradient difference from gloo's average, and writes ``summary.json`` and a plot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from controller.ina import InaDeployment, InaJob
+from controller.p4runtime import REPO_ROOT
+from experiments.ina import _spawn, _wait, switch_neighbors
+from topologies.base import Topology
+
+console = Console()
+RUNS = ("gloo", "ina-ps", "ina")
+
+
+def _log(msg: str) -> None:
+    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {msg}")
+
+
+def _model_size(seed: int) -> int:
+    from hosts.training import make_model
+
+    return sum(p.numel() for p in make_model(seed).parameters())
+
+
+def run_ddp(net: Any, topo: Topology, ps: str, workers: list[str], run: str, job: InaJob | None,
+            out: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """One training run (``run`` in RUNS) on a live network; returns its record."""
+    out.mkdir(parents=True, exist_ok=True)
+    ps_proc = policy = None
+    if job is not None:
+        policy = job.write_policy(out / "policy.json")
+        ps_proc = _spawn(net.host(ps), out / "ps",
+                         [sys.executable, "-m", "hosts.ina.ps", "--policy", str(policy), "--json",
+                          "--rounds", "0", "--idle-exit", "20", "--linger", "3",
+                          "--iface", topo.iface(ps)["name"], "--max-time", str(args.max_time)])
+        time.sleep(0.5)
+    master = topo.host_ip(workers[0])
+    procs = []
+    t0 = time.monotonic()
+    for rank, w in enumerate(workers):
+        argv = [sys.executable, "-m", "hosts.ina.ddp_train", "--rank", str(rank), "--world",
+                str(len(workers)), "--master-addr", master, "--master-port", str(args.port),
+                "--epochs", str(args.epochs), "--lr", str(args.lr), "--batch", str(args.batch),
+                "--seed", str(args.seed), "--max-steps", str(args.max_steps), "--check-grad"]
+        if job is not None:
+            argv += ["--hook", "ina", "--policy", str(policy)]
+        # gloo binds to the host's emulated interface, not to its hostname's address
+        procs.append(_spawn(net.host(w), out / f"rank{rank}",
+                            ["env", f"GLOO_SOCKET_IFNAME={topo.iface(w)['name']}", *argv]))
+    ranks = []
+    for rank, p in enumerate(procs):
+        so, se = _wait(p, out / f"rank{rank}", args.max_time)
+        if p.returncode != 0:
+            raise RuntimeError(f"{run}: rank {rank} failed ({p.returncode}): {se[-800:]}")
+        lines = [json.loads(x) for x in so.splitlines() if x.startswith("{")]
+        ranks.append({"epochs": [x for x in lines if "epoch" in x], "summary": lines[-1]})
+    seconds = time.monotonic() - t0
+    ps_rep: dict[str, Any] = {}
+    if ps_proc is not None:
+        so, se = _wait(ps_proc, out / "ps", args.max_time)
+        if ps_proc.returncode != 0:
+            raise RuntimeError(f"{run}: PS failed ({ps_proc.returncode}): {se[-800:]}")
+        ps_rep = json.loads(so.strip().splitlines()[-1])
+    s0 = ranks[0]["summary"]
+    return {
+        "run": run, "seconds": seconds,
+        "accuracy_per_epoch": [e["accuracy"] for e in ranks[0]["epochs"]],
+        "accuracy": s0["accuracy"],
+        "ranks_agree": len({r["summary"]["weights_sha256_16"] for r in ranks}) == 1,
+        "grad_max_abs_diff_vs_gloo": max(r["summary"].get("grad_max_abs_diff_vs_gloo", 0.0)
+                                         for r in ranks),
+        "ps_rx_bytes": ps_rep.get("nic_rx_bytes"),
+        "ps_rounds": (ps_rep.get("jobs", {}).get(str(job.job_id), {}).get("completed", 0)
+                      // job.num_fragments) if job is not None and ps_rep else None,
+        "retransmissions": sum(r["summary"].get("ina_retransmissions", 0) for r in ranks),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m experiments --mode ddp``."""
+    ap = argparse.ArgumentParser(prog="python -m experiments --mode ddp",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("--topo", default="star:5", help="topology (default star:5)")
+    ap.add_argument("--bw", type=float, default=20.0, help="link bandwidth, Mbit/s (default 20)")
+    ap.add_argument("--ps", default=None, help="PS host (default: the first host)")
+    ap.add_argument("--workers", type=int, default=4, help="DDP ranks (default 4)")
+    ap.add_argument("--budget", type=int, default=0,
+                    help="aggregating switches K besides the PS's ToR s_d, which always "
+                         "aggregates (default 0: on star:5, s_d aggregates all four ranks)")
+    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=16, help="per-rank batch (default 16)")
+    ap.add_argument("--lr", type=float, default=0.5, help="SGD learning rate (default 0.5)")
+    ap.add_argument("--max-steps", type=int, default=0, help="cap on steps per epoch (0: none)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--port", type=int, default=29500, help="gloo rendezvous port")
+    ap.add_argument("--runs", default=",".join(RUNS), help=f"subset of {','.join(RUNS)}")
+    ap.add_argument("--max-time", type=float, default=600.0)
+    ap.add_argument("--target", default=None, help="auto|embedded|bmv2")
+    ap.add_argument("--out-dir", default=str(REPO_ROOT / "results"))
+    args = ap.parse_args(argv)
+    if os.geteuid() != 0:
+        console.print("[red]the experiment needs root (network namespaces)[/red]")
+        return 2
+    from controller.cli import UsageError, parse_topology
+    from topologies.network import Network
+
+    runs = [r.strip() for r in args.runs.split(",") if r.strip()]
+    try:
+        bad = [r for r in runs if r not in RUNS]
+        if bad:
+            raise UsageError(f"unknown run(s) {', '.join(bad)} (choose from {', '.join(RUNS)})")
+        topo = parse_topology(args.topo)
+        for _, _, d in topo.graph.edges(data=True):
+            d["capacity"] = float(args.bw)
+        hosts = topo.hosts()
+        ps = args.ps or hosts[0]
+        if ps not in hosts:
+            raise UsageError(f"--ps {ps!r} is not a host of {topo.name}")
+        rest = [h for h in hosts if h != ps]
+        if not 1 <= args.workers <= min(len(rest), 32):
+            raise UsageError(f"--workers must be 1..{min(len(rest), 32)} on {topo.name}")
+    except UsageError as e:
+        console.print(f"[red]error: {e}[/red]")
+        return 2
+    from controller.placement import PlacementError
+
+    workers = rest[:args.workers]
+    values = _model_size(args.seed)
+    try:
+        jobs = {"ina-ps": InaJob.plan(topo, ps, workers, 0, 1000.0, values, aggregate=False),
+                "ina": InaJob.plan(topo, ps, workers, args.budget, 1000.0, values)}
+    except PlacementError as e:
+        console.print(f"[red]error: {e}[/red]")
+        return 2
+    run_dir = Path(args.out_dir).resolve() / time.strftime("ddp-%Y%m%d-%H%M%S")
+    _log(f"{topo.name}: DDP on {len(workers)} ranks ({', '.join(workers)}), PS {ps}, model of "
+         f"{values} parameters ({jobs['ina'].num_fragments} INA fragments per step), "
+         f"{args.epochs} epochs, links {args.bw:g} Mbit/s")
+    records = []
+    with Network(topo, target=args.target, log=_log) as net:
+        switch_neighbors(net, topo, jobs["ina"].aggregating_switches)
+        addresses = net.grpc_addresses()
+        for run in runs:
+            job = jobs.get(run)
+            dep = InaDeployment(topo, addresses, [job or jobs["ina-ps"]])
+            dep.deploy()
+            _log(f"{run}: training ...")
+            rec = run_ddp(net, topo, ps, workers, run, job, run_dir / run, args)
+            _log(f"{run}: accuracy {rec['accuracy']:.3f} in {rec['seconds']:.1f} s")
+            records.append(rec)
+    _print(records, len(workers))
+    summary = {"topology": topo.name, "ps": ps, "workers": workers, "values": values,
+               "epochs": args.epochs, "runs": records}
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    _plot(run_dir / "ddp_accuracy.png", records)
+    console.print(f"results: {run_dir}/summary.json, {run_dir}/ddp_accuracy.png")
+    ok = all(r["ranks_agree"] for r in records)
+    return 0 if ok else 1
+
+
+def _print(records: list[dict[str, Any]], n: int) -> None:
+    t = Table(title="DDP training of the digits CNN: gloo vs the gradnet INA hook "
+                    "(same seeds, same network)")
+    for col in ("run", "accuracy per epoch", "final", "time (s)", "PS ingress bytes",
+                "grad diff vs gloo", "ranks in sync"):
+        t.add_column(col, justify="left" if col in ("run", "accuracy per epoch") else "right")
+    base = next((r["ps_rx_bytes"] for r in records if r["run"] == "ina-ps"), None)
+    for r in records:
+        b = r["ps_rx_bytes"]
+        bs = "-" if b is None else f"{b:,}" + (f" ({b / base:.2f}x)" if base and
+                                               r["run"] == "ina" else "")
+        t.add_row(r["run"], " ".join(f"{a:.3f}" for a in r["accuracy_per_epoch"]),
+                  f"{r['accuracy']:.3f}", f"{r['seconds']:.1f}", bs,
+                  f"{r['grad_max_abs_diff_vs_gloo']:.1e}",
+                  "yes" if r["ranks_agree"] else "[red]no[/red]")
+    console.print(t)
+    console.print(f"PS bytes: INA / INA without aggregation should be about 1/N = {1 / n:.2f}; "
+                  "grad diff: the fixed-point rounding (scale 2^-16) of the hook.")
+
+
+def _plot(path: Path, records: list[dict[str, Any]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.5))
+    for r in records:
+        acc = r["accuracy_per_epoch"]
+        ax.plot(range(1, len(acc) + 1), acc, marker="o", label=r["run"])
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("test accuracy")
+    ax.set_title("DDP digits CNN: gloo vs gradnet INA hook")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

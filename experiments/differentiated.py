@@ -1,0 +1,390 @@
+"""Differentiated gradient transmission over P4 priority queues, with real training.
+
+    python -m experiments --mode differentiated [options]     (make run-differentiated)
+
+N workers and a parameter server (PS) on a star: every worker reaches the PS through one
+P4 switch, s1, whose port to the PS is the congested bottleneck: the controller gives it
+a line rate (packets/s, shared by the port's strict-priority queues) below the offered
+load, a depth per queue, and installs the DSCP -> priority map of forward.p4's
+``dscp_priority`` table. The same data-parallel SGD of hosts/training.py's digits CNN
+(same seeds) then runs three times over that network:
+
+* ``reliable``: every gradient block over TCP on the highest-priority queue;
+* ``unreliable``: every block over UDP on one (the lowest) priority: the contrast;
+* ``differentiated``: important blocks (SANE contribution above the threshold) over TCP
+  on the highest priority, the others over UDP graded into levels, one priority each.
+
+Prints per run: iteration and synchronisation time, bytes, blocks missing per level,
+datagrams dropped per queue (switch counters), test accuracy per epoch; then the time
+ratio and the accuracy gap of differentiated vs reliable. Writes summary.json and a plot
+of accuracy vs wall time to results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from controller.p4runtime import REPO_ROOT
+from controller.qos import EgressQueues
+from hosts.differentiated.wire import (
+    DSCP_BEST_EFFORT,
+    DSCP_IMPORTANT,
+    DSCP_LEVELS,
+    NB_QUEUES,
+    dscp_priority_map,
+)
+from topologies import star
+from topologies.base import Topology
+
+console = Console(width=150)
+MODES = ("reliable", "unreliable", "differentiated")
+SWITCH = "s1"
+PS_HOST = "h1"
+
+
+def _log(msg: str) -> None:
+    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {msg}")
+
+
+@dataclass
+class QosSetup:
+    """How the bottleneck port is configured."""
+
+    port_rate: float = 300.0  # packets/s of the switch port to the PS
+    depth: int = 64  # packets per queue
+    top_depth: int = 64  # packets in the highest-priority (reliable) queue
+    levels: int = 3
+    priorities: bool = True  # False: every DSCP on priority 0 (the control)
+
+
+@dataclass
+class TransportRun:
+    """One training (or fixed-tensor) run of one transport."""
+
+    mode: str
+    ok: bool
+    ps: dict[str, Any]
+    workers: list[dict[str, Any]]
+    queues: dict[int, dict[str, int]] = field(default_factory=dict)  # priority -> counter deltas
+    seconds: float = 0.0
+    error: str = ""
+
+    @property
+    def sync_mean(self) -> float | None:
+        """Mean synchronisation time (send start -> new parameters) over workers."""
+        v = [w["sync_mean_s"] for w in self.workers if w.get("sync_mean_s") is not None]
+        return sum(v) / len(v) if v else None
+
+    @property
+    def accuracy(self) -> float | None:
+        """Final test accuracy."""
+        return self.ps.get("final_accuracy")
+
+    def accuracy_tail(self, k: int = 3) -> float | None:
+        """Mean test accuracy of the last ``k`` epochs (less noisy than the final one)."""
+        ep = [e["accuracy"] for e in self.ps.get("epochs", [])[1:]]
+        return sum(ep[-k:]) / len(ep[-k:]) if ep else None
+
+    def sent_datagrams(self) -> list[int]:
+        """Datagrams sent per level (index 0: unused, TCP) summed over workers."""
+        out: list[int] = []
+        for w in self.workers:
+            for i, n in enumerate(w.get("sent_datagrams", [])):
+                out += [0] * (i + 1 - len(out))
+                out[i] += n
+        return out
+
+
+def configure(net: Any, topo: Topology, setup: QosSetup) -> EgressQueues:
+    """Deploy forward.p4 with the DSCP map and set the bottleneck port's queues."""
+    from controller.deploy import deploy
+
+    rules = dscp_priority_map(setup.levels, NB_QUEUES)
+    if not setup.priorities:
+        rules = dict.fromkeys(rules, 0)
+    deploy(topo, net.grpc_addresses(), priorities=rules)
+    eq = EgressQueues.of(net.run_dir, SWITCH, NB_QUEUES)
+    port = topo.port(SWITCH, PS_HOST)
+    eq.set_port_rate(setup.port_rate, port)
+    eq.set_depth(setup.depth, port)
+    eq.set_depth(setup.top_depth, port, priority=NB_QUEUES - 1)
+    for h in topo.hosts():  # a reliable channel idle between iterations keeps its window
+        net.host(h).cmd("sysctl -qw net.ipv4.tcp_slow_start_after_idle=0 >/dev/null 2>&1")
+    return eq
+
+
+def _spawn(host: Any, base: Path, argv: list[str]) -> Any:
+    with open(base.with_suffix(".out"), "wb") as out, open(base.with_suffix(".err"), "wb") as err:
+        return host.popen(argv, cwd=str(REPO_ROOT), stdout=out, stderr=err)
+
+
+def _finish(proc: Any, base: Path, timeout: float) -> tuple[int, str, str]:
+    try:
+        proc.wait(timeout=timeout)
+    except Exception:
+        proc.kill()
+        proc.wait()
+    return (proc.returncode, base.with_suffix(".out").read_text(errors="replace"),
+            base.with_suffix(".err").read_text(errors="replace"))
+
+
+def _last_json(text: str) -> dict[str, Any]:
+    for line in reversed(text.strip().splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    return {}
+
+
+def run_transport(net: Any, topo: Topology, eq: EgressQueues, run_dir: Path, mode: str,
+                  common: list[str], worker_args: list[str] | None = None,
+                  ps_args: list[str] | None = None, max_time: float = 300.0) -> TransportRun:
+    """Run the PS and every worker of one transport; collect their summaries and the
+    bottleneck queues' counter deltas."""
+    hosts = topo.hosts()
+    workers = [h for h in hosts if h != PS_HOST]
+    d = run_dir / mode
+    d.mkdir(parents=True, exist_ok=True)
+    ps_ip = topo.iface(PS_HOST)["ip"]
+    port = topo.port(SWITCH, PS_HOST)
+    before = eq.counters(port)
+    base = [sys.executable, "-m"]
+    shared = ["--world", str(len(workers)), "--mode", mode, "--max-time", str(max_time), *common]
+    ps = _spawn(net.host(PS_HOST), d / "ps", [*base, "hosts.differentiated.ps", *shared, *(ps_args or [])])
+    t_wait = time.monotonic() + 30
+    while "listening" not in (d / "ps.err").read_text(errors="replace"):
+        if ps.poll() is not None or time.monotonic() > t_wait:
+            rc, out, err = _finish(ps, d / "ps", 1)
+            return TransportRun(mode, False, {}, [], error=f"PS did not start (exit {rc}): {err[-500:]}")
+        time.sleep(0.05)
+    t0 = time.monotonic()
+    procs = [_spawn(net.host(w), d / f"worker{r}",
+                    [*base, "hosts.differentiated.worker", "--ps", ps_ip, "--rank", str(r), *shared,
+                     *(worker_args or [])])
+             for r, w in enumerate(workers)]
+    results, errors = [], []
+    for r, p in enumerate(procs):
+        rc, out, err = _finish(p, d / f"worker{r}", max_time + 60)
+        if rc != 0:
+            errors.append(f"worker {r}: exit {rc}: {err[-300:] or out[-300:]}")
+        results.append(_last_json(out))
+    rc, out, err = _finish(ps, d / "ps", 90)
+    seconds = time.monotonic() - t0
+    if rc != 0:
+        errors.append(f"PS: exit {rc}: {err[-500:]}")
+    after = eq.counters(port)
+    queues = {p: {k: after[p][k] - before.get(p, {}).get(k, 0) for k in after[p]} for p in after}
+    return TransportRun(mode, not errors, _last_json(out), results, queues, seconds, "; ".join(errors))
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def _fmt(v: float | None, spec: str = ".3f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def print_runs(runs: list[TransportRun], setup: QosSetup) -> None:
+    """Tables: per run, per epoch, per queue."""
+    t = Table(title="differentiated transmission: one run per transport (same seeds, same congestion)")
+    for col in ("transport", "iterations", "iteration (s)", "sync (s)", "PS rx bytes", "TCP bytes",
+                "UDP bytes", "blocks missing (per level)", "late blocks", "final accuracy"):
+        t.add_column(col, justify="left" if col == "transport" else "right")
+    for r in runs:
+        miss = r.ps.get("missing_blocks", {})
+        t.add_row(r.mode, str(r.ps.get("iterations", "-")), _fmt(r.ps.get("iteration_mean_s")),
+                  _fmt(r.sync_mean), f"{r.ps.get('nic_rx_bytes', 0):,}", f"{r.ps.get('tcp_bytes', 0):,}",
+                  f"{r.ps.get('udp_bytes', 0):,}",
+                  ", ".join(f"L{k}: {v}" for k, v in miss.items()) or "0",
+                  str(r.ps.get("late_blocks", 0)), _fmt(r.accuracy, ".4f"))
+    console.print(t)
+    q = Table(title=f"bottleneck {SWITCH} -> {PS_HOST}: {setup.port_rate:g} pkt/s, per-queue counters "
+                    "(priority: enqueued / dropped)")
+    q.add_column("transport")
+    prios = sorted({p for r in runs for p, c in r.queues.items() if c.get("enqueued") or c.get("dropped")},
+                   reverse=True)
+    for p in prios:
+        q.add_column(f"prio {p}", justify="right")
+    q.add_column("datagrams sent / received per level", justify="right")
+    for r in runs:
+        sent = r.sent_datagrams()
+        recv = r.ps.get("received_datagrams", {})
+        per = ", ".join(f"L{lv}: {sent[lv]}/{recv.get(str(lv), 0)}" for lv in range(1, len(sent)) if sent[lv])
+        q.add_row(r.mode, *(f"{r.queues.get(p, {}).get('enqueued', 0)} / {r.queues.get(p, {}).get('dropped', 0)}"
+                            for p in prios), per or "-")
+    console.print(q)
+    e = Table(title="test accuracy per epoch (wall time since training start)")
+    e.add_column("epoch", justify="right")
+    for r in runs:
+        e.add_column(r.mode, justify="right")
+    n = max((len(r.ps.get("epochs", [])) for r in runs), default=0)
+    for i in range(n):
+        row = [str(i)]
+        for r in runs:
+            ep = r.ps.get("epochs", [])
+            row.append(f"{ep[i]['accuracy']:.4f} ({ep[i]['seconds']:.1f} s)" if i < len(ep) else "-")
+        e.add_row(*row)
+    console.print(e)
+
+
+def ratios(runs: list[TransportRun]) -> dict[str, float | None]:
+    """Time ratio and accuracy gap of each transport against all-reliable."""
+    by = {r.mode: r for r in runs}
+    base = by.get("reliable")
+    out: dict[str, float | None] = {}
+    for m, r in by.items():
+        if base is None or m == "reliable":
+            continue
+        out[f"{m}_time_ratio"] = (r.sync_mean / base.sync_mean) if r.sync_mean and base.sync_mean else None
+        out[f"{m}_iteration_ratio"] = (r.ps["iteration_mean_s"] / base.ps["iteration_mean_s"]
+                                       if r.ps.get("iteration_mean_s") and base.ps.get("iteration_mean_s")
+                                       else None)
+        out[f"{m}_accuracy_gap_points"] = (100 * (base.accuracy - r.accuracy)
+                                           if r.accuracy is not None and base.accuracy is not None else None)
+        bt, rt = base.accuracy_tail(), r.accuracy_tail()
+        out[f"{m}_accuracy_gap_last3_points"] = 100 * (bt - rt) if bt is not None and rt is not None else None
+    return out
+
+
+def print_ratios(rat: dict[str, float | None]) -> None:
+    """The goal table: time ratio and accuracy gap vs all-reliable."""
+    t = Table(title="against all-reliable (goal for differentiated: time ratio <= 0.7, gap <= 1 point)")
+    t.add_column("transport")
+    t.add_column("sync time ratio", justify="right")
+    t.add_column("iteration time ratio", justify="right")
+    t.add_column("accuracy gap, final epoch (points)", justify="right")
+    t.add_column("accuracy gap, mean of last 3 epochs", justify="right")
+    for m in ("differentiated", "unreliable"):
+        if f"{m}_time_ratio" in rat:
+            t.add_row(m, _fmt(rat[f"{m}_time_ratio"], ".2f"), _fmt(rat[f"{m}_iteration_ratio"], ".2f"),
+                      _fmt(rat[f"{m}_accuracy_gap_points"], "+.2f"),
+                      _fmt(rat[f"{m}_accuracy_gap_last3_points"], "+.2f"))
+    console.print(t)
+
+
+def plot(path: Path, runs: list[TransportRun]) -> None:
+    """Accuracy vs wall time, one line per transport."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    colors = {"reliable": "tab:blue", "unreliable": "tab:gray", "differentiated": "tab:green"}
+    for r in runs:
+        ep = r.ps.get("epochs", [])
+        if ep:
+            ax.plot([e["seconds"] for e in ep], [e["accuracy"] for e in ep], marker="o", ms=3,
+                    label=r.mode, color=colors.get(r.mode))
+    ax.set_xlabel("wall time (s)")
+    ax.set_ylabel("test accuracy")
+    ax.set_title("digits CNN over a congested P4 switch")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Options (defaults: a run of a few minutes on a 2-core machine)."""
+    p = argparse.ArgumentParser(prog="python -m experiments --mode differentiated",
+                                description=__doc__.splitlines()[0])
+    p.add_argument("--workers", type=int, default=4, help="number of workers (default 4)")
+    p.add_argument("--epochs", type=int, default=12, help="training epochs (default 12)")
+    p.add_argument("--batch", type=int, default=32, help="per-worker batch size (default 32)")
+    p.add_argument("--lr", type=float, default=0.5, help="SGD learning rate (default 0.5)")
+    p.add_argument("--channels", type=int, default=8, help="CNN width (default 8)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the model, data split and batches")
+    p.add_argument("--bw", type=float, default=20.0, help="link bandwidth, Mbit/s (default 20)")
+    p.add_argument("--port-rate", type=float, default=300.0,
+                   help="line rate of s1's port to the PS, packets/s (default 300)")
+    p.add_argument("--depth", type=int, default=64, help="packets per queue (default 64)")
+    p.add_argument("--top-depth", type=int, default=64, help="packets in the highest queue (default 64)")
+    p.add_argument("--levels", type=int, default=3, help="unreliable levels (default 3)")
+    p.add_argument("--quantile", type=float, default=0.5,
+                   help="importance threshold quantile (default 0.5: half the blocks important)")
+    p.add_argument("--alpha", type=float, default=0.5, help="SANE smoothing factor (default 0.5)")
+    p.add_argument("--block-size", type=int, default=64, help="values per block of non-conv tensors")
+    p.add_argument("--grace", type=float, default=0.01,
+                   help="PS wait for unreliable blocks after the important ones (s, default 0.01)")
+    p.add_argument("--transports", default=",".join(MODES), help=f"which runs (default {','.join(MODES)})")
+    p.add_argument("--max-time", type=float, default=600.0, help="bound on each run (s)")
+    p.add_argument("--target", default=None, help="auto|embedded|bmv2 (default: $TARGET or auto)")
+    p.add_argument("--out-dir", default=str(REPO_ROOT / "results"), help="where results go")
+    return p
+
+
+def run(args: argparse.Namespace, log: Any = _log) -> tuple[list[TransportRun], dict[str, Any]]:
+    """Start the network, configure it, run every transport; return runs and summary."""
+    from topologies.network import Network
+
+    modes = [m.strip() for m in args.transports.split(",") if m.strip()]
+    bad = [m for m in modes if m not in MODES]
+    if bad:
+        raise SystemExit(f"unknown transport(s) {bad}: choose from {', '.join(MODES)}")
+    topo = star(args.workers + 1, bw=args.bw)
+    setup = QosSetup(args.port_rate, args.depth, args.top_depth, args.levels)
+    run_dir = Path(args.out_dir).resolve() / time.strftime("differentiated-%Y%m%d-%H%M%S")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    common = ["--epochs", str(args.epochs), "--batch", str(args.batch), "--lr", str(args.lr),
+              "--channels", str(args.channels), "--seed", str(args.seed), "--block-size", str(args.block_size)]
+    wargs = ["--alpha", str(args.alpha), "--quantile", str(args.quantile), "--levels", str(args.levels)]
+    log(f"star: PS {PS_HOST} + {args.workers} workers on {SWITCH}; {SWITCH}->{PS_HOST} line rate "
+        f"{args.port_rate:g} pkt/s, queues {args.depth} pkts (top {args.top_depth}), links {args.bw:g} Mbit/s")
+    log(f"DSCP -> priority: {dscp_priority_map(args.levels)} (EF {DSCP_IMPORTANT} = important, "
+        f"levels {list(DSCP_LEVELS[:args.levels])}, best effort {DSCP_BEST_EFFORT} = all-unreliable)")
+    runs: list[TransportRun] = []
+    with Network(topo, target=args.target, priority_queues=NB_QUEUES, log=log) as net:
+        eq = configure(net, topo, setup)
+        for mode in modes:
+            log(f"{mode}: training {args.epochs} epochs ...")
+            r = run_transport(net, topo, eq, run_dir, mode, common, wargs, ["--grace", str(args.grace)],
+                              args.max_time)
+            log(f"{mode}: {'ok' if r.ok else 'FAILED ' + r.error}; {r.ps.get('iterations', 0)} iterations in "
+                f"{r.seconds:.1f} s, sync {_fmt(r.sync_mean)} s, accuracy {_fmt(r.accuracy, '.4f')}")
+            runs.append(r)
+    rat = ratios(runs)
+    summary = {"setup": asdict(setup), "args": vars(args), "runs": [asdict(r) for r in runs], "ratios": rat,
+               "dscp_priority": dscp_priority_map(args.levels)}
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    plot(run_dir / "accuracy_vs_time.png", runs)
+    summary["run_dir"] = str(run_dir)
+    return runs, summary
+
+
+def main(argv: list[str]) -> int:
+    """Entry point of ``--mode differentiated``."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for name, low in (("workers", 1), ("epochs", 1), ("batch", 1), ("levels", 1), ("depth", 1),
+                      ("top_depth", 1), ("block_size", 1)):
+        if getattr(args, name) < low:
+            parser.error(f"--{name.replace('_', '-')} must be >= {low}")
+    if not 0.0 <= args.quantile <= 1.0:
+        parser.error("--quantile must be in [0, 1]")
+    if args.levels > len(DSCP_LEVELS):
+        parser.error(f"--levels must be <= {len(DSCP_LEVELS)} (one DSCP per level)")
+    if args.port_rate < 0 or args.grace < 0:
+        parser.error("--port-rate and --grace must be >= 0")
+    if os.geteuid() != 0:
+        console.print("[red]the experiment needs root (network namespaces)[/red]")
+        return 2
+    runs, summary = run(args)
+    setup = QosSetup(**summary["setup"])
+    print_runs(runs, setup)
+    print_ratios(summary["ratios"])
+    console.print(f"results: {summary['run_dir']}/summary.json, {summary['run_dir']}/accuracy_vs_time.png")
+    return 0 if all(r.ok for r in runs) else 1

@@ -1,0 +1,485 @@
+"""``make run``: the main experiment, end to end on the emulated network.
+
+In-network aggregation vs a parameter-server-only baseline, on one fat-tree:
+
+1. build fat-tree k=4 (20 P4 switches, 16 hosts) with bandwidth-limited links;
+2. PS on ``h1``, the other hosts are workers; place K programmable switches (greedy +
+   LP), derive the per-fragment routing policy, deploy ``ina.p4`` on the chosen
+   switches and the PS's ToR, ``forward.p4`` elsewhere;
+3. every worker sends its gradient; check that every element of every worker's result
+   equals the exact integer sum of all workers' fixed-point gradients;
+4. the same gradients again with no aggregation anywhere (PS baseline);
+5. print placement, times, PS ingress bytes and the ratios; save JSON and a plot.
+
+``--mode reach`` only checks all-pairs reachability through the switches (the
+foundation's first ``make run``). ``--cli`` leaves a Mininet CLI open before teardown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from controller.deploy import deploy
+from controller.ina import InaDeployment, InaJob, switch_ip
+from controller.p4runtime import REPO_ROOT
+from controller.routing import port_mac
+from experiments.accounting import Snapshot, time_split
+from hosts.fixedpoint import quantize
+from topologies import fat_tree
+from topologies.base import Topology
+
+console = Console(stderr=False)
+
+
+@dataclass
+class RunResult:
+    """One aggregation run (INA or baseline)."""
+
+    mode: str
+    seconds: float
+    ps_rx_bytes: int
+    ps_rx_packets: int
+    ps_packets: dict[str, int] = field(default_factory=dict)
+    retransmissions: int = 0
+    exact: bool = False
+    mismatches: int = 0
+    switch_events: dict[str, dict[str, int]] = field(default_factory=dict)
+    worker_cpu_s: float = 0.0  # summed over the job's workers, synchronization only (no start-up)
+    ps_cpu_s: float = 0.0
+    split: dict[str, Any] = field(default_factory=dict)  # experiments.accounting.TimeSplit
+
+
+def _log(msg: str) -> None:
+    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {msg}")
+
+
+# ----------------------------------------------------------------------------- reach
+def run_reach(topo: Topology, target: str | None, cli: bool) -> int:
+    """All-pairs ICMP reachability through the P4 switches."""
+    from topologies.network import Network
+
+    with Network(topo, target=target, log=_log) as net:
+        report = deploy(topo, net.grpc_addresses())
+        _log(f"deployed forward.p4: {report}")
+        hosts = topo.hosts()
+        procs = {}
+        for h in hosts:
+            targets = ",".join(topo.host_ip(o) for o in hosts if o != h)
+            procs[h] = net.host(h).popen([sys.executable, "-m", "hosts.reach", "--targets", targets,
+                                          "--count", "3", "--timeout", "5"], cwd=str(REPO_ROOT))
+        ok = total = 0
+        for p in procs.values():
+            out, _ = p.communicate(timeout=60)
+            res = json.loads(out)
+            total += len(res["received"])
+            ok += sum(1 for v in res["received"].values() if v > 0)
+        table = Table(title=f"all-pairs reachability on {topo.name}")
+        table.add_column("pairs reachable")
+        table.add_column("pairs")
+        table.add_row(str(ok), str(total))
+        console.print(table)
+        if cli:
+            net.cli()
+        return 0 if ok == total else 1
+
+
+# ----------------------------------------------------------------------------- INA
+def _gradients(n_workers: int, n_values: int, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    # Gradient-like values: mostly small, some larger.
+    return [(rng.standard_normal(n_values) * 0.01).astype(np.float32) for _ in range(n_workers)]
+
+
+def _spawn(host: Any, base: Path, argv: list[str], stdin: bool = False) -> Any:
+    """Start an agent in a Mininet host with stdout/stderr in files: pipes that nobody
+    reads while we wait for another process would fill up and stall the agent.
+    ``stdin``: give it a pipe (``proc.stdin``) for its start signal."""
+    with open(base.with_suffix(".out"), "wb") as out, open(base.with_suffix(".err"), "wb") as err:
+        return host.popen(argv, cwd=str(REPO_ROOT), stdout=out, stderr=err,
+                          stdin=subprocess.PIPE if stdin else subprocess.DEVNULL)
+
+
+def _await_ready(agents: list[tuple[Any, Path]], timeout: float = 120.0) -> None:
+    """Wait until every agent has printed ``ready`` (its ``--ready``/``--ready-go`` flag)."""
+    deadline = time.monotonic() + timeout
+    pending = list(agents)
+    while pending:
+        proc, base = pending[0]
+        out = base.with_suffix(".out")
+        if out.exists() and out.read_bytes().startswith(b"ready\n"):
+            pending.pop(0)
+            continue
+        if proc.poll() is not None or time.monotonic() > deadline:
+            err = base.with_suffix(".err").read_text(errors="replace")[-500:]
+            for p, _ in agents:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            raise RuntimeError(f"{base.name} did not get ready (exit {proc.poll()}): {err}")
+        time.sleep(0.02)
+
+
+def _wait(proc: Any, base: Path, timeout: float) -> tuple[str, str]:
+    """Wait for an agent (killing it past ``timeout``); return its stdout and stderr."""
+    try:
+        proc.wait(timeout=timeout)
+    except Exception:
+        proc.kill()
+        proc.wait()
+    return (base.with_suffix(".out").read_text(errors="replace"),
+            base.with_suffix(".err").read_text(errors="replace"))
+
+
+def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]]], run_dir: Path,
+             tag: str, window: int = 32, timeout: float = 1.0, max_time: float = 300.0,
+             worker_args: list[str] | None = None) -> list[RunResult]:
+    """Run INA jobs at once (one PS process per job, one worker process per rank), wait,
+    and check every worker's result against the exact integer sum of its job."""
+    started = []
+    for job, grads in jobs:
+        jdir = run_dir / f"{tag}-job{job.job_id}"
+        jdir.mkdir(parents=True, exist_ok=True)
+        policy = job.write_policy(jdir / "policy.json")
+        ps = _spawn(net.host(job.ps), jdir / "ps",
+                    [sys.executable, "-m", "hosts.ina.ps", "--policy", str(policy), "--json",
+                     "--iface", topo.iface(job.ps)["name"], "--ready",
+                     # quiet time before exiting: longer than a worker's largest backoff,
+                     # so a worker whose RESULT was lost still gets it again
+                     "--linger", str(max(3.0, 3 * timeout)),
+                     "--max-time", str(max_time)])
+        started.append((job, grads, jdir, policy, ps))
+    running = []
+    for job, grads, jdir, policy, ps in started:
+        procs = []
+        for rank, w in enumerate(job.workers):
+            gpath = jdir / f"grad-{rank}.npy"
+            np.save(gpath, grads[rank])
+            procs.append(_spawn(net.host(w), jdir / f"worker-{rank}",
+                [sys.executable, "-m", "hosts.ina.worker", "--policy", str(policy), "--rank", str(rank),
+                 "--gradient", str(gpath), "--out-int", str(jdir / f"out-{rank}.npy"),
+                 "--window", str(window), "--timeout", str(timeout), "--max-time", str(max_time),
+                 "--json", "--no-progress", "--ready-go", *(worker_args or [])], stdin=True))
+        running.append((job, grads, jdir, ps, procs))
+    # Python's start-up (a few hundred ms of CPU per agent) is not part of a
+    # synchronization: every PS and worker sets up first, then all workers start at once.
+    _await_ready([(ps, jdir / "ps") for _, _, jdir, ps, _ in running]
+                 + [(p, jdir / f"worker-{r}") for _, _, jdir, _, procs in running for r, p in enumerate(procs)])
+    t0, t_go = time.monotonic(), time.time()
+    for *_, procs in running:
+        for p in procs:
+            p.stdin.write(b"go\n")
+            p.stdin.flush()
+    results = []
+    for job, grads, jdir, ps, procs in running:
+        expected = sum(quantize(g, job.scale_bits, len(grads)).astype(np.int64) for g in grads)
+        expected = ((expected + 2**31) % 2**32 - 2**31).astype(np.int32)
+        retx = mismatches = 0
+        worker_cpu = 0.0
+        failed = []
+        t_ends: list[float | None] = []
+        for rank, p in enumerate(procs):
+            out, err = _wait(p, jdir / f"worker-{rank}", max_time + 30)
+            if p.returncode != 0:
+                failed.append(f"{job.workers[rank]}: exit {p.returncode}: {err[-300:]}")
+                continue
+            summary = json.loads(out.strip().splitlines()[-1])
+            retx += int(summary.get("retransmissions", 0))
+            worker_cpu += float(summary.get("sync_cpu_s", summary.get("cpu_s", 0.0)))
+            t_ends.append(summary.get("t_end"))
+            got = np.load(jdir / f"out-{rank}.npy")
+            mismatches += int(np.count_nonzero(got[: expected.size] != expected))
+        # until the last worker had its result (its own clock reading), not until the
+        # processes had written their files and exited
+        ends = [t for t in t_ends if t is not None]
+        seconds = (max(ends) - t_go) if ends and len(ends) == len(procs) else time.monotonic() - t0
+        out, err = _wait(ps, jdir / "ps", max_time + 30)
+        if failed:
+            raise RuntimeError(f"job {job.job_id}: worker(s) failed:\n" + "\n".join(failed))
+        if ps.returncode != 0:
+            raise RuntimeError(f"job {job.job_id}: PS failed: {err[-500:]}")
+        rep = json.loads(out.strip().splitlines()[-1])
+        st = rep["jobs"][str(job.job_id)]
+        results.append(RunResult(
+            mode=tag, seconds=seconds,
+            ps_rx_bytes=int(rep.get("nic_rx_bytes") or 0),
+            ps_rx_packets=int(rep.get("nic_rx_packets") or 0),
+            ps_packets={k: int(st[k]) for k in ("grad_in", "partial_in", "retx_in", "forwarded_in",
+                                                 "duplicates", "overlaps")},
+            retransmissions=retx, exact=mismatches == 0, mismatches=mismatches,
+            worker_cpu_s=worker_cpu, ps_cpu_s=float(rep.get("sync_cpu_s", rep.get("cpu_s", 0.0))),
+        ))
+    return results
+
+
+def switch_neighbors(net: Any, topo: Topology, switches: list[str]) -> None:
+    """Static ARP on every host for the aggregating switches' addresses (10.255.x.y).
+
+    They lie in the hosts' 10.0.0.0/8 subnet, so hosts would ARP for them; the MAC given
+    is that of the host's own switch port, which routes the packet on by IP.
+    """
+    for h in topo.hosts():
+        iface = topo.iface(h)
+        sw = iface["switch"]
+        mac = port_mac(topo.device_id(sw), topo.port(sw, h))
+        cmds = [f"ip neigh replace {switch_ip(topo.device_id(s))} lladdr {mac} dev {iface['name']} nud permanent"
+                for s in switches]
+        if cmds:
+            net.host(h).cmd("; ".join(cmds))
+
+
+def _experiment_topology(args: argparse.Namespace) -> Topology:
+    """``--topo`` (builder spec or file; ``--bw`` overrides every link) or fat-tree ``--k``."""
+    from controller.cli import parse_topology
+
+    if not args.topo:
+        return fat_tree(args.k, bw=args.bw)
+    topo = parse_topology(args.topo)
+    if args.bw_given:
+        for _, _, data in topo.graph.edges(data=True):
+            data["capacity"] = float(args.bw)
+    return topo
+
+
+def _job_hosts(topo: Topology, args: argparse.Namespace) -> list[tuple[str, list[str]]]:
+    """(PS, workers) of each of ``--jobs`` jobs: PSs from ``--ps`` (or the first hosts),
+    workers from ``--workers`` (a count or a list; default every other host) dealt
+    round-robin to the jobs."""
+    from controller.cli import UsageError
+
+    hosts = topo.hosts()
+    n = args.jobs
+    if n < 1:
+        raise UsageError("--jobs must be at least 1")
+    pss = [h.strip() for h in args.ps.split(",")] if args.ps else hosts[:n]
+    for h in pss:
+        if h not in hosts:
+            raise UsageError(f"--ps {h!r} is not a host of {topo.name} (hosts: {', '.join(hosts[:6])}, ...)")
+    if len(pss) != n:
+        raise UsageError(f"--jobs {n} needs {n} parameter servers, --ps gives {len(pss)}")
+    rest = [h for h in hosts if h not in pss]
+    spec = str(args.workers or "").strip()
+    if spec.isdigit() and int(spec) > 0:
+        if int(spec) > len(rest):
+            raise UsageError(f"--workers {spec}: only {len(rest)} hosts besides the PS(s)")
+        workers = rest[:int(spec)]
+    elif spec and not spec.isdigit():
+        workers = [h.strip() for h in spec.split(",") if h.strip()]
+        bad = [h for h in workers if h not in rest]
+        if bad:
+            raise UsageError(f"--workers: {', '.join(bad)} not hosts of {topo.name} (or a PS)")
+    else:
+        workers = rest
+    if len(workers) < n:
+        raise UsageError(f"{len(workers)} workers for {n} jobs")
+    return [(pss[j], workers[j::n]) for j in range(n)]
+
+
+def run_ina(args: argparse.Namespace) -> int:
+    """The main experiment (see the module doc)."""
+    from controller.cli import UsageError
+    from controller.deploy import DeployError, check_loss, parse_loss
+    from topologies import TopologyError
+    from topologies.network import Network
+
+    try:
+        topo = _experiment_topology(args)
+        plan = _job_hosts(topo, args)
+        loss = check_loss(topo, dict(parse_loss(x) for x in args.loss))
+    except (UsageError, DeployError, TopologyError) as e:
+        console.print(f"[red]error: {e}[/red]")
+        return 2
+    run_dir = Path(args.out_dir).resolve() / time.strftime("ina-%Y%m%d-%H%M%S")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ina_jobs, base_jobs, grads = [], [], []
+    for j, (ps, workers) in enumerate(plan):
+        grads.append(_gradients(len(workers), args.values, args.seed + j))
+        ina_jobs.append(InaJob.plan(topo, ps, workers, args.budget, args.capacity, args.values,
+                                    job_id=j + 1))
+        base_jobs.append(InaJob.plan(topo, ps, workers, 0, args.capacity, args.values,
+                                     job_id=j + 1, aggregate=False))
+    bws = sorted({round(d["capacity"], 3) for _, _, d in topo.graph.edges(data=True)})
+    _log(f"{topo.name}: {len(plan)} job(s), {args.values} values "
+         f"({ina_jobs[0].num_fragments} fragments/worker), links {', '.join(f'{b:g}' for b in bws)} "
+         f"Mbit/s" + (f", loss on {len(loss)} port(s)" if loss else ""))
+    for job in ina_jobs:
+        pl = job.placement
+        assert pl is not None
+        _log(f"job {job.job_id}: PS {job.ps}, {len(job.workers)} workers; placement (greedy+LP, "
+             f"K={args.budget}): {', '.join(pl.switches) or '-'} (+ s_d {pl.result.tor}), "
+             f"gamma = {pl.gamma:.2f} Mbit/s per worker, solved in {pl.solve_time_s * 1000:.0f} ms")
+    results: list[RunResult] = []
+    aggregating = sorted({s for job in ina_jobs for s in job.aggregating_switches})
+    with Network(topo, target=args.target, log=_log) as net:
+        addresses = net.grpc_addresses()
+        switch_neighbors(net, topo, aggregating)
+        for jobs, tag in ((ina_jobs, "ina"), (base_jobs, "ps")):
+            dep = InaDeployment(topo, addresses, jobs, loss=loss)
+            rep = dep.deploy()
+            _log(f"{tag}: deployed: {len(dep.aggregators)} aggregating switches; {rep}")
+            before = Snapshot.take(net)
+            res = run_jobs(net, topo, list(zip(jobs, grads, strict=True)), run_dir, tag,
+                           args.window, args.timeout, args.max_time)
+            split = time_split(topo, before, Snapshot.take(net), {
+                "workers": sum(r.worker_cpu_s for r in res), "ps": sum(r.ps_cpu_s for r in res)})
+            events = dep.read_events() if dep.aggregators else {}
+            for job, r in zip(jobs, res, strict=True):
+                r.switch_events = events
+                r.split = split.to_dict()
+                _log(f"{tag} job {job.job_id}: {r.seconds:.1f} s, PS received {r.ps_rx_bytes:,} "
+                     f"bytes in {r.ps_rx_packets:,} packets; exact sums: {r.exact}")
+            results.extend(res)
+        if args.cli:
+            net.cli()
+    n_jobs = len(plan)
+    ina_res, base_res = results[:n_jobs], results[n_jobs:]
+    for job, ina, base in zip(ina_jobs, ina_res, base_res, strict=True):
+        _print_summary(job, ina, base, len(job.workers))
+    first_pl = ina_jobs[0].placement
+    assert first_pl is not None
+    ina, base = ina_res[0], base_res[0]
+    summary = {
+        "topology": topo.name, "bw_mbit": bws, "ps": plan[0][0], "workers": plan[0][1],
+        "loss": {f"{s}:{p}": r for (s, p), r in loss.items()},
+        "values": args.values, "budget": args.budget, "placement": list(first_pl.switches),
+        "sd": first_pl.result.tor, "gamma": first_pl.gamma, "runs": [asdict(r) for r in results],
+        "jobs": [{"job_id": job.job_id, "ps": job.ps, "workers": job.workers,
+                  "placement": list(job.placement.switches) if job.placement else [],
+                  "time_ratio": i.seconds / b.seconds if b.seconds else None,
+                  "ps_bytes_ratio": i.ps_rx_bytes / b.ps_rx_bytes if b.ps_rx_bytes else None}
+                 for job, i, b in zip(ina_jobs, ina_res, base_res, strict=True)],
+        "time_ratio": ina.seconds / base.seconds if base.seconds else None,
+        "ps_bytes_ratio": ina.ps_rx_bytes / base.ps_rx_bytes if base.ps_rx_bytes else None,
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    _plot(run_dir / "ina_vs_ps.png", ina, base)
+    console.print(f"results: {run_dir}/summary.json, {run_dir}/ina_vs_ps.png")
+    return 0 if all(r.exact for r in results) else 1
+
+
+def _print_summary(job: InaJob, ina: RunResult, base: RunResult, n: int) -> None:
+    t = Table(title=f"job {job.job_id}: in-network aggregation vs parameter server "
+                    "(same gradients, same network)")
+    for col in ("run", "time (s)", "PS ingress bytes", "PS ingress packets", "retransmissions", "exact sums"):
+        t.add_column(col, justify="right" if col != "run" else "left")
+    for r in (ina, base):
+        t.add_row("INA" if r.mode == "ina" else "PS only", f"{r.seconds:.2f}", f"{r.ps_rx_bytes:,}",
+                  f"{r.ps_rx_packets:,}", str(r.retransmissions),
+                  "[green]yes[/green]" if r.exact else f"[red]{r.mismatches} wrong[/red]")
+    console.print(t)
+    if ina.split and base.split:
+        b = Table(title="where the time went (seconds): line-rate bound = busiest link's bytes "
+                        "at its capacity; CPU of switch processes and agents")
+        for col in ("run", "time", "bound", "x bound", "busiest link", "switches",
+                    "max switch", "workers", "PS"):
+            b.add_column(col, justify="left" if col in ("run", "busiest link") else "right")
+        for r in (ina, base):
+            sp = r.split
+            bound = sp["line_rate_bound_s"]
+            b.add_row("INA" if r.mode == "ina" else "PS", f"{r.seconds:.2f}", f"{bound:.2f}",
+                      f"{r.seconds / bound:.1f}" if bound else "-",
+                      f"{sp['busiest_link']} {sp['busiest_link_bytes'] / 1e3:,.0f} kB",
+                      f"{sp['switch_cpu_s_total']:.1f}",
+                      f"{sp['busiest_switch']} {sp['busiest_switch_cpu_s']:.1f}",
+                      f"{r.worker_cpu_s:.1f}", f"{r.ps_cpu_s:.1f}")
+        console.print(b)
+    ratios = Table(title="ratios (INA / PS only)")
+    ratios.add_column("metric")
+    ratios.add_column("ratio", justify="right")
+    ratios.add_column("reference", justify="right")
+    if base.seconds:
+        ratios.add_row("synchronization time", f"{ina.seconds / base.seconds:.2f}", "< 1 is faster")
+    if base.ps_rx_bytes:
+        ratios.add_row("PS ingress bytes", f"{ina.ps_rx_bytes / base.ps_rx_bytes:.3f}",
+                       f"1/N = {1 / n:.3f}")
+    console.print(ratios)
+    if ina.switch_events:
+        ev = Table(title="aggregating switches (ina_events counters)")
+        ev.add_column("switch")
+        keys = ["added", "partial", "passed_on", "duplicate", "cleared", "result"]
+        for k in keys:
+            ev.add_column(k, justify="right")
+        for s, v in ina.switch_events.items():
+            ev.add_row(s, *(str(v.get(k, 0)) for k in keys))
+        console.print(ev)
+
+
+def _plot(path: Path, ina: RunResult, base: RunResult) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
+    labels = ["INA", "PS only"]
+    axes[0].bar(labels, [ina.seconds, base.seconds], color=["tab:green", "tab:gray"])
+    axes[0].set_ylabel("synchronization time (s)")
+    axes[1].bar(labels, [ina.ps_rx_bytes / 1e6, base.ps_rx_bytes / 1e6], color=["tab:green", "tab:gray"])
+    axes[1].set_ylabel("PS ingress (MB)")
+    fig.suptitle("gradnet: in-network aggregation vs parameter server")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Command-line options (defaults: the README's `make run`)."""
+    p = argparse.ArgumentParser(prog="python -m experiments", description=__doc__.splitlines()[0])
+    p.add_argument("--mode", choices=["ina", "reach"], default="ina",
+                   help="experiment (default ina); the other modes (ndn, differentiated, bcube, "
+                        "token, ddp, compare) take their own options "
+                        "(python -m experiments --mode MODE --help)")
+    p.add_argument("--topo", default=None, metavar="TOPO",
+                   help="topology: builder spec (leaf-spine:2,4,2, star:8, ...) or a topology "
+                        "file (default: fat-tree --k)")
+    p.add_argument("--k", type=int, default=4, help="fat-tree arity when no --topo (default 4)")
+    p.add_argument("--bw", type=float, default=None,
+                   help="link bandwidth in Mbit/s (default 2; with --topo: overrides the file's)")
+    p.add_argument("--ps", default=None, metavar="H[,H...]",
+                   help="parameter server host(s), one per job (default: the first hosts)")
+    p.add_argument("--workers", default="", metavar="N|H,H,...",
+                   help="worker count or hosts in rank order (default: every other host)")
+    p.add_argument("--jobs", type=int, default=1, help="concurrent INA jobs (workers dealt "
+                                                        "round-robin; default 1)")
+    p.add_argument("--loss", action="append", default=[], metavar="SW:PORT=RATE",
+                   help="emulated loss of a switch egress port, e.g. s3:1=0.05 (repeatable)")
+    p.add_argument("--values", type=int, default=65536, help="gradient size in float32 values (default 65536)")
+    p.add_argument("--budget", type=int, default=2, help="K programmable switches (default 2)")
+    p.add_argument("--capacity", type=float, default=1000.0, help="switch capacity C in Mbit/s")
+    p.add_argument("--window", type=int, default=32, help="outstanding fragments per worker")
+    p.add_argument("--timeout", type=float, default=1.0, help="worker retransmission timeout (s)")
+    p.add_argument("--max-time", type=float, default=300.0, help="bound on each run (s)")
+    p.add_argument("--seed", type=int, default=1, help="gradient seed")
+    p.add_argument("--target", default=None, help="auto|embedded|bmv2 (default: $TARGET or auto)")
+    p.add_argument("--out-dir", default=str(REPO_ROOT / "results"), help="where results go")
+    p.add_argument("--cli", action="store_true", help="open a Mininet CLI before teardown")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``--mode ina`` (the default) and ``--mode reach``."""
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if os.geteuid() != 0:
+        console.print("[red]the experiment needs root (network namespaces)[/red]")
+        return 2
+    args.bw_given = args.bw is not None
+    if args.bw is None:
+        args.bw = 2.0
+    if args.mode == "reach":
+        return run_reach(_experiment_topology(args), args.target, args.cli)
+    return run_ina(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""``python -m experiments`` (``make run``, ``make run-MODE``, ``make compare``): pick an
+experiment by ``--mode`` and hand it the rest of the command line.
+
+``--mode ina`` (the default, ``make run``) and ``--mode reach`` live in
+:mod:`experiments.ina`; every other mode is one module of this package with its own
+``main(argv) -> int`` and options (``python -m experiments --mode MODE --help``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+
+from rich.console import Console
+
+console = Console(stderr=True)
+
+# Imported only when chosen, so that a missing optional dependency (torch) stays local.
+MODES: dict[str, str] = {
+    "ina": "experiments.ina",
+    "reach": "experiments.ina",
+    "ndn": "experiments.ndn",
+    "differentiated": "experiments.differentiated",
+    "bcube": "experiments.bcube",
+    "token": "experiments.token",
+    "ddp": "experiments.ddp",
+    "compare": "experiments.compare",
+}
+# The modes whose module takes the whole command line, ``--mode`` included.
+_KEEP_MODE = ("ina", "reach")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m experiments`` (and of ``python -m controller.experiment``)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--mode", default="ina")
+    known, rest = pre.parse_known_args(argv)
+    module = MODES.get(known.mode)
+    if module is None:
+        console.print(f"[red]--mode {known.mode!r}: unknown; choose one of {', '.join(MODES)}[/red]")
+        return 2
+    if importlib.util.find_spec(module) is None:
+        console.print(f"[red]--mode {known.mode}: this technique has not landed yet ({module})[/red]")
+        return 2
+    mod = importlib.import_module(module)
+    return int(mod.main(argv if known.mode in _KEEP_MODE else rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

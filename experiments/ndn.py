@@ -1,0 +1,416 @@
+"""``python -m experiments --mode ndn``: the NDN parameter server, end to end.
+
+On a fat-tree (default k=4, 20 P4 switches, 16 hosts):
+
+1. NDN: ``ndn.p4`` on every switch (FIB, transient PIT, persistent PIT), the
+   persistent-PIT manager reading packet-ins; PS on ``h1``, GPUs on the other hosts
+   (``--busy`` ones decline); synchronous rounds; the PS sends each update once and the
+   switches replicate it; optional loss on one GPU's link, recovered by its probe timer;
+2. IP baseline: ``forward.p4`` on every switch, the same agents over UDP with the same
+   gradients, the PS sending each update once per GPU;
+3. NDN asynchronous run (the PS updates per received gradient);
+4. checks: every GPU's parameters bit-exact with the PS's, the PS's equal to an
+   independent replay of the training, async applies each gradient exactly once;
+5. tables: PS egress bytes per round (distribution and total), round times, probe
+   recoveries; JSON and a plot in ``results/ndn-<time>/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from controller.deploy import deploy as deploy_forward
+from controller.ndn import NdnDeployment, read_switch_state
+from controller.p4runtime import REPO_ROOT
+from topologies import fat_tree, leaf_spine
+from topologies.base import Topology
+
+console = Console()
+
+
+def _log(msg: str) -> None:
+    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {msg}")
+
+
+@dataclass
+class NdnRunResult:
+    """One run of the PS and its GPUs."""
+
+    transport: str
+    mode: str
+    seconds: float
+    ps: dict[str, Any]
+    gpus: dict[str, dict[str, Any]]
+    exact: bool = False
+    problems: list[str] = field(default_factory=list)
+    switches: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def accepted(self) -> list[str]:
+        return list(self.ps.get("accepted", []))
+
+    @property
+    def probe_recoveries(self) -> int:
+        return sum(int(g.get("updates_recovered_by_probe", 0)) for g in self.gpus.values())
+
+    @property
+    def distribute_bytes_per_round(self) -> float:
+        r = self.ps.get("rounds") or []
+        return float(np.mean([x["distribute_bytes"] for x in r])) if r else 0.0
+
+    @property
+    def tx_bytes_per_round(self) -> float:
+        r = self.ps.get("rounds") or []
+        return float(np.mean([x["tx_total"] for x in r])) if r else 0.0
+
+    @property
+    def round_seconds(self) -> float:
+        r = self.ps.get("rounds") or []
+        return float(np.mean([x["seconds"] for x in r])) if r else 0.0
+
+
+def _spawn(host: Any, base: Path, argv: list[str]) -> Any:
+    # stdout/stderr in files: unread pipes would stall an agent
+    with open(base.with_suffix(".out"), "wb") as out, open(base.with_suffix(".err"), "wb") as err:
+        return host.popen(argv, cwd=str(REPO_ROOT), stdout=out, stderr=err)
+
+
+def _finish(proc: Any, base: Path, timeout: float) -> tuple[int, dict[str, Any] | None, str]:
+    try:
+        proc.wait(timeout=timeout)
+    except Exception:
+        proc.kill()
+        proc.wait()
+    out = base.with_suffix(".out").read_text(errors="replace").strip().splitlines()
+    err = base.with_suffix(".err").read_text(errors="replace")
+    summary = None
+    if out:
+        with contextlib.suppress(json.JSONDecodeError):
+            summary = json.loads(out[-1])
+    return proc.returncode, summary, err
+
+
+def expected_sync(values: int, seed: int, lr: float, gpus: list[str], indexes: dict[str, int],
+                  rounds: int) -> list[np.ndarray]:
+    """An independent replay of synchronous training: the parameters of every version."""
+    from hosts.ndn.common import initial_params, sgd_step, synthetic_gradient
+
+    params = [initial_params(values, seed)]
+    for r in range(rounds):
+        p = params[-1]
+        params.append(sgd_step(p, [synthetic_gradient(p, indexes[g], r, seed) for g in gpus], lr))
+    return params
+
+
+def run_agents(net: Any, topo: Topology, run_dir: Path, *, transport: str, ps: str,
+               gpus: list[str], busy: tuple[str, ...] = (), mode: str = "sync", rounds: int = 3,
+               steps: int = 3, values: int = 3818, seed: int = 0, lr: float = 0.1,
+               compute_time: float = 0.2, late: dict[str, float] | None = None,
+               max_time: float = 120.0, timeout: float = 0.5, model: str = "synthetic",
+               gradient_dir: Path | None = None) -> NdnRunResult:
+    """Start the PS and the GPUs in their hosts, wait, and check the results.
+
+    ``late`` delays some GPUs' start (seconds), e.g. to subscribe after the others.
+    ``gradient_dir``: GPU ``i`` sends ``grad-<i>.npy`` from there as every gradient (no
+    replay check then: the caller checks the PS's parameters against those gradients).
+    """
+    import sys as _sys
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    hosts = {h: topo.host_ip(h) for h in topo.hosts()}
+    indexes = {g: i for i, g in enumerate(gpus)}
+    common = ["--train", "train", "--transport", transport, "--hosts", json.dumps(hosts),
+              "--mode", mode, "--rounds", str(rounds), "--steps", str(steps),
+              "--values", str(values), "--seed", str(seed), "--max-time", str(max_time),
+              "--timeout", str(timeout), "--model", model]
+    n_accept = len([g for g in gpus if g not in busy])
+    common_gpu = ["--world", str(n_accept),
+                  *(["--gradient-dir", str(gradient_dir)] if gradient_dir else [])]
+    py = _sys.executable
+    procs: dict[str, Any] = {}
+    late = late or {}
+    t0 = time.monotonic()
+    for g in gpus:
+        if g in late:
+            continue
+        procs[g] = _spawn(net.host(g), run_dir / f"gpu-{g}", [
+            py, "-m", "hosts.ndn.gpu", "--me", g, "--gpu-index", str(indexes[g]), "--ps", ps,
+            "--iface", topo.iface(g)["name"], "--compute-time", str(compute_time),
+            "--final-version", str(n_accept * steps), "--out", str(run_dir / f"params-{g}.npy"),
+            *(["--busy"] if g in busy else []), *common, *common_gpu])
+    time.sleep(0.3)
+    psp = _spawn(net.host(ps), run_dir / "ps", [
+        py, "-m", "hosts.ndn.ps", "--me", ps, "--gpus", ",".join(gpus), "--iface",
+        topo.iface(ps)["name"], "--lr", str(lr), "--out", str(run_dir / "ps"),
+        "--assign-timeout", str(max(15.0, max(late.values(), default=0) + 10)), *common])
+    for g, delay in sorted(late.items(), key=lambda kv: kv[1]):
+        time.sleep(max(0.0, t0 + delay - time.monotonic()))
+        procs[g] = _spawn(net.host(g), run_dir / f"gpu-{g}", [
+            py, "-m", "hosts.ndn.gpu", "--me", g, "--gpu-index", str(indexes[g]), "--ps", ps,
+            "--iface", topo.iface(g)["name"], "--compute-time", str(compute_time),
+            "--final-version", str(n_accept * steps), "--out", str(run_dir / f"params-{g}.npy"),
+            *(["--busy"] if g in busy else []), *common, *common_gpu])
+    results: dict[str, dict[str, Any]] = {}
+    problems: list[str] = []
+    rc, ps_sum, err = _finish(psp, run_dir / "ps", max_time + 30)
+    seconds = time.monotonic() - t0
+    if rc != 0 or ps_sum is None:
+        problems.append(f"PS {ps}: exit {rc}: {err[-400:]}")
+        ps_sum = ps_sum or {}
+    for g, p in procs.items():
+        rc, s, err = _finish(p, run_dir / f"gpu-{g}", 30)
+        if rc != 0 or s is None:
+            problems.append(f"GPU {g}: exit {rc}: {err[-300:]}")
+        results[g] = s or {}
+    res = NdnRunResult(transport, mode, seconds, ps_sum, results, problems=problems)
+    _check(res, run_dir, values, seed, lr, gpus, indexes, rounds, steps, busy,
+           replay=model == "synthetic" and gradient_dir is None)
+    return res
+
+
+def _check(res: NdnRunResult, run_dir: Path, values: int, seed: int, lr: float, gpus: list[str],
+           indexes: dict[str, int], rounds: int, steps: int, busy: tuple[str, ...],
+           replay: bool = True) -> None:
+    """Bit-exact parameters everywhere, equal to a replay of the training (sync,
+    synthetic gradients), every gradient applied once (async)."""
+    problems = res.problems
+    accepted = res.accepted
+    if sorted(accepted) != sorted(g for g in gpus if g not in busy):
+        problems.append(f"accepted {accepted}, expected every GPU but {list(busy)}")
+    final_v = res.ps.get("version", 0)
+    ps_final_path = run_dir / "ps" / f"params-v{final_v}.npy"
+    if not ps_final_path.exists():
+        problems.append("PS wrote no parameters")
+        return
+    ps_final = np.load(ps_final_path)
+    if res.mode == "sync":
+        if final_v != rounds:
+            problems.append(f"PS reached version {final_v}, not {rounds}")
+        elif replay:
+            want = expected_sync(values, seed, lr, accepted, indexes, rounds)[-1]
+            if not np.array_equal(ps_final, want):
+                problems.append(f"PS parameters differ from the replay in {int(np.sum(ps_final != want))} values")
+    else:
+        applied = [tuple(x) for x in res.ps.get("applied", [])]
+        want = sorted((g, k) for g in accepted for k in range(steps))
+        if sorted(applied) != want:
+            problems.append(f"async: applied {len(applied)} gradients, expected each of {len(want)} once")
+        sent = sum(np.load(run_dir / f"params-{g}-sent-sum.npy") for g in accepted
+                   if (run_dir / f"params-{g}-sent-sum.npy").exists())
+        applied_sum = np.load(run_dir / "ps" / "applied-sum.npy")
+        if not np.allclose(sent, applied_sum, rtol=1e-6, atol=1e-6):
+            problems.append("async: the sum of applied gradients differs from the sum sent")
+    for g in accepted:
+        p = run_dir / f"params-{g}.npy"
+        if not p.exists() or not np.array_equal(np.load(p), ps_final):
+            problems.append(f"GPU {g}: final parameters are not the PS's (bit-exact)")
+    for g in busy:
+        s = res.gpus.get(g, {})
+        if s.get("gradients_sent"):
+            problems.append(f"busy GPU {g} got work")
+    res.exact = not problems
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def loss_on_gpu_link(topo: Topology, gpu: str, p: float) -> dict[tuple[str, int], float]:
+    """Emulated loss on the edge-switch port toward ``gpu`` (what the GPU receives)."""
+    sw = topo.iface(gpu)["switch"]
+    return {(sw, topo.port(sw, gpu)): p}
+
+
+def run_ndn(net: Any, topo: Topology, run_dir: Path, loss: dict[tuple[str, int], float],
+            **kw: Any) -> NdnRunResult:
+    """Deploy ndn.p4 + the persistent-PIT manager and run the agents over NDN."""
+    dep = NdnDeployment(topo, net.grpc_addresses(), loss=loss)
+    rep = dep.deploy()
+    _log(f"ndn.p4 deployed: {rep}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        dep.start_manager(run_dir / "persistent-pit.json")
+        res = run_agents(net, topo, run_dir, transport="ndn", **kw)
+    finally:
+        dep.stop_manager()
+    if dep.manager and dep.manager.errors:
+        res.problems.append(f"persistent-PIT manager: {dep.manager.errors[:3]}")
+        res.exact = False
+    res.switches = read_switch_state(topo, net.grpc_addresses())
+    return res
+
+
+def run_ip(net: Any, topo: Topology, run_dir: Path, loss: dict[tuple[str, int], float],
+           **kw: Any) -> NdnRunResult:
+    """Deploy forward.p4 and run the same agents over UDP/IP (the unicast PS baseline)."""
+    rep = deploy_forward(topo, net.grpc_addresses(), loss=loss)
+    _log(f"forward.p4 deployed: {rep}")
+    return run_agents(net, topo, run_dir, transport="ip", **kw)
+
+
+def _table(sync_ndn: NdnRunResult, sync_ip: NdnRunResult, n: int) -> None:
+    t = Table(title="NDN PS with a persistent PIT vs IP-unicast PS (same gradients, same network)")
+    for col in ("round", "NDN round s", "IP round s", "NDN PS egress B", "IP PS egress B",
+                "NDN distribute B", "IP distribute B"):
+        t.add_column(col, justify="right")
+    for a, b in zip(sync_ndn.ps.get("rounds", []), sync_ip.ps.get("rounds", []), strict=False):
+        t.add_row(str(a["version"]), f"{a['seconds']:.2f}", f"{b['seconds']:.2f}", f"{a['tx_total']:,}",
+                  f"{b['tx_total']:,}", f"{a['distribute_bytes']:,}", f"{b['distribute_bytes']:,}")
+    console.print(t)
+    console.print(ratios_table(sync_ndn, sync_ip, n))
+
+
+def ratios_table(ndn: NdnRunResult, ip: NdnRunResult, n: int) -> Table:
+    """NDN / IP ratios of one pair of runs: distribution and egress bytes, round time."""
+    r = Table(title="ratios (NDN / IP)")
+    r.add_column("metric")
+    r.add_column("value", justify="right")
+    r.add_column("reference", justify="right")
+    if ip.distribute_bytes_per_round:
+        r.add_row("PS distribution bytes per round",
+                  f"{ndn.distribute_bytes_per_round / ip.distribute_bytes_per_round:.3f}",
+                  f"goal <= 1.1/N = {1.1 / n:.3f}")
+    if ip.tx_bytes_per_round:
+        r.add_row("PS egress bytes per round (all)",
+                  f"{ndn.tx_bytes_per_round / ip.tx_bytes_per_round:.3f}", "")
+    if ip.round_seconds:
+        r.add_row("round time", f"{ndn.round_seconds / ip.round_seconds:.2f}", "< 1 is faster")
+    return r
+
+
+def _plot(path: Path, ndn: NdnRunResult, ip: NdnRunResult) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    rn = ndn.ps.get("rounds", [])
+    ri = ip.ps.get("rounds", [])
+    x = np.arange(1, max(len(rn), len(ri)) + 1)
+    axes[0].bar(x[:len(rn)] - 0.2, [r["tx_total"] / 1e3 for r in rn], 0.4, label="NDN (persistent PIT)")
+    axes[0].bar(x[:len(ri)] + 0.2, [r["tx_total"] / 1e3 for r in ri], 0.4, label="IP unicast PS")
+    axes[0].set_xlabel("round")
+    axes[0].set_ylabel("PS egress (kB)")
+    axes[0].legend(fontsize=8)
+    axes[1].plot(x[:len(rn)], [r["seconds"] for r in rn], "o-", label="NDN")
+    axes[1].plot(x[:len(ri)], [r["seconds"] for r in ri], "s-", label="IP")
+    axes[1].set_xlabel("round")
+    axes[1].set_ylabel("round time (s)")
+    axes[1].legend(fontsize=8)
+    fig.suptitle("gradnet: NDN parameter server vs IP-unicast PS")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Command-line options."""
+    p = argparse.ArgumentParser(prog="python -m experiments --mode ndn",
+                                description=__doc__.splitlines()[0])
+    p.add_argument("--topo", default="fat-tree", choices=["fat-tree", "leaf-spine"],
+                   help="fat-tree (k=--k) or leaf-spine 2 spines, 2 leaves, 3 hosts each")
+    p.add_argument("--k", type=int, default=4, help="fat-tree arity (default 4)")
+    p.add_argument("--bw", type=float, default=10.0, help="link bandwidth in Mbit/s (default 10)")
+    p.add_argument("--gpus", type=int, default=0, help="number of GPUs (default: every other host)")
+    p.add_argument("--busy", type=int, default=1, help="how many of them decline the task (default 1)")
+    p.add_argument("--rounds", type=int, default=5, help="synchronous rounds (default 5)")
+    p.add_argument("--steps", type=int, default=2, help="async: gradients per GPU (default 2)")
+    p.add_argument("--values", type=int, default=3818, help="model size (default: the digits CNN's 3,818)")
+    p.add_argument("--compute-time", type=float, default=0.3, help="seconds per gradient")
+    p.add_argument("--model", choices=["synthetic", "digits"], default="synthetic",
+                   help="synthetic gradients (checked against a replay) or the digits CNN "
+                        "(real training, accuracy reported; --values is then 3818)")
+    p.add_argument("--lr", type=float, default=0.1, help="learning rate (default 0.1)")
+    p.add_argument("--loss", type=float, default=0.05, help="loss on one GPU's link (default 0.05)")
+    p.add_argument("--no-async", action="store_true", help="skip the asynchronous run")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-time", type=float, default=180.0)
+    p.add_argument("--target", default=None, help="auto|embedded|bmv2")
+    p.add_argument("--out-dir", default=str(REPO_ROOT / "results"))
+    p.add_argument("--cli", action="store_true", help="open a Mininet CLI before teardown")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    """Entry point of ``--mode ndn``."""
+    args = build_parser().parse_args(argv)
+    if os.geteuid() != 0:
+        console.print("[red]the experiment needs root (network namespaces)[/red]")
+        return 2
+    from topologies.network import Network
+
+    topo = fat_tree(args.k, bw=args.bw) if args.topo == "fat-tree" else leaf_spine(2, 2, 3, bw=args.bw)
+    hosts = topo.hosts()
+    ps = hosts[0]
+    gpus = hosts[1:1 + args.gpus] if args.gpus else hosts[1:]
+    busy = tuple(gpus[-args.busy:]) if args.busy else ()
+    lossy = gpus[0]
+    loss = loss_on_gpu_link(topo, lossy, args.loss) if args.loss else {}
+    run_dir = Path(args.out_dir).resolve() / time.strftime("ndn-%Y%m%d-%H%M%S")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    values = 3818 if args.model == "digits" else args.values
+    kw = dict(ps=ps, gpus=gpus, busy=busy, rounds=args.rounds, steps=args.steps, values=values,
+              seed=args.seed, compute_time=args.compute_time, max_time=args.max_time,
+              model=args.model, lr=args.lr)
+    _log(f"{topo.name}: PS {ps}, {len(gpus)} GPUs ({len(busy)} busy: {', '.join(busy) or '-'}), "
+         f"{args.model} model, {values} float32 values, {args.rounds} sync rounds, loss {args.loss:g} toward {lossy}")
+    runs: dict[str, NdnRunResult] = {}
+    with Network(topo, target=args.target, log=_log) as net:
+        runs["ndn-sync"] = run_ndn(net, topo, run_dir / "ndn-sync", loss, mode="sync", **kw)
+        _log(f"NDN sync: {runs['ndn-sync'].seconds:.1f} s, exact: {runs['ndn-sync'].exact}")
+        runs["ip-sync"] = run_ip(net, topo, run_dir / "ip-sync", loss, mode="sync", **kw)
+        _log(f"IP sync: {runs['ip-sync'].seconds:.1f} s, exact: {runs['ip-sync'].exact}")
+        if not args.no_async:
+            runs["ndn-async"] = run_ndn(net, topo, run_dir / "ndn-async", loss, mode="async", **kw)
+            _log(f"NDN async: {runs['ndn-async'].seconds:.1f} s, exact: {runs['ndn-async'].exact}")
+        if args.cli:
+            net.cli()
+    n = len(gpus) - len(busy)
+    _table(runs["ndn-sync"], runs["ip-sync"], n)
+    s = Table(title="runs")
+    for col in ("run", "time s", "accepted", "probe recoveries", "PS retx", "accuracy", "exact"):
+        s.add_column(col, justify="right" if col != "run" else "left")
+    for name, r in runs.items():
+        acc = (f"{r.ps['accuracy_initial']:.3f} -> {r.ps['accuracy']:.3f}" if "accuracy" in r.ps else "-")
+        s.add_row(name, f"{r.seconds:.1f}", str(len(r.accepted)), str(r.probe_recoveries),
+                  str(r.ps.get("retransmissions", 0)), acc,
+                  "[green]yes[/green]" if r.exact else f"[red]no: {'; '.join(r.problems)[:200]}[/red]")
+    console.print(s)
+    pp = Table(title="persistent PIT after the NDN sync run (switches with entries)")
+    pp.add_column("switch")
+    pp.add_column("entry")
+    pp.add_column("ports")
+    pp.add_column("events")
+    for sw, st in runs["ndn-sync"].switches.items():
+        for e in st.get("persistent_pit", []):
+            pp.add_row(sw, e["name"], ",".join(map(str, e["ports"])),
+                       " ".join(f"{k}={v}" for k, v in st.get("events", {}).items()))
+    console.print(pp)
+    summary = {"topology": topo.name, "ps": ps, "gpus": gpus, "busy": list(busy), "lossy_gpu": lossy,
+               "loss": args.loss, "values": values, "model": args.model,
+               "runs": {k: asdict(v) for k, v in runs.items()},
+               "distribute_ratio": (runs["ndn-sync"].distribute_bytes_per_round
+                                    / runs["ip-sync"].distribute_bytes_per_round
+                                    if runs["ip-sync"].distribute_bytes_per_round else None),
+               "round_time_ratio": (runs["ndn-sync"].round_seconds / runs["ip-sync"].round_seconds
+                                    if runs["ip-sync"].round_seconds else None)}
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    _plot(run_dir / "ndn_vs_ip.png", runs["ndn-sync"], runs["ip-sync"])
+    console.print(f"results: {run_dir}/summary.json, {run_dir}/ndn_vs_ip.png")
+    return 0 if all(r.exact for r in runs.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

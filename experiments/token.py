@@ -1,0 +1,326 @@
+"""``python -m experiments --mode token``: token-passing broadcast training.
+
+Builds :func:`controller.token.token_lan` (N hosts, each behind its own smart NIC running
+``nic.p4``, one LAN switch running ``lan.p4``), deploys the programs, starts one
+``hosts.token.node`` per host (``h1`` holds model and data and opens formation), trains
+the digits CNN and prints per-epoch time and accuracy, tokens passed, gradients
+accumulated and node removals, with the NICs' counters. ``--kill h3@4`` kills a node
+4 s into training (after formation and distribution); the others declare it lost and go on. Results (JSON and a plot of
+accuracy vs time with removals marked) go to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from controller.p4runtime import REPO_ROOT
+from controller.token import TokenCounters, TokenDeployment, token_lan
+
+console = Console(width=150)
+
+
+@dataclass
+class NodeResult:
+    """What one node printed: its events and its summary."""
+
+    host: str
+    returncode: int | None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+    stderr: str = ""
+
+
+@dataclass
+class TokenRun:
+    """One run: every node's result, the kill times and the NIC counters."""
+
+    nodes: dict[str, NodeResult]
+    kills: dict[str, float] = field(default_factory=dict)       # host -> seconds after start
+    start: float = 0.0
+    counters: TokenCounters | None = None
+    wall_s: float = 0.0
+
+    def events(self, name: str) -> list[tuple[str, dict[str, Any]]]:
+        """Every ``(host, event)`` of one kind, over all nodes."""
+        return [(h, e) for h, r in self.nodes.items() for e in r.events if e.get("event") == name]
+
+    def node(self, host: str) -> NodeResult:
+        """One node's result."""
+        return self.nodes[host]
+
+
+def _log(msg: str) -> None:
+    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {msg}")
+
+
+def node_argv(topo: Any, host: str, args: list[str]) -> list[str]:
+    """The command line of ``hosts.token.node`` on ``host``."""
+    return [sys.executable, "-m", "hosts.token.node", "--iface", topo.iface(host)["name"], *args]
+
+
+def _spawn(net: Any, host: str, argv: list[str], base: Path) -> Any:
+    with open(base.with_suffix(".out"), "wb") as out, open(base.with_suffix(".err"), "wb") as err:
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+        return net.host(host).popen(argv, cwd=str(REPO_ROOT), stdout=out, stderr=err, env=env)
+
+
+def _parse(host: str, proc: Any, base: Path) -> NodeResult:
+    res = NodeResult(host, proc.returncode)
+    for line in base.with_suffix(".out").read_text(errors="replace").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        res.events.append(rec)
+        if rec.get("event") == "summary":
+            res.summary = rec
+    res.stderr = base.with_suffix(".err").read_text(errors="replace")[-2000:]
+    return res
+
+
+def run_token(net: Any, topo: Any, out: Path, common: list[str], *,
+              hosts: list[str] | None = None, per_host: dict[str, list[str]] | None = None,
+              kills: dict[str, float] | None = None, pauses: dict[str, tuple[float, float]] | None = None,
+              after_formation: list[tuple[str, float, list[str]]] | None = None,
+              from_training: bool = False, timeout: float = 240.0) -> TokenRun:
+    """Run the nodes on ``hosts`` (default all; the first is the initiator), wait, parse.
+
+    ``kills``: host -> seconds after the initiator starts (SIGKILL); ``pauses``: host ->
+    (start, duration) of a SIGSTOP (the node freezes, is declared lost, then stands by);
+    ``after_formation``: ``(host, delay, args)`` processes started ``delay`` seconds after
+    the initiator closed formation (a late node, an intruder), named ``host-<i>``.
+    ``from_training``: kill and pause times count from the initiator's "ready" (training starts).
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    hosts = list(hosts or topo.hosts())
+    per_host = per_host or {}
+    kills, pauses = dict(kills or {}), dict(pauses or {})
+    side = list(after_formation or [])
+    procs: dict[str, Any] = {}
+    bases = {h: out / h for h in hosts}
+    first, rest = hosts[0], hosts[1:]
+    done_kills: dict[str, float] = {}
+    start = time.monotonic()
+    try:
+        for h in rest:
+            procs[h] = _spawn(net, h, node_argv(topo, h, [*common, *per_host.get(h, [])]), bases[h])
+        time.sleep(1.0)  # the members listen before formation opens
+        start = time.monotonic()
+        procs[first] = _spawn(net, first, node_argv(
+            topo, first, ["--initiator", "--expect", str(len(hosts)), *common,
+                          *per_host.get(first, [])]), bases[first])
+        timeline = sorted([(t, "kill", h) for h, t in kills.items()]
+                          + [(t, "stop", h) for h, (t, _d) in pauses.items()]
+                          + [(t + d, "cont", h) for h, (t, d) in pauses.items()])
+        formed_at: float | None = None
+        ready_at: float | None = None
+        deadline = start + timeout
+        while time.monotonic() < deadline:
+            now = time.monotonic() - start
+            offset = (ready_at if ready_at is not None else timeout) if from_training else 0.0
+            while timeline and timeline[0][0] + offset <= now:
+                _t, what, h = timeline.pop(0)
+                if what == "kill":
+                    procs[h].kill()
+                    done_kills[h] = time.monotonic() - start
+                elif what == "stop":
+                    os.kill(procs[h].pid, signal.SIGSTOP)
+                else:
+                    os.kill(procs[h].pid, signal.SIGCONT)
+            if (side or from_training) and (formed_at is None or ready_at is None):
+                text = bases[first].with_suffix(".out").read_text()
+                if formed_at is None and '"formed"' in text:
+                    formed_at = now
+                if ready_at is None and '"ready"' in text:
+                    ready_at = now
+            while side and formed_at is not None and now >= formed_at + side[0][1]:
+                h, _d, extra = side.pop(0)
+                name = f"{h}-{len(procs)}"
+                bases[name] = out / name
+                procs[name] = _spawn(net, h, node_argv(topo, h, extra), bases[name])
+            if not timeline and not side and all(p.poll() is not None for p in procs.values()):
+                break
+            time.sleep(0.05)
+        wall = time.monotonic() - start
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                try:
+                    os.kill(p.pid, signal.SIGCONT)
+                    p.kill()
+                except ProcessLookupError:
+                    pass
+            p.wait()
+    nodes = {h: _parse(h, procs[h], bases[h]) for h in procs}
+    return TokenRun(nodes, kills=done_kills, start=start, wall_s=wall)
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def epoch_rows(run: TokenRun) -> list[dict[str, Any]]:
+    """Per-epoch time and accuracy from the lowest-numbered node that reported it."""
+    best: dict[int, dict[str, Any]] = {}
+    for h, e in run.events("batch"):
+        if "epoch" in e and (e["epoch"] not in best or e["node"] < best[e["epoch"]]["node"]):
+            best[e["epoch"]] = {**e, "host": h}
+    return [best[k] for k in sorted(best)]
+
+
+def print_report(run: TokenRun) -> None:
+    """Tables: epochs, nodes, removals, NIC counters."""
+    t = Table(title="token broadcast: per epoch")
+    for c in ("epoch", "time (s)", "accuracy", "gradients in last batch", "active"):
+        t.add_column(c)
+    for r in epoch_rows(run):
+        t.add_row(str(r["epoch"]), f"{r['t']:.1f}", f"{r['accuracy']:.3f}", str(r["n"]),
+                  ",".join(map(str, r["active"])))
+    console.print(t)
+    n = Table(title="nodes")
+    for c in ("host", "seq", "exit", "batches", "tokens passed", "grads sent", "grads summed",
+              "resends", "declared lost", "compute s", "token wait s", "broadcast s", "accumulate s"):
+        n.add_column(c)
+    for h, r in run.nodes.items():
+        s = r.summary
+        st, tm = s.get("stats", {}), s.get("timing", {})
+        n.add_row(h, str(s.get("node", "-")), str(r.returncode), str(st.get("batches", "-")),
+                  str(st.get("tokens_passed", "-")), str(st.get("grads_sent", "-")),
+                  str(st.get("gradients_accumulated", "-")), str(st.get("resends", "-")),
+                  str(st.get("lost_declared", "-")),
+                  *(f"{tm.get(k, 0):.2f}" if tm else "-" for k in
+                    ("compute", "token_wait", "broadcast", "accumulate")))
+    console.print(n)
+    lost = {}
+    for _h, e in run.events("lost"):
+        lost.setdefault(e["member"], e)
+    for member, e in lost.items():
+        console.print(f"node {member} removed at t={e['t']:.1f} s (declared by node {e['by']} after "
+                      f"{e['silence_s']:.2f} s of silence)")
+    if run.counters:
+        c = run.counters
+        console.print(
+            f"NICs: {c.total('acc', 'events', 'added')} gradient fragments accumulated, "
+            f"{c.total('acc', 'events', 'read')} read, {c.total('member', 'events', 'token')} "
+            f"tokens seen, drops non-member {c.total('member', 'drops', 'non_member')}, "
+            f"duplicate {c.total('acc', 'drops', 'duplicate')}, stale {c.total('acc', 'drops', 'stale')}")
+
+
+def plot(run: TokenRun, path: Path) -> None:
+    """Accuracy vs time (per epoch) with removals marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = epoch_rows(run)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot([r["t"] for r in rows], [r["accuracy"] for r in rows], "o-", label="test accuracy")
+    seen = set()
+    for _h, e in run.events("lost"):
+        if e["member"] in seen:
+            continue
+        seen.add(e["member"])
+        ax.axvline(e["t"], color="red", linestyle="--")
+        ax.annotate(f"node {e['member']} removed", (e["t"], 0.05), rotation=90, color="red",
+                    fontsize=8, xytext=(3, 0), textcoords="offset points")
+    ax.set_xlabel("time since node 1 started (s)")
+    ax.set_ylabel("accuracy")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    ax.set_title("token-passing broadcast training (digits CNN)")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def _kill_spec(spec: str) -> tuple[str, float]:
+    host, _, t = spec.partition("@")
+    try:
+        return host, float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad --kill {spec!r}: expected HOST@SECONDS, e.g. h3@5") from None
+
+
+def _slow_spec(spec: str) -> tuple[str, float]:
+    host, _, f = spec.partition("=")
+    try:
+        return host, float(f)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad --slow {spec!r}: expected HOST=FACTOR, e.g. h2=3") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Options of the token experiment."""
+    p = argparse.ArgumentParser(prog="python -m experiments --mode token",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--nodes", type=int, default=4, help="training nodes on the LAN (default 4)")
+    p.add_argument("--epochs", type=int, default=8)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=0.3)
+    p.add_argument("--cutoff", type=float, default=0.9, help="a batch ends at this fraction of its data")
+    p.add_argument("--wait-unit", type=float, default=1.0, help="t of the staggered timeouts (s)")
+    p.add_argument("--kill", type=_kill_spec, action="append", default=[], metavar="HOST@T",
+                   help="kill node HOST T seconds into training (repeatable)")
+    p.add_argument("--slow", type=_slow_spec, action="append", default=[], metavar="HOST=F",
+                   help="HOST computes F times slower (repeatable)")
+    p.add_argument("--min-nodes", type=int, default=2)
+    p.add_argument("--target", default=None, help="auto, embedded or bmv2")
+    p.add_argument("--out", default="results/token", help="directory for JSON, logs and the plot")
+    p.add_argument("--timeout", type=float, default=400.0)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    """Run the experiment; 0 when training finished on every surviving node."""
+    args = build_parser().parse_args(argv)
+    if os.geteuid() != 0:
+        console.print("[red]the experiment needs root (network namespaces)[/red]")
+        return 2
+    from topologies.network import Network
+
+    topo = token_lan(args.nodes, bw=1000)
+    for h, _t in args.kill + args.slow:
+        if h not in topo.hosts():
+            console.print(f"[red]unknown host {h!r} (hosts h1..h{args.nodes})[/red]")
+            return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    common = ["--epochs", str(args.epochs), "--batch-size", str(args.batch_size), "--lr", str(args.lr),
+              "--cutoff", str(args.cutoff), "--wait-unit", str(args.wait_unit),
+              "--min-nodes", str(args.min_nodes), "--save", str(out / "model.pt")]
+    per_host = {h: ["--slowdown", str(f)] for h, f in args.slow}
+    with Network(topo, target=args.target, limit_bw=False, log=_log) as net:
+        dep = TokenDeployment(topo, net.grpc_addresses())
+        rep = dep.deploy()
+        _log(f"deployed nic.p4 on {len(dep.nics)} NICs and lan.p4 on the LAN switch: {rep}")
+        run = run_token(net, topo, out / "logs", common, per_host=per_host,
+                        kills=dict(args.kill), from_training=True, timeout=args.timeout)
+        run.counters = dep.read_counters()
+    print_report(run)
+    for h, r in run.nodes.items():
+        if r.returncode not in (0, None) and h not in run.kills:
+            console.print(f"[red]{h} exited {r.returncode}[/red]: {r.stderr[-500:]}")
+    plot(run, out / "token_accuracy.png")
+    (out / "token_run.json").write_text(json.dumps({
+        "epochs": epoch_rows(run), "kills": run.kills, "wall_s": run.wall_s,
+        "nodes": {h: r.summary for h, r in run.nodes.items()},
+        "counters": run.counters.__dict__ if run.counters else None}, indent=1, default=str))
+    console.print(f"results: {out / 'token_run.json'}, plot {out / 'token_accuracy.png'}")
+    survivors = [r for h, r in run.nodes.items() if h not in run.kills]
+    ok = all(r.returncode == 0 for r in survivors)
+    return 0 if ok else 1

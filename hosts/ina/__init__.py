@@ -1,0 +1,8 @@
+"""In-network aggregation agents (technique 1, seed 002; docs/ina.md).
+
+* :mod:`.policy`: the routing policy a worker and the PS read (which switch aggregates
+  which fragment), written by ``gradctl ina deploy`` / the experiment;
+* :mod:`.worker` (``python -m hosts.ina.worker``): fragments, window, retransmission;
+* :mod:`.ps` (``python -m hosts.ina.ps``): exactly-once global aggregation, RESULT/CLEAR;
+* :mod:`.ddp_hook` and :mod:`.ddp_train`: a PyTorch DDP communication hook over INA.
+"""

@@ -1,0 +1,66 @@
+"""What the INA worker and PS share besides the policy: their UDP socket, the bounded-time
+error, and the test-only fault injection on the send path."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+from hosts.packets import (
+    INA_UDP_PORT,
+)
+
+_SOCK_BUF = 8 << 20  # large buffers: a window of fragments from every worker at once
+
+
+class InaTimeoutError(TimeoutError):
+    """An agent ran past its bounded total time; ``report`` holds what it had."""
+
+    def __init__(self, message: str, report: Any = None) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+def open_ina_socket(bind_ip: str = "", port: int = INA_UDP_PORT) -> socket.socket:
+    """A non-blocking UDP socket bound to ``bind_ip:port`` with large buffers.
+
+    The UDP checksum is left to the kernel default (computed on send, checked on
+    receive; a zero checksum from a switch is accepted)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for force, plain in ((33, socket.SO_RCVBUF), (32, socket.SO_SNDBUF)):
+        try:  # SO_RCVBUFFORCE/SO_SNDBUFFORCE (root) ignore net.core.[rw]mem_max
+            sock.setsockopt(socket.SOL_SOCKET, force, _SOCK_BUF)
+        except OSError:
+            sock.setsockopt(socket.SOL_SOCKET, plain, _SOCK_BUF)
+    try:
+        sock.bind((bind_ip, port))
+    except OSError as e:
+        sock.close()
+        raise OSError(e.errno, f"cannot bind UDP {bind_ip or '0.0.0.0'}:{port}: {e.strerror}") from None
+    sock.setblocking(False)
+    return sock
+
+
+@dataclass
+class FaultInjection:
+    """TEST ONLY: deterministic faults injected on an agent's send path.
+
+    ``drop_every=k`` silently drops every k-th datagram (counted as sent);
+    ``send_twice`` sends every datagram twice (duplicates)."""
+
+    drop_every: int = 0
+    send_twice: bool = False
+    _n: int = 0
+    dropped: int = 0
+
+    def send(self, sock: socket.socket, data: bytes, addr: tuple[str, int]) -> None:
+        self._n += 1
+        if self.drop_every and self._n % self.drop_every == 0:
+            self.dropped += 1
+            return
+        sock.sendto(data, addr)
+        if self.send_twice:
+            sock.sendto(data, addr)
+
+

@@ -1,0 +1,550 @@
+"""In-network-aggregation parameter server (docs/ina.md, "PS").
+
+Global aggregation with exactly-once accounting: per (job, fragment) the PS keeps the
+bitmap of contributors it has summed. A packet is added only if its bitmap is disjoint
+from that; a subset is a duplicate, a partial overlap is ignored (its missing
+contributors come again as retransmissions); both are counted. When every worker is
+in, the PS sends ``RESULT`` (through ``s_d`` when the policy has one, else by unicast to
+every worker) and ``CLEAR`` to every other switch the policy names for the fragment;
+a ``RETX`` ``GRAD`` for a finished fragment gets its ``RESULT`` again by unicast.
+
+Several jobs share one PS socket: all state is keyed by job id. Malformed input (short,
+unknown type, unknown job, fragment out of range, bad bitmap) is counted and dropped.
+
+CLI::
+
+    python -m hosts.ina.ps --policy policy.json [--policy job2.json] [--json]
+        [--linger 1.0] [--max-time 300] [--iface ps-eth0] [--out-int sums.npz]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import select
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hosts.ina.agent import FaultInjection, InaTimeoutError, open_ina_socket
+from hosts.ina.policy import Policy, PolicyError, default_switch_ip
+from hosts.packets import (
+    INA_HEADER,
+    INA_HEADER_LEN,
+    INA_PACKET_LEN,
+    INA_UDP_PORT,
+    INA_VALUES,
+    InaFlags,
+    MsgType,
+)
+
+__all__ = ["JobStats", "PSCounters", "PSReport", "ParameterServer", "main"]
+
+_RECV_SIZE = 2048
+_BE_I32 = np.dtype(">i4")
+_ZERO_VALUES = bytes(4 * INA_VALUES)
+# plain ints: comparing with IntEnum members costs more on the per-packet path
+_GRAD, _PARTIAL = int(MsgType.GRAD), int(MsgType.PARTIAL)
+_RESULT, _CLEAR = int(MsgType.RESULT), int(MsgType.CLEAR)
+_RETX = int(InaFlags.RETX)
+
+
+@dataclass
+class JobStats:
+    """Per-job counters."""
+
+    job: int
+    num_workers: int
+    fragments: int
+    completed: int = 0
+    packets_in: int = 0  # well-formed GRAD/PARTIAL datagrams of this job
+    bytes_in: int = 0  # their UDP payload bytes
+    grad_in: int = 0  # GRAD packets: raw (single contributor) ...
+    merged_grad_in: int = 0  # ... except these: a VIA_SD aggregate passed on by a busy s_d
+    partial_in: int = 0  # switch partial aggregates
+    retx_in: int = 0  # GRAD with the RETX flag
+    forwarded_in: int = 0  # GRAD passed on unaggregated by a busy switch (origin != 0)
+    accepted_grad: int = 0
+    accepted_partial: int = 0
+    contributions: int = 0  # worker values summed (popcount of accepted bitmaps)
+    duplicates: int = 0  # bitmap a subset of what the fragment has
+    overlaps: int = 0  # bitmap overlaps it only in part: ignored
+    late: int = 0  # for an already finished fragment
+    count_mismatch: int = 0  # count field != popcount(bitmap) (accepted by bitmap)
+    results_sent: int = 0
+    result_resends: int = 0  # RESULT again for a RETX of a finished fragment
+    clears_sent: int = 0
+    first_packet_s: float | None = None  # since the PS started
+    complete_s: float | None = None
+
+
+@dataclass
+class PSCounters:
+    """Datagrams that belong to no job: counted and dropped."""
+
+    datagrams: int = 0
+    bytes_in: int = 0  # every datagram's UDP payload bytes
+    short: int = 0
+    bad_type: int = 0  # RESULT, CLEAR or unknown msg_type
+    unknown_job: int = 0
+    out_of_range: int = 0  # fragment not in this job's range
+    bad_bitmap: int = 0  # empty, or names a rank >= num_workers
+    send_errors: int = 0
+    fault_drops: int = 0  # TEST ONLY
+
+
+@dataclass
+class PSReport:
+    """What a ``run`` did (``to_dict`` is the CLI's JSON)."""
+
+    complete: bool
+    duration_s: float
+    jobs: dict[int, JobStats]
+    counters: PSCounters
+    nic_rx_bytes: int | None = None
+    nic_rx_packets: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "complete": self.complete,
+            "duration_s": round(self.duration_s, 6),
+            "jobs": {str(j): asdict(s) for j, s in self.jobs.items()},
+            **asdict(self.counters),
+            "nic_rx_bytes": self.nic_rx_bytes,
+            "nic_rx_packets": self.nic_rx_packets,
+        }
+
+
+@dataclass
+class _Job:
+    """Aggregation state of one job."""
+
+    job: int
+    num_workers: int
+    num_fragments: int
+    offset: int  # fragment number on the wire = offset + index
+    full: int  # bitmap of all workers
+    result_dsts: list[tuple[tuple[str, int], int]]  # (address, tag) for each RESULT copy
+    clears: list[list[tuple[int, tuple[str, int]]]]  # per fragment: (switch id, address)
+    stats: JobStats
+    rounds: int = 1  # allreduces of F fragments each, back to back; 0 = no limit
+    round: int = 0  # the round being aggregated: wire fragment = offset + round·F + index
+    round_done: int = 0  # fragments of this round finished
+    acc: np.ndarray = field(init=False)  # (F, 32) int32, wraps mod 2^32 like the switches
+    have: list[int] = field(init=False)  # per fragment: bitmap summed so far
+    results: dict[int, bytes] = field(default_factory=dict)  # finished fragment -> values
+    # the previous round's results: a worker whose RESULT was lost retransmits while the
+    # others have moved on (no worker can be two rounds behind: each round needs all)
+    prev_results: dict[int, bytes] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.acc = np.zeros((self.num_fragments, INA_VALUES), dtype=np.int32)
+        self.have = [0] * self.num_fragments
+
+    @property
+    def done(self) -> bool:
+        return self.rounds > 0 and self.round == self.rounds - 1 and \
+            self.round_done == self.num_fragments
+
+    def next_round(self) -> None:
+        self.prev_results, self.results = self.results, {}
+        self.acc[:] = 0
+        self.have = [0] * self.num_fragments
+        self.round += 1
+        self.round_done = 0
+
+
+def _read_nic(iface: str) -> tuple[int, int] | None:
+    base = Path("/sys/class/net") / iface / "statistics"
+    try:
+        return int((base / "rx_bytes").read_text()), int((base / "rx_packets").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+class ParameterServer:
+    """The PS of one or more jobs (``add_job``) on one UDP socket.
+
+    Args:
+        job_id, num_workers, num_fragments: the first job (checked against ``policy``).
+        policy: its routing policy; None = PS-only baseline, RESULT by unicast to
+            ``worker_ips`` (rank order).
+        bind_ip: local address (default: the policy's ``ps``; "" = all addresses).
+        port: UDP port.
+        linger: after every job is complete, keep answering retransmissions until no
+            datagram has come for this many seconds.
+        max_time: bound on ``run``; past it ``InaTimeoutError`` (with ``.report``).
+        iface: NIC whose rx_bytes/rx_packets delta goes into the report.
+        fragment_offset: first fragment number on the wire (see ``Worker``).
+        rounds: allreduces to serve per job, back to back (round r uses the fragment
+            numbers ``offset + r·F ...``, as a worker's ``fragment_offset = r·F``); 0 = no
+            limit: ``run`` then ends after ``idle_exit`` quiet seconds between rounds, once
+            a round has finished (or at ``max_time``).
+        idle_exit: see ``rounds``.
+        faults: TEST ONLY fault injection on sends.
+    """
+
+    def __init__(
+        self,
+        job_id: int,
+        num_workers: int,
+        num_fragments: int,
+        policy: Policy | None = None,
+        *,
+        worker_ips: Sequence[str] | None = None,
+        bind_ip: str | None = None,
+        port: int | None = None,
+        linger: float = 1.0,
+        max_time: float = 300.0,
+        iface: str | None = None,
+        fragment_offset: int = 0,
+        rounds: int = 1,
+        idle_exit: float = 30.0,
+        faults: FaultInjection | None = None,
+    ) -> None:
+        if rounds < 0:
+            raise ValueError(f"rounds must be >= 0, got {rounds}")
+        self.jobs: dict[int, _Job] = {}
+        self.counters = PSCounters()
+        self.linger, self.max_time, self.iface = linger, max_time, iface
+        self.rounds, self.idle_exit = rounds, idle_exit
+        self.faults = faults
+        self.port = port if port is not None else (policy.port if policy else INA_UDP_PORT)
+        self.add_job(job_id, num_workers, num_fragments, policy, worker_ips=worker_ips,
+                     fragment_offset=fragment_offset)
+        if bind_ip is None:
+            bind_ip = policy.ps if policy is not None else ""
+        self.sock = open_ina_socket(bind_ip, self.port)
+
+    @classmethod
+    def from_policies(cls, policies: Sequence[Policy], **kw: Any) -> ParameterServer:
+        """One PS serving every job in ``policies`` (distinct job ids)."""
+        if not policies:
+            raise ValueError("no policy given")
+        first, *rest = policies
+        ps = cls(first.job, first.num_workers, first.num_fragments, first, **kw)
+        for p in rest:
+            ps.add_job(p.job, p.num_workers, p.num_fragments, p,
+                       fragment_offset=kw.get("fragment_offset", 0))
+        return ps
+
+    def add_job(
+        self,
+        job_id: int,
+        num_workers: int,
+        num_fragments: int,
+        policy: Policy | None = None,
+        *,
+        worker_ips: Sequence[str] | None = None,
+        fragment_offset: int = 0,
+    ) -> None:
+        """Serve one more job (before ``run``)."""
+        if job_id in self.jobs:
+            raise ValueError(f"job {job_id} is already served by this PS")
+        if policy is not None:
+            if (policy.job, policy.num_workers, policy.num_fragments) != (
+                job_id, num_workers, num_fragments,
+            ):
+                raise PolicyError(
+                    f"job {job_id}: arguments (job, workers, fragments) = "
+                    f"{(job_id, num_workers, num_fragments)} disagree with the policy "
+                    f"{(policy.job, policy.num_workers, policy.num_fragments)}"
+                )
+            worker_ips = policy.workers
+        if worker_ips is None or len(worker_ips) != num_workers:
+            raise ValueError(f"job {job_id}: need {num_workers} worker addresses")
+        if not 0 <= job_id <= 255 or not 1 <= num_workers <= 32 or num_fragments < 1:
+            raise ValueError("job_id 0..255, num_workers 1..32, num_fragments >= 1")
+        port = self.port
+        if policy is not None and policy.sd is not None:
+            # one copy to s_d, which multicasts it to the workers and frees its aggregator
+            dsts = [((policy.sd.ip, port), policy.sd.id)]
+        else:
+            dsts = [((ip, port), 0) for ip in worker_ips]
+        clears: list[list[tuple[int, tuple[str, int]]]] = [[] for _ in range(num_fragments)]
+        if policy is not None:
+            for s, frags in policy.clear_targets().items():
+                addr = (policy.switch_ips[s], port)
+                for f in frags.tolist():
+                    clears[f].append((s, addr))
+        total = num_fragments * self.rounds if self.rounds else num_fragments
+        self.jobs[job_id] = _Job(
+            job_id, num_workers, num_fragments, fragment_offset, (1 << num_workers) - 1,
+            dsts, clears, JobStats(job_id, num_workers, total), self.rounds,
+        )
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> ParameterServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def complete(self) -> bool:
+        return all(j.done for j in self.jobs.values())
+
+    @property
+    def between_rounds(self) -> bool:
+        """No round has a fragment in progress (every job finished its last round or
+        has not received anything of its next one)."""
+        return all(j.round_done == 0 and not any(j.have) or j.done for j in self.jobs.values())
+
+    def result(self, job_id: int) -> np.ndarray:
+        """The job's aggregated int32 values, flat (``num_fragments * 32``)."""
+        return self.jobs[job_id].acc.ravel().copy()
+
+    # ---------------------------------------------------------------- engine
+
+    def _send(self, data: bytes, addr: tuple[str, int]) -> None:
+        try:
+            if self.faults is None:
+                self.sock.sendto(data, addr)
+            else:
+                self.faults.send(self.sock, data, addr)
+        except OSError:  # full buffer, no route: the worker will retransmit
+            self.counters.send_errors += 1
+
+    def _finish(self, jb: _Job, f: int, frag: int) -> None:
+        st = jb.stats
+        st.completed += 1
+        values = jb.acc[f].astype(_BE_I32).tobytes()
+        pack = INA_HEADER.pack
+        for addr, tag in jb.result_dsts:
+            pkt = pack(_RESULT, jb.job, 0, frag, tag, 0, jb.full, jb.num_workers, 0, 0, 0)
+            self._send(pkt + values, addr)
+            st.results_sent += 1
+        for s, addr in jb.clears[f]:
+            pkt = pack(_CLEAR, jb.job, 0, frag, s, 0, jb.full, jb.num_workers, 0, 0, 0)
+            self._send(pkt, addr)  # header only (docs/ina.md): no values to carry
+            st.clears_sent += 1
+        jb.results[f] = values  # for RETX of a finished fragment (RESULT lost)
+
+    def _handle(self, data: bytes, addr: tuple[str, int], now: float) -> None:
+        c = self.counters
+        if len(data) < INA_PACKET_LEN:
+            if len(data) >= INA_HEADER_LEN and data[0] == _CLEAR:  # header-only, not ours
+                c.bad_type += 1
+            else:
+                c.short += 1
+            return
+        mt, job, _wid, frag, tag, origin, bm, cnt, _fanin, flags, _sdf = INA_HEADER.unpack_from(data)
+        if mt != _GRAD and mt != _PARTIAL:
+            c.bad_type += 1
+            return
+        jb = self.jobs.get(job)
+        if jb is None:
+            c.unknown_job += 1
+            return
+        r, f = divmod(frag - jb.offset, jb.num_fragments)
+        if r < 0 or r > jb.round or r < jb.round - 1 and mt == _GRAD and flags & _RETX:
+            # before the job's range, a future round, or a retransmission two rounds old
+            # (impossible for a live worker: every round needs every worker)
+            c.out_of_range += 1
+            return
+        # a GRAD may carry several contributors: a VIA_SD aggregate that a busy s_d
+        # passed on to the PS; so the bitmap, not worker_id, says who is inside
+        if bm == 0 or bm & ~jb.full:
+            c.bad_bitmap += 1
+            return
+        st = jb.stats
+        st.packets_in += 1
+        st.bytes_in += len(data)
+        if st.first_packet_s is None:
+            st.first_packet_s = now
+        if mt == _GRAD:
+            st.grad_in += 1
+            if origin:
+                st.forwarded_in += 1
+            if bm & (bm - 1):
+                st.merged_grad_in += 1
+        else:
+            st.partial_in += 1
+        retx = flags & _RETX
+        if retx:
+            st.retx_in += 1
+        values = jb.results.get(f) if r == jb.round else (
+            jb.prev_results.get(f, _ZERO_VALUES) if r == jb.round - 1 else _ZERO_VALUES)
+        if values is not None:  # already finished (this round's fragment, or an older round)
+            st.late += 1
+            if retx and mt == _GRAD:  # its RESULT was lost: unicast it again
+                hdr = INA_HEADER.pack(_RESULT, job, 0, frag, 0, 0, jb.full, jb.num_workers, 0,
+                                      _RETX, 0)
+                self._send(hdr + values, addr)
+                st.result_resends += 1
+            elif mt == _PARTIAL and tag:
+                # A switch completed an aggregate after the fragment was finished (a late
+                # duplicate refilled a freed aggregator): free it again, or it would hold
+                # that aggregator for good.
+                owner = origin or tag
+                pkt = INA_HEADER.pack(_CLEAR, job, 0, frag, owner, 0, jb.full, jb.num_workers, 0, 0, 0)
+                self._send(pkt, (default_switch_ip(owner), self.port))
+                st.clears_sent += 1
+            return
+        have = jb.have[f]
+        if bm & have:
+            if bm & have == bm:
+                st.duplicates += 1
+            else:
+                st.overlaps += 1
+            return
+        n = bm.bit_count()
+        if cnt != n:
+            st.count_mismatch += 1
+        row = jb.acc[f]
+        row += np.frombuffer(data, _BE_I32, INA_VALUES, INA_HEADER_LEN)  # wraps mod 2^32
+        have |= bm
+        jb.have[f] = have
+        st.contributions += n
+        if mt == _GRAD:
+            st.accepted_grad += 1
+        else:
+            st.accepted_partial += 1
+        if have == jb.full:
+            self._finish(jb, f, frag)
+            jb.round_done += 1
+            if jb.round_done == jb.num_fragments:
+                if jb.done:
+                    st.complete_s = now
+                else:
+                    jb.next_round()
+
+    def run(self) -> PSReport:
+        """Serve until every job is complete and ``linger`` seconds pass without a
+        datagram; raises ``InaTimeoutError`` (``.report`` attached) after ``max_time``."""
+        nic0 = _read_nic(self.iface) if self.iface else None
+        sock, recvfrom, c = self.sock, self.sock.recvfrom, self.counters
+        t0 = time.monotonic()
+        deadline = t0 + self.max_time
+        last_rx = t0
+        done_at: float | None = None
+        while True:
+            got = False
+            while True:
+                try:
+                    data, addr = recvfrom(_RECV_SIZE)
+                except (BlockingIOError, InterruptedError):
+                    break
+                except ConnectionRefusedError:
+                    continue
+                got = True
+                c.datagrams += 1
+                c.bytes_in += len(data)
+                self._handle(data, addr, time.monotonic() - t0)
+            now = time.monotonic()
+            if got:
+                last_rx = now
+            if done_at is None and self.complete:
+                done_at = now
+            if done_at is not None and now - max(last_rx, done_at) >= self.linger:
+                break
+            if (self.rounds == 0 and now - last_rx >= self.idle_exit and self.between_rounds
+                    and any(j.round for j in self.jobs.values())):
+                break  # open-ended: the workers have stopped (after at least one round)
+            if now >= deadline:
+                if done_at is not None:
+                    break
+                report = self._report(False, now - t0, nic0)
+                missing = {
+                    j: jb.stats.fragments - jb.stats.completed
+                    for j, jb in self.jobs.items()
+                    if not jb.done
+                }
+                raise InaTimeoutError(
+                    f"PS: jobs not complete after {self.max_time:g} s "
+                    f"(fragments missing per job: {missing})",
+                    report,
+                )
+            if not got:
+                wait = deadline - now
+                if done_at is not None:
+                    wait = min(wait, max(last_rx, done_at) + self.linger - now)
+                select.select([sock], [], [], max(0.0, min(wait, 0.5)))
+        return self._report(True, time.monotonic() - t0, nic0)
+
+    def _report(self, complete: bool, duration: float, nic0: tuple[int, int] | None) -> PSReport:
+        self.counters.fault_drops = self.faults.dropped if self.faults else 0
+        rep = PSReport(complete, duration, {j: jb.stats for j, jb in self.jobs.items()},
+                       self.counters)
+        if nic0 is not None and self.iface and (nic1 := _read_nic(self.iface)):
+            rep.nic_rx_bytes, rep.nic_rx_packets = nic1[0] - nic0[0], nic1[1] - nic0[1]
+        return rep
+
+
+# ============================================================================ CLI
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m hosts.ina.ps", description="INA parameter server (one or more jobs)."
+    )
+    ap.add_argument("--policy", action="append", required=True,
+                    help="policy JSON of a job (docs/ina_policy.md); repeat for more jobs")
+    ap.add_argument("--json", action="store_true", help="print one JSON summary line")
+    ap.add_argument("--linger", type=float, default=1.0,
+                    help="quiet seconds to wait for late retransmissions once complete")
+    ap.add_argument("--max-time", type=float, default=300.0)
+    ap.add_argument("--iface", help="NIC to read rx_bytes/rx_packets from")
+    ap.add_argument("--bind", help="local address (default: the policy's ps)")
+    ap.add_argument("--fragment-offset", type=int, default=0)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="allreduces to serve back to back (worker offsets r*F); 0: until "
+                         "--idle-exit quiet seconds between rounds (default 1)")
+    ap.add_argument("--idle-exit", type=float, default=30.0,
+                    help="with --rounds 0: stop after this many quiet seconds between rounds, "
+                         "once a round has finished (default 30)")
+    ap.add_argument("--out-int", help="write the int32 sums as .npz (key job_<id>)")
+    ap.add_argument("--ready", action="store_true",
+                    help="print 'ready' on stdout once the socket is bound (for launchers)")
+    args = ap.parse_args(list(argv) if argv is not None else None)
+
+    def emit(d: dict[str, Any]) -> None:
+        if args.json:
+            print(json.dumps(d), flush=True)
+
+    try:
+        policies = [Policy.load(p) for p in args.policy]
+        ps = ParameterServer.from_policies(
+            policies, linger=args.linger, max_time=args.max_time, iface=args.iface,
+            bind_ip=args.bind, fragment_offset=args.fragment_offset, rounds=args.rounds,
+            idle_exit=args.idle_exit,
+        )
+    except (PolicyError, ValueError, OSError) as e:
+        emit({"complete": False, "error": str(e)})
+        print(f"ina_ps: error: {e}", file=sys.stderr)
+        return 2
+    if args.ready:
+        print("ready", flush=True)
+    cpu0 = time.process_time()
+    try:
+        report = ps.run()
+        rc = 0
+    except InaTimeoutError as e:
+        report, rc = e.report, 1
+        print(f"ina_ps: error: {e}", file=sys.stderr)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        ps.close()
+    if args.out_int:
+        np.savez(args.out_int, **{f"job_{j}": ps.result(j) for j in ps.jobs})
+    # cpu_s: the whole process; sync_cpu_s: serving only (start-up excluded)
+    emit({**report.to_dict(), "cpu_s": round(time.process_time(), 3),
+          "sync_cpu_s": round(time.process_time() - cpu0, 3)})
+    if not args.json:
+        for j, st in report.jobs.items():
+            print(f"job {j}: {st.completed}/{st.fragments} fragments, {st.packets_in} packets "
+                  f"in ({st.partial_in} partial, {st.grad_in} raw), {st.duplicates} duplicates, "
+                  f"{st.overlaps} overlaps")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

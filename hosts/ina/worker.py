@@ -1,0 +1,500 @@
+"""In-network-aggregation worker agent (docs/ina.md) and the routing-policy file
+(docs/ina_policy.md).
+
+A :class:`Worker` fragments one gradient into packets of 32 int32 fixed-point values,
+sends fragment ``f`` as ``GRAD`` to the switch its policy tags ``f`` with (or to the
+PS for tag 0), keeps at most ``window`` fragments outstanding, resends a fragment
+that got no ``RESULT`` in time straight to the PS (tag 0, ``RETX``, exponential
+backoff) and collects the ``RESULT`` values. One UDP socket (port 40000 on the
+worker's address), non-blocking, multiplexed with ``select``; the hot path is plain
+``struct`` + ``bytes`` slicing (no scapy, no per-packet numpy).
+
+CLI (one line of JSON on stdout with ``--json``)::
+
+    python -m hosts.ina.worker --policy policy.json --rank 0 \\
+        [--gradient g.npy | --size N --seed S] --out result.npy --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import heapq
+import json
+import select
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from hosts.fixedpoint import (
+    DEFAULT_SCALE_BITS,
+    FixedPointOverflow,
+    dequantize,
+    num_fragments,
+    pad_to_fragments,
+    quantize,
+)
+from hosts.ina.agent import FaultInjection, InaTimeoutError, open_ina_socket
+from hosts.ina.policy import (
+    FragmentRouting,
+    Policy,
+    PolicyError,
+    SwitchRef,
+    _ip,
+    default_switch_ip,
+)
+from hosts.packets import (
+    INA_HEADER,
+    INA_HEADER_LEN,
+    INA_MAX_WORKERS,
+    INA_PACKET_LEN,
+    INA_UDP_PORT,
+    INA_VALUES,
+    INA_VALUES_LEN,
+    InaFlags,
+    MsgType,
+)
+
+__all__ = [
+    "FaultInjection",
+    "FragmentRouting",
+    "InaTimeoutError",
+    "Policy",
+    "PolicyError",
+    "SwitchRef",
+    "Worker",
+    "WorkerStats",
+    "default_switch_ip",
+    "main",
+    "open_ina_socket",
+]
+
+_RECV_SIZE = 2048
+
+
+# ============================================================================ worker
+
+
+@dataclass
+class WorkerStats:
+    """What one ``allreduce`` did."""
+
+    rank: int
+    job: int
+    elements: int = 0
+    fragments: int = 0
+    packets_sent: int = 0  # GRAD datagrams handed to the socket, retransmissions included
+    retransmissions: int = 0
+    bytes_sent: int = 0  # UDP payload bytes
+    results: int = 0  # fragments completed by a RESULT
+    duplicate_results: int = 0
+    stale_results: int = 0  # RESULT for a fragment not sent yet (older run, other offset)
+    ignored: int = 0  # short, wrong type, wrong job, out of range, bad bitmap
+    send_blocked: int = 0  # socket buffer full: waited for it to drain
+    fault_drops: int = 0  # TEST ONLY: dropped by FaultInjection
+    duration_s: float = 0.0
+
+    @property
+    def pps(self) -> float:
+        """Datagrams sent plus received per second."""
+        total = self.packets_sent + self.results + self.duplicate_results
+        return total / self.duration_s if self.duration_s > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["pps"] = round(self.pps, 1)
+        d["duration_s"] = round(self.duration_s, 6)
+        return d
+
+
+class Worker:
+    """One rank of one job (docs/ina.md, "Worker").
+
+    Args:
+        rank: this worker's rank (bit ``rank`` of the contributor bitmap), 0..31.
+        num_workers: workers in the job (for the fixed-point bound and the RESULT bitmap).
+        job_id: INA job id, 0..255.
+        ps_ip: the parameter server's address (retransmissions and tag 0 go there).
+        policy: this worker's tags and fan-ins (``Policy.for_worker``); None = all tag 0.
+        switch_ips: switch id -> IP for the tags in ``policy`` (default 10.255.x.y).
+        window: most fragments outstanding (sent, no RESULT yet) at a time.
+        timeout: seconds before a fragment's first retransmission; it then doubles per
+            retransmission up to ``max_backoff``.
+        scale_bits: fixed-point scale ``S`` (q = round(g * 2**S)).
+        port: UDP port (the same on every agent and switch).
+        bind_ip: local address to bind (the worker's IP; "" = all).
+        max_time: bound on one ``allreduce``; past it ``InaTimeoutError``.
+        max_backoff: upper bound of the retransmission interval.
+        faults: TEST ONLY fault injection on sends.
+        progress: called as ``progress(done, total)`` at most every 0.1 s.
+    """
+
+    def __init__(
+        self,
+        rank: int,
+        num_workers: int,
+        job_id: int,
+        ps_ip: str,
+        policy: FragmentRouting | None = None,
+        switch_ips: Mapping[int, str] | None = None,
+        window: int = 64,
+        timeout: float = 0.2,
+        scale_bits: int = DEFAULT_SCALE_BITS,
+        port: int = INA_UDP_PORT,
+        *,
+        bind_ip: str = "",
+        max_time: float = 60.0,
+        max_backoff: float = 1.0,
+        faults: FaultInjection | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        if not 1 <= num_workers <= INA_MAX_WORKERS:
+            raise ValueError(f"num_workers must be in 1..{INA_MAX_WORKERS}, got {num_workers}")
+        if not 0 <= rank < num_workers:
+            raise ValueError(f"rank must be in 0..{num_workers - 1}, got {rank}")
+        if not 0 <= job_id <= 255:
+            raise ValueError(f"job_id must be in 0..255, got {job_id}")
+        if window < 1 or timeout <= 0 or max_time <= 0:
+            raise ValueError("window must be >= 1, timeout and max_time > 0")
+        self.rank, self.num_workers, self.job_id = rank, num_workers, job_id
+        self.ps_addr = (_ip(ps_ip, "ps_ip"), port)
+        self.policy = policy
+        self.switch_ips = dict(switch_ips or {})
+        self.window, self.timeout, self.max_time = window, timeout, max_time
+        self.max_backoff = max(max_backoff, timeout)
+        self.scale_bits, self.port = scale_bits, port
+        self.faults, self.progress = faults, progress
+        self.stats = WorkerStats(rank, job_id)  # of the last allreduce
+        self.sock = open_ina_socket(bind_ip, port)
+
+    @classmethod
+    def from_policy(cls, policy: Policy, rank: int, **kw: Any) -> Worker:
+        """A worker for ``rank`` of ``policy``, bound to its address in the policy."""
+        kw.setdefault("bind_ip", policy.workers[rank])
+        kw.setdefault("scale_bits", policy.scale_bits)
+        return cls(
+            rank, policy.num_workers, policy.job, policy.ps, policy.for_worker(rank),
+            policy.switch_ips, port=policy.port, **kw,
+        )
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- API
+
+    def quantize(self, gradient: np.ndarray) -> np.ndarray:
+        """The gradient as int32 fixed point (raises ``FixedPointOverflow``)."""
+        return quantize(gradient, self.scale_bits, self.num_workers)
+
+    def to_float(self, result: np.ndarray) -> np.ndarray:
+        """An int32 result as float32: ``sum / 2**S``."""
+        return dequantize(result, self.scale_bits)
+
+    def allreduce(
+        self, gradient: np.ndarray, fragment_offset: int = 0
+    ) -> tuple[np.ndarray, WorkerStats]:
+        """Aggregate a float gradient: returns (sum of all workers' int32 fixed-point
+        values, flat, same length as ``gradient``; stats). Nothing is sent when the
+        overflow check fails."""
+        return self.allreduce_fixed(self.quantize(gradient), fragment_offset)
+
+    def allreduce_fixed(
+        self, q: np.ndarray, fragment_offset: int = 0
+    ) -> tuple[np.ndarray, WorkerStats]:
+        """Aggregate already quantized int32 values (see ``allreduce``).
+
+        ``fragment_offset`` is added to every fragment number on the wire: consecutive
+        allreduces of one job should use disjoint ranges (e.g. ``iteration * F``) so
+        a late packet of an earlier round never mixes into a later one."""
+        q = np.asarray(q)
+        if q.dtype != np.int32:
+            raise ValueError(f"fixed-point values must be int32, got {q.dtype}")
+        n = q.size
+        n_f = num_fragments(n)
+        if n_f == 0:
+            return np.zeros(0, dtype=np.int32), WorkerStats(self.rank, self.job_id)
+        routing = self.policy or FragmentRouting.ps_only(n_f)
+        if routing.tags.size != n_f:
+            raise ValueError(
+                f"gradient of {n} values has {n_f} fragments but the policy has "
+                f"{routing.tags.size}; use a gradient of {routing.tags.size * INA_VALUES} "
+                f"values at most (padded to a multiple of {INA_VALUES})"
+            )
+        if not (fragment_offset >= 0 and fragment_offset + n_f <= 2**32):
+            raise ValueError(f"fragment_offset {fragment_offset} + {n_f} fragments do not fit 32 bits")
+        payload = pad_to_fragments(q).astype(">i4").tobytes()
+        result = self._run(payload, n_f, routing, fragment_offset)
+        out = np.frombuffer(result, dtype=">i4")[:n].astype(np.int32)
+        self.stats.elements = n
+        return out, self.stats
+
+    # ---------------------------------------------------------------- engine
+
+    def _destinations(self, routing: FragmentRouting) -> list[tuple[str, int]]:
+        addr: dict[int, tuple[str, int]] = {0: self.ps_addr}
+        for t in np.unique(routing.tags):
+            t = int(t)
+            if t not in addr:
+                ip = self.switch_ips.get(t) or default_switch_ip(t)
+                addr[t] = (ip, self.port)
+        return [addr[t] for t in routing.tags.tolist()]
+
+    def _run(self, payload: bytes, n_f: int, routing: FragmentRouting, offset: int) -> bytearray:
+        st = self.stats = WorkerStats(self.rank, self.job_id, fragments=n_f)
+        sock, job, rank = self.sock, self.job_id, self.rank
+        dest = self._destinations(routing)
+        tags = routing.tags.tolist()
+        fanin = routing.fanin.tolist()
+        flags = routing.flags.tolist()
+        sd_fanin = routing.sd_fanin.tolist()
+        pack, unpack_from = INA_HEADER.pack, INA_HEADER.unpack_from
+        grad, result_t, retx = int(MsgType.GRAD), int(MsgType.RESULT), int(InaFlags.RETX)
+        bit, full = 1 << rank, (1 << self.num_workers) - 1
+        faults = self.faults
+        sendto = sock.sendto if faults is None else (lambda d, a: faults.send(sock, d, a))
+        hl, vl, pl = INA_HEADER_LEN, INA_VALUES_LEN, INA_PACKET_LEN
+        ps_addr, timeout, max_backoff = self.ps_addr, self.timeout, self.max_backoff
+        window = self.window
+
+        result = bytearray(n_f * vl)
+        done = bytearray(n_f)
+        attempts: dict[int, int] = {}
+        timers: list[tuple[float, int]] = []  # (deadline, fragment), lazily deleted
+        next_f = n_done = outstanding = sent = retx_n = 0
+        t0 = time.monotonic()
+        deadline = t0 + self.max_time
+        last_progress = t0
+        blocked = False
+        recv = sock.recv
+        while n_done < n_f:
+            busy = False
+            now = time.monotonic()
+            # 1. first sends, up to the window
+            while outstanding < window and next_f < n_f:
+                f = next_f
+                pkt = pack(grad, job, rank, f + offset, tags[f], 0, bit, 1, fanin[f], flags[f],
+                           sd_fanin[f])
+                try:
+                    sendto(pkt + payload[f * vl:(f + 1) * vl], dest[f])
+                except BlockingIOError:
+                    st.send_blocked += 1
+                    blocked = True
+                    break
+                sent += 1
+                next_f += 1
+                outstanding += 1
+                heapq.heappush(timers, (now + timeout, f))
+                busy = True
+            # 2. everything already received
+            while True:
+                try:
+                    data = recv(_RECV_SIZE)
+                except (BlockingIOError, InterruptedError):
+                    break
+                except ConnectionRefusedError:  # ICMP from an earlier send; harmless
+                    continue
+                busy = True
+                if len(data) < pl:
+                    st.ignored += 1
+                    continue
+                mt, j, _, frag, _, _, bm, _, _, _, _ = unpack_from(data)
+                f = frag - offset
+                if mt != result_t or j != job or not 0 <= f < n_f or bm != full:
+                    st.ignored += 1
+                elif done[f]:
+                    st.duplicate_results += 1
+                elif f >= next_f:  # we have not contributed yet: not ours
+                    st.stale_results += 1
+                else:
+                    result[f * vl:(f + 1) * vl] = data[hl:pl]
+                    done[f] = 1
+                    n_done += 1
+                    outstanding -= 1
+            # 3. timeouts -> retransmit straight to the PS
+            now = time.monotonic()
+            while timers and timers[0][0] <= now:
+                f = heapq.heappop(timers)[1]
+                if done[f]:
+                    continue
+                k = attempts.get(f, 0) + 1
+                attempts[f] = k
+                pkt = pack(grad, job, rank, f + offset, 0, 0, bit, 1, 0, retx, 0)
+                try:
+                    sendto(pkt + payload[f * vl:(f + 1) * vl], ps_addr)
+                    sent += 1
+                    retx_n += 1
+                except BlockingIOError:
+                    st.send_blocked += 1
+                heapq.heappush(timers, (now + min(timeout * (2 ** k), max_backoff), f))
+            if self.progress is not None and now - last_progress >= 0.1:
+                last_progress = now
+                self.progress(n_done, n_f)
+            if n_done >= n_f:
+                break
+            if now > deadline:
+                missing = [f for f in range(n_f) if not done[f]]
+                st.packets_sent, st.retransmissions = sent, retx_n
+                st.bytes_sent, st.duration_s = sent * pl, now - t0
+                raise InaTimeoutError(
+                    f"job {job} rank {rank}: {len(missing)} of {n_f} fragments still have no "
+                    f"RESULT after {self.max_time:g} s (first missing: {missing[:5]}; "
+                    f"{retx_n} retransmissions to the PS at {ps_addr[0]}:{ps_addr[1]}); "
+                    f"is the PS running with this job and fragment count?",
+                    st,
+                )
+            # 4. nothing to do right now: sleep until a packet, buffer space or a timer
+            if not busy:
+                wait = min(timers[0][0] - now if timers else 0.05, deadline - now)
+                wset = [sock] if blocked else []
+                r, w, _ = select.select([sock], wset, [], max(wait, 0.0))
+                if w:
+                    blocked = False
+        if self.progress is not None:
+            self.progress(n_done, n_f)
+        st.packets_sent, st.retransmissions, st.bytes_sent = sent, retx_n, sent * pl
+        st.results = n_done
+        st.fault_drops = faults.dropped if faults else 0
+        st.duration_s = time.monotonic() - t0
+        return result
+
+
+# ============================================================================ CLI
+
+
+def _digest(a: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(a, dtype="<i4").tobytes()).hexdigest()[:16]
+
+
+def _progress_bar(enabled: bool) -> tuple[Any, Callable[[int, int], None] | None]:
+    if not enabled:
+        return None, None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    prog = Progress(
+        "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), console=Console(stderr=True), transient=True,
+    )
+    task = prog.add_task("allreduce", total=None)
+
+    def update(done: int, total: int) -> None:
+        prog.update(task, completed=done, total=total)
+
+    return prog, update
+
+
+def _load_gradient(args: argparse.Namespace, n_default: int) -> np.ndarray:
+    if args.gradient:
+        g = np.load(args.gradient)
+        return np.asarray(g, dtype=np.float32).ravel()
+    n = args.size if args.size is not None else n_default
+    rng = np.random.default_rng([args.seed, args.rank])  # distinct per rank
+    return rng.standard_normal(n).astype(np.float32)
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m hosts.ina.worker", description="INA worker: allreduce one gradient."
+    )
+    ap.add_argument("--policy", required=True, help="policy JSON (docs/ina_policy.md)")
+    ap.add_argument("--rank", type=int, required=True)
+    src = ap.add_mutually_exclusive_group()
+    src.add_argument("--gradient", help=".npy file with the float gradient")
+    src.add_argument("--size", type=int, help="random gradient of N values (default: "
+                     f"num_fragments * {INA_VALUES})")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the random gradient "
+                    "(mixed with the rank)")
+    ap.add_argument("--out", help="write the aggregated float32 gradient (.npy)")
+    ap.add_argument("--out-int", help="write the int32 fixed-point sum (.npy)")
+    ap.add_argument("--scale-bits", type=int, help="override the policy's scale_bits")
+    ap.add_argument("--window", type=int, default=64)
+    ap.add_argument("--timeout", type=float, default=0.2, help="first retransmission timeout (s)")
+    ap.add_argument("--max-backoff", type=float, default=1.0)
+    ap.add_argument("--max-time", type=float, default=60.0, help="bound on the whole run (s)")
+    ap.add_argument("--fragment-offset", type=int, default=0)
+    ap.add_argument("--bind", help="local address (default: the rank's address in the policy)")
+    ap.add_argument("--json", action="store_true", help="print one JSON summary line")
+    ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--send-twice", action="store_true",
+                    help="testing: send every datagram twice (duplicate handling)")
+    ap.add_argument("--ready-go", action="store_true",
+                    help="set up, print 'ready' on stdout, then start when a line arrives on "
+                    "stdin: a launcher starts every worker at once and times the "
+                    "synchronization, not Python's start-up")
+    args = ap.parse_args(list(argv) if argv is not None else None)
+
+    def fail(msg: str, code: int = 2) -> int:
+        if args.json:
+            print(json.dumps({"rank": args.rank, "ok": False, "error": msg}), flush=True)
+        print(f"ina_worker: error: {msg}", file=sys.stderr)
+        return code
+
+    try:
+        policy = Policy.load(args.policy)
+        grad = _load_gradient(args, policy.num_fragments * INA_VALUES)
+        kw: dict[str, Any] = {
+            "window": args.window, "timeout": args.timeout, "max_time": args.max_time,
+            "max_backoff": args.max_backoff,
+        }
+        if args.scale_bits is not None:
+            kw["scale_bits"] = args.scale_bits
+        if args.bind is not None:
+            kw["bind_ip"] = args.bind
+        if args.send_twice:
+            kw["faults"] = FaultInjection(send_twice=True)
+        worker = Worker.from_policy(policy, args.rank, **kw)
+    except (PolicyError, OSError, ValueError) as e:
+        return fail(str(e))
+    prog, update = _progress_bar(sys.stderr.isatty() and not args.no_progress)
+    worker.progress = update
+    if args.ready_go:
+        print("ready", flush=True)
+        if not sys.stdin.readline():
+            worker.close()
+            return fail("--ready-go: stdin closed before the start signal")
+    cpu0 = time.process_time()
+    try:
+        if prog is not None:
+            prog.start()
+        res, st = worker.allreduce(grad, args.fragment_offset)
+        t_end = time.time()  # wall clock: comparable across the emulated hosts
+    except FixedPointOverflow as e:
+        return fail(str(e))
+    except InaTimeoutError as e:
+        return fail(str(e), 1)
+    except (ValueError, OSError) as e:
+        return fail(str(e))
+    finally:
+        if prog is not None:
+            prog.stop()
+        worker.close()
+    if args.out:
+        np.save(args.out, worker.to_float(res))
+    if args.out_int:
+        np.save(args.out_int, res)
+    summary = {"ok": True, **st.to_dict(), "scale_bits": worker.scale_bits,
+               "result_sha256_16": _digest(res),
+               # cpu_s: the whole process, start-up included; sync_cpu_s: the allreduce
+               "cpu_s": round(time.process_time(), 3),
+               "sync_cpu_s": round(time.process_time() - cpu0, 3), "t_end": t_end}
+    if args.json:
+        print(json.dumps(summary), flush=True)
+    else:
+        print(f"rank {st.rank}: {st.fragments} fragments in {st.duration_s:.3f} s, "
+              f"{st.packets_sent} sent ({st.retransmissions} retransmitted), "
+              f"{st.pps:.0f} pkt/s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,313 @@
+"""NDN GPU worker (technique 2, seed 000; protocol in docs/ndn.md).
+
+The GPU's side of every step of the seed's claim 1 (PS ``P``, training ``T``, GPU ``G``):
+
+2.2  answers the task-assignment Interest ``/G/P/T`` with Data "accept", or "decline"
+     when busy (``--busy``), and then takes no work.
+3.1  fetches the model initialisation ``/P/T/G/seg=i``.
+4.1  subscribes with ``/*insert*/P/T/G`` until the ``/*distribute*/P/T/G`` ack arrives.
+5.2  answers the collection Interest ``/G/P/T/v=r/seg=i`` at once when gradient r is
+     ready, or holds it and answers when the computation finishes.
+5.3.1 synchronous: after sending gradient r it starts a probe timer set from its past
+     send-to-update delays (``--probe-factor`` × the largest of the last five updates that
+     came by distribution, within ``--probe-min`` .. ``--probe-max``).
+6    takes the update ``/*distribute*/P/T/v=r+1/seg=i`` the switches replicate to it.
+9    when the probe timer fires before the whole update is in, fetches the missing
+     segments with ordinary Interests ``/P/T/v=r+1/seg=i`` (lost-update recovery).
+async: computes its next gradient on the newest complete parameters it holds, right
+     after sending one, and never waits for an update.
+
+Gradients come from :func:`hosts.ndn.common.synthetic_gradient` (deterministic in the
+parameters, the GPU and the step) after ``--compute-time`` seconds, or with
+``--model digits`` from the digits CNN on shard ``--gpu-index`` of ``--world``. Prints
+one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hosts.ndn import common as nc
+
+
+class Gpu:
+    """The GPU agent: one event loop over one face."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.a = args
+        hosts = json.loads(args.hosts) if args.hosts else {}
+        self.face = nc.make_face(args.transport, args.iface, hosts)
+        self.req = nc.Requester(self.face, timeout=args.timeout)
+        self.me, self.ps, self.train = args.me, args.ps, args.train
+        self.nseg = nc.n_segments(args.values)
+        self.state = "idle"        # idle -> init -> subscribe -> train -> done | declined
+        self.params: np.ndarray | None = None
+        self.version = 0
+        self.init_parts: dict[int, bytes] = {}
+        self.updates: dict[int, dict[int, bytes]] = {}   # version -> segments
+        self.recovered: dict[int, set[int]] = {}         # version -> segments fetched by probe
+        self.step = 0                                    # next gradient to compute
+        self.ready: dict[int, list[bytes]] = {}          # step -> gradient segments
+        self.sent: dict[int, set[int]] = {}              # step -> segments answered
+        self.held: dict[tuple[int, int], Any] = {}       # collection Interests waiting
+        self.compute_until: float | None = None
+        self.sent_at: dict[int, float] = {}              # step -> time fully sent
+        self.delays: list[float] = []
+        self.probe_at: float | None = None
+        self.probe_version = 0
+        self.probes_fired = 0
+        self.via_distribute = 0
+        self.sent_sum = np.zeros(args.values, dtype=np.float64)
+        self.gradients_sent = 0
+        self.declined_at: float | None = None
+        self.final = args.rounds if args.mode == "sync" else args.final_version
+        self.trainer: nc.DigitsTrainer | None = None   # digits: made when a task is accepted
+
+    def n(self, *parts: str | bytes) -> list[bytes]:
+        return nc.name_of(*parts)
+
+    # ------------------------------------------------------------------ loop
+    def run(self) -> dict[str, Any]:
+        deadline = time.monotonic() + self.a.max_time
+        while time.monotonic() < deadline and self.state != "done":
+            wait = min(self.req.tick(), 0.02)
+            for p in self.face.recv(wait):
+                self.handle(p)
+            now = time.monotonic()
+            if self.compute_until is not None and now >= self.compute_until:
+                self.finish_compute()
+            if self.probe_at is not None and now >= self.probe_at:
+                self.probe()
+            if self.state == "declined" and self.declined_at and now - self.declined_at > self.a.linger:
+                break
+        return self.summary()
+
+    # ------------------------------------------------------------------ packets
+    def handle(self, p: nc.Packet) -> None:
+        name = p.name
+        mk = nc.marker(name)
+        if p.kind == "interest":
+            if len(name) == 3 and nc.comp_str(name[0]) == self.me:       # step 2.2
+                busy = self.a.busy or self.state not in ("idle", "init", "subscribe", "train")
+                accept = not busy
+                self.face.send(nc.data_packet(name, b"accept" if accept else b"decline"),
+                               dest=p.source, kind="assign")
+                if accept and self.state == "idle":
+                    if self.a.model == "digits":
+                        self.trainer = nc.DigitsTrainer(self.a.gpu_index, self.a.world, self.a.seed)
+                    self.state = "init"
+                    for seg in range(self.nseg):                           # step 3.1
+                        self.req.express(self.n(self.ps, self.train, self.me, f"seg={seg}"), "content")
+                elif not accept and self.declined_at is None:
+                    self.state = "declined" if self.state == "idle" else self.state
+                    self.declined_at = time.monotonic()
+                elif not accept:
+                    self.declined_at = time.monotonic()
+            elif len(name) == 5 and nc.comp_str(name[0]) == self.me:     # step 5.2
+                k, seg = nc.version_of(name[3]), nc.seg_of(name)
+                if k in self.ready and 0 <= seg < self.nseg:
+                    self.answer(k, seg, name, p.source)
+                elif k >= self.step - 1:
+                    self.held[(k, seg)] = p.source
+            return
+        # Data
+        if mk == "distribute":
+            if len(name) == 4 and nc.comp_str(name[3]) == self.me and self.state == "subscribe":
+                self.req.satisfied(self.n(b"*insert*", self.ps, self.train, self.me))
+                self.start_training()
+            elif len(name) == 5 and self.state == "train":
+                self.on_update(nc.version_of(name[3]), nc.seg_of(name), p.content, probe=False)
+            return
+        if len(name) == 4 and nc.comp_str(name[0]) == self.ps and self.req.satisfied(name):
+            third = name[2]
+            if nc.Component.get_type(third) == nc.Component.TYPE_GENERIC:    # step 3.2 answer
+                self.init_parts[nc.seg_of(name)] = p.content
+                if len(self.init_parts) == self.nseg and self.state == "init":
+                    self.params = nc.join_segments(self.init_parts, self.a.values)
+                    self.state = "subscribe"                                # step 4.1
+                    self.req.express(self.n(b"*insert*", self.ps, self.train, self.me), "insert")
+            else:                                                            # step 9 answer
+                self.on_update(nc.version_of(third), nc.seg_of(name), p.content, probe=True)
+
+    # ------------------------------------------------------------------ training
+    def start_training(self) -> None:
+        self.state = "train"
+        self.begin_compute()
+
+    def begin_compute(self) -> None:
+        self.compute_until = time.monotonic() + self.a.compute_time
+
+    def finish_compute(self) -> None:
+        """The gradient of ``step`` is ready: answer held collection Interests."""
+        self.compute_until = None
+        assert self.params is not None
+        k = self.step
+        if self.trainer is not None:
+            g = self.trainer.gradient(self.params, k)
+        elif self.a.gradient_dir:  # a given gradient (experiments.compare)
+            g = np.load(Path(self.a.gradient_dir) / f"grad-{self.a.gpu_index}.npy").astype(np.float32)
+        else:
+            g = nc.synthetic_gradient(self.params, self.a.gpu_index, k, self.a.seed)
+        self.ready[k] = nc.segments(g)
+        self.sent[k] = set()
+        self.sent_sum += g
+        self.gradients_sent += 1
+        self.step = k + 1
+        for old in [s for s in self.ready if s < k - 2]:
+            del self.ready[old]
+        for (hk, seg), src in list(self.held.items()):
+            if hk == k:
+                del self.held[(hk, seg)]
+                self.answer(k, seg, self.n(self.me, self.ps, self.train, f"v={k}", f"seg={seg}"), src)
+
+    def answer(self, k: int, seg: int, name: list[bytes], dest: Any) -> None:
+        self.face.send(nc.data_packet(name, self.ready[k][seg], self.nseg - 1), dest=dest, kind="gradient")
+        sent = self.sent[k]
+        if seg in sent:
+            return
+        sent.add(seg)
+        if len(sent) < self.nseg:
+            return
+        now = time.monotonic()
+        self.sent_at[k] = now
+        if self.a.mode == "sync":
+            # Step 5.3.1: the probe timer, from past send-to-update delays.
+            recent = self.delays[-5:]
+            timeout = (min(self.a.probe_max, max(self.a.probe_min, self.a.probe_factor * max(recent)))
+                       if recent else self.a.probe_init)
+            self.probe_at = now + timeout
+            self.probe_version = k + 1
+        elif self.step < self.a.steps:
+            self.begin_compute()
+        else:
+            # Last gradient sent: wait for the final version, probing if it is lost.
+            self.probe_at = now + self.a.probe_init
+            self.probe_version = self.final
+
+    def on_update(self, v: int, seg: int, content: bytes, probe: bool) -> None:
+        if v <= self.version or not 0 <= seg < self.nseg:
+            return
+        parts = self.updates.setdefault(v, {})
+        if seg in parts:
+            return
+        parts[seg] = content
+        if probe:
+            self.recovered.setdefault(v, set()).add(seg)
+        if len(parts) < self.nseg:
+            return
+        # A complete version: the newest one wins (async versions may arrive out of order).
+        self.params = nc.join_segments(parts, self.a.values)
+        self.version = v
+        for old in [x for x in self.updates if x <= v]:
+            del self.updates[old]
+        for seg_ in range(self.nseg):
+            for x in range(1, v + 1):
+                self.req.satisfied(self.n(self.ps, self.train, f"v={x}", f"seg={seg_}"))
+        if v not in self.recovered:
+            self.via_distribute += 1
+        if self.a.mode == "sync":
+            sent = self.sent_at.get(v - 1)
+            if sent is not None and v not in self.recovered:
+                # only updates that came by distribution: a recovered one's delay is the
+                # probe timer itself, which would make the next timer grow every loss
+                self.delays.append(time.monotonic() - sent)
+            if v == self.probe_version:
+                self.probe_at = None
+            if v >= self.final:
+                self.state = "done"
+            else:
+                self.begin_compute()
+        elif v >= self.final:
+            self.state = "done"
+            self.probe_at = None
+
+    def probe(self) -> None:
+        """Step 9: the probe timer fired before the update arrived: fetch it."""
+        self.probe_at = None
+        v = self.probe_version
+        if v <= self.version:
+            return
+        self.probes_fired += 1
+        have = self.updates.get(v, {})
+        for seg in range(self.nseg):
+            if seg not in have:
+                self.req.express(self.n(self.ps, self.train, f"v={v}", f"seg={seg}"), "probe")
+
+    # ------------------------------------------------------------------ report
+    def summary(self) -> dict[str, Any]:
+        if self.a.out and self.params is not None:
+            out = Path(self.a.out)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            np.save(out, self.params)
+            np.save(out.with_name(out.stem + "-sent-sum.npy"), self.sent_sum)
+        st = self.face.stats
+        return {
+            "role": "gpu", "me": self.me, "state": self.state, "version": self.version,
+            "accepted": self.state not in ("idle", "declined"),
+            "gradients_sent": self.gradients_sent,
+            "updates_via_distribute": self.via_distribute,
+            "updates_recovered_by_probe": len(self.recovered),
+            "segments_recovered": sum(len(s) for s in self.recovered.values()),
+            "probes_fired": self.probes_fired, "delays": self.delays,
+            "retransmissions": self.req.retransmissions,
+            "tx_bytes": st.tx_bytes, "rx_bytes": st.rx_bytes,
+        }
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Command-line options."""
+    p = argparse.ArgumentParser(prog="python -m hosts.ndn.gpu", description=__doc__.splitlines()[0])
+    p.add_argument("--me", required=True, help="this GPU's name (its host name)")
+    p.add_argument("--gpu-index", type=int, default=0, help="index for the synthetic gradient")
+    p.add_argument("--ps", required=True, help="the PS's name")
+    p.add_argument("--train", default="train")
+    p.add_argument("--transport", choices=["ndn", "ip"], default="ndn")
+    p.add_argument("--iface", default="")
+    p.add_argument("--hosts", default="", help="JSON {host: ip} (ip transport)")
+    p.add_argument("--mode", choices=["sync", "async"], default="sync")
+    p.add_argument("--rounds", type=int, default=3, help="sync: rounds (the last version)")
+    p.add_argument("--steps", type=int, default=3, help="async: gradients this GPU sends")
+    p.add_argument("--final-version", type=int, default=0, help="async: the PS's last version")
+    p.add_argument("--values", type=int, default=3818)
+    p.add_argument("--model", choices=["synthetic", "digits"], default="synthetic",
+                   help="synthetic gradients, or the digits CNN of hosts/training.py (3,818 values)")
+    p.add_argument("--world", type=int, default=1, help="digits: accepting GPUs (shards)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--gradient-dir", default="", metavar="DIR",
+                   help="send DIR/grad-<gpu-index>.npy (float32, --values long) as every gradient "
+                        "instead of the synthetic one")
+    p.add_argument("--compute-time", type=float, default=0.2, help="seconds per gradient")
+    p.add_argument("--busy", action="store_true", help="decline the task (step 2.2)")
+    p.add_argument("--timeout", type=float, default=0.5, help="Interest retransmission timeout (s)")
+    p.add_argument("--probe-init", type=float, default=2.0, help="probe timer before any delay is known (s)")
+    p.add_argument("--probe-factor", type=float, default=1.5)
+    p.add_argument("--probe-min", type=float, default=0.3)
+    p.add_argument("--probe-max", type=float, default=2.0)
+    p.add_argument("--linger", type=float, default=5.0, help="declined: exit after this quiet time")
+    p.add_argument("--max-time", type=float, default=120.0)
+    p.add_argument("--out", default="", help="final parameters (.npy)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the GPU; prints its JSON summary."""
+    args = build_parser().parse_args(argv)
+    try:
+        gpu = Gpu(args)
+    except (nc.NameBoundsError, OSError, ValueError) as e:
+        print(f"ndn_gpu: error: {e}", file=sys.stderr)
+        return 2
+    summary = gpu.run()
+    print(json.dumps(summary))
+    return 0 if gpu.state in ("done", "declined") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

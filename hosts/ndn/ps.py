@@ -1,0 +1,329 @@
+"""NDN parameter server (technique 2, seed 000; protocol in docs/ndn.md).
+
+Every step of the seed's claim 1, from the PS's side, names with PS ``P``, training
+``T`` and GPU ``G``:
+
+2.1  task assignment: Interest ``/G/P/T`` to every GPU; the Data says accept/decline.
+3.2  training content: answers ``/P/T/G/seg=i`` with the initial parameters.
+4.3  subscription: answers ``/*insert*/P/T/G`` with an empty ``/*distribute*/P/T/G``.
+5.1  collection: Interests ``/G/P/T/v=r/seg=i`` when its estimate of G's finishing time
+     says so (EWMA of G's past compute times; the GPU holds an early Interest).
+6    synchronous: once every accepting GPU's gradient r is in, ``params -= lr·mean``
+     and the new parameters go out ONCE as ``/*distribute*/P/T/v=r+1/seg=i``, which the
+     switches replicate along the persistent PIT; asynchronous: one update per received
+     gradient, versions counted by the PS.
+9    lost-update recovery: answers ordinary ``/P/T/v=k/seg=i`` Interests from the stored
+     versions (holding those for a version not computed yet).
+
+With ``--transport ip`` the same agent is the IP-unicast baseline: NDN packets in UDP,
+and each update sent once per subscribed GPU.
+Prints one JSON summary line; ``--out DIR`` keeps the parameters of every version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hosts.ndn import common as nc
+
+
+class ParameterServer:
+    """The PS agent: one event loop over one face."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.a = args
+        hosts = json.loads(args.hosts) if args.hosts else {}
+        self.face = nc.make_face(args.transport, args.iface, hosts)
+        self.gpus: list[str] = [g for g in args.gpus.split(",") if g]
+        # 16 outstanding segments per GPU: every GPU's gradient flows at once, none bursts
+        self.req = nc.Requester(self.face, timeout=args.timeout, window=max(64, 16 * len(self.gpus)))
+        self.me, self.train = args.me, args.train
+        if args.model == "digits":
+            self.params = nc.DigitsTrainer.initial(args.seed)
+            if args.values != self.params.size:
+                raise ValueError(f"--model digits has {self.params.size} values, not --values {args.values}")
+        else:
+            self.params = nc.initial_params(args.values, args.seed)
+        self.history: dict[int, np.ndarray] = {0: self.params}
+        self.version = 0
+        self.nseg = nc.n_segments(args.values)
+        self.accepted: list[str] = []
+        self.declined: list[str] = []
+        self.answered: set[str] = set()
+        self.subscribers: dict[str, Any] = {}          # gpu -> return address (ip mode)
+        self.held: dict[tuple[int, int], list[Any]] = {}  # recovery Interests for future versions
+        self.est: dict[str, float] = {}                # estimated compute time per GPU
+        self.grads: dict[str, dict[int, bytes]] = {}   # this round's segments per GPU
+        self.step: dict[str, int] = {}                 # gradient sequence number per GPU
+        self.collect_at: dict[str, float] = {}
+        self.collecting: set[str] = set()
+        self.asked_at: dict[str, float] = {}
+        self.first_at: dict[str, float] = {}
+        self.prev_done: dict[str, float] = {}
+        self.rtt = float("inf")                        # smallest ask-to-first-segment time
+        self.rounds: list[dict[str, Any]] = []
+        self.applied: list[tuple[str, int]] = []
+        self.applied_sum = np.zeros(args.values, dtype=np.float64)
+        self.round_start = 0.0
+        self.bytes_at_round = dict(self.face.stats.by_kind)
+        self.recovery_answers = 0
+        self.out = Path(args.out) if args.out else None
+
+    # ------------------------------------------------------------------ names
+    def n(self, *parts: str | bytes) -> list[bytes]:
+        return nc.name_of(*parts)
+
+    def send_data(self, name: list[bytes], content: bytes, dest: Any, kind: str,
+                  final: int | None = None) -> None:
+        self.face.send(nc.data_packet(name, content, final), dest=dest, kind=kind)
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> dict[str, Any]:
+        deadline = time.monotonic() + self.a.max_time
+        for g in self.gpus:                                   # step 2.1
+            self.req.express(self.n(g, self.me, self.train), kind="assign")
+        assign_deadline = time.monotonic() + self.a.assign_timeout
+        started = False
+        while time.monotonic() < deadline:
+            wait = min(self.req.tick(), 0.05)
+            for p in self.face.recv(wait):
+                self.handle(p)
+            now = time.monotonic()
+            if not started:
+                if len(self.answered) == len(self.gpus) or now > assign_deadline:
+                    missing = [g for g in self.gpus if g not in self.answered]
+                    for g in missing:     # no answer: treated as unavailable
+                        self.req.satisfied(self.n(g, self.me, self.train))
+                    if self.accepted and all(g in self.subscribers for g in self.accepted):
+                        started = True
+                        self.start_training()
+                    elif not self.accepted and len(self.answered) == len(self.gpus):
+                        break
+                continue
+            for g in list(self.collect_at):
+                if g not in self.collecting and self.collect_at[g] <= now:
+                    self.collect(g)
+            if self.finished():
+                break
+        # Linger: GPUs whose last update was lost fetch it now (step 9); leave after
+        # ``linger`` quiet seconds.
+        quiet_since = time.monotonic()
+        while time.monotonic() - quiet_since < self.a.linger and time.monotonic() < deadline + self.a.linger:
+            for p in self.face.recv(0.05):
+                self.handle(p)
+                quiet_since = time.monotonic()
+        return self.summary()
+
+    def finished(self) -> bool:
+        if self.a.mode == "sync":
+            return self.version >= self.a.rounds
+        return all(self.step[g] >= self.a.steps for g in self.accepted) and not self.collecting
+
+    # ------------------------------------------------------------------ packets
+    def handle(self, p: nc.Packet) -> None:
+        name = p.name
+        mk = nc.marker(name)
+        if p.kind == "interest":
+            if mk == "insert" and len(name) == 4:             # step 4.3
+                gpu = bytes(nc.Component.get_value(name[3])).decode()
+                self.subscribers[gpu] = p.source
+                self.send_data(self.n(b"*distribute*", self.me, self.train, gpu.encode()), b"",
+                               p.source, "ack")
+            elif len(name) == 4 and nc.comp_str(name[0]) == self.me:
+                third = name[2]
+                if nc.Component.get_type(third) == nc.Component.TYPE_GENERIC:   # step 3.2
+                    seg = nc.seg_of(name)
+                    if 0 <= seg < self.nseg:
+                        self.send_data(name, nc.segments(self.history[0])[seg], p.source, "content",
+                                       final=self.nseg - 1)
+                else:                                         # step 9: recovery
+                    v, seg = nc.version_of(third), nc.seg_of(name)
+                    if v in self.history and 0 <= seg < self.nseg:
+                        self.recovery_answers += 1
+                        self.send_data(name, nc.segments(self.history[v])[seg], p.source,
+                                       "recovery", final=self.nseg - 1)
+                    elif v > self.version:
+                        held = self.held.setdefault((v, seg), [])
+                        # NDN: one Data answers every GPU the switches' PITs aggregated
+                        if self.a.transport == "ip" or not held:
+                            held.append(p.source)
+        else:
+            if len(name) == 3 and nc.comp_str(name[1]) == self.me:   # step 2.2 answer
+                g = nc.comp_str(name[0])
+                if self.req.satisfied(name):
+                    self.answered.add(g)
+                    (self.accepted if p.content == b"accept" else self.declined).append(g)
+            elif len(name) == 5 and nc.comp_str(name[1]) == self.me:  # step 5.2 answer
+                self.on_gradient(nc.comp_str(name[0]), nc.version_of(name[3]), nc.seg_of(name),
+                                 p.content, name)
+
+    # ------------------------------------------------------------------ training
+    def start_training(self) -> None:
+        now = time.monotonic()
+        self.round_start = now
+        self.bytes_at_round = dict(self.face.stats.by_kind)
+        for g in self.accepted:
+            self.step[g] = 0
+            self.collect_at[g] = now
+
+    def collect(self, g: str) -> None:
+        """Step 5.1: ask ``g`` for its gradient ``step[g]``, every segment."""
+        k = self.step[g]
+        self.collecting.add(g)
+        self.asked_at[g] = time.monotonic()
+        self.grads[g] = {}
+        for seg in range(self.nseg):
+            self.req.express(self.n(g, self.me, self.train, f"v={k}", f"seg={seg}"), kind="collect")
+
+    def on_gradient(self, g: str, k: int, seg: int, content: bytes, name: list[bytes]) -> None:
+        if not self.req.satisfied(name) or g not in self.collecting or k != self.step.get(g):
+            return
+        parts = self.grads[g]
+        if not parts:
+            self.first_at[g] = time.monotonic()
+        parts[seg] = content
+        if len(parts) < self.nseg:
+            return
+        now = time.monotonic()
+        self.collecting.discard(g)
+        # Finishing-time estimate (step 5.1), from when the FIRST segment came (the last
+        # one includes every GPU's queueing on the PS's link). A GPU that held the
+        # Interest answered when it finished: that time is a measurement. One that answered
+        # at once was done before we asked: we asked too late, so the estimate shrinks.
+        base = self.round_start if self.a.mode == "sync" else self.prev_done.get(g, self.asked_at[g])
+        took = self.first_at[g] - base
+        wait = self.first_at[g] - self.asked_at[g]
+        self.rtt = min(self.rtt, wait)
+        if g not in self.est:
+            self.est[g] = took
+        elif wait > self.rtt + 0.02:
+            self.est[g] = 0.5 * self.est[g] + 0.5 * took
+        else:
+            self.est[g] = 0.7 * min(self.est[g], took)
+        self.prev_done[g] = now
+        grad = nc.join_segments(parts, self.a.values)
+        if self.a.mode == "async":
+            self.params = (self.params - np.float32(self.a.lr) * grad).astype(np.float32)
+            self.applied.append((g, k))
+            self.applied_sum += grad
+            self.step[g] = k + 1
+            self.new_version(now)
+            if self.step[g] < self.a.steps:
+                self.collect_at[g] = now + 0.8 * self.est[g]
+            else:
+                self.collect_at.pop(g, None)
+            return
+        self.step[g] = k + 1
+        self.collect_at.pop(g, None)
+        if all(self.step[x] == self.version + 1 for x in self.accepted):
+            grads = [nc.join_segments(self.grads[x], self.a.values) for x in self.accepted]
+            self.params = nc.sgd_step(self.params, grads, self.a.lr)
+            self.new_version(now)
+            if self.version < self.a.rounds:
+                self.round_start = now
+                for x in self.accepted:   # collect when each GPU should be done
+                    self.collect_at[x] = now + 0.8 * self.est.get(x, 0.0)
+
+    def new_version(self, now: float) -> None:
+        """Store the new parameters and distribute them (step 6)."""
+        self.version += 1
+        v = self.version
+        self.history[v] = self.params
+        segs = nc.segments(self.params)
+        dests = [None] if self.a.transport == "ndn" else list(self.subscribers.values())
+        for seg, content in enumerate(segs):
+            pkt = nc.data_packet(self.n(b"*distribute*", self.me, self.train, f"v={v}", f"seg={seg}"),
+                                 content, self.nseg - 1)
+            for d in dests:
+                self.face.send(pkt, dest=d, kind="distribute")
+            for src in self.held.pop((v, seg), []):
+                self.send_data(self.n(self.me, self.train, f"v={v}", f"seg={seg}"), content, src,
+                               "recovery", final=self.nseg - 1)
+        if self.a.mode == "sync":
+            by = self.face.stats.by_kind
+            delta = {k: by.get(k, 0) - self.bytes_at_round.get(k, 0) for k in by}
+            self.rounds.append({"version": v, "seconds": now - self.round_start,
+                                "tx_bytes": {k: d for k, d in delta.items() if d},
+                                "distribute_bytes": delta.get("distribute", 0),
+                                "tx_total": sum(delta.values())})
+            self.bytes_at_round = dict(by)
+
+    # ------------------------------------------------------------------ report
+    def summary(self) -> dict[str, Any]:
+        st = self.face.stats
+        rx, rxp, tx, txp = nc.nic_counters(self.a.iface) if self.a.iface else (0, 0, 0, 0)
+        if self.out is not None:
+            self.out.mkdir(parents=True, exist_ok=True)
+            for v, arr in self.history.items():
+                np.save(self.out / f"params-v{v}.npy", arr)
+            np.save(self.out / "applied-sum.npy", self.applied_sum)
+        acc = {}
+        if self.a.model == "digits":
+            t = nc.DigitsTrainer(0, 0, self.a.seed)
+            acc = {"accuracy_initial": t.accuracy(self.history[0]), "accuracy": t.accuracy(self.params)}
+        return {
+            **acc,
+            "role": "ps", "me": self.me, "mode": self.a.mode, "transport": self.a.transport,
+            "accepted": self.accepted, "declined": self.declined,
+            "unanswered": [g for g in self.gpus if g not in self.answered],
+            "subscribed": sorted(self.subscribers), "version": self.version,
+            "segments": self.nseg, "rounds": self.rounds, "applied": self.applied,
+            "estimates": self.est, "retransmissions": self.req.retransmissions,
+            "recovery_answers": self.recovery_answers,
+            "tx_bytes": st.tx_bytes, "tx_packets": st.tx_packets, "tx_by_kind": st.by_kind,
+            "tx_packets_by_kind": st.packets_by_kind,
+            "nic_tx_bytes": tx, "nic_tx_packets": txp, "nic_rx_bytes": rx, "nic_rx_packets": rxp,
+        }
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Command-line options."""
+    p = argparse.ArgumentParser(prog="python -m hosts.ndn.ps", description=__doc__.splitlines()[0])
+    p.add_argument("--me", required=True, help="this PS's name (its host name, e.g. h1)")
+    p.add_argument("--gpus", required=True, help="comma-separated GPU names (host names)")
+    p.add_argument("--train", default="train", help="training name (default train)")
+    p.add_argument("--transport", choices=["ndn", "ip"], default="ndn")
+    p.add_argument("--iface", default="", help="the host's interface (ndn transport, NIC counters)")
+    p.add_argument("--hosts", default="", help="JSON {host: ip} (ip transport)")
+    p.add_argument("--mode", choices=["sync", "async"], default="sync")
+    p.add_argument("--rounds", type=int, default=3, help="synchronous rounds")
+    p.add_argument("--steps", type=int, default=3, help="async: gradients per GPU")
+    p.add_argument("--values", type=int, default=3818, help="model size in float32 values")
+    p.add_argument("--model", choices=["synthetic", "digits"], default="synthetic",
+                   help="initial parameters: synthetic, or the digits CNN of hosts/training.py")
+    p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout", type=float, default=0.5, help="Interest retransmission timeout (s)")
+    p.add_argument("--assign-timeout", type=float, default=15.0,
+                   help="how long to wait for task-assignment answers (s)")
+    p.add_argument("--linger", type=float, default=4.0,
+                   help="at the end, serve recovery Interests until this long without any (s)")
+    p.add_argument("--max-time", type=float, default=120.0)
+    p.add_argument("--out", default="", help="directory for params-v<k>.npy")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the PS; prints its JSON summary."""
+    args = build_parser().parse_args(argv)
+    try:
+        nc.check_name(nc.name_of(b"*distribute*", args.me, args.train, "v=1", "seg=1"))
+        ps = ParameterServer(args)
+    except (nc.NameBoundsError, OSError, ValueError) as e:
+        print(f"ndn_ps: error: {e}", file=sys.stderr)
+        return 2
+    summary = ps.run()
+    print(json.dumps(summary))
+    done = ps.finished() if ps.accepted else True
+    return 0 if done else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
