@@ -10,7 +10,7 @@ P4_TEST_PROGRAMS := $(wildcard tests/p4/*.p4)
 APT_PACKAGES := mininet iproute2 ethtool iputils-ping procps tcpdump libpcap0.8
 export TARGET
 
-.PHONY: all deps apt venv run compare test bench p4 lint clean help run-%
+.PHONY: all deps apt venv run compare test bench p4 p4-gen lint clean help run-%
 all: help
 
 help:
@@ -20,7 +20,8 @@ help:
 	@echo "make run-MODE one technique's experiment: run-ndn, run-differentiated, run-bcube, run-token (ARGS=...)"
 	@echo "make test     run the test suite"
 	@echo "make bench    run the benchmarks (tables and ratios)"
-	@echo "make p4       recompile p4src/*.p4 and tests/p4/*.p4 with p4c into build/"
+	@echo "make p4       make p4-gen, then recompile p4src/*.p4 and tests/p4/*.p4 with p4c into build/"
+	@echo "make p4-gen   regenerate the P4 value lanes (p4src/gen_lanes.py; no p4c needed)"
 	@echo "make lint     ruff"
 	@echo "TARGET=auto|embedded|bmv2 picks the switch (auto: bmv2 when simple_switch_grpc exists)"
 
@@ -62,7 +63,12 @@ test: deps
 bench: deps
 	$(PY) -m bench
 
-p4:
+# The per-value register/field lanes of the P4 sources come from p4src/gen_lanes.py
+# (standard library only, so any python3 runs it).
+p4-gen:
+	$(PYTHON) p4src/gen_lanes.py
+
+p4: p4-gen
 	@command -v $(P4C) >/dev/null || { echo "p4c ($(P4C)) not found"; exit 1; }
 	@set -e; for f in $(P4_PROGRAMS) $(P4_TEST_PROGRAMS); do \
 	  out=$$(dirname $$f)/build/$$(basename $$f .p4); mkdir -p $$(dirname $$out); \
