@@ -31,7 +31,7 @@ import functools
 import ipaddress
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import networkx as nx
@@ -504,17 +504,19 @@ class Topology:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str | None = None) -> Topology:
-        """Build a topology from a dict in the file format (inverse of :meth:`to_dict`)."""
-        from .fileformat import from_data
+        """Build a topology from a dict in the file format (inverse of :meth:`to_dict`).
 
-        return from_data(data, source=source)
+        The same as ``topologies.fileformat.from_data`` (see :func:`register_file_format`).
+        """
+        return _file_format().from_data(data, source=source)
 
     @classmethod
     def from_file(cls, path: str) -> Topology:
-        """Load a JSON or YAML topology file (see ``topologies/README.md``)."""
-        from .fileformat import load
+        """Load a JSON or YAML topology file (see ``topologies/README.md``).
 
-        return load(path)
+        The same as :func:`topologies.load` (see :func:`register_file_format`).
+        """
+        return _file_format().load(path)
 
     def to_mininet(
         self,
@@ -571,6 +573,38 @@ class Topology:
             ends = f"{ln.a}:{ln.port_a} <-> {ln.b}:{ln.port_b}"
             lines.append(f"{ends:<24} {ln.capacity:>10g}")
         return "\n".join(lines)
+
+
+# -- file format -------------------------------------------------------------------
+# The import graph is base <- builders <- fileformat: fileformat imports this module, so
+# this module must not import fileformat (an import cycle). Instead fileformat registers
+# its readers here when it is imported; the package's __init__ imports it, so they are
+# in place whenever this module is imported through ``topologies``.
+
+
+class FileFormat(NamedTuple):
+    """The readers :meth:`Topology.from_dict` and :meth:`Topology.from_file` delegate to."""
+
+    #: ``from_data(data, source=None) -> Topology``: a dict in the file format.
+    from_data: Callable[..., Topology]
+    #: ``load(path) -> Topology``: a JSON or YAML file.
+    load: Callable[[str], Topology]
+
+
+_file_format_readers: FileFormat | None = None
+
+
+def register_file_format(fmt: FileFormat) -> None:
+    """Install the readers behind :meth:`Topology.from_dict`/:meth:`Topology.from_file`
+    (called by ``topologies.fileformat`` on import; a later call replaces them)."""
+    global _file_format_readers
+    _file_format_readers = fmt
+
+
+def _file_format() -> FileFormat:
+    if _file_format_readers is None:  # only if this module was loaded outside its package
+        raise RuntimeError("no topology file format registered: import topologies.fileformat")
+    return _file_format_readers
 
 
 def _plain(value: Any) -> Any:

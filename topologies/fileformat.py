@@ -15,7 +15,14 @@ from typing import Any
 
 import yaml
 
-from .base import RESERVED_NODE_ATTRS, Topology, TopologyError, check_bw
+from .base import (
+    RESERVED_NODE_ATTRS,
+    FileFormat,
+    Topology,
+    TopologyError,
+    check_bw,
+    register_file_format,
+)
 from .builders import BUILDERS
 
 Path = tuple[str | int, ...]
@@ -375,3 +382,8 @@ def from_data(
     except TopologyError as exc:
         raise ctx.error((), exc.reason) from None
     return topo
+
+
+# Topology.from_dict and Topology.from_file delegate here (topologies.base cannot import
+# this module: it imports base).
+register_file_format(FileFormat(from_data=from_data, load=load))
