@@ -18,6 +18,8 @@ import struct
 import sys
 import time
 
+from hosts.net import set_buffers
+
 
 def _checksum(data: bytes) -> int:
     if len(data) & 1:
@@ -37,7 +39,7 @@ def probe(targets: list[str], count: int = 1, timeout: float = 2.0, interval: fl
     """Send ``count`` echo requests to each target; count matching replies until ``timeout``."""
     ident = os.getpid() & 0xFFFF
     sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    set_buffers(sock, rcvbuf=4 << 20, sndbuf=None, force=False)
     sent = dict.fromkeys(targets, 0)
     received = dict.fromkeys(targets, 0)
     rtts: dict[str, list[float]] = {t: [] for t in targets}

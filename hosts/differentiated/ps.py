@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hosts.net import udp_socket
 from hosts.packets import DIFF_LEVEL_IMPORTANT
 
 from .blocks import BlockLayout
@@ -84,14 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     tcp.bind((args.bind, args.port))
     tcp.listen(args.world + 4)
-    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    for opt in (getattr(socket, "SO_RCVBUFFORCE", 33), socket.SO_RCVBUF):
-        try:
-            udp.setsockopt(socket.SOL_SOCKET, opt, 8 << 20)
-            break
-        except OSError:
-            continue
-    udp.bind((args.bind, args.port))
+    udp = udp_socket(args.bind, args.port, rcvbuf=8 << 20, sndbuf=None, blocking=True)
     rx = Receiver(layout, args.world, tcp, udp, args.staleness).start()
     print(json.dumps({"listening": args.port}), file=sys.stderr, flush=True)
     out_dir = Path(args.out_dir) if args.out_dir else None

@@ -23,6 +23,7 @@ import time
 
 import numpy as np
 
+from hosts.net import set_buffers
 from hosts.packets import DIFF_LEVEL_IMPORTANT, encode_diff_block
 
 from .blocks import BlockLayout, Contribution, classify
@@ -150,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     def udp_for(level: int) -> socket.socket:
         if level not in udps:
             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+            set_buffers(s, rcvbuf=None, sndbuf=4 << 20, force=False)
             set_dscp(s, level_dscp(level, args.mode))
             s.connect((args.ps, args.port))
             udps[level] = s

@@ -7,6 +7,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
+from hosts.net import udp_socket
 from hosts.packets import (
     INA_UDP_PORT,
 )
@@ -27,19 +28,7 @@ def open_ina_socket(bind_ip: str = "", port: int = INA_UDP_PORT) -> socket.socke
 
     The UDP checksum is left to the kernel default (computed on send, checked on
     receive; a zero checksum from a switch is accepted)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    for force, plain in ((33, socket.SO_RCVBUF), (32, socket.SO_SNDBUF)):
-        try:  # SO_RCVBUFFORCE/SO_SNDBUFFORCE (root) ignore net.core.[rw]mem_max
-            sock.setsockopt(socket.SOL_SOCKET, force, _SOCK_BUF)
-        except OSError:
-            sock.setsockopt(socket.SOL_SOCKET, plain, _SOCK_BUF)
-    try:
-        sock.bind((bind_ip, port))
-    except OSError as e:
-        sock.close()
-        raise OSError(e.errno, f"cannot bind UDP {bind_ip or '0.0.0.0'}:{port}: {e.strerror}") from None
-    sock.setblocking(False)
-    return sock
+    return udp_socket(bind_ip, port, rcvbuf=_SOCK_BUF, sndbuf=_SOCK_BUF)
 
 
 @dataclass

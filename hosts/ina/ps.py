@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import select
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -33,6 +32,7 @@ import numpy as np
 
 from hosts.ina.agent import FaultInjection, InaTimeoutError, open_ina_socket
 from hosts.ina.policy import Policy, PolicyError, default_switch_ip
+from hosts.net import wait_readable
 from hosts.packets import (
     INA_HEADER,
     INA_HEADER_LEN,
@@ -466,7 +466,7 @@ class ParameterServer:
                 wait = deadline - now
                 if done_at is not None:
                     wait = min(wait, max(last_rx, done_at) + self.linger - now)
-                select.select([sock], [], [], max(0.0, min(wait, 0.5)))
+                wait_readable(sock, min(wait, 0.5))
         return self._report(True, time.monotonic() - t0, nic0)
 
     def _report(self, complete: bool, duration: float, nic0: tuple[int, int] | None) -> PSReport:

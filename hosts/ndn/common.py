@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import errno
 import os
-import select
-import socket
 import struct
 import time
 import zlib
@@ -38,6 +36,8 @@ from ndn.encoding import (
     parse_interest,
     parse_tl_num,
 )
+
+from hosts.net import drain, packet_socket, udp_socket
 
 __all__ = [
     "ETHERTYPE_NDN",
@@ -245,10 +245,7 @@ class EthernetFace:
 
     def __init__(self, iface: str, rcvbuf: int = 16 << 20) -> None:
         self.iface = iface
-        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETHERTYPE_NDN))
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
-        self.sock.bind((iface, ETHERTYPE_NDN))
+        self.sock = packet_socket(iface, ETHERTYPE_NDN, rcvbuf=rcvbuf, sndbuf=4 << 20, force=False)
         self.mac = self.sock.getsockname()[4][:6]
         self._hdr = NDN_MAC + self.mac + struct.pack("!H", ETHERTYPE_NDN)
         self.stats = FaceStats()
@@ -270,16 +267,7 @@ class EthernetFace:
 
     def recv(self, timeout: float) -> Iterator[Packet]:
         """The packets that arrive within ``timeout`` s (at least one wait, then drain)."""
-        r, _, _ = select.select([self.sock], [], [], max(0.0, timeout))
-        if not r:
-            return
-        while True:
-            try:
-                frame, addr = self.sock.recvfrom(65536, socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                return
-            if addr[2] == socket.PACKET_OUTGOING:
-                continue
+        for frame, _ in drain(self.sock, timeout, skip_outgoing=True):
             self.stats.rx_bytes += len(frame)
             self.stats.rx_packets += 1
             p = decode(memoryview(frame)[14:])
@@ -302,10 +290,8 @@ class UdpFace:
 
     def __init__(self, hosts: Mapping[str, str], rcvbuf: int = 16 << 20) -> None:
         self.hosts = dict(hosts)
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
-        self.sock.bind(("0.0.0.0", UDP_PORT))
+        self.sock = udp_socket("0.0.0.0", UDP_PORT, rcvbuf=rcvbuf, sndbuf=4 << 20, force=False,
+                               blocking=True)
         self.stats = FaceStats()
 
     def address_of(self, name: list[bytes]) -> tuple[str, int]:
@@ -333,14 +319,7 @@ class UdpFace:
 
     def recv(self, timeout: float) -> Iterator[Packet]:
         """As :meth:`EthernetFace.recv`."""
-        r, _, _ = select.select([self.sock], [], [], max(0.0, timeout))
-        if not r:
-            return
-        while True:
-            try:
-                buf, addr = self.sock.recvfrom(65536, socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                return
+        for buf, addr in drain(self.sock, timeout):
             self.stats.rx_bytes += len(buf) + self.HEADER
             self.stats.rx_packets += 1
             p = decode(buf, source=addr)
