@@ -27,17 +27,18 @@ from rich.console import Console
 from rich.table import Table
 
 from controller.bcube import (
-    SchemeResult,
     baseline_fat_tree,
     bcube_network_topology,
     bcube_plan,
     choose_scale_bits,
     fat_tree_plan,
     gradients,
-    run_scheme,
 )
 from controller.deploy import deploy, read_counters
 from controller.p4runtime import REPO_ROOT
+from experiments.runner import log as _log
+from experiments.runner import prepare_hosts
+from experiments.schemes import SchemeResult, run_scheme
 from hosts.bml.schedule import ScheduleError
 
 # wide tables even when stdout is a file or pipe (Rich would fold them at 80 columns)
@@ -45,16 +46,6 @@ console = Console(width=None if sys.stdout.isatty() else 130)
 
 LABELS = {"bml": "BML (BCube)", "sharded_ps": "sharded PS (fat-tree)",
           "ring": "ring all-reduce (fat-tree)", "ps": "single PS (fat-tree)"}
-
-
-def _log(msg: str) -> None:
-    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {msg}")
-
-
-def prepare_hosts(net: Any, hosts: list[str]) -> None:
-    """Per-namespace TCP setting: no slow start after the idle wait for the go signal."""
-    for h in hosts:
-        net.host(h).cmd("sysctl -qw net.ipv4.tcp_slow_start_after_idle=0")
 
 
 def run_bml(n: int, k: int, bw: float, values: int, grads: list[np.ndarray], scale_bits: int,

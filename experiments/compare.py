@@ -206,12 +206,13 @@ def _guard(row: Row, fn: Callable[[], None]) -> Row:
 def run_fat_tree(args: argparse.Namespace, schemes: list[str], grads: list[np.ndarray],
                  scale_bits: int, run_dir: Path) -> list[Row]:
     """PS, ring, INA and NDN on one fat-tree (see the module doc)."""
-    from controller.bcube import baseline_fat_tree, fat_tree_plan, run_scheme
+    from controller.bcube import baseline_fat_tree, fat_tree_plan
     from controller.deploy import deploy
     from controller.ina import InaDeployment, InaJob
     from experiments.accounting import Snapshot
-    from experiments.bcube import prepare_hosts
     from experiments.ina import run_jobs, switch_neighbors
+    from experiments.runner import prepare_hosts
+    from experiments.schemes import run_scheme
     from topologies.network import Network
 
     n = len(grads)
@@ -306,10 +307,11 @@ def run_fat_tree(args: argparse.Namespace, schemes: list[str], grads: list[np.nd
 def run_bcube(args: argparse.Namespace, grads: list[np.ndarray], scale_bits: int,
               run_dir: Path) -> Row:
     """BML on BCube(n, k) with ``n**k`` = the contributor count."""
-    from controller.bcube import bcube_network_topology, bcube_plan, run_scheme
+    from controller.bcube import bcube_network_topology, bcube_plan
     from controller.deploy import deploy
     from experiments.accounting import Snapshot
-    from experiments.bcube import prepare_hosts
+    from experiments.runner import prepare_hosts
+    from experiments.schemes import run_scheme
     from topologies.network import Network
 
     n = len(grads)

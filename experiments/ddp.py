@@ -27,15 +27,13 @@ from rich.table import Table
 
 from controller.ina import InaDeployment, InaJob
 from controller.p4runtime import REPO_ROOT
-from experiments.ina import _spawn, _wait, switch_neighbors
+from experiments.ina import switch_neighbors
+from experiments.runner import finish, spawn
+from experiments.runner import log as _log
 from topologies.base import Topology
 
 console = Console()
 RUNS = ("gloo", "ina-ps", "ina")
-
-
-def _log(msg: str) -> None:
-    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {msg}")
 
 
 def _model_size(seed: int) -> int:
@@ -51,7 +49,7 @@ def run_ddp(net: Any, topo: Topology, ps: str, workers: list[str], run: str, job
     ps_proc = policy = None
     if job is not None:
         policy = job.write_policy(out / "policy.json")
-        ps_proc = _spawn(net.host(ps), out / "ps",
+        ps_proc = spawn(net.host(ps), out / "ps",
                          [sys.executable, "-m", "hosts.ina.ps", "--policy", str(policy), "--json",
                           "--rounds", "0", "--idle-exit", "20", "--linger", "3",
                           "--iface", topo.iface(ps)["name"], "--max-time", str(args.max_time)])
@@ -67,11 +65,11 @@ def run_ddp(net: Any, topo: Topology, ps: str, workers: list[str], run: str, job
         if job is not None:
             argv += ["--hook", "ina", "--policy", str(policy)]
         # gloo binds to the host's emulated interface, not to its hostname's address
-        procs.append(_spawn(net.host(w), out / f"rank{rank}",
+        procs.append(spawn(net.host(w), out / f"rank{rank}",
                             ["env", f"GLOO_SOCKET_IFNAME={topo.iface(w)['name']}", *argv]))
     ranks = []
     for rank, p in enumerate(procs):
-        so, se = _wait(p, out / f"rank{rank}", args.max_time)
+        _, so, se = finish(p, out / f"rank{rank}", args.max_time)
         if p.returncode != 0:
             raise RuntimeError(f"{run}: rank {rank} failed ({p.returncode}): {se[-800:]}")
         lines = [json.loads(x) for x in so.splitlines() if x.startswith("{")]
@@ -79,7 +77,7 @@ def run_ddp(net: Any, topo: Topology, ps: str, workers: list[str], run: str, job
     seconds = time.monotonic() - t0
     ps_rep: dict[str, Any] = {}
     if ps_proc is not None:
-        so, se = _wait(ps_proc, out / "ps", args.max_time)
+        _, so, se = finish(ps_proc, out / "ps", args.max_time)
         if ps_proc.returncode != 0:
             raise RuntimeError(f"{run}: PS failed ({ps_proc.returncode}): {se[-800:]}")
         ps_rep = json.loads(so.strip().splitlines()[-1])

@@ -36,6 +36,8 @@ from rich.table import Table
 
 from controller.p4runtime import REPO_ROOT
 from controller.qos import EgressQueues
+from experiments.runner import finish, last_json, prepare_hosts, spawn
+from experiments.runner import log as _log
 from hosts.differentiated.wire import (
     DSCP_BEST_EFFORT,
     DSCP_IMPORTANT,
@@ -50,10 +52,6 @@ console = Console(width=150)
 MODES = ("reliable", "unreliable", "differentiated")
 SWITCH = "s1"
 PS_HOST = "h1"
-
-
-def _log(msg: str) -> None:
-    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {msg}")
 
 
 @dataclass
@@ -118,31 +116,8 @@ def configure(net: Any, topo: Topology, setup: QosSetup) -> EgressQueues:
     eq.set_port_rate(setup.port_rate, port)
     eq.set_depth(setup.depth, port)
     eq.set_depth(setup.top_depth, port, priority=NB_QUEUES - 1)
-    for h in topo.hosts():  # a reliable channel idle between iterations keeps its window
-        net.host(h).cmd("sysctl -qw net.ipv4.tcp_slow_start_after_idle=0 >/dev/null 2>&1")
+    prepare_hosts(net, topo.hosts())  # a reliable channel idle between iterations keeps its window
     return eq
-
-
-def _spawn(host: Any, base: Path, argv: list[str]) -> Any:
-    with open(base.with_suffix(".out"), "wb") as out, open(base.with_suffix(".err"), "wb") as err:
-        return host.popen(argv, cwd=str(REPO_ROOT), stdout=out, stderr=err)
-
-
-def _finish(proc: Any, base: Path, timeout: float) -> tuple[int, str, str]:
-    try:
-        proc.wait(timeout=timeout)
-    except Exception:
-        proc.kill()
-        proc.wait()
-    return (proc.returncode, base.with_suffix(".out").read_text(errors="replace"),
-            base.with_suffix(".err").read_text(errors="replace"))
-
-
-def _last_json(text: str) -> dict[str, Any]:
-    for line in reversed(text.strip().splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    return {}
 
 
 def run_transport(net: Any, topo: Topology, eq: EgressQueues, run_dir: Path, mode: str,
@@ -159,31 +134,31 @@ def run_transport(net: Any, topo: Topology, eq: EgressQueues, run_dir: Path, mod
     before = eq.counters(port)
     base = [sys.executable, "-m"]
     shared = ["--world", str(len(workers)), "--mode", mode, "--max-time", str(max_time), *common]
-    ps = _spawn(net.host(PS_HOST), d / "ps", [*base, "hosts.differentiated.ps", *shared, *(ps_args or [])])
+    ps = spawn(net.host(PS_HOST), d / "ps", [*base, "hosts.differentiated.ps", *shared, *(ps_args or [])])
     t_wait = time.monotonic() + 30
     while "listening" not in (d / "ps.err").read_text(errors="replace"):
         if ps.poll() is not None or time.monotonic() > t_wait:
-            rc, out, err = _finish(ps, d / "ps", 1)
+            rc, out, err = finish(ps, d / "ps", 1)
             return TransportRun(mode, False, {}, [], error=f"PS did not start (exit {rc}): {err[-500:]}")
         time.sleep(0.05)
     t0 = time.monotonic()
-    procs = [_spawn(net.host(w), d / f"worker{r}",
+    procs = [spawn(net.host(w), d / f"worker{r}",
                     [*base, "hosts.differentiated.worker", "--ps", ps_ip, "--rank", str(r), *shared,
                      *(worker_args or [])])
              for r, w in enumerate(workers)]
     results, errors = [], []
     for r, p in enumerate(procs):
-        rc, out, err = _finish(p, d / f"worker{r}", max_time + 60)
+        rc, out, err = finish(p, d / f"worker{r}", max_time + 60)
         if rc != 0:
             errors.append(f"worker {r}: exit {rc}: {err[-300:] or out[-300:]}")
-        results.append(_last_json(out))
-    rc, out, err = _finish(ps, d / "ps", 90)
+        results.append(last_json(out))
+    rc, out, err = finish(ps, d / "ps", 90)
     seconds = time.monotonic() - t0
     if rc != 0:
         errors.append(f"PS: exit {rc}: {err[-500:]}")
     after = eq.counters(port)
     queues = {p: {k: after[p][k] - before.get(p, {}).get(k, 0) for k in after[p]} for p in after}
-    return TransportRun(mode, not errors, _last_json(out), results, queues, seconds, "; ".join(errors))
+    return TransportRun(mode, not errors, last_json(out), results, queues, seconds, "; ".join(errors))
 
 
 # ----------------------------------------------------------------------------- report

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -36,6 +35,8 @@ from controller.ina import InaDeployment, InaJob, switch_ip
 from controller.p4runtime import REPO_ROOT
 from controller.routing import port_mac
 from experiments.accounting import Snapshot, time_split
+from experiments.runner import await_ready, finish, spawn
+from experiments.runner import log as _log
 from hosts.fixedpoint import quantize
 from topologies import fat_tree
 from topologies.base import Topology
@@ -59,10 +60,6 @@ class RunResult:
     worker_cpu_s: float = 0.0  # summed over the job's workers, synchronization only (no start-up)
     ps_cpu_s: float = 0.0
     split: dict[str, Any] = field(default_factory=dict)  # experiments.accounting.TimeSplit
-
-
-def _log(msg: str) -> None:
-    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {msg}")
 
 
 # ----------------------------------------------------------------------------- reach
@@ -102,46 +99,6 @@ def _gradients(n_workers: int, n_values: int, seed: int) -> list[np.ndarray]:
     return [(rng.standard_normal(n_values) * 0.01).astype(np.float32) for _ in range(n_workers)]
 
 
-def _spawn(host: Any, base: Path, argv: list[str], stdin: bool = False) -> Any:
-    """Start an agent in a Mininet host with stdout/stderr in files: pipes that nobody
-    reads while we wait for another process would fill up and stall the agent.
-    ``stdin``: give it a pipe (``proc.stdin``) for its start signal."""
-    with open(base.with_suffix(".out"), "wb") as out, open(base.with_suffix(".err"), "wb") as err:
-        return host.popen(argv, cwd=str(REPO_ROOT), stdout=out, stderr=err,
-                          stdin=subprocess.PIPE if stdin else subprocess.DEVNULL)
-
-
-def _await_ready(agents: list[tuple[Any, Path]], timeout: float = 120.0) -> None:
-    """Wait until every agent has printed ``ready`` (its ``--ready``/``--ready-go`` flag)."""
-    deadline = time.monotonic() + timeout
-    pending = list(agents)
-    while pending:
-        proc, base = pending[0]
-        out = base.with_suffix(".out")
-        if out.exists() and out.read_bytes().startswith(b"ready\n"):
-            pending.pop(0)
-            continue
-        if proc.poll() is not None or time.monotonic() > deadline:
-            err = base.with_suffix(".err").read_text(errors="replace")[-500:]
-            for p, _ in agents:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-            raise RuntimeError(f"{base.name} did not get ready (exit {proc.poll()}): {err}")
-        time.sleep(0.02)
-
-
-def _wait(proc: Any, base: Path, timeout: float) -> tuple[str, str]:
-    """Wait for an agent (killing it past ``timeout``); return its stdout and stderr."""
-    try:
-        proc.wait(timeout=timeout)
-    except Exception:
-        proc.kill()
-        proc.wait()
-    return (base.with_suffix(".out").read_text(errors="replace"),
-            base.with_suffix(".err").read_text(errors="replace"))
-
-
 def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]]], run_dir: Path,
              tag: str, window: int = 32, timeout: float = 1.0, max_time: float = 300.0,
              worker_args: list[str] | None = None) -> list[RunResult]:
@@ -152,7 +109,7 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
         jdir = run_dir / f"{tag}-job{job.job_id}"
         jdir.mkdir(parents=True, exist_ok=True)
         policy = job.write_policy(jdir / "policy.json")
-        ps = _spawn(net.host(job.ps), jdir / "ps",
+        ps = spawn(net.host(job.ps), jdir / "ps",
                     [sys.executable, "-m", "hosts.ina.ps", "--policy", str(policy), "--json",
                      "--iface", topo.iface(job.ps)["name"], "--ready",
                      # quiet time before exiting: longer than a worker's largest backoff,
@@ -166,7 +123,7 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
         for rank, w in enumerate(job.workers):
             gpath = jdir / f"grad-{rank}.npy"
             np.save(gpath, grads[rank])
-            procs.append(_spawn(net.host(w), jdir / f"worker-{rank}",
+            procs.append(spawn(net.host(w), jdir / f"worker-{rank}",
                 [sys.executable, "-m", "hosts.ina.worker", "--policy", str(policy), "--rank", str(rank),
                  "--gradient", str(gpath), "--out-int", str(jdir / f"out-{rank}.npy"),
                  "--window", str(window), "--timeout", str(timeout), "--max-time", str(max_time),
@@ -174,7 +131,7 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
         running.append((job, grads, jdir, ps, procs))
     # Python's start-up (a few hundred ms of CPU per agent) is not part of a
     # synchronization: every PS and worker sets up first, then all workers start at once.
-    _await_ready([(ps, jdir / "ps") for _, _, jdir, ps, _ in running]
+    await_ready([(ps, jdir / "ps") for _, _, jdir, ps, _ in running]
                  + [(p, jdir / f"worker-{r}") for _, _, jdir, _, procs in running for r, p in enumerate(procs)])
     t0, t_go = time.monotonic(), time.time()
     for *_, procs in running:
@@ -190,7 +147,7 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
         failed = []
         t_ends: list[float | None] = []
         for rank, p in enumerate(procs):
-            out, err = _wait(p, jdir / f"worker-{rank}", max_time + 30)
+            _, out, err = finish(p, jdir / f"worker-{rank}", max_time + 30)
             if p.returncode != 0:
                 failed.append(f"{job.workers[rank]}: exit {p.returncode}: {err[-300:]}")
                 continue
@@ -204,7 +161,7 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
         # processes had written their files and exited
         ends = [t for t in t_ends if t is not None]
         seconds = (max(ends) - t_go) if ends and len(ends) == len(procs) else time.monotonic() - t0
-        out, err = _wait(ps, jdir / "ps", max_time + 30)
+        _, out, err = finish(ps, jdir / "ps", max_time + 30)
         if failed:
             raise RuntimeError(f"job {job.job_id}: worker(s) failed:\n" + "\n".join(failed))
         if ps.returncode != 0:

@@ -34,14 +34,12 @@ from rich.table import Table
 from controller.deploy import deploy as deploy_forward
 from controller.ndn import NdnDeployment, read_switch_state
 from controller.p4runtime import REPO_ROOT
+from experiments.runner import log as _log
+from experiments.runner import spawn
 from topologies import fat_tree, leaf_spine
 from topologies.base import Topology
 
 console = Console()
-
-
-def _log(msg: str) -> None:
-    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {msg}")
 
 
 @dataclass
@@ -79,12 +77,6 @@ class NdnRunResult:
     def round_seconds(self) -> float:
         r = self.ps.get("rounds") or []
         return float(np.mean([x["seconds"] for x in r])) if r else 0.0
-
-
-def _spawn(host: Any, base: Path, argv: list[str]) -> Any:
-    # stdout/stderr in files: unread pipes would stall an agent
-    with open(base.with_suffix(".out"), "wb") as out, open(base.with_suffix(".err"), "wb") as err:
-        return host.popen(argv, cwd=str(REPO_ROOT), stdout=out, stderr=err)
 
 
 def _finish(proc: Any, base: Path, timeout: float) -> tuple[int, dict[str, Any] | None, str]:
@@ -145,19 +137,19 @@ def run_agents(net: Any, topo: Topology, run_dir: Path, *, transport: str, ps: s
     for g in gpus:
         if g in late:
             continue
-        procs[g] = _spawn(net.host(g), run_dir / f"gpu-{g}", [
+        procs[g] = spawn(net.host(g), run_dir / f"gpu-{g}", [
             py, "-m", "hosts.ndn.gpu", "--me", g, "--gpu-index", str(indexes[g]), "--ps", ps,
             "--iface", topo.iface(g)["name"], "--compute-time", str(compute_time),
             "--final-version", str(n_accept * steps), "--out", str(run_dir / f"params-{g}.npy"),
             *(["--busy"] if g in busy else []), *common, *common_gpu])
     time.sleep(0.3)
-    psp = _spawn(net.host(ps), run_dir / "ps", [
+    psp = spawn(net.host(ps), run_dir / "ps", [
         py, "-m", "hosts.ndn.ps", "--me", ps, "--gpus", ",".join(gpus), "--iface",
         topo.iface(ps)["name"], "--lr", str(lr), "--out", str(run_dir / "ps"),
         "--assign-timeout", str(max(15.0, max(late.values(), default=0) + 10)), *common])
     for g, delay in sorted(late.items(), key=lambda kv: kv[1]):
         time.sleep(max(0.0, t0 + delay - time.monotonic()))
-        procs[g] = _spawn(net.host(g), run_dir / f"gpu-{g}", [
+        procs[g] = spawn(net.host(g), run_dir / f"gpu-{g}", [
             py, "-m", "hosts.ndn.gpu", "--me", g, "--gpu-index", str(indexes[g]), "--ps", ps,
             "--iface", topo.iface(g)["name"], "--compute-time", str(compute_time),
             "--final-version", str(n_accept * steps), "--out", str(run_dir / f"params-{g}.npy"),

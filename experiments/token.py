@@ -24,8 +24,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from controller.p4runtime import REPO_ROOT
 from controller.token import TokenCounters, TokenDeployment, token_lan
+from experiments.runner import log as _log
+from experiments.runner import spawn
 
 console = Console(width=150)
 
@@ -60,19 +61,14 @@ class TokenRun:
         return self.nodes[host]
 
 
-def _log(msg: str) -> None:
-    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {msg}")
-
-
 def node_argv(topo: Any, host: str, args: list[str]) -> list[str]:
     """The command line of ``hosts.token.node`` on ``host``."""
     return [sys.executable, "-m", "hosts.token.node", "--iface", topo.iface(host)["name"], *args]
 
 
 def _spawn(net: Any, host: str, argv: list[str], base: Path) -> Any:
-    with open(base.with_suffix(".out"), "wb") as out, open(base.with_suffix(".err"), "wb") as err:
-        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-        return net.host(host).popen(argv, cwd=str(REPO_ROOT), stdout=out, stderr=err, env=env)
+    """A token node: one BLAS thread (the nodes share the machine's cores), unbuffered."""
+    return spawn(net.host(host), base, argv, env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1"))
 
 
 def _parse(host: str, proc: Any, base: Path) -> NodeResult:

@@ -20,10 +20,10 @@ from controller.bcube import (
     choose_scale_bits,
     fat_tree_plan,
     gradients,
-    run_scheme,
 )
 from controller.deploy import deploy, read_counters
-from experiments.bcube import prepare_hosts
+from experiments.runner import prepare_hosts
+from experiments.schemes import run_scheme
 from hosts.bml.schedule import BcubeSchedule
 from tests.netenv import net_skip_reason
 

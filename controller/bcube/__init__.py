@@ -1,4 +1,4 @@
-"""BCube hierarchical synchronization, BML (technique 4, seed 003): BCube and fat-tree plans, the line-rate model, running a scheme's agents, and the ``gradctl bcube`` group.
+"""BCube hierarchical synchronization, BML (technique 4, seed 003): BCube and fat-tree plans (which server reduces what at which level), the line-rate model, and the ``gradctl bcube`` group; :mod:`experiments.schemes` runs a plan's agents.
 
 * :mod:`controller.bcube.deployment` -- the twins and the deployment;
 * :mod:`controller.bcube.cli` -- ``gradctl bcube ...``.
@@ -9,7 +9,6 @@ from controller.bcube.deployment import (
     MAX_SCALE_BITS,
     SCHEMES,
     WIRE_PER_PAYLOAD,
-    SchemeResult,
     baseline_fat_tree,
     bcube_network_topology,
     bcube_plan,
@@ -17,11 +16,8 @@ from controller.bcube.deployment import (
     exact_sum,
     fat_tree_plan,
     gradients,
-    host_sent_bytes,
     line_rate_model,
     nic_payload_bytes,
-    run_scheme,
-    switch_port_bytes,
 )
 
 __all__ = [
@@ -33,13 +29,9 @@ __all__ = [
     "exact_sum",
     "fat_tree_plan",
     "gradients",
-    "host_sent_bytes",
     "line_rate_model",
     "MAX_SCALE_BITS",
     "nic_payload_bytes",
-    "run_scheme",
-    "SchemeResult",
     "SCHEMES",
-    "switch_port_bytes",
     "WIRE_PER_PAYLOAD",
 ]
