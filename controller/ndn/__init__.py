@@ -5,11 +5,15 @@
 """
 
 from controller.ndn.deployment import (
+    MAX_COMPONENT,
+    MAX_DEPTH,
+    MAX_NAME_BYTES,
     NDN_DROP_REASONS,
     NDN_EVENTS,
     NDN_PROGRAM,
     PERSISTENT_GROUP_BASE,
     PIT_PORTS,
+    NameBoundsError,
     NdnDeployment,
     NdnDrops,
     NdnFib,
@@ -17,14 +21,23 @@ from controller.ndn.deployment import (
     PersistentPit,
     PersistentPitManager,
     TransientPit,
+    check_name,
+    components,
     fib_routes,
+    prefix_hash,
     read_persistent_pit,
     read_switch_state,
     subset_groups_count,
 )
 
 __all__ = [
+    "check_name",
+    "components",
     "fib_routes",
+    "MAX_COMPONENT",
+    "MAX_DEPTH",
+    "MAX_NAME_BYTES",
+    "NameBoundsError",
     "NDN_DROP_REASONS",
     "NDN_EVENTS",
     "NDN_PROGRAM",
@@ -36,6 +49,7 @@ __all__ = [
     "PersistentPit",
     "PersistentPitManager",
     "PIT_PORTS",
+    "prefix_hash",
     "read_persistent_pit",
     "read_switch_state",
     "subset_groups_count",
