@@ -194,7 +194,7 @@ def test_cutoff_ends_batches_without_the_slowest_node(net) -> None:  # noqa: ANN
     assert all(e["n"] >= 3 for e in batches)
     # the JSON gradient files (the seed's interface): each node's update is the mean of
     # the gradients of that batch's contributors, up to fixed-point rounding
-    from hosts.token.node import read_json_gradients
+    from hosts.token.data import read_json_gradients
 
     for e in batches:
         b = e["batch"]

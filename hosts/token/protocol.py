@@ -1,0 +1,401 @@
+"""The token protocol of a node (technique 5, seed 004: s120-s123, s131-s137, s310-s330).
+
+:class:`TokenProtocol`, the node's network-thread state machine:
+
+* formation (s120-s123): the initiator opens it (FORM_START), records the answers in
+  order and broadcasts the roster; members answer and learn their number;
+* token passing (s131-s135): node 1 creates the token; a holder broadcasts its ready
+  gradient (GRAD frames) or waits at most ``--dwell``, then passes the token to the next
+  active member, or closes the batch once the gradients cover ``--cutoff`` (item 38);
+* failures (s136, s310-s330): re-sending the last broadcast on RESEND_DUE, NODE_LOST
+  (standby when it names this node), the rejoin round at a batch boundary
+  (REJOIN_QUERY / REJOIN_REPLY / REJOIN + MODEL), ABNORMAL below ``--min-nodes``, STOP.
+
+The per-frame handling is :meth:`TokenProtocol.on_frame`, the loop :meth:`TokenProtocol.train`.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from hosts.packets import (
+    TOKEN_MAX_MEMBERS,
+    TOKEN_VALUES,
+    TokenDecodeError,
+    TokenFlags,
+    TokenHeader,
+    TokenMsg,
+    decode_token,
+)
+from hosts.token.link import FrameIO, TokenError
+
+if TYPE_CHECKING:
+    from hosts.token.training import Timing
+
+EXIT_ABNORMAL = 3
+EXIT_NOT_ADMITTED = 4
+
+
+class TokenProtocol(FrameIO):
+    """Mixin of :class:`hosts.token.node.Node`: formation, token, failures, main loop.
+
+    Owns ``seq``, ``roster``, ``active``, ``standby``, ``holder``, ``bitmap``,
+    ``last_pass``, ``acted_pass``, ``last_broadcast``, ``next_rejoin_query``, ``done``,
+    ``exit_code``. Relies on the node's other parts: ``finish_batch``, ``save_model``,
+    ``start_compute``, ``parameters_blob``, ``adopt_parameters`` and the compute thread's
+    ``work``/``ready`` (:class:`hosts.token.training.Training`), ``send_blob``
+    (:class:`hosts.token.data.Distribution`)."""
+
+    roster: dict[int, bytes]
+    active: set[int]
+    holder: bool
+    bitmap: int
+    acted_pass: int
+    last_broadcast: bytes | None
+    next_rejoin_query: int
+    done: bool
+    exit_code: int
+    stats: dict[str, int]
+    timing: Timing
+    nfrags: int
+    total_batches: int
+    ready: tuple[int, list[int], float] | None
+    ready_lock: threading.Lock
+    ready_event: threading.Event
+    work: queue.Queue
+
+    # ------------------------------------------------------------------ formation
+    def configure_nic(self) -> None:
+        t_us = int(self.args.wait_unit * 1e6)
+        self.send(TokenHeader(msg_type=int(TokenMsg.CONFIG), aux=t_us))
+
+    def form_as_initiator(self) -> None:
+        """s121-s123: open formation, record answers in order, close on silence."""
+        self.seq = 1
+        order = [self.link.mac]
+        start = last = time.monotonic()
+        self.send(self.header(TokenMsg.FORM_START))
+        expect = self.args.expect
+        while True:
+            now = time.monotonic()
+            quiet = now - last
+            if quiet >= self.args.form_silence or (expect and len(order) >= expect and quiet >= 0.3):
+                break
+            if now - start > self.args.form_max:
+                break
+            got = self.next_frame(0.05)
+            if got is None:
+                continue
+            hdr, src, _ = got
+            if hdr.msg_type == TokenMsg.FORM_REPLY and src not in order:
+                if len(order) >= TOKEN_MAX_MEMBERS:
+                    continue
+                order.append(bytes(src))
+                last = time.monotonic()
+        n = len(order)
+        for i, mac in enumerate(order, start=1):
+            flags = int(TokenFlags.LAST) if i == n else 0
+            self.send(self.header(TokenMsg.ROSTER, member=i, mac=mac, count=n, flags=flags))
+        self.roster = {i: m for i, m in enumerate(order, start=1)}
+        self.active = set(self.roster)
+        self.log("formed", members=n, roster={i: m.hex(":") for i, m in self.roster.items()})
+
+    def form_as_member(self) -> None:
+        """Answer FORM_START (and announce once at start); learn the roster."""
+        deadline = time.monotonic() + self.args.join_timeout
+        self.send(self.header(TokenMsg.FORM_REPLY))
+        answered = False
+        roster: dict[int, bytes] = {}
+        while time.monotonic() < deadline:
+            got = self.next_frame(0.2)
+            if got is None:
+                continue
+            hdr, _src, _ = got
+            if hdr.msg_type == TokenMsg.FORM_START and not answered:
+                self.send(self.header(TokenMsg.FORM_REPLY))
+                answered = True
+            elif hdr.msg_type == TokenMsg.ROSTER:
+                roster[hdr.member] = bytes(hdr.mac)
+                if hdr.flags & TokenFlags.LAST:
+                    if len(roster) != hdr.count:
+                        raise TokenError(f"roster incomplete: {len(roster)} of {hdr.count}")
+                    me = [i for i, m in roster.items() if m == self.link.mac]
+                    if not me:
+                        break
+                    self.seq = me[0]
+                    self.roster = roster
+                    self.active = set(roster)
+                    self.log("formed", members=len(roster))
+                    return
+        self.log("not_admitted", reason="formation closed without this node")
+        self.exit_code = EXIT_NOT_ADMITTED
+        self.done = True
+
+    # ------------------------------------------------------------------ token
+    def next_active(self, after: int) -> int:
+        order = sorted(self.active)
+        later = [s for s in order if s > after]
+        return later[0] if later else order[0]
+
+    def coverage(self, bitmap: int) -> float:
+        act = [s for s in self.active]
+        return sum(1 for s in act if bitmap >> s & 1) / max(1, len(act))
+
+    def broadcast_gradient(self, q: Any) -> None:
+        """s134: the gradient, TOKEN_VALUES per GRAD frame; the own NIC adds it too."""
+        t = time.monotonic()
+        if self.args.dump:
+            np.save(Path(self.args.dump) / f"sent-b{self.batch}-s{self.seq}.npy", q)
+        padded = np.zeros(self.nfrags * TOKEN_VALUES, dtype=np.int32)
+        padded[: len(q)] = q
+        for f in range(self.nfrags):
+            self.send(self.header(TokenMsg.GRAD, batch=self.batch, frag=f, nfrags=self.nfrags,
+                                  aux=self.args.batch_size),
+                      values=padded[f * TOKEN_VALUES:(f + 1) * TOKEN_VALUES])
+            if f % 32 == 31:
+                time.sleep(0.001)
+        self.bitmap |= 1 << self.seq
+        self.stats["grads_sent"] += 1
+        self.stats["grad_frames"] += self.nfrags
+        self.timing.broadcast += time.monotonic() - t
+        self.log("grad", batch=self.batch, frames=self.nfrags)
+
+    def hold_token(self) -> None:
+        """s133-s135: broadcast if the gradient is ready, then pass the token on."""
+        self.holder = False
+        sent = False
+        if not (self.bitmap >> self.seq & 1):
+            if self.ready is None:
+                self.ready_event.wait(self.args.dwell)
+            with self.ready_lock:
+                ready = self.ready if self.ready and self.ready[0] == self.batch else None
+            if ready is not None:
+                self.timing.token_wait += time.monotonic() - ready[2]
+                self.broadcast_gradient(ready[1])
+                sent = True
+        self.log("hold", pass_no=self.acted_pass, batch=self.batch, sent=sent)
+        bitmap = self.bitmap
+        if self.coverage(bitmap) >= self.args.cutoff - 1e-9:
+            self.end_batch_as_holder(bitmap)
+            return
+        self.pass_token(self.batch, bitmap, aux=0)
+
+    def pass_token(self, batch: int, bitmap: int, aux: int) -> None:
+        nxt = self.next_active(self.seq)
+        self.last_pass += 1
+        hdr = self.header(TokenMsg.TOKEN, next_holder=nxt, batch=batch, pass_no=self.last_pass,
+                          bitmap=bitmap, aux=aux)
+        self.last_broadcast = self.send(hdr)
+        self.stats["tokens_passed"] += 1
+        if nxt == self.seq:  # alone: hold it again
+            self.holder = True
+
+    def end_batch_as_holder(self, bitmap: int) -> None:
+        """The gradients cover the cutoff: finish the batch, let standby nodes rejoin,
+        then open the next batch (or stop after the last)."""
+        self.finish_batch(bitmap)
+        if self.batch >= self.total_batches:
+            self.send(self.header(TokenMsg.STOP, batch=self.batch, bitmap=bitmap))
+            self.stop("finished")
+            return
+        if len(self.active) < len(self.roster) and self.batch >= self.next_rejoin_query:
+            self.rejoin_round(bitmap)
+        self.pass_token(self.batch, 0, aux=bitmap)
+
+    def rejoin_round(self, final_bitmap: int) -> None:
+        """After a batch: standby members answer REJOIN_QUERY, get REJOIN and the model."""
+        self.send(self.header(TokenMsg.REJOIN_QUERY, batch=self.batch, aux=final_bitmap))
+        self.next_rejoin_query = self.batch + self.args.rejoin_every
+        repliers: list[int] = []
+        deadline = time.monotonic() + self.args.rejoin_window
+        while time.monotonic() < deadline:
+            got = self.next_frame(0.05)
+            if got is None:
+                continue
+            if got[0].msg_type == TokenMsg.REJOIN_REPLY:
+                if got[0].sender not in self.active and got[0].sender in self.roster:
+                    repliers.append(got[0].sender)
+            else:
+                self.pending.append(got)
+        if not repliers:
+            return
+        self.next_rejoin_query = self.batch + 1
+        params = self.parameters_blob()
+        for s in sorted(set(repliers)):
+            self.send(self.header(TokenMsg.REJOIN, member=s, batch=self.batch))
+            self.active.add(s)
+            self.log("rejoin", member=s, batch=self.batch)
+        self.send_blob(TokenMsg.MODEL, 0, params, batch=self.batch, flags=int(TokenFlags.RESEND))
+        # the token moves on only once the rejoined nodes' NICs accept this batch
+        waiting = set(repliers)
+        deadline = time.monotonic() + 3.0
+        while waiting and time.monotonic() < deadline:
+            got = self.next_frame(0.05)
+            if got is None:
+                continue
+            if got[0].msg_type == TokenMsg.DATA_ACK and got[0].batch == self.batch:
+                waiting.discard(got[0].sender)
+            elif got[0].msg_type != TokenMsg.DATA_ACK:
+                self.pending.append(got)
+
+    def stop(self, reason: str) -> None:
+        self.done = True
+        if reason == "finished" and self.active and self.seq == min(self.active):
+            self.save_model()
+        self.work.put(None)
+        self.log("stop", reason=reason, batch=self.batch)
+
+    # ------------------------------------------------------------------ frame handling
+    def on_frame(self, hdr: TokenHeader, src: bytes, rest: memoryview) -> None:
+        m = hdr.msg_type
+        if m == TokenMsg.TOKEN:
+            if self.standby or hdr.pass_no < self.last_pass:
+                return
+            # a resend of the last pass (s136): act only if it names me and I have not yet
+            if hdr.pass_no == self.last_pass and (hdr.next_holder != self.seq
+                                                  or self.acted_pass == hdr.pass_no):
+                return
+            self.last_pass = hdr.pass_no
+            if hdr.batch > self.batch + 1:
+                # a whole batch went by without this node (it froze): its NIC dropped that
+                # batch's gradients, so its model cannot follow; stand by and rejoin
+                self.standby = True
+                self.holder = False
+                self.log("standby", batch=self.batch, reason=f"behind: token at batch {hdr.batch}")
+                return
+            if hdr.batch > self.batch:
+                self.finish_batch(hdr.aux)
+            if hdr.batch == self.batch:
+                self.bitmap = hdr.bitmap
+            if hdr.next_holder == self.seq:
+                self.acted_pass = hdr.pass_no
+                self.holder = True
+        elif m == TokenMsg.NODE_LOST:
+            self.stats["lost_seen"] += 1
+            lost = hdr.member
+            self.active.discard(lost)
+            self.last_pass = max(self.last_pass, hdr.pass_no)
+            declared_by_me = hdr.sender == self.seq
+            if declared_by_me:
+                self.stats["lost_declared"] += 1
+            self.log("lost", member=lost, by=hdr.sender, silence_s=hdr.aux / 1e6, batch=self.batch)
+            if lost == self.seq:
+                self.standby = True
+                self.holder = False
+                self.log("standby", batch=self.batch)
+                return
+            if len(self.active) < self.args.min_nodes and self.seq == min(self.active):
+                self.send(self.header(TokenMsg.ABNORMAL, batch=self.batch, count=len(self.active)))
+                path = self.save_model()
+                self.log("abnormal", active=sorted(self.active), saved=path,
+                         message=f"too many nodes left: {len(self.active)} active, fewer than "
+                                 f"--min-nodes {self.args.min_nodes}; model saved, training stopped")
+                self.exit_code = EXIT_ABNORMAL
+                self.stop("abnormal")
+                return
+            if hdr.next_holder == self.seq:
+                self.holder = True
+        elif m == TokenMsg.RESEND_DUE:
+            if self.last_broadcast is not None and not self.standby:
+                b = bytearray(self.last_broadcast)
+                b[14 + 1] |= int(TokenFlags.RESEND)
+                self.link.send(bytes(b))
+                self.stats["resends"] += 1
+                self.log("resend", pass_no=self.last_pass)
+        elif m == TokenMsg.REJOIN_QUERY:
+            self.next_rejoin_query = hdr.batch + self.args.rejoin_every
+            if self.standby:
+                self.send(self.header(TokenMsg.REJOIN_REPLY, batch=self.batch))
+            elif hdr.batch > self.batch:
+                # the batch ended at the holder: finish it here too
+                self.finish_batch(hdr.aux)
+        elif m == TokenMsg.DATA_DONE:
+            self.send(self.header(TokenMsg.DATA_ACK, aux=0))  # an initiator re-sending
+        elif m == TokenMsg.REJOIN:
+            self.active.add(hdr.member)
+            if hdr.member == self.seq and self.standby:
+                self.rejoin_model(hdr.batch)
+        elif m == TokenMsg.ABNORMAL:
+            self.log("abnormal", by=hdr.sender, active=hdr.count,
+                     message="the coordinator reported too many departures; training stopped")
+            self.exit_code = EXIT_ABNORMAL
+            self.stop("abnormal")
+        elif m == TokenMsg.STOP:
+            if not self.standby and hdr.batch > self.batch:
+                self.finish_batch(hdr.bitmap)
+            self.stop("finished")
+
+    def rejoin_model(self, batch: int) -> None:
+        """Standby node taken back: adopt the broadcast model and the current batch."""
+        chunks: dict[int, bytes] = {}
+        total = nf = -1
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline and (nf < 0 or len(chunks) < nf):
+            frame = self.link.recv(0.2)
+            if frame is None:
+                continue
+            try:
+                _d, src, hdr, rest = decode_token(frame)
+            except TokenDecodeError:
+                continue
+            if hdr.msg_type == TokenMsg.MODEL:
+                chunks[hdr.frag] = bytes(rest)
+                nf, total = hdr.nfrags, hdr.aux
+            else:
+                self.pending.append((hdr, src, rest))
+        if nf < 0 or len(chunks) < nf:
+            self.log("rejoin_failed", reason="model not received")
+            return
+        vec = np.frombuffer(b"".join(chunks[i] for i in range(nf))[:total], dtype=np.float32)
+        self.adopt_parameters(vec)
+        # move the NIC's accumulation window to this batch (READ ... LAST of batch - 1)
+        if batch > 0:
+            self.send(self.header(TokenMsg.READ, batch=batch - 1, frag=0, flags=int(TokenFlags.LAST)))
+        with self.ready_lock:
+            self.batch = batch
+            self.ready = None
+            self.ready_event.clear()
+        self.bitmap = 0
+        self.standby = False
+        self.active.add(self.seq)
+        self.stats["rejoined"] += 1
+        self.send(self.header(TokenMsg.DATA_ACK, batch=batch))
+        self.log("rejoined", batch=batch)
+        self.work.put(batch)
+
+    # ------------------------------------------------------------------ main loop
+    def train(self) -> None:
+        self.start_compute()
+        if self.batch < self.total_batches:
+            self.work.put(self.batch)
+        if self.seq == 1 and self.args.start_signal:
+            # a harness measuring the training alone starts it when its counters are read
+            # (frames keep being served meanwhile); bounded by --max-time
+            go = Path(self.args.start_signal)
+            limit = time.monotonic() + self.args.max_time
+            while not go.exists() and time.monotonic() < limit:
+                got = self.next_frame(self.args.tick)
+                if got is not None:
+                    self.on_frame(*got)
+        if self.seq == 1:
+            self.holder = True  # s131: node 1 creates the token
+            self.acted_pass = 0
+        deadline = time.monotonic() + self.args.max_time
+        while not self.done:
+            if time.monotonic() > deadline:
+                self.log("timeout", batch=self.batch)
+                self.exit_code = 5
+                self.stop("max-time")
+                break
+            if self.holder and not self.standby:
+                self.hold_token()
+                continue
+            got = self.next_frame(self.args.tick)
+            if got is not None:
+                self.on_frame(*got)

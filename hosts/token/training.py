@@ -1,0 +1,276 @@
+"""Training on a token node (technique 5, seed 004: s140, s160).
+
+* :func:`load_factory` -- the user's model factory (``--model module:function``);
+* :class:`Timing` -- where a node's time goes;
+* :class:`Training` -- the model built from the distributed parameters and shard, the
+  compute thread (gradient of the current batch on a private copy of the model,
+  quantized to fixed point, s140), the batch end (read the sums from the NIC, update
+  ``w <- w - lr * sum / n``, s160), evaluation and saving.
+
+The gradient arithmetic itself (forward/backward, flatten, apply) is :mod:`hosts.training`.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hosts.fixedpoint import FixedPointOverflow, max_abs_q, quantize
+from hosts.packets import (
+    TOKEN_MAX_FRAGS,
+    TOKEN_VALUES,
+    TokenDecodeError,
+    TokenFlags,
+    TokenMsg,
+    decode_token,
+    token_values,
+)
+from hosts.token.data import decode_examples, write_json_gradients
+from hosts.token.link import FrameIO, TokenError
+
+
+def load_factory(spec: str) -> Any:
+    """``module:function`` -> the callable (a user's model factory)."""
+    import importlib
+
+    mod, _, fn = spec.partition(":")
+    return getattr(importlib.import_module(mod), fn or "make_model")
+
+
+@dataclass
+class Timing:
+    """Where a node's time goes (seconds, summed over batches)."""
+
+    compute: float = 0.0
+    token_wait: float = 0.0    # gradient ready -> token in hand
+    broadcast: float = 0.0     # sending GRAD frames
+    accumulate: float = 0.0    # NIC read-out and update
+    batches: int = 0
+
+
+def bitmap_members(bitmap: int) -> list[int]:
+    """Sequence numbers whose bit is set."""
+    return [i for i in range(32) if bitmap >> i & 1]
+
+
+class Training(FrameIO):
+    """Mixin of :class:`hosts.token.node.Node`: model, compute thread, batch end.
+
+    Owns ``model``/``worker_model`` (under ``model_lock``), ``like``, ``nvalues``,
+    ``nfrags``, ``x``/``y``/``test``, the batch counts, the compute thread's ``work``
+    queue and its result ``ready`` (under ``ready_lock``, signalled by ``ready_event``);
+    reads the protocol's ``roster``/``active``/``standby``, advances ``batch`` and clears
+    ``bitmap`` at a batch end."""
+
+    roster: dict[int, bytes]
+    active: set[int]
+    bitmap: int
+    timing: Timing
+    stats: dict[str, int]
+    model: Any
+    worker_model: Any
+    model_lock: threading.Lock
+    like: list[np.ndarray]
+    nvalues: int
+    nfrags: int
+    x: Any
+    y: Any
+    test: tuple[Any, Any] | None
+    batches_per_epoch: int
+    total_batches: int
+    ready: tuple[int, list[int], float] | None
+    ready_lock: threading.Lock
+    ready_event: threading.Event
+    work: queue.Queue
+
+    def setup_training(self, params: bytes, data: bytes, test: bytes, m_train: int) -> None:
+        import torch
+
+        from hosts import training as tr
+
+        torch.set_num_threads(1)
+        self.model = load_factory(self.args.model)()
+        self.worker_model = load_factory(self.args.model)()
+        self.like = tr.parameter_arrays(self.model)
+        vec = np.frombuffer(params, dtype=np.float32)
+        tr.set_parameters(self.model, tr.unflatten(vec.copy(), self.like))
+        self.nvalues = int(vec.size)
+        self.nfrags = -(-self.nvalues // TOKEN_VALUES)
+        if self.nfrags > TOKEN_MAX_FRAGS:
+            raise TokenError(f"{self.nvalues} parameters need {self.nfrags} fragments, the NIC "
+                             f"holds {TOKEN_MAX_FRAGS} x {TOKEN_VALUES}")
+        self.x, self.y = decode_examples(data)
+        self.test = decode_examples(test)
+        world = len(self.roster)
+        per_node = m_train // world
+        self.batches_per_epoch = max(1, per_node // self.args.batch_size)
+        self.total_batches = self.batches_per_epoch * self.args.epochs
+        if self.args.batches:
+            self.total_batches = min(self.total_batches, self.args.batches)
+        self.log("ready", examples=len(self.y), values=self.nvalues, frags=self.nfrags,
+                 batches_per_epoch=self.batches_per_epoch)
+
+    def parameters_blob(self) -> bytes:
+        """The model's parameters as float32 bytes (what MODEL frames carry)."""
+        from hosts import training as tr
+
+        return tr.flatten(tr.parameter_arrays(self.model)).tobytes()
+
+    def adopt_parameters(self, vec: np.ndarray) -> None:
+        """Set the model's parameters from a flat float32 vector (a rejoin's MODEL)."""
+        from hosts import training as tr
+
+        with self.model_lock:
+            tr.set_parameters(self.model, tr.unflatten(vec.copy(), self.like))
+
+    def start_compute(self) -> None:
+        self.compute_thread = threading.Thread(target=self.compute_loop, daemon=True)
+        self.compute_thread.start()
+
+    def compute_loop(self) -> None:
+        """Compute thread: gradient of the latest batch it is told, quantized (s140).
+
+        It works on its own copy of the model, taken under the lock the updates hold, so
+        an update of the network thread never races a backward pass."""
+        from hosts import training as tr
+
+        while True:
+            b = self.work.get()
+            while not self.work.empty():  # only the newest batch matters
+                b = self.work.get()
+            if b is None:
+                return
+            if b != self.batch:
+                continue
+            t = time.monotonic()
+            with self.model_lock:
+                tr.set_parameters(self.worker_model, tr.parameter_arrays(self.model))
+            epoch, i = divmod(b, self.batches_per_epoch)
+            if self.args.gradient:  # a given gradient (experiments.compare)
+                vec = np.load(self.args.gradient).astype(np.float32)
+                if vec.size != self.nvalues:
+                    raise TokenError(f"--gradient has {vec.size} values, the model {self.nvalues}")
+                grads = tr.unflatten(vec, self.like)
+            else:
+                xb, yb = tr.batches(self.x, self.y, self.args.batch_size, epoch, seed=self.seq)[i]
+                grads = tr.compute_gradients(self.worker_model, xb, yb)
+                vec = tr.flatten(grads)
+            spent = time.monotonic() - t
+            if self.args.compute_fixed > 0:
+                time.sleep(max(0.0, self.args.compute_fixed * self.args.slowdown - spent))
+            elif self.args.slowdown > 1:
+                time.sleep(spent * (self.args.slowdown - 1))
+            q = self.quantize(vec)
+            if self.args.grad_json:
+                write_json_gradients(Path(self.args.grad_json) / f"grad-b{b}-s{self.seq}.json",
+                                     b, self.seq, grads)
+            with self.ready_lock:
+                self.timing.compute += time.monotonic() - t
+                if b == self.batch:
+                    self.ready = (b, q, time.monotonic())
+                    self.ready_event.set()
+
+    def quantize(self, vec: np.ndarray) -> Any:
+        world = max(1, len(self.roster))
+        try:
+            return quantize(vec, self.args.scale_bits, world)
+        except FixedPointOverflow:
+            bound = max_abs_q(world) / 2.0**self.args.scale_bits
+            self.stats["clipped"] += int(np.count_nonzero(np.abs(vec) > bound))
+            return quantize(np.clip(vec, -bound, bound), self.args.scale_bits, world)
+
+    # ------------------------------------------------------------------ batch end
+    def read_nic(self, batch: int) -> tuple[np.ndarray, list[int]]:
+        """READ every fragment of ``batch`` from the NIC: sums (int64) and bitmaps."""
+        sums = np.zeros(self.nfrags * TOKEN_VALUES, dtype=np.int64)
+        bitmaps = [-1] * self.nfrags
+        for attempt in range(5):
+            todo = [f for f in range(self.nfrags) if bitmaps[f] < 0]
+            if not todo:
+                break
+            for f in todo:
+                last = int(TokenFlags.LAST) if f == self.nfrags - 1 else 0
+                self.send(self.header(TokenMsg.READ, batch=batch, frag=f, nfrags=self.nfrags,
+                                      flags=last))
+            deadline = time.monotonic() + 1.0 + attempt
+            while any(bitmaps[f] < 0 for f in todo) and time.monotonic() < deadline:
+                frame = self.link.recv(0.2)
+                if frame is None:
+                    continue
+                try:
+                    _d, src, hdr, rest = decode_token(frame)
+                except TokenDecodeError:
+                    continue
+                if hdr.msg_type == TokenMsg.READ_REPLY and hdr.batch == batch:
+                    if 0 <= hdr.frag < self.nfrags:
+                        sums[hdr.frag * TOKEN_VALUES:(hdr.frag + 1) * TOKEN_VALUES] = token_values(rest)
+                        bitmaps[hdr.frag] = hdr.bitmap
+                else:
+                    self.pending.append((hdr, src, rest))
+        if any(b < 0 for b in bitmaps):
+            raise TokenError(f"the NIC did not answer the read-out of batch {batch}")
+        return sums, bitmaps
+
+    def finish_batch(self, final_bitmap: int) -> None:
+        """s160: read the sums of the current batch, w <- w - lr * sum / n; next batch."""
+        from hosts import training as tr
+
+        t = time.monotonic()
+        b = self.batch
+        sums, bitmaps = self.read_nic(b)
+        counts = np.repeat([bin(m).count("1") for m in bitmaps], TOKEN_VALUES)
+        n = bin(final_bitmap).count("1")
+        self.stats["incomplete_frags"] += sum(1 for m in bitmaps if m != final_bitmap)
+        if self.args.dump:
+            d = Path(self.args.dump)
+            np.save(d / f"sum-b{b}-s{self.seq}.npy", sums[: self.nvalues])
+            (d / f"bitmap-b{b}-s{self.seq}.json").write_text(json.dumps(bitmaps))
+        scale = 2.0 ** -self.args.scale_bits
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mean = np.where(counts > 0, sums * scale / np.maximum(counts, 1), 0.0)
+        update = tr.unflatten(mean[: self.nvalues].astype(np.float32), self.like)
+        if self.args.grad_json:
+            write_json_gradients(Path(self.args.grad_json) / f"mean-b{b}-s{self.seq}.json",
+                                 b, self.seq, update, n=n)
+        with self.model_lock:
+            tr.apply_gradients(self.model, update, lr=self.args.lr)
+        self.stats["batches"] += 1
+        self.stats["gradients_accumulated"] += n
+        self.timing.accumulate += time.monotonic() - t
+        self.timing.batches += 1
+        rec: dict[str, Any] = {"batch": b, "n": n, "contributors": bitmap_members(final_bitmap),
+                               "active": sorted(self.active)}
+        with self.ready_lock:
+            self.batch = b + 1
+            self.ready = None
+            self.ready_event.clear()
+        self.bitmap = 0
+        if (b + 1) % self.batches_per_epoch == 0:
+            rec["epoch"] = (b + 1) // self.batches_per_epoch
+            rec["accuracy"] = self.evaluate()
+        self.log("batch", **rec)
+        if self.batch < self.total_batches and not self.standby:
+            self.work.put(self.batch)
+
+    def evaluate(self) -> float:
+        import torch
+
+        assert self.test is not None
+        with torch.no_grad():
+            pred = self.model(self.test[0]).argmax(1)
+        return round(float((pred == self.test[1]).float().mean()), 4)
+
+    def save_model(self) -> str | None:
+        if not self.args.save:
+            return None
+        import torch
+
+        torch.save(self.model.state_dict(), self.args.save)
+        return self.args.save
