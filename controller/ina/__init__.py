@@ -1,19 +1,27 @@
-"""In-network aggregation (technique 1, seed 002): the controller twins of ``p4src/include/aggregator.p4`` and ``result_fanout.p4``, the job and its deployment, and the ``gradctl ina`` group.
+"""In-network aggregation (technique 1, seed 002): the controller twins of
+``p4src/include/aggregator.p4`` and ``result_fanout.p4``, the job and its deployment,
+and the ``gradctl ina`` group.
 
-* :mod:`controller.ina.deployment` -- the twins and the deployment;
+* one module per P4 control block, named after its ``p4src/include`` file:
+  :mod:`.aggregator`, :mod:`.result_fanout`;
+* :mod:`controller.ina.deployment` -- the job/deployment that ties the twins together;
 * :mod:`controller.ina.cli` -- ``gradctl ina ...``.
 """
 
+from controller.ina.aggregator import (
+    Aggregator,
+    switch_ip,
+)
 from controller.ina.deployment import (
     INA_PROGRAM,
     MAX_WORKERS,
-    Aggregator,
     InaDeployment,
     InaJob,
+)
+from controller.ina.result_fanout import (
     ResultFanout,
     result_address,
     result_rid,
-    switch_ip,
 )
 
 __all__ = [

@@ -24,7 +24,6 @@ route for its result address, and per-worker unicast rewrites at the leaves.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -34,7 +33,9 @@ from typing import Any
 import networkx as nx
 
 from controller.deploy import DEFAULT_PROGRAM, Deployment, DeployReport, Forwarding
-from controller.p4runtime import REPO_ROOT, ControlBlock, DeployError, Program, multicast_group
+from controller.ina.aggregator import Aggregator, switch_ip
+from controller.ina.result_fanout import ResultFanout, result_address, result_rid
+from controller.p4runtime import REPO_ROOT, DeployError, Program, multicast_group
 from controller.placement import (
     Placement,
     PlacementProblem,
@@ -50,74 +51,16 @@ INA_PROGRAM = REPO_ROOT / "p4src" / "build" / "ina.json"
 MAX_WORKERS = 32  # one bit per worker in the INA bitmap
 
 
-def switch_ip(device_id: int) -> str:
-    """The address an aggregating switch answers: ``10.255.<id/256>.<id%256>``."""
-    if not 1 <= device_id <= 0xFFFF:
-        raise DeployError(f"device id {device_id} has no INA address")
-    return f"10.255.{device_id >> 8}.{device_id & 0xFF}"
 
 
-def _ip_int(ip: str) -> int:
-    return int(ipaddress.IPv4Address(ip))
 
 
-class Aggregator(ControlBlock):
-    """``Aggregator`` (ingress): the switch's identity and the jobs it aggregates for."""
-
-    CONTROL = "MyIngress.aggregator"
-    TABLES = ("ina_switch", "ina_jobs")
-    ACTIONS = ("set_switch_identity", "set_job")
-    COUNTERS = ("ina_drops", "ina_events")
-
-    def identity_entry(self, switch_id: int, sd_id: int) -> Any:
-        """MODIFY of ``ina_switch``'s default action: who this switch and ``s_d`` are."""
-        return ~self.default_entry("ina_switch", "set_switch_identity",
-                                   switch_id=switch_id, switch_ip=_ip_int(switch_ip(switch_id)),
-                                   sd_id=sd_id, sd_ip=_ip_int(switch_ip(sd_id)))
-
-    def job_entry(self, job_id: int, ps_ip: str, result_group: int) -> Any:
-        """INSERT ``job_id -> set_job(ps_ip, result_group)``."""
-        return +self.entry("ina_jobs", {"hdr.ina.job_id": job_id}, "set_job",
-                           ps_ip=_ip_int(ps_ip), result_group=result_group)
-
-    async def read_events(self, session: Any) -> dict[str, int]:
-        """``ina_events`` (added, partial, passed_on, cleared, result) and the consumed
-        packets of ``ina_drops`` (absorbed, duplicate, unknown_job, clear), by name."""
-        names = ["added", "partial", "passed_on", "cleared", "result"]
-        cells = await session.read_counter(self.name("ina_events"))
-        out = {n: cells.get(i, (0, 0))[0] for i, n in enumerate(names)}
-        drops = await session.read_counter(self.name("ina_drops"))
-        for i, n in enumerate(["absorbed", "duplicate", "unknown_job", "clear"], start=1):
-            out[n] = drops.get(i, (0, 0))[0]
-        return out
 
 
-class ResultFanout(ControlBlock):
-    """``ResultFanout`` (egress, ``result_fanout.p4``, in both programs): a multicast
-    replica toward a worker becomes a unicast to it."""
-
-    CONTROL = "MyEgress.result_fanout"
-    TABLES = ("ina_result_fanout",)
-    ACTIONS = ("set_worker_destination",)
-
-    def fanout_entries(self, job_id: int, workers: list[tuple[int, str, str]]) -> list[Any]:
-        """INSERTs ``rid (job·256 + rank) -> set_worker_destination(ip, mac)`` for
-        ``(rank, ip, mac)`` of the workers attached to this switch."""
-        return [
-            +self.entry("ina_result_fanout", {"standard_metadata.egress_rid": result_rid(job_id, rank)},
-                        "set_worker_destination", worker_ip=_ip_int(ip), worker_mac=mac)
-            for rank, ip, mac in workers
-        ]
 
 
-def result_address(job_id: int) -> str:
-    """The address a job's RESULTs carry down its multicast tree: ``10.254.0.<job>``."""
-    return f"10.254.0.{job_id}"
 
 
-def result_rid(job_id: int, rank: int) -> int:
-    """Replication id of the RESULT replica for ``rank`` of ``job_id``."""
-    return job_id * 256 + rank
 
 
 @dataclass

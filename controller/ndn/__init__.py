@@ -1,6 +1,10 @@
-"""NDN parameter server (technique 2, seed 000): the controller twins of ``p4src/include/ndn_*.p4``, the persistent-PIT manager, the deployment and the ``gradctl ndn`` group.
+"""NDN parameter server (technique 2, seed 000): the controller twins of
+``p4src/include/ndn_*.p4``, the persistent-PIT manager, the deployment and the ``gradctl
+ndn`` group.
 
-* :mod:`controller.ndn.deployment` -- the twins and the deployment;
+* one module per P4 control block, named after its ``p4src/include`` file:
+  :mod:`.fib`, :mod:`.pit`, :mod:`.persistent_pit`, :mod:`.drops`;
+* :mod:`controller.ndn.deployment` -- the job/deployment that ties the twins together;
 * :mod:`controller.ndn.cli` -- ``gradctl ndn ...``.
 """
 
@@ -8,25 +12,33 @@ from controller.ndn.deployment import (
     MAX_COMPONENT,
     MAX_DEPTH,
     MAX_NAME_BYTES,
-    NDN_DROP_REASONS,
-    NDN_EVENTS,
     NDN_PROGRAM,
-    PERSISTENT_GROUP_BASE,
-    PIT_PORTS,
     NameBoundsError,
     NdnDeployment,
+    check_name,
+    components,
+    prefix_hash,
+    read_switch_state,
+)
+from controller.ndn.drops import (
+    NDN_DROP_REASONS,
+    NDN_EVENTS,
     NdnDrops,
+)
+from controller.ndn.fib import (
     NdnFib,
+    fib_routes,
+)
+from controller.ndn.persistent_pit import (
+    PERSISTENT_GROUP_BASE,
     PersistentEntry,
     PersistentPit,
     PersistentPitManager,
-    TransientPit,
-    check_name,
-    components,
-    fib_routes,
-    prefix_hash,
     read_persistent_pit,
-    read_switch_state,
+)
+from controller.ndn.pit import (
+    PIT_PORTS,
+    TransientPit,
     subset_groups_count,
 )
 

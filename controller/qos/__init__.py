@@ -1,4 +1,6 @@
-"""Differentiated transmission (technique 3, seed 001): egress priority queues (the runtime-CLI side of ``p4src/include/priority.p4``'s classes) and the ``gradctl qos`` group.
+"""Differentiated transmission (technique 3, seed 001): egress priority queues (the
+runtime-CLI side of ``p4src/include/priority.p4``'s classes) and the ``gradctl qos``
+group.
 
 * :mod:`controller.qos.deployment` -- the twins and the deployment;
 * :mod:`controller.qos.cli` -- ``gradctl qos ...``.

@@ -1,26 +1,36 @@
-"""Token-passing gradient broadcast (technique 5, seed 004): the controller twins of ``p4src/include/token_*.p4`` (NIC and LAN), the deployment and the ``gradctl token`` group.
+"""Token-passing gradient broadcast (technique 5, seed 004): the controller twins of
+``p4src/include/token_*.p4`` (NIC and LAN), the deployment and the ``gradctl token``
+group.
 
-* :mod:`controller.token.deployment` -- the twins and the deployment;
+* one module per P4 control block, named after its ``p4src/include`` file:
+  :mod:`.membership`, :mod:`.accumulator`, :mod:`.lan`;
+* :mod:`controller.token.deployment` -- the job/deployment that ties the twins together;
 * :mod:`controller.token.cli` -- ``gradctl token ...``.
 """
 
-from controller.token.deployment import (
+from controller.token.accumulator import (
     ACC_DROPS,
     ACC_EVENTS,
+    TokenAccumulator,
+)
+from controller.token.deployment import (
     LAN_PROGRAM,
     MAX_NODES,
-    MEMBER_DROPS,
-    MEMBER_EVENTS,
     NIC_BOTH_PORTS_GROUP,
     NIC_HOST_PORT,
     NIC_LAN_PORT,
     NIC_PROGRAM,
-    LanSwitch,
-    TokenAccumulator,
     TokenCounters,
     TokenDeployment,
-    TokenMembership,
     token_lan,
+)
+from controller.token.lan import (
+    LanSwitch,
+)
+from controller.token.membership import (
+    MEMBER_DROPS,
+    MEMBER_EVENTS,
+    TokenMembership,
 )
 
 __all__ = [

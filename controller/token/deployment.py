@@ -32,12 +32,13 @@ from typing import Any
 from controller.deploy import Deployment, DeployReport
 from controller.p4runtime import (
     REPO_ROOT,
-    ControlBlock,
     DeployError,
     Program,
-    SwitchSession,
     multicast_group,
 )
+from controller.token.accumulator import TokenAccumulator
+from controller.token.lan import LanSwitch
+from controller.token.membership import TokenMembership
 from topologies.base import DEFAULT_BW, Topology, TopologyError
 
 NIC_PROGRAM = REPO_ROOT / "p4src" / "build" / "nic.json"
@@ -47,12 +48,6 @@ NIC_LAN_PORT = 2
 NIC_BOTH_PORTS_GROUP = 1
 MAX_NODES = 31
 
-MEMBER_DROPS = {1: "malformed", 2: "non_member", 3: "formation_closed", 4: "local_on_lan",
-                5: "unknown_type"}
-MEMBER_EVENTS = {0: "config", 1: "roster", 2: "token", 3: "tick", 4: "resend_due",
-                 5: "lost_sent", 6: "lost_seen", 7: "rejoin", 8: "forwarded"}
-ACC_DROPS = {1: "stale", 2: "duplicate", 3: "bad_frag"}
-ACC_EVENTS = {0: "added", 1: "started", 2: "read", 3: "own"}
 
 
 def token_lan(n: int, bw: float = DEFAULT_BW) -> Topology:
@@ -75,59 +70,12 @@ def token_lan(n: int, bw: float = DEFAULT_BW) -> Topology:
     return topo
 
 
-def _named(cells: Mapping[int, tuple[int, int]], names: Mapping[int, str]) -> dict[str, int]:
-    return {name: cells.get(i, (0, 0))[0] for i, name in names.items()}
 
 
-class TokenMembership(ControlBlock):
-    """``TokenMembership`` (NIC ingress): formation, member list, watchdog; counters."""
-
-    CONTROL = "NicIngress.membership"
-    COUNTERS = ("member_drops", "member_events")
-
-    async def read(self, session: SwitchSession) -> dict[str, dict[str, int]]:
-        """``{"drops": {reason: n}, "events": {event: n}}``."""
-        drops = await session.read_counter(self.name("member_drops"))
-        events = await session.read_counter(self.name("member_events"))
-        return {"drops": _named(drops, MEMBER_DROPS), "events": _named(events, MEMBER_EVENTS)}
 
 
-class TokenAccumulator(ControlBlock):
-    """``TokenAccumulator`` (NIC ingress): gradient sums and read-out; counters."""
-
-    CONTROL = "NicIngress.accumulator"
-    COUNTERS = ("acc_drops", "acc_events")
-
-    async def read(self, session: SwitchSession) -> dict[str, dict[str, int]]:
-        """``{"drops": {reason: n}, "events": {event: n}}``."""
-        drops = await session.read_counter(self.name("acc_drops"))
-        events = await session.read_counter(self.name("acc_events"))
-        return {"drops": _named(drops, ACC_DROPS), "events": _named(events, ACC_EVENTS)}
 
 
-class LanSwitch(ControlBlock):
-    """``LanSwitch`` (LAN switch ingress): MAC table and flood groups."""
-
-    CONTROL = "LanIngress.lan"
-    TABLES = ("l2_forward",)
-    ACTIONS = ("forward", "flood")
-    COUNTERS = ("lan_frames", "lan_hairpin_drops")
-
-    def mac_entries(self, macs: Mapping[str, int]) -> list[Any]:
-        """INSERTs ``dst MAC -> forward(port)``."""
-        return [+self.entry("l2_forward", {"hdr.ethernet.dst_addr": mac}, "forward", port=port)
-                for mac, port in sorted(macs.items())]
-
-    @staticmethod
-    def flood_groups(ports: list[int]) -> list[Any]:
-        """Multicast group ``p`` = every port but ``p``, for each port ``p`` (none for a
-        LAN of one port: a group needs a port, and the flood has nowhere to go)."""
-        return [+multicast_group(p, [q for q in ports if q != p]) for p in ports if len(ports) > 1]
-
-    async def read_frames(self, session: SwitchSession, ports: list[int]) -> dict[int, int]:
-        """Frames received per port."""
-        cells = await session.read_counter(self.name("lan_frames"), ports)
-        return {p: cells.get(p, (0, 0))[0] for p in ports}
 
 
 @dataclass

@@ -1,0 +1,52 @@
+"""Controller twin of ``p4src/include/aggregator.p4`` (``MyIngress.aggregator``): the switch's INA identity
+(``ina_switch``, its id and address and those of s_d) and the jobs it aggregates for
+(``ina_jobs``), plus the drop and event counters."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+from controller.p4runtime import ControlBlock, DeployError
+
+
+def switch_ip(device_id: int) -> str:
+    """The address an aggregating switch answers: ``10.255.<id/256>.<id%256>``."""
+    if not 1 <= device_id <= 0xFFFF:
+        raise DeployError(f"device id {device_id} has no INA address")
+    return f"10.255.{device_id >> 8}.{device_id & 0xFF}"
+
+
+def _ip_int(ip: str) -> int:
+    return int(ipaddress.IPv4Address(ip))
+
+
+class Aggregator(ControlBlock):
+    """``Aggregator`` (ingress): the switch's identity and the jobs it aggregates for."""
+
+    CONTROL = "MyIngress.aggregator"
+    TABLES = ("ina_switch", "ina_jobs")
+    ACTIONS = ("set_switch_identity", "set_job")
+    COUNTERS = ("ina_drops", "ina_events")
+
+    def identity_entry(self, switch_id: int, sd_id: int) -> Any:
+        """MODIFY of ``ina_switch``'s default action: who this switch and ``s_d`` are."""
+        return ~self.default_entry("ina_switch", "set_switch_identity",
+                                   switch_id=switch_id, switch_ip=_ip_int(switch_ip(switch_id)),
+                                   sd_id=sd_id, sd_ip=_ip_int(switch_ip(sd_id)))
+
+    def job_entry(self, job_id: int, ps_ip: str, result_group: int) -> Any:
+        """INSERT ``job_id -> set_job(ps_ip, result_group)``."""
+        return +self.entry("ina_jobs", {"hdr.ina.job_id": job_id}, "set_job",
+                           ps_ip=_ip_int(ps_ip), result_group=result_group)
+
+    async def read_events(self, session: Any) -> dict[str, int]:
+        """``ina_events`` (added, partial, passed_on, cleared, result) and the consumed
+        packets of ``ina_drops`` (absorbed, duplicate, unknown_job, clear), by name."""
+        names = ["added", "partial", "passed_on", "cleared", "result"]
+        cells = await session.read_counter(self.name("ina_events"))
+        out = {n: cells.get(i, (0, 0))[0] for i, n in enumerate(names)}
+        drops = await session.read_counter(self.name("ina_drops"))
+        for i, n in enumerate(["absorbed", "duplicate", "unknown_job", "clear"], start=1):
+            out[n] = drops.get(i, (0, 0))[0]
+        return out

@@ -1,0 +1,223 @@
+"""Controller twin of ``p4src/include/ndn_persistent_pit.p4`` (``MyIngress.persistent_pit``): the
+persistent PIT keyed by ``/PS/train`` and its multicast group, and the controller-side
+manager that adds a subscriber's port from a punted ``/*insert*/`` Interest."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ndn.encoding import Component, Name, parse_interest
+
+from controller.p4runtime import ControlBlock, DeployError, Program, multicast_group
+
+# The name bounds live with the agents that must respect them (and stay light to import).
+from hosts.ndn.common import (
+    INSERT_MARKER,
+    components,
+    ndn_payload,
+)
+from topologies.base import Topology
+
+#: First multicast group id of persistent PIT entries (1..255 are the PIT's port subsets).
+PERSISTENT_GROUP_BASE = 0x1000
+
+
+def _value_int(v: bytes) -> int:
+    return int.from_bytes(v, "big") if v else 0
+
+
+class PersistentPit(ControlBlock):
+    """``PersistentPit`` (ingress): ``/PS/train -> multicast group`` entries."""
+
+    CONTROL = "MyIngress.persistent_pit"
+    TABLES = ("persistent_pit",)
+    ACTIONS = ("set_subscribers", "no_subscribers")
+
+    @staticmethod
+    def match(key: Sequence[tuple[int, bytes]]) -> dict[str, Any]:
+        """The table key of ``/PS/train`` (its two components)."""
+        (t1, v1), (t2, v2) = key
+        return {"meta.t1": t1, "meta.l1": len(v1), "meta.c1": _value_int(v1),
+                "meta.t2": t2, "meta.l2": len(v2), "meta.c2": _value_int(v2)}
+
+    def subscribers_entry(self, key: Sequence[tuple[int, bytes]], group: int) -> Any:
+        """The entry ``key -> set_subscribers(group)`` (INSERT with ``+``)."""
+        return self.entry("persistent_pit", self.match(key), "set_subscribers", group=group)
+
+
+@dataclass
+class PersistentEntry:
+    """One persistent PIT entry of one switch."""
+
+    name: str
+    group: int
+    ports: list[int] = field(default_factory=list)
+    installed_at: float = field(default_factory=time.time)
+
+
+class PersistentPitManager:
+    """Packet-in driven persistent PIT management, one thread per switch (seed step 4.2).
+
+    For each punted ``/*insert*/PS/train[/...]`` Interest: add its in-port to the entry
+    of ``/PS/train`` and to the entry's multicast group (creating both when absent,
+    steps 4.2.1 / 4.2.2), then send the Interest on toward ``PS`` (packet-out on the FIB
+    port). Runs while the experiment runs; :meth:`state` is the persistent PIT of every
+    switch. The P4Runtime connections use election id 50, above a deploy's.
+    """
+
+    ELECTION_ID = 50
+
+    def __init__(self, topology: Topology, addresses: Mapping[str, str],
+                 program: Program, routes: Mapping[str, Mapping[str, int]],
+                 state_file: str | Path | None = None) -> None:
+        self.topology = topology
+        self.addresses = dict(addresses)
+        self.program = program
+        self.routes = routes
+        self.state_file = Path(state_file) if state_file else None
+        self.entries: dict[str, dict[str, PersistentEntry]] = {s: {} for s in addresses}
+        self.errors: list[str] = []
+        self.handled = 0
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._clients: dict[str, Any] = {}
+
+    def start(self) -> PersistentPitManager:
+        """Connect to every switch as primary and start the packet-in threads."""
+        from targets.p4rt_client import P4RuntimeClient
+
+        for s, addr in self.addresses.items():
+            c = P4RuntimeClient(addr, device_id=self.topology.device_id(s), election_id=self.ELECTION_ID)
+            if not c.is_primary:
+                c.close()
+                self.stop()
+                raise DeployError(f"{s}: the persistent-PIT manager is not primary at {addr}")
+            c.use_schema(self.program.p4info_path)
+            self._clients[s] = c
+            # entries a previous manager made on the running pipeline (restart-safe)
+            for e in read_persistent_pit(c, self.program):
+                self.entries[s][e["name"]] = PersistentEntry(e["name"], e["group"], list(e["ports"]))
+        for s in self.addresses:
+            t = threading.Thread(target=self._run, args=(s,), name=f"ppit-{s}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        self._save()
+        return self
+
+    def stop(self) -> None:
+        """Stop the threads and close the connections (the switches keep their entries)."""
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=5)
+        for c in self._clients.values():
+            c.close()
+        self._clients.clear()
+        self._threads.clear()
+
+    @property
+    def running(self) -> bool:
+        """Whether the manager holds its switch connections."""
+        return bool(self._clients)
+
+    def with_client(self, switch: str, fn: Any) -> Any:
+        """Run ``fn(client)`` on ``switch``'s primary connection, under the manager's lock."""
+        with self._lock:
+            return fn(self._clients[switch])
+
+    def __enter__(self) -> PersistentPitManager:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def state(self) -> dict[str, list[dict[str, Any]]]:
+        """``{switch: [{"name", "group", "ports"}]}`` of every nonempty persistent PIT."""
+        with self._lock:
+            return {s: [{"name": e.name, "group": e.group, "ports": list(e.ports)}
+                        for e in es.values()] for s, es in self.entries.items() if es}
+
+    def _save(self) -> None:
+        if self.state_file is not None:
+            tmp = self.state_file.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.state(), indent=1))
+            tmp.replace(self.state_file)
+
+    def _run(self, switch: str) -> None:
+        client = self._clients[switch]
+        while not self._stop.is_set():
+            got = client.packet_in(timeout=0.2)
+            if got is None:
+                continue
+            payload, meta = got
+            try:
+                self.handle(switch, payload, int(meta.get("ingress_port", 0)))
+            except Exception as e:  # one bad packet must not stop the manager
+                with self._lock:
+                    self.errors.append(f"{switch}: {type(e).__name__}: {e}")
+
+    def handle(self, switch: str, frame: bytes, in_port: int) -> None:
+        """Process one punted insert Interest (an Ethernet frame) from ``in_port``."""
+        name, _, _, _ = parse_interest(ndn_payload(frame[14:]))
+        comps = [bytes(c) for c in name]
+        if len(comps) < 3 or bytes(Component.get_value(comps[0])) != INSERT_MARKER:
+            raise ValueError(f"not an insert Interest: {Name.to_str(name)}")
+        key_comps = comps[1:3]
+        key = Name.to_str(key_comps)
+        ps = bytes(Component.get_value(key_comps[0])).decode()
+        up = self.routes[switch].get(ps)
+        if up is None:
+            raise ValueError(f"{switch}: no FIB route toward {ps!r}")
+        client = self._clients[switch]
+        pp = self.program.block(PersistentPit)
+        with self._lock:
+            entries = self.entries[switch]
+            e = entries.get(key)
+            if e is None:                      # step 4.2.2: a new entry
+                gid = PERSISTENT_GROUP_BASE + max((x.group - PERSISTENT_GROUP_BASE + 1
+                                                   for x in entries.values()), default=0)
+                e = PersistentEntry(key, gid, [in_port])
+                client.write(+multicast_group(gid, e.ports))
+                client.write(+pp.subscribers_entry(components(key_comps), gid))
+                entries[key] = e
+            elif in_port not in e.ports:       # step 4.2.1: one more in-port
+                e.ports.append(in_port)
+                client.write(~multicast_group(e.group, e.ports))
+            self.handled += 1
+            self._save()
+        client.packet_out(frame, egress_port=up, _pad=0)
+
+
+def _replica_port(r: Any) -> int:
+    # finsy gives a replica as a port, a (port, instance) pair or an object
+    if isinstance(r, int):
+        return r
+    if isinstance(r, tuple):
+        return int(r[0])
+    return int(getattr(r, "egress_port", getattr(r, "port", 0)))
+
+
+def read_persistent_pit(client: Any, program: Program) -> list[dict[str, Any]]:
+    """``[{"name", "group", "ports"}]``: a switch's persistent PIT entries and their groups,
+    read over a :class:`targets.p4rt_client.P4RuntimeClient` (primary or backup)."""
+    from finsy import P4MulticastGroupEntry, P4TableEntry
+
+    pp = program.block(PersistentPit)
+    groups = {g.multicast_group_id: sorted(_replica_port(r) for r in g.replicas)
+              for g in client.read(P4MulticastGroupEntry())}
+    pit = []
+    for e in client.read(P4TableEntry(pp.name("persistent_pit"))):
+        m = dict(e.match)
+        key = []
+        for i in (1, 2):
+            t, ln, v = (int(m.get(f"{f}{i}", m.get(f"meta.{f}{i}", 0))) for f in ("t", "l", "c"))
+            key.append(bytes([t, ln]) + v.to_bytes(ln, "big"))
+        gid = int(e.action.args["group"])
+        pit.append({"name": Name.to_str(key), "group": gid, "ports": groups.get(gid, [])})
+    return pit
