@@ -368,7 +368,7 @@ def run_token_lan(args: argparse.Namespace, grads: list[np.ndarray], scale_bits:
         per_host[topo.hosts()[0]] += ["--start-signal", str(start_file)]
         common = ["--epochs", "1", "--batches", "1", "--batch-size", "32", "--cutoff", "1.0",
                   "--wait-unit", str(args.token_wait_unit), "--min-nodes", "2",
-                  "--model", f"hosts.compare_model:flat_{args.values}",
+                  "--model", f"hosts.training:flat_{args.values}",
                   "--scale-bits", str(scale_bits), "--dump", str(dump),
                   "--max-time", str(args.max_time)]
         with Network(topo, target=args.target, log=_log) as net:

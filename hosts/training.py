@@ -22,7 +22,9 @@ are what ``parameter_arrays`` / ``compute_gradients`` return (ordered as
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -156,3 +158,31 @@ def unflatten(vector: np.ndarray, like: list[np.ndarray]) -> list[np.ndarray]:
     if i != vector.size:
         raise ValueError(f"vector has {vector.size} values, the shapes need {i}")
     return out
+
+
+# ----------------------------------------------------------------------------- flat models
+# ``make compare`` carries a gradient of any size through the token nodes: the factory spec
+# ``hosts.training:flat_<N>`` (``--model``) is a model with exactly N float32 parameters; the
+# compare gives each node its gradient with ``--gradient``. Its forward pass returns zero
+# logits for 10 classes (a token node evaluates at an epoch's end; the compare stops after
+# one batch, before that).
+
+
+class FlatModel(nn.Module):
+    """One parameter vector of ``n`` values; not a classifier."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(n))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Zero logits (10 classes) that still depend on the parameters."""
+        return torch.zeros(x.shape[0], 10) + 0.0 * self.w.sum()
+
+
+def __getattr__(name: str) -> Callable[[], Any]:
+    """``flat_<N>`` -> a factory of :class:`FlatModel` with ``N`` parameters."""
+    prefix, _, n = name.partition("_")
+    if prefix == "flat" and n.isdigit() and int(n) > 0:
+        return lambda: FlatModel(int(n))
+    raise AttributeError(name)
