@@ -9,6 +9,12 @@ reports one cycle per strongly connected component of such a graph.
 Importing ``a.b`` also runs ``a/__init__.py``; that implicit edge is not recorded (every
 package's ``__init__`` imports its own modules, so it would make every package a cycle).
 A module importing its own package's ``__init__`` is recorded and would show up here.
+Imports under ``if __name__ == \"__main__\":`` are not edges (they run only as a script).
+
+The layering the tests hold (docs/ARCHITECTURE.md): hosts, targets and topologies never
+import the control plane or the experiments; the control plane never imports an experiment
+(``controller.experiment``, the alias of ``python -m experiments``, aside) and imports host
+modules only through the documented interfaces in :data:`HOST_INTERFACES`.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("controller", "hosts", "topologies", "targets")
+PACKAGES = ("controller", "hosts", "topologies", "targets", "experiments", "bench")
 
 Graph = dict[str, set[str]]
 
@@ -48,9 +54,16 @@ def _known_prefix(name: str, known: Mapping[str, Path]) -> str | None:
     return None
 
 
+def _is_main_block(node: ast.stmt) -> bool:
+    return (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
+            and isinstance(node.test.left, ast.Name) and node.test.left.id == "__name__")
+
+
 def imports_of(module: str, path: Path, known: Mapping[str, Path]) -> set[str]:
     """The modules of ``known`` that ``module`` (its source at ``path``) imports."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    # a script block (``if __name__ == "__main__":``) runs only as a script: not an edge
+    tree.body = [n for n in tree.body if not _is_main_block(n)]
     # the package relative imports start from: the module itself for an __init__
     package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     out: set[str] = set()
@@ -226,3 +239,68 @@ def test_no_cycle_among_placement_modules() -> None:
     assert {f"controller.placement.{m}" for m in modules} <= set(graph)
     assert "controller.placement.lp" in graph["controller.placement.greedy"]
     _assert_acyclic(graph)
+
+
+# The host modules the control plane may import: the formats both sides must agree on.
+HOST_INTERFACES = {
+    "hosts.packets",          # wire formats and constants (INA, BCube, differentiated, token)
+    "hosts.fixedpoint",       # the fixed-point scale of gradients
+    "hosts.ina.policy",       # the INA routing-policy file the controller writes
+    "hosts.ndn.common",       # NDN names, their bounds and hashes (the FIB's and PIT's keys)
+    "hosts.bml.schedule",     # the BCube schedule the controller plans and the agents run
+    "hosts.differentiated.wire",  # DSCP per level: the switch's priority classes
+}
+# Modules allowed to cross a layer, each for a stated reason.
+EXCEPTIONS = {
+    ("controller.experiment", "experiments.main"),  # ``python -m controller.experiment`` alias
+}
+
+
+def _inside(mod: str, package: str) -> bool:
+    return mod == package or mod.startswith(package + ".")
+
+
+def layer_violations(graph: Mapping[str, Iterable[str]]) -> list[str]:
+    """Every import that crosses the layering above, as ``importer -> imported (rule)``."""
+    bad = []
+    for mod, deps in sorted(graph.items()):
+        for dep in sorted(deps):
+            if (mod, dep) in EXCEPTIONS:
+                continue
+            rule = None
+            if any(_inside(mod, p) for p in ("hosts", "targets", "topologies")) and any(
+                    _inside(dep, p) for p in ("controller", "experiments", "bench")):
+                rule = "agents, targets and topologies stay below the control plane"
+            elif _inside(mod, "controller") and any(_inside(dep, p) for p in ("experiments", "bench")):
+                rule = "the control plane does not import experiments"
+            elif _inside(mod, "controller") and _inside(dep, "hosts") and dep not in HOST_INTERFACES:
+                rule = "the control plane uses hosts only through HOST_INTERFACES"
+            elif _inside(mod, "experiments") and _inside(dep, "bench"):
+                rule = "experiments do not import benchmarks"
+            if rule:
+                bad.append(f"{mod} -> {dep} ({rule})")
+    return bad
+
+
+def test_no_import_cycle_anywhere() -> None:
+    graph = import_graph(PACKAGES)
+    assert {"experiments.ina", "controller.ina.deployment", "hosts.ina.worker"} <= set(graph)
+    _assert_acyclic(graph)
+
+
+def test_layering() -> None:
+    graph = import_graph(PACKAGES)
+    bad = layer_violations(graph)
+    assert not bad, "imports across layers:\n" + "\n".join(bad)
+
+
+def test_layering_check_catches_a_violation() -> None:
+    graph = {"controller.ina.deployment": {"experiments.ina", "hosts.ina.worker", "hosts.packets"},
+             "hosts.ina.worker": {"controller.deploy"}, "controller.experiment": {"experiments.main"}}
+    assert layer_violations(graph) == [
+        "controller.ina.deployment -> experiments.ina (the control plane does not import experiments)",
+        "controller.ina.deployment -> hosts.ina.worker (the control plane uses hosts only through "
+        "HOST_INTERFACES)",
+        "hosts.ina.worker -> controller.deploy (agents, targets and topologies stay below the control "
+        "plane)",
+    ]
