@@ -1,6 +1,6 @@
 """``gradctl place`` and ``gradctl ina``: switch placement and in-network aggregation jobs.
 
-The twin of ``controller/ina/deployment.py`` and ``controller/placement.py`` on the command line;
+The twin of ``controller/ina/deployment.py`` and ``controller/placement/`` on the command line;
 registered into gradctl by ``controller/cli.py``.
 """
 

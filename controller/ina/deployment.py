@@ -1,7 +1,8 @@
 """Technique 1: in-network aggregation jobs, from placement to running switches.
 
 Mirrors ``p4src/ina.p4`` one class per P4 control block (as ``controller/deploy.py``
-does for ``forward.p4``):
+does for ``forward.p4``); each class lives in the module of this package named
+after its ``p4src/include`` file (``aggregator.py``, ``result_fanout.py``), and is imported here:
 
 ==================== ============================== ===================================
 class                P4 control instance            tables / counters
@@ -13,7 +14,7 @@ ResultFanout         ``MyEgress.result_fanout``     ``ina_result_fanout``
 ==================== ============================== ===================================
 
 :class:`InaJob` ties a job together: the PS, the workers (their order is their rank),
-the placement (greedy + LP, ``controller/placement.py``) and the routing policy (which
+the placement (greedy + LP, ``controller/placement/``) and the routing policy (which
 switch aggregates which worker's fragment). :class:`InaDeployment` installs one or more
 jobs: the aggregating switches (``S`` and ``s_d``) get ``ina.p4``, every other switch
 ``forward.p4``; all get routes to every host and to every aggregating switch's address;

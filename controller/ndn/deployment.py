@@ -1,7 +1,8 @@
 """Technique 2: NDN forwarding with a persistent PIT (seed 000), from topology to switches.
 
 Mirrors ``p4src/ndn.p4`` one class per P4 control block (as ``controller/deploy.py`` does
-for ``forward.p4`` and ``controller/ina/deployment.py`` for ``ina.p4``):
+for ``forward.p4`` and ``controller/ina/deployment.py`` for ``ina.p4``); each class lives in the module of this package named
+after its ``p4src/include`` file (``fib.py``, ``pit.py``, ``persistent_pit.py``, ``drops.py``), and is imported here:
 
 ==================== ============================== ===================================
 class                P4 control instance            tables / counters

@@ -3,7 +3,8 @@
 The topology (:func:`token_lan`) gives every training node ``hI`` its own smart NIC
 ``nicI`` (a 2-port P4 switch running ``p4src/nic.p4``: port 1 the host, port 2 the LAN)
 and joins the NICs with one LAN switch ``lan`` (``p4src/lan.p4``). Mirrors the P4
-programs one class per control block:
+programs one class per control block; each class lives in the module of this package named
+after its ``p4src/include`` file (``membership.py``, ``accumulator.py``, ``lan.py``), and is imported here:
 
 ==================== ============================== ===================================
 class                P4 control instance            tables / counters
