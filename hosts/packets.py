@@ -270,6 +270,7 @@ class BcubeMsg(IntEnum):
     PULL = 5  # PS baselines: a summed shard back to a worker
     RING_REDUCE = 6  # ring all-reduce, reduce-scatter step
     RING_GATHER = 7  # ring all-reduce, all-gather step
+    ROUND = 8  # repeated all-reduce (hosts.bml.collective): later messages are round ``offset``
 
 
 BCUBE_TCP_PORT = BCUBE_UDP_PORT

@@ -40,18 +40,20 @@ from .transport import (
     wait_for_go,
 )
 
-__all__ = ["Algorithm", "Ctx", "bml_links", "main", "run_bml", "serve"]
+__all__ = ["Algorithm", "Ctx", "bml_algorithm", "bml_links", "main", "run_bml", "serve"]
 
 
 class Ctx:
-    """What an algorithm sees: connections, inbox, its buffer, a deadline, a stage log."""
+    """What an algorithm sees: connections, inbox, its buffer, a deadline, a stage log,
+    and the round it runs (0 for the one-shot agents; see :mod:`hosts.bml.collective`)."""
 
     def __init__(self, server: int, conns: dict[tuple[int, int], PeerConn], inbox: Inbox,
-                 deadline: float) -> None:
+                 deadline: float, rnd: int = 0) -> None:
         self.server = server
         self.conns = conns
         self.inbox = inbox
         self.deadline = deadline
+        self.round = rnd
         self.stages: list[list[Any]] = []
         self._lock = threading.Lock()
 
@@ -64,7 +66,7 @@ class Ctx:
 
     def receive(self, msg: int, thread: int, stage: int, peer: int, rng: tuple[int, int]) -> np.ndarray:
         """The values of one expected message; checks it covers exactly ``rng``."""
-        off, vals = self.inbox.get((msg, thread, stage, peer), self.deadline)
+        off, vals = self.inbox.get((msg, thread, stage, peer), self.deadline, self.round)
         if off != rng[0] or vals.size != rng[1] - rng[0]:
             raise TransportError(f"server {self.server}: {BcubeMsg(msg).name} thread {thread} stage "
                                  f"{stage} from {peer} covers [{off}, {off + vals.size}), "
@@ -121,6 +123,13 @@ def run_bml(sched: BcubeSchedule, ctx: Ctx, buf: np.ndarray, pipeline: int = 1) 
         t.join()
     if errors:
         raise errors[0]
+
+
+def bml_algorithm(plan: dict[str, Any]) -> Algorithm:
+    """:func:`run_bml` on the plan's BCube, gradient length and ``pipeline``."""
+    sched = BcubeSchedule(plan["n"], plan["k"], plan["values"])
+    pipeline = int(plan.get("pipeline", 1))
+    return lambda ctx, buf: run_bml(sched, ctx, buf, pipeline)
 
 
 def bml_links(plan: dict[str, Any], me: int) -> list[Link]:
@@ -195,8 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     sched = BcubeSchedule(plan["n"], plan["k"], plan["values"])
     if not 0 <= args.server < sched.servers:
         raise SystemExit(f"--server must be in 0..{sched.servers - 1}")
-    report = serve(plan, args.server, bml_links(plan, args.server),
-                   lambda ctx, buf: run_bml(sched, ctx, buf, int(plan.get("pipeline", 1))),
+    report = serve(plan, args.server, bml_links(plan, args.server), bml_algorithm(plan),
                    np.load(args.gradient), args)
     print(json.dumps(report), flush=True)
     return 0

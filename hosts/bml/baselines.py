@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from hosts.bml.agent import Ctx, agent_parser, load_plan, serve
+from hosts.bml.agent import Algorithm, Ctx, agent_parser, load_plan, serve
 from hosts.bml.schedule import cut
 from hosts.bml.transport import Link
 from hosts.packets import BcubeMsg
 
-__all__ = ["SCHEMES", "links_for", "main", "ring", "sharded_ps", "single_ps"]
+__all__ = ["SCHEMES", "algorithm_for", "links_for", "main", "ring", "sharded_ps", "single_ps"]
 
 
 def sharded_ps(ctx: Ctx, buf: np.ndarray, servers: int, chunks: int = 8) -> None:
@@ -112,6 +112,26 @@ def single_ps(ctx: Ctx, buf: np.ndarray, servers: int) -> None:
 SCHEMES = {"sharded_ps": sharded_ps, "ring": ring, "ps": single_ps}
 
 
+def algorithm_for(plan: dict[str, Any]) -> Algorithm:
+    """The algorithm of baseline ``plan['scheme']`` with the plan's ``pieces``;
+    ValueError for pieces outside 1..255 (the 8-bit thread/stage fields)."""
+    s = plan["servers"]
+    fn = SCHEMES[plan["scheme"]]
+    if plan["scheme"] in ("sharded_ps", "ring"):
+        chunks = int(plan.get("pieces", 8 if plan["scheme"] == "sharded_ps" else 4))
+        if not 1 <= chunks <= 255:
+            raise ValueError(f"plan pieces must be in 1..255, got {chunks}")
+
+        def algo(ctx: Ctx, buf: np.ndarray) -> None:
+            fn(ctx, buf, s, chunks)
+    else:
+
+        def algo(ctx: Ctx, buf: np.ndarray) -> None:
+            fn(ctx, buf, s)
+
+    return algo
+
+
 def links_for(plan: dict[str, Any], me: int) -> list[Link]:
     """The connections scheme ``plan['scheme']`` needs (all on NIC 0)."""
     s = plan["servers"]
@@ -134,19 +154,10 @@ def main(argv: list[str] | None = None) -> int:
     s = plan["servers"]
     if not 0 <= args.server < s:
         raise SystemExit(f"--server must be in 0..{s - 1}")
-    fn = SCHEMES[plan["scheme"]]
-    if plan["scheme"] in ("sharded_ps", "ring"):
-        chunks = int(plan.get("pieces", 8 if plan["scheme"] == "sharded_ps" else 4))
-        if not 1 <= chunks <= 255:
-            raise SystemExit(f"plan pieces must be in 1..255, got {chunks}")
-
-        def algo(ctx: Ctx, buf: np.ndarray) -> None:
-            fn(ctx, buf, s, chunks)
-    else:
-
-        def algo(ctx: Ctx, buf: np.ndarray) -> None:
-            fn(ctx, buf, s)
-
+    try:
+        algo = algorithm_for(plan)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
     report = serve(plan, args.server, links_for(plan, args.server), algo,
                    np.load(args.gradient), args)
     print(json.dumps(report), flush=True)

@@ -5,7 +5,11 @@ retransmitted by the sender's TCP, so the agents only frame messages
 (:data:`hosts.packets.BCUBE_HEADER` + big-endian int32 values) and match them to the
 schedule. Each connection has a writer thread (so a stage's sends to its ``N - 1``
 peers leave at once and share the NIC as the kernel sees fit) and a reader thread that
-files every message in an :class:`Inbox` under ``(msg_type, thread, stage, sender)``.
+files every message in an :class:`Inbox` under ``(msg_type, thread, stage, sender)``
+and the round it belongs to: 0 for the one-shot agents; a repeated all-reduce
+(:mod:`hosts.bml.collective`) opens round ``r >= 1`` on each connection with a
+``ROUND`` message (``offset = r``) before that round's data, so messages of consecutive
+rounds never share a key even when a peer is a round ahead.
 Sockets release the GIL in ``sendmsg``/``recv_into``, so k threads keep k NICs busy;
 the payload work per message is one numpy add.
 
@@ -16,6 +20,7 @@ connections are up and waits for the ``go`` file, which holds the common start t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import select
@@ -69,19 +74,21 @@ Key = tuple[int, int, int, int]  # msg_type, thread, stage, sender
 
 
 class Inbox:
-    """Messages from every connection, waited for by key."""
+    """Messages from every connection, waited for by round and key."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._msgs: dict[Key, tuple[int, np.ndarray]] = {}
+        self._msgs: dict[tuple[int, int, int, int, int], tuple[int, np.ndarray]] = {}
         self._error: BaseException | None = None
+        self._gone: dict[int, BaseException] = {}  # sender -> why nothing more comes
 
-    def put(self, hdr: BcubeHeader, values: np.ndarray) -> None:
-        """File one message (a second one under the same key is a protocol error)."""
-        key = (hdr.msg_type, hdr.thread, hdr.stage, hdr.sender)
+    def put(self, hdr: BcubeHeader, values: np.ndarray, rnd: int = 0) -> None:
+        """File one message of round ``rnd`` (a second one under the same round and key is
+        a protocol error)."""
+        key = (rnd, hdr.msg_type, hdr.thread, hdr.stage, hdr.sender)
         with self._cond:
             if key in self._msgs:
-                self._error = TransportError(f"duplicate message {key}")
+                self._error = TransportError(f"duplicate message {key[1:]} in round {rnd}")
             self._msgs[key] = (hdr.offset, values)
             self._cond.notify_all()
 
@@ -92,20 +99,32 @@ class Inbox:
                 self._error = exc
             self._cond.notify_all()
 
-    def get(self, key: Key, deadline: float) -> tuple[int, np.ndarray]:
-        """``(offset, values)`` of message ``key``, waiting until ``deadline``
-        (``time.monotonic()``); :class:`TransportError` past it or on a broken link."""
+    def sender_gone(self, sender: int, exc: BaseException) -> None:
+        """No more messages will come from ``sender``: a wait for one raises ``exc``
+        (the others go on: a peer that closed after its last round is no error)."""
         with self._cond:
-            while key not in self._msgs:
+            self._gone.setdefault(sender, exc)
+            self._cond.notify_all()
+
+    def get(self, key: Key, deadline: float, rnd: int = 0) -> tuple[int, np.ndarray]:
+        """``(offset, values)`` of message ``key`` of round ``rnd``, waiting until
+        ``deadline`` (``time.monotonic()``); :class:`TransportError` past it or on a
+        broken link."""
+        rkey = (rnd, *key)
+        with self._cond:
+            while rkey not in self._msgs:
                 if self._error is not None:
                     raise self._error
+                if key[3] in self._gone:
+                    raise self._gone[key[3]]
                 left = deadline - time.monotonic()
                 if left <= 0:
                     name = BcubeMsg(key[0]).name
+                    when = f" (round {rnd})" if rnd else ""
                     raise TransportError(f"timed out waiting for {name} thread {key[1]} "
-                                         f"stage {key[2]} from server {key[3]}")
+                                         f"stage {key[2]} from server {key[3]}{when}")
                 self._cond.wait(min(left, 1.0))
-            return self._msgs.pop(key)
+            return self._msgs.pop(rkey)
 
 
 @dataclass
@@ -119,6 +138,12 @@ class PeerConn:
     inbox: Inbox
     tx_bytes: int = 0
     rx_bytes: int = 0
+    #: the connection's end (FIN, reset, bad message) makes every later wait for this
+    #: peer's messages fail at once (a repeated all-reduce: the peer is gone) instead of
+    #: running into the deadline; without it, a FIN just ends the reader and an error
+    #: fails the whole inbox (the one-shot agents)
+    fail_on_eof: bool = False
+    _rx_round: int = 0
     _out: queue.Queue = field(default_factory=queue.Queue)
     _threads: list[threading.Thread] = field(default_factory=list)
 
@@ -135,6 +160,11 @@ class PeerConn:
         hdr = encode_bcube_header(msg_type, thread, stage, self.level, self.me, offset,
                                   len(payload) // 4)
         self._out.put((hdr, payload))
+
+    def send_round(self, rnd: int) -> None:
+        """Queue the ``ROUND`` marker: the messages queued after it belong to round ``rnd``."""
+        self._out.put((encode_bcube_header(BcubeMsg.ROUND, level=self.level, sender=self.me,
+                                           offset=rnd), b""))
 
     def _writer(self) -> None:
         try:
@@ -170,14 +200,42 @@ class PeerConn:
                 if hdr.sender != self.peer:
                     raise TransportError(f"message from server {hdr.sender} on the connection "
                                          f"to server {self.peer}")
+                if hdr.msg_type == BcubeMsg.ROUND:
+                    if hdr.offset != self._rx_round + 1 or hdr.count:
+                        raise TransportError(f"server {self.peer} opened round {hdr.offset} "
+                                             f"after round {self._rx_round}")
+                    self._rx_round = hdr.offset
+                    self.rx_bytes += BCUBE_HEADER_LEN
+                    continue
                 buf = np.empty(hdr.count, dtype=_BE_I32)
                 if hdr.count and not self._recv_exact(memoryview(buf).cast("B")):
                     raise TransportError(f"server {self.peer} closed mid-message")
                 self.rx_bytes += BCUBE_HEADER_LEN + buf.nbytes
-                self.inbox.put(hdr, buf.astype(np.int32))
+                self.inbox.put(hdr, buf.astype(np.int32), self._rx_round)
+            if self.fail_on_eof:
+                self.inbox.sender_gone(self.peer, TransportError(
+                    f"server {self.me}: server {self.peer} (level {self.level}) closed the "
+                    "connection"))
         except (OSError, ValueError) as e:
-            self.inbox.fail(e if isinstance(e, TransportError) else
-                            TransportError(f"receive from server {self.peer} (level {self.level}): {e}"))
+            err = e if isinstance(e, TransportError) else TransportError(
+                f"receive from server {self.peer} (level {self.level}): {e}")
+            if self.fail_on_eof:
+                self.inbox.sender_gone(self.peer, err)
+            else:
+                self.inbox.fail(err)
+
+    def abort(self) -> None:
+        """Close at once, both ways: wakes this connection's threads, and the peer's reader
+        sees the connection end (a broken repeated all-reduce fails fast everywhere)."""
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self._out.put(None)
+        self.sock.close()
+
+    def send_fin(self) -> None:
+        """Queue the FIN after the queued messages (:meth:`finish` does it too; call this
+        on every connection first so that no two servers wait for each other's FIN)."""
+        self._out.put(None)
 
     def finish(self, timeout: float) -> None:
         """Send FIN after the queued messages and wait for the peer's FIN (so no
@@ -194,8 +252,10 @@ def _hello(me: int, level: int) -> bytes:
 
 
 def connect_mesh(me: int, links: Iterable[Link], port: int, inbox: Inbox,
-                 timeout: float = 30.0) -> dict[tuple[int, int], PeerConn]:
-    """Open every connection of ``links`` (keyed ``(level, peer)``) and start their threads.
+                 timeout: float = 30.0,
+                 fail_on_eof: bool = False) -> dict[tuple[int, int], PeerConn]:
+    """Open every connection of ``links`` (keyed ``(level, peer)``) and start their threads
+    (``fail_on_eof``: see :attr:`PeerConn.fail_on_eof`).
 
     The server with the lower index connects, binding its source address to ``my_ip`` so
     the connection leaves through that level's NIC; the other accepts on
@@ -237,7 +297,8 @@ def connect_mesh(me: int, links: Iterable[Link], port: int, inbox: Inbox,
                 s.settimeout(None)
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 s.sendall(_hello(me, ln.level))
-                conns[ln.level, ln.peer] = PeerConn(s, me, ln.peer, ln.level, inbox)
+                conns[ln.level, ln.peer] = PeerConn(s, me, ln.peer, ln.level, inbox,
+                                                    fail_on_eof=fail_on_eof)
                 pending.remove(ln)
             ready, _, _ = select.select(list(listeners.values()), [], [], 0.05)
             for ls in ready:
@@ -259,7 +320,8 @@ def connect_mesh(me: int, links: Iterable[Link], port: int, inbox: Inbox,
                 s.settimeout(None)
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 expected.discard((hdr.level, hdr.sender))
-                conns[hdr.level, hdr.sender] = PeerConn(s, me, hdr.sender, hdr.level, inbox)
+                conns[hdr.level, hdr.sender] = PeerConn(s, me, hdr.sender, hdr.level, inbox,
+                                                        fail_on_eof=fail_on_eof)
     except BaseException:
         for c in conns.values():
             c.sock.close()
