@@ -10,13 +10,15 @@ P4_TEST_PROGRAMS := $(wildcard tests/p4/*.p4)
 APT_PACKAGES := mininet iproute2 ethtool iputils-ping procps tcpdump libpcap0.8
 export TARGET
 
-.PHONY: all deps apt venv run compare test bench p4 p4-gen lint clean help run-%
+.PHONY: all deps apt venv run compare compare-full compare-sync test bench p4 p4-gen lint clean help run-%
 all: help
 
 help:
 	@echo "make run      run the main experiment on the emulated network (TARGET=$(TARGET))"
 	@echo "make run CLI=1  same, but leave a Mininet CLI open"
-	@echo "make compare  every gradient-sync scheme on the same gradient: one table, one plot (ARGS=...)"
+	@echo "make compare  time to accuracy: every scheme trains the same model, seeds and CIs (ARGS=...)"
+	@echo "make compare-full  the same with the larger model (up to an hour)"
+	@echo "make compare-sync  every gradient-sync scheme on one gradient, once: one table, one plot"
 	@echo "make run-MODE one technique's experiment: run-ndn, run-differentiated, run-bcube, run-token (ARGS=...)"
 	@echo "make test     run the test suite"
 	@echo "make bench    run the benchmarks (tables and ratios)"
@@ -48,8 +50,17 @@ $(VENV)/.stamp: pyproject.toml
 run: deps
 	$(PY) -m experiments $(if $(CLI),--cli,)
 
-# make compare: PS, ring, INA, NDN-PS, BML and the token LAN on one gradient (ARGS="...").
+# make compare: the time-to-accuracy harness at small defaults (digits CNN, 3 seeds; a few
+# minutes). make compare-full: every scheme the harness runs, the larger model (up to an hour).
+# make compare-sync: PS, ring, INA, NDN-PS, BML and the token LAN on one gradient, once.
 compare: deps
+	$(PY) -m experiments --mode train $(ARGS)
+
+compare-full: deps
+	@echo "make compare-full: every scheme, 3 seeds, the mlp model; this takes up to an hour here"
+	$(PY) -m experiments --mode train --model mlp --seeds 3 --epochs 4 $(ARGS)
+
+compare-sync: deps
 	$(PY) -m experiments --mode compare $(ARGS)
 
 # make run-ndn, run-differentiated, run-bcube, run-token: one technique's experiment

@@ -1,6 +1,6 @@
 """``make bench``: every benchmark, one after the other (tables and ratios).
 
-    python -m bench [placement] [target] [ina] [ndn] [differentiated] [bcube] [token]
+    python -m bench [placement] [target] [ina] [ndn] [differentiated] [bcube] [token] [train]
 
 With no names, runs all of them. Each is also runnable alone:
 ``python -m bench.placement_bench``, ``python -m bench.target_bench``,
@@ -21,6 +21,7 @@ BENCHES = {
     "differentiated": "bench.differentiated_bench",
     "bcube": "bench.bcube_bench",
     "token": "bench.token_bench",
+    "train": "bench.train_bench",
 }
 
 

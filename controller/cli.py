@@ -374,8 +374,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# Command groups by module name (each has register(sub, topo_help)). ``experiments.train`` is
+# ``gradctl train``, the time-to-accuracy harness: an experiment, named here as a string so
+# the control plane never imports it.
 TECHNIQUE_CLIS = ["controller.ina.cli", "controller.net_cli", "controller.ndn.cli", "controller.qos.cli", "controller.bcube.cli",
-                  "controller.token.cli"]
+                  "controller.token.cli", "experiments.train"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -27,6 +27,7 @@ MODES: dict[str, str] = {
     "token": "experiments.token",
     "ddp": "experiments.ddp",
     "compare": "experiments.compare",
+    "train": "experiments.train",
 }
 # The modes whose module takes the whole command line, ``--mode`` included.
 _KEEP_MODE = ("ina", "reach")

@@ -62,8 +62,9 @@ class InaHookState:
         """Most values one bucket may hold."""
         return self.num_fragments * INA_VALUES
 
-    def allreduce_mean(self, flat: np.ndarray) -> np.ndarray:
-        """The mean over all ranks of ``flat`` (float32, at most ``capacity`` values)."""
+    def allreduce_sum(self, flat: np.ndarray) -> np.ndarray:
+        """The sum over all ranks of ``flat`` (float32, at most ``capacity`` values), the
+        same on every rank (the RESULT is one multicast)."""
         n = flat.size
         if n > self.capacity:
             raise ValueError(
@@ -77,7 +78,11 @@ class InaHookState:
         self.round += 1
         self.stats.append(st)
         self.bytes_sent += st.bytes_sent
-        return dequantize(total[:n], self.worker.scale_bits) / np.float32(self.world_size)
+        return dequantize(total[:n], self.worker.scale_bits)
+
+    def allreduce_mean(self, flat: np.ndarray) -> np.ndarray:
+        """The mean over all ranks of ``flat`` (float32, at most ``capacity`` values)."""
+        return self.allreduce_sum(flat) / np.float32(self.world_size)
 
     def close(self) -> None:
         self.worker.close()

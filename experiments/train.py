@@ -1,0 +1,618 @@
+"""``gradctl train`` / ``python -m experiments --mode train`` (``make compare``): which
+scheme trains my model fastest on my network? Time to accuracy over seeds, with CIs.
+
+Every scheme trains the same work on the same emulated network, one run per (scheme,
+seed): the model and initial weights of ``--model`` and the seed, the same data shards,
+per-rank batch, batch order and learning rate, the same training hosts and link rates.
+Each rank is ``python -m hosts.trainer`` in its Mininet host; only the line that sums the
+gradients differs (see :mod:`hosts.trainer`), and every scheme's gradients cross the
+emulated network through its own agents and P4 programs:
+
+========= ==================================================================== ==========
+scheme    gradients summed by                                                  P4
+========= ==================================================================== ==========
+gloo      torch.distributed's all-reduce (gloo, TCP): the reference            forward.p4
+ps        the INA agents with no aggregating switch (every gradient to the PS) ina.p4
+ina       in-network aggregation (greedy + LP placement, ``--budget``)         ina.p4
+========= ==================================================================== ==========
+
+Per scheme it reports, as mean and 95 % confidence interval over the seeds (Student t):
+the time to ``--target-accuracy`` (read off rank 0's evaluations, interpolated), the
+final test and held-out accuracy, the sync and compute time per iteration, and the paired
+per-seed ratio of each scheme's time to the reference's (``--reference``, same seed,
+same data). A run that does not reach the target within ``--max-time`` is reported as
+such. Every run also records the bytes on the busiest link, the bytes that reached the
+PS, retransmissions and the CPU of switches and agents, and is flagged ``cpu-bound`` when
+the emulation and not the links set its pace (``experiments.accounting``).
+
+Results: ``<out-dir>/train-<time>/`` with ``manifest.json`` (commit, target, options,
+seeds, load), one ``runs/<scheme>-seed<S>.json`` per run (``--resume DIR`` skips the
+runs already there), ``summary.json``, ``table.txt``, ``accuracy_vs_time.png`` and
+``time_to_accuracy.png``. ``--dry-run`` prints the plan and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from controller.p4runtime import REPO_ROOT
+from experiments.runner import finish, spawn
+from experiments.runner import log as _log
+
+console = Console()
+
+# Every scheme the harness knows, in the issue's order; those it runs today.
+ALL_SCHEMES = ("ps", "ring", "ina", "ndn", "bml", "token", "differentiated", "gloo")
+HARNESS_SCHEMES = ("gloo", "ps", "ina")
+PENDING = {s: "its agents do not yet take the harness's training loop (hosts.trainer)"
+           for s in ALL_SCHEMES if s not in HARNESS_SCHEMES}
+P4_PROGRAM = {"gloo": "forward.p4", "ps": "ina.p4 (no aggregator used)", "ina": "ina.p4"}
+CPU_BOUND_RATIO = 2.0  # measured sync time above this multiple of the line-rate bound
+
+
+class HarnessError(ValueError):
+    """A bad option or an impossible combination (one clear message)."""
+
+
+@dataclass
+class RunRecord:
+    """One (scheme, seed) training run."""
+
+    scheme: str
+    seed: int
+    ok: bool = False
+    error: str = ""
+    curve: list[dict[str, float]] = field(default_factory=list)  # rank 0's evaluations
+    final_accuracy: float | None = None
+    final_heldout: float | None = None
+    time_to_target_s: float | None = None
+    train_s: float = 0.0
+    iterations: int = 0
+    sync_s_per_iter: float | None = None
+    compute_s_per_iter: float | None = None
+    models_identical: bool = False
+    parameters: int = 0
+    busiest_link: str = ""
+    busiest_link_bytes: int = 0
+    line_rate_bound_s: float = 0.0
+    ps_rx_bytes: int | None = None
+    retransmissions: int = 0
+    switch_cpu_s: float = 0.0
+    agent_cpu_s: float = 0.0
+    cpu_bound: bool = False
+    wall_s: float = 0.0
+
+
+# ----------------------------------------------------------------------------- options
+
+
+def _kv(spec: str, what: str) -> tuple[str, str]:
+    key, sep, val = spec.partition("=" if what != "--kill" else "@")
+    if not sep or not key or not val:
+        raise HarnessError(f"{what} {spec!r}: expected {'HOST@T' if what == '--kill' else 'KEY=VALUE'}")
+    return key.strip(), val.strip()
+
+
+def build_parser(add_help: bool = True, prog: str = "python -m experiments --mode train") -> argparse.ArgumentParser:
+    """The harness's options (the option vocabulary every experiment shares)."""
+    p = argparse.ArgumentParser(prog=prog, add_help=add_help, description=__doc__.splitlines()[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scheme", default=",".join(HARNESS_SCHEMES),
+                   help=f"comma-separated subset of {','.join(ALL_SCHEMES)} "
+                        f"(default {','.join(HARNESS_SCHEMES)}: the ones the harness runs today)")
+    p.add_argument("--reference", default="gloo", help="the scheme the ratios are taken against (default gloo)")
+    p.add_argument("--model", default="digits", help="model: digits (CNN, 3,818 parameters) or mlp (>= 100k)")
+    p.add_argument("--data", default="digits", help="data set: digits (bundled with scikit-learn) or synthetic")
+    p.add_argument("--seeds", type=int, default=3, help="seeds per scheme (default 3)")
+    p.add_argument("--seed", type=int, default=0, help="first seed (seeds are SEED..SEED+N-1)")
+    p.add_argument("--epochs", type=int, default=4,
+                   help="epochs per run (default 4: every seed of the digits CNN reaches its target)")
+    p.add_argument("--batch", type=int, default=16, help="per-rank batch size (default 16)")
+    p.add_argument("--lr", type=float, default=None, help="SGD learning rate (default: the model's)")
+    p.add_argument("--max-steps", type=int, default=0, help="cap on steps per epoch (0: none)")
+    p.add_argument("--eval-every", type=int, default=0,
+                   help="evaluate every K steps besides each epoch's end (default: 4 per epoch)")
+    p.add_argument("--target-accuracy", type=float, default=None,
+                   help="test accuracy to reach (default: the model's fixed target, in the table)")
+    p.add_argument("--workers", type=int, default=4, help="training hosts (default 4)")
+    p.add_argument("--topo", default=None, help="topology (default star:<workers+1>; the first host is the PS)")
+    p.add_argument("--bw", type=float, default=20.0, help="every link's rate in Mbit/s (default 20)")
+    p.add_argument("--loss", action="append", default=[], metavar="SW:PORT=RATE",
+                   help="emulated loss of a switch egress port (repeatable; the same for every scheme)")
+    p.add_argument("--slow", action="append", default=[], metavar="HOST=F",
+                   help="HOST computes F times slower (repeatable)")
+    p.add_argument("--kill", action="append", default=[], metavar="HOST@T",
+                   help="kill HOST's rank T s into training (schemes that tolerate a lost node)")
+    p.add_argument("--compute-time", type=float, default=0.0,
+                   help="fix compute per batch at S seconds (dilated time, labelled; 0: real)")
+    p.add_argument("--budget", type=int, default=0,
+                   help="INA: aggregating switches besides s_d (default 0: s_d aggregates)")
+    p.add_argument("--max-time", type=float, default=300.0, help="bound on each run's training (s)")
+    p.add_argument("--target", default=None, help="switch target: auto|embedded|bmv2 (default $TARGET)")
+    p.add_argument("--out-dir", default=str(REPO_ROOT / "results"), help="where results go")
+    p.add_argument("--resume", default=None, metavar="DIR", help="continue a results directory")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
+    return p
+
+
+@dataclass
+class Plan:
+    """What the harness will run, resolved from the options."""
+
+    schemes: list[str]
+    seeds: list[int]
+    topo: Any
+    ps: str
+    workers: list[str]
+    lr: float
+    target_accuracy: float
+    eval_every: int
+    steps_per_epoch: int
+    parameters: int
+    slow: dict[str, float]
+    loss: dict[tuple[str, int], float]
+
+
+def make_plan(args: argparse.Namespace) -> Plan:
+    """Check the options against each other and the topology; raise HarnessError."""
+    from controller.cli import UsageError, parse_topology
+    from controller.deploy import DeployError, check_loss, parse_loss
+    from hosts import training as tr
+    from topologies import TopologyError
+
+    schemes = [s.strip() for s in args.scheme.split(",") if s.strip()]
+    if not schemes:
+        raise HarnessError("--scheme: no scheme given")
+    unknown = [s for s in schemes if s not in ALL_SCHEMES]
+    if unknown:
+        raise HarnessError(f"--scheme: unknown {', '.join(unknown)} (choose from {', '.join(ALL_SCHEMES)})")
+    pending = [s for s in schemes if s in PENDING]
+    if pending:
+        raise HarnessError(f"--scheme {', '.join(pending)}: not in the harness yet ({PENDING[pending[0]]}); "
+                           f"it runs {', '.join(HARNESS_SCHEMES)} today")
+    if len(set(schemes)) != len(schemes):
+        raise HarnessError("--scheme: a scheme is named twice")
+    if args.reference not in schemes:
+        raise HarnessError(f"--reference {args.reference}: not among the schemes run ({', '.join(schemes)})")
+    if args.seeds < 1:
+        raise HarnessError("--seeds must be at least 1")
+    if args.epochs < 1 or args.batch < 1 or args.workers < 1:
+        raise HarnessError("--epochs, --batch and --workers must be at least 1")
+    if args.compute_time < 0 or args.max_time <= 0 or args.bw <= 0:
+        raise HarnessError("--compute-time must be >= 0, --max-time and --bw > 0")
+    if args.kill:
+        raise HarnessError(f"--kill: not supported by {', '.join(schemes)} (a synchronous all-reduce "
+                           "cannot lose a rank; token broadcast tolerates it, once it is in the harness)")
+    try:
+        model = tr.build_model(args.model, args.seed)
+        tr.load_data(args.data, args.seed)
+    except ValueError as e:
+        raise HarnessError(str(e)) from None
+    try:
+        topo = parse_topology(args.topo or f"star:{args.workers + 1}")
+    except (UsageError, TopologyError) as e:
+        raise HarnessError(str(e)) from None
+    for _, _, d in topo.graph.edges(data=True):
+        d["capacity"] = float(args.bw)
+    hosts = topo.hosts()
+    if len(hosts) < args.workers + 1:
+        raise HarnessError(f"{topo.name} has {len(hosts)} hosts: --workers {args.workers} needs "
+                           f"{args.workers + 1} (one is the PS)")
+    ps, workers = hosts[0], hosts[1:args.workers + 1]
+    slow = {}
+    for spec in args.slow:
+        h, f = _kv(spec, "--slow")
+        if h not in workers:
+            raise HarnessError(f"--slow {spec}: {h} is not a training host ({', '.join(workers)})")
+        try:
+            slow[h] = float(f)
+        except ValueError:
+            raise HarnessError(f"--slow {spec}: {f!r} is not a number") from None
+        if slow[h] < 1.0:
+            raise HarnessError(f"--slow {spec}: the factor must be >= 1")
+    try:
+        loss = check_loss(topo, dict(parse_loss(x) for x in args.loss))
+    except DeployError as e:
+        raise HarnessError(str(e)) from None
+    data = tr.load_data(args.data, args.seed)
+    steps = (len(data.y_train) // args.workers) // args.batch
+    if args.max_steps > 0:
+        steps = min(steps, args.max_steps)
+    if steps < 1:
+        raise HarnessError(f"--batch {args.batch}: a shard of {len(data.y_train) // args.workers} "
+                           f"examples has no full batch")
+    target = args.target_accuracy
+    if target is None:
+        target = tr.TARGET_ACCURACY.get((args.model, args.data))
+        if target is None:
+            raise HarnessError(f"no default target for --model {args.model} --data {args.data}: "
+                               "give --target-accuracy")
+    if not 0 < target <= 1:
+        raise HarnessError("--target-accuracy must be in (0, 1]")
+    lr = args.lr if args.lr is not None else tr.DEFAULT_LR.get(args.model, 0.1)
+    eval_every = args.eval_every or max(1, steps // 4)
+    seeds = list(range(args.seed, args.seed + args.seeds))
+    return Plan(schemes, seeds, topo, ps, workers, lr, target, eval_every, steps,
+                int(sum(p.numel() for p in model.parameters())), slow, loss)
+
+
+# ----------------------------------------------------------------------------- one run
+
+
+def _trainer_argv(args: argparse.Namespace, plan: Plan, scheme: str, seed: int, rank: int,
+                  host: str, policy: Path | None, port: int) -> list[str]:
+    argv = [sys.executable, "-m", "hosts.trainer", "--scheme", scheme, "--rank", str(rank),
+            "--world", str(len(plan.workers)), "--model", args.model, "--data", args.data,
+            "--seed", str(seed), "--epochs", str(args.epochs), "--batch", str(args.batch),
+            "--lr", repr(plan.lr), "--max-steps", str(plan.steps_per_epoch),
+            "--eval-every", str(plan.eval_every), "--timeout", str(min(120.0, args.max_time)),
+            "--slow", repr(plan.slow.get(host, 1.0)), "--compute-time", repr(args.compute_time)]
+    if scheme == "gloo":
+        argv += ["--master-addr", plan.topo.host_ip(plan.workers[0]), "--master-port", str(port)]
+    else:
+        argv += ["--policy", str(policy)]
+    return argv
+
+
+def _records(text: str) -> list[dict[str, Any]]:
+    out = []
+    for line in text.splitlines():
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return out
+
+
+def run_one(net: Any, args: argparse.Namespace, plan: Plan, scheme: str, seed: int, job: Any,
+            run_dir: Path, port: int) -> RunRecord:
+    """Train once (``scheme``, ``seed``) on the live network; the record of the run."""
+    from experiments.accounting import Snapshot, time_split
+    from experiments.stats import time_to_target
+
+    rec = RunRecord(scheme, seed)
+    d = run_dir / f"{scheme}-seed{seed}"
+    d.mkdir(parents=True, exist_ok=True)
+    topo = plan.topo
+    ps_proc = policy = None
+    before = Snapshot.take(net)
+    t0 = time.monotonic()
+    if job is not None:
+        policy = job.write_policy(d / "policy.json")
+        ps_proc = spawn(net.host(plan.ps), d / "ps",
+                        [sys.executable, "-m", "hosts.ina.ps", "--policy", str(policy), "--json",
+                         "--rounds", "0", "--idle-exit", "30", "--linger", "2",
+                         "--iface", topo.iface(plan.ps)["name"], "--max-time", str(args.max_time + 60)])
+        time.sleep(0.5)
+    procs = []
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    for rank, h in enumerate(plan.workers):
+        env_h = dict(env, GLOO_SOCKET_IFNAME=topo.iface(h)["name"])
+        procs.append(spawn(net.host(h), d / f"rank{rank}",
+                           _trainer_argv(args, plan, scheme, seed, rank, h, policy, port), env=env_h))
+    outs = []
+    deadline = t0 + args.max_time + 60
+    for rank, p in enumerate(procs):
+        rc, out, err = finish(p, d / f"rank{rank}", max(1.0, deadline - time.monotonic()))
+        outs.append(_records(out))
+        if rc != 0 and not rec.error:
+            rec.error = f"rank {rank} exited {rc}: {(err.strip().splitlines() or [''])[-1][-300:]}"
+    rec.wall_s = time.monotonic() - t0
+    ps_rep: dict[str, Any] = {}
+    if ps_proc is not None:
+        _, out, _ = finish(ps_proc, d / "ps", 30)
+        recs = _records(out)
+        ps_rep = recs[-1] if recs else {}
+    summaries = [next((x for x in reversed(o) if "done" in x), {}) for o in outs]
+    agent_cpu = sum(float(s.get("cpu_s", 0.0)) for s in summaries) + float(ps_rep.get("cpu_s", 0.0) or 0.0)
+    split = time_split(topo, before, Snapshot.take(net), {"agents": agent_cpu})
+    evals0 = [x for x in outs[0] if "accuracy" in x] if outs else []
+    rec.curve = [{"t": x["t"], "accuracy": x["accuracy"], "heldout": x.get("heldout"),
+                  "epoch": x["epoch"], "step": x["step"]} for x in evals0]
+    s0 = summaries[0] if summaries else {}
+    rec.ok = not rec.error and all(s.get("done") for s in summaries)
+    rec.iterations = int(s0.get("steps", 0))
+    rec.train_s = float(s0.get("t", evals0[-1]["t"] if evals0 else 0.0))
+    if rec.iterations:
+        rec.sync_s_per_iter = float(s0.get("sync_s", 0.0)) / rec.iterations
+        rec.compute_s_per_iter = float(s0.get("compute_s", 0.0)) / rec.iterations
+    if evals0:
+        rec.final_accuracy, rec.final_heldout = evals0[-1]["accuracy"], evals0[-1].get("heldout")
+        tt = time_to_target([x["t"] for x in evals0], [x["accuracy"] for x in evals0],
+                            plan.target_accuracy)
+        rec.time_to_target_s = tt if tt is not None and tt <= args.max_time else None
+    # the same weights on every rank at every evaluation
+    hashes = [[x["weights"] for x in o if "weights" in x and "step" in x] for o in outs]
+    rec.models_identical = bool(hashes) and all(h == hashes[0] for h in hashes) and bool(hashes[0])
+    rec.parameters = int(s0.get("parameters", plan.parameters))
+    sd = split.to_dict()
+    rec.busiest_link, rec.busiest_link_bytes = sd["busiest_link"], sd["busiest_link_bytes"]
+    rec.line_rate_bound_s = sd["line_rate_bound_s"]
+    rec.switch_cpu_s = sd["switch_cpu_s_total"]
+    rec.agent_cpu_s = round(agent_cpu, 3)
+    rec.retransmissions = sum(int(s.get("retransmissions", 0)) for s in summaries)
+    rec.ps_rx_bytes = ps_rep.get("nic_rx_bytes") if ps_rep else None
+    sync_total = float(s0.get("sync_s", 0.0))
+    # the links cannot explain a sync far above their bound: the emulator set the pace
+    rec.cpu_bound = bool(sync_total > CPU_BOUND_RATIO * max(rec.line_rate_bound_s, 1e-9)
+                         and (rec.switch_cpu_s + rec.agent_cpu_s) > 0.5 * rec.wall_s)
+    if not rec.models_identical and rec.ok:
+        rec.ok, rec.error = False, "the ranks' models differ"
+    return rec
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def summarize(records: list[RunRecord], plan: Plan, reference: str) -> list[dict[str, Any]]:
+    """Per scheme: mean and CI of every figure over the seeds, and the paired ratio of
+    its time to target to the reference's."""
+    from experiments.stats import mean_ci, paired_ratios
+
+    rows = []
+    by = {s: [r for r in records if r.scheme == s] for s in plan.schemes}
+    ref_tt = {r.seed: r.time_to_target_s for r in by.get(reference, []) if r.time_to_target_s}
+    for s in plan.schemes:
+        rs = by[s]
+        tt = {r.seed: r.time_to_target_s for r in rs if r.time_to_target_s}
+
+        def iv(vals: list[float | None]) -> dict[str, Any]:
+            return asdict(mean_ci([v for v in vals if v is not None]))
+
+        rows.append({
+            "scheme": s, "runs": len(rs), "ok": sum(r.ok for r in rs),
+            "reached": len(tt), "missed": [r.seed for r in rs if not r.time_to_target_s],
+            "time_to_target_s": iv(list(tt.values())),
+            "final_accuracy": iv([r.final_accuracy for r in rs]),
+            "final_heldout": iv([r.final_heldout for r in rs]),
+            "sync_s_per_iter": iv([r.sync_s_per_iter for r in rs]),
+            "compute_s_per_iter": iv([r.compute_s_per_iter for r in rs]),
+            "line_rate_bound_s_per_iter": iv([r.line_rate_bound_s / r.iterations if r.iterations else None
+                                              for r in rs]),
+            "ratio_to_reference": asdict(paired_ratios(tt, ref_tt)) if s != reference else None,
+            "cpu_bound_runs": sum(r.cpu_bound for r in rs),
+            "models_identical": all(r.models_identical for r in rs),
+        })
+    return rows
+
+
+def _fmt(iv: dict[str, Any] | None, spec: str = ".2f", scale: float = 1.0) -> str:
+    if not iv or not iv.get("n"):
+        return "-"
+    m = iv["mean"] * scale
+    if iv["n"] < 2:
+        return f"{m:{spec}} (n=1)"
+    return f"{m:{spec}} ± {iv['half_width'] * scale:{spec}}"
+
+
+def print_table(rows: list[dict[str, Any]], plan: Plan, args: argparse.Namespace) -> Table:
+    """The rich table of the summary (mean ± 95 % CI half-width over seeds)."""
+    dil = f", compute fixed at {args.compute_time:g} s/batch (DILATED TIME)" if args.compute_time else ""
+    t = Table(title=f"Time to {plan.target_accuracy:.0%} test accuracy: {args.model} on {args.data}, "
+                    f"{len(plan.workers)} workers, {args.bw:g} Mbit/s links, {len(plan.seeds)} seeds "
+                    f"(mean ± 95 % CI){dil}")
+    for col in ("scheme", "reached", "time to target s", f"÷ {args.reference} (paired)",
+                "final test acc", "held-out acc", "sync s/iter", "bound s/iter", "compute s/iter",
+                "cpu-bound runs"):
+        t.add_column(col, justify="left" if col == "scheme" else "right")
+    for r in rows:
+        reached = f"{r['reached']}/{r['runs']}" + (" [red](missed)[/red]" if r["missed"] else "")
+        t.add_row(r["scheme"], reached, _fmt(r["time_to_target_s"], ".1f"),
+                  _fmt(r["ratio_to_reference"], ".2f") if r["ratio_to_reference"] else "1 (reference)",
+                  _fmt(r["final_accuracy"], ".3f"), _fmt(r["final_heldout"], ".3f"),
+                  _fmt(r["sync_s_per_iter"], ".3f"), _fmt(r["line_rate_bound_s_per_iter"], ".3f"),
+                  _fmt(r["compute_s_per_iter"], ".3f"), str(r["cpu_bound_runs"]))
+    return t
+
+
+# ----------------------------------------------------------------------------- plots
+
+
+def plot(run_dir: Path, records: list[RunRecord], rows: list[dict[str, Any]], plan: Plan,
+         args: argparse.Namespace) -> None:
+    """``accuracy_vs_time.png`` (mean over seeds, 95 % band) and ``time_to_accuracy.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from experiments.stats import mean_ci
+
+    dil = " (dilated: fixed compute per batch)" if args.compute_time else ""
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for s in plan.schemes:
+        curves = [r.curve for r in records if r.scheme == s and r.curve]
+        if not curves:
+            continue
+        end = max(c[-1]["t"] for c in curves)
+        grid = np.linspace(0.0, end, 60)
+        ys = np.array([np.interp(grid, [p["t"] for p in c], [p["accuracy"] for p in c],
+                                 right=np.nan) for c in curves])
+        stats = [mean_ci(list(col[~np.isnan(col)])) for col in ys.T]
+        mean = np.array([x.mean for x in stats])
+        lo = np.array([x.low if x.n > 1 else x.mean for x in stats])
+        hi = np.array([x.high if x.n > 1 else x.mean for x in stats])
+        (line,) = ax.plot(grid, mean, label=f"{s} ({len(curves)} seeds)")
+        ax.fill_between(grid, lo, hi, alpha=0.2, color=line.get_color())
+    ax.axhline(plan.target_accuracy, color="grey", ls=":", lw=1, label="target")
+    ax.set_xlabel("training time (s)" + dil)
+    ax.set_ylabel("test accuracy")
+    ax.set_title(f"{args.model} on {args.data}, {len(plan.workers)} workers, {args.bw:g} Mbit/s")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(run_dir / "accuracy_vs_time.png", dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    names, means, errs, colors = [], [], [], []
+    for r in rows:
+        iv = r["time_to_target_s"]
+        names.append(r["scheme"] + ("" if not r["missed"] else f"\n(missed {len(r['missed'])})"))
+        means.append(iv["mean"] if iv["n"] else 0.0)
+        errs.append(iv["half_width"] if iv["n"] > 1 else 0.0)
+        colors.append("#4c8bd6" if not r["missed"] else "#d62728")
+    ax.bar(names, means, yerr=errs, capsize=4, color=colors)
+    bounds = [r["line_rate_bound_s_per_iter"]["mean"] * (plan.steps_per_epoch * args.epochs)
+              if r["line_rate_bound_s_per_iter"]["n"] else 0 for r in rows]
+    ax.scatter(names, bounds, marker="_", s=400, color="black", zorder=3,
+               label="line-rate bound of a whole run's sync")
+    ax.set_ylabel(f"time to {plan.target_accuracy:.0%} accuracy (s)" + dil)
+    ax.set_title("time to accuracy, mean and 95 % CI over seeds")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(run_dir / "time_to_accuracy.png", dpi=120)
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def manifest(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
+    """Where a table came from: commit, target, options, seeds, machine load."""
+    from targets.launch import resolve_target
+
+    def git(*a: str) -> str:
+        try:
+            return subprocess.run(["git", *a], cwd=REPO_ROOT, capture_output=True, text=True,
+                                  timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    target = resolve_target(args.target)
+    version = ""
+    if target == "bmv2":
+        try:
+            version = subprocess.run(["simple_switch_grpc", "--version"], capture_output=True,
+                                     text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            version = "?"
+    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain")),
+            "target": target, "target_version": version or "gradnet embedded",
+            "options": {k: v for k, v in vars(args).items() if k != "func"},
+            "seeds": plan.seeds, "schemes": plan.schemes, "topology": plan.topo.name,
+            "ps": plan.ps, "workers": plan.workers, "lr": plan.lr,
+            "target_accuracy": plan.target_accuracy, "parameters": plan.parameters,
+            "load_at_start": os.getloadavg(), "cpus": os.cpu_count(), "python": platform.python_version(),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def print_plan(plan: Plan, args: argparse.Namespace) -> None:
+    """The plan, for ``--dry-run`` and at the start of a run."""
+    t = Table(title="plan")
+    for col in ("scheme", "topology", "P4", "training hosts", "NIC capacity per host", "seeds"):
+        t.add_column(col)
+    for s in plan.schemes:
+        t.add_row(s, plan.topo.name, P4_PROGRAM[s], ", ".join(plan.workers), f"{args.bw:g} Mbit/s",
+                  ", ".join(map(str, plan.seeds)))
+    console.print(t)
+    console.print(f"{args.model}: {plan.parameters:,} parameters; {args.data}; {args.epochs} epochs of "
+                  f"{plan.steps_per_epoch} steps, per-rank batch {args.batch}, lr {plan.lr:g}, "
+                  f"evaluation every {plan.eval_every} steps; target {plan.target_accuracy:.0%} "
+                  f"test accuracy; PS {plan.ps}; max {args.max_time:g} s a run"
+                  + (f"; loss {', '.join(f'{s}:{p}={r:g}' for (s, p), r in plan.loss.items())}"
+                     if plan.loss else "")
+                  + (f"; slow {', '.join(f'{h} x{f:g}' for h, f in plan.slow.items())}" if plan.slow else "")
+                  + (f"; DILATED: compute fixed at {args.compute_time:g} s per batch" if args.compute_time else ""))
+
+
+def run(args: argparse.Namespace) -> int:
+    """The harness (see the module doc); 0 when every run trained with identical models."""
+    try:
+        plan = make_plan(args)
+    except HarnessError as e:
+        console.print(f"[red]error: {e}[/red]")
+        return 2
+    print_plan(plan, args)
+    if args.dry_run:
+        return 0
+    if os.geteuid() != 0:
+        console.print("[red]the harness needs root (network namespaces)[/red]")
+        return 2
+    from controller.deploy import deploy
+    from controller.ina import InaDeployment, InaJob
+    from experiments.ina import switch_neighbors
+    from topologies.network import Network
+
+    run_dir = Path(args.resume) if args.resume else Path(args.out_dir).resolve() / time.strftime(
+        "train-%Y%m%d-%H%M%S")
+    (run_dir / "runs").mkdir(parents=True, exist_ok=True)
+    (run_dir / "manifest.json").write_text(json.dumps(manifest(args, plan), indent=2, default=str))
+    records: list[RunRecord] = []
+    todo = []
+    for s in plan.schemes:
+        for seed in plan.seeds:
+            f = run_dir / "runs" / f"{s}-seed{seed}.json"
+            if f.exists():
+                records.append(RunRecord(**json.loads(f.read_text())))
+            else:
+                todo.append((s, seed))
+    if records:
+        _log(f"resuming {run_dir}: {len(records)} run(s) done, {len(todo)} to go")
+    topo = plan.topo
+    jobs = {"ps": InaJob.plan(topo, plan.ps, plan.workers, 0, 1000.0, plan.parameters, aggregate=False),
+            "ina": InaJob.plan(topo, plan.ps, plan.workers, args.budget, 1000.0, plan.parameters)}
+    if todo:
+        with Network(topo, target=args.target, log=_log) as net:
+            addresses = net.grpc_addresses()
+            switch_neighbors(net, topo, jobs["ina"].aggregating_switches)
+            deployed = None
+            for i, (s, seed) in enumerate(todo):
+                if deployed != s:
+                    if s == "gloo":
+                        deploy(topo, addresses, loss=plan.loss)
+                    else:
+                        InaDeployment(topo, addresses, [jobs[s]], loss=plan.loss).deploy()
+                    deployed = s
+                _log(f"[{i + 1}/{len(todo)}] {s}, seed {seed}: training ...")
+                rec = run_one(net, args, plan, s, seed, jobs.get(s), run_dir / "agents",
+                              29500 + i % 100)
+                tt = f"{rec.time_to_target_s:.1f} s" if rec.time_to_target_s else "not reached"
+                _log(f"[{i + 1}/{len(todo)}] {s}, seed {seed}: "
+                     + (f"final accuracy {rec.final_accuracy}, target {tt}, "
+                        f"sync {rec.sync_s_per_iter or 0:.3f} s/iter" if rec.ok else f"[red]failed: {rec.error}[/red]"))
+                (run_dir / "runs" / f"{s}-seed{seed}.json").write_text(json.dumps(asdict(rec), indent=1))
+                records.append(rec)
+    records.sort(key=lambda r: (plan.schemes.index(r.scheme), r.seed))
+    rows = summarize(records, plan, args.reference)
+    table = print_table(rows, plan, args)
+    console.print(table)
+    wide = Console(file=open(run_dir / "table.txt", "w"), width=220)  # noqa: SIM115
+    wide.print(table)
+    wide.file.close()
+    if any(r["cpu_bound_runs"] for r in rows):
+        console.print("[yellow]cpu-bound runs: the emulation, not the links, set their pace "
+                      f"(sync above {CPU_BOUND_RATIO:g}x its line-rate bound with the CPU busy); "
+                      "read their times as the emulator's[/yellow]")
+    summary = {"manifest": json.loads((run_dir / "manifest.json").read_text()),
+               "schemes": rows, "runs": [asdict(r) for r in records]}
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    plot(run_dir, records, rows, plan, args)
+    console.print(f"results: {run_dir}/summary.json, table.txt, accuracy_vs_time.png, time_to_accuracy.png")
+    return 0 if all(r.ok for r in records) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m experiments --mode train``."""
+    return run(build_parser().parse_args(argv))
+
+
+def register(sub: Any, topo_help: str) -> None:
+    """``gradctl train``: the same harness and options."""
+    p = sub.add_parser("train", parents=[build_parser(add_help=False, prog="gradctl train")],
+                       help="time to accuracy of every scheme on the same model and network",
+                       description=__doc__.splitlines()[0])
+    p.set_defaults(func=run)

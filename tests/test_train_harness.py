@@ -1,0 +1,113 @@
+"""The time-to-accuracy harness (experiments/train.py, ``gradctl train``).
+
+Option handling needs no network; the end-to-end test trains the digits CNN with two
+schemes x two seeds on a real emulated network and checks the statistics against the
+runs they come from.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments import train as harness
+from tests.netenv import TARGET, net_skip_reason
+
+
+def _args(*extra: str):
+    return harness.build_parser().parse_args(list(extra))
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--scheme", "gloo,nope"], "unknown nope"),
+    (["--scheme", "gloo,ndn"], "not in the harness yet"),
+    (["--scheme", "ina,ps"], "--reference gloo: not among"),
+    (["--scheme", "gloo,gloo"], "named twice"),
+    (["--seeds", "0"], "--seeds must be at least 1"),
+    (["--kill", "h2@3"], "--kill: not supported"),
+    (["--slow", "h9=2"], "h9 is not a training host"),
+    (["--slow", "h2=0.5"], "must be >= 1"),
+    (["--slow", "h2"], "expected KEY=VALUE"),
+    (["--model", "resnet"], "resnet"),
+    (["--workers", "9", "--topo", "star:4"], "needs 10"),
+    (["--loss", "s9:1=0.1"], "s9"),
+    (["--target-accuracy", "1.5"], "must be in (0, 1]"),
+    (["--batch", "5000"], "has no full batch"),
+])
+def test_bad_options_get_one_clear_error(argv, message):
+    with pytest.raises(harness.HarnessError, match=message.replace("(", r"\(").replace(")", r"\)")
+                       .replace("[", r"\[")):
+        harness.make_plan(_args(*argv))
+
+
+def test_dry_run_prints_the_plan_and_starts_nothing(capsys, tmp_path):
+    rc = harness.main(["--dry-run", "--scheme", "gloo,ina", "--seeds", "2", "--out-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "gloo" in out and "ina" in out and "3,818 parameters" in out
+    assert list(tmp_path.iterdir()) == []  # nothing written, nothing started
+
+
+def test_plan_defaults_are_the_models_fixed_target():
+    from hosts import training as tr
+
+    plan = harness.make_plan(_args())
+    assert plan.schemes == list(harness.HARNESS_SCHEMES)
+    assert plan.target_accuracy == tr.TARGET_ACCURACY[("digits", "digits")]
+    assert plan.workers == ["h2", "h3", "h4", "h5"] and plan.ps == "h1"
+    assert plan.seeds == [0, 1, 2]
+
+
+@pytest.mark.net
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_two_schemes_two_seeds_end_to_end(tmp_path):
+    reason = net_skip_reason("forward")
+    if reason:
+        pytest.skip(reason)
+    from scipy import stats
+
+    argv = ["--scheme", "gloo,ina", "--seeds", "2", "--workers", "2", "--epochs", "2",
+            "--max-steps", "12", "--eval-every", "6", "--target-accuracy", "0.3",
+            "--bw", "50", "--max-time", "240", "--target", TARGET, "--out-dir", str(tmp_path)]
+    assert harness.main(argv) == 0
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.name.startswith("train-")]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (run_dir / "accuracy_vs_time.png").stat().st_size > 0
+    assert (run_dir / "time_to_accuracy.png").stat().st_size > 0
+    man = json.loads((run_dir / "manifest.json").read_text())
+    assert man["seeds"] == [0, 1] and man["commit"] and "load_at_start" in man
+    runs = summary["runs"]
+    assert {(r["scheme"], r["seed"]) for r in runs} == {(s, k) for s in ("gloo", "ina") for k in (0, 1)}
+    for r in runs:
+        assert r["ok"], r["error"]
+        assert r["models_identical"]
+        assert r["final_accuracy"] > 0.2  # chance is 0.1 on ten classes
+        assert r["iterations"] == 24
+        assert r["busiest_link_bytes"] > 0
+    # the same seed gives the same initial model and batches: the first evaluation agrees
+    for k in (0, 1):
+        firsts = {r["curve"][0]["accuracy"] for r in runs if r["seed"] == k}
+        assert len(firsts) == 1
+    for row in summary["schemes"]:
+        accs = [r["final_accuracy"] for r in runs if r["scheme"] == row["scheme"]]
+        iv = row["final_accuracy"]
+        assert iv["n"] == 2
+        assert math.isclose(iv["mean"], sum(accs) / 2, rel_tol=1e-9)
+        sd = abs(accs[0] - accs[1]) / math.sqrt(2)
+        assert math.isclose(iv["half_width"], stats.t.ppf(0.975, 1) * sd / math.sqrt(2), rel_tol=1e-6,
+                            abs_tol=1e-12)
+    ina = next(r for r in summary["schemes"] if r["scheme"] == "ina")
+    assert ina["ratio_to_reference"] is not None or ina["reached"] < 2
+
+
+def test_gradctl_train_is_registered():
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-m", "controller.cli", "train", "--help"],
+                         capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 0 and "--target-accuracy" in out.stdout and "--seeds" in out.stdout
