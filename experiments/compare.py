@@ -41,6 +41,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from controller.bcube import bcube_shape
 from controller.p4runtime import REPO_ROOT
 
 # wide tables even when stdout is a file or pipe (Rich would fold them at 80 columns)
@@ -122,16 +123,6 @@ def landed(scheme: str) -> bool:
         return all(importlib.util.find_spec(m) is not None for m in SCHEMES[scheme].modules)
     except ModuleNotFoundError:
         return False
-
-
-def bcube_shape(servers: int) -> tuple[int, int] | None:
-    """``(n, k)`` with ``n**k == servers``, ``n, k >= 2``, fewest levels; None if none."""
-    for k in range(2, servers.bit_length() + 1):
-        n = round(servers ** (1 / k))
-        for cand in (n - 1, n, n + 1):
-            if cand >= 2 and cand**k == servers:
-                return cand, k
-    return None
 
 
 def parse_schemes(spec: str) -> list[str]:

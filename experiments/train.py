@@ -14,7 +14,14 @@ scheme    gradients summed by                                                  P
 gloo      torch.distributed's all-reduce (gloo, TCP): the reference            forward.p4
 ps        the INA agents with no aggregating switch (every gradient to the PS) ina.p4
 ina       in-network aggregation (greedy + LP placement, ``--budget``)         ina.p4
+ring      ring all-reduce over TCP (``hosts.bml.collective``)                  forward.p4
+bml       BCube hierarchical synchronization on BCube(n, k), n^k = workers     forward.p4
 ========= ==================================================================== ==========
+
+gloo, ps, ina and ring run on one topology (``--topo``, default a star of the workers
+and a PS host); bml needs its own BCube with the same number of training hosts and the
+same per-NIC link rate, so each of its hosts has k NICs (the table says so). ``--slow``
+names a training host of the shared topology; on the BCube the same rank is slowed.
 
 Per scheme it reports, as mean and 95 % confidence interval over the seeds (Student t):
 the time to ``--target-accuracy`` (read off rank 0's evaluations, interpolated), the
@@ -49,17 +56,19 @@ from rich.console import Console
 from rich.table import Table
 
 from controller.p4runtime import REPO_ROOT
-from experiments.runner import finish, spawn
+from experiments.runner import finish, prepare_hosts, spawn
 from experiments.runner import log as _log
 
 console = Console()
 
 # Every scheme the harness knows, in the issue's order; those it runs today.
 ALL_SCHEMES = ("ps", "ring", "ina", "ndn", "bml", "token", "differentiated", "gloo")
-HARNESS_SCHEMES = ("gloo", "ps", "ina")
+HARNESS_SCHEMES = ("gloo", "ps", "ina", "ring", "bml")
 PENDING = {s: "its agents do not yet take the harness's training loop (hosts.trainer)"
            for s in ALL_SCHEMES if s not in HARNESS_SCHEMES}
-P4_PROGRAM = {"gloo": "forward.p4", "ps": "ina.p4 (no aggregator used)", "ina": "ina.p4"}
+P4_PROGRAM = {"gloo": "forward.p4", "ps": "ina.p4 (no aggregator used)", "ina": "ina.p4",
+              "ring": "forward.p4", "bml": "forward.p4"}
+DEFAULT_SCHEMES = ("gloo", "ps", "ina", "ring")
 CPU_BOUND_RATIO = 2.0  # measured sync time above this multiple of the line-rate bound
 
 
@@ -110,9 +119,9 @@ def build_parser(add_help: bool = True, prog: str = "python -m experiments --mod
     """The harness's options (the option vocabulary every experiment shares)."""
     p = argparse.ArgumentParser(prog=prog, add_help=add_help, description=__doc__.splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--scheme", default=",".join(HARNESS_SCHEMES),
-                   help=f"comma-separated subset of {','.join(ALL_SCHEMES)} "
-                        f"(default {','.join(HARNESS_SCHEMES)}: the ones the harness runs today)")
+    p.add_argument("--scheme", default=",".join(DEFAULT_SCHEMES),
+                   help=f"comma-separated subset of {','.join(ALL_SCHEMES)} (default "
+                        f"{','.join(DEFAULT_SCHEMES)}; the harness runs {','.join(HARNESS_SCHEMES)} today)")
     p.add_argument("--reference", default="gloo", help="the scheme the ratios are taken against (default gloo)")
     p.add_argument("--model", default="digits", help="model: digits (CNN, 3,818 parameters) or mlp (>= 100k)")
     p.add_argument("--data", default="digits", help="data set: digits (bundled with scikit-learn) or synthetic")
@@ -149,6 +158,20 @@ def build_parser(add_help: bool = True, prog: str = "python -m experiments --mod
 
 
 @dataclass
+class Setting:
+    """Where a scheme runs: its topology, PS host (if any) and training hosts in rank order."""
+
+    topo: Any
+    ps: str | None
+    workers: list[str]
+    nic_mbit: float  # the total NIC capacity of one training host
+
+    @property
+    def key(self) -> str:
+        return self.topo.name
+
+
+@dataclass
 class Plan:
     """What the harness will run, resolved from the options."""
 
@@ -157,6 +180,7 @@ class Plan:
     topo: Any
     ps: str
     workers: list[str]
+    settings: dict[str, Setting]
     lr: float
     target_accuracy: float
     eval_every: int
@@ -227,6 +251,20 @@ def make_plan(args: argparse.Namespace) -> Plan:
         loss = check_loss(topo, dict(parse_loss(x) for x in args.loss))
     except DeployError as e:
         raise HarnessError(str(e)) from None
+    shared = Setting(topo, ps, workers, float(args.bw))
+    settings = {s: shared for s in schemes if s != "bml"}
+    if "bml" in schemes:
+        from controller.bcube import bcube_network_topology, bcube_shape
+
+        shape = bcube_shape(args.workers)
+        if shape is None:
+            raise HarnessError(f"--scheme bml: BCube(n, k) has n^k servers (n, k >= 2); --workers "
+                               f"{args.workers} is not one (4, 8, 9, 16, 25, 27, ...)")
+        if loss:
+            raise HarnessError("--loss names ports of the shared topology, and bml runs on its own "
+                               "BCube: run bml without --loss (or the others without bml)")
+        btopo = bcube_network_topology(*shape, float(args.bw))
+        settings["bml"] = Setting(btopo, None, btopo.hosts(), shape[1] * float(args.bw))
     data = tr.load_data(args.data, args.seed)
     steps = (len(data.y_train) // args.workers) // args.batch
     if args.max_steps > 0:
@@ -245,26 +283,46 @@ def make_plan(args: argparse.Namespace) -> Plan:
     lr = args.lr if args.lr is not None else tr.DEFAULT_LR.get(args.model, 0.1)
     eval_every = args.eval_every or max(1, steps // 4)
     seeds = list(range(args.seed, args.seed + args.seeds))
-    return Plan(schemes, seeds, topo, ps, workers, lr, target, eval_every, steps,
+    return Plan(schemes, seeds, topo, ps, workers, settings, lr, target, eval_every, steps,
                 int(sum(p.numel() for p in model.parameters())), slow, loss)
 
 
 # ----------------------------------------------------------------------------- one run
 
 
-def _trainer_argv(args: argparse.Namespace, plan: Plan, scheme: str, seed: int, rank: int,
-                  host: str, policy: Path | None, port: int) -> list[str]:
+def _trainer_argv(args: argparse.Namespace, plan: Plan, setting: Setting, scheme: str, seed: int,
+                  rank: int, conf: Path | None, port: int) -> list[str]:
+    slow = plan.slow.get(plan.workers[rank], 1.0)  # by rank: the same rank on every topology
     argv = [sys.executable, "-m", "hosts.trainer", "--scheme", scheme, "--rank", str(rank),
-            "--world", str(len(plan.workers)), "--model", args.model, "--data", args.data,
+            "--world", str(len(setting.workers)), "--model", args.model, "--data", args.data,
             "--seed", str(seed), "--epochs", str(args.epochs), "--batch", str(args.batch),
             "--lr", repr(plan.lr), "--max-steps", str(plan.steps_per_epoch),
             "--eval-every", str(plan.eval_every), "--timeout", str(min(120.0, args.max_time)),
-            "--slow", repr(plan.slow.get(host, 1.0)), "--compute-time", repr(args.compute_time)]
+            "--slow", repr(slow), "--compute-time", repr(args.compute_time)]
     if scheme == "gloo":
-        argv += ["--master-addr", plan.topo.host_ip(plan.workers[0]), "--master-port", str(port)]
+        argv += ["--master-addr", setting.topo.host_ip(setting.workers[0]), "--master-port", str(port)]
+    elif scheme in ("ina", "ps"):
+        argv += ["--policy", str(conf)]
     else:
-        argv += ["--policy", str(policy)]
+        argv += ["--plan", str(conf)]
     return argv
+
+
+def collective_plan(setting: Setting, scheme: str, values: int) -> dict[str, Any]:
+    """The ring or BML plan of the training hosts (``controller.bcube``), for ``values``
+    parameters at the INA jobs' fixed-point scale."""
+    from controller.bcube import bcube_plan, bcube_shape, fat_tree_plan
+
+    scale_bits = 16
+    if scheme == "bml":
+        n, k = bcube_shape(len(setting.workers)) or (0, 0)
+        return bcube_plan(setting.topo, n, k, values, scale_bits)
+    plan = fat_tree_plan(setting.topo, scheme, len(setting.workers), values, scale_bits)
+    # the training hosts, not the topology's first hosts (the first one is the PS)
+    plan["hosts"] = list(setting.workers)
+    plan["ips"] = [[setting.topo.host_ip(h, 0)] for h in setting.workers]
+    plan["ifaces"] = [[setting.topo.iface(h, 0)["name"]] for h in setting.workers]
+    return plan
 
 
 def _records(text: str) -> list[dict[str, Any]]:
@@ -287,23 +345,31 @@ def run_one(net: Any, args: argparse.Namespace, plan: Plan, scheme: str, seed: i
     rec = RunRecord(scheme, seed)
     d = run_dir / f"{scheme}-seed{seed}"
     d.mkdir(parents=True, exist_ok=True)
-    topo = plan.topo
-    ps_proc = policy = None
+    setting = plan.settings[scheme]
+    topo = setting.topo
+    ps_proc = conf = None
     before = Snapshot.take(net)
     t0 = time.monotonic()
+    if scheme in ("ring", "bml"):
+        conf = d / "plan.json"
+        conf.write_text(json.dumps(collective_plan(setting, scheme, plan.parameters)))
     if job is not None:
-        policy = job.write_policy(d / "policy.json")
-        ps_proc = spawn(net.host(plan.ps), d / "ps",
+        conf = policy = job.write_policy(d / "policy.json")
+        # the PS serves round after round; it exits once no round came for idle_exit s, so
+        # that must outlast the longest gap between two steps (compute, rank 0's evaluation)
+        gap = args.compute_time * max(plan.slow.values(), default=1.0)
+        idle_exit = max(5.0, 4.0 * gap)
+        ps_proc = spawn(net.host(setting.ps), d / "ps",
                         [sys.executable, "-m", "hosts.ina.ps", "--policy", str(policy), "--json",
-                         "--rounds", "0", "--idle-exit", "30", "--linger", "2",
-                         "--iface", topo.iface(plan.ps)["name"], "--max-time", str(args.max_time + 60)])
+                         "--rounds", "0", "--idle-exit", repr(idle_exit), "--linger", "1",
+                         "--iface", topo.iface(setting.ps)["name"], "--max-time", str(args.max_time + 60)])
         time.sleep(0.5)
     procs = []
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    for rank, h in enumerate(plan.workers):
+    for rank, h in enumerate(setting.workers):
         env_h = dict(env, GLOO_SOCKET_IFNAME=topo.iface(h)["name"])
         procs.append(spawn(net.host(h), d / f"rank{rank}",
-                           _trainer_argv(args, plan, scheme, seed, rank, h, policy, port), env=env_h))
+                           _trainer_argv(args, plan, setting, scheme, seed, rank, conf, port), env=env_h))
     outs = []
     deadline = t0 + args.max_time + 60
     for rank, p in enumerate(procs):
@@ -374,7 +440,8 @@ def summarize(records: list[RunRecord], plan: Plan, reference: str) -> list[dict
             return asdict(mean_ci([v for v in vals if v is not None]))
 
         rows.append({
-            "scheme": s, "runs": len(rs), "ok": sum(r.ok for r in rs),
+            "scheme": s, "topology": plan.settings[s].topo.name, "nic_mbit": plan.settings[s].nic_mbit,
+            "runs": len(rs), "ok": sum(r.ok for r in rs),
             "reached": len(tt), "missed": [r.seed for r in rs if not r.time_to_target_s],
             "time_to_target_s": iv(list(tt.values())),
             "final_accuracy": iv([r.final_accuracy for r in rs]),
@@ -405,13 +472,13 @@ def print_table(rows: list[dict[str, Any]], plan: Plan, args: argparse.Namespace
     t = Table(title=f"Time to {plan.target_accuracy:.0%} test accuracy: {args.model} on {args.data}, "
                     f"{len(plan.workers)} workers, {args.bw:g} Mbit/s links, {len(plan.seeds)} seeds "
                     f"(mean ± 95 % CI){dil}")
-    for col in ("scheme", "reached", "time to target s", f"÷ {args.reference} (paired)",
+    for col in ("scheme", "topology", "NIC Mbit/s", "reached", "time to target s", f"÷ {args.reference} (paired)",
                 "final test acc", "held-out acc", "sync s/iter", "bound s/iter", "compute s/iter",
                 "cpu-bound runs"):
         t.add_column(col, justify="left" if col == "scheme" else "right")
     for r in rows:
         reached = f"{r['reached']}/{r['runs']}" + (" [red](missed)[/red]" if r["missed"] else "")
-        t.add_row(r["scheme"], reached, _fmt(r["time_to_target_s"], ".1f"),
+        t.add_row(r["scheme"], r["topology"], f"{r['nic_mbit']:g}", reached, _fmt(r["time_to_target_s"], ".1f"),
                   _fmt(r["ratio_to_reference"], ".2f") if r["ratio_to_reference"] else "1 (reference)",
                   _fmt(r["final_accuracy"], ".3f"), _fmt(r["final_heldout"], ".3f"),
                   _fmt(r["sync_s_per_iter"], ".3f"), _fmt(r["line_rate_bound_s_per_iter"], ".3f"),
@@ -516,7 +583,10 @@ def print_plan(plan: Plan, args: argparse.Namespace) -> None:
     for col in ("scheme", "topology", "P4", "training hosts", "NIC capacity per host", "seeds"):
         t.add_column(col)
     for s in plan.schemes:
-        t.add_row(s, plan.topo.name, P4_PROGRAM[s], ", ".join(plan.workers), f"{args.bw:g} Mbit/s",
+        st = plan.settings[s]
+        nics = round(st.nic_mbit / args.bw)
+        t.add_row(s, st.topo.name, P4_PROGRAM[s], ", ".join(st.workers),
+                  f"{st.nic_mbit:g} Mbit/s" + (f" ({nics} NICs)" if nics > 1 else ""),
                   ", ".join(map(str, plan.seeds)))
     console.print(t)
     console.print(f"{args.model}: {plan.parameters:,} parameters; {args.data}; {args.epochs} epochs of "
@@ -565,23 +635,31 @@ def run(args: argparse.Namespace) -> int:
     topo = plan.topo
     jobs = {"ps": InaJob.plan(topo, plan.ps, plan.workers, 0, 1000.0, plan.parameters, aggregate=False),
             "ina": InaJob.plan(topo, plan.ps, plan.workers, args.budget, 1000.0, plan.parameters)}
-    if todo:
-        with Network(topo, target=args.target, log=_log) as net:
+    groups: dict[str, list[tuple[str, int]]] = {}
+    for s, seed in todo:
+        groups.setdefault(plan.settings[s].key, []).append((s, seed))
+    i = 0
+    for key, group in groups.items():
+        setting = plan.settings[group[0][0]]
+        with Network(setting.topo, target=args.target, log=_log) as net:
             addresses = net.grpc_addresses()
-            switch_neighbors(net, topo, jobs["ina"].aggregating_switches)
+            if setting.ps is not None:
+                switch_neighbors(net, setting.topo, jobs["ina"].aggregating_switches)
+            prepare_hosts(net, setting.workers)
             deployed = None
-            for i, (s, seed) in enumerate(todo):
+            for s, seed in group:
+                i += 1
                 if deployed != s:
-                    if s == "gloo":
-                        deploy(topo, addresses, loss=plan.loss)
+                    if s in ("ina", "ps"):
+                        InaDeployment(setting.topo, addresses, [jobs[s]], loss=plan.loss).deploy()
                     else:
-                        InaDeployment(topo, addresses, [jobs[s]], loss=plan.loss).deploy()
+                        deploy(setting.topo, addresses, loss=plan.loss if key == topo.name else None)
                     deployed = s
-                _log(f"[{i + 1}/{len(todo)}] {s}, seed {seed}: training ...")
+                _log(f"[{i}/{len(todo)}] {s}, seed {seed}: training on {key} ...")
                 rec = run_one(net, args, plan, s, seed, jobs.get(s), run_dir / "agents",
                               29500 + i % 100)
                 tt = f"{rec.time_to_target_s:.1f} s" if rec.time_to_target_s else "not reached"
-                _log(f"[{i + 1}/{len(todo)}] {s}, seed {seed}: "
+                _log(f"[{i}/{len(todo)}] {s}, seed {seed}: "
                      + (f"final accuracy {rec.final_accuracy}, target {tt}, "
                         f"sync {rec.sync_s_per_iter or 0:.3f} s/iter" if rec.ok else f"[red]failed: {rec.error}[/red]"))
                 (run_dir / "runs" / f"{s}-seed{seed}.json").write_text(json.dumps(asdict(rec), indent=1))
@@ -589,7 +667,7 @@ def run(args: argparse.Namespace) -> int:
     records.sort(key=lambda r: (plan.schemes.index(r.scheme), r.seed))
     rows = summarize(records, plan, args.reference)
     table = print_table(rows, plan, args)
-    console.print(table)
+    Console(width=max(console.width, 170)).print(table)  # wide: a folded table is unreadable
     wide = Console(file=open(run_dir / "table.txt", "w"), width=220)  # noqa: SIM115
     wide.print(table)
     wide.file.close()

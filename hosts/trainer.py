@@ -10,7 +10,11 @@ sums the gradients over the ranks differs:
   switches running plain forwarding): the reference every ML user knows;
 * ``ina``: gradnet's in-network aggregation (``hosts.ina.worker``: the job's aggregating
   switches, then the PS, which runs ``python -m hosts.ina.ps --rounds 0``);
-* ``ps``: the same agents with a PS-only policy (every gradient to the PS and back).
+* ``ps``: the same agents with a PS-only policy (every gradient to the PS and back);
+* ``ring``: ring all-reduce over TCP between the ranks (``hosts.bml.collective``, the
+  bandwidth-optimal software baseline);
+* ``bml``: BCube hierarchical synchronization (seed 003) on a BCube, one NIC per level
+  (``hosts.bml.collective``).
 
 Every step: gradients of the batch (compute), their sum over the ranks (sync), the SGD
 step ``w <- w - lr * sum / N``. Since every rank applies the same sum, the models stay
@@ -43,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-SCHEMES = ("gloo", "ina", "ps")
+SCHEMES = ("gloo", "ina", "ps", "ring", "bml")
 
 
 def _emit(d: dict[str, Any]) -> None:
@@ -100,7 +104,29 @@ class InaSum:
         self.state.close()
 
 
-BACKENDS = {"gloo": GlooSum, "ina": InaSum, "ps": InaSum}
+class CollectiveSum:
+    """The sum over the ranks by ring all-reduce or BML (``hosts.bml.collective``): the
+    plan file names the scheme, the servers' addresses and the vector's length."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from hosts.bml.collective import Collective
+
+        self.coll = Collective.from_plan_file(args.plan, server=args.rank, timeout=args.timeout)
+
+    def __call__(self, flat: np.ndarray) -> np.ndarray:
+        return self.coll.allreduce(flat)
+
+    def stats(self) -> dict[str, Any]:
+        st = self.coll.stats()
+        tx = st.get("tx_bytes") or {}
+        return {"rounds": st.get("rounds", 0),
+                "bytes_sent": int(sum(tx.values()) if isinstance(tx, dict) else sum(tx))}
+
+    def close(self) -> None:
+        self.coll.close()
+
+
+BACKENDS = {"gloo": GlooSum, "ina": InaSum, "ps": InaSum, "ring": CollectiveSum, "bml": CollectiveSum}
 
 
 def weights_hash(model: Any) -> str:
@@ -130,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--master-addr", default="127.0.0.1", help="gloo: rank 0's address")
     ap.add_argument("--master-port", type=int, default=29500, help="gloo: rendezvous port")
     ap.add_argument("--policy", help="ina/ps: the job's policy file")
+    ap.add_argument("--plan", help="ring/bml: the plan file (controller.bcube)")
     ap.add_argument("--timeout", type=float, default=120.0, help="bound on one synchronization (s)")
     return ap
 
@@ -139,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.scheme in ("ina", "ps") and not args.policy:
         print("--scheme ina/ps needs --policy", file=sys.stderr)
+        return 2
+    if args.scheme in ("ring", "bml") and not args.plan:
+        print("--scheme ring/bml needs --plan", file=sys.stderr)
         return 2
     if args.slow < 1.0 or args.compute_time < 0:
         print("--slow must be >= 1 and --compute-time >= 0", file=sys.stderr)

@@ -37,11 +37,23 @@ def _args(*extra: str):
     (["--loss", "s9:1=0.1"], "s9"),
     (["--target-accuracy", "1.5"], "must be in (0, 1]"),
     (["--batch", "5000"], "has no full batch"),
+    (["--scheme", "gloo,bml", "--workers", "3"], "is not one"),
+    (["--scheme", "gloo,bml", "--loss", "s1:1=0.1"], "run bml without --loss"),
 ])
 def test_bad_options_get_one_clear_error(argv, message):
     with pytest.raises(harness.HarnessError, match=message.replace("(", r"\(").replace(")", r"\)")
                        .replace("[", r"\[")):
         harness.make_plan(_args(*argv))
+
+
+def test_bml_runs_on_a_bcube_with_the_same_training_hosts():
+    plan = harness.make_plan(_args("--scheme", "gloo,bml", "--workers", "4", "--bw", "10"))
+    bml, gloo = plan.settings["bml"], plan.settings["gloo"]
+    assert len(bml.workers) == len(gloo.workers) == 4
+    assert bml.topo.name != gloo.topo.name and bml.ps is None
+    assert bml.nic_mbit == 20.0 and gloo.nic_mbit == 10.0  # BCube(2, 2): two NICs a host
+    ring = harness.collective_plan(plan.settings["gloo"], "ring", 100)
+    assert ring["hosts"] == gloo.workers and ring["values"] == 100
 
 
 def test_dry_run_prints_the_plan_and_starts_nothing(capsys, tmp_path):
@@ -56,7 +68,7 @@ def test_plan_defaults_are_the_models_fixed_target():
     from hosts import training as tr
 
     plan = harness.make_plan(_args())
-    assert plan.schemes == list(harness.HARNESS_SCHEMES)
+    assert plan.schemes == list(harness.DEFAULT_SCHEMES)
     assert plan.target_accuracy == tr.TARGET_ACCURACY[("digits", "digits")]
     assert plan.workers == ["h2", "h3", "h4", "h5"] and plan.ps == "h1"
     assert plan.seeds == [0, 1, 2]

@@ -34,6 +34,7 @@ __all__ = [
     "WIRE_PER_PAYLOAD",
     "baseline_fat_tree",
     "bcube_network_topology",
+    "bcube_shape",
     "bcube_plan",
     "choose_scale_bits",
     "exact_sum",
@@ -57,6 +58,16 @@ MAX_SCALE_BITS = 30
 
 
 # ----------------------------------------------------------------------------- networks
+def bcube_shape(servers: int) -> tuple[int, int] | None:
+    """``(n, k)`` with ``n**k == servers``, ``n, k >= 2``, fewest levels; None if none."""
+    for k in range(2, servers.bit_length() + 1):
+        n = round(servers ** (1 / k))
+        for cand in (n - 1, n, n + 1):
+            if cand >= 2 and cand**k == servers:
+                return cand, k
+    return None
+
+
 def bcube_network_topology(n: int, k: int, bw: float) -> Topology:
     """BCube(``n``, ``k``) with ``bw`` Mbit/s links; bad sizes raise ScheduleError."""
     BcubeSchedule(n, k, 1)  # the seed's constraints (N, k >= 2), one clear error
