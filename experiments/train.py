@@ -32,6 +32,19 @@ such. Every run also records the bytes on the busiest link, the bytes that reach
 PS, retransmissions and the CPU of switches and agents, and is flagged ``cpu-bound`` when
 the emulation and not the links set its pace (``experiments.accounting``).
 
+Plugins: a scheme whose agents train with their own loop (token broadcast, NDN-PS,
+differentiated transmission) joins through a module ``experiments/train_<scheme>.py``
+(:data:`PLUGINS`) that provides ``P4`` (its programs, for the plan), ``KILL_SUPPORTED``,
+``setting(args, shared) -> Setting`` (its topology with the same training hosts count and
+per-NIC rate as ``shared``; raise :class:`HarnessError` for what it cannot do),
+``deploy(net, setting, args, plan)`` and ``run(net, args, plan, setting, seed, dir) ->
+RunRecord``, which trains the same model, seed, shards, batch and learning rate
+(``plan``) and fills rank 0's ``curve`` (``t`` training seconds without evaluation
+time, ``accuracy``, ``heldout``, ``epoch``, ``step``), ``iterations``, the sync and compute
+seconds per iteration, ``models_identical``, ``agent_cpu_s``, ``retransmissions``,
+``ps_rx_bytes``, ``ok``/``error``; :func:`run_one` measures the links and CPU around it
+and :func:`complete` derives the rest the same way for every scheme.
+
 Results: ``<out-dir>/train-<time>/`` with ``manifest.json`` (commit, target, options,
 seeds, load), one ``runs/<scheme>-seed<S>.json`` per run (``--resume DIR`` skips the
 runs already there), ``summary.json``, ``table.txt``, ``accuracy_vs_time.png`` and
@@ -63,13 +76,31 @@ console = Console()
 
 # Every scheme the harness knows, in the issue's order; those it runs today.
 ALL_SCHEMES = ("ps", "ring", "ina", "ndn", "bml", "token", "differentiated", "gloo")
-HARNESS_SCHEMES = ("gloo", "ps", "ina", "ring", "bml")
-PENDING = {s: "its agents do not yet take the harness's training loop (hosts.trainer)"
-           for s in ALL_SCHEMES if s not in HARNESS_SCHEMES}
+BUILTIN_SCHEMES = ("gloo", "ps", "ina", "ring", "bml")
 P4_PROGRAM = {"gloo": "forward.p4", "ps": "ina.p4 (no aggregator used)", "ina": "ina.p4",
               "ring": "forward.p4", "bml": "forward.p4"}
 DEFAULT_SCHEMES = ("gloo", "ps", "ina", "ring")
 CPU_BOUND_RATIO = 2.0  # measured sync time above this multiple of the line-rate bound
+
+# Schemes whose agents train with their own loop plug in as a module of this package (see
+# "Plugins" in the module doc); one that is not there yet is reported as pending.
+PLUGINS = {"token": "experiments.train_token", "ndn": "experiments.train_ndn",
+           "differentiated": "experiments.train_differentiated"}
+
+
+def _plugin(scheme: str) -> Any:
+    import importlib
+
+    return importlib.import_module(PLUGINS[scheme])
+
+
+def _landed(scheme: str) -> bool:
+    import importlib.util
+
+    return scheme not in PLUGINS or importlib.util.find_spec(PLUGINS[scheme]) is not None
+
+
+HARNESS_SCHEMES = tuple(s for s in ALL_SCHEMES if s in BUILTIN_SCHEMES or _landed(s))
 
 
 class HarnessError(ValueError):
@@ -203,10 +234,11 @@ def make_plan(args: argparse.Namespace) -> Plan:
     unknown = [s for s in schemes if s not in ALL_SCHEMES]
     if unknown:
         raise HarnessError(f"--scheme: unknown {', '.join(unknown)} (choose from {', '.join(ALL_SCHEMES)})")
-    pending = [s for s in schemes if s in PENDING]
+    pending = [s for s in schemes if s not in HARNESS_SCHEMES]
     if pending:
-        raise HarnessError(f"--scheme {', '.join(pending)}: not in the harness yet ({PENDING[pending[0]]}); "
-                           f"it runs {', '.join(HARNESS_SCHEMES)} today")
+        raise HarnessError(f"--scheme {', '.join(pending)}: not in the harness yet (its agents train with "
+                           f"their own loop and no {PLUGINS[pending[0]]} plugs them in); it runs "
+                           f"{', '.join(HARNESS_SCHEMES)} today")
     if len(set(schemes)) != len(schemes):
         raise HarnessError("--scheme: a scheme is named twice")
     if args.reference not in schemes:
@@ -217,9 +249,10 @@ def make_plan(args: argparse.Namespace) -> Plan:
         raise HarnessError("--epochs, --batch and --workers must be at least 1")
     if args.compute_time < 0 or args.max_time <= 0 or args.bw <= 0:
         raise HarnessError("--compute-time must be >= 0, --max-time and --bw > 0")
-    if args.kill:
-        raise HarnessError(f"--kill: not supported by {', '.join(schemes)} (a synchronous all-reduce "
-                           "cannot lose a rank; token broadcast tolerates it, once it is in the harness)")
+    no_kill = [s for s in schemes if not (s in PLUGINS and getattr(_plugin(s), "KILL_SUPPORTED", False))]
+    if args.kill and no_kill:
+        raise HarnessError(f"--kill: not supported by {', '.join(no_kill)} (a synchronous all-reduce "
+                           "cannot lose a rank; run --kill with the schemes that tolerate it)")
     try:
         model = tr.build_model(args.model, args.seed)
         tr.load_data(args.data, args.seed)
@@ -265,6 +298,9 @@ def make_plan(args: argparse.Namespace) -> Plan:
                                "BCube: run bml without --loss (or the others without bml)")
         btopo = bcube_network_topology(*shape, float(args.bw))
         settings["bml"] = Setting(btopo, None, btopo.hosts(), shape[1] * float(args.bw))
+    for s in schemes:
+        if s in PLUGINS:
+            settings[s] = _plugin(s).setting(args, shared)
     data = tr.load_data(args.data, args.seed)
     steps = (len(data.y_train) // args.workers) // args.batch
     if args.max_steps > 0:
@@ -338,17 +374,32 @@ def _records(text: str) -> list[dict[str, Any]]:
 
 def run_one(net: Any, args: argparse.Namespace, plan: Plan, scheme: str, seed: int, job: Any,
             run_dir: Path, port: int) -> RunRecord:
-    """Train once (``scheme``, ``seed``) on the live network; the record of the run."""
+    """Train once (``scheme``, ``seed``) on the live network; the record of the run, with
+    what crossed the links and the CPU it took measured around it."""
     from experiments.accounting import Snapshot, time_split
-    from experiments.stats import time_to_target
 
-    rec = RunRecord(scheme, seed)
     d = run_dir / f"{scheme}-seed{seed}"
     d.mkdir(parents=True, exist_ok=True)
     setting = plan.settings[scheme]
+    before = Snapshot.take(net)
+    t0 = time.monotonic()
+    if scheme in PLUGINS:
+        rec = _plugin(scheme).run(net, args, plan, setting, seed, d)
+    else:
+        rec = run_trainers(net, args, plan, scheme, seed, job, d, port)
+    rec.wall_s = time.monotonic() - t0
+    split = time_split(setting.topo, before, Snapshot.take(net), {"agents": rec.agent_cpu_s})
+    complete(rec, split.to_dict(), plan, args)
+    return rec
+
+
+def run_trainers(net: Any, args: argparse.Namespace, plan: Plan, scheme: str, seed: int, job: Any,
+                 d: Path, port: int) -> RunRecord:
+    """The built-in schemes: one ``hosts.trainer`` per rank (and the INA PS for ina/ps)."""
+    rec = RunRecord(scheme, seed)
+    setting = plan.settings[scheme]
     topo = setting.topo
     ps_proc = conf = None
-    before = Snapshot.take(net)
     t0 = time.monotonic()
     if scheme in ("ring", "bml"):
         conf = d / "plan.json"
@@ -377,15 +428,14 @@ def run_one(net: Any, args: argparse.Namespace, plan: Plan, scheme: str, seed: i
         outs.append(_records(out))
         if rc != 0 and not rec.error:
             rec.error = f"rank {rank} exited {rc}: {(err.strip().splitlines() or [''])[-1][-300:]}"
-    rec.wall_s = time.monotonic() - t0
     ps_rep: dict[str, Any] = {}
     if ps_proc is not None:
         _, out, _ = finish(ps_proc, d / "ps", 30)
         recs = _records(out)
         ps_rep = recs[-1] if recs else {}
     summaries = [next((x for x in reversed(o) if "done" in x), {}) for o in outs]
-    agent_cpu = sum(float(s.get("cpu_s", 0.0)) for s in summaries) + float(ps_rep.get("cpu_s", 0.0) or 0.0)
-    split = time_split(topo, before, Snapshot.take(net), {"agents": agent_cpu})
+    rec.agent_cpu_s = round(sum(float(s.get("cpu_s", 0.0)) for s in summaries)
+                            + float(ps_rep.get("cpu_s", 0.0) or 0.0), 3)
     evals0 = [x for x in outs[0] if "accuracy" in x] if outs else []
     rec.curve = [{"t": x["t"], "accuracy": x["accuracy"], "heldout": x.get("heldout"),
                   "epoch": x["epoch"], "step": x["step"]} for x in evals0]
@@ -396,29 +446,34 @@ def run_one(net: Any, args: argparse.Namespace, plan: Plan, scheme: str, seed: i
     if rec.iterations:
         rec.sync_s_per_iter = float(s0.get("sync_s", 0.0)) / rec.iterations
         rec.compute_s_per_iter = float(s0.get("compute_s", 0.0)) / rec.iterations
-    if evals0:
-        rec.final_accuracy, rec.final_heldout = evals0[-1]["accuracy"], evals0[-1].get("heldout")
-        tt = time_to_target([x["t"] for x in evals0], [x["accuracy"] for x in evals0],
-                            plan.target_accuracy)
-        rec.time_to_target_s = tt if tt is not None and tt <= args.max_time else None
     # the same weights on every rank at every evaluation
     hashes = [[x["weights"] for x in o if "weights" in x and "step" in x] for o in outs]
     rec.models_identical = bool(hashes) and all(h == hashes[0] for h in hashes) and bool(hashes[0])
     rec.parameters = int(s0.get("parameters", plan.parameters))
-    sd = split.to_dict()
-    rec.busiest_link, rec.busiest_link_bytes = sd["busiest_link"], sd["busiest_link_bytes"]
-    rec.line_rate_bound_s = sd["line_rate_bound_s"]
-    rec.switch_cpu_s = sd["switch_cpu_s_total"]
-    rec.agent_cpu_s = round(agent_cpu, 3)
     rec.retransmissions = sum(int(s.get("retransmissions", 0)) for s in summaries)
     rec.ps_rx_bytes = ps_rep.get("nic_rx_bytes") if ps_rep else None
-    sync_total = float(s0.get("sync_s", 0.0))
+    return rec
+
+
+def complete(rec: RunRecord, split: dict[str, Any], plan: Plan, args: argparse.Namespace) -> None:
+    """Fill what every scheme's record derives the same way: final accuracy and time to
+    target from rank 0's curve, the line-rate bound and CPU, and the cpu-bound flag."""
+    from experiments.stats import time_to_target
+
+    if rec.curve:
+        rec.final_accuracy, rec.final_heldout = rec.curve[-1]["accuracy"], rec.curve[-1].get("heldout")
+        tt = time_to_target([x["t"] for x in rec.curve], [x["accuracy"] for x in rec.curve],
+                            plan.target_accuracy)
+        rec.time_to_target_s = tt if tt is not None and tt <= args.max_time else None
+    rec.busiest_link, rec.busiest_link_bytes = split["busiest_link"], split["busiest_link_bytes"]
+    rec.line_rate_bound_s = split["line_rate_bound_s"]
+    rec.switch_cpu_s = split["switch_cpu_s_total"]
+    sync_total = (rec.sync_s_per_iter or 0.0) * rec.iterations
     # the links cannot explain a sync far above their bound: the emulator set the pace
     rec.cpu_bound = bool(sync_total > CPU_BOUND_RATIO * max(rec.line_rate_bound_s, 1e-9)
-                         and (rec.switch_cpu_s + rec.agent_cpu_s) > 0.5 * rec.wall_s)
-    if not rec.models_identical and rec.ok:
+                         and (rec.switch_cpu_s + rec.agent_cpu_s) > 0.5 * max(rec.wall_s, 1e-9))
+    if rec.ok and not rec.models_identical:
         rec.ok, rec.error = False, "the ranks' models differ"
-    return rec
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -577,6 +632,11 @@ def manifest(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
             "started": time.strftime("%Y-%m-%d %H:%M:%S")}
 
 
+def p4_of(scheme: str) -> str:
+    """The P4 program(s) a scheme's switches run."""
+    return _plugin(scheme).P4 if scheme in PLUGINS else P4_PROGRAM[scheme]
+
+
 def print_plan(plan: Plan, args: argparse.Namespace) -> None:
     """The plan, for ``--dry-run`` and at the start of a run."""
     t = Table(title="plan")
@@ -585,7 +645,7 @@ def print_plan(plan: Plan, args: argparse.Namespace) -> None:
     for s in plan.schemes:
         st = plan.settings[s]
         nics = round(st.nic_mbit / args.bw)
-        t.add_row(s, st.topo.name, P4_PROGRAM[s], ", ".join(st.workers),
+        t.add_row(s, st.topo.name, p4_of(s), ", ".join(st.workers),
                   f"{st.nic_mbit:g} Mbit/s" + (f" ({nics} NICs)" if nics > 1 else ""),
                   ", ".join(map(str, plan.seeds)))
     console.print(t)
@@ -650,7 +710,9 @@ def run(args: argparse.Namespace) -> int:
             for s, seed in group:
                 i += 1
                 if deployed != s:
-                    if s in ("ina", "ps"):
+                    if s in PLUGINS:
+                        _plugin(s).deploy(net, setting, args, plan)
+                    elif s in ("ina", "ps"):
                         InaDeployment(setting.topo, addresses, [jobs[s]], loss=plan.loss).deploy()
                     else:
                         deploy(setting.topo, addresses, loss=plan.loss if key == topo.name else None)
