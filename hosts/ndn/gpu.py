@@ -21,12 +21,22 @@ Gradients come from :func:`hosts.ndn.common.synthetic_gradient` (deterministic i
 parameters, the GPU and the step) after ``--compute-time`` seconds, or with
 ``--model digits`` from the digits CNN on shard ``--gpu-index`` of ``--world``. Prints
 one JSON line.
+
+``--train-model NAME`` (synchronous only) trains the time-to-accuracy harness's work
+(:class:`hosts.ndn.common.HarnessWork`, ``experiments/train_ndn.py``) as rank
+``--gpu-index`` of ``--world`` of ``hosts/trainer.py`` would: the model's gradient of
+round r's batch of its shard, computed at once (real time, ``--slow F`` times longer, or
+``--compute-time S`` fixed, the rest slept while the loop still serves packets); the
+first computation starts when the PS first asks for gradient 0 (the training's start).
+It prints a JSON line with its weights' hash at the PS's evaluation points (version 0,
+every ``--eval-every`` and every ``--steps-per-epoch``) before the summary.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import time
 from pathlib import Path
@@ -46,6 +56,20 @@ class Gpu:
         self.face = nc.make_face(args.transport, args.iface, hosts)
         self.req = nc.Requester(self.face, timeout=args.timeout)
         self.me, self.ps, self.train = args.me, args.ps, args.train
+        self.work: nc.HarnessWork | None = None
+        if args.train_model:      # loaded now: the PS's training clock has not started
+            if args.mode != "sync":
+                raise ValueError("--train-model trains synchronously (--mode sync)")
+            if args.slow < 1.0 or args.compute_time < 0:
+                raise ValueError("--slow must be >= 1 and --compute-time >= 0")
+            self.work = nc.HarnessWork(args.train_model, args.data, args.seed, args.batch,
+                                       args.steps_per_epoch, args.eval_every, args.gpu_index, args.world)
+            args.values = self.work.values
+        self.go = False                # --train-model: the PS has asked for gradient 0
+        self.pending: np.ndarray | None = None
+        self.compute_t0 = 0.0
+        self.compute_s = 0.0
+        self.cpu0: float | None = None
         self.nseg = nc.n_segments(args.values)
         self.state = "idle"        # idle -> init -> subscribe -> train -> done | declined
         self.params: np.ndarray | None = None
@@ -78,6 +102,8 @@ class Gpu:
         deadline = time.monotonic() + self.a.max_time
         while time.monotonic() < deadline and self.state != "done":
             wait = min(self.req.tick(), 0.02)
+            if self.work is not None and self.compute_until is not None:   # finish on time
+                wait = min(wait, max(0.0, self.compute_until - time.monotonic()))
             for p in self.face.recv(wait):
                 self.handle(p)
             now = time.monotonic()
@@ -116,6 +142,9 @@ class Gpu:
                     self.answer(k, seg, name, p.source)
                 elif k >= self.step - 1:
                     self.held[(k, seg)] = p.source
+                    if self.work is not None and k == 0 and self.state == "train" and not self.go:
+                        self.go = True             # the training starts: gradient 0
+                        self.begin_compute()
             return
         # Data
         if mk == "distribute":
@@ -131,6 +160,7 @@ class Gpu:
                 self.init_parts[nc.seg_of(name)] = p.content
                 if len(self.init_parts) == self.nseg and self.state == "init":
                     self.params = nc.join_segments(self.init_parts, self.a.values)
+                    self.report_weights(0)
                     self.state = "subscribe"                                # step 4.1
                     self.req.express(self.n(b"*insert*", self.ps, self.train, self.me), "insert")
             else:                                                            # step 9 answer
@@ -139,9 +169,25 @@ class Gpu:
     # ------------------------------------------------------------------ training
     def start_training(self) -> None:
         self.state = "train"
-        self.begin_compute()
+        if self.work is None:
+            self.begin_compute()
+            return
+        self.cpu0 = _cpu_s()
+        if any(k == 0 for k, _ in self.held):      # the PS asked before the ack came
+            self.go = True
+            self.begin_compute()
 
     def begin_compute(self) -> None:
+        if self.work is not None:
+            # hosts/trainer.py's compute: the gradient now, then --slow or --compute-time
+            assert self.params is not None
+            t0 = time.monotonic()
+            self.pending = self.work.gradient(self.params, self.step)
+            spent = time.monotonic() - t0
+            ct = self.a.compute_time
+            self.compute_t0 = t0
+            self.compute_until = t0 + (max(spent, ct) if ct > 0 else self.a.slow * spent)
+            return
         self.compute_until = time.monotonic() + self.a.compute_time
 
     def finish_compute(self) -> None:
@@ -149,7 +195,11 @@ class Gpu:
         self.compute_until = None
         assert self.params is not None
         k = self.step
-        if self.trainer is not None:
+        if self.work is not None:
+            assert self.pending is not None
+            g, self.pending = self.pending, None
+            self.compute_s += time.monotonic() - self.compute_t0
+        elif self.trainer is not None:
             g = self.trainer.gradient(self.params, k)
         elif self.a.gradient_dir:  # a given gradient (experiments.compare)
             g = np.load(Path(self.a.gradient_dir) / f"grad-{self.a.gpu_index}.npy").astype(np.float32)
@@ -212,6 +262,8 @@ class Gpu:
                 self.req.satisfied(self.n(self.ps, self.train, f"v={x}", f"seg={seg_}"))
         if v not in self.recovered:
             self.via_distribute += 1
+        if self.work is not None and self.a.mode == "sync" and self.work.is_eval_point(v):
+            self.report_weights(v)
         if self.a.mode == "sync":
             sent = self.sent_at.get(v - 1)
             if sent is not None and v not in self.recovered:
@@ -241,6 +293,15 @@ class Gpu:
                 self.req.express(self.n(self.ps, self.train, f"v={v}", f"seg={seg}"), "probe")
 
     # ------------------------------------------------------------------ report
+    def report_weights(self, version: int) -> None:
+        """``--train-model``: the hash of the parameters of ``version`` at the PS's
+        evaluation points (the harness checks every GPU's against the PS's)."""
+        if self.work is None or self.params is None or not self.work.is_eval_point(version):
+            return
+        self.work.load(self.params)
+        print(json.dumps({"role": "gpu", "rank": self.a.gpu_index, "epoch": self.work.epoch_of(version),
+                          "step": version, "weights": self.work.weights()}), flush=True)
+
     def summary(self) -> dict[str, Any]:
         if self.a.out and self.params is not None:
             out = Path(self.a.out)
@@ -248,7 +309,15 @@ class Gpu:
             np.save(out, self.params)
             np.save(out.with_name(out.stem + "-sent-sum.npy"), self.sent_sum)
         st = self.face.stats
+        extra: dict[str, Any] = {}
+        if self.work is not None:
+            extra = {"compute_s": round(self.compute_s, 4),
+                     "cpu_s": round(_cpu_s() - self.cpu0, 3) if self.cpu0 is not None else 0.0}
+            if self.params is not None:
+                self.work.load(self.params)
+                extra["weights"] = self.work.weights()
         return {
+            **extra,
             "role": "gpu", "me": self.me, "state": self.state, "version": self.version,
             "accepted": self.state not in ("idle", "declined"),
             "gradients_sent": self.gradients_sent,
@@ -293,7 +362,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--linger", type=float, default=5.0, help="declined: exit after this quiet time")
     p.add_argument("--max-time", type=float, default=120.0)
     p.add_argument("--out", default="", help="final parameters (.npy)")
+    h = p.add_argument_group("the time-to-accuracy harness's work (experiments/train_ndn.py)")
+    h.add_argument("--train-model", default="", metavar="NAME",
+                   help="train hosts.training's model NAME on shard --gpu-index of --world as "
+                        "hosts/trainer.py does (sets --values; --compute-time then fixes each "
+                        "batch's compute, 0: real)")
+    h.add_argument("--data", default="digits", help="--train-model: data set (hosts.training.load_data)")
+    h.add_argument("--batch", type=int, default=16, help="--train-model: per-GPU batch size")
+    h.add_argument("--steps-per-epoch", type=int, default=1,
+                   help="--train-model: rounds per epoch (--rounds = epochs x this)")
+    h.add_argument("--eval-every", type=int, default=0,
+                   help="--train-model: report weights every K versions besides each epoch's end")
+    h.add_argument("--slow", type=float, default=1.0,
+                   help="--train-model: compute F times slower (with --compute-time 0)")
     return p
+
+
+def _cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def main(argv: list[str] | None = None) -> int:

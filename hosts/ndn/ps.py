@@ -18,12 +18,22 @@ Every step of the seed's claim 1, from the PS's side, names with PS ``P``, train
 With ``--transport ip`` the same agent is the IP-unicast baseline: NDN packets in UDP,
 and each update sent once per subscribed GPU.
 Prints one JSON summary line; ``--out DIR`` keeps the parameters of every version.
+
+``--train-model NAME`` (synchronous only) trains the time-to-accuracy harness's work
+(:class:`hosts.ndn.common.HarnessWork`, ``experiments/train_ndn.py``): the PS holds
+``hosts.training.build_model(NAME, --seed)``, needs every GPU to accept (GPU ``i`` of
+``--gpus`` trains shard ``i``), sums the gradients in ``--gpus`` order, applies
+``w <- w - lr * sum / n`` with ``hosts.training.apply_gradients``, and evaluates the new
+parameters *before* distributing them at version 0, every ``--eval-every`` versions and
+every ``--steps-per-epoch``: one JSON line each (``t`` training seconds without evaluation
+time, ``accuracy``, ``heldout``, ``epoch``, ``step``, ``weights``), before the summary.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import time
 from pathlib import Path
@@ -45,7 +55,16 @@ class ParameterServer:
         # 16 outstanding segments per GPU: every GPU's gradient flows at once, none bursts
         self.req = nc.Requester(self.face, timeout=args.timeout, window=max(64, 16 * len(self.gpus)))
         self.me, self.train = args.me, args.train
-        if args.model == "digits":
+        self.work: nc.HarnessWork | None = None
+        self.error = ""
+        if args.train_model:
+            if args.mode != "sync":
+                raise ValueError("--train-model trains synchronously (--mode sync)")
+            self.work = nc.HarnessWork(args.train_model, args.data, args.seed, args.batch,
+                                       args.steps_per_epoch, args.eval_every)
+            args.values = self.work.values
+            self.params = self.work.params()
+        elif args.model == "digits":
             self.params = nc.DigitsTrainer.initial(args.seed)
             if args.values != self.params.size:
                 raise ValueError(f"--model digits has {self.params.size} values, not --values {args.values}")
@@ -75,6 +94,10 @@ class ParameterServer:
         self.bytes_at_round = dict(self.face.stats.by_kind)
         self.recovery_answers = 0
         self.out = Path(args.out) if args.out else None
+        self.train_t0 = 0.0                             # --train-model: the training clock
+        self.eval_s = 0.0
+        self.train_s: float | None = None
+        self.cpu0 = 0.0
 
     # ------------------------------------------------------------------ names
     def n(self, *parts: str | bytes) -> list[bytes]:
@@ -97,6 +120,12 @@ class ParameterServer:
                 self.handle(p)
             now = time.monotonic()
             if not started:
+                if self.work is not None and (self.declined or (now > assign_deadline
+                                                                and len(self.answered) < len(self.gpus))):
+                    # the harness's work is sharded over every GPU: one missing, no training
+                    self.error = (f"--train-model needs every GPU: declined {self.declined}, "
+                                  f"answered {sorted(self.answered)} of {self.gpus}")
+                    break
                 if len(self.answered) == len(self.gpus) or now > assign_deadline:
                     missing = [g for g in self.gpus if g not in self.answered]
                     for g in missing:     # no answer: treated as unavailable
@@ -167,6 +196,11 @@ class ParameterServer:
     # ------------------------------------------------------------------ training
     def start_training(self) -> None:
         now = time.monotonic()
+        if self.work is not None:     # rank order: the sum's order, whoever answered first
+            self.accepted.sort(key=self.gpus.index)
+            self.train_t0, self.cpu0 = now, _cpu_s()
+            self.evaluate(0)
+            now = time.monotonic()
         self.round_start = now
         self.bytes_at_round = dict(self.face.stats.by_kind)
         for g in self.accepted:
@@ -224,8 +258,16 @@ class ParameterServer:
         self.collect_at.pop(g, None)
         if all(self.step[x] == self.version + 1 for x in self.accepted):
             grads = [nc.join_segments(self.grads[x], self.a.values) for x in self.accepted]
-            self.params = nc.sgd_step(self.params, grads, self.a.lr)
+            if self.work is not None:
+                self.params = self.work.apply(grads, self.a.lr)
+                if self.work.is_eval_point(self.version + 1):
+                    self.evaluate(self.version + 1)   # before the GPUs get it: they wait, as in the trainer
+                    now = time.monotonic()
+            else:
+                self.params = nc.sgd_step(self.params, grads, self.a.lr)
             self.new_version(now)
+            if self.work is not None and self.version >= self.a.rounds:
+                self.train_s = round(time.monotonic() - self.train_t0 - self.eval_s, 4)
             if self.version < self.a.rounds:
                 self.round_start = now
                 for x in self.accepted:   # collect when each GPU should be done
@@ -255,6 +297,18 @@ class ParameterServer:
                                 "tx_total": sum(delta.values())})
             self.bytes_at_round = dict(by)
 
+    def evaluate(self, version: int) -> None:
+        """``--train-model``: one evaluation record of the parameters of ``version``
+        (its time is left out of the training clock, as in ``hosts/trainer.py``)."""
+        assert self.work is not None
+        t0 = time.monotonic()
+        accs = self.work.evaluate()
+        rec = {"role": "ps", "epoch": self.work.epoch_of(version), "step": version,
+               "t": round(t0 - self.train_t0 - self.eval_s, 4), "accuracy": round(accs["test"], 4),
+               "heldout": round(accs["heldout"], 4), "weights": self.work.weights()}
+        self.eval_s += time.monotonic() - t0
+        print(json.dumps(rec), flush=True)
+
     # ------------------------------------------------------------------ report
     def summary(self) -> dict[str, Any]:
         st = self.face.stats
@@ -268,6 +322,10 @@ class ParameterServer:
         if self.a.model == "digits":
             t = nc.DigitsTrainer(0, 0, self.a.seed)
             acc = {"accuracy_initial": t.accuracy(self.history[0]), "accuracy": t.accuracy(self.params)}
+        if self.work is not None:
+            acc = {"train_s": self.train_s, "eval_s": round(self.eval_s, 4), "error": self.error,
+                   "cpu_s": round(_cpu_s() - self.cpu0, 3) if self.train_t0 else 0.0,
+                   "weights": self.work.weights(), "parameters": self.work.values}
         return {
             **acc,
             "role": "ps", "me": self.me, "mode": self.a.mode, "transport": self.a.transport,
@@ -307,7 +365,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="at the end, serve recovery Interests until this long without any (s)")
     p.add_argument("--max-time", type=float, default=120.0)
     p.add_argument("--out", default="", help="directory for params-v<k>.npy")
+    h = p.add_argument_group("the time-to-accuracy harness's work (experiments/train_ndn.py)")
+    h.add_argument("--train-model", default="", metavar="NAME",
+                   help="train hosts.training's model NAME as hosts/trainer.py does (sets --values; "
+                        "every GPU must accept; evaluation records on stdout)")
+    h.add_argument("--data", default="digits", help="--train-model: data set (hosts.training.load_data)")
+    h.add_argument("--batch", type=int, default=16, help="--train-model: per-GPU batch size")
+    h.add_argument("--steps-per-epoch", type=int, default=1,
+                   help="--train-model: rounds per epoch (--rounds = epochs x this)")
+    h.add_argument("--eval-every", type=int, default=0,
+                   help="--train-model: evaluate every K versions besides each epoch's end (0: epochs only)")
     return p
+
+
+def _cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -321,6 +394,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     summary = ps.run()
     print(json.dumps(summary))
+    if ps.error:
+        print(f"ndn_ps: error: {ps.error}", file=sys.stderr)
+        return 1
     done = ps.finished() if ps.accepted else True
     return 0 if done else 1
 
