@@ -4,8 +4,8 @@
   member's shard (DATA tagged with the member's number) and the test set (DATA 0), then
   DATA_DONE; members keep only their own shard and the test set and ack (DATA_ACK),
   missing pieces are NACKed and everything is re-sent;
-* :func:`encode_examples` / :func:`decode_examples` -- digits examples on the wire (65
-  bytes each);
+* :func:`encode_examples` / :func:`decode_examples` -- examples on the wire (65 bytes
+  each as digits pixel levels, or 260 bytes as exact float32);
 * :func:`write_json_gradients` / :func:`read_json_gradients` -- the seed's JSON gradient
   files (s140, item 37).
 """
@@ -100,16 +100,34 @@ class Distribution(FrameIO):
         raise TokenError("no model/data from the initiator")
 
 
-def encode_examples(x: Any, y: Any) -> bytes:
-    """Digits examples -> bytes: 64 pixel levels (0..16) + label per example, uint8."""
+def exact_encoding(data_name: str) -> bool:
+    """Whether the examples of data set ``data_name`` (a node's ``--data``) travel as
+    float32: every set but the digits, whose pixels are levels / 16 and travel exactly as
+    levels (and ``""``, the node's default digits split)."""
+    return data_name not in ("", "digits")
+
+
+def encode_examples(x: Any, y: Any, exact: bool = False) -> bytes:
+    """Examples (N, 1, 8, 8) -> bytes. Default: 64 pixel levels (0..16) + label per
+    example, uint8 (65 bytes; exact for the digits, whose pixels are levels / 16).
+    ``exact``: 64 float32 features + the label as float32 (260 bytes), any data set
+    bit for bit (the harness's ``--data``)."""
+    if exact:
+        xs = np.asarray(x, dtype=np.float32).reshape(len(y), -1)
+        return np.concatenate([xs, np.asarray(y, dtype=np.float32)[:, None]], axis=1).tobytes()
     xs = np.rint(np.asarray(x).reshape(len(y), -1) * 16).astype(np.uint8)
     return np.concatenate([xs, np.asarray(y, dtype=np.uint8)[:, None]], axis=1).tobytes()
 
 
-def decode_examples(data: bytes) -> tuple[Any, Any]:
-    """Inverse of :func:`encode_examples`: tensors (N, 1, 8, 8) float in [0, 1], labels."""
+def decode_examples(data: bytes, exact: bool = False) -> tuple[Any, Any]:
+    """Inverse of :func:`encode_examples` (same ``exact``): tensors (N, 1, 8, 8) float32
+    and int64 labels."""
     import torch
 
+    if exact:
+        a = np.frombuffer(data, dtype=np.float32).reshape(-1, 65)
+        x = torch.from_numpy(a[:, :64].copy().reshape(-1, 1, 8, 8))
+        return x, torch.from_numpy(a[:, 64].astype(np.int64))
     a = np.frombuffer(data, dtype=np.uint8).reshape(-1, 65)
     x = torch.from_numpy(a[:, :64].astype(np.float32).reshape(-1, 1, 8, 8) / 16.0)
     y = torch.from_numpy(a[:, 64].astype(np.int64))

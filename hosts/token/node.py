@@ -57,10 +57,10 @@ from typing import Any
 import numpy as np
 
 from hosts.packets import TOKEN_VALUES, TokenHeader, TokenMsg, encode_token
-from hosts.token.data import Distribution, encode_examples
+from hosts.token.data import Distribution, encode_examples, exact_encoding
 from hosts.token.link import NicLink, TokenError
 from hosts.token.protocol import TokenProtocol
-from hosts.token.training import Timing, Training, load_factory
+from hosts.token.training import Timing, Training, model_factory
 
 
 @dataclass
@@ -106,6 +106,11 @@ class Node(TokenProtocol, Distribution, Training):
         self.next_rejoin_query = 0
         self.model_lock = threading.Lock()
         self.worker_model: Any = None
+        self.train_t0 = self.t0     # training starts (train()); evaluation time is left out
+        self.train_cpu0 = 0.0       # this process's CPU seconds then
+        self.eval_s = 0.0
+        self.train_s = 0.0
+        self.heldout: Any = None
 
 
 # ----------------------------------------------------------------------------- modes
@@ -128,12 +133,14 @@ def run_node(args: argparse.Namespace) -> int:
         from hosts import training as tr
 
         node.form_as_initiator()
-        data = tr.load_digits_split(seed=args.seed)
-        model = load_factory(args.model)()
+        data = tr.load_data(args.data, args.seed) if args.data else tr.load_digits_split(seed=args.seed)
+        model = model_factory(args.model, args.seed)()
         params = tr.flatten(tr.parameter_arrays(model)).tobytes()
         world = len(node.roster)
-        shards = {s: encode_examples(*tr.worker_shard(data, s - 1, world)) for s in node.roster}
-        test = encode_examples(data.x_test, data.y_test)
+        exact = exact_encoding(args.data)
+        shards = {s: encode_examples(*tr.worker_shard(data, s - 1, world), exact=exact)
+                  for s in node.roster}
+        test = encode_examples(data.x_test, data.y_test, exact=exact)
         node.distribute(params, shards, test, len(data.y_train))
         node.setup_training(params, shards[1], test, len(data.y_train))
     else:
@@ -152,9 +159,22 @@ def run_node(args: argparse.Namespace) -> int:
 
 
 def summary(node: Node) -> None:
-    """The last stdout line: counters and timing."""
+    """The last stdout line: counters and timing (``cpu_s``: this process's CPU seconds
+    since training started, ``cpu_total_s`` since it started;
+    ``train_s``: training time up to the last batch, without evaluation time; ``weights``:
+    the final weights' hash)."""
+    import resource
+
+    from hosts.trainer import weights_hash
+
     t = node.timing
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = ru.ru_utime + ru.ru_stime
     print(json.dumps({"event": "summary", "node": node.seq, "exit": node.exit_code,
+                      "cpu_s": round(cpu - node.train_cpu0, 3), "cpu_total_s": round(cpu, 3),
+                      "train_s": round(node.train_s, 4),
+                      "eval_s": round(node.eval_s, 4),
+                      "weights": weights_hash(node.model) if node.model is not None else None,
                       "batch": node.batch, "active": sorted(node.active),
                       "standby": node.standby, "stats": node.stats,
                       "timing": {"compute": t.compute, "token_wait": t.token_wait,
@@ -202,11 +222,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--join-timeout", type=float, default=60.0, help="member: wait for roster/data (s)")
     p.add_argument("--ack-timeout", type=float, default=5.0)
     p.add_argument("--model", default="hosts.training:make_model",
-                   help="module:factory of the model (its parameters are what is trained)")
+                   help="module:factory of the model (its parameters are what is trained), or "
+                        "a name of hosts.training.MODELS: build_model(NAME, --seed)")
+    p.add_argument("--data", default="",
+                   help="a data set of hosts.training (load_data(NAME, --seed)); examples travel "
+                        "exactly (float32; the digits as their pixel levels). Default: the digits "
+                        "split of --seed")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--batches", type=int, default=0, help="stop after this many batches (0: epochs)")
+    p.add_argument("--max-steps", type=int, default=0, help="cap on batches per epoch (0: none)")
+    p.add_argument("--batch-seed", type=int, default=-1,
+                   help="batch order of hosts.training.batches(..., seed=N) on every node "
+                        "(default: each node's sequence number)")
+    p.add_argument("--evals", action="store_true",
+                   help="log the harness's evaluation records (eval events: weights hash, and "
+                        "test/held-out accuracy on the evaluating node) at the start, every "
+                        "--eval-every batches and each epoch's end")
+    p.add_argument("--eval-every", type=int, default=0, help="--evals: every K batches too (0: epochs)")
     p.add_argument("--lr", type=float, default=0.3)
     p.add_argument("--scale-bits", type=int, default=16, help="fixed point: q = round(g * 2^S)")
     p.add_argument("--cutoff", type=float, default=0.9,
@@ -222,6 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-nodes", type=int, default=2,
                    help="fewer active members: abnormal state, save the model, stop")
     p.add_argument("--slowdown", type=float, default=1.0, help="compute this many times slower")
+    p.add_argument("--slowdowns", default="", metavar="F1,F2,...",
+                   help="compute factor per sequence number (node I takes the I-th; the "
+                        "roster decides the numbers, so every node gets the whole list)")
     p.add_argument("--compute-fixed", type=float, default=0.0,
                    help="hold compute at this many seconds per batch (bench; x slowdown)")
     p.add_argument("--max-time", type=float, default=600.0)

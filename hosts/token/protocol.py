@@ -63,6 +63,8 @@ class TokenProtocol(FrameIO):
     exit_code: int
     stats: dict[str, int]
     timing: Timing
+    train_t0: float
+    train_cpu0: float
     nfrags: int
     total_batches: int
     ready: tuple[int, list[int], float] | None
@@ -371,6 +373,14 @@ class TokenProtocol(FrameIO):
 
     # ------------------------------------------------------------------ main loop
     def train(self) -> None:
+        import resource
+
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        self.train_cpu0 = ru.ru_utime + ru.ru_stime
+        self.train_t0 = time.monotonic()
+        if self.args.evals:
+            self.log("train_start", cpu_s=round(self.train_cpu0, 3))
+            self.emit_eval(0, 0)
         self.start_compute()
         if self.batch < self.total_batches:
             self.work.put(self.batch)

@@ -1,11 +1,18 @@
 """Training on a token node (technique 5, seed 004: s140, s160).
 
-* :func:`load_factory` -- the user's model factory (``--model module:function``);
+* :func:`load_factory` / :func:`model_factory` -- the user's model factory (``--model
+  module:function``) or a named model of :data:`hosts.training.MODELS` (``--model NAME``:
+  ``build_model(NAME, --seed)``, the harness's initial weights);
 * :class:`Timing` -- where a node's time goes;
 * :class:`Training` -- the model built from the distributed parameters and shard, the
   compute thread (gradient of the current batch on a private copy of the model,
   quantized to fixed point, s140), the batch end (read the sums from the NIC, update
-  ``w <- w - lr * sum / n``, s160), evaluation and saving.
+  ``w <- w - lr * sum / n``, s160), evaluation and saving;
+* the time-to-accuracy harness's evaluation records (``--evals``, :meth:`Training.emit_eval`):
+  at the start, every ``--eval-every`` batches and at each epoch's end, every node logs
+  an ``eval`` event with the hash of its weights; the evaluating node (node 1, or the
+  smallest active number once node 1 is gone) adds the test and held-out accuracy. ``t``
+  there is training time without evaluation time (see ``hosts/trainer.py``).
 
 The gradient arithmetic itself (forward/backward, flatten, apply) is :mod:`hosts.training`.
 """
@@ -32,7 +39,7 @@ from hosts.packets import (
     decode_token,
     token_values,
 )
-from hosts.token.data import decode_examples, write_json_gradients
+from hosts.token.data import decode_examples, exact_encoding, write_json_gradients
 from hosts.token.link import FrameIO, TokenError
 
 
@@ -42,6 +49,17 @@ def load_factory(spec: str) -> Any:
 
     mod, _, fn = spec.partition(":")
     return getattr(importlib.import_module(mod), fn or "make_model")
+
+
+def model_factory(spec: str, seed: int) -> Any:
+    """The model factory of ``--model``: a name of :data:`hosts.training.MODELS` gives
+    ``build_model(name, seed)`` (the initial weights every scheme of the harness trains
+    from); anything else is a ``module:function`` (:func:`load_factory`)."""
+    from hosts import training as tr
+
+    if ":" not in spec and spec in tr.MODELS:
+        return lambda: tr.build_model(spec, seed)
+    return load_factory(spec)
 
 
 @dataclass
@@ -89,6 +107,10 @@ class Training(FrameIO):
     ready_lock: threading.Lock
     ready_event: threading.Event
     work: queue.Queue
+    train_t0: float
+    eval_s: float
+    train_s: float
+    heldout: Any
 
     def setup_training(self, params: bytes, data: bytes, test: bytes, m_train: int) -> None:
         import torch
@@ -96,8 +118,9 @@ class Training(FrameIO):
         from hosts import training as tr
 
         torch.set_num_threads(1)
-        self.model = load_factory(self.args.model)()
-        self.worker_model = load_factory(self.args.model)()
+        factory = model_factory(self.args.model, self.args.seed)
+        self.model = factory()
+        self.worker_model = factory()
         self.like = tr.parameter_arrays(self.model)
         vec = np.frombuffer(params, dtype=np.float32)
         tr.set_parameters(self.model, tr.unflatten(vec.copy(), self.like))
@@ -106,11 +129,14 @@ class Training(FrameIO):
         if self.nfrags > TOKEN_MAX_FRAGS:
             raise TokenError(f"{self.nvalues} parameters need {self.nfrags} fragments, the NIC "
                              f"holds {TOKEN_MAX_FRAGS} x {TOKEN_VALUES}")
-        self.x, self.y = decode_examples(data)
-        self.test = decode_examples(test)
+        exact = exact_encoding(self.args.data)
+        self.x, self.y = decode_examples(data, exact)
+        self.test = decode_examples(test, exact)
         world = len(self.roster)
         per_node = m_train // world
         self.batches_per_epoch = max(1, per_node // self.args.batch_size)
+        if self.args.max_steps > 0:
+            self.batches_per_epoch = min(self.batches_per_epoch, self.args.max_steps)
         self.total_batches = self.batches_per_epoch * self.args.epochs
         if self.args.batches:
             self.total_batches = min(self.total_batches, self.args.batches)
@@ -159,14 +185,16 @@ class Training(FrameIO):
                     raise TokenError(f"--gradient has {vec.size} values, the model {self.nvalues}")
                 grads = tr.unflatten(vec, self.like)
             else:
-                xb, yb = tr.batches(self.x, self.y, self.args.batch_size, epoch, seed=self.seq)[i]
+                seed = self.args.batch_seed if self.args.batch_seed >= 0 else self.seq
+                xb, yb = tr.batches(self.x, self.y, self.args.batch_size, epoch, seed=seed)[i]
                 grads = tr.compute_gradients(self.worker_model, xb, yb)
                 vec = tr.flatten(grads)
             spent = time.monotonic() - t
+            slowdown = self.slowdown()
             if self.args.compute_fixed > 0:
-                time.sleep(max(0.0, self.args.compute_fixed * self.args.slowdown - spent))
-            elif self.args.slowdown > 1:
-                time.sleep(spent * (self.args.slowdown - 1))
+                time.sleep(max(0.0, self.args.compute_fixed * slowdown - spent))
+            elif slowdown > 1:
+                time.sleep(spent * (slowdown - 1))
             q = self.quantize(vec)
             if self.args.grad_json:
                 write_json_gradients(Path(self.args.grad_json) / f"grad-b{b}-s{self.seq}.json",
@@ -176,6 +204,15 @@ class Training(FrameIO):
                 if b == self.batch:
                     self.ready = (b, q, time.monotonic())
                     self.ready_event.set()
+
+    def slowdown(self) -> float:
+        """This node's compute factor: its entry of ``--slowdowns`` (by sequence number,
+        known after formation) if given, else ``--slowdown``."""
+        if self.args.slowdowns:
+            factors = [float(f) for f in self.args.slowdowns.split(",")]
+            if 1 <= self.seq <= len(factors):
+                return factors[self.seq - 1]
+        return float(self.args.slowdown)
 
     def quantize(self, vec: np.ndarray) -> Any:
         world = max(1, len(self.roster))
@@ -252,12 +289,42 @@ class Training(FrameIO):
             self.ready = None
             self.ready_event.clear()
         self.bitmap = 0
-        if (b + 1) % self.batches_per_epoch == 0:
-            rec["epoch"] = (b + 1) // self.batches_per_epoch
-            rec["accuracy"] = self.evaluate()
+        done = b + 1
+        if done % self.batches_per_epoch == 0:
+            rec["epoch"] = done // self.batches_per_epoch
+            if not self.args.evals:
+                rec["accuracy"] = self.evaluate()
+        if self.args.evals:
+            self.train_s = time.monotonic() - self.train_t0 - self.eval_s
+            every = self.args.eval_every
+            if (every and done % every == 0) or done % self.batches_per_epoch == 0:
+                # hosts/trainer.py's points: every K steps and each epoch's end, once
+                self.emit_eval(b // self.batches_per_epoch + 1, done)
         self.log("batch", **rec)
         if self.batch < self.total_batches and not self.standby:
             self.work.put(self.batch)
+
+    def emit_eval(self, epoch: int, step: int) -> None:
+        """One harness evaluation record (``eval`` event): training time without
+        evaluation time, the weights' hash and, on the evaluating node, the test and
+        held-out accuracy; its own duration is left out of the training clock."""
+        t0 = time.monotonic()
+        from hosts import training as tr
+        from hosts.trainer import weights_hash
+
+        rec: dict[str, Any] = {"epoch": epoch, "step": step,
+                               "t": round(t0 - self.train_t0 - self.eval_s, 4)}
+        with self.model_lock:
+            rec["weights"] = weights_hash(self.model)
+            if self.test is not None and self.active and self.seq == min(self.active):
+                data = tr.DigitsData(self.x, self.y, self.test[0], self.test[1],
+                                     source=self.args.data or "digits")
+                if self.heldout is None:
+                    self.heldout = tr.heldout_set(data, self.args.seed)
+                accs = tr.evaluate_sets(self.model, data, self.heldout)
+                rec.update(accuracy=round(accs["test"], 4), heldout=round(accs["heldout"], 4))
+        self.eval_s += time.monotonic() - t0
+        self.log("eval", **rec)
 
     def evaluate(self) -> float:
         import torch

@@ -1,0 +1,88 @@
+"""Token-passing broadcast in the time-to-accuracy harness (experiments/train_token.py).
+
+The setting needs no network; the end-to-end test trains the digits CNN with gloo and
+token on three workers and checks that token trained the same work: the same first
+evaluation as gloo (same initial model and test set), the same number of steps, and the
+same weights on every node at every evaluation.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from experiments import train as harness
+from experiments import train_token
+from tests.netenv import TARGET, net_skip_reason
+
+
+def _args(*extra: str):
+    return harness.build_parser().parse_args(["--scheme", "gloo,token", *extra])
+
+
+def test_setting_is_a_token_lan_of_the_training_hosts_and_refuses_loss():
+    plan = harness.make_plan(_args("--workers", "4", "--bw", "10"))
+    token, gloo = plan.settings["token"], plan.settings["gloo"]
+    assert token.topo.name == "token_lan-4" and token.ps is None
+    assert token.workers == ["h1", "h2", "h3", "h4"] and len(gloo.workers) == 4
+    assert token.topo.switches("nic") == ["nic1", "nic2", "nic3", "nic4"]
+    assert token.nic_mbit == 10.0
+    assert all(d["capacity"] == 10.0 for _a, _b, d in token.topo.graph.edges(data=True))
+    assert harness.p4_of("token") == train_token.P4 and train_token.KILL_SUPPORTED
+    with pytest.raises(harness.HarnessError, match="run token without --loss"):
+        harness.make_plan(_args("--loss", "s1:1=0.1"))
+    with pytest.raises(harness.HarnessError, match="a NIC sums at most"):
+        harness.make_plan(_args("--model", "mlp"))
+
+
+def test_kill_maps_a_shared_host_to_its_rank():
+    workers = harness.make_plan(_args("--workers", "4")).settings["gloo"].workers
+    assert workers == ["h2", "h3", "h4", "h5"]  # the shared star: h1 is the PS
+    assert train_token.parse_kills(_args("--kill", "h4@1.5"), workers) == {2: 1.5}
+    for bad, msg in ((["--kill", "h9@1"], "not a training host"), (["--kill", "h2@x"], "not a number"),
+                     (["--kill", "h2@1", "--kill", "h3@1", "--kill", "h4@1"], "below 2 active")):
+        with pytest.raises(harness.HarnessError, match=msg):
+            train_token.parse_kills(_args(*bad), workers)
+
+
+def test_node_options_carry_the_harness_work():
+    args = _args("--workers", "3", "--slow", "h3=4", "--batch", "8", "--epochs", "2")
+    plan = harness.make_plan(args)
+    opts = train_token.node_options(args, plan, seed=7)
+    get = {k: v for k, v in zip(opts, [*opts[1:], ""], strict=True) if k.startswith("--")}
+    assert get["--model"] == "digits" and get["--data"] == "digits" and get["--seed"] == "7"
+    assert get["--batch-seed"] == "7" and get["--batch-size"] == "8" and get["--epochs"] == "2"
+    assert get["--max-steps"] == str(plan.steps_per_epoch) and float(get["--lr"]) == plan.lr
+    assert get["--cutoff"] == "1.0" and "--evals" in opts
+    assert get["--slowdowns"] == "1.0,4.0,1.0"  # h3 is rank 1 of the shared star (h1 is the PS)
+    dil = train_token.node_options(_args("--workers", "3", "--slow", "h3=4", "--compute-time", "0.5"),
+                                   plan, seed=0)
+    assert "--slowdowns" not in dil and dil[dil.index("--compute-fixed") + 1] == "0.5"
+
+
+@pytest.mark.net
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_gloo_and_token_train_the_same_work(tmp_path: Path):
+    reason = net_skip_reason("forward", "nic", "lan")
+    if reason:
+        pytest.skip(reason)
+    argv = ["--scheme", "gloo,token", "--seeds", "1", "--workers", "3", "--epochs", "1",
+            "--max-steps", "8", "--eval-every", "4", "--target-accuracy", "0.2",
+            "--target", TARGET, "--out-dir", str(tmp_path)]
+    assert harness.main(argv) == 0
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.name.startswith("train-")]
+    runs = {r["scheme"]: r for r in json.loads((run_dir / "summary.json").read_text())["runs"]}
+    token, gloo = runs["token"], runs["gloo"]
+    assert token["ok"], token["error"]
+    assert token["models_identical"]
+    assert token["iterations"] == gloo["iterations"] == 8
+    assert [p["step"] for p in token["curve"]] == [p["step"] for p in gloo["curve"]] == [0, 4, 8]
+    # the same initial model and test set: the first evaluation agrees exactly
+    assert token["curve"][0]["accuracy"] == gloo["curve"][0]["accuracy"]
+    assert token["curve"][0]["heldout"] == gloo["curve"][0]["heldout"]
+    assert token["final_accuracy"] > 0.2  # chance is 0.1 on ten classes
+    assert token["sync_s_per_iter"] is not None and token["agent_cpu_s"] > 0
+    assert token["ps_rx_bytes"] is None and token["busiest_link_bytes"] > 0
