@@ -12,6 +12,11 @@ SGD step on the sum and sends the new parameters to every worker over TCP. Evalu
 test accuracy after every epoch. Prints one JSON summary; with ``--out-dir`` (fixed
 tensors) saves each worker's reconstruction ``recon-w<rank>-it<i>.npz`` and the
 received-block lists.
+
+With the harness's shared options (``--model``, ``--data``, ``--max-steps``, see the
+worker) it trains the same model; ``--no-eval`` leaves the per-epoch evaluation to the
+workers (rank 0's records). The summary adds the CPU seconds, the TCP retransmissions of
+this namespace and the hash of the final weights.
 """
 
 from __future__ import annotations
@@ -33,7 +38,15 @@ from hosts.packets import DIFF_LEVEL_IMPORTANT
 from .blocks import BlockLayout
 from .receiver import Receiver
 from .wire import Kind, frame, params_body
-from .worker import add_common_args, check_common_args, load_tensors, steps_per_epoch
+from .worker import (
+    add_common_args,
+    check_common_args,
+    cpu_seconds,
+    load_tensors,
+    load_training,
+    tcp_retransmissions,
+    training_steps,
+)
 
 
 def _nic_counters() -> dict[str, int]:
@@ -61,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="late blocks up to this many iterations old are applied (delayed update)")
     p.add_argument("--linger", type=float, default=0.5, help="seconds to count late datagrams at the end")
     p.add_argument("--out-dir", default=None, help="save reconstructions here (fixed tensors)")
+    p.add_argument("--no-eval", action="store_true",
+                   help="no test accuracy per epoch here (the workers evaluate)")
     args = p.parse_args(argv)
     check_common_args(p, args)
 
@@ -74,10 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         from hosts import training
 
         torch.set_num_threads(1)
-        data = training.load_digits_split(args.seed)
-        model = training.make_model(args.seed, args.channels)
+        model, data = load_training(args)
         shapes = [a.shape for a in training.parameter_arrays(model)]
-        steps = steps_per_epoch(len(data.y_train), args.world, args.batch)
+        steps = training_steps(args, len(data.y_train))
         total = steps * args.epochs
     layout = BlockLayout(shapes, args.block_size)
 
@@ -94,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rx.wait_workers(args.max_time)
     nic0 = _nic_counters()
+    cpu0, retrans0 = cpu_seconds(), tcp_retransmissions()
     t_start = time.monotonic()
     deadline = t_start + args.max_time
     missing = collections.Counter()  # level -> blocks not there at reconstruction
@@ -102,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     epochs: list[dict] = []
     incomplete = 0
     t_prev = t_start
-    acc0 = training_eval(model, data)
+    acc0 = None if args.no_eval else training_eval(model, data)
     if acc0 is not None:
         epochs.append({"epoch": 0, "seconds": 0.0, "accuracy": acc0})
     it = 0
@@ -148,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         iter_times.append(now - t_prev)
         t_prev = now
         it += 1
-        if model is not None and it % steps == 0:
+        if model is not None and not args.no_eval and it % steps == 0:
             epochs.append({"epoch": it // steps, "seconds": now - t_start,
                            "accuracy": training_eval(model, data)})
         if stop:
@@ -174,7 +189,12 @@ def main(argv: list[str] | None = None) -> int:
         "epochs": epochs, "final_accuracy": epochs[-1]["accuracy"] if epochs else None,
         "workers": {str(w): b for w, b in sorted(rx.data.byes.items())},
         "important_level": DIFF_LEVEL_IMPORTANT,
+        "cpu_s": round(cpu_seconds() - cpu0, 3), "retransmissions": tcp_retransmissions() - retrans0,
     }
+    if model is not None:
+        from hosts.trainer import weights_hash
+
+        summary["weights"] = weights_hash(model)
     rx.stop()
     print(json.dumps(summary), flush=True)
     return 0 if not incomplete else 1

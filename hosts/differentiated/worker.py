@@ -10,6 +10,16 @@ and the important blocks on the reliable TCP channel (DSCP EF, highest queue) an
 others as UDP datagrams, one DSCP per level, then wait for the PS's new parameters.
 Modes: ``reliable`` sends every block over TCP, ``unreliable`` every block over UDP
 on one best-effort priority, ``differentiated`` as above. Prints one JSON summary.
+
+Options for the time-to-accuracy harness (``experiments/train_differentiated.py``); none
+of them changes anything when absent: ``--model``/``--data`` name the model and data set
+of ``hosts.training`` (``build_model``, ``load_data``) instead of the digits CNN of
+``--channels``; ``--max-steps`` caps the steps per epoch; ``--batch-seed`` sets the batch
+order's seed (default ``seed * 1000 + rank``; the harness gives every rank ``--seed``, as
+``hosts.trainer`` does); ``--slow F`` and ``--compute-time S`` slow or fix the compute per
+batch; ``--eval-every K`` prints one JSON record per evaluation, every K steps and at each
+epoch's end (K = 0: epoch ends only), in ``hosts.trainer``'s format: rank 0 adds the test
+and held-out accuracy, every rank its weights hash, and ``t`` leaves out evaluation time.
 """
 
 from __future__ import annotations
@@ -17,9 +27,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import socket
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -59,6 +72,11 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-time", type=float, default=300.0, help="give up after this many seconds")
     p.add_argument("--port", type=int, default=DIFF_TCP_PORT,
                    help=f"PS port, TCP and UDP (default {DIFF_TCP_PORT})")
+    p.add_argument("--model", default=None,
+                   help="model name of hosts.training.build_model (default: the digits CNN of --channels)")
+    p.add_argument("--data", default=None,
+                   help="data set name of hosts.training.load_data (default: the digits split)")
+    p.add_argument("--max-steps", type=int, default=0, help="cap on iterations per epoch (0: none)")
 
 
 def check_common_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -66,6 +84,44 @@ def check_common_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> N
     for name in ("world", "iterations", "epochs", "batch", "channels", "block_size"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.max_steps < 0:
+        p.error("--max-steps must be >= 0")
+
+
+def load_training(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The (model, data) of the shared options: ``--model``/``--data`` by name
+    (``hosts.training``), else the digits CNN of ``--channels`` and the digits split."""
+    from hosts import training
+
+    try:
+        data = training.load_data(args.data, args.seed) if args.data else training.load_digits_split(args.seed)
+        model = (training.build_model(args.model, args.seed) if args.model
+                 else training.make_model(args.seed, args.channels))
+    except ValueError as e:
+        raise SystemExit(f"error: {e}") from None
+    return model, data
+
+
+def training_steps(args: argparse.Namespace, n_train: int) -> int:
+    """Iterations per epoch: :func:`steps_per_epoch`, capped by ``--max-steps``."""
+    steps = steps_per_epoch(n_train, args.world, args.batch)
+    return min(steps, args.max_steps) if args.max_steps > 0 else steps
+
+
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def tcp_retransmissions() -> int:
+    """TCP segments retransmitted in this network namespace (``RetransSegs`` of
+    ``/proc/net/snmp``; 0 if unreadable)."""
+    try:
+        lines = [ln.split() for ln in Path("/proc/net/snmp").read_text().splitlines() if ln.startswith("Tcp:")]
+        return int(dict(zip(lines[0][1:], lines[1][1:], strict=True))["RetransSegs"])
+    except (OSError, IndexError, KeyError, ValueError):
+        return 0
 
 
 def load_tensors(path: str) -> list[np.ndarray]:
@@ -113,8 +169,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--levels", type=int, default=3, help="unreliable levels (default 3)")
     p.add_argument("--udp-pps", type=float, default=0.0,
                    help="pace unreliable datagrams at this rate (default 0: as fast as possible)")
+    p.add_argument("--batch-seed", type=int, default=None,
+                   help="seed of the batch order (default: seed * 1000 + rank)")
+    p.add_argument("--slow", type=float, default=1.0, help="compute F times slower (F >= 1)")
+    p.add_argument("--compute-time", type=float, default=0.0,
+                   help="fix each step's compute at S seconds (dilated time; 0: real)")
+    p.add_argument("--eval-every", type=int, default=None,
+                   help="print an evaluation record every K steps and at each epoch's end "
+                        "(0: epoch ends only; default: none)")
     args = p.parse_args(argv)
     check_common_args(p, args)
+    if args.slow < 1.0 or args.compute_time < 0:
+        p.error("--slow must be >= 1 and --compute-time >= 0")
+    if args.eval_every is not None and args.eval_every < 0:
+        p.error("--eval-every must be >= 0")
     if not 0 <= args.rank < args.world:
         p.error(f"--rank {args.rank} out of range for --world {args.world}")
     if not 1 <= args.levels <= len(DSCP_LEVELS):
@@ -122,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 0.0 <= args.quantile <= 1.0 or not 0.0 <= args.alpha < 1.0:
         p.error("--quantile must be in [0, 1] and --alpha in [0, 1)")
 
-    model = data = shard = None
+    model = data = shard = heldout = None
     if args.gradient:
         fixed = load_tensors(args.gradient)
         shapes = [a.shape for a in fixed]
@@ -134,12 +202,14 @@ def main(argv: list[str] | None = None) -> int:
         from hosts import training
 
         torch.set_num_threads(1)
-        data = training.load_digits_split(args.seed)
-        model = training.make_model(args.seed, args.channels)
+        model, data = load_training(args)
         shard = training.worker_shard(data, args.rank, args.world)
         shapes = [a.shape for a in training.parameter_arrays(model)]
-        steps = steps_per_epoch(len(data.y_train), args.world, args.batch)
+        steps = training_steps(args, len(data.y_train))
         total = steps * args.epochs
+        if args.eval_every is not None and args.rank == 0:
+            heldout = training.heldout_set(data, args.seed)
+    batch_seed = args.seed * 1000 + args.rank if args.batch_seed is None else args.batch_seed
     layout = BlockLayout(shapes, args.block_size)
     contrib = Contribution(len(layout), args.alpha)
 
@@ -164,18 +234,48 @@ def main(argv: list[str] | None = None) -> int:
     sync: list[float] = []
     deadline = time.monotonic() + args.max_time
     t_start = time.monotonic()
+    cpu0, retrans0 = cpu_seconds(), tcp_retransmissions()
+    eval_s = compute_s = sync_s = 0.0
+
+    def evaluate(epoch: int, step: int) -> None:
+        """One record of hosts.trainer's format (rank 0: accuracies; every rank: hash)."""
+        nonlocal eval_s
+        from hosts import training
+        from hosts.trainer import weights_hash
+
+        t0 = time.monotonic()
+        rec: dict[str, Any] = {"rank": args.rank, "epoch": epoch, "step": step,
+                               "t": round(t0 - t_start - eval_s, 4), "weights": weights_hash(model),
+                               "compute_s": round(compute_s, 4), "sync_s": round(sync_s, 4)}
+        if heldout is not None:
+            accs = training.evaluate_sets(model, data, heldout)
+            rec.update(accuracy=round(accs["test"], 4), heldout=round(accs["heldout"], 4))
+        eval_s += time.monotonic() - t0
+        print(json.dumps(rec), flush=True)
+
+    records = model is not None and args.eval_every is not None
+    if records:
+        evaluate(0, 0)
     batches = None
     it = 0
     while it < total and time.monotonic() < deadline:
+        t_compute = time.monotonic()
         if model is not None:
             from hosts import training
 
             epoch, step = divmod(it, steps)
             if step == 0:
-                batches = training.batches(*shard, args.batch, epoch, seed=args.seed * 1000 + args.rank)
+                batches = training.batches(*shard, args.batch, epoch, seed=batch_seed)
             grads = training.compute_gradients(model, *batches[step])
         else:
             grads = fixed
+        spent = time.monotonic() - t_compute
+        if args.compute_time > 0:
+            time.sleep(max(0.0, args.compute_time - spent))
+        elif args.slow > 1.0:
+            time.sleep((args.slow - 1.0) * spent)
+        t_sync = time.monotonic()
+        compute_s += t_sync - t_compute
         blocks = layout.split(grads)
         c = contrib.update(blocks)
         if args.mode == "reliable":
@@ -226,12 +326,17 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"error": f"PS closed the connection at iteration {it}"}), flush=True)
             return 1
         p_it, stop, values = parse_params(msg[1])
-        sync.append(time.monotonic() - t0)
+        now = time.monotonic()
+        sync.append(now - t0)
+        sync_s += now - t_sync
         if model is not None:
             from hosts import training
 
             training.set_parameters(model, training.unflatten(values, training.parameter_arrays(model)))
         it += 1
+        # as hosts.trainer: every --eval-every steps, and at an epoch's end unless just done
+        if records and ((args.eval_every and it % args.eval_every == 0) or it % steps == 0):
+            evaluate((it - 1) // steps + 1, it)
         if stop:
             break
     summary = {
@@ -240,7 +345,16 @@ def main(argv: list[str] | None = None) -> int:
         "sync_median_s": float(np.median(sync)) if sync else None,
         "sent_blocks": sent_blocks, "sent_datagrams": sent_datagrams,
         "tcp_bytes": tcp_bytes, "udp_bytes": udp_bytes,
+        # the harness's fields (hosts.trainer's summary): training time without evaluation
+        "done": it >= total, "steps": it, "steps_per_epoch": steps,
+        "t": round(time.monotonic() - t_start - eval_s, 4), "eval_s": round(eval_s, 4),
+        "compute_s": round(compute_s, 4), "sync_s": round(sync_s, 4),
+        "cpu_s": round(cpu_seconds() - cpu0, 3), "retransmissions": tcp_retransmissions() - retrans0,
     }
+    if model is not None:
+        from hosts.trainer import weights_hash
+
+        summary.update(weights=weights_hash(model), parameters=int(sum(p.numel() for p in model.parameters())))
     with_bye = json.dumps(summary).encode()
     try:
         tcp.sendall(frame(Kind.BYE, with_bye))

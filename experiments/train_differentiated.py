@@ -1,0 +1,268 @@
+"""Differentiated transmission (technique 3, seed 001) in the time-to-accuracy harness.
+
+``gradctl train --scheme gloo,differentiated`` trains the harness's model with
+``hosts.differentiated``'s agents: every worker splits its gradient into blocks by model
+structure, ranks them by SANE contribution and sends the important ones over TCP on the
+switch's top priority queue and the others over UDP on lower queues, one per level; the
+PS rebuilds each worker's gradient with zeros where blocks are missing, sums, takes the
+SGD step and sends the parameters back to every worker (so the models stay identical
+even when blocks are lost).
+
+The same work as every other scheme (see :mod:`experiments.train`): the workers build
+``hosts.training.build_model(--model, seed)``, load ``load_data(--data, seed)``, train
+on ``worker_shard(data, rank, world)`` with the per-rank ``--batch`` in the order of
+``batches(x, y, batch, epoch, seed)`` (``--batch-seed seed``: the trainer's order, not
+the agents' own ``seed * 1000 + rank``), the plan's first ``steps_per_epoch`` full
+batches, and the PS applies ``w <- w - lr * sum / n`` with the plan's learning rate, for
+``--epochs`` epochs; ``--slow`` (per training host) and ``--compute-time`` act per rank
+as in ``hosts.trainer``. Rank 0 prints the evaluation records (``t`` without evaluation
+time, test and held-out accuracy, weights hash) every ``eval_every`` steps and at each
+epoch's end; every rank prints its weights hash at the same points.
+
+Where it runs: the shared topology when it is a star with the PS (the harness's default
+``star:<workers+1>``: PS ``shared.ps``, training hosts ``shared.workers``, one switch),
+since the technique needs one congested switch port to the PS with strict-priority
+queues. The harness starts its networks with one queue per port, so this plugin hands
+back the same topology (same hosts, addresses, ports, link rates) under its own name,
+``<name>+pq8``, whose switches start with eight priority queues: the harness then runs
+differentiated on a network of its own, and the other schemes' network is untouched.
+BMv2 is refused, as ``experiments/differentiated.py`` cannot configure it either: its
+priority queues have independent per-queue rates and no rate shared by a port's queues.
+
+Queue set-up (:func:`qos_setup`), like ``experiments.differentiated.configure``:
+forward.p4 with the DSCP -> priority map of ``--levels`` 3 (EF on priority 7; levels on
+6, 3, 0), and on the switch port to the PS a line rate shared by its queues in strict
+priority of ``--bw`` in full-size frames (``bw * 1e6 / 8 / 1514`` packets/s: 1,651 at 20
+Mbit/s; the embedded target's rates count packets, not bytes, so a smaller packet costs a
+full one's share and the switch queue, not tc, is the bottleneck whenever the mix has
+small packets), 64 packets per queue. The agents' settings are those of the experiment:
+quantile 0.5 (half the blocks important), alpha 0.5, 3 levels, blocks of 64 values,
+a 10 ms grace for unreliable blocks.
+
+Per run, besides the :class:`~experiments.train.RunRecord`, ``<agents>/differentiated-
+seed<S>/differentiated.json`` holds what the record has no field for: the blocks the PS
+zero-filled (missing at reconstruction) per level and in all, the late and stale blocks,
+datagrams sent and received per level, and the bottleneck's per-queue counters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from experiments.differentiated import QosSetup
+from experiments.runner import finish, prepare_hosts, spawn
+from experiments.runner import log as _log
+from experiments.train import HarnessError, Plan, RunRecord, Setting
+from hosts.differentiated.wire import NB_QUEUES, dscp_priority_map
+
+P4 = "forward.p4 + priority queues"
+KILL_SUPPORTED = False
+
+FRAME_BYTES = 1514  # a full-size Ethernet frame (1,500-byte MTU), as tc counts it
+LEVELS = 3
+QUANTILE = 0.5
+ALPHA = 0.5
+BLOCK_SIZE = 64
+GRACE_S = 0.01
+DEPTH = 64
+
+
+def qos_setup(args: argparse.Namespace) -> QosSetup:
+    """The bottleneck of the PS port: the link rate ``--bw`` in full-size frames per
+    second, shared by the port's queues in strict priority, 64 packets per queue."""
+    return QosSetup(port_rate=round(args.bw * 1e6 / 8 / FRAME_BYTES, 1), depth=DEPTH, top_depth=DEPTH,
+                    levels=LEVELS)
+
+
+def _with_priority_queues(topo: Any, queues: int) -> Any:
+    """The same topology (a shallow copy: the same graph) under the name
+    ``<name>+pq<queues>``, whose switches start with ``queues`` priority queues per port
+    (the harness's ``Network`` starts them with one)."""
+    t = copy.copy(topo)
+    t.name = f"{topo.name}+pq{queues}"
+    base = topo.to_mininet
+
+    def to_mininet(*, switch_cls: Any = None, **kw: Any) -> Any:
+        if switch_cls is None:
+            return base(switch_cls=None, **kw)
+
+        def queued(name: str, **params: Any) -> Any:
+            sw = switch_cls(name, **params)
+            sw.priority_queues = queues  # read when the switch process starts
+            return sw
+
+        return base(switch_cls=queued, **kw)
+
+    t.to_mininet = to_mininet
+    return t
+
+
+def _switch(setting: Setting) -> str:
+    return setting.topo.iface(setting.ps)["switch"]
+
+
+def setting(args: argparse.Namespace, shared: Setting) -> Setting:
+    """The shared star (its PS and training hosts) with eight priority queues per switch
+    port; :class:`HarnessError` for another topology or for BMv2."""
+    from targets.launch import TargetError, resolve_target
+
+    try:
+        target = resolve_target(args.target)
+    except TargetError:  # e.g. bmv2 asked for and not installed: refused below all the same
+        target = (args.target or os.environ.get("TARGET") or "").lower()
+    if target == "bmv2":
+        raise HarnessError("--scheme differentiated: BMv2 has no port rate shared by its priority "
+                           "queues (each queue has its own rate), so the congested PS port of the "
+                           "technique cannot be built (experiments/differentiated.py refuses it "
+                           "too); run it on the embedded target (--target embedded)")
+    topo = shared.topo
+    switches = topo.switches()
+
+    def on_the_switch(h: str) -> bool:  # one NIC, on the star's switch
+        return len([i for i in topo.graph.nodes[h]["ifaces"] if i]) == 1 and topo.iface(h)["switch"] == switches[0]
+
+    if len(switches) != 1 or shared.ps is None or not all(map(on_the_switch, [shared.ps, *shared.workers])):
+        raise HarnessError(f"--scheme differentiated: needs a star, the PS and every training host on "
+                           f"one switch whose port to the PS is the congested bottleneck (the default "
+                           f"--topo star:{args.workers + 1}); {topo.name} has {len(switches)} switches")
+    return Setting(_with_priority_queues(topo, NB_QUEUES), shared.ps, list(shared.workers), shared.nic_mbit)
+
+
+def _queues(net: Any, setting: Setting) -> Any:
+    from controller.qos import EgressQueues
+
+    return EgressQueues.of(net.run_dir, _switch(setting), NB_QUEUES)
+
+
+def deploy(net: Any, setting: Setting, args: argparse.Namespace, plan: Plan) -> None:
+    """forward.p4 with the DSCP -> priority map (and ``--loss``, same ports as the shared
+    topology), then the bottleneck port's rate and queue depths (:func:`qos_setup`)."""
+    from controller.deploy import deploy as deploy_p4
+
+    setup = qos_setup(args)
+    deploy_p4(setting.topo, net.grpc_addresses(), priorities=dscp_priority_map(setup.levels, NB_QUEUES),
+              loss=plan.loss or None)
+    eq = _queues(net, setting)
+    port = setting.topo.port(_switch(setting), setting.ps)
+    if len(eq.stats(port)) != NB_QUEUES:
+        raise HarnessError(f"{_switch(setting)} did not start with {NB_QUEUES} priority queues per port")
+    eq.set_port_rate(setup.port_rate, port)
+    eq.set_depth(setup.depth, port)
+    eq.set_depth(setup.top_depth, port, priority=NB_QUEUES - 1)
+    prepare_hosts(net, [setting.ps])  # the workers are prepared by the harness
+    _log(f"differentiated: {_switch(setting)} port {port} -> {setting.ps}: {setup.port_rate:g} pkt/s "
+         f"(= {args.bw:g} Mbit/s in {FRAME_BYTES}-byte frames) shared by {NB_QUEUES} strict-priority "
+         f"queues of {setup.depth} packets; DSCP -> priority {dscp_priority_map(setup.levels, NB_QUEUES)}")
+
+
+def _records(text: str) -> list[dict[str, Any]]:
+    out = []
+    for line in text.splitlines():
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return out
+
+
+def _last_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[-1][-300:]
+
+
+def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: int, d: Path) -> RunRecord:
+    """Train once with the PS and one worker agent per training host; the run's record
+    (and ``d/differentiated.json``, see the module doc)."""
+    rec = RunRecord("differentiated", seed)
+    world = len(setting.workers)
+    common = ["--world", str(world), "--mode", "differentiated", "--max-time", str(args.max_time),
+              "--model", args.model, "--data", args.data, "--seed", str(seed), "--epochs", str(args.epochs),
+              "--batch", str(args.batch), "--lr", repr(plan.lr), "--max-steps", str(plan.steps_per_epoch),
+              "--block-size", str(BLOCK_SIZE)]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    eq = _queues(net, setting)
+    port = setting.topo.port(_switch(setting), setting.ps)
+    before = eq.counters(port)
+    t0 = time.monotonic()
+    deadline = t0 + args.max_time + 60
+    ps = spawn(net.host(setting.ps), d / "ps",
+               [sys.executable, "-m", "hosts.differentiated.ps", *common, "--grace", repr(GRACE_S),
+                "--no-eval"], env=env)
+    while "listening" not in (d / "ps.err").read_text(errors="replace"):
+        if ps.poll() is not None or time.monotonic() > t0 + 60:
+            _, _, err = finish(ps, d / "ps", 1)
+            rec.error = f"the PS did not start (exit {ps.returncode}): {_last_line(err)}"
+            return rec
+        time.sleep(0.05)
+    ps_ip = setting.topo.host_ip(setting.ps)
+    procs = []
+    for rank, h in enumerate(setting.workers):
+        slow = plan.slow.get(plan.workers[rank], 1.0)  # by rank, as the harness's trainers
+        procs.append(spawn(net.host(h), d / f"rank{rank}",
+                           [sys.executable, "-m", "hosts.differentiated.worker", "--ps", ps_ip,
+                            "--rank", str(rank), *common, "--alpha", repr(ALPHA), "--quantile", repr(QUANTILE),
+                            "--levels", str(LEVELS), "--batch-seed", str(seed), "--slow", repr(slow),
+                            "--compute-time", repr(args.compute_time), "--eval-every", str(plan.eval_every)],
+                           env=env))
+    outs = []
+    for rank, p in enumerate(procs):
+        rc, out, err = finish(p, d / f"rank{rank}", max(1.0, deadline - time.monotonic()))
+        outs.append(_records(out))
+        if rc != 0 and not rec.error:
+            rec.error = f"rank {rank} exited {rc}: {_last_line(err) or _last_line(out)}"
+    # a failed worker leaves the PS waiting for its blocks: do not wait for it then
+    rc, out, err = finish(ps, d / "ps", 5.0 if rec.error else max(1.0, deadline - time.monotonic()))
+    ps_rep = next((x for x in reversed(_records(out)) if "iterations" in x), {})
+    if rc != 0 and not rec.error:
+        rec.error = f"the PS exited {rc}: {_last_line(err)}"
+    after = eq.counters(port)
+
+    summaries = [next((x for x in reversed(o) if "done" in x), {}) for o in outs]
+    evals0 = [x for x in outs[0] if "accuracy" in x] if outs else []
+    rec.curve = [{"t": x["t"], "accuracy": x["accuracy"], "heldout": x.get("heldout"),
+                  "epoch": x["epoch"], "step": x["step"]} for x in evals0]
+    s0 = summaries[0] if summaries else {}
+    rec.ok = not rec.error and bool(summaries) and all(s.get("done") for s in summaries)
+    if not rec.ok and not rec.error:
+        rec.error = "a worker stopped before its last step (--max-time?)"
+    rec.iterations = int(s0.get("steps", 0))
+    rec.train_s = float(s0.get("t", evals0[-1]["t"] if evals0 else 0.0))
+    if rec.iterations:
+        rec.sync_s_per_iter = float(s0.get("sync_s", 0.0)) / rec.iterations
+        rec.compute_s_per_iter = float(s0.get("compute_s", 0.0)) / rec.iterations
+    # every rank's hash at every evaluation, and the PS's final model the workers' last one
+    hashes = [[x["weights"] for x in o if "weights" in x and "step" in x] for o in outs]
+    rec.models_identical = (bool(hashes) and bool(hashes[0]) and all(h == hashes[0] for h in hashes)
+                            and ps_rep.get("weights") == s0.get("weights"))
+    rec.parameters = int(s0.get("parameters", plan.parameters))
+    rec.retransmissions = (sum(int(s.get("retransmissions", 0)) for s in summaries)
+                           + int(ps_rep.get("retransmissions", 0)))
+    rec.ps_rx_bytes = ps_rep.get("nic_rx_bytes")
+    rec.agent_cpu_s = round(sum(float(s.get("cpu_s", 0.0)) for s in summaries)
+                            + float(ps_rep.get("cpu_s", 0.0)), 3)
+
+    missing = {k: int(v) for k, v in ps_rep.get("missing_blocks", {}).items()}
+    sent = [sum(x) for x in zip(*(s.get("sent_datagrams", []) for s in summaries), strict=False)]
+    report = {
+        "seed": seed, "qos": asdict(qos_setup(args)), "port": port, "quantile": QUANTILE, "alpha": ALPHA,
+        "levels": LEVELS, "block_size": BLOCK_SIZE, "grace_s": GRACE_S,
+        "iterations": ps_rep.get("iterations"), "blocks_per_worker": ps_rep.get("blocks_per_worker"),
+        "blocks_total": (ps_rep.get("blocks_per_worker") or 0) * world * int(ps_rep.get("iterations") or 0),
+        "zero_filled_blocks": sum(missing.values()), "zero_filled_per_level": missing,
+        "late_blocks": ps_rep.get("late_blocks"), "stale_blocks": ps_rep.get("stale_blocks"),
+        "sent_datagrams_per_level": sent, "received_datagrams_per_level": ps_rep.get("received_datagrams"),
+        "queues": {p: {k: after[p][k] - before.get(p, {}).get(k, 0) for k in after[p]} for p in after},
+        "ps": ps_rep,
+    }
+    (d / "differentiated.json").write_text(json.dumps(report, indent=1))
+    _log(f"differentiated, seed {seed}: {report['zero_filled_blocks']} of {report['blocks_total']} blocks "
+         f"zero-filled ({missing or 'none'}), {report['late_blocks']} late; {d / 'differentiated.json'}")
+    return rec
