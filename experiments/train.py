@@ -79,7 +79,7 @@ ALL_SCHEMES = ("ps", "ring", "ina", "ndn", "bml", "token", "differentiated", "gl
 BUILTIN_SCHEMES = ("gloo", "ps", "ina", "ring", "bml")
 P4_PROGRAM = {"gloo": "forward.p4", "ps": "ina.p4 (no aggregator used)", "ina": "ina.p4",
               "ring": "forward.p4", "bml": "forward.p4"}
-DEFAULT_SCHEMES = ("gloo", "ps", "ina", "ring")
+DEFAULT_SCHEMES = ALL_SCHEMES
 CPU_BOUND_RATIO = 2.0  # measured sync time above this multiple of the line-rate bound
 
 # Schemes whose agents train with their own loop plug in as a module of this package (see

@@ -211,10 +211,10 @@ def main(argv: list[str] | None = None) -> int:
                 t0 = time.monotonic()
                 flat = tr.flatten(tr.compute_gradients(model, xb, yb))
                 spent = time.monotonic() - t0
-                if args.compute_time > 0:
-                    time.sleep(max(0.0, args.compute_time - spent))
-                elif args.slow > 1.0:
-                    time.sleep((args.slow - 1.0) * spent)
+                # a slow rank takes F times as long, measured or fixed (dilated) compute alike
+                want = (args.compute_time or spent) * args.slow
+                if want > spent:
+                    time.sleep(want - spent)
                 t1 = time.monotonic()
                 compute_s += t1 - t0
                 total = backend(flat)

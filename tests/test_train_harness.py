@@ -45,12 +45,11 @@ def test_bad_options_get_one_clear_error(argv, message):
         harness.make_plan(_args(*argv))
 
 
-def test_a_pending_scheme_gets_one_clear_error():
-    pending = [s for s in harness.ALL_SCHEMES if s not in harness.HARNESS_SCHEMES]
-    if not pending:
-        pytest.skip("every scheme is in the harness")
-    with pytest.raises(harness.HarnessError, match="not in the harness yet"):
-        harness.make_plan(_args("--scheme", f"gloo,{pending[0]}"))
+def test_a_pending_scheme_gets_one_clear_error(monkeypatch):
+    # a plugin scheme whose module is missing (as each was before it landed)
+    monkeypatch.setattr(harness, "HARNESS_SCHEMES", tuple(s for s in harness.HARNESS_SCHEMES if s != "ndn"))
+    with pytest.raises(harness.HarnessError, match="ndn: not in the harness yet"):
+        harness.make_plan(_args("--scheme", "gloo,ndn"))
 
 
 def test_bml_runs_on_a_bcube_with_the_same_training_hosts():

@@ -270,10 +270,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             grads = fixed
         spent = time.monotonic() - t_compute
-        if args.compute_time > 0:
-            time.sleep(max(0.0, args.compute_time - spent))
-        elif args.slow > 1.0:
-            time.sleep((args.slow - 1.0) * spent)
+        want = (args.compute_time or spent) * args.slow  # a slow rank: F times, fixed or measured
+        if want > spent:
+            time.sleep(want - spent)
         t_sync = time.monotonic()
         compute_s += t_sync - t_compute
         blocks = layout.split(grads)

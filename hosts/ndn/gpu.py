@@ -186,7 +186,7 @@ class Gpu:
             spent = time.monotonic() - t0
             ct = self.a.compute_time
             self.compute_t0 = t0
-            self.compute_until = t0 + (max(spent, ct) if ct > 0 else self.a.slow * spent)
+            self.compute_until = t0 + max(spent, (ct if ct > 0 else spent) * self.a.slow)
             return
         self.compute_until = time.monotonic() + self.a.compute_time
 
