@@ -119,6 +119,10 @@ class RunRecord:
     final_accuracy: float | None = None
     final_heldout: float | None = None
     time_to_target_s: float | None = None
+    steps_to_target: float | None = None
+    # the fastest any network could get there: the steps to target at the measured compute
+    # per step plus the line-rate bound of each step's sync
+    bound_to_target_s: float | None = None
     train_s: float = 0.0
     iterations: int = 0
     sync_s_per_iter: float | None = None
@@ -456,18 +460,31 @@ def run_trainers(net: Any, args: argparse.Namespace, plan: Plan, scheme: str, se
 
 
 def complete(rec: RunRecord, split: dict[str, Any], plan: Plan, args: argparse.Namespace) -> None:
-    """Fill what every scheme's record derives the same way: final accuracy and time to
-    target from rank 0's curve, the line-rate bound and CPU, and the cpu-bound flag."""
-    from experiments.stats import time_to_target
-
-    if rec.curve:
-        rec.final_accuracy, rec.final_heldout = rec.curve[-1]["accuracy"], rec.curve[-1].get("heldout")
-        tt = time_to_target([x["t"] for x in rec.curve], [x["accuracy"] for x in rec.curve],
-                            plan.target_accuracy)
-        rec.time_to_target_s = tt if tt is not None and tt <= args.max_time else None
+    """Fill what every scheme's record gets the same way: the links' bytes, bound and CPU
+    measured around the run, then what :func:`derive` computes."""
     rec.busiest_link, rec.busiest_link_bytes = split["busiest_link"], split["busiest_link_bytes"]
     rec.line_rate_bound_s = split["line_rate_bound_s"]
     rec.switch_cpu_s = split["switch_cpu_s_total"]
+    derive(rec, plan, args)
+
+
+def derive(rec: RunRecord, plan: Plan, args: argparse.Namespace) -> None:
+    """From a record's curve and measurements: final accuracy, time and steps to target,
+    the bound to target, the cpu-bound flag (also for records read back by ``--resume``)."""
+    from experiments.stats import time_to_target
+
+    rec.time_to_target_s = rec.steps_to_target = rec.bound_to_target_s = None
+    if rec.curve:
+        rec.final_accuracy, rec.final_heldout = rec.curve[-1]["accuracy"], rec.curve[-1].get("heldout")
+        accs = [x["accuracy"] for x in rec.curve]
+        tt = time_to_target([x["t"] for x in rec.curve], accs, plan.target_accuracy)
+        if tt is not None and tt <= args.max_time:
+            rec.time_to_target_s = tt
+            rec.steps_to_target = time_to_target([x["step"] for x in rec.curve], accs,
+                                                 plan.target_accuracy)
+    if rec.steps_to_target is not None and rec.iterations:
+        rec.bound_to_target_s = rec.steps_to_target * ((rec.compute_s_per_iter or 0.0)
+                                                       + rec.line_rate_bound_s / rec.iterations)
     sync_total = (rec.sync_s_per_iter or 0.0) * rec.iterations
     # the links cannot explain a sync far above their bound: the emulator set the pace
     rec.cpu_bound = bool(sync_total > CPU_BOUND_RATIO * max(rec.line_rate_bound_s, 1e-9)
@@ -499,6 +516,7 @@ def summarize(records: list[RunRecord], plan: Plan, reference: str) -> list[dict
             "runs": len(rs), "ok": sum(r.ok for r in rs),
             "reached": len(tt), "missed": [r.seed for r in rs if not r.time_to_target_s],
             "time_to_target_s": iv(list(tt.values())),
+            "bound_to_target_s": iv([r.bound_to_target_s for r in rs]),
             "final_accuracy": iv([r.final_accuracy for r in rs]),
             "final_heldout": iv([r.final_heldout for r in rs]),
             "sync_s_per_iter": iv([r.sync_s_per_iter for r in rs]),
@@ -527,13 +545,15 @@ def print_table(rows: list[dict[str, Any]], plan: Plan, args: argparse.Namespace
     t = Table(title=f"Time to {plan.target_accuracy:.0%} test accuracy: {args.model} on {args.data}, "
                     f"{len(plan.workers)} workers, {args.bw:g} Mbit/s links, {len(plan.seeds)} seeds "
                     f"(mean ± 95 % CI){dil}")
-    for col in ("scheme", "topology", "NIC Mbit/s", "reached", "time to target s", f"÷ {args.reference} (paired)",
+    for col in ("scheme", "topology", "NIC Mbit/s", "reached", "time to target s", "bound s",
+                f"÷ {args.reference} (paired)",
                 "final test acc", "held-out acc", "sync s/iter", "bound s/iter", "compute s/iter",
                 "cpu-bound runs"):
         t.add_column(col, justify="left" if col == "scheme" else "right")
     for r in rows:
         reached = f"{r['reached']}/{r['runs']}" + (" [red](missed)[/red]" if r["missed"] else "")
         t.add_row(r["scheme"], r["topology"], f"{r['nic_mbit']:g}", reached, _fmt(r["time_to_target_s"], ".1f"),
+                  _fmt(r["bound_to_target_s"], ".1f"),
                   _fmt(r["ratio_to_reference"], ".2f") if r["ratio_to_reference"] else "1 (reference)",
                   _fmt(r["final_accuracy"], ".3f"), _fmt(r["final_heldout"], ".3f"),
                   _fmt(r["sync_s_per_iter"], ".3f"), _fmt(r["line_rate_bound_s_per_iter"], ".3f"),
@@ -566,10 +586,10 @@ def plot(run_dir: Path, records: list[RunRecord], rows: list[dict[str, Any]], pl
                                  right=np.nan) for c in curves])
         stats = [mean_ci(list(col[~np.isnan(col)])) for col in ys.T]
         mean = np.array([x.mean for x in stats])
-        lo = np.array([x.low if x.n > 1 else x.mean for x in stats])
-        hi = np.array([x.high if x.n > 1 else x.mean for x in stats])
+        lo = np.clip([x.low if x.n > 1 else x.mean for x in stats], 0.0, 1.0)
+        hi = np.clip([x.high if x.n > 1 else x.mean for x in stats], 0.0, 1.0)
         (line,) = ax.plot(grid, mean, label=f"{s} ({len(curves)} seeds)")
-        ax.fill_between(grid, lo, hi, alpha=0.2, color=line.get_color())
+        ax.fill_between(grid, lo, hi, alpha=0.12, color=line.get_color(), lw=0)
     ax.axhline(plan.target_accuracy, color="grey", ls=":", lw=1, label="target")
     ax.set_xlabel("training time (s)" + dil)
     ax.set_ylabel("test accuracy")
@@ -588,10 +608,10 @@ def plot(run_dir: Path, records: list[RunRecord], rows: list[dict[str, Any]], pl
         errs.append(iv["half_width"] if iv["n"] > 1 else 0.0)
         colors.append("#4c8bd6" if not r["missed"] else "#d62728")
     ax.bar(names, means, yerr=errs, capsize=4, color=colors)
-    bounds = [r["line_rate_bound_s_per_iter"]["mean"] * (plan.steps_per_epoch * args.epochs)
-              if r["line_rate_bound_s_per_iter"]["n"] else 0 for r in rows]
+    bounds = [r["bound_to_target_s"]["mean"] if r["bound_to_target_s"]["n"] else np.nan for r in rows]
     ax.scatter(names, bounds, marker="_", s=400, color="black", zorder=3,
-               label="line-rate bound of a whole run's sync")
+               label="bound: compute + line-rate sync of the steps to target")
+    ax.tick_params(axis="x", labelrotation=30)
     ax.set_ylabel(f"time to {plan.target_accuracy:.0%} accuracy (s)" + dil)
     ax.set_title("time to accuracy, mean and 95 % CI over seeds")
     ax.legend(fontsize=8)
@@ -680,14 +700,24 @@ def run(args: argparse.Namespace) -> int:
     run_dir = Path(args.resume) if args.resume else Path(args.out_dir).resolve() / time.strftime(
         "train-%Y%m%d-%H%M%S")
     (run_dir / "runs").mkdir(parents=True, exist_ok=True)
-    (run_dir / "manifest.json").write_text(json.dumps(manifest(args, plan), indent=2, default=str))
+    mf = run_dir / "manifest.json"
+    if mf.exists():  # resumed: keep where the first runs came from, note this continuation
+        man = json.loads(mf.read_text())
+        man.setdefault("resumed", []).append(manifest(args, plan))
+    else:
+        man = manifest(args, plan)
+    mf.write_text(json.dumps(man, indent=2, default=str))
     records: list[RunRecord] = []
     todo = []
     for s in plan.schemes:
         for seed in plan.seeds:
             f = run_dir / "runs" / f"{s}-seed{seed}.json"
             if f.exists():
-                records.append(RunRecord(**json.loads(f.read_text())))
+                known = {k: v for k, v in json.loads(f.read_text()).items()
+                         if k in RunRecord.__dataclass_fields__}
+                rec = RunRecord(**known)
+                derive(rec, plan, args)  # with this version's derivations
+                records.append(rec)
             else:
                 todo.append((s, seed))
     if records:
@@ -729,7 +759,7 @@ def run(args: argparse.Namespace) -> int:
     records.sort(key=lambda r: (plan.schemes.index(r.scheme), r.seed))
     rows = summarize(records, plan, args.reference)
     table = print_table(rows, plan, args)
-    Console(width=max(console.width, 170)).print(table)  # wide: a folded table is unreadable
+    Console(width=max(console.width, 230)).print(table)  # wide: a folded table is unreadable
     wide = Console(file=open(run_dir / "table.txt", "w"), width=220)  # noqa: SIM115
     wide.print(table)
     wide.file.close()
