@@ -69,6 +69,23 @@ def finish(proc: Any, base: Path, timeout: float) -> tuple[int, str, str]:
             base.with_suffix(".err").read_text(errors="replace"))
 
 
+def json_lines(text: str) -> list[dict[str, Any]]:
+    """Every line of an agent's output that parses as a JSON object, in order."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return out
+
+
+def last_line(text: str, width: int = 300) -> str:
+    """The last line of ``text`` (an agent's stderr), at most ``width`` characters."""
+    return (text.strip().splitlines() or [""])[-1][-width:]
+
+
 def last_json(text: str) -> dict[str, Any]:
     """The last line of ``text`` that parses as a JSON object (an agent's summary), or {}."""
     for line in reversed(text.strip().splitlines()):

@@ -69,7 +69,7 @@ from rich.console import Console
 from rich.table import Table
 
 from controller.p4runtime import REPO_ROOT
-from experiments.runner import finish, prepare_hosts, spawn
+from experiments.runner import finish, json_lines, last_line, prepare_hosts, spawn
 from experiments.runner import log as _log
 
 console = Console()
@@ -365,17 +365,6 @@ def collective_plan(setting: Setting, scheme: str, values: int) -> dict[str, Any
     return plan
 
 
-def _records(text: str) -> list[dict[str, Any]]:
-    out = []
-    for line in text.splitlines():
-        if line.startswith("{"):
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return out
-
-
 def run_one(net: Any, args: argparse.Namespace, plan: Plan, scheme: str, seed: int, job: Any,
             run_dir: Path, port: int) -> RunRecord:
     """Train once (``scheme``, ``seed``) on the live network; the record of the run, with
@@ -429,13 +418,13 @@ def run_trainers(net: Any, args: argparse.Namespace, plan: Plan, scheme: str, se
     deadline = t0 + args.max_time + 60
     for rank, p in enumerate(procs):
         rc, out, err = finish(p, d / f"rank{rank}", max(1.0, deadline - time.monotonic()))
-        outs.append(_records(out))
+        outs.append(json_lines(out))
         if rc != 0 and not rec.error:
-            rec.error = f"rank {rank} exited {rc}: {(err.strip().splitlines() or [''])[-1][-300:]}"
+            rec.error = f"rank {rank} exited {rc}: {last_line(err)}"
     ps_rep: dict[str, Any] = {}
     if ps_proc is not None:
         _, out, _ = finish(ps_proc, d / "ps", 30)
-        recs = _records(out)
+        recs = json_lines(out)
         ps_rep = recs[-1] if recs else {}
     summaries = [next((x for x in reversed(o) if "done" in x), {}) for o in outs]
     rec.agent_cpu_s = round(sum(float(s.get("cpu_s", 0.0)) for s in summaries)

@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.differentiated import QosSetup
-from experiments.runner import finish, prepare_hosts, spawn
+from experiments.runner import finish, json_lines, last_line, prepare_hosts, spawn
 from experiments.runner import log as _log
 from experiments.train import HarnessError, Plan, RunRecord, Setting
 from hosts.differentiated.wire import NB_QUEUES, dscp_priority_map
@@ -163,21 +163,6 @@ def deploy(net: Any, setting: Setting, args: argparse.Namespace, plan: Plan) -> 
          f"queues of {setup.depth} packets; DSCP -> priority {dscp_priority_map(setup.levels, NB_QUEUES)}")
 
 
-def _records(text: str) -> list[dict[str, Any]]:
-    out = []
-    for line in text.splitlines():
-        if line.startswith("{"):
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return out
-
-
-def _last_line(text: str) -> str:
-    return (text.strip().splitlines() or [""])[-1][-300:]
-
-
 def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: int, d: Path) -> RunRecord:
     """Train once with the PS and one worker agent per training host; the run's record
     (and ``d/differentiated.json``, see the module doc)."""
@@ -199,7 +184,7 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
     while "listening" not in (d / "ps.err").read_text(errors="replace"):
         if ps.poll() is not None or time.monotonic() > t0 + 60:
             _, _, err = finish(ps, d / "ps", 1)
-            rec.error = f"the PS did not start (exit {ps.returncode}): {_last_line(err)}"
+            rec.error = f"the PS did not start (exit {ps.returncode}): {last_line(err)}"
             return rec
         time.sleep(0.05)
     ps_ip = setting.topo.host_ip(setting.ps)
@@ -215,14 +200,14 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
     outs = []
     for rank, p in enumerate(procs):
         rc, out, err = finish(p, d / f"rank{rank}", max(1.0, deadline - time.monotonic()))
-        outs.append(_records(out))
+        outs.append(json_lines(out))
         if rc != 0 and not rec.error:
-            rec.error = f"rank {rank} exited {rc}: {_last_line(err) or _last_line(out)}"
+            rec.error = f"rank {rank} exited {rc}: {last_line(err) or last_line(out)}"
     # a failed worker leaves the PS waiting for its blocks: do not wait for it then
     rc, out, err = finish(ps, d / "ps", 5.0 if rec.error else max(1.0, deadline - time.monotonic()))
-    ps_rep = next((x for x in reversed(_records(out)) if "iterations" in x), {})
+    ps_rep = next((x for x in reversed(json_lines(out)) if "iterations" in x), {})
     if rc != 0 and not rec.error:
-        rec.error = f"the PS exited {rc}: {_last_line(err)}"
+        rec.error = f"the PS exited {rc}: {last_line(err)}"
     after = eq.counters(port)
 
     summaries = [next((x for x in reversed(o) if "done" in x), {}) for o in outs]

@@ -40,14 +40,13 @@ recovered by probe, ``ps_rx_bytes`` = what the PS's NIC received during the run,
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from experiments.runner import finish, spawn
+from experiments.runner import finish, json_lines, last_line, spawn
 from experiments.runner import log as _log
 from experiments.train import HarnessError, Plan, RunRecord, Setting
 
@@ -122,21 +121,6 @@ def _nic_rx_bytes(net: Any, host: str, iface: str) -> int:
     return 0
 
 
-def _lines(text: str) -> list[dict[str, Any]]:
-    out = []
-    for line in text.splitlines():
-        if line.startswith("{"):
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return out
-
-
-def _err_tail(err: str) -> str:
-    return (err.strip().splitlines() or [""])[-1][-300:]
-
-
 def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: int, d: Path) -> RunRecord:
     """One synchronous training run of the NDN PS and its GPUs (see the module doc)."""
     from controller.ndn import NdnDeployment
@@ -170,15 +154,15 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
             "--lr", repr(plan.lr), "--assign-timeout", repr(min(60.0, bound)),
             "--linger", repr(PS_LINGER_S), *common], env=env)
         rc, out, err = finish(psp, d / "ps", max(1.0, deadline - time.monotonic()))
-        ps_lines = _lines(out)
+        ps_lines = json_lines(out)
         if rc != 0:
-            rec.error = f"PS exited {rc}: {_err_tail(err)}"
+            rec.error = f"PS exited {rc}: {last_line(err)}"
         gpu_lines = []
         for rank, p in enumerate(procs):
             grc, gout, gerr = finish(p, d / f"gpu{rank}", max(1.0, deadline - time.monotonic()))
-            gpu_lines.append(_lines(gout))
+            gpu_lines.append(json_lines(gout))
             if grc != 0 and not rec.error:
-                rec.error = f"GPU {gpus[rank]} (rank {rank}) exited {grc}: {_err_tail(gerr)}"
+                rec.error = f"GPU {gpus[rank]} (rank {rank}) exited {grc}: {last_line(gerr)}"
         rec.ps_rx_bytes = _nic_rx_bytes(net, ps, topo.iface(ps)["name"]) - rx0
     finally:
         dep.stop_manager()

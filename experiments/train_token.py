@@ -49,6 +49,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from experiments.runner import json_lines
 from experiments.train import HarnessError, Plan, RunRecord, Setting
 
 P4 = "nic.p4 + lan.p4"
@@ -142,17 +143,8 @@ def node_options(args: argparse.Namespace, plan: Plan, seed: int) -> list[str]:
 
 
 def _events(base: Path) -> list[dict[str, Any]]:
-    out = []
     path = base.with_suffix(".out")
-    if not path.exists():
-        return out
-    for line in path.read_text(errors="replace").splitlines():
-        if line.startswith("{"):
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return out
+    return json_lines(path.read_text(errors="replace")) if path.exists() else []
 
 
 def _identical(hashes: dict[str, dict[int, str]], finals: dict[str, str | None],

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import os
+import resource
 import struct
 import time
 import zlib
@@ -487,6 +488,31 @@ class DigitsTrainer:
         """Test accuracy of ``params``."""
         self.tr.set_parameters(self.model, self.tr.unflatten(params, self.like))
         return float(self.tr.evaluate(self.model, self.data))
+
+
+def add_harness_args(p: Any, role: str) -> Any:
+    """The options of the time-to-accuracy harness's work (``experiments/train_ndn.py``),
+    shared by the PS and the GPU (``role``); returns the argument group."""
+    h = p.add_argument_group("the time-to-accuracy harness's work (experiments/train_ndn.py)")
+    h.add_argument("--train-model", default="", metavar="NAME",
+                   help="train hosts.training's model NAME as hosts/trainer.py does (sets --values; "
+                        + ("every GPU must accept; evaluation records on stdout)" if role == "ps" else
+                           "shard --gpu-index of --world; --compute-time then fixes each batch's "
+                           "compute, 0: real)"))
+    h.add_argument("--data", default="digits", help="--train-model: data set (hosts.training.load_data)")
+    h.add_argument("--batch", type=int, default=16, help="--train-model: per-GPU batch size")
+    h.add_argument("--steps-per-epoch", type=int, default=1,
+                   help="--train-model: rounds per epoch (--rounds = epochs x this)")
+    h.add_argument("--eval-every", type=int, default=0,
+                   help="--train-model: evaluate (PS) or report weights (GPU) every K versions "
+                        "besides each epoch's end (0: epochs only)")
+    return h
+
+
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 class HarnessWork:

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import sys
 import time
 from pathlib import Path
@@ -172,7 +171,7 @@ class Gpu:
         if self.work is None:
             self.begin_compute()
             return
-        self.cpu0 = _cpu_s()
+        self.cpu0 = nc.cpu_seconds()
         if any(k == 0 for k, _ in self.held):      # the PS asked before the ack came
             self.go = True
             self.begin_compute()
@@ -312,7 +311,7 @@ class Gpu:
         extra: dict[str, Any] = {}
         if self.work is not None:
             extra = {"compute_s": round(self.compute_s, 4),
-                     "cpu_s": round(_cpu_s() - self.cpu0, 3) if self.cpu0 is not None else 0.0}
+                     "cpu_s": round(nc.cpu_seconds() - self.cpu0, 3) if self.cpu0 is not None else 0.0}
             if self.params is not None:
                 self.work.load(self.params)
                 extra["weights"] = self.work.weights()
@@ -362,25 +361,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--linger", type=float, default=5.0, help="declined: exit after this quiet time")
     p.add_argument("--max-time", type=float, default=120.0)
     p.add_argument("--out", default="", help="final parameters (.npy)")
-    h = p.add_argument_group("the time-to-accuracy harness's work (experiments/train_ndn.py)")
-    h.add_argument("--train-model", default="", metavar="NAME",
-                   help="train hosts.training's model NAME on shard --gpu-index of --world as "
-                        "hosts/trainer.py does (sets --values; --compute-time then fixes each "
-                        "batch's compute, 0: real)")
-    h.add_argument("--data", default="digits", help="--train-model: data set (hosts.training.load_data)")
-    h.add_argument("--batch", type=int, default=16, help="--train-model: per-GPU batch size")
-    h.add_argument("--steps-per-epoch", type=int, default=1,
-                   help="--train-model: rounds per epoch (--rounds = epochs x this)")
-    h.add_argument("--eval-every", type=int, default=0,
-                   help="--train-model: report weights every K versions besides each epoch's end")
+    h = nc.add_harness_args(p, "gpu")
     h.add_argument("--slow", type=float, default=1.0,
-                   help="--train-model: compute F times slower (with --compute-time 0)")
+                   help="--train-model: compute F times slower (real or fixed compute)")
     return p
-
-
-def _cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def main(argv: list[str] | None = None) -> int:

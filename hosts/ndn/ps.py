@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import sys
 import time
 from pathlib import Path
@@ -198,7 +197,7 @@ class ParameterServer:
         now = time.monotonic()
         if self.work is not None:     # rank order: the sum's order, whoever answered first
             self.accepted.sort(key=self.gpus.index)
-            self.train_t0, self.cpu0 = now, _cpu_s()
+            self.train_t0, self.cpu0 = now, nc.cpu_seconds()
             self.evaluate(0)
             now = time.monotonic()
         self.round_start = now
@@ -324,7 +323,7 @@ class ParameterServer:
             acc = {"accuracy_initial": t.accuracy(self.history[0]), "accuracy": t.accuracy(self.params)}
         if self.work is not None:
             acc = {"train_s": self.train_s, "eval_s": round(self.eval_s, 4), "error": self.error,
-                   "cpu_s": round(_cpu_s() - self.cpu0, 3) if self.train_t0 else 0.0,
+                   "cpu_s": round(nc.cpu_seconds() - self.cpu0, 3) if self.train_t0 else 0.0,
                    "weights": self.work.weights(), "parameters": self.work.values}
         return {
             **acc,
@@ -365,22 +364,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="at the end, serve recovery Interests until this long without any (s)")
     p.add_argument("--max-time", type=float, default=120.0)
     p.add_argument("--out", default="", help="directory for params-v<k>.npy")
-    h = p.add_argument_group("the time-to-accuracy harness's work (experiments/train_ndn.py)")
-    h.add_argument("--train-model", default="", metavar="NAME",
-                   help="train hosts.training's model NAME as hosts/trainer.py does (sets --values; "
-                        "every GPU must accept; evaluation records on stdout)")
-    h.add_argument("--data", default="digits", help="--train-model: data set (hosts.training.load_data)")
-    h.add_argument("--batch", type=int, default=16, help="--train-model: per-GPU batch size")
-    h.add_argument("--steps-per-epoch", type=int, default=1,
-                   help="--train-model: rounds per epoch (--rounds = epochs x this)")
-    h.add_argument("--eval-every", type=int, default=0,
-                   help="--train-model: evaluate every K versions besides each epoch's end (0: epochs only)")
+    nc.add_harness_args(p, "ps")
     return p
-
-
-def _cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def main(argv: list[str] | None = None) -> int:
