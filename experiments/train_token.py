@@ -87,10 +87,12 @@ def parse_kills(args: argparse.Namespace, workers: list[str]) -> dict[int, float
 
 def setting(args: argparse.Namespace, shared: Setting) -> Setting:
     """The token LAN of ``len(shared.workers)`` training hosts, one NIC each at ``--bw``;
-    :class:`HarnessError` for ``--loss``, a model the NICs cannot sum, a bad ``--kill``."""
+    :class:`HarnessError` for ``--loss``, a model the MODEL broadcast cannot carry, a bad
+    ``--kill``. A gradient longer than a NIC holds (32,768 values) is summed in chunks,
+    one token round each (docs/token.md, "Chunks")."""
     from controller.token import MAX_NODES, token_lan
     from hosts import training as tr
-    from hosts.packets import TOKEN_MAX_FRAGS, TOKEN_VALUES
+    from hosts.token.data import BLOB_CHUNK
 
     if args.loss:
         raise HarnessError("--loss names ports of the shared topology, and token runs on its own "
@@ -102,10 +104,11 @@ def setting(args: argparse.Namespace, shared: Setting) -> Setting:
         values = sum(p.numel() for p in tr.build_model(args.model, args.seed).parameters())
     except ValueError as e:
         raise HarnessError(str(e)) from None
-    limit = TOKEN_MAX_FRAGS * TOKEN_VALUES
+    limit = 0xFFFF * BLOB_CHUNK // 4  # the 16-bit frag field of the MODEL frames
     if values > limit:
-        raise HarnessError(f"--scheme token: --model {args.model} has {values:,} parameters; a NIC "
-                           f"sums at most {limit:,} ({TOKEN_MAX_FRAGS} fragments of {TOKEN_VALUES})")
+        raise HarnessError(f"--scheme token: --model {args.model} has {values:,} parameters; the "
+                           f"initiator's MODEL broadcast carries at most {limit:,} (65,535 frames "
+                           f"of {BLOB_CHUNK} bytes)")
     parse_kills(args, shared.workers)
     topo = token_lan(n, bw=float(args.bw))
     return Setting(topo, None, topo.hosts(), float(args.bw))

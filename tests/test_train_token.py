@@ -1,9 +1,10 @@
 """Token-passing broadcast in the time-to-accuracy harness (experiments/train_token.py).
 
-The setting needs no network; the end-to-end test trains the digits CNN with gloo and
-token on three workers and checks that token trained the same work: the same first
-evaluation as gloo (same initial model and test set), the same number of steps, and the
-same weights on every node at every evaluation.
+The setting needs no network; the end-to-end tests train the digits CNN, and the mlp
+(126,090 parameters: more than a NIC holds, so summed in 4 chunks), with gloo and token
+on three workers and check that token trained the same work: the same first evaluation
+as gloo (same initial model and test set), the same number of steps, and the same
+weights on every node at every evaluation.
 """
 
 from __future__ import annotations
@@ -33,7 +34,16 @@ def test_setting_is_a_token_lan_of_the_training_hosts_and_refuses_loss():
     assert harness.p4_of("token") == train_token.P4 and train_token.KILL_SUPPORTED
     with pytest.raises(harness.HarnessError, match="run token without --loss"):
         harness.make_plan(_args("--loss", "s1:1=0.1"))
-    with pytest.raises(harness.HarnessError, match="a NIC sums at most"):
+    # a model longer than a NIC holds is summed in chunks: the mlp is fine
+    assert harness.make_plan(_args("--model", "mlp")).settings["token"].workers == ["h1", "h2", "h3", "h4"]
+
+
+def test_a_model_the_model_broadcast_cannot_carry_is_refused(monkeypatch):
+    from hosts import training as tr
+
+    big = 0xFFFF * 1024 // 4 + 1  # one value past 65,535 MODEL frames of 1,024 bytes
+    monkeypatch.setattr(tr, "build_model", lambda name, seed: tr.FlatModel(big))
+    with pytest.raises(harness.HarnessError, match="MODEL broadcast carries at most"):
         harness.make_plan(_args("--model", "mlp"))
 
 
@@ -86,3 +96,30 @@ def test_gloo_and_token_train_the_same_work(tmp_path: Path):
     assert token["final_accuracy"] > 0.2  # chance is 0.1 on ten classes
     assert token["sync_s_per_iter"] is not None and token["agent_cpu_s"] > 0
     assert token["ps_rx_bytes"] is None and token["busiest_link_bytes"] > 0
+
+
+@pytest.mark.net
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_gloo_and_token_train_the_mlp_in_chunks(tmp_path: Path):
+    reason = net_skip_reason("forward", "nic", "lan")
+    if reason:
+        pytest.skip(reason)
+    argv = ["--scheme", "gloo,token", "--model", "mlp", "--seeds", "1", "--workers", "3",
+            "--epochs", "1", "--max-steps", "4", "--eval-every", "2", "--target-accuracy", "0.15",
+            "--target", TARGET, "--out-dir", str(tmp_path)]
+    assert harness.main(argv) == 0
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.name.startswith("train-")]
+    runs = {r["scheme"]: r for r in json.loads((run_dir / "summary.json").read_text())["runs"]}
+    token, gloo = runs["token"], runs["gloo"]
+    assert token["ok"], token["error"]
+    assert token["models_identical"]
+    assert token["iterations"] == gloo["iterations"] == 4
+    assert [p["step"] for p in token["curve"]] == [p["step"] for p in gloo["curve"]] == [0, 2, 4]
+    assert token["curve"][0]["accuracy"] == gloo["curve"][0]["accuracy"]
+    assert token["curve"][0]["heldout"] == gloo["curve"][0]["heldout"]
+    # 4 chunks per batch: one token round each
+    (tdir,) = [p for p in run_dir.rglob("token.json")]
+    summaries = json.loads(tdir.read_text())["summaries"]
+    assert all(s["stats"]["batches"] == 4 and s["stats"]["grad_frames"] == 4 * 986
+               for s in summaries.values())

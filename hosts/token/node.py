@@ -19,7 +19,8 @@ its smart NIC (``p4src/nic.p4``) through one AF_PACKET socket. The steps of seed
   ``--cutoff`` of the batch's data (item 38; 1.0 = all active members), the holder opens
   the next batch (TOKEN with batch + 1). Every node then reads the sums of the finished
   batch from its NIC (READ/READ_REPLY) and updates w <- w - lr * sum / n, n the number of
-  gradients received;
+  gradients received. A gradient longer than the NIC holds (32,768 values) goes in
+  chunks, one token round each (docs/token.md, "Chunks");
 * failures (s136, s310-s330): the host ticks its NIC every ``--tick`` seconds; the NIC
   answers RESEND_DUE when its host's last broadcast met silence for t (the host re-sends
   it, flag RESEND), and broadcasts NODE_LOST itself when the token holder stays silent
@@ -91,11 +92,16 @@ class Node(TokenProtocol, Distribution, Training):
         self.like: list[np.ndarray] = []
         self.nvalues = 0
         self.nfrags = 0
+        self.chunks = 1               # token rounds per batch (gradient / NIC capacity)
+        self.batch_members = 0        # contributors of the current batch's first chunk
+        self.chunk_sums = np.zeros(0, dtype=np.int64)
+        self.chunk_bitmaps: list[int] = []
         self.x = self.y = None
         self.test: tuple[Any, Any] | None = None
         self.batches_per_epoch = 0
         self.total_batches = 0
-        self.ready: tuple[int, list[int], float] | None = None   # (batch, quantized, t_ready)
+        self.total_steps = 0          # total_batches x chunks
+        self.ready: tuple[int, Any, float] | None = None   # (step, quantized, t_ready)
         self.ready_lock = threading.Lock()
         self.work: queue.Queue = queue.Queue()
         self.ready_event = threading.Event()
@@ -175,7 +181,7 @@ def summary(node: Node) -> None:
                       "train_s": round(node.train_s, 4),
                       "eval_s": round(node.eval_s, 4),
                       "weights": weights_hash(node.model) if node.model is not None else None,
-                      "batch": node.batch, "active": sorted(node.active),
+                      "batch": node.batch // node.chunks, "active": sorted(node.active),
                       "standby": node.standby, "stats": node.stats,
                       "timing": {"compute": t.compute, "token_wait": t.token_wait,
                                  "broadcast": t.broadcast, "accumulate": t.accumulate,

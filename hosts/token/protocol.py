@@ -7,6 +7,8 @@
 * token passing (s131-s135): node 1 creates the token; a holder broadcasts its ready
   gradient (GRAD frames) or waits at most ``--dwell``, then passes the token to the next
   active member, or closes the batch once the gradients cover ``--cutoff`` (item 38);
+  a gradient longer than the NIC holds goes one chunk per token round: the protocol's
+  ``batch`` is then a step (batch x chunks + chunk, :mod:`hosts.token.training`);
 * failures (s136, s310-s330): re-sending the last broadcast on RESEND_DUE, NODE_LOST
   (standby when it names this node), the rejoin round at a batch boundary
   (REJOIN_QUERY / REJOIN_REPLY / REJOIN + MODEL), ABNORMAL below ``--min-nodes``, STOP.
@@ -66,8 +68,10 @@ class TokenProtocol(FrameIO):
     train_t0: float
     train_cpu0: float
     nfrags: int
+    chunks: int
     total_batches: int
-    ready: tuple[int, list[int], float] | None
+    total_steps: int
+    ready: tuple[int, Any, float] | None
     ready_lock: threading.Lock
     ready_event: threading.Event
     work: queue.Queue
@@ -150,29 +154,35 @@ class TokenProtocol(FrameIO):
         return sum(1 for s in act if bitmap >> s & 1) / max(1, len(act))
 
     def broadcast_gradient(self, q: Any) -> None:
-        """s134: the gradient, TOKEN_VALUES per GRAD frame; the own NIC adds it too."""
+        """s134: the gradient (the current chunk of it), TOKEN_VALUES per GRAD frame; the
+        own NIC adds it too."""
         t = time.monotonic()
-        if self.args.dump:
-            np.save(Path(self.args.dump) / f"sent-b{self.batch}-s{self.seq}.npy", q)
-        padded = np.zeros(self.nfrags * TOKEN_VALUES, dtype=np.int32)
-        padded[: len(q)] = q
-        for f in range(self.nfrags):
-            self.send(self.header(TokenMsg.GRAD, batch=self.batch, frag=f, nfrags=self.nfrags,
+        chunk = self.batch % self.chunks
+        if self.args.dump and chunk == 0:
+            np.save(Path(self.args.dump) / f"sent-b{self.batch // self.chunks}-s{self.seq}.npy", q)
+        f0, f1 = self.chunk_frags(chunk)
+        nfrags = f1 - f0
+        padded = np.zeros(nfrags * TOKEN_VALUES, dtype=np.int32)
+        part = q[f0 * TOKEN_VALUES:f1 * TOKEN_VALUES]
+        padded[: len(part)] = part
+        for f in range(nfrags):
+            self.send(self.header(TokenMsg.GRAD, batch=self.batch, frag=f, nfrags=nfrags,
                                   aux=self.args.batch_size),
                       values=padded[f * TOKEN_VALUES:(f + 1) * TOKEN_VALUES])
             if f % 32 == 31:
                 time.sleep(0.001)
         self.bitmap |= 1 << self.seq
-        self.stats["grads_sent"] += 1
-        self.stats["grad_frames"] += self.nfrags
+        if chunk == 0:
+            self.stats["grads_sent"] += 1
+        self.stats["grad_frames"] += nfrags
         self.timing.broadcast += time.monotonic() - t
-        self.log("grad", batch=self.batch, frames=self.nfrags)
+        self.log("grad", **self.where(), frames=nfrags)
 
     def hold_token(self) -> None:
         """s133-s135: broadcast if the gradient is ready, then pass the token on."""
         self.holder = False
         sent = False
-        if not (self.bitmap >> self.seq & 1):
+        if not (self.bitmap >> self.seq & 1) and self.contributes():
             if self.ready is None:
                 self.ready_event.wait(self.args.dwell)
             with self.ready_lock:
@@ -181,9 +191,9 @@ class TokenProtocol(FrameIO):
                 self.timing.token_wait += time.monotonic() - ready[2]
                 self.broadcast_gradient(ready[1])
                 sent = True
-        self.log("hold", pass_no=self.acted_pass, batch=self.batch, sent=sent)
+        self.log("hold", pass_no=self.acted_pass, **self.where(), sent=sent)
         bitmap = self.bitmap
-        if self.coverage(bitmap) >= self.args.cutoff - 1e-9:
+        if self.step_complete(bitmap):
             self.end_batch_as_holder(bitmap)
             return
         self.pass_token(self.batch, bitmap, aux=0)
@@ -199,21 +209,22 @@ class TokenProtocol(FrameIO):
             self.holder = True
 
     def end_batch_as_holder(self, bitmap: int) -> None:
-        """The gradients cover the cutoff: finish the batch, let standby nodes rejoin,
-        then open the next batch (or stop after the last)."""
+        """The gradients cover the cutoff: finish the batch (the step), let standby nodes
+        rejoin (between batches only), then open the next step (or stop after the last)."""
         self.finish_batch(bitmap)
-        if self.batch >= self.total_batches:
+        if self.batch >= self.total_steps:
             self.send(self.header(TokenMsg.STOP, batch=self.batch, bitmap=bitmap))
             self.stop("finished")
             return
-        if len(self.active) < len(self.roster) and self.batch >= self.next_rejoin_query:
+        if (len(self.active) < len(self.roster) and self.batch >= self.next_rejoin_query
+                and self.batch % self.chunks == 0):
             self.rejoin_round(bitmap)
         self.pass_token(self.batch, 0, aux=bitmap)
 
     def rejoin_round(self, final_bitmap: int) -> None:
         """After a batch: standby members answer REJOIN_QUERY, get REJOIN and the model."""
         self.send(self.header(TokenMsg.REJOIN_QUERY, batch=self.batch, aux=final_bitmap))
-        self.next_rejoin_query = self.batch + self.args.rejoin_every
+        self.next_rejoin_query = self.batch + self.args.rejoin_every * self.chunks
         repliers: list[int] = []
         deadline = time.monotonic() + self.args.rejoin_window
         while time.monotonic() < deadline:
@@ -227,12 +238,12 @@ class TokenProtocol(FrameIO):
                 self.pending.append(got)
         if not repliers:
             return
-        self.next_rejoin_query = self.batch + 1
+        self.next_rejoin_query = self.batch + self.chunks
         params = self.parameters_blob()
         for s in sorted(set(repliers)):
             self.send(self.header(TokenMsg.REJOIN, member=s, batch=self.batch))
             self.active.add(s)
-            self.log("rejoin", member=s, batch=self.batch)
+            self.log("rejoin", member=s, **self.where())
         self.send_blob(TokenMsg.MODEL, 0, params, batch=self.batch, flags=int(TokenFlags.RESEND))
         # the token moves on only once the rejoined nodes' NICs accept this batch
         waiting = set(repliers)
@@ -251,7 +262,7 @@ class TokenProtocol(FrameIO):
         if reason == "finished" and self.active and self.seq == min(self.active):
             self.save_model()
         self.work.put(None)
-        self.log("stop", reason=reason, batch=self.batch)
+        self.log("stop", reason=reason, **self.where())
 
     # ------------------------------------------------------------------ frame handling
     def on_frame(self, hdr: TokenHeader, src: bytes, rest: memoryview) -> None:
@@ -269,7 +280,7 @@ class TokenProtocol(FrameIO):
                 # batch's gradients, so its model cannot follow; stand by and rejoin
                 self.standby = True
                 self.holder = False
-                self.log("standby", batch=self.batch, reason=f"behind: token at batch {hdr.batch}")
+                self.log("standby", **self.where(), reason=f"behind: token at batch {hdr.batch}")
                 return
             if hdr.batch > self.batch:
                 self.finish_batch(hdr.aux)
@@ -286,11 +297,11 @@ class TokenProtocol(FrameIO):
             declared_by_me = hdr.sender == self.seq
             if declared_by_me:
                 self.stats["lost_declared"] += 1
-            self.log("lost", member=lost, by=hdr.sender, silence_s=hdr.aux / 1e6, batch=self.batch)
+            self.log("lost", member=lost, by=hdr.sender, silence_s=hdr.aux / 1e6, **self.where())
             if lost == self.seq:
                 self.standby = True
                 self.holder = False
-                self.log("standby", batch=self.batch)
+                self.log("standby", **self.where())
                 return
             if len(self.active) < self.args.min_nodes and self.seq == min(self.active):
                 self.send(self.header(TokenMsg.ABNORMAL, batch=self.batch, count=len(self.active)))
@@ -311,7 +322,7 @@ class TokenProtocol(FrameIO):
                 self.stats["resends"] += 1
                 self.log("resend", pass_no=self.last_pass)
         elif m == TokenMsg.REJOIN_QUERY:
-            self.next_rejoin_query = hdr.batch + self.args.rejoin_every
+            self.next_rejoin_query = hdr.batch + self.args.rejoin_every * self.chunks
             if self.standby:
                 self.send(self.header(TokenMsg.REJOIN_REPLY, batch=self.batch))
             elif hdr.batch > self.batch:
@@ -368,7 +379,7 @@ class TokenProtocol(FrameIO):
         self.active.add(self.seq)
         self.stats["rejoined"] += 1
         self.send(self.header(TokenMsg.DATA_ACK, batch=batch))
-        self.log("rejoined", batch=batch)
+        self.log("rejoined", **self.where())
         self.work.put(batch)
 
     # ------------------------------------------------------------------ main loop
@@ -382,7 +393,7 @@ class TokenProtocol(FrameIO):
             self.log("train_start", cpu_s=round(self.train_cpu0, 3))
             self.emit_eval(0, 0)
         self.start_compute()
-        if self.batch < self.total_batches:
+        if self.batch < self.total_steps:
             self.work.put(self.batch)
         if self.seq == 1 and self.args.start_signal:
             # a harness measuring the training alone starts it when its counters are read
@@ -399,7 +410,7 @@ class TokenProtocol(FrameIO):
         deadline = time.monotonic() + self.args.max_time
         while not self.done:
             if time.monotonic() > deadline:
-                self.log("timeout", batch=self.batch)
+                self.log("timeout", **self.where())
                 self.exit_code = 5
                 self.stop("max-time")
                 break

@@ -8,6 +8,12 @@
   compute thread (gradient of the current batch on a private copy of the model,
   quantized to fixed point, s140), the batch end (read the sums from the NIC, update
   ``w <- w - lr * sum / n``, s160), evaluation and saving;
+* chunks: a gradient longer than the NIC holds (``TOKEN_MAX_FRAGS`` x ``TOKEN_VALUES``
+  = 32,768 values) goes in ``chunks`` pieces of at most that, one token round (one
+  protocol *step*, the ``batch`` field on the wire) per chunk: step ``s`` is chunk
+  ``s % chunks`` of training batch ``s // chunks``. Every step ends like a batch (read
+  that chunk's sums from the NIC, which moves its window on); only the last chunk's end
+  updates the model. With one chunk a step is a batch, exactly as before;
 * the time-to-accuracy harness's evaluation records (``--evals``, :meth:`Training.emit_eval`):
   at the start, every ``--eval-every`` batches and at each epoch's end, every node logs
   an ``eval`` event with the hash of its weights; the evaluating node (node 1, or the
@@ -82,10 +88,11 @@ class Training(FrameIO):
     """Mixin of :class:`hosts.token.node.Node`: model, compute thread, batch end.
 
     Owns ``model``/``worker_model`` (under ``model_lock``), ``like``, ``nvalues``,
-    ``nfrags``, ``x``/``y``/``test``, the batch counts, the compute thread's ``work``
-    queue and its result ``ready`` (under ``ready_lock``, signalled by ``ready_event``);
-    reads the protocol's ``roster``/``active``/``standby``, advances ``batch`` and clears
-    ``bitmap`` at a batch end."""
+    ``nfrags``, ``chunks``, ``x``/``y``/``test``, the batch counts, the compute thread's
+    ``work`` queue and its result ``ready`` (under ``ready_lock``, signalled by
+    ``ready_event``), the sums of the current batch's chunks read so far; reads the
+    protocol's ``roster``/``active``/``standby``, advances ``batch`` (the step: batch x
+    chunks + chunk) and clears ``bitmap`` at a step's end."""
 
     roster: dict[int, bytes]
     active: set[int]
@@ -98,12 +105,17 @@ class Training(FrameIO):
     like: list[np.ndarray]
     nvalues: int
     nfrags: int
+    chunks: int
+    batch_members: int
+    chunk_sums: np.ndarray
+    chunk_bitmaps: list[int]
     x: Any
     y: Any
     test: tuple[Any, Any] | None
     batches_per_epoch: int
     total_batches: int
-    ready: tuple[int, list[int], float] | None
+    total_steps: int
+    ready: tuple[int, Any, float] | None
     ready_lock: threading.Lock
     ready_event: threading.Event
     work: queue.Queue
@@ -126,9 +138,8 @@ class Training(FrameIO):
         tr.set_parameters(self.model, tr.unflatten(vec.copy(), self.like))
         self.nvalues = int(vec.size)
         self.nfrags = -(-self.nvalues // TOKEN_VALUES)
-        if self.nfrags > TOKEN_MAX_FRAGS:
-            raise TokenError(f"{self.nvalues} parameters need {self.nfrags} fragments, the NIC "
-                             f"holds {TOKEN_MAX_FRAGS} x {TOKEN_VALUES}")
+        # more than the NIC holds (TOKEN_MAX_FRAGS fragments): one token round per chunk
+        self.chunks = max(1, -(-self.nfrags // TOKEN_MAX_FRAGS))
         exact = exact_encoding(self.args.data)
         self.x, self.y = decode_examples(data, exact)
         self.test = decode_examples(test, exact)
@@ -140,8 +151,41 @@ class Training(FrameIO):
         self.total_batches = self.batches_per_epoch * self.args.epochs
         if self.args.batches:
             self.total_batches = min(self.total_batches, self.args.batches)
+        self.total_steps = self.total_batches * self.chunks
+        if self.total_steps >= 1 << 32:
+            raise TokenError(f"{self.total_batches} batches of {self.chunks} chunks do not fit the "
+                             f"32-bit batch field")
+        extra = {"chunks": self.chunks} if self.chunks > 1 else {}
         self.log("ready", examples=len(self.y), values=self.nvalues, frags=self.nfrags,
-                 batches_per_epoch=self.batches_per_epoch)
+                 batches_per_epoch=self.batches_per_epoch, **extra)
+
+    # ------------------------------------------------------------------ chunks
+    def chunk_frags(self, chunk: int) -> tuple[int, int]:
+        """Fragments ``[first, end)`` of the whole gradient that ``chunk`` carries."""
+        first = chunk * TOKEN_MAX_FRAGS
+        return first, min(self.nfrags, first + TOKEN_MAX_FRAGS)
+
+    def where(self) -> dict[str, int]:
+        """The current step for an event: ``batch`` (and ``chunk`` when there are several)."""
+        if self.chunks <= 1:
+            return {"batch": self.batch}
+        tb, c = divmod(self.batch, self.chunks)
+        return {"batch": tb, "chunk": c}
+
+    def contributes(self) -> bool:
+        """Whether this node sends in the current step: always in a batch's first chunk;
+        in a later chunk only if its gradient is in the first (a gradient dropped by the
+        cutoff stays out of the whole batch)."""
+        return self.batch % self.chunks == 0 or bool(self.batch_members >> self.seq & 1)
+
+    def step_complete(self, bitmap: int) -> bool:
+        """Whether the current step may end: a batch's first chunk once the gradients cover
+        ``--cutoff`` (item 38); a later chunk once every active member of the first chunk's
+        contributors has sent it too."""
+        if self.batch % self.chunks == 0:
+            return self.coverage(bitmap) >= self.args.cutoff - 1e-9
+        want = sum(1 << s for s in self.active if self.batch_members >> s & 1)
+        return want & ~bitmap == 0
 
     def parameters_blob(self) -> bytes:
         """The model's parameters as float32 bytes (what MODEL frames carry)."""
@@ -178,7 +222,8 @@ class Training(FrameIO):
             t = time.monotonic()
             with self.model_lock:
                 tr.set_parameters(self.worker_model, tr.parameter_arrays(self.model))
-            epoch, i = divmod(b, self.batches_per_epoch)
+            tb = b // self.chunks  # b is a batch's first step
+            epoch, i = divmod(tb, self.batches_per_epoch)
             if self.args.gradient:  # a given gradient (experiments.compare)
                 vec = np.load(self.args.gradient).astype(np.float32)
                 if vec.size != self.nvalues:
@@ -197,8 +242,8 @@ class Training(FrameIO):
                 time.sleep(spent * (slowdown - 1))
             q = self.quantize(vec)
             if self.args.grad_json:
-                write_json_gradients(Path(self.args.grad_json) / f"grad-b{b}-s{self.seq}.json",
-                                     b, self.seq, grads)
+                write_json_gradients(Path(self.args.grad_json) / f"grad-b{tb}-s{self.seq}.json",
+                                     tb, self.seq, grads)
             with self.ready_lock:
                 self.timing.compute += time.monotonic() - t
                 if b == self.batch:
@@ -224,17 +269,19 @@ class Training(FrameIO):
             return quantize(np.clip(vec, -bound, bound), self.args.scale_bits, world)
 
     # ------------------------------------------------------------------ batch end
-    def read_nic(self, batch: int) -> tuple[np.ndarray, list[int]]:
-        """READ every fragment of ``batch`` from the NIC: sums (int64) and bitmaps."""
-        sums = np.zeros(self.nfrags * TOKEN_VALUES, dtype=np.int64)
-        bitmaps = [-1] * self.nfrags
+    def read_nic(self, batch: int, nfrags: int | None = None) -> tuple[np.ndarray, list[int]]:
+        """READ fragments ``0..nfrags-1`` (default all) of step ``batch`` from the NIC:
+        sums (int64) and bitmaps; the last READ (flag LAST) moves the NIC's window on."""
+        nfrags = self.nfrags if nfrags is None else nfrags
+        sums = np.zeros(nfrags * TOKEN_VALUES, dtype=np.int64)
+        bitmaps = [-1] * nfrags
         for attempt in range(5):
-            todo = [f for f in range(self.nfrags) if bitmaps[f] < 0]
+            todo = [f for f in range(nfrags) if bitmaps[f] < 0]
             if not todo:
                 break
             for f in todo:
-                last = int(TokenFlags.LAST) if f == self.nfrags - 1 else 0
-                self.send(self.header(TokenMsg.READ, batch=batch, frag=f, nfrags=self.nfrags,
+                last = int(TokenFlags.LAST) if f == nfrags - 1 else 0
+                self.send(self.header(TokenMsg.READ, batch=batch, frag=f, nfrags=nfrags,
                                       flags=last))
             deadline = time.monotonic() + 1.0 + attempt
             while any(bitmaps[f] < 0 for f in todo) and time.monotonic() < deadline:
@@ -246,7 +293,7 @@ class Training(FrameIO):
                 except TokenDecodeError:
                     continue
                 if hdr.msg_type == TokenMsg.READ_REPLY and hdr.batch == batch:
-                    if 0 <= hdr.frag < self.nfrags:
+                    if 0 <= hdr.frag < nfrags:
                         sums[hdr.frag * TOKEN_VALUES:(hdr.frag + 1) * TOKEN_VALUES] = token_values(rest)
                         bitmaps[hdr.frag] = hdr.bitmap
                 else:
@@ -255,16 +302,62 @@ class Training(FrameIO):
             raise TokenError(f"the NIC did not answer the read-out of batch {batch}")
         return sums, bitmaps
 
+    def finish_chunk(self, final_bitmap: int) -> bool:
+        """End of a step that is not its batch's last chunk: read that chunk's sums, keep
+        them, move on to the next chunk (this node's gradient stays ready for it).
+        False (nothing done) for a batch's last chunk."""
+        step = self.batch
+        c = step % self.chunks
+        if c == self.chunks - 1:
+            return False
+        t = time.monotonic()
+        f0, f1 = self.chunk_frags(c)
+        sums, bitmaps = self.read_nic(step, f1 - f0)
+        if c == 0:
+            self.batch_members = final_bitmap
+            self.chunk_sums = np.zeros(self.nfrags * TOKEN_VALUES, dtype=np.int64)
+            self.chunk_bitmaps = []
+        self.chunk_sums[f0 * TOKEN_VALUES:f1 * TOKEN_VALUES] = sums
+        self.chunk_bitmaps += bitmaps
+        self.stats["incomplete_frags"] += sum(1 for m in bitmaps if m != final_bitmap)
+        with self.ready_lock:
+            self.batch = step + 1
+            if self.ready is not None and self.ready[0] == step and self.batch_members >> self.seq & 1:
+                self.ready = (step + 1, self.ready[1], time.monotonic())
+            else:
+                self.ready = None
+                self.ready_event.clear()
+        self.bitmap = 0
+        self.timing.accumulate += time.monotonic() - t
+        return True
+
     def finish_batch(self, final_bitmap: int) -> None:
-        """s160: read the sums of the current batch, w <- w - lr * sum / n; next batch."""
+        """s160: read the sums of the current batch, w <- w - lr * sum / n; next batch.
+
+        With several chunks this ends the current step: a chunk before the last only
+        reads its sums (:meth:`finish_chunk`); the last one reads its own and updates
+        with all of them (``n``: the first chunk's contributors)."""
         from hosts import training as tr
 
+        if self.finish_chunk(final_bitmap):
+            return
         t = time.monotonic()
-        b = self.batch
-        sums, bitmaps = self.read_nic(b)
+        step = self.batch
+        b = step // self.chunks
+        if self.chunks == 1:
+            sums, bitmaps = self.read_nic(step)
+        else:
+            f0, f1 = self.chunk_frags(self.chunks - 1)
+            last, last_maps = self.read_nic(step, f1 - f0)
+            self.stats["incomplete_frags"] += sum(1 for m in last_maps if m != final_bitmap)
+            sums = self.chunk_sums
+            sums[f0 * TOKEN_VALUES:f1 * TOKEN_VALUES] = last
+            bitmaps = self.chunk_bitmaps + last_maps
+            final_bitmap = self.batch_members
         counts = np.repeat([bin(m).count("1") for m in bitmaps], TOKEN_VALUES)
         n = bin(final_bitmap).count("1")
-        self.stats["incomplete_frags"] += sum(1 for m in bitmaps if m != final_bitmap)
+        if self.chunks == 1:
+            self.stats["incomplete_frags"] += sum(1 for m in bitmaps if m != final_bitmap)
         if self.args.dump:
             d = Path(self.args.dump)
             np.save(d / f"sum-b{b}-s{self.seq}.npy", sums[: self.nvalues])
@@ -285,7 +378,7 @@ class Training(FrameIO):
         rec: dict[str, Any] = {"batch": b, "n": n, "contributors": bitmap_members(final_bitmap),
                                "active": sorted(self.active)}
         with self.ready_lock:
-            self.batch = b + 1
+            self.batch = step + 1
             self.ready = None
             self.ready_event.clear()
         self.bitmap = 0
@@ -301,7 +394,7 @@ class Training(FrameIO):
                 # hosts/trainer.py's points: every K steps and each epoch's end, once
                 self.emit_eval(b // self.batches_per_epoch + 1, done)
         self.log("batch", **rec)
-        if self.batch < self.total_batches and not self.standby:
+        if self.batch < self.total_steps and not self.standby:
             self.work.put(self.batch)
 
     def emit_eval(self, epoch: int, step: int) -> None:
