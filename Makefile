@@ -20,6 +20,7 @@ help:
 	@echo "make compare-full  the same with the larger model (up to an hour)"
 	@echo "make compare-sync  every gradient-sync scheme on one gradient, once: one table, one plot"
 	@echo "make run-MODE one technique's experiment: run-ndn, run-differentiated, run-bcube, run-token (ARGS=...)"
+	@echo "             shared options (--workers --bw --loss --seed --max-time --target --out-dir): \"common options\" of --help"
 	@echo "make test     run the test suite"
 	@echo "make bench    run the benchmarks (tables and ratios)"
 	@echo "make p4       make p4-gen, then recompile p4src/*.p4 and tests/p4/*.p4 with p4c into build/"

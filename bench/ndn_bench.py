@@ -8,7 +8,7 @@ On one network (default fat-tree k=4, 10 Mbit/s links; PS h1, every other host a
 2. NDN with 1 %, 5 % and 10 % loss on one GPU's link: how many of its updates the probe
    timer recovered, and whether every GPU still ended bit-exact.
 
-    python -m bench.ndn_bench [--topo fat-tree|leaf-spine] [--rounds 5] [--loss 0.01,0.05,0.1]
+    python -m bench.ndn_bench [--topo fat-tree|leaf-spine] [--rounds 5] [--gpu-loss 0.01,0.05,0.1]
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from experiments import options as opts
 from experiments.ndn import loss_on_gpu_link, ratios_table, run_ip, run_ndn
 from topologies import fat_tree, leaf_spine
 
@@ -36,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--values", type=int, default=3818)
     p.add_argument("--compute-time", type=float, default=0.3)
-    p.add_argument("--loss", default="0.01,0.05,0.1", help="loss rates on one GPU's link")
+    p.add_argument("--gpu-loss", default="0.01,0.05,0.1", metavar="R,R,...",
+                   help="loss rates on one GPU's link, one NDN run each (as --mode ndn's --gpu-loss)")
+    opts.add_alias(p, "--loss", "--gpu-loss", "gpu_loss")
     p.add_argument("--target", default=None, help="auto|embedded|bmv2")
     args = p.parse_args(argv)
     if os.geteuid() != 0:
@@ -48,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     hosts = topo.hosts()
     ps, gpus = hosts[0], hosts[1:]
     lossy = gpus[-1]                  # the farthest GPU
-    rates = [float(x) for x in args.loss.split(",") if x]
+    rates = [float(x) for x in args.gpu_loss.split(",") if x]
     out = Path(tempfile.mkdtemp(prefix="gradnet-ndn-bench-"))
     kw = dict(ps=ps, gpus=gpus, rounds=args.rounds, values=args.values,
               compute_time=args.compute_time, max_time=240.0)

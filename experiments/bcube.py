@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from controller.bcube import (
     gradients,
 )
 from controller.deploy import deploy, read_counters
-from controller.p4runtime import REPO_ROOT
+from experiments import options as opts
 from experiments.runner import log as _log
 from experiments.runner import prepare_hosts
 from experiments.schemes import SchemeResult, run_scheme
@@ -49,20 +50,23 @@ LABELS = {"bml": "BML (BCube)", "sharded_ps": "sharded PS (fat-tree)",
 
 
 def run_bml(n: int, k: int, bw: float, values: int, grads: list[np.ndarray], scale_bits: int,
-            run_dir: Path, target: str | None, loss: float = 0.0, max_time: float = 300.0,
-            pipeline: int = 1, log: Any = _log) -> tuple[SchemeResult, dict[str, Any]]:
+            run_dir: Path, target: str | None, link_loss: float = 0.0, max_time: float = 300.0,
+            pipeline: int = 1, log: Any = _log,
+            loss: Mapping[tuple[str, int], float] | None = None) -> tuple[SchemeResult, dict[str, Any]]:
     """BML on a fresh BCube(n, k); returns the result and the switches' drop counters.
 
-    ``loss`` > 0 puts that loss rate on one link of every level (the first switch of the
-    level, towards its first server)."""
+    ``link_loss`` > 0 puts that loss rate on one link of every level (the first switch of
+    the level, towards its first server); ``loss``: ``{(switch, port): rate}`` besides
+    (``--loss``; it wins on the same port)."""
     from topologies.network import Network
 
     topo = bcube_network_topology(n, k, bw)
     loss_spec = {}
-    if loss:
+    if link_loss:
         for lvl in range(k):
             sw = next(s for s in topo.switches() if topo.node(s)["level"] == lvl)
-            loss_spec[sw, 1] = loss
+            loss_spec[sw, 1] = link_loss
+    loss_spec.update(loss or {})
     with Network(topo, target=target, log=log) as net:
         rep = deploy(topo, net.grpc_addresses(), loss=loss_spec)
         log(f"BCube({n}, {k}): forward.p4 deployed ({rep}); loss {loss_spec or 'none'}")
@@ -186,31 +190,39 @@ def plot(path: Path, results: list[SchemeResult], bw: float) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """Options of ``--mode bcube``."""
     p = argparse.ArgumentParser(prog="python -m experiments --mode bcube",
-                                description=__doc__.splitlines()[0])
+                                description=__doc__.splitlines()[0],
+                                epilog="--bw: BCube and fat-tree host links (default 1: links, not "
+                                       "the 2-core CPU, limit); --loss names ports of the BCube "
+                                       "(s1, s2, ...); the fat-tree baselines run without loss.")
     p.add_argument("--n", type=int, default=3, help="switch ports N (default 3)")
     p.add_argument("--k", type=int, default=2, help="levels k (default 2: BCube(3,2), 9 servers)")
-    p.add_argument("--bw", type=float, default=1.0,
-                   help="link rate in Mbit/s (default 1: links, not the 2-core CPU, limit)")
     p.add_argument("--values", type=int, default=65536,
                    help="gradient length in float32 values (default 65536 = 256 kB)")
     p.add_argument("--schemes", default="bml,sharded_ps,ring,ps",
                    help="comma-separated subset of bml,sharded_ps,ring,ps")
     p.add_argument("--fabric-x", type=float, default=4.0,
                    help="fat-tree switch-to-switch links at this multiple of --bw (default 4)")
-    p.add_argument("--loss", type=float, default=0.0,
-                   help="loss rate on one BCube link per level (default 0)")
+    p.add_argument("--link-loss", type=float, default=0.0, metavar="RATE",
+                   help="loss rate on one BCube link per level: the level's first switch toward "
+                        "its first server (default 0)")
     p.add_argument("--pipeline", type=int, default=4,
                    help="BML: pieces per parameter set, pipelined through the levels "
                         "(default 4; 1 = exactly one thread per set)")
-    p.add_argument("--seed", type=int, default=1, help="gradient seed")
-    p.add_argument("--max-time", type=float, default=300.0, help="bound on each run (s)")
-    p.add_argument("--target", default=None, help="auto|embedded|bmv2 (default: $TARGET or auto)")
-    p.add_argument("--out-dir", default=str(REPO_ROOT / "results"), help="where results go")
+    opts.add_common(p, "bcube", takes={
+        "--seed": {"default": 1}, "--bw": {"default": 1.0},
+        "--loss": {"legacy": ("--link-loss", "link_loss")}, "--max-time": {"default": 300.0},
+        "--target": {}, "--out-dir": {}},
+        rejects={"--seeds": "it runs one gradient seed (--seed N); run it once per seed",
+                 "--target-accuracy": "it synchronises one gradient and trains no model "
+                                      "(time to accuracy: --mode train --scheme bml)",
+                 "--workers": "its servers are every host of BCube(N, k), N**k of them (--n, --k)"})
     return p
 
 
 def main(argv: list[str]) -> int:
     """Entry point (see the module doc)."""
+    from controller.deploy import DeployError, check_loss
+
     p = build_parser()
     args = p.parse_args(argv)
     schemes = [s.strip() for s in args.schemes.split(",") if s.strip()]
@@ -218,14 +230,18 @@ def main(argv: list[str]) -> int:
     if bad or not schemes:
         p.error(f"unknown scheme(s) {bad}: choose from {', '.join(LABELS)}")
     try:
-        bcube_network_topology(args.n, args.k, args.bw)
+        topo = bcube_network_topology(args.n, args.k, args.bw)
     except (ScheduleError, ValueError) as e:
         p.error(str(e))
     if args.n**args.k > 32:
         p.error(f"BCube({args.n}, {args.k}) has {args.n**args.k} servers: at most 32 (int32 fixed "
                 "point with an exact sum, hosts.fixedpoint; and 2 CPU cores)")
-    if not 0.0 <= args.loss < 1.0:
-        p.error("--loss must be in [0, 1)")
+    if not 0.0 <= args.link_loss < 1.0:
+        p.error("--link-loss must be in [0, 1)")
+    try:
+        port_loss = check_loss(topo, opts.loss_dict(args.loss))
+    except DeployError as e:
+        p.error(f"--loss: {e}")
     if os.geteuid() != 0:
         console.print("[red]the experiment needs root (network namespaces)[/red]")
         return 2
@@ -241,7 +257,7 @@ def main(argv: list[str]) -> int:
     counters: dict[str, Any] = {}
     if "bml" in schemes:
         res, counters = run_bml(args.n, args.k, args.bw, args.values, grads, scale_bits, run_dir,
-                                args.target, args.loss, args.max_time, args.pipeline)
+                                args.target, args.link_loss, args.max_time, args.pipeline, loss=port_loss)
         results.append(res)
         drops = {s: c["link_drops"] for s, c in counters.items() if any(c["link_drops"].values())}
         no_route = sum(c["ingress_drops"].get("no_route", 0) for c in counters.values())
@@ -255,7 +271,8 @@ def main(argv: list[str]) -> int:
                            f"{args.bw:g} Mbit/s links")
     summary = {
         "n": args.n, "k": args.k, "servers": servers, "values": args.values, "bw_mbit": args.bw,
-        "scale_bits": scale_bits, "fabric_x": args.fabric_x, "loss": args.loss, "ratios": ratios,
+        "scale_bits": scale_bits, "fabric_x": args.fabric_x, "link_loss": args.link_loss,
+        "loss": {f"{sw}:{pt}": r for (sw, pt), r in port_loss.items()}, "ratios": ratios,
         "bcube_counters": counters,
         "runs": [{k: v for k, v in asdict(r).items() if k != "reports"} | {"ratio": r.ratio}
                  for r in results],

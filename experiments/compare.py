@@ -42,7 +42,7 @@ from rich.console import Console
 from rich.table import Table
 
 from controller.bcube import bcube_shape
-from controller.p4runtime import REPO_ROOT
+from experiments import options as opts
 
 # wide tables even when stdout is a file or pipe (Rich would fold them at 80 columns)
 console = Console(width=None if sys.stdout.isatty() else 200)
@@ -479,31 +479,37 @@ def plot(path: Path, rows: list[Row], args: argparse.Namespace) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """Options of ``--mode compare``."""
     p = argparse.ArgumentParser(prog="python -m experiments --mode compare",
-                                description=__doc__.splitlines()[0] + " " + __doc__.splitlines()[1])
+                                description=__doc__.splitlines()[0] + " " + __doc__.splitlines()[1],
+                                epilog="--workers: the contributors N, 2..15 (default 8: BCube(2, 3); "
+                                       "PS-based schemes add a PS); --bw: every host link of the "
+                                       "fat-tree, the BCube and the token LAN.")
     p.add_argument("--schemes", default="all",
                    help=f"comma-separated subset of {','.join(SCHEMES)} (default all)")
     p.add_argument("--values", type=int, default=32768,
                    help="gradient length in float32 values (default 32768 = 128 KiB, the most a "
                         f"token NIC holds: {TOKEN_MAX_VALUES})")
-    p.add_argument("--workers", type=int, default=8,
-                   help="contributors N (default 8: BCube(2, 3); PS-based schemes add a PS)")
-    p.add_argument("--bw", type=float, default=2.0, help="link rate in Mbit/s (default 2)")
-    p.add_argument("--seed", type=int, default=1, help="gradient seed (default 1)")
     p.add_argument("--fabric-x", type=float, default=4.0,
                    help="fat-tree switch-to-switch links at this multiple of --bw (default 4)")
     p.add_argument("--budget", type=int, default=2, help="INA: aggregating switches K (default 2)")
     p.add_argument("--capacity", type=float, default=1000.0, help="INA: switch capacity (Mbit/s)")
     p.add_argument("--window", type=int, default=32, help="INA/PS: outstanding fragments per worker")
-    p.add_argument("--timeout", type=float, default=1.0, help="INA/PS: retransmission timeout (s)")
+    p.add_argument("--timeout", type=float, default=1.0,
+                   help="INA/PS: worker retransmission timeout in seconds (default 1; not a bound "
+                        "on the run: that is --max-time)")
     p.add_argument("--pipeline", type=int, default=4, help="BML: pieces per parameter set (default 4)")
     p.add_argument("--lr", type=float, default=0.1, help="NDN: the PS's learning rate (default 0.1)")
     p.add_argument("--ndn-timeout", type=float, default=0.0,
                    help="NDN: Interest retransmission timeout (s; default: from --bw and --workers)")
     p.add_argument("--token-wait-unit", type=float, default=2.0,
                    help="token: t of the staggered timeouts (s, default 2)")
-    p.add_argument("--max-time", type=float, default=240.0, help="bound on each run (s)")
-    p.add_argument("--target", default=None, help="auto|embedded|bmv2 (default: $TARGET or auto)")
-    p.add_argument("--out-dir", default=str(REPO_ROOT / "results"), help="where results go")
+    opts.add_common(p, "compare", takes={
+        "--seed": {"default": 1}, "--workers": {"default": 8}, "--bw": {"default": 2.0},
+        "--max-time": {"default": 240.0}, "--target": {}, "--out-dir": {}},
+        rejects={"--seeds": "it runs one gradient seed (--seed N); run it once per seed",
+                 "--target-accuracy": "it synchronises one gradient and trains no model "
+                                      "(time to accuracy: --mode train)",
+                 "--loss": "its schemes run on three networks (fat-tree, BCube, token LAN), so "
+                           "a switch port names no one link (lossy runs: --mode train --loss)"})
     return p
 
 

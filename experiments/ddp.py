@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from controller.ina import InaDeployment, InaJob
-from controller.p4runtime import REPO_ROOT
+from experiments import options as opts
 from experiments.ina import switch_neighbors
 from experiments.runner import finish, spawn
 from experiments.runner import log as _log
@@ -96,14 +96,15 @@ def run_ddp(net: Any, topo: Topology, ps: str, workers: list[str], run: str, job
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m experiments --mode ddp``."""
+def build_parser() -> argparse.ArgumentParser:
+    """Options of ``--mode ddp``."""
     ap = argparse.ArgumentParser(prog="python -m experiments --mode ddp",
-                                 description=__doc__.splitlines()[0])
+                                 description=__doc__.splitlines()[0],
+                                 epilog="--workers: the DDP ranks (the hosts after the PS, in "
+                                        "order); --bw: every link of --topo; --loss: the same "
+                                        "ports in every run.")
     ap.add_argument("--topo", default="star:5", help="topology (default star:5)")
-    ap.add_argument("--bw", type=float, default=20.0, help="link bandwidth, Mbit/s (default 20)")
     ap.add_argument("--ps", default=None, help="PS host (default: the first host)")
-    ap.add_argument("--workers", type=int, default=4, help="DDP ranks (default 4)")
     ap.add_argument("--budget", type=int, default=0,
                     help="aggregating switches K besides the PS's ToR s_d, which always "
                          "aggregates (default 0: on star:5, s_d aggregates all four ranks)")
@@ -111,17 +112,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=16, help="per-rank batch (default 16)")
     ap.add_argument("--lr", type=float, default=0.5, help="SGD learning rate (default 0.5)")
     ap.add_argument("--max-steps", type=int, default=0, help="cap on steps per epoch (0: none)")
-    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--port", type=int, default=29500, help="gloo rendezvous port")
     ap.add_argument("--runs", default=",".join(RUNS), help=f"subset of {','.join(RUNS)}")
-    ap.add_argument("--max-time", type=float, default=600.0)
-    ap.add_argument("--target", default=None, help="auto|embedded|bmv2")
-    ap.add_argument("--out-dir", default=str(REPO_ROOT / "results"))
-    args = ap.parse_args(argv)
+    opts.add_common(ap, "ddp", takes={
+        "--seed": {"default": 0}, "--workers": {"default": 4}, "--bw": {"default": 20.0},
+        "--loss": {}, "--max-time": {"default": 600.0}, "--target": {}, "--out-dir": {}},
+        rejects={"--seeds": "it runs one seed (--seed N); run it once per seed",
+                 "--target-accuracy": "it trains a fixed number of epochs (--epochs; time to "
+                                      "accuracy: --mode train)"})
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m experiments --mode ddp``."""
+    args = build_parser().parse_args(argv)
     if os.geteuid() != 0:
         console.print("[red]the experiment needs root (network namespaces)[/red]")
         return 2
     from controller.cli import UsageError, parse_topology
+    from controller.deploy import DeployError, check_loss
     from topologies.network import Network
 
     runs = [r.strip() for r in args.runs.split(",") if r.strip()]
@@ -139,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         rest = [h for h in hosts if h != ps]
         if not 1 <= args.workers <= min(len(rest), 32):
             raise UsageError(f"--workers must be 1..{min(len(rest), 32)} on {topo.name}")
-    except UsageError as e:
+        loss = check_loss(topo, opts.loss_dict(args.loss))
+    except (UsageError, DeployError) as e:
         console.print(f"[red]error: {e}[/red]")
         return 2
     from controller.placement import PlacementError
@@ -162,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         addresses = net.grpc_addresses()
         for run in runs:
             job = jobs.get(run)
-            dep = InaDeployment(topo, addresses, [job or jobs["ina-ps"]])
+            dep = InaDeployment(topo, addresses, [job or jobs["ina-ps"]], loss=loss)
             dep.deploy()
             _log(f"{run}: training ...")
             rec = run_ddp(net, topo, ps, workers, run, job, run_dir / run, args)
@@ -170,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
             records.append(rec)
     _print(records, len(workers))
     summary = {"topology": topo.name, "ps": ps, "workers": workers, "values": values,
-               "epochs": args.epochs, "runs": records}
+               "epochs": args.epochs, "loss": {f"{sw}:{pt}": r for (sw, pt), r in loss.items()},
+               "runs": records}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     _plot(run_dir / "ddp_accuracy.png", records)
     console.print(f"results: {run_dir}/summary.json, {run_dir}/ddp_accuracy.png")

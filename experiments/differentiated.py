@@ -27,6 +27,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,8 +35,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from controller.p4runtime import REPO_ROOT
 from controller.qos import EgressQueues
+from experiments import options as opts
 from experiments.runner import finish, last_json, prepare_hosts, spawn
 from experiments.runner import log as _log
 from hosts.differentiated.wire import (
@@ -103,14 +104,16 @@ class TransportRun:
         return out
 
 
-def configure(net: Any, topo: Topology, setup: QosSetup) -> EgressQueues:
-    """Deploy forward.p4 with the DSCP map and set the bottleneck port's queues."""
+def configure(net: Any, topo: Topology, setup: QosSetup,
+              loss: Mapping[tuple[str, int], float] | None = None) -> EgressQueues:
+    """Deploy forward.p4 with the DSCP map (and ``loss``: ``{(switch, port): rate}``) and
+    set the bottleneck port's queues."""
     from controller.deploy import deploy
 
     rules = dscp_priority_map(setup.levels, NB_QUEUES)
     if not setup.priorities:
         rules = dict.fromkeys(rules, 0)
-    deploy(topo, net.grpc_addresses(), priorities=rules)
+    deploy(topo, net.grpc_addresses(), priorities=rules, loss=loss or None)
     eq = EgressQueues.of(net.run_dir, SWITCH, NB_QUEUES)
     port = topo.port(SWITCH, PS_HOST)
     eq.set_port_rate(setup.port_rate, port)
@@ -276,14 +279,14 @@ def plot(path: Path, runs: list[TransportRun]) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """Options (defaults: a run of a few minutes on a 2-core machine)."""
     p = argparse.ArgumentParser(prog="python -m experiments --mode differentiated",
-                                description=__doc__.splitlines()[0])
-    p.add_argument("--workers", type=int, default=4, help="number of workers (default 4)")
+                                description=__doc__.splitlines()[0],
+                                epilog=f"--workers: the workers on the star (the PS is {PS_HOST}, "
+                                       f"the switch {SWITCH}); --loss names ports of the star, "
+                                       "the same in every transport's run.")
     p.add_argument("--epochs", type=int, default=12, help="training epochs (default 12)")
     p.add_argument("--batch", type=int, default=32, help="per-worker batch size (default 32)")
     p.add_argument("--lr", type=float, default=0.5, help="SGD learning rate (default 0.5)")
     p.add_argument("--channels", type=int, default=8, help="CNN width (default 8)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the model, data split and batches")
-    p.add_argument("--bw", type=float, default=20.0, help="link bandwidth, Mbit/s (default 20)")
     p.add_argument("--port-rate", type=float, default=300.0,
                    help="line rate of s1's port to the PS, packets/s (default 300)")
     p.add_argument("--depth", type=int, default=64, help="packets per queue (default 64)")
@@ -296,9 +299,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grace", type=float, default=0.01,
                    help="PS wait for unreliable blocks after the important ones (s, default 0.01)")
     p.add_argument("--transports", default=",".join(MODES), help=f"which runs (default {','.join(MODES)})")
-    p.add_argument("--max-time", type=float, default=600.0, help="bound on each run (s)")
-    p.add_argument("--target", default=None, help="auto|embedded|bmv2 (default: $TARGET or auto)")
-    p.add_argument("--out-dir", default=str(REPO_ROOT / "results"), help="where results go")
+    opts.add_common(p, "differentiated", takes={
+        "--seed": {"default": 0}, "--workers": {"default": 4}, "--bw": {"default": 20.0},
+        "--loss": {}, "--max-time": {"default": 600.0}, "--target": {}, "--out-dir": {}},
+        rejects={"--seeds": "it runs one seed (--seed N); run it once per seed",
+                 "--target-accuracy": "it trains a fixed number of epochs (--epochs; time to "
+                                      "accuracy: --mode train --scheme differentiated)"})
     return p
 
 
@@ -310,7 +316,13 @@ def run(args: argparse.Namespace, log: Any = _log) -> tuple[list[TransportRun], 
     bad = [m for m in modes if m not in MODES]
     if bad:
         raise SystemExit(f"unknown transport(s) {bad}: choose from {', '.join(MODES)}")
+    from controller.deploy import DeployError, check_loss
+
     topo = star(args.workers + 1, bw=args.bw)
+    try:
+        loss = check_loss(topo, opts.loss_dict(getattr(args, "loss", [])))
+    except DeployError as e:
+        raise SystemExit(f"--loss: {e}") from None
     setup = QosSetup(args.port_rate, args.depth, args.top_depth, args.levels)
     run_dir = Path(args.out_dir).resolve() / time.strftime("differentiated-%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -318,12 +330,13 @@ def run(args: argparse.Namespace, log: Any = _log) -> tuple[list[TransportRun], 
               "--channels", str(args.channels), "--seed", str(args.seed), "--block-size", str(args.block_size)]
     wargs = ["--alpha", str(args.alpha), "--quantile", str(args.quantile), "--levels", str(args.levels)]
     log(f"star: PS {PS_HOST} + {args.workers} workers on {SWITCH}; {SWITCH}->{PS_HOST} line rate "
-        f"{args.port_rate:g} pkt/s, queues {args.depth} pkts (top {args.top_depth}), links {args.bw:g} Mbit/s")
+        f"{args.port_rate:g} pkt/s, queues {args.depth} pkts (top {args.top_depth}), links {args.bw:g} Mbit/s"
+        + (f"; loss {', '.join(f'{sw}:{pt}={r:g}' for (sw, pt), r in loss.items())}" if loss else ""))
     log(f"DSCP -> priority: {dscp_priority_map(args.levels)} (EF {DSCP_IMPORTANT} = important, "
         f"levels {list(DSCP_LEVELS[:args.levels])}, best effort {DSCP_BEST_EFFORT} = all-unreliable)")
     runs: list[TransportRun] = []
     with Network(topo, target=args.target, priority_queues=NB_QUEUES, log=log) as net:
-        eq = configure(net, topo, setup)
+        eq = configure(net, topo, setup, loss)
         for mode in modes:
             log(f"{mode}: training {args.epochs} epochs ...")
             r = run_transport(net, topo, eq, run_dir, mode, common, wargs, ["--grace", str(args.grace)],
@@ -354,6 +367,12 @@ def main(argv: list[str]) -> int:
         parser.error(f"--levels must be <= {len(DSCP_LEVELS)} (one DSCP per level)")
     if args.port_rate < 0 or args.grace < 0:
         parser.error("--port-rate and --grace must be >= 0")
+    from controller.deploy import DeployError, check_loss
+
+    try:
+        check_loss(star(args.workers + 1, bw=args.bw), opts.loss_dict(args.loss))
+    except DeployError as e:
+        parser.error(f"--loss: {e}")
     if os.geteuid() != 0:
         console.print("[red]the experiment needs root (network namespaces)[/red]")
         return 2

@@ -34,6 +34,7 @@ from controller.deploy import deploy
 from controller.ina import InaDeployment, InaJob, switch_ip
 from controller.p4runtime import REPO_ROOT
 from controller.routing import port_mac
+from experiments import options as opts
 from experiments.accounting import Snapshot, time_split
 from experiments.runner import await_ready, finish, spawn
 from experiments.runner import log as _log
@@ -203,7 +204,7 @@ def _experiment_topology(args: argparse.Namespace) -> Topology:
     if not args.topo:
         return fat_tree(args.k, bw=args.bw)
     topo = parse_topology(args.topo)
-    if args.bw_given:
+    if getattr(args, "bw_given", False):
         for _, _, data in topo.graph.edges(data=True):
             data["capacity"] = float(args.bw)
     return topo
@@ -246,14 +247,14 @@ def _job_hosts(topo: Topology, args: argparse.Namespace) -> list[tuple[str, list
 def run_ina(args: argparse.Namespace) -> int:
     """The main experiment (see the module doc)."""
     from controller.cli import UsageError
-    from controller.deploy import DeployError, check_loss, parse_loss
+    from controller.deploy import DeployError, check_loss
     from topologies import TopologyError
     from topologies.network import Network
 
     try:
         topo = _experiment_topology(args)
         plan = _job_hosts(topo, args)
-        loss = check_loss(topo, dict(parse_loss(x) for x in args.loss))
+        loss = check_loss(topo, opts.loss_dict(args.loss))
     except (UsageError, DeployError, TopologyError) as e:
         console.print(f"[red]error: {e}[/red]")
         return 2
@@ -395,44 +396,43 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m experiments", description=__doc__.splitlines()[0])
     p.add_argument("--mode", choices=["ina", "reach"], default="ina",
                    help="experiment (default ina); the other modes (ndn, differentiated, bcube, "
-                        "token, ddp, compare) take their own options "
+                        "token, ddp, compare, train) take their own options "
                         "(python -m experiments --mode MODE --help)")
     p.add_argument("--topo", default=None, metavar="TOPO",
                    help="topology: builder spec (leaf-spine:2,4,2, star:8, ...) or a topology "
-                        "file (default: fat-tree --k)")
-    p.add_argument("--k", type=int, default=4, help="fat-tree arity when no --topo (default 4)")
-    p.add_argument("--bw", type=float, default=None,
-                   help="link bandwidth in Mbit/s (default 2; with --topo: overrides the file's)")
+                        "file (default: fat-tree --k); --bw given overrides the file's rates")
+    p.add_argument("--k", type=int, default=4, help="fat-tree arity when no --topo (default 4; every link at --bw)")
     p.add_argument("--ps", default=None, metavar="H[,H...]",
                    help="parameter server host(s), one per job (default: the first hosts)")
-    p.add_argument("--workers", default="", metavar="N|H,H,...",
-                   help="worker count or hosts in rank order (default: every other host)")
     p.add_argument("--jobs", type=int, default=1, help="concurrent INA jobs (workers dealt "
                                                         "round-robin; default 1)")
-    p.add_argument("--loss", action="append", default=[], metavar="SW:PORT=RATE",
-                   help="emulated loss of a switch egress port, e.g. s3:1=0.05 (repeatable)")
     p.add_argument("--values", type=int, default=65536, help="gradient size in float32 values (default 65536)")
     p.add_argument("--budget", type=int, default=2, help="K programmable switches (default 2)")
     p.add_argument("--capacity", type=float, default=1000.0, help="switch capacity C in Mbit/s")
     p.add_argument("--window", type=int, default=32, help="outstanding fragments per worker")
-    p.add_argument("--timeout", type=float, default=1.0, help="worker retransmission timeout (s)")
-    p.add_argument("--max-time", type=float, default=300.0, help="bound on each run (s)")
-    p.add_argument("--seed", type=int, default=1, help="gradient seed")
-    p.add_argument("--target", default=None, help="auto|embedded|bmv2 (default: $TARGET or auto)")
-    p.add_argument("--out-dir", default=str(REPO_ROOT / "results"), help="where results go")
+    p.add_argument("--timeout", type=float, default=1.0,
+                   help="worker retransmission timeout in seconds (default 1; not a bound on the "
+                        "run: that is --max-time)")
     p.add_argument("--cli", action="store_true", help="open a Mininet CLI before teardown")
+    opts.add_common(p, "ina", takes={
+        "--seed": {"default": 1}, "--workers": {"default": "all", "hosts": True},
+        "--bw": {"default": 2.0}, "--loss": {}, "--max-time": {"default": 300.0},
+        "--target": {}, "--out-dir": {}},
+        rejects={"--seeds": "it runs one gradient seed per job (SEED+j for job j)",
+                 "--target-accuracy": "it synchronises one gradient and trains no model "
+                                      "(time to accuracy: --mode train)"})
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     """``--mode ina`` (the default) and ``--mode reach``."""
-    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    parser = build_parser()
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.mode == "reach" and args.loss:
+        parser.error("--mode reach checks reachability on a loss-free network: it does not take --loss")
     if os.geteuid() != 0:
         console.print("[red]the experiment needs root (network namespaces)[/red]")
         return 2
-    args.bw_given = args.bw is not None
-    if args.bw is None:
-        args.bw = 2.0
     if args.mode == "reach":
         return run_reach(_experiment_topology(args), args.target, args.cli)
     return run_ina(args)

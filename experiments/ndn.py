@@ -31,9 +31,10 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from controller.deploy import DeployError, check_loss
 from controller.deploy import deploy as deploy_forward
 from controller.ndn import NdnDeployment, read_switch_state
-from controller.p4runtime import REPO_ROOT
+from experiments import options as opts
 from experiments.runner import log as _log
 from experiments.runner import spawn
 from topologies import fat_tree, leaf_spine
@@ -310,13 +311,14 @@ def _plot(path: Path, ndn: NdnRunResult, ip: NdnRunResult) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options."""
     p = argparse.ArgumentParser(prog="python -m experiments --mode ndn",
-                                description=__doc__.splitlines()[0])
+                                description=__doc__.splitlines()[0],
+                                epilog="--workers: the GPUs (the PS is h1; default all: every other "
+                                       "host); --gpu-loss puts loss on the first GPU's edge port, "
+                                       "--loss on any switch port (both apply).")
     p.add_argument("--topo", default="fat-tree", choices=["fat-tree", "leaf-spine"],
                    help="fat-tree (k=--k) or leaf-spine 2 spines, 2 leaves, 3 hosts each")
     p.add_argument("--k", type=int, default=4, help="fat-tree arity (default 4)")
-    p.add_argument("--bw", type=float, default=10.0, help="link bandwidth in Mbit/s (default 10)")
-    p.add_argument("--gpus", type=int, default=0, help="number of GPUs (default: every other host)")
-    p.add_argument("--busy", type=int, default=1, help="how many of them decline the task (default 1)")
+    p.add_argument("--busy", type=int, default=1, help="how many of the GPUs decline the task (default 1)")
     p.add_argument("--rounds", type=int, default=5, help="synchronous rounds (default 5)")
     p.add_argument("--steps", type=int, default=2, help="async: gradients per GPU (default 2)")
     p.add_argument("--values", type=int, default=3818, help="model size (default: the digits CNN's 3,818)")
@@ -325,19 +327,27 @@ def build_parser() -> argparse.ArgumentParser:
                    help="synthetic gradients (checked against a replay) or the digits CNN "
                         "(real training, accuracy reported; --values is then 3818)")
     p.add_argument("--lr", type=float, default=0.1, help="learning rate (default 0.1)")
-    p.add_argument("--loss", type=float, default=0.05, help="loss on one GPU's link (default 0.05)")
+    p.add_argument("--gpu-loss", type=float, default=0.05, metavar="RATE",
+                   help="loss rate on the first GPU's link, toward it (default 0.05; 0: none)")
     p.add_argument("--no-async", action="store_true", help="skip the asynchronous run")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-time", type=float, default=180.0)
-    p.add_argument("--target", default=None, help="auto|embedded|bmv2")
-    p.add_argument("--out-dir", default=str(REPO_ROOT / "results"))
     p.add_argument("--cli", action="store_true", help="open a Mininet CLI before teardown")
+    opts.add_common(p, "ndn", takes={
+        "--seed": {"default": 0}, "--workers": {"default": "all", "allow_all": True},
+        "--bw": {"default": 10.0}, "--loss": {"legacy": ("--gpu-loss", "gpu_loss")},
+        "--max-time": {"default": 180.0}, "--target": {}, "--out-dir": {}},
+        rejects={"--seeds": "it runs one seed (--seed N); run it once per seed",
+                 "--target-accuracy": "it runs a fixed number of rounds (time to accuracy: "
+                                      "--mode train --scheme ndn)"})
+    opts.add_alias(p, "--gpus", "--workers", "workers", type=opts.workers_type(allow_all=True))
     return p
 
 
 def main(argv: list[str]) -> int:
     """Entry point of ``--mode ndn``."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not 0.0 <= args.gpu_loss <= 1.0:
+        parser.error(f"--gpu-loss must be in [0, 1], got {args.gpu_loss:g}")
     if os.geteuid() != 0:
         console.print("[red]the experiment needs root (network namespaces)[/red]")
         return 2
@@ -346,10 +356,19 @@ def main(argv: list[str]) -> int:
     topo = fat_tree(args.k, bw=args.bw) if args.topo == "fat-tree" else leaf_spine(2, 2, 3, bw=args.bw)
     hosts = topo.hosts()
     ps = hosts[0]
-    gpus = hosts[1:1 + args.gpus] if args.gpus else hosts[1:]
+    if args.workers is not None and args.workers > len(hosts) - 1:
+        console.print(f"[red]error: --workers {args.workers}: {topo.name} has {len(hosts) - 1} "
+                      "hosts besides the PS[/red]")
+        return 2
+    gpus = hosts[1:1 + args.workers] if args.workers else hosts[1:]
     busy = tuple(gpus[-args.busy:]) if args.busy else ()
     lossy = gpus[0]
-    loss = loss_on_gpu_link(topo, lossy, args.loss) if args.loss else {}
+    loss = loss_on_gpu_link(topo, lossy, args.gpu_loss) if args.gpu_loss else {}
+    try:
+        loss |= check_loss(topo, opts.loss_dict(args.loss))
+    except DeployError as e:
+        console.print(f"[red]error: {e}[/red]")
+        return 2
     run_dir = Path(args.out_dir).resolve() / time.strftime("ndn-%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=True)
     values = 3818 if args.model == "digits" else args.values
@@ -357,7 +376,8 @@ def main(argv: list[str]) -> int:
               seed=args.seed, compute_time=args.compute_time, max_time=args.max_time,
               model=args.model, lr=args.lr)
     _log(f"{topo.name}: PS {ps}, {len(gpus)} GPUs ({len(busy)} busy: {', '.join(busy) or '-'}), "
-         f"{args.model} model, {values} float32 values, {args.rounds} sync rounds, loss {args.loss:g} toward {lossy}")
+         f"{args.model} model, {values} float32 values, {args.rounds} sync rounds, loss {args.gpu_loss:g} toward {lossy}"
+         + (f"; port loss {', '.join(f'{sw}:{pt}={r:g}' for (sw, pt), r in loss.items())}" if args.loss else ""))
     runs: dict[str, NdnRunResult] = {}
     with Network(topo, target=args.target, log=_log) as net:
         runs["ndn-sync"] = run_ndn(net, topo, run_dir / "ndn-sync", loss, mode="sync", **kw)
@@ -391,7 +411,8 @@ def main(argv: list[str]) -> int:
                        " ".join(f"{k}={v}" for k, v in st.get("events", {}).items()))
     console.print(pp)
     summary = {"topology": topo.name, "ps": ps, "gpus": gpus, "busy": list(busy), "lossy_gpu": lossy,
-               "loss": args.loss, "values": values, "model": args.model,
+               "gpu_loss": args.gpu_loss, "loss": {f"{sw}:{pt}": r for (sw, pt), r in loss.items()},
+               "values": values, "model": args.model,
                "runs": {k: asdict(v) for k, v in runs.items()},
                "distribute_ratio": (runs["ndn-sync"].distribute_bytes_per_round
                                     / runs["ip-sync"].distribute_bytes_per_round

@@ -6,7 +6,7 @@ Builds :func:`controller.token.token_lan` (N hosts, each behind its own smart NI
 the digits CNN and prints per-epoch time and accuracy, tokens passed, gradients
 accumulated and node removals, with the NICs' counters. ``--kill h3@4`` kills a node
 4 s into training (after formation and distribution); the others declare it lost and go on. Results (JSON and a plot of
-accuracy vs time with removals marked) go to ``--out``.
+accuracy vs time with removals marked) go to ``<--out-dir>/token-<time>/``.
 """
 
 from __future__ import annotations
@@ -25,8 +25,10 @@ from rich.console import Console
 from rich.table import Table
 
 from controller.token import TokenCounters, TokenDeployment, token_lan
+from experiments import options as opts
 from experiments.runner import log as _log
 from experiments.runner import spawn
+from topologies import TopologyError
 
 console = Console(width=150)
 
@@ -263,8 +265,10 @@ def _slow_spec(spec: str) -> tuple[str, float]:
 def build_parser() -> argparse.ArgumentParser:
     """Options of the token experiment."""
     p = argparse.ArgumentParser(prog="python -m experiments --mode token",
-                                description=__doc__.split("\n\n")[0])
-    p.add_argument("--nodes", type=int, default=4, help="training nodes on the LAN (default 4)")
+                                description=__doc__.split("\n\n")[0],
+                                epilog="--workers: the training nodes h1..hN on the LAN (h1 holds "
+                                       "model and data); --bw: every link of the LAN (1000: "
+                                       "unshaped).")
     p.add_argument("--epochs", type=int, default=8)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=0.3)
@@ -275,37 +279,52 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--slow", type=_slow_spec, action="append", default=[], metavar="HOST=F",
                    help="HOST computes F times slower (repeatable)")
     p.add_argument("--min-nodes", type=int, default=2)
-    p.add_argument("--target", default=None, help="auto, embedded or bmv2")
-    p.add_argument("--out", default="results/token", help="directory for JSON, logs and the plot")
-    p.add_argument("--timeout", type=float, default=400.0)
+    opts.add_common(p, "token", takes={
+        "--seed": {"default": 0}, "--workers": {"default": 4}, "--bw": {"default": 1000.0},
+        "--max-time": {"default": 400.0}, "--target": {}, "--out-dir": {}},
+        rejects={"--seeds": "it runs one seed (--seed N); run it once per seed",
+                 "--target-accuracy": "it trains a fixed number of epochs (--epochs; time to "
+                                      "accuracy: --mode train --scheme token)",
+                 "--loss": "nic.p4 and lan.p4 have no emulated loss (only forward.p4, ina.p4 "
+                           "and ndn.p4 do)"})
+    opts.add_alias(p, "--nodes", "--workers", "workers", type=opts.workers_type())
+    opts.add_alias(p, "--out", "--out-dir", "out_dir",
+                   note="results now go to a token-<time> directory under it")
+    opts.add_alias(p, "--timeout", "--max-time", "max_time", type=float)
     return p
 
 
 def main(argv: list[str]) -> int:
     """Run the experiment; 0 when training finished on every surviving node."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not 0 < args.bw <= 1000:
+        parser.error(f"--bw must be in (0, 1000] Mbit/s, got {args.bw:g}")
+    try:
+        topo = token_lan(args.workers, bw=args.bw)
+    except TopologyError as e:
+        parser.error(f"--workers: {e}")
     if os.geteuid() != 0:
         console.print("[red]the experiment needs root (network namespaces)[/red]")
         return 2
     from topologies.network import Network
 
-    topo = token_lan(args.nodes, bw=1000)
     for h, _t in args.kill + args.slow:
         if h not in topo.hosts():
-            console.print(f"[red]unknown host {h!r} (hosts h1..h{args.nodes})[/red]")
+            console.print(f"[red]unknown host {h!r} (hosts h1..h{args.workers})[/red]")
             return 2
-    out = Path(args.out)
+    out = Path(args.out_dir).resolve() / time.strftime("token-%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
-    common = ["--epochs", str(args.epochs), "--batch-size", str(args.batch_size), "--lr", str(args.lr),
+    common = ["--seed", str(args.seed), "--epochs", str(args.epochs), "--batch-size", str(args.batch_size), "--lr", str(args.lr),
               "--cutoff", str(args.cutoff), "--wait-unit", str(args.wait_unit),
               "--min-nodes", str(args.min_nodes), "--save", str(out / "model.pt")]
     per_host = {h: ["--slowdown", str(f)] for h, f in args.slow}
-    with Network(topo, target=args.target, limit_bw=False, log=_log) as net:
+    with Network(topo, target=args.target, limit_bw=args.bw < 1000, log=_log) as net:
         dep = TokenDeployment(topo, net.grpc_addresses())
         rep = dep.deploy()
         _log(f"deployed nic.p4 on {len(dep.nics)} NICs and lan.p4 on the LAN switch: {rep}")
         run = run_token(net, topo, out / "logs", common, per_host=per_host,
-                        kills=dict(args.kill), from_training=True, timeout=args.timeout)
+                        kills=dict(args.kill), from_training=True, timeout=args.max_time)
         run.counters = dep.read_counters()
     print_report(run)
     for h, r in run.nodes.items():
