@@ -151,7 +151,10 @@ def _kv(spec: str, what: str) -> tuple[str, str]:
 
 
 def build_parser(add_help: bool = True, prog: str = "python -m experiments --mode train") -> argparse.ArgumentParser:
-    """The harness's options (the option vocabulary every experiment shares)."""
+    """The harness's options; the common ones are the vocabulary every mode shares
+    (``experiments/options.py``)."""
+    from experiments import options
+
     p = argparse.ArgumentParser(prog=prog, add_help=add_help, description=__doc__.splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scheme", default=",".join(DEFAULT_SCHEMES),
@@ -160,8 +163,6 @@ def build_parser(add_help: bool = True, prog: str = "python -m experiments --mod
     p.add_argument("--reference", default="gloo", help="the scheme the ratios are taken against (default gloo)")
     p.add_argument("--model", default="digits", help="model: digits (CNN, 3,818 parameters) or mlp (>= 100k)")
     p.add_argument("--data", default="digits", help="data set: digits (bundled with scikit-learn) or synthetic")
-    p.add_argument("--seeds", type=int, default=3, help="seeds per scheme (default 3)")
-    p.add_argument("--seed", type=int, default=0, help="first seed (seeds are SEED..SEED+N-1)")
     p.add_argument("--epochs", type=int, default=4,
                    help="epochs per run (default 4: every seed of the digits CNN reaches its target)")
     p.add_argument("--batch", type=int, default=16, help="per-rank batch size (default 16)")
@@ -169,13 +170,7 @@ def build_parser(add_help: bool = True, prog: str = "python -m experiments --mod
     p.add_argument("--max-steps", type=int, default=0, help="cap on steps per epoch (0: none)")
     p.add_argument("--eval-every", type=int, default=0,
                    help="evaluate every K steps besides each epoch's end (default: 4 per epoch)")
-    p.add_argument("--target-accuracy", type=float, default=None,
-                   help="test accuracy to reach (default: the model's fixed target, in the table)")
-    p.add_argument("--workers", type=int, default=4, help="training hosts (default 4)")
     p.add_argument("--topo", default=None, help="topology (default star:<workers+1>; the first host is the PS)")
-    p.add_argument("--bw", type=float, default=20.0, help="every link's rate in Mbit/s (default 20)")
-    p.add_argument("--loss", action="append", default=[], metavar="SW:PORT=RATE",
-                   help="emulated loss of a switch egress port (repeatable; the same for every scheme)")
     p.add_argument("--slow", action="append", default=[], metavar="HOST=F",
                    help="HOST computes F times slower (repeatable)")
     p.add_argument("--kill", action="append", default=[], metavar="HOST@T",
@@ -184,11 +179,13 @@ def build_parser(add_help: bool = True, prog: str = "python -m experiments --mod
                    help="fix compute per batch at S seconds (dilated time, labelled; 0: real)")
     p.add_argument("--budget", type=int, default=0,
                    help="INA: aggregating switches besides s_d (default 0: s_d aggregates)")
-    p.add_argument("--max-time", type=float, default=300.0, help="bound on each run's training (s)")
-    p.add_argument("--target", default=None, help="switch target: auto|embedded|bmv2 (default $TARGET)")
-    p.add_argument("--out-dir", default=str(REPO_ROOT / "results"), help="where results go")
     p.add_argument("--resume", default=None, metavar="DIR", help="continue a results directory")
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
+    options.add_common(p, "train", takes={
+        "--seeds": {"default": 3}, "--seed": {"default": 0},
+        "--target-accuracy": {"default": None}, "--workers": {"default": 4},
+        "--bw": {"default": 20.0}, "--loss": {}, "--max-time": {"default": 300.0},
+        "--target": {}, "--out-dir": {}}, rejects={})
     return p
 
 
@@ -228,7 +225,7 @@ class Plan:
 def make_plan(args: argparse.Namespace) -> Plan:
     """Check the options against each other and the topology; raise HarnessError."""
     from controller.cli import UsageError, parse_topology
-    from controller.deploy import DeployError, check_loss, parse_loss
+    from controller.deploy import DeployError, check_loss
     from hosts import training as tr
     from topologies import TopologyError
 
@@ -285,7 +282,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         if slow[h] < 1.0:
             raise HarnessError(f"--slow {spec}: the factor must be >= 1")
     try:
-        loss = check_loss(topo, dict(parse_loss(x) for x in args.loss))
+        loss = check_loss(topo, dict(args.loss))  # ((switch, port), rate) pairs
     except DeployError as e:
         raise HarnessError(str(e)) from None
     shared = Setting(topo, ps, workers, float(args.bw))

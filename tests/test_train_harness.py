@@ -26,7 +26,6 @@ def _args(*extra: str):
     (["--scheme", "gloo,nope"], "unknown nope"),
     (["--scheme", "ina,ps"], "--reference gloo: not among"),
     (["--scheme", "gloo,gloo"], "named twice"),
-    (["--seeds", "0"], "--seeds must be at least 1"),
     (["--kill", "h2@3"], "--kill: not supported"),
     (["--slow", "h9=2"], "h9 is not a training host"),
     (["--slow", "h2=0.5"], "must be >= 1"),
@@ -43,6 +42,15 @@ def test_bad_options_get_one_clear_error(argv, message):
     with pytest.raises(harness.HarnessError, match=message.replace("(", r"\(").replace(")", r"\)")
                        .replace("[", r"\[")):
         harness.make_plan(_args(*argv))
+
+
+@pytest.mark.parametrize("argv", [["--seeds", "0"], ["--workers", "0"], ["--loss", "s1:x=0.1"],
+                                  ["--loss", "s1:1=2"]])
+def test_bad_values_are_argument_errors(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        _args(*argv)
+    assert e.value.code == 2
+    assert "error:" in capsys.readouterr().err
 
 
 def test_a_pending_scheme_gets_one_clear_error(monkeypatch):
