@@ -58,7 +58,7 @@ compare: deps
 	$(PY) -m experiments --mode train $(ARGS)
 
 compare-full: deps
-	@echo "make compare-full: every scheme, 3 seeds, the mlp model; this takes up to an hour here"
+	@echo "make compare-full: every scheme, 3 seeds, the mlp model; about 35 minutes here (up to an hour)"
 	$(PY) -m experiments --mode train --model mlp --seeds 3 --epochs 4 $(ARGS)
 
 compare-sync: deps
