@@ -256,7 +256,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
                            "cannot lose a rank; run --kill with the schemes that tolerate it)")
     try:
         model = tr.build_model(args.model, args.seed)
-        tr.load_data(args.data, args.seed)
+        data = tr.load_data(args.data, args.seed)
     except ValueError as e:
         raise HarnessError(str(e)) from None
     try:
@@ -302,7 +302,6 @@ def make_plan(args: argparse.Namespace) -> Plan:
     for s in schemes:
         if s in PLUGINS:
             settings[s] = _plugin(s).setting(args, shared)
-    data = tr.load_data(args.data, args.seed)
     steps = (len(data.y_train) // args.workers) // args.batch
     if args.max_steps > 0:
         steps = min(steps, args.max_steps)
