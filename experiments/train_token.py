@@ -189,10 +189,10 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
     t0 = time.monotonic()
     deadline = t0 + args.max_time + 60
     for h in hosts[1:]:
-        procs[h] = spawn(net.host(h), bases[h], node_argv(topo, h, opts), env=env)
+        procs[h] = spawn(net.host(h), bases[h], node_argv(topo, h, opts, net.target), env=env)
     time.sleep(0.5)  # the members listen before formation opens
     procs[hosts[0]] = spawn(net.host(hosts[0]), bases[hosts[0]], node_argv(
-        topo, hosts[0], ["--initiator", "--expect", str(n), *opts]), env=env)
+        topo, hosts[0], ["--initiator", "--expect", str(n), *opts], net.target), env=env)
     # --kill: T s after training started (node 1's first evaluation), the host whose
     # roster number is rank + 1
     killed: dict[str, dict[str, Any]] = {}

@@ -37,8 +37,8 @@ def test_setting_takes_the_shared_star_with_priority_queues() -> None:
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    (["--topo", "leaf-spine:2,2,2", "--workers", "3"], "needs a star"),
-    (["--topo", "linear:3", "--workers", "2"], "needs a star"),
+    (["--topo", "leaf-spine:2,2,2", "--workers", "3", "--target", "embedded"], "needs a star"),
+    (["--topo", "linear:3", "--workers", "2", "--target", "embedded"], "needs a star"),
     (["--target", "bmv2"], "BMv2 has no port rate shared by its priority queues"),
 ])
 def test_setting_refuses_what_it_cannot_do(extra: list[str], message: str) -> None:

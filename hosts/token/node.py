@@ -227,6 +227,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--form-max", type=float, default=20.0, help="formation lasts at most (s)")
     p.add_argument("--join-timeout", type=float, default=60.0, help="member: wait for roster/data (s)")
     p.add_argument("--ack-timeout", type=float, default=5.0)
+    p.add_argument("--burst", type=int, default=32,
+                   help="GRAD frames sent back to back before a 1 ms pause, and READs of the "
+                        "sums outstanding at once (default 32; BMv2, whose egress queues hold "
+                        "64 frames and whose threads share the cores with the hosts, needs 8: "
+                        "experiments.token passes it)")
     p.add_argument("--model", default="hosts.training:make_model",
                    help="module:factory of the model (its parameters are what is trained), or "
                         "a name of hosts.training.MODELS: build_model(NAME, --seed)")
@@ -284,7 +289,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.burst < 1:
+        parser.error(f"--burst must be at least 1, not {args.burst}")
     if args.intrude:
         return run_intruder(args)
     try:

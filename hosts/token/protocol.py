@@ -169,8 +169,8 @@ class TokenProtocol(FrameIO):
             self.send(self.header(TokenMsg.GRAD, batch=self.batch, frag=f, nfrags=nfrags,
                                   aux=self.args.batch_size),
                       values=padded[f * TOKEN_VALUES:(f + 1) * TOKEN_VALUES])
-            if f % 32 == 31:
-                time.sleep(0.001)
+            if f % self.args.burst == self.args.burst - 1:
+                time.sleep(0.001)  # no NIC or LAN queue overflows (a lost frame is not resent)
         self.bitmap |= 1 << self.seq
         if chunk == 0:
             self.stats["grads_sent"] += 1

@@ -29,6 +29,7 @@ import json
 import queue
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,8 @@ from hosts.packets import (
 )
 from hosts.token.data import decode_examples, exact_encoding, write_json_gradients
 from hosts.token.link import FrameIO, TokenError
+
+READ_RETRY_S = 0.5  # a READ unanswered this long is sent again
 
 
 def load_factory(spec: str) -> Any:
@@ -271,35 +274,49 @@ class Training(FrameIO):
     # ------------------------------------------------------------------ batch end
     def read_nic(self, batch: int, nfrags: int | None = None) -> tuple[np.ndarray, list[int]]:
         """READ fragments ``0..nfrags-1`` (default all) of step ``batch`` from the NIC:
-        sums (int64) and bitmaps; the last READ (flag LAST) moves the NIC's window on."""
+        sums (int64) and bitmaps; the last READ (flag LAST) moves the NIC's window on.
+
+        At most ``--burst`` READs are outstanding (each reply is a full frame, and a burst
+        of them overflowed BMv2's 64-frame egress queue); one unanswered for ``RETRY_S``
+        is sent again (reads are idempotent), five times at most. The LAST goes when every
+        other fragment has answered."""
         nfrags = self.nfrags if nfrags is None else nfrags
         sums = np.zeros(nfrags * TOKEN_VALUES, dtype=np.int64)
         bitmaps = [-1] * nfrags
-        for attempt in range(5):
-            todo = [f for f in range(nfrags) if bitmaps[f] < 0]
-            if not todo:
-                break
-            for f in todo:
+        todo = deque(range(nfrags - 1))
+        sent: dict[int, float] = {}
+        tries = [0] * nfrags
+        while bitmaps.count(-1):
+            if not todo and not sent and bitmaps[:-1].count(-1) == 0:
+                todo.append(nfrags - 1)  # every other fragment is in: move the window on
+            while todo and len(sent) < self.args.burst:
+                f = todo.popleft()
+                if tries[f] == 5:
+                    raise TokenError(f"the NIC did not answer the read-out of batch {batch} "
+                                     f"(fragment {f}, 5 READs)")
+                tries[f] += 1
                 last = int(TokenFlags.LAST) if f == nfrags - 1 else 0
-                self.send(self.header(TokenMsg.READ, batch=batch, frag=f, nfrags=nfrags,
-                                      flags=last))
-            deadline = time.monotonic() + 1.0 + attempt
-            while any(bitmaps[f] < 0 for f in todo) and time.monotonic() < deadline:
-                frame = self.link.recv(0.2)
-                if frame is None:
-                    continue
+                self.send(self.header(TokenMsg.READ, batch=batch, frag=f, nfrags=nfrags, flags=last))
+                sent[f] = time.monotonic()
+            frame = self.link.recv(0.05)
+            if frame is not None:
                 try:
                     _d, src, hdr, rest = decode_token(frame)
                 except TokenDecodeError:
-                    continue
-                if hdr.msg_type == TokenMsg.READ_REPLY and hdr.batch == batch:
-                    if 0 <= hdr.frag < nfrags:
+                    hdr = None
+                if hdr is None:
+                    pass
+                elif hdr.msg_type == TokenMsg.READ_REPLY and hdr.batch == batch:
+                    if 0 <= hdr.frag < nfrags and bitmaps[hdr.frag] < 0:
                         sums[hdr.frag * TOKEN_VALUES:(hdr.frag + 1) * TOKEN_VALUES] = token_values(rest)
                         bitmaps[hdr.frag] = hdr.bitmap
+                        sent.pop(hdr.frag, None)
                 else:
                     self.pending.append((hdr, src, rest))
-        if any(b < 0 for b in bitmaps):
-            raise TokenError(f"the NIC did not answer the read-out of batch {batch}")
+            now = time.monotonic()
+            for f in [f for f, t in sent.items() if now - t > READ_RETRY_S]:
+                del sent[f]
+                todo.appendleft(f)
         return sums, bitmaps
 
     def finish_chunk(self, final_bitmap: int) -> bool:
