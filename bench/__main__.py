@@ -1,6 +1,6 @@
 """``make bench``: every benchmark, one after the other (tables and ratios).
 
-    python -m bench [placement] [target] [ina] [ndn] [differentiated] [bcube] [token] [train]
+    python -m bench [placement] [target] [ina] [ndn] [differentiated] [bcube] [token] [train] [fuzz]
 
 With no names, runs all of them. Each is also runnable alone:
 ``python -m bench.placement_bench``, ``python -m bench.target_bench``,
@@ -22,6 +22,7 @@ BENCHES = {
     "bcube": "bench.bcube_bench",
     "token": "bench.token_bench",
     "train": "bench.train_bench",
+    "fuzz": "bench.frame_fuzz",
 }
 
 
