@@ -137,7 +137,9 @@ def run_transport(net: Any, topo: Topology, eq: EgressQueues, run_dir: Path, mod
     before = eq.counters(port)
     base = [sys.executable, "-m"]
     shared = ["--world", str(len(workers)), "--mode", mode, "--max-time", str(max_time), *common]
-    ps = spawn(net.host(PS_HOST), d / "ps", [*base, "hosts.differentiated.ps", *shared, *(ps_args or [])])
+    members = ",".join(topo.host_ip(w) for w in workers)       # the receiver refuses others
+    ps = spawn(net.host(PS_HOST), d / "ps", [*base, "hosts.differentiated.ps", *shared, "--members", members,
+                                             *(ps_args or [])])
     t_wait = time.monotonic() + 30
     while "listening" not in (d / "ps.err").read_text(errors="replace"):
         if ps.poll() is not None or time.monotonic() > t_wait:

@@ -180,7 +180,8 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
     deadline = t0 + args.max_time + 60
     ps = spawn(net.host(setting.ps), d / "ps",
                [sys.executable, "-m", "hosts.differentiated.ps", *common, "--grace", repr(GRACE_S),
-                "--no-eval"], env=env)
+                "--no-eval", "--members", ",".join(setting.topo.host_ip(h) for h in setting.workers)],
+               env=env)
     while "listening" not in (d / "ps.err").read_text(errors="replace"):
         if ps.poll() is not None or time.monotonic() > t0 + 60:
             _, _, err = finish(ps, d / "ps", 1)

@@ -3,7 +3,8 @@
  * NDN v0.3 Interest/Data directly over Ethernet (EtherType 0x8624).
  * ingress: packet-out from the controller; parser bounds -> counted drops;
  *          name-prefix hashes; insert Interest -> controller (persistent PIT),
- *          distribute Data -> persistent PIT multicast group; other Interests:
+ *          distribute Data from the FIB's face toward the PS (upstream check)
+ *          -> persistent PIT multicast group; other Interests:
  *          transient PIT (aggregate) then FIB; other Data: transient PIT
  * egress:  emulated link loss, packet-in header
  */
@@ -51,27 +52,39 @@ control MyIngress(inout ndn_headers_t hdr,
             if (meta.is_interest == 0 && marker_type && meta.l0 == 12 && meta.c0 == NDN_DISTRIBUTE_MARKER) {
                 meta.distribute = 1;
             }
-            if (meta.insert == 1 || meta.distribute == 1) {
+            /* a distribute Data hashes the name after its marker: the FIB then names
+             * the face toward the PS, the only one its Data may come in on */
+            name_hash.apply(hdr, meta, standard_metadata);
+            bool marked = meta.insert == 1 || meta.distribute == 1;
+            if (meta.distribute == 1 && meta.depth >= 3) {
+                meta.fib_lookup = 1;
+            } else if (!marked) {
+                pit.apply(hdr, meta, standard_metadata);
+                if (meta.drop_reason == 0 && meta.is_interest == 1 && meta.forward == 1) {
+                    meta.fib_lookup = 1;
+                }
+            }
+            /* one FIB lookup, for a forwarded Interest or a distribute Data's upstream */
+            if (meta.fib_lookup == 1) {
+                fib.apply(hdr, meta, standard_metadata);
+            }
+            if (meta.drop_reason != 0) {
+                /* counted below */
+            } else if (marked) {
                 persistent_pit.apply(hdr, meta, standard_metadata);
                 if (meta.drop_reason == 0 && meta.insert == 1) {
                     meta.event = NDN_EV_PUNTED;
                 } else if (meta.drop_reason == 0) {
                     meta.event = NDN_EV_DISTRIBUTED;
                 }
+            } else if (meta.is_interest == 0) {
+                meta.event = NDN_EV_PIT_HIT;
+            } else if (meta.forward == 1) {
+                standard_metadata.egress_spec = meta.next_hop;
+                meta.event = NDN_EV_FORWARDED;
             } else {
-                name_hash.apply(hdr, meta, standard_metadata);
-                pit.apply(hdr, meta, standard_metadata);
-                if (meta.drop_reason == 0) {
-                    if (meta.is_interest == 0) {
-                        meta.event = NDN_EV_PIT_HIT;
-                    } else if (meta.forward == 1) {
-                        fib.apply(hdr, meta, standard_metadata);
-                        meta.event = NDN_EV_FORWARDED;
-                    } else {
-                        mark_to_drop(standard_metadata);
-                        meta.event = NDN_EV_AGGREGATED;
-                    }
-                }
+                mark_to_drop(standard_metadata);
+                meta.event = NDN_EV_AGGREGATED;
             }
         }
         drops.apply(hdr, meta, standard_metadata);

@@ -249,6 +249,86 @@ def test_receiver_engines_over_loopback_sockets() -> None:
         rx.stop()
 
 
+def _until(cond, what: str, timeout: float = 5.0) -> None:  # noqa: ANN001
+    """Wait for ``cond()`` (the receiver's threads run concurrently); fail with ``what``."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def _from(addr: str, kind: int = socket.SOCK_STREAM) -> socket.socket:
+    s = socket.socket(socket.AF_INET, kind)
+    s.bind((addr, 0))  # any 127/8 address is local: a host of its own
+    return s
+
+
+def test_receiver_refuses_non_members_and_the_sum_stays_exact() -> None:
+    """With the job's members (rank -> address), a connection or datagram from another
+    address, a HELLO under another member's rank, and a block whose worker field is not
+    its sender's rank are refused and counted; the members' blocks still sum exactly."""
+    layout = BlockLayout([(3, 1, 2, 2), (10,)], block_size=4)  # 3 kernels + 3 blocks
+    levels = [0, 0, 1, 1, 2, 2]
+    members = ["127.0.0.1", "127.0.0.3"]
+    tcp = _from("127.0.0.1")
+    tcp.listen(8)
+    udp = _from("127.0.0.1", socket.SOCK_DGRAM)
+    rx = Receiver(layout, world=2, tcp=tcp, udp=udp, members=members).start()
+    st = rx.data.stats
+    rng = np.random.default_rng(2)
+    grads = {w: [rng.standard_normal((3, 1, 2, 2)).astype(np.float32),
+                 rng.standard_normal(10).astype(np.float32)] for w in range(2)}
+    forged = layout.split([np.full((3, 1, 2, 2), 1e6, np.float32), np.full(10, 1e6, np.float32)])
+    socks: list[socket.socket] = []
+
+    def connect(addr: str, rank: int) -> socket.socket:
+        c = _from(addr)
+        socks.append(c)
+        c.connect(tcp.getsockname())
+        c.sendall(frame(Kind.HELLO, rank.to_bytes(2, "big") + b"\x00\x02"))
+        return c
+
+    try:
+        connect("127.0.0.2", 0)                     # not a member
+        _until(lambda: st.refused_connections == 1, "non-member connection not refused")
+        connect("127.0.0.1", 1)                     # rank 0's address claiming rank 1
+        _until(lambda: st.refused_connections == 2, "HELLO under another rank not refused")
+        with pytest.raises(TimeoutError):
+            rx.wait_workers(0.2)                    # neither counts as a worker
+        c0, c1 = connect("127.0.0.1", 0), connect("127.0.0.3", 1)
+        rx.wait_workers(5)
+        # forgeries first: had they been kept, the real blocks would be duplicates
+        intruder = _from("127.0.0.2", socket.SOCK_DGRAM)
+        socks.append(intruder)
+        for w in range(2):
+            intruder.sendto(b"".join(_msg(layout, j, 0, w, 1, forged[j]) for j in (2, 3)), udp.getsockname())
+        u0, u1 = _from("127.0.0.1", socket.SOCK_DGRAM), _from("127.0.0.3", socket.SOCK_DGRAM)
+        socks += [u0, u1]
+        u0.sendto(_msg(layout, 2, 0, 1, 1, forged[2]), udp.getsockname())    # rank 0 writing rank 1's block
+        c0.sendall(frame(Kind.BLOCK, _msg(layout, 0, 0, 1, 0, forged[0])))   # ... over its own connection
+        _until(lambda: st.refused_datagrams == 2 and st.refused_blocks == 2, "forged blocks not refused")
+        for w, (c, u) in enumerate(((c0, u0), (c1, u1))):
+            blocks = layout.split(grads[w])
+            imp = [frame(Kind.BLOCK, _msg(layout, j, 0, w, 0, blocks[j])) for j in range(6) if levels[j] == 0]
+            c.sendall(frame(Kind.MANIFEST, manifest(0, len(imp), [1, 1], levels)) + b"".join(imp))
+            for lv in (1, 2):
+                u.sendto(b"".join(_msg(layout, j, 0, w, lv, blocks[j]) for j in range(6) if levels[j] == lv),
+                         udp.getsockname())
+        ok, _ = rx.data.wait_ready(0, grace=5.0, timeout=5)
+        assert ok
+        _until(lambda: rx.data._all_complete(0), "members' blocks missing")
+        blocks, _, _ = rx.data.take(0)
+        total = [a + b for a, b in zip(layout.reconstruct(blocks[0]), layout.reconstruct(blocks[1]), strict=True)]
+        for t, a, b in zip(total, grads[0], grads[1], strict=True):
+            assert np.array_equal(t, a + b)        # element by element, no forged value in it
+        assert st.duplicates == 0 and st.bad_messages == 0
+        assert st.refused() == {"connections": 2, "datagrams": 2, "blocks": 2}
+    finally:
+        for c in socks:
+            c.close()
+        rx.stop()
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u, socket.socket() as t:
         t.bind(("127.0.0.1", 0))
@@ -263,7 +343,7 @@ def test_training_on_loopback(tmp_path: Path, mode: str) -> None:
     port = str(_free_port())
     common = ["--world", "2", "--mode", mode, "--epochs", "1", "--port", port, "--max-time", "120"]
     ps = subprocess.Popen([sys.executable, "-m", "hosts.differentiated.ps", *common, "--bind", "127.0.0.1",
-                           "--linger", "0.1"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                           "--linger", "0.1", "--members", "127.0.0.1,127.0.0.1"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     workers = []
     try:
         for _ in range(50):  # wait until its sockets are bound
@@ -285,6 +365,7 @@ def test_training_on_loopback(tmp_path: Path, mode: str) -> None:
     summary = json.loads(out.decode().strip().splitlines()[-1])
     steps = (1348 // 2) // 32
     assert summary["iterations"] == steps and summary["incomplete"] == 0
+    assert summary["refused"] == {"connections": 0, "datagrams": 0, "blocks": 0}  # both workers are members
     assert summary["epochs"][-1]["accuracy"] > summary["epochs"][0]["accuracy"] + 0.1
     w0 = json.loads(outs[0][0].decode().strip().splitlines()[-1])
     assert w0["iterations"] == steps

@@ -97,6 +97,7 @@ def test_insert_is_punted_and_distribute_follows_persistent_pit(sw: Switch) -> N
     assert sw.process(2, frame(ins)) == []
     assert len(got) == 1 and got[0][2:] == frame(ins)
     assert int.from_bytes(got[0][:2], "big") >> 7 == 2                # packet_in.ingress_port
+    route(sw, "/h1", 1)                                              # the PS is behind port 1
     dist = data_packet(name_of(b"*distribute*", "h1", "train", "v=1", "seg=0"), b"x" * 100)
     assert sw.process(1, frame(dist)) == []                          # no entry yet: counted
     p = sw.program
@@ -109,6 +110,37 @@ def test_insert_is_punted_and_distribute_follows_persistent_pit(sw: Switch) -> N
     drops, ev = counters(sw)
     assert drops == {"no_subscribers": 1}
     assert ev == {"punted": 1, "distributed": 2}
+
+
+def _subscribed(sw: Switch, ports: list[int]) -> None:
+    p = sw.program
+    key = PersistentPit.match(components("/h1/train"))
+    p.tables[PPIT].insert(TableEntry(tuple(key.values()),
+                                     p.action_call(PPIT, "MyIngress.persistent_pit.set_subscribers", (0x1000,))))
+    sw.pre.set_group(0x1000, [Replica(q, 0) for q in ports], create=True)
+
+
+def test_distribute_only_from_the_fib_face_toward_the_ps(sw: Switch) -> None:
+    """Upstream check: a distribute Data is replicated only when it comes in on the port
+    the FIB names for the name after the marker; from any other port (a subscriber, a
+    bystander) it is a counted ``not_upstream`` drop, and the PS's own Data still goes out."""
+    _subscribed(sw, [2, 3])
+    dist = data_packet(name_of(b"*distribute*", "h1", "train", "v=1", "seg=0"), b"x" * 100)
+    assert sw.process(1, frame(dist)) == []                          # no FIB route toward /h1
+    route(sw, "/h1", 1)
+    for port in (2, 3, 4):                                           # subscribers, a bystander
+        assert sw.process(port, frame(dist)) == []
+    assert sorted(sw.process(1, frame(dist))) == [(2, frame(dist)), (3, frame(dist))]
+    # the longest FIB prefix of /h1/train/... decides: /h1/train now goes out port 4
+    route(sw, "/h1/train", 4)
+    assert sw.process(1, frame(dist)) == []
+    assert sorted(sw.process(4, frame(dist))) == [(2, frame(dist)), (3, frame(dist))]
+    # a forged ack of a subscription, from a subscriber's port, is refused as well
+    ack = data_packet(name_of(b"*distribute*", "h1", "train", "h3"), b"")
+    assert sw.process(3, frame(ack)) == []
+    drops, ev = counters(sw)
+    assert drops == {"no_route": 1, "not_upstream": 5}
+    assert ev == {"distributed": 2}
 
 
 def test_out_of_bound_and_malformed_packets_are_counted_drops(sw: Switch) -> None:

@@ -1,6 +1,7 @@
 """Controller twin of ``p4src/include/ndn_fib.p4`` (``MyIngress.fib``): one name prefix ``/<host>``
 per host, matched on the per-component hashes of ``ndn_name_hash.p4``; next hops along a
-shortest-path tree toward the host."""
+shortest-path tree toward the host. The same routes name the upstream a
+``/*distribute*/`` Data must come in on (ndn_persistent_pit.p4's upstream check)."""
 
 from __future__ import annotations
 

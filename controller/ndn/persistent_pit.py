@@ -1,6 +1,10 @@
 """Controller twin of ``p4src/include/ndn_persistent_pit.p4`` (``MyIngress.persistent_pit``): the
 persistent PIT keyed by ``/PS/train`` and its multicast group, and the controller-side
-manager that adds a subscriber's port from a punted ``/*insert*/`` Interest."""
+manager that adds a subscriber's port from a punted ``/*insert*/`` Interest.
+
+The data plane replicates a ``/*distribute*/`` Data only when it came in on the FIB's port
+toward the PS (the upstream check, counted ``not_upstream`` otherwise): the manager sends
+each subscription on along that same port, so the entries it builds hang from it."""
 
 from __future__ import annotations
 

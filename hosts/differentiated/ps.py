@@ -13,6 +13,11 @@ test accuracy after every epoch. Prints one JSON summary; with ``--out-dir`` (fi
 tensors) saves each worker's reconstruction ``recon-w<rank>-it<i>.npz`` and the
 received-block lists.
 
+``--members IP,IP,...`` (rank order: worker r sends from the r-th address) makes the
+receiver accept connections, datagrams and blocks only from the job's workers; refused
+ones are counted in the summary's ``refused``. Without it any source is accepted (for
+runs over loopback, where every worker has the same address).
+
 With the harness's shared options (``--model``, ``--data``, ``--max-steps``, see the
 worker) it trains the same model; ``--no-eval`` leaves the per-epoch evaluation to the
 workers (rank 0's records). The summary adds the CPU seconds, the TCP retransmissions of
@@ -74,10 +79,23 @@ def main(argv: list[str] | None = None) -> int:
                    help="late blocks up to this many iterations old are applied (delayed update)")
     p.add_argument("--linger", type=float, default=0.5, help="seconds to count late datagrams at the end")
     p.add_argument("--out-dir", default=None, help="save reconstructions here (fixed tensors)")
+    p.add_argument("--members", default=None, metavar="IP,IP,...",
+                   help="source address of each worker, in rank order: refuse and count every other "
+                        "source (default: accept any)")
     p.add_argument("--no-eval", action="store_true",
                    help="no test accuracy per epoch here (the workers evaluate)")
     args = p.parse_args(argv)
     check_common_args(p, args)
+    members = None
+    if args.members is not None:
+        members = [m.strip() for m in args.members.split(",")]
+        if len(members) != args.world:
+            p.error(f"--members names {len(members)} addresses for --world {args.world}")
+        for m in members:
+            try:
+                socket.inet_aton(m)
+            except OSError:
+                p.error(f"--members: {m!r} is not an IPv4 address")
 
     model = data = None
     if args.gradient:
@@ -100,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     tcp.bind((args.bind, args.port))
     tcp.listen(args.world + 4)
     udp = udp_socket(args.bind, args.port, rcvbuf=8 << 20, sndbuf=None, blocking=True)
-    rx = Receiver(layout, args.world, tcp, udp, args.staleness).start()
+    rx = Receiver(layout, args.world, tcp, udp, args.staleness, members).start()
     print(json.dumps({"listening": args.port}), file=sys.stderr, flush=True)
     out_dir = Path(args.out_dir) if args.out_dir else None
     if out_dir:
@@ -182,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         "received_datagrams": {str(k): v for k, v in sorted(st.datagrams.items())},
         "received_blocks": {str(k): v for k, v in sorted(st.blocks.items())},
         "late_blocks": st.late_blocks, "stale_blocks": st.stale_blocks,
-        "bad_messages": st.bad_messages, "duplicates": st.duplicates,
+        "bad_messages": st.bad_messages, "duplicates": st.duplicates, "refused": st.refused(),
         "tcp_bytes": st.tcp_bytes, "udp_bytes": st.udp_bytes,
         "nic_rx_bytes": nic1["rx_bytes"] - nic0["rx_bytes"],
         "nic_rx_packets": nic1["rx_packets"] - nic0["rx_packets"],

@@ -12,6 +12,13 @@
   :meth:`DataBuffer.take` hands each worker's blocks to the caller, which rebuilds the
   tensors with :meth:`BlockLayout.reconstruct` (missing blocks zero-filled).
 
+Membership (docs/trust.md): given the job's members (worker rank -> source IP address),
+the receiver accepts a TCP connection only from a member's address whose HELLO names
+that member's rank, and a datagram only from a member's address; a block message is
+kept only when its worker field is a rank of its sender (the connection's rank, or the
+ranks of the datagram's source address). Everything else is refused and counted
+(``ReceiveStats.refused_*``), so a host outside the job cannot add to the sum.
+
 Asynchronous receive, delayed update: an unreliable block that arrives after its
 iteration was reconstructed is not thrown away; its values are added into the next
 iteration's aggregate (at most ``staleness`` iterations late, older ones are counted as
@@ -28,6 +35,7 @@ import queue
 import socket
 import threading
 import time
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -58,6 +66,14 @@ class ReceiveStats:
     stale_blocks: int = 0  # too late even for that: dropped
     bad_messages: int = 0
     duplicates: int = 0
+    refused_connections: int = 0  # TCP from a non-member's address, or a HELLO of another rank
+    refused_datagrams: int = 0  # UDP from a non-member's address
+    refused_blocks: int = 0  # a block whose worker field is not a rank of its sender
+
+    def refused(self) -> dict[str, int]:
+        """The refusal counters by name (the PS's summary)."""
+        return {"connections": self.refused_connections, "datagrams": self.refused_datagrams,
+                "blocks": self.refused_blocks}
 
 
 class DataBuffer:
@@ -86,8 +102,11 @@ class DataBuffer:
             self.manifests[it][worker] = (important, datagrams, levels)
             self.cond.notify_all()
 
-    def store(self, data: bytes | memoryview, reliable: bool) -> None:
-        """Decapsulate the block messages of ``data`` and keep their values."""
+    def store(self, data: bytes | memoryview, reliable: bool,
+              ranks: Collection[int] | None = None) -> None:
+        """Decapsulate the block messages of ``data`` and keep their values; with
+        ``ranks`` (the ranks its sender may speak for), blocks of other workers are
+        refused and counted."""
         off = 0
         n = len(data)
         with self.cond:
@@ -100,6 +119,9 @@ class DataBuffer:
                     return
                 if hdr.block_index >= len(self.layout) or hdr.worker >= self.world:
                     self.stats.bad_messages += 1
+                    continue
+                if ranks is not None and hdr.worker not in ranks:
+                    self.stats.refused_blocks += 1
                     continue
                 level = DIFF_LEVEL_IMPORTANT if reliable else max(1, hdr.level)
                 self.stats.blocks[level] += 1
@@ -184,16 +206,25 @@ class Receiver:
 
     ``tcp`` is a listening TCP socket, ``udp`` a bound UDP socket; :attr:`data` is the
     data buffer. :meth:`send_all` sends a framed message to every connected worker.
+    ``members``: the source IP address of each rank (``members[r]``); None accepts any
+    source (a loopback run), otherwise non-members are refused and counted.
     """
 
     def __init__(self, layout: BlockLayout, world: int, tcp: socket.socket, udp: socket.socket,
-                 staleness: int = 1) -> None:
+                 staleness: int = 1, members: Sequence[str] | None = None) -> None:
+        if members is not None and len(members) != world:
+            raise ValueError(f"{len(members)} member addresses for a world of {world}")
         self.data = DataBuffer(layout, world, staleness)
         self.world = world
+        self.members = list(members) if members is not None else None
+        # source address -> the ranks it may send blocks for
+        self.ranks_of: dict[str, frozenset[int]] = {}
+        for r, ip in enumerate(self.members or []):
+            self.ranks_of[ip] = self.ranks_of.get(ip, frozenset()) | {r}
         self.tcp = tcp
         self.udp = udp
         self.reliable_buffer: queue.Queue = queue.Queue()  # (worker, kind, body)
-        self.unreliable_buffer: queue.Queue = queue.Queue()  # datagram bytes
+        self.unreliable_buffer: queue.Queue = queue.Queue()  # (sender's ranks or None, datagram)
         self.conns: dict[int, socket.socket] = {}
         self._conn_ready = threading.Condition()
         self._stop = threading.Event()
@@ -238,19 +269,35 @@ class Receiver:
     def _accept(self) -> None:
         while not self._stop.is_set():
             try:
-                conn, _ = self.tcp.accept()
+                conn, peer = self.tcp.accept()
             except OSError:
                 return
+            if self.members is not None and peer[0] not in self.ranks_of:
+                self._refuse(conn, f"connection from non-member {peer[0]}")
+                continue
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            threading.Thread(target=self._tcp_reader, args=(conn,), daemon=True).start()
+            threading.Thread(target=self._tcp_reader, args=(conn, peer[0]), daemon=True).start()
 
-    def _tcp_reader(self, conn: socket.socket) -> None:
+    def _refuse(self, conn: socket.socket, why: str) -> None:
+        with self.data.cond:
+            self.data.stats.refused_connections += 1
+        log.warning("refused: %s", why)
+        with contextlib.suppress(OSError):
+            conn.close()
+
+    def _tcp_reader(self, conn: socket.socket, peer: str) -> None:
         f = conn.makefile("rb", buffering=1 << 16)
-        first = recv_msg(f)
+        try:
+            first = recv_msg(f)
+        except (OSError, ValueError):
+            first = None
         if first is None or first[0] != Kind.HELLO:
             conn.close()
             return
         worker = int.from_bytes(first[1][:2], "big")
+        if self.members is not None and worker not in self.ranks_of.get(peer, ()):
+            self._refuse(conn, f"{peer} said hello as rank {worker}")
+            return
         with self._conn_ready:
             self.conns[worker] = conn
             self._conn_ready.notify_all()
@@ -268,10 +315,17 @@ class Receiver:
     def _udp_reader(self) -> None:
         while not self._stop.is_set():
             try:
-                dgram = self.udp.recv(65535)
+                dgram, src = self.udp.recvfrom(65535)
             except OSError:
                 return
-            self.unreliable_buffer.put((time.monotonic(), dgram))
+            ranks = None
+            if self.members is not None:
+                ranks = self.ranks_of.get(src[0])
+                if ranks is None:
+                    with self.data.cond:
+                        self.data.stats.refused_datagrams += 1
+                    continue
+            self.unreliable_buffer.put((ranks, dgram))
 
     # -- receive engines (S352, S353) ----------------------------------------------------
     def _reliable_engine(self) -> None:
@@ -283,7 +337,9 @@ class Receiver:
             if kind == Kind.MANIFEST:
                 self.data.manifest(worker, body)
             elif kind == Kind.BLOCK:
-                self.data.store(body, reliable=True)
+                # a connection speaks for its own rank only
+                self.data.store(body, reliable=True,
+                                ranks=None if self.members is None else (worker,))
             elif kind == Kind.BYE:
                 with self.data.cond:
                     self.data.byes[worker] = json.loads(body or b"{}")
@@ -296,10 +352,10 @@ class Receiver:
             item = self.unreliable_buffer.get()
             if item is None:
                 return
-            _, dgram = item
+            ranks, dgram = item
             # every block of a datagram has the same level: count the datagram under it
             level = DIFF_BLOCK_HEADER.unpack_from(dgram)[8] if len(dgram) >= DIFF_BLOCK_HEADER_LEN else 0
             with self.data.cond:
                 self.data.stats.datagrams[level] += 1
                 self.data.stats.udp_bytes += len(dgram)
-            self.data.store(dgram, reliable=False)
+            self.data.store(dgram, reliable=False, ranks=ranks)

@@ -2,7 +2,9 @@
  *
  * One ternary table keyed by the six prefix hashes h_1..h_6 (ndn_name_hash.p4):
  * the entry of a k-component prefix matches h_k exactly, wildcards the others,
- * and has priority k, so the longest matching prefix wins in one lookup.
+ * and has priority k, so the longest matching prefix wins in one lookup. The port
+ * goes to meta.next_hop: the ingress sends a forwarded Interest there, and checks
+ * that a distribute Data came in on it (the face toward the PS, ndn_persistent_pit.p4).
  */
 #ifndef _GRADNET_NDN_FIB_P4_
 #define _GRADNET_NDN_FIB_P4_
@@ -14,7 +16,7 @@ control NdnFib(inout ndn_headers_t hdr,
                inout standard_metadata_t standard_metadata) {
 
     action set_next_hop(port_t port) {
-        standard_metadata.egress_spec = port;
+        meta.next_hop = port;
     }
 
     action no_route() {

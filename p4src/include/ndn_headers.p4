@@ -49,6 +49,7 @@ const bit<128> NDN_DISTRIBUTE_MARKER = 0x2a646973747269627574652a;    /* "*distr
 #define NDN_DROP_PORT_RANGE         10  /* Interest from a port > NDN_PIT_PORTS */
 #define NDN_DROP_PARSER_ERROR       11  /* truncated packet and other parser errors */
 #define NDN_DROP_BAD_MARKER         12  /* insert/distribute name without /PS/train after the marker */
+#define NDN_DROP_NOT_UPSTREAM       13  /* distribute Data not from the FIB's face toward /PS (upstream check) */
 #define NDN_DROP_REASON_COUNT       16
 
 /* What the switch did with a packet it did not drop: index of
@@ -108,6 +109,8 @@ struct ndn_metadata_t {
     bit<1>  insert;        /* Interest /<*insert*>/... */
     bit<1>  distribute;    /* Data /<*distribute*>/... */
     bit<1>  forward;       /* Interest: ask the FIB */
+    bit<1>  fib_lookup;    /* look the FIB up: a forwarded Interest, or a distribute Data's upstream */
+    port_t  next_hop;      /* the FIB's port (0: no lookup) */
     /* Link emulation (same fields as metadata_t, used by NdnLinkEmulation) */
     bit<32> loss_threshold;
     bit<32> loss_random;

@@ -6,6 +6,12 @@
  * (packet-out). A Data /<*distribute*>/PS/train/... is replicated to the group of
  * the entry keyed by its components 1 and 2 (/PS/train); entries are never
  * consumed by Data.
+ *
+ * Upstream check (docs/trust.md): a distribute Data is replicated only when it came
+ * in on the port the FIB names for the name after its marker (meta.next_hop, looked
+ * up by the ingress before this block), i.e. from the PS's side of the tree; from
+ * any other port it is dropped and counted as NDN_DROP_NOT_UPSTREAM, so a host that
+ * is not the PS cannot push "parameters" to the subscribers.
  */
 #ifndef _GRADNET_NDN_PERSISTENT_PIT_P4_
 #define _GRADNET_NDN_PERSISTENT_PIT_P4_
@@ -44,6 +50,8 @@ control PersistentPit(inout ndn_headers_t hdr,
             meta.drop_reason = NDN_DROP_BAD_MARKER;
         } else if (meta.insert == 1) {
             standard_metadata.egress_spec = CPU_PORT;
+        } else if (standard_metadata.ingress_port != meta.next_hop) {
+            meta.drop_reason = NDN_DROP_NOT_UPSTREAM;
         } else {
             persistent_pit.apply();
         }

@@ -1,0 +1,148 @@
+"""Trust (docs/trust.md), NDN: a host that is not the PS cannot push "parameters".
+
+The leaf-spine network of test_ndn_network.py (2 spines, 2 leaves, 3 hosts each; embedded
+target unless TARGET says otherwise): PS h1 and GPU h2 on leaf s3, GPUs h4 and h5 on leaf
+s4. Two intruders outside the job send forged ``/*distribute*/h1/train/v=r/seg=i`` Data
+(complete versions, every value 1e6) during the whole training: h3 from the PS's own leaf
+with the PS's source MAC, h6 from the other leaf with its own. ndn.p4's upstream check
+(``ndn_persistent_pit.p4``) replicates a distribute Data only when it comes in on the port
+the FIB names toward /h1, so every forgery is a counted ``not_upstream`` drop at the
+intruder's leaf, sniffers beside two GPUs never see one, and every GPU ends bit-exact with
+the PS and with a replay of the training.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.ndn import NdnDeployment, read_switch_state
+from experiments.ndn import run_agents
+from tests.netenv import net_skip_reason
+from topologies import leaf_spine
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = [pytest.mark.net, pytest.mark.slow]
+
+FORGED = 1e6
+
+#: argv: iface stop-file rounds source-mac|"" value; prints "ready", then the packets it sent
+INTRUDER = """
+import pathlib, struct, sys, time
+import numpy as np
+from hosts.ndn.common import ETHERTYPE_NDN, NDN_MAC, EthernetFace, data_packet, name_of, segments
+iface, stop, rounds, mac = sys.argv[1], pathlib.Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+f = EthernetFace(iface)
+if mac:   # spoof the PS's source address: the switches must not care
+    f._hdr = NDN_MAC + bytes.fromhex(mac.replace(':', '')) + struct.pack('!H', ETHERTYPE_NDN)
+segs = segments(np.full(3818, float(sys.argv[5]), np.float32))
+pkts = [data_packet(name_of(b'*distribute*', 'h1', 'train', f'v={v}', f'seg={i}'), c, len(segs) - 1)
+        for v in range(1, rounds + 1) for i, c in enumerate(segs)]
+print('ready', flush=True)
+n = 0
+while not stop.exists():
+    for p in pkts:
+        f.send(p)
+        n += 1
+    time.sleep(0.5)
+print(n, flush=True)
+"""
+
+#: argv: iface stop-file value; prints "ready", then {"forged": n, "real": n} distribute Data seen
+SNIFFER = """
+import json, pathlib, sys
+import numpy as np
+from hosts.ndn.common import EthernetFace, marker
+f = EthernetFace(sys.argv[1])
+stop = pathlib.Path(sys.argv[2])
+seen = {'forged': 0, 'real': 0}
+print('ready', flush=True)
+while not stop.exists():
+    for p in f.recv(0.2):
+        if p.kind == 'data' and marker(p.name) == 'distribute' and len(p.name) == 5:
+            forged = p.content[:4] == np.float32(float(sys.argv[3])).tobytes()
+            seen['forged' if forged else 'real'] += 1
+print(json.dumps(seen), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any, Path]]:
+    reason = net_skip_reason("ndn")
+    if reason:
+        pytest.skip(reason)
+    from topologies.network import Network
+
+    topo = leaf_spine(2, 2, 3, bw=20)
+    network = Network(topo, run_dir=str(tmp_path_factory.mktemp("ndn_trust_net")))
+    network.start()
+    try:
+        yield network, topo, tmp_path_factory.mktemp("ndn_trust_runs")
+    finally:
+        network.stop()
+
+
+def _start(network: Any, host: str, code: str, *args: str) -> subprocess.Popen:
+    p = network.host(host).popen([sys.executable, "-c", code, *args], cwd=str(ROOT),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline().strip()                   # bound before anything is sent
+    assert line == "ready", f"{host}: {line!r} {p.stderr.read()[-500:] if p.poll() is not None else ''}"
+    return p
+
+
+def test_forged_distribute_data_is_dropped_upstream_and_counted(net) -> None:  # noqa: ANN001
+    network, topo, out = net
+    run_dir = out / "forged"
+    run_dir.mkdir()
+    stop = run_dir / "stop"
+    dep = NdnDeployment(topo, network.grpc_addresses())
+    dep.deploy()
+    dep.start_manager(run_dir / "persistent-pit.json")
+    procs: dict[str, subprocess.Popen] = {}
+    outs: dict[str, str] = {}
+    try:
+        for g in ("h2", "h4"):
+            procs[f"sniff-{g}"] = _start(network, g, SNIFFER, topo.iface(g)["name"], str(stop), repr(FORGED))
+        procs["h3"] = _start(network, "h3", INTRUDER, topo.iface("h3")["name"], str(stop), "3",
+                             topo.host_mac("h1"), repr(FORGED))
+        procs["h6"] = _start(network, "h6", INTRUDER, topo.iface("h6")["name"], str(stop), "3", "", repr(FORGED))
+        res = run_agents(network, topo, run_dir, transport="ndn", ps="h1", gpus=["h2", "h4", "h5"],
+                         rounds=3, compute_time=0.2, max_time=90)
+    finally:
+        stop.touch()
+        for name, p in procs.items():
+            try:
+                outs[name] = p.communicate(timeout=20)[0]
+            except subprocess.TimeoutExpired:
+                p.kill()
+                outs[name] = p.communicate()[0]
+        dep.stop_manager()
+    assert not (dep.manager and dep.manager.errors)
+    assert res.exact, res.problems                       # bit-exact with the PS and the replay
+    sent = {h: int(outs[h].split()[-1]) for h in ("h3", "h6")}
+    assert all(n > 0 for n in sent.values()), sent
+    for g in ("h2", "h4"):
+        seen = json.loads(outs[f"sniff-{g}"].splitlines()[-1])
+        assert seen["forged"] == 0, (g, seen)
+        assert seen["real"] >= 3 * res.ps["segments"], (g, seen)   # it was listening
+    # every forgery is counted where it came in: the intruder's leaf (h3: s3, h6: s4)
+    leaf = {h: topo.iface(h)["switch"] for h in sent}
+    want = {leaf["h3"]: sent["h3"], leaf["h6"]: sent["h6"]}
+    deadline = time.monotonic() + 30                     # the switches may still be draining
+    while True:
+        st = read_switch_state(topo, network.grpc_addresses())
+        got = {s: st[s]["drops"].get("not_upstream", 0) for s in st}
+        if all(got[s] == n for s, n in want.items()) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert {s: got[s] for s in want} == want
+    assert all(n == 0 for s, n in got.items() if s not in want), got
+    assert st[leaf["h3"]]["events"]["distributed"] > 0   # the PS's own updates went out
