@@ -322,11 +322,23 @@ class InaDeployment:
 
     def read_admission(self, timeout: float = 30.0) -> dict[str, dict[str, int]]:
         """``{switch: ina_admission_drops by name}`` from every switch running admission."""
+        return self.read_counters([], self.admission_switches, timeout)
+
+    def read_counters(self, events_of: list[str], admission_of: list[str],
+                      timeout: float = 30.0) -> dict[str, dict[str, int]]:
+        """``{switch: counters}``: the aggregator's events and drops
+        (:meth:`Aggregator.read_events`) of ``events_of`` and the admission drops
+        (:meth:`InaAdmission.read_drops`) of ``admission_of``, merged per switch."""
 
         async def run() -> dict[str, dict[str, int]]:
             async with Deployment(self.topology, self.addresses, self.programs or DEFAULT_PROGRAM,
                                   set_pipeline=False, timeout=timeout) as dep:
-                return {s: await dep.block(s, InaAdmission).read_drops(dep.session(s))
-                        for s in self.admission_switches}
+                out: dict[str, dict[str, int]] = {}
+                for s in events_of:
+                    out[s] = await dep.block(s, Aggregator).read_events(dep.session(s))
+                for s in admission_of:
+                    drops = await dep.block(s, InaAdmission).read_drops(dep.session(s))
+                    out.setdefault(s, {}).update(drops)
+                return out
 
         return asyncio.run(run())
