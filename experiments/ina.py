@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,9 +103,12 @@ def _gradients(n_workers: int, n_values: int, seed: int) -> list[np.ndarray]:
 
 def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]]], run_dir: Path,
              tag: str, window: int = 32, timeout: float = 1.0, max_time: float = 300.0,
-             worker_args: list[str] | None = None) -> list[RunResult]:
+             worker_args: list[str] | None = None,
+             before_go: Callable[[], None] | None = None) -> list[RunResult]:
     """Run INA jobs at once (one PS process per job, one worker process per rank), wait,
-    and check every worker's result against the exact integer sum of its job."""
+    and check every worker's result against the exact integer sum of its job.
+    ``before_go`` runs once every agent is ready, before any worker sends (tests inject
+    forged packets there, docs/trust.md)."""
     started = []
     for job, grads in jobs:
         jdir = run_dir / f"{tag}-job{job.job_id}"
@@ -134,6 +138,14 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
     # synchronization: every PS and worker sets up first, then all workers start at once.
     await_ready([(ps, jdir / "ps") for _, _, jdir, ps, _ in running]
                  + [(p, jdir / f"worker-{r}") for _, _, jdir, _, procs in running for r, p in enumerate(procs)])
+    if before_go is not None:
+        try:
+            before_go()
+        except BaseException:
+            for *_, ps, procs in running:
+                for p in [ps, *procs]:
+                    p.kill()
+            raise
     t0, t_go = time.monotonic(), time.time()
     for *_, procs in running:
         for p in procs:

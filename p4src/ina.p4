@@ -3,8 +3,10 @@
  * The program of the switches the placement chose, and of s_d (the PS's ToR
  * switch): forward.p4's forwarding plus register aggregators.
  *
- * ingress: Aggregator (may consume, redirect or multicast the packet), then
- *          the usual forwarding for whatever it did not consume
+ * ingress: InaAdmission (drops INA packets from hosts outside their job,
+ *          docs/trust.md), Aggregator (may consume, redirect or multicast
+ *          the packet), then the usual forwarding for whatever neither
+ *          consumed
  * egress:  RESULT replicas rewritten per worker, emulated link loss,
  *          per-port source MAC, packet-in header
  */
@@ -15,6 +17,7 @@
 #include "config.p4"
 #include "headers.p4"
 #include "parsers.p4"
+#include "admission.p4"
 #include "aggregator.p4"
 #include "forwarding.p4"
 #include "priority.p4"
@@ -26,12 +29,16 @@
 control MyIngress(inout headers_t hdr,
                   inout metadata_t meta,
                   inout standard_metadata_t standard_metadata) {
+    InaAdmission() admission;
     Aggregator() aggregator;
     Forwarding() forwarding;
     PriorityClassifier() priority_classifier;
 
     apply {
-        aggregator.apply(hdr, meta, standard_metadata);
+        admission.apply(hdr, meta, standard_metadata);
+        if (meta.ina.handled == 0) {
+            aggregator.apply(hdr, meta, standard_metadata);
+        }
         if (meta.ina.handled == 0) {
             forwarding.apply(hdr, meta, standard_metadata);
         }

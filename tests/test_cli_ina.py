@@ -274,12 +274,18 @@ def test_ina_deploy_and_counters_on_a_running_network(network: tuple[Any, Path],
         got = np.load(logs / f"{h}.npy")
         assert np.array_equal(got[:values], expected), f"{h}: wrong sums"
 
-    # the counters of the aggregating switches named by the policy file
+    # the counters of the aggregating switches named by the policy file, and the
+    # admission drops of those and of the job's hosts' switches (none: no intruder)
     c = gradctl("ina", "counters", "fat-tree:4", "--run-dir", str(run_dir), "--policy",
                 d["policy"], "--json")
     assert c.returncode == 0, c.stderr
-    events = json.loads(c.stdout)
-    assert sorted(events) == sorted(aggs)
+    counters = json.loads(c.stdout)
+    topo = fat_tree(4)
+    edges = {topo.iface(h)["switch"] for h in ["h1", *workers]}
+    assert set(counters) == set(aggs) | edges
+    assert all(e["not_member"] == e["not_server"] == e["wrong_bit"] == 0
+               for e in counters.values())
+    events = {s: counters[s] for s in aggs}
     assert events["s7"]["result"] >= pol.num_fragments  # every RESULT went through s_d
     assert sum(e["added"] for e in events.values()) > 0
     t = gradctl("ina", "counters", "fat-tree:4", "--run-dir", str(run_dir), "--policy",
@@ -287,3 +293,4 @@ def test_ina_deploy_and_counters_on_a_running_network(network: tuple[Any, Path],
     assert t.returncode == 0, t.stderr
     assert re.search(r"^\s+s7\s+7\s+s_d\s", t.stdout, re.M)
     assert re.search(rf"^\s+{d['switches'][0]}\s+\d+\s+S\s", t.stdout, re.M)
+    assert "ina_admission_drops" in t.stdout and "not_member" in t.stdout

@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -713,3 +714,63 @@ def test_agents_and_p4_program_agree_on_the_packet() -> None:
     types = {t["name"]: t["fields"] for t in spec["header_types"]}
     assert sum(f[1] for f in types["ina_t"]) == 8 * INA_HEADER_LEN
     assert [f[1] for f in types["ina_values_t"]] == [32] * INA_VALUES
+
+
+def test_ps_refuses_contributions_from_outside_the_job(net):
+    """docs/trust.md: a GRAD counts only from the worker whose bit it carries (or from
+    one of the job's switches), a PARTIAL only from a job switch; the rest is refused
+    and counted, and the sums stay exact."""
+    tags = np.array([[5], [5]])
+    pol = Policy(job=7, ps=net(1), workers=(net(2), net(3)), num_fragments=1, tags=tags,
+                 switch_ips={5: net(50)}, sd=SwitchRef(5, net(50)))
+    ps = ParameterServer.from_policies([pol], linger=0.0, max_time=5)
+    v = np.full(INA_VALUES, 1000, dtype=np.int32)
+
+    def pkt(mt, bm, wid=0):
+        return encode_ina(mt, 7, wid, 0, 5, 0, bm, bin(bm).count("1"), 0, 0, values=v)
+
+    P, G = MsgType.PARTIAL, MsgType.GRAD
+    forged = [
+        (pkt(G, 0b01), net(9)),  # an outsider's GRAD with rank 0's bit
+        (pkt(G, 0b10, wid=1), net(2)),  # worker 0 sends rank 1's bit
+        (pkt(G, 0b11), net(2)),  # a worker sends an aggregate
+        (pkt(P, 0b11), net(3)),  # a worker sends a PARTIAL
+        (pkt(P, 0b11), net(9)),  # an outsider's PARTIAL
+    ]
+    for data, src in forged:
+        ps._handle(data, (src, PORT), 0.0)
+    st = ps.jobs[7].stats
+    assert st.refused_source == len(forged) and st.packets_in == 0 and not any(ps.jobs[7].have)
+    ps._handle(pkt(G, 0b01), (net(2), PORT), 0.0)  # the real contributions
+    ps._handle(pkt(G, 0b10, wid=1), (net(50), PORT), 0.0)  # via a job switch
+    assert st.completed == 1 and ps.result(7).tolist() == [2000] * INA_VALUES
+    ps.close()
+
+
+def test_worker_refuses_results_from_outside_the_job(net):
+    """A RESULT counts only from the job's PS (or s_d): a forged one from another address,
+    sent first, is refused and counted; the real one then completes the fragment."""
+    pol = Policy.ps_only(5, net(1), [net(2)], 2)
+    with Worker.from_policy(pol, 0, window=2, timeout=0.5, max_time=5) as w:
+        ps = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        ps.bind((net(1), PORT))
+        intruder = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        intruder.bind((net(9), PORT))
+        me = (net(2), PORT)
+        box = {}
+        t = threading.Thread(target=lambda: box.setdefault("r", w.allreduce_fixed(
+            np.arange(2 * INA_VALUES, dtype=np.int32))))
+        t.start()
+        ps.settimeout(2)
+        got = [decode_ina(ps.recv(2048)) for _ in range(2)]
+        for hdr, vals in got:  # forged first, from the intruder, then the real RESULT
+            intruder.sendto(encode_ina(3, 5, 0, hdr.fragment, 0, 0, 1, 1, values=vals * 7), me)
+        time.sleep(0.1)  # ordering only: the forged RESULTs arrive first
+        for hdr, vals in got:
+            ps.sendto(encode_ina(3, 5, 0, hdr.fragment, 0, 0, 1, 1, values=vals), me)
+        t.join(5)
+        ps.close()
+        intruder.close()
+    res, st = box["r"]
+    assert res.tolist() == np.arange(2 * INA_VALUES).tolist()
+    assert st.refused_source == 2 and st.results == 2

@@ -1,13 +1,17 @@
 """In-network aggregation (technique 1, seed 002): the controller twins of
-``p4src/include/aggregator.p4`` and ``result_fanout.p4``, the job and its deployment,
+``p4src/include/admission.p4``, ``aggregator.p4`` and ``result_fanout.p4``, the job and its deployment,
 and the ``gradctl ina`` group.
 
 * one module per P4 control block, named after its ``p4src/include`` file:
-  :mod:`.aggregator`, :mod:`.result_fanout`;
+  :mod:`.admission`, :mod:`.aggregator`, :mod:`.result_fanout`;
 * :mod:`controller.ina.deployment` -- the job/deployment that ties the twins together;
 * :mod:`controller.ina.cli` -- ``gradctl ina ...``.
 """
 
+from controller.ina.admission import (
+    ADMISSION_DROPS,
+    InaAdmission,
+)
 from controller.ina.aggregator import (
     Aggregator,
     switch_ip,
@@ -25,6 +29,8 @@ from controller.ina.result_fanout import (
 )
 
 __all__ = [
+    "ADMISSION_DROPS",
+    "InaAdmission",
     "Aggregator",
     "INA_PROGRAM",
     "InaDeployment",

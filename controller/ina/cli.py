@@ -435,6 +435,7 @@ def cmd_ina_deploy(args: argparse.Namespace) -> int:
     except OSError as e:
         raise UsageError(f"--policy-out: cannot write {str(policy_path)!r}: {e}") from None
     aggs = job.aggregating_switches
+    admission = set(dep.admission_switches)
     setup = _ina_host_setup(topo, [ps, *workers], aggs) if aggs else {}
     commands = ina_commands(job, policy_path, args.values)
     order = {s: i for i, s in enumerate(job.placement.switches, start=1)} if job.placement else {}
@@ -474,6 +475,8 @@ def cmd_ina_deploy(args: argparse.Namespace) -> int:
         if s in aggs:
             role = "s_d" if s == job.sd else f"#{order.get(s, '?')}"
             t.add_row(s, str(dev), "ina.p4", role, switch_ip(dev), str(report.updates[s]))
+        elif s in admission:  # hosts attached: admission only (docs/trust.md)
+            t.add_row(s, str(dev), "ina.p4", "admission", "-", str(report.updates[s]))
         else:
             t.add_row(s, str(dev), "forward.p4", "-", "-", str(report.updates[s]))
     console.print(t)
@@ -532,15 +535,37 @@ def policy_switches(topo: Topology, path: str) -> dict[str, str]:
     return out
 
 
+def policy_edges(topo: Topology, path: str) -> list[str]:
+    """The first switches of a policy's PS and workers: where admission (docs/trust.md)
+    holds the job's members."""
+    from hosts.ina.policy import Policy, PolicyError
+
+    try:
+        pol = Policy.load(path)
+    except PolicyError as e:
+        raise UsageError(f"--policy: {e}") from None
+    out = []
+    for ip in [pol.ps, *pol.workers]:
+        try:
+            host, nic = topo.host_by_ip(ip)
+        except TopologyError:
+            raise UsageError(f"--policy {path}: {ip} is no host of {topo.name}") from None
+        out.append(topo.iface(host, nic)["switch"])
+    return out
+
+
 def cmd_ina_counters(args: argparse.Namespace) -> int:
-    """``gradctl ina counters``."""
-    from controller.ina import InaDeployment
+    """``gradctl ina counters``: the aggregators' events and drops, and the admission
+    drops of the switches the job's hosts are attached to (and of ``--switch``)."""
+    from controller.ina import ADMISSION_DROPS, InaDeployment
 
     topo = parse_topology(args.topo)
     roles: dict[str, str] = {}
     for path in args.policy or []:
         for s, r in policy_switches(topo, path).items():
             roles[s] = "s_d" if "s_d" in (r, roles.get(s)) else r
+        for s in policy_edges(topo, path):
+            roles.setdefault(s, "edge")
     for s in args.switch or []:
         if s not in topo or not topo.is_switch(s):
             raise UsageError(f"--switch {s!r} is no switch of {topo.name}")
@@ -548,29 +573,36 @@ def cmd_ina_counters(args: argparse.Namespace) -> int:
     if not args.policy and not args.switch:
         raise UsageError("give --policy FILE (the job's policy) or --switch S")
     switches = sorted(roles, key=topo.device_id)
-    if not switches:
-        print(f"{PROG}: the policy names no aggregating switch (PS baseline): no INA "
-              "counters to read")
-        return 0
+    aggregating = [s for s in switches if roles[s] != "edge"]
     addresses = _addresses(args, topo)
-    dep = InaDeployment(topo, addresses, [_counter_job(topo, switches)])
-    events = dep.read_events(timeout=args.timeout)
+    dep = InaDeployment(topo, addresses, [_counter_job(topo, aggregating)])
+    counters = dep.read_counters(aggregating, switches, timeout=args.timeout)
     if args.json:
-        print(json.dumps(events, indent=2))
+        print(json.dumps(counters, indent=2))
         return 0
-    t = Table(box=box.SIMPLE_HEAD)
-    t.add_column("switch")
-    t.add_column("device id", justify="right")
-    t.add_column("role")
-    for n in EVENT_NAMES:
-        t.add_column(n, justify="right")
-    for s in switches:
-        e = events.get(s, {})
-        t.add_row(s, str(topo.device_id(s)), roles[s], *(str(e.get(n, 0)) for n in EVENT_NAMES))
     console = _console()
-    console.print(f"ina_events / ina_drops of the aggregating switches of {topo.name}",
-                  markup=False)
-    console.print(t)
+    if aggregating:
+        t = Table(box=box.SIMPLE_HEAD)
+        for col in ("switch", "device id", "role", *EVENT_NAMES):
+            t.add_column(col, justify="left" if col in ("switch", "role") else "right")
+        for s in aggregating:
+            e = counters.get(s, {})
+            t.add_row(s, str(topo.device_id(s)), roles[s], *(str(e.get(n, 0)) for n in EVENT_NAMES))
+        console.print(f"ina_events / ina_drops of the aggregating switches of {topo.name}",
+                      markup=False)
+        console.print(t)
+    else:
+        console.print("the policy names no aggregating switch (PS baseline)", markup=False)
+    a = Table(box=box.SIMPLE_HEAD)
+    for col in ("switch", "device id", "role", *ADMISSION_DROPS.values()):
+        a.add_column(col, justify="left" if col in ("switch", "role") else "right")
+    for s in switches:
+        e = counters.get(s, {})
+        a.add_row(s, str(topo.device_id(s)), roles[s],
+                  *(str(e.get(n, 0)) for n in ADMISSION_DROPS.values()))
+    console.print("ina_admission_drops (docs/trust.md): INA packets refused where they "
+                  "entered the fabric", markup=False)
+    console.print(a)
     return 0
 
 
@@ -637,9 +669,10 @@ def register(sub: Any, topo_help: str) -> None:
     idep = ina_sub.add_parser(
         "deploy", help="plan a job and install it on running switches",
         description="Plan an aggregation job (greedy + LP placement, per-fragment routing "
-                    "policy), load ina.p4 on the aggregating switches and forward.p4 "
-                    "elsewhere (fresh pipelines), install routes, the job and its RESULT "
-                    "multicast tree, write the policy file for the agents and print the "
+                    "policy), load ina.p4 on the aggregating switches and on every switch "
+                    "with hosts (admission of the job's members, docs/trust.md) and "
+                    "forward.p4 elsewhere (fresh pipelines), install routes, the job and "
+                    "its RESULT multicast tree, write the policy file for the agents and print the "
                     "commands that start them.")
     network_args(idep, topo_help)
     job_args(idep, required=False)
@@ -657,14 +690,17 @@ def register(sub: Any, topo_help: str) -> None:
     idep.set_defaults(func=cmd_ina_deploy)
 
     icnt = ina_sub.add_parser(
-        "counters", help="read the INA event counters of aggregating switches",
+        "counters", help="read the INA event and admission drop counters",
         description="Read ina_events and ina_drops of the aggregating switches a policy "
-                    "file names (or of --switch), leaving the pipeline as it is.")
+                    "file names (or of --switch), and ina_admission_drops of those and "
+                    "of the switches the job's PS and workers are attached to (packets "
+                    "refused as not from the job's members, docs/trust.md), leaving the "
+                    "pipeline as it is.")
     network_args(icnt, topo_help)
     icnt.add_argument("--policy", action="append", metavar="FILE",
                       help="policy file of a job (its switches are read; repeatable)")
     icnt.add_argument("--switch", action="append", metavar="SWITCH",
-                      help="a switch running ina.p4 (repeatable)")
+                      help="a switch running ina.p4 (repeatable; e.g. an intruder's)")
     icnt.add_argument("--json", action="store_true", help="machine-readable output")
     icnt.set_defaults(func=cmd_ina_counters)
 

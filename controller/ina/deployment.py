@@ -2,11 +2,15 @@
 
 Mirrors ``p4src/ina.p4`` one class per P4 control block (as ``controller/deploy.py``
 does for ``forward.p4``); each class lives in the module of this package named
-after its ``p4src/include`` file (``aggregator.py``, ``result_fanout.py``), and is imported here:
+after its ``p4src/include`` file (``admission.py``, ``aggregator.py``, ``result_fanout.py``),
+and is imported here:
 
 ==================== ============================== ===================================
 class                P4 control instance            tables / counters
 ==================== ============================== ===================================
+InaAdmission         ``MyIngress.admission``        ``ina_fabric_ports``,
+                                                    ``ina_members``, ``ina_servers``;
+                                                    ``ina_admission_drops``
 Aggregator           ``MyIngress.aggregator``       ``ina_switch`` (default action),
                                                     ``ina_jobs``; ``ina_drops``,
                                                     ``ina_events``
@@ -16,8 +20,10 @@ ResultFanout         ``MyEgress.result_fanout``     ``ina_result_fanout``
 :class:`InaJob` ties a job together: the PS, the workers (their order is their rank),
 the placement (greedy + LP, ``controller/placement/``) and the routing policy (which
 switch aggregates which worker's fragment). :class:`InaDeployment` installs one or more
-jobs: the aggregating switches (``S`` and ``s_d``) get ``ina.p4``, every other switch
-``forward.p4``; all get routes to every host and to every aggregating switch's address;
+jobs: the aggregating switches (``S`` and ``s_d``) and every switch with hosts attached
+get ``ina.p4``, every other switch ``forward.p4``; the ``ina.p4`` switches get their
+switch-facing ports and, on a job member's first switch, the member (admission,
+docs/trust.md); all get routes to every host and to every aggregating switch's address;
 the switches of each job's RESULT tree (rooted at ``s_d``) get its multicast group, a
 route for its result address, and per-worker unicast rewrites at the leaves.
 """
@@ -34,6 +40,7 @@ from typing import Any
 import networkx as nx
 
 from controller.deploy import DEFAULT_PROGRAM, Deployment, DeployReport, Forwarding
+from controller.ina.admission import InaAdmission
 from controller.ina.aggregator import Aggregator, switch_ip
 from controller.ina.result_fanout import ResultFanout, result_address, result_rid
 from controller.p4runtime import REPO_ROOT, DeployError, Program, multicast_group
@@ -175,9 +182,16 @@ class InaDeployment:
             raise DeployError("all aggregating jobs must share one PS ToR switch (s_d)")
         self.aggregators = sorted({s for j in jobs for s in j.aggregating_switches},
                                   key=topology.device_id)
+        # Admission (docs/trust.md) runs where hosts enter the fabric: every switch with a
+        # host attached, whether or not one of its hosts is in a job (an intruder can sit
+        # anywhere), and on the aggregating switches.
+        self.admission_switches = sorted(
+            set(self.aggregators) | {s for s in topology.switches()
+                                     if any(topology.is_host(n) for n in topology.ports(s).values())},
+            key=topology.device_id) if jobs else []
         self.loss = dict(loss or {})
-        ina = Program.load(ina_program) if self.aggregators else None
-        self.programs: dict[str, Program] = {s: ina for s in self.aggregators} if ina else {}
+        ina = Program.load(ina_program) if self.admission_switches else None
+        self.programs: dict[str, Program] = {s: ina for s in self.admission_switches} if ina else {}
         self.report = DeployReport()
         self.counters: dict[str, dict[str, int]] = {}
 
@@ -202,7 +216,9 @@ class InaDeployment:
         loopbacks = {s: switch_ip(topo.device_id(s)) for s in self.aggregators}
         routes = compute_routes(topo, loopbacks=loopbacks, loopback_paths=self.loopback_paths())
         await dep.install(routes, loss=self.loss)
-        per_switch: dict[str, list[Any]] = {s: [] for s in self.aggregators}
+        per_switch: dict[str, list[Any]] = {s: [] for s in self.admission_switches}
+        for s, ups in self._admission_updates(dep).items():
+            per_switch[s].extend(ups)
         for s in self.aggregators:
             agg = dep.block(s, Aggregator)
             sd = next(j.sd for j in self.jobs if j.sd is not None)
@@ -221,6 +237,25 @@ class InaDeployment:
             self.report.updates[s] = self.report.updates.get(s, 0) + n
 
         await asyncio.gather(*(one(s) for s in per_switch))
+
+    def _admission_updates(self, dep: Deployment) -> dict[str, list[Any]]:
+        """Per ``ina.p4`` switch: its switch-facing ports, and each job's workers and PS
+        attached to it (their port, address, job and rank)."""
+        topo = self.topology
+        out: dict[str, list[Any]] = {}
+        for s in self.admission_switches:
+            adm = dep.block(s, InaAdmission)
+            fabric = [p for p, n in topo.ports(s).items() if topo.is_switch(n)]
+            out[s] = adm.fabric_port_entries(fabric)
+        for j in self.jobs:
+            for rank, w in enumerate(j.workers):
+                leaf = topo.iface(w)["switch"]
+                out[leaf].append(dep.block(leaf, InaAdmission).member_entry(
+                    topo.port(leaf, w), topo.host_ip(w), j.job_id, rank))
+            leaf = topo.iface(j.ps)["switch"]
+            out[leaf].append(dep.block(leaf, InaAdmission).server_entry(
+                topo.port(leaf, j.ps), topo.host_ip(j.ps), j.job_id))
+        return out
 
     def _result_tree_updates(self, dep: Deployment, job: InaJob) -> dict[str, list[Any]]:
         """The job's RESULT multicast tree: a shortest-path tree from ``s_d`` to every
@@ -281,6 +316,29 @@ class InaDeployment:
                 out = {}
                 for s in self.aggregators:
                     out[s] = await dep.block(s, Aggregator).read_events(dep.session(s))
+                return out
+
+        return asyncio.run(run())
+
+    def read_admission(self, timeout: float = 30.0) -> dict[str, dict[str, int]]:
+        """``{switch: ina_admission_drops by name}`` from every switch running admission."""
+        return self.read_counters([], self.admission_switches, timeout)
+
+    def read_counters(self, events_of: list[str], admission_of: list[str],
+                      timeout: float = 30.0) -> dict[str, dict[str, int]]:
+        """``{switch: counters}``: the aggregator's events and drops
+        (:meth:`Aggregator.read_events`) of ``events_of`` and the admission drops
+        (:meth:`InaAdmission.read_drops`) of ``admission_of``, merged per switch."""
+
+        async def run() -> dict[str, dict[str, int]]:
+            async with Deployment(self.topology, self.addresses, self.programs or DEFAULT_PROGRAM,
+                                  set_pipeline=False, timeout=timeout) as dep:
+                out: dict[str, dict[str, int]] = {}
+                for s in events_of:
+                    out[s] = await dep.block(s, Aggregator).read_events(dep.session(s))
+                for s in admission_of:
+                    drops = await dep.block(s, InaAdmission).read_drops(dep.session(s))
+                    out.setdefault(s, {}).update(drops)
                 return out
 
         return asyncio.run(run())

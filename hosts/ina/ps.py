@@ -9,7 +9,9 @@ every worker) and ``CLEAR`` to every other switch the policy names for the fragm
 a ``RETX`` ``GRAD`` for a finished fragment gets its ``RESULT`` again by unicast.
 
 Several jobs share one PS socket: all state is keyed by job id. Malformed input (short,
-unknown type, unknown job, fragment out of range, bad bitmap) is counted and dropped.
+unknown type, unknown job, fragment out of range, bad bitmap) is counted and dropped, and
+so is a contribution from an address that is neither the job's worker whose bit it
+carries nor one of the job's aggregating switches (docs/trust.md, "INA: admission").
 
 CLI::
 
@@ -76,6 +78,7 @@ class JobStats:
     overlaps: int = 0  # bitmap overlaps it only in part: ignored
     late: int = 0  # for an already finished fragment
     count_mismatch: int = 0  # count field != popcount(bitmap) (accepted by bitmap)
+    refused_source: int = 0  # from no worker of the job (for its bit) and no job switch
     results_sent: int = 0
     result_resends: int = 0  # RESULT again for a RETX of a finished fragment
     clears_sent: int = 0
@@ -130,6 +133,8 @@ class _Job:
     offset: int  # fragment number on the wire = offset + index
     full: int  # bitmap of all workers
     result_dsts: list[tuple[tuple[str, int], int]]  # (address, tag) for each RESULT copy
+    worker_bits: dict[str, int]  # worker address -> the bit its own GRADs carry
+    switch_srcs: frozenset[str]  # the job's aggregating switches: any aggregate may come
     clears: list[list[tuple[int, tuple[str, int]]]]  # per fragment: (switch id, address)
     stats: JobStats
     rounds: int = 1  # allreduces of F fragments each, back to back; 0 = no limit
@@ -273,9 +278,16 @@ class ParameterServer:
                 for f in frags.tolist():
                     clears[f].append((s, addr))
         total = num_fragments * self.rounds if self.rounds else num_fragments
+        worker_bits: dict[str, int] = {}
+        for r, ip in enumerate(worker_ips):
+            worker_bits[ip] = worker_bits.get(ip, 0) | 1 << r  # one address, several ranks: tests
+        switches = frozenset(policy.switch_ips.values()) if policy is not None else frozenset()
+        if policy is not None and policy.sd is not None:
+            switches |= {policy.sd.ip}
         self.jobs[job_id] = _Job(
             job_id, num_workers, num_fragments, fragment_offset, (1 << num_workers) - 1,
-            dsts, clears, JobStats(job_id, num_workers, total), self.rounds,
+            dsts, worker_bits, switches, clears, JobStats(job_id, num_workers, total),
+            self.rounds,
         )
 
     def close(self) -> None:
@@ -355,6 +367,12 @@ class ParameterServer:
             c.bad_bitmap += 1
             return
         st = jb.stats
+        src = addr[0]
+        # A contribution comes from one of the job's switches (an aggregate, a PARTIAL, a
+        # GRAD passed on keeps its worker's address), or from the worker whose bit it is.
+        if src not in jb.switch_srcs and (mt != _GRAD or bm & ~jb.worker_bits.get(src, 0)):
+            st.refused_source += 1
+            return
         st.packets_in += 1
         st.bytes_in += len(data)
         if st.first_packet_s is None:

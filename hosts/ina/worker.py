@@ -94,6 +94,7 @@ class WorkerStats:
     duplicate_results: int = 0
     stale_results: int = 0  # RESULT for a fragment not sent yet (older run, other offset)
     ignored: int = 0  # short, wrong type, wrong job, out of range, bad bitmap
+    refused_source: int = 0  # a RESULT from an address not the job's PS or s_d (docs/trust.md)
     send_blocked: int = 0  # socket buffer full: waited for it to drain
     fault_drops: int = 0  # TEST ONLY: dropped by FaultInjection
     duration_s: float = 0.0
@@ -131,6 +132,8 @@ class Worker:
         max_backoff: upper bound of the retransmission interval.
         faults: TEST ONLY fault injection on sends.
         progress: called as ``progress(done, total)`` at most every 0.1 s.
+        result_sources: the addresses a RESULT may come from (default: ``ps_ip``;
+            ``from_policy`` adds ``s_d``); any other source is refused and counted.
     """
 
     def __init__(
@@ -151,6 +154,7 @@ class Worker:
         max_backoff: float = 1.0,
         faults: FaultInjection | None = None,
         progress: Callable[[int, int], None] | None = None,
+        result_sources: Iterable[str] | None = None,
     ) -> None:
         if not 1 <= num_workers <= INA_MAX_WORKERS:
             raise ValueError(f"num_workers must be in 1..{INA_MAX_WORKERS}, got {num_workers}")
@@ -162,6 +166,8 @@ class Worker:
             raise ValueError("window must be >= 1, timeout and max_time > 0")
         self.rank, self.num_workers, self.job_id = rank, num_workers, job_id
         self.ps_addr = (_ip(ps_ip, "ps_ip"), port)
+        self.result_sources = frozenset(
+            _ip(a, "result source") for a in (result_sources or ())) | {self.ps_addr[0]}
         self.policy = policy
         self.switch_ips = dict(switch_ips or {})
         self.window, self.timeout, self.max_time = window, timeout, max_time
@@ -176,6 +182,8 @@ class Worker:
         """A worker for ``rank`` of ``policy``, bound to its address in the policy."""
         kw.setdefault("bind_ip", policy.workers[rank])
         kw.setdefault("scale_bits", policy.scale_bits)
+        # s_d multicasts the PS's RESULT keeping the PS's address; s_d's own is allowed too
+        kw.setdefault("result_sources", [policy.sd.ip] if policy.sd is not None else [])
         return cls(
             rank, policy.num_workers, policy.job, policy.ps, policy.for_worker(rank),
             policy.switch_ips, port=policy.port, **kw,
@@ -275,7 +283,7 @@ class Worker:
         deadline = t0 + self.max_time
         last_progress = t0
         blocked = False
-        recv = sock.recv
+        recvfrom, sources = sock.recvfrom, self.result_sources
         while n_done < n_f:
             busy = False
             now = time.monotonic()
@@ -298,12 +306,15 @@ class Worker:
             # 2. everything already received
             while True:
                 try:
-                    data = recv(_RECV_SIZE)
+                    data, src = recvfrom(_RECV_SIZE)
                 except (BlockingIOError, InterruptedError):
                     break
                 except ConnectionRefusedError:  # ICMP from an earlier send; harmless
                     continue
                 busy = True
+                if src[0] not in sources:  # only the job's PS (via s_d) sends RESULTs
+                    st.refused_source += 1
+                    continue
                 if len(data) < pl:
                     st.ignored += 1
                     continue

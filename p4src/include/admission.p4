@@ -1,0 +1,119 @@
+/* gradnet: INA admission, who may send which INA packet into the fabric
+ * (docs/trust.md, "INA: admission"; docs/ina.md).
+ *
+ * Applied in ina.p4 before the aggregator, on every switch that has hosts
+ * attached (and every aggregating switch). The fabric trusts its switches
+ * and the links between them: an INA packet arriving on a switch-facing port
+ * (ina_fabric_ports, or the CPU port) was admitted at its first switch. On a
+ * host-facing port:
+ *   - a GRAD must come from a member of its job: (ingress port, source IP,
+ *     job, rank) in ina_members, installed for every worker on its first
+ *     switch; it must carry exactly the member's own bit and count 1 (a
+ *     multi-contributor aggregate only ever comes from a switch);
+ *   - a PARTIAL, RESULT or CLEAR must come from the job's PS: (ingress port,
+ *     source IP, job) in ina_servers;
+ *   - anything else is no INA message.
+ * On any port a GRAD with an empty bitmap or a zero count is refused: no
+ * switch or worker ever sends one. Every refused packet is dropped and
+ * counted by reason (ina_admission_drops); the aggregator never sees it.
+ */
+#ifndef _GRADNET_ADMISSION_P4_
+#define _GRADNET_ADMISSION_P4_
+
+#include "config.p4"
+#include "headers.p4"
+
+/* ina_admission_drops indices (controller/ina/admission.py names them) */
+#define INA_ADMIT_EMPTY          1   /* GRAD with bitmap 0 or count 0 */
+#define INA_ADMIT_HOST_AGGREGATE 2   /* several contributors, from a host port */
+#define INA_ADMIT_NOT_MEMBER     3   /* GRAD: port, address, job or rank not a member */
+#define INA_ADMIT_WRONG_BIT      4   /* a member's GRAD without exactly its own bit */
+#define INA_ADMIT_NOT_SERVER     5   /* PARTIAL/RESULT/CLEAR from a host not the job's PS */
+#define INA_ADMIT_BAD_TYPE       6   /* unknown msg_type from a host port */
+#define INA_ADMIT_REASONS        8
+#define INA_MEMBERS_SIZE      8192   /* workers of all jobs, on one switch */
+
+control InaAdmission(inout headers_t hdr,
+                     inout metadata_t meta,
+                     inout standard_metadata_t standard_metadata) {
+
+    counter(INA_ADMIT_REASONS, CounterType.packets) ina_admission_drops;
+
+    bit<32> own_bit;
+
+    action fabric_port() { }
+
+    /* Switch-facing ports: what arrives there was admitted upstream. */
+    table ina_fabric_ports {
+        key = { standard_metadata.ingress_port: exact; }
+        actions = { fabric_port; NoAction; }
+        default_action = NoAction();
+        size = PORT_TABLE_SIZE;
+    }
+
+    action member(bit<32> bitmap) {
+        own_bit = bitmap;
+    }
+
+    /* A job's worker on the port it is attached to: its GRADs carry `bitmap`. */
+    table ina_members {
+        key = {
+            standard_metadata.ingress_port: exact;
+            hdr.ipv4.src_addr: exact;
+            hdr.ina.job_id: exact;
+            hdr.ina.worker_id: exact;
+        }
+        actions = { member; NoAction; }
+        default_action = NoAction();
+        size = INA_MEMBERS_SIZE;
+    }
+
+    action job_server() { }
+
+    /* A job's PS on the port it is attached to. */
+    table ina_servers {
+        key = {
+            standard_metadata.ingress_port: exact;
+            hdr.ipv4.src_addr: exact;
+            hdr.ina.job_id: exact;
+        }
+        actions = { job_server; NoAction; }
+        default_action = NoAction();
+        size = INA_JOBS_SIZE;
+    }
+
+    action refuse(bit<32> reason) {
+        mark_to_drop(standard_metadata);
+        ina_admission_drops.count(reason);
+        meta.ina.handled = 1;
+    }
+
+    apply {
+        if (hdr.ina.isValid()) {
+            if (hdr.ina.msg_type == INA_GRAD
+                    && (hdr.ina.bitmap == 0 || hdr.ina.count == 0)) {
+                refuse(INA_ADMIT_EMPTY);
+            } else if (standard_metadata.ingress_port == CPU_PORT
+                       || ina_fabric_ports.apply().hit) {
+                /* from the controller or a switch: admitted where it entered */
+            } else if (hdr.ina.msg_type == INA_GRAD) {
+                if (hdr.ina.count != 1 || hdr.ina.bitmap & (hdr.ina.bitmap - 1) != 0) {
+                    refuse(INA_ADMIT_HOST_AGGREGATE);
+                } else if (!ina_members.apply().hit) {
+                    refuse(INA_ADMIT_NOT_MEMBER);
+                } else if (hdr.ina.bitmap != own_bit) {
+                    refuse(INA_ADMIT_WRONG_BIT);
+                }
+            } else if (hdr.ina.msg_type == INA_PARTIAL || hdr.ina.msg_type == INA_RESULT
+                       || hdr.ina.msg_type == INA_CLEAR) {
+                if (!ina_servers.apply().hit) {
+                    refuse(INA_ADMIT_NOT_SERVER);
+                }
+            } else {
+                refuse(INA_ADMIT_BAD_TYPE);
+            }
+        }
+    }
+}
+
+#endif  /* _GRADNET_ADMISSION_P4_ */
