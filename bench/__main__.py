@@ -1,6 +1,7 @@
 """``make bench``: every benchmark, one after the other (tables and ratios).
 
     python -m bench [placement] [target] [ina] [ndn] [differentiated] [bcube] [token] [train]
+                    [fuzz-config]
 
 With no names, runs all of them. Each is also runnable alone:
 ``python -m bench.placement_bench``, ``python -m bench.target_bench``,
@@ -22,6 +23,7 @@ BENCHES = {
     "bcube": "bench.bcube_bench",
     "token": "bench.token_bench",
     "train": "bench.train_bench",
+    "fuzz-config": "bench.config_fuzz_bench",
 }
 
 
