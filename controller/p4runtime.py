@@ -34,6 +34,9 @@ from finsy import (
     P4TableMatch,
 )
 
+from controller.roles import DEPLOY
+from targets.p4rt_client import ClientTls
+
 __all__ = [
     "DEFAULT_BATCH",
     "ControlBlock",
@@ -236,8 +239,12 @@ class SwitchSession:
         program: Program,
         *,
         set_pipeline: bool = True,
-        election_id: int = 10,
+        election_id: int = DEPLOY.election_id,
+        role: str = DEPLOY.name,
+        tls: ClientTls | None = None,
     ) -> None:
+        # TLS when asked for, else when GRADNET_P4RT_CACERT/_CERT/_KEY say so
+        tls = tls if tls is not None else ClientTls.from_env()
         self.name = name
         self.address = address
         self.device_id = device_id
@@ -249,6 +256,8 @@ class SwitchSession:
             p4force=set_pipeline,
             device_id=device_id,
             initial_election_id=election_id,
+            role_name=role,
+            channel_credentials=tls.finsy() if tls is not None else None,
         )
         self.switch = finsy.Switch(name, address, options)
         self._open = False

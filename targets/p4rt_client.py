@@ -8,12 +8,20 @@ with the plain gRPC stub, so it works the same against the embedded target and B
     c = P4RuntimeClient("unix:/tmp/gradnet-x/s1.grpc", device_id=1)
     c.set_pipeline("p4src/build/forward.p4info.txt", "p4src/build/forward.json")
     c.write(+P4TableEntry("ipv4_routes", match=..., action=...))
+
+A client arbitrates for one role (``role``, "" the default role) with ``election_id``;
+writes carry both, so only the role's primary can write (docs/trust.md). ``tls`` (a
+:class:`ClientTls`: CA, and for mutual TLS a client certificate and key) makes the
+channel a TLS one; :meth:`ClientTls.from_env` reads ``GRADNET_P4RT_CACERT``,
+``GRADNET_P4RT_CERT``, ``GRADNET_P4RT_KEY`` and ``GRADNET_P4RT_TARGET_NAME``.
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,31 +55,97 @@ def _error(e: grpc.RpcError) -> P4RuntimeError:
     return P4RuntimeError(e.code().name, e.details() or "", details)
 
 
-class P4RuntimeClient:
-    """Primary controller connection to one P4Runtime device."""
+@dataclass(frozen=True)
+class ClientTls:
+    """TLS options of a P4Runtime client: the CA that signed the switch's certificate
+    (None: the system's roots), and for mutual TLS this client's certificate and key
+    (PEM files). ``target_name`` overrides the host name checked against the switch's
+    certificate (an address such as ``unix:...`` has none)."""
 
-    def __init__(self, address: str, device_id: int = 0, election_id: int = 1, timeout: float = 10.0) -> None:
+    cacert: str | Path | None = None
+    cert: str | Path | None = None
+    key: str | Path | None = None
+    target_name: str = ""
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> ClientTls | None:
+        """From ``GRADNET_P4RT_CACERT`` / ``_CERT`` / ``_KEY`` / ``_TARGET_NAME``; None
+        when none of the first three is set (plain gRPC)."""
+        env = dict(os.environ if env is None else env)
+        ca, cert, key = (env.get(f"GRADNET_P4RT_{k}") or None for k in ("CACERT", "CERT", "KEY"))
+        if ca is None and cert is None and key is None:
+            return None
+        return cls(ca, cert, key, env.get("GRADNET_P4RT_TARGET_NAME", ""))
+
+    def _read(self) -> tuple[bytes | None, bytes | None, bytes | None]:
+        if (self.cert is None) != (self.key is None):
+            raise P4RuntimeError("INVALID_ARGUMENT", "a client certificate needs its key, and a key its certificate")
+        try:
+            return tuple(Path(p).read_bytes() if p is not None else None  # type: ignore[return-value]
+                         for p in (self.cacert, self.key, self.cert))
+        except OSError as e:
+            raise P4RuntimeError("INVALID_ARGUMENT", f"cannot read a TLS file: {e}") from None
+
+    def channel_credentials(self) -> grpc.ChannelCredentials:
+        """gRPC channel credentials for these files."""
+        ca, key, cert = self._read()
+        return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+
+    def channel_options(self) -> list[tuple[str, str]]:
+        """Channel options (the host-name override, if any)."""
+        return [("grpc.ssl_target_name_override", self.target_name)] if self.target_name else []
+
+    def finsy(self) -> Any:
+        """The same options as finsy's ``GRPCCredentialsTLS`` (for ``finsy.SwitchOptions``)."""
+        from finsy import GRPCCredentialsTLS
+
+        ca, key, cert = self._read()
+        return GRPCCredentialsTLS(cacert=ca, cert=cert, private_key=key, target_name_override=self.target_name)
+
+
+def open_channel(address: str, tls: ClientTls | None = None) -> grpc.Channel:
+    """A gRPC channel to ``address``: plain, or TLS with ``tls``."""
+    if tls is None:
+        return grpc.insecure_channel(address)
+    return grpc.secure_channel(address, tls.channel_credentials(), options=tls.channel_options())
+
+
+class P4RuntimeClient:
+    """Controller connection to one P4Runtime device: primary or backup of ``role``."""
+
+    def __init__(self, address: str, device_id: int = 0, election_id: int = 1, timeout: float = 10.0,
+                 role: str = "", tls: ClientTls | None = None) -> None:
         self.address = address
         self.device_id = device_id
         self.election_id = election_id
+        self.role = role
         self.timeout = timeout
         self.schema: P4Schema | None = None
-        self._channel = grpc.insecure_channel(address)
+        self._stream_error: grpc.RpcError | None = None
+        # no ``tls``: TLS when GRADNET_P4RT_CACERT/_CERT/_KEY say so, else plain gRPC
+        self._channel = open_channel(address, tls if tls is not None else ClientTls.from_env())
         self._stub = p4r_grpc.P4RuntimeStub(self._channel)
         self._requests: queue.Queue[p4r.StreamMessageRequest | None] = queue.Queue()
         self.packet_ins: queue.Queue[p4r.PacketIn] = queue.Queue()
         self.digests: queue.Queue[p4r.DigestList] = queue.Queue()
-        self._arbitration: queue.Queue[p4r.MasterArbitrationUpdate] = queue.Queue()
+        self._arbitration: queue.Queue[p4r.MasterArbitrationUpdate | None] = queue.Queue()
         self._stream = self._stub.StreamChannel(iter(self._requests.get, None))
         self._reader = threading.Thread(target=self._read_stream, daemon=True)
         self._reader.start()
-        self._requests.put(p4r.StreamMessageRequest(arbitration=p4r.MasterArbitrationUpdate(
-            device_id=device_id, election_id=p4r.Uint128(high=0, low=election_id))))
+        arb = p4r.MasterArbitrationUpdate(device_id=device_id, election_id=p4r.Uint128(high=0, low=election_id))
+        if role:
+            arb.role.name = role
+        self._requests.put(p4r.StreamMessageRequest(arbitration=arb))
         try:
             upd = self._arbitration.get(timeout=timeout)
         except queue.Empty:
             self.close()
             raise P4RuntimeError("DEADLINE_EXCEEDED", f"no arbitration answer from {address}") from None
+        if upd is None:  # the stream failed: refused arbitration, TLS handshake, no server
+            self.close()
+            err = self._stream_error
+            raise P4RuntimeError(err.code().name if err is not None else "UNAVAILABLE",
+                                 f"{address}: {err.details() if err is not None else 'stream closed'}")
         self.is_primary = upd.status.code == 0
 
     def _read_stream(self) -> None:
@@ -84,8 +158,9 @@ class P4RuntimeClient:
                     self.packet_ins.put(msg.packet)
                 elif kind == "digest":
                     self.digests.put(msg.digest)
-        except grpc.RpcError:
-            pass
+        except grpc.RpcError as e:
+            self._stream_error = e
+        self._arbitration.put(None)  # wakes a constructor still waiting for its answer
 
     def close(self) -> None:
         """End the stream and the channel."""
@@ -108,7 +183,7 @@ class P4RuntimeClient:
             cookie=p4r.ForwardingPipelineConfig.Cookie(cookie=cookie),
         )
         req = p4r.SetForwardingPipelineConfigRequest(
-            device_id=self.device_id, election_id=p4r.Uint128(high=0, low=self.election_id),
+            device_id=self.device_id, role=self.role, election_id=p4r.Uint128(high=0, low=self.election_id),
             action=p4r.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT, config=config)
         try:
             self._stub.SetForwardingPipelineConfig(req, timeout=self.timeout * 3)
@@ -124,7 +199,7 @@ class P4RuntimeClient:
         """Write finsy entities marked ``+`` (insert), ``~`` (modify) or ``-`` (delete)."""
         assert self.schema is not None, "set_pipeline or use_schema first"
         msgs = encode_updates(list(updates), self.schema)
-        req = p4r.WriteRequest(device_id=self.device_id,
+        req = p4r.WriteRequest(device_id=self.device_id, role=self.role,
                                election_id=p4r.Uint128(high=0, low=self.election_id),
                                updates=msgs, atomicity=getattr(p4r.WriteRequest, atomicity))
         try:
@@ -135,7 +210,7 @@ class P4RuntimeClient:
     def read(self, *entities: Any) -> list[Any]:
         """Read entities (finsy objects used as wildcards) and decode the answers."""
         assert self.schema is not None, "set_pipeline or use_schema first"
-        req = p4r.ReadRequest(device_id=self.device_id, entities=encode_entities(list(entities), self.schema))
+        req = p4r.ReadRequest(device_id=self.device_id, role=self.role, entities=encode_entities(list(entities), self.schema))
         out = []
         try:
             for resp in self._stub.Read(req, timeout=self.timeout):

@@ -10,6 +10,7 @@ virtual environment (it pins protobuf<3.21).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import queue
@@ -70,6 +71,41 @@ class Target:
     def stub(self) -> tuple[grpc.Channel, p4r_grpc.P4RuntimeStub]:
         channel = grpc.insecure_channel(self.address)
         return channel, p4r_grpc.P4RuntimeStub(channel)
+
+    @contextlib.contextmanager
+    def primary_stub(self) -> Iterator[_PrimaryStub]:
+        """A raw stub whose Writes and pipeline changes come from the primary (election
+        id 1) of a StreamChannel held open meanwhile: without one they are refused."""
+        channel, stub = self.stub()
+        requests = Requests(_arbitration(1))
+        stream = stub.StreamChannel(iter(requests))
+        try:
+            assert next(stream).arbitration.status.code == 0
+            yield _PrimaryStub(stub)
+        finally:
+            requests.close()
+            channel.close()
+
+
+class _PrimaryStub:
+    """A P4Runtime stub that puts election id 1 into Write and SetForwardingPipelineConfig."""
+
+    def __init__(self, stub: p4r_grpc.P4RuntimeStub) -> None:
+        self._stub = stub
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stub, name)
+
+    def Write(self, req: p4r.WriteRequest, **kw: object) -> p4r.WriteResponse:  # noqa: N802
+        if not req.HasField("election_id"):
+            req.election_id.low = 1
+        return self._stub.Write(req, **kw)
+
+    def SetForwardingPipelineConfig(self, req: p4r.SetForwardingPipelineConfigRequest,  # noqa: N802
+                                    **kw: object) -> p4r.SetForwardingPipelineConfigResponse:
+        if not req.HasField("election_id"):
+            req.election_id.low = 1
+        return self._stub.SetForwardingPipelineConfig(req, **kw)
 
 
 @pytest.fixture
@@ -270,8 +306,8 @@ def test_write_errors_are_reported_per_update(target: Target) -> None:
 
     _run(main())
 
-    # finsy refuses out-of-range values itself, so these go over a raw stub (no stream
-    # is open now, so a Write without election id is accepted, as by PI).
+    # finsy refuses out-of-range values itself, so these go over a raw stub, as the
+    # primary of an open stream (without one every Write is refused: docs/trust.md).
     info = _config(FORWARD).p4info
     routes = next(t for t in info.tables if t.preamble.alias == "ipv4_routes")
     next_hop = next(a for a in info.actions if a.preamble.alias == "set_next_hop")
@@ -285,7 +321,10 @@ def test_write_errors_are_reported_per_update(target: Target) -> None:
 
     channel, stub = target.stub()
     with channel:
-        bad = p4r.WriteRequest(device_id=DEVICE_ID, updates=[
+        requests = Requests(_arbitration(1))
+        stream = stub.StreamChannel(iter(requests))
+        assert next(stream).arbitration.status.code == 0
+        bad = p4r.WriteRequest(device_id=DEVICE_ID, election_id=p4r.Uint128(low=1), updates=[
             insert_route(b"\x02\x00"),  # port is bit<9>: 512 does not fit
             p4r.Update(type=p4r.Update.INSERT, entity=p4r.Entity(table_entry=p4r.TableEntry(table_id=12345))),
             p4r.Update(type=p4r.Update.INSERT, entity=p4r.Entity(
@@ -302,6 +341,7 @@ def test_write_errors_are_reported_per_update(target: Target) -> None:
         assert "does not fit within 9 bits" in details[0].message
         assert details[1].message == "Invalid P4 id"
         assert len(target.switch.program.tables["MyIngress.forwarding.ipv4_routes"]) == 4
+        requests.close()
 
 
 def test_only_the_primary_may_write(target: Target) -> None:
@@ -349,6 +389,85 @@ def test_only_the_primary_may_write(target: Target) -> None:
         with pytest.raises(grpc.RpcError) as err:  # no stream left: an election id is refused
             stub.Write(p4r.WriteRequest(device_id=DEVICE_ID, election_id=p4r.Uint128(low=5)))
         assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        for req in (p4r.WriteRequest(device_id=DEVICE_ID),  # ... and so is a Write without one
+                    p4r.SetForwardingPipelineConfigRequest(
+                        device_id=DEVICE_ID, config=_config(FORWARD),
+                        action=p4r.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)):
+            call = stub.Write if isinstance(req, p4r.WriteRequest) else stub.SetForwardingPipelineConfig
+            with pytest.raises(grpc.RpcError) as err:
+                call(req)
+            assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+            assert "no StreamChannel open" in err.value.details()
+
+
+def _role_arbitration(role: str, election_id: int) -> p4r.StreamMessageRequest:
+    msg = _arbitration(election_id)
+    msg.arbitration.role.name = role
+    return msg
+
+
+def test_arbitration_per_role(target: Target) -> None:
+    """P4Runtime spec, Client Arbitration: one primary per role (highest election id);
+    a backup's write is refused; roles are independent (same election id in two roles,
+    one role's primary leaving does not touch the other); only the default role's
+    primary changes the pipeline."""
+    _need(FORWARD)
+    channel, stub = target.stub()
+    streams: list[Requests] = []
+
+    def open_stream(role: str, eid: int) -> tuple[Requests, Iterator[p4r.StreamMessageResponse]]:
+        reqs = Requests(_role_arbitration(role, eid))
+        streams.append(reqs)
+        return reqs, stub.StreamChannel(iter(reqs))
+
+    def write(role: str, eid: int) -> grpc.StatusCode:
+        try:
+            stub.Write(p4r.WriteRequest(device_id=DEVICE_ID, role=role, election_id=p4r.Uint128(low=eid)))
+            return grpc.StatusCode.OK
+        except grpc.RpcError as e:
+            return e.code()
+
+    with channel:
+        try:
+            _, deploy = open_stream("", 10)
+            assert next(deploy).arbitration.status.code == 0
+            stub.SetForwardingPipelineConfig(p4r.SetForwardingPipelineConfigRequest(
+                device_id=DEVICE_ID, election_id=p4r.Uint128(low=10), config=_config(FORWARD),
+                action=p4r.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT))
+            low_reqs, low = open_stream("ndn-pit", 5)
+            first = next(low).arbitration
+            assert first.status.code == 0 and first.role.name == "ndn-pit"  # alone in its role
+            high_reqs, high = open_stream("ndn-pit", 10)  # 10 is taken in "", not in "ndn-pit"
+            assert next(high).arbitration.status.code == 0
+            demoted = next(low).arbitration  # its role's primary changed: it is told
+            assert demoted.status.code == grpc.StatusCode.ALREADY_EXISTS.value[0]
+            assert demoted.election_id.low == 10
+            assert write("ndn-pit", 5) == grpc.StatusCode.PERMISSION_DENIED  # the backup
+            assert write("ndn-pit", 10) == grpc.StatusCode.OK
+            assert write("", 10) == grpc.StatusCode.OK  # the default role is untouched
+            assert write("", 5) == grpc.StatusCode.PERMISSION_DENIED
+            assert write("shell", 60) == grpc.StatusCode.PERMISSION_DENIED  # no stream in that role
+            # a named role may not change the pipeline, even as its primary
+            with pytest.raises(grpc.RpcError) as err:
+                stub.SetForwardingPipelineConfig(p4r.SetForwardingPipelineConfigRequest(
+                    device_id=DEVICE_ID, role="ndn-pit", election_id=p4r.Uint128(low=10), config=_config(FORWARD),
+                    action=p4r.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT))
+            assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+            # the role's primary leaves: its backup takes over; the default role is unaffected
+            high_reqs.close()
+            assert list(high) == []
+            promoted = next(low).arbitration
+            assert promoted.status.code == 0 and promoted.election_id.low == 5
+            assert write("ndn-pit", 5) == grpc.StatusCode.OK
+            assert write("", 10) == grpc.StatusCode.OK
+            # a second stream with an id taken in its own role is refused
+            _, dup = open_stream("ndn-pit", 5)
+            with pytest.raises(grpc.RpcError) as err:
+                list(dup)
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        finally:
+            for r in streams:
+                r.close()
 
 
 def test_backup_becomes_primary_when_primary_leaves(target: Target) -> None:
@@ -479,8 +598,7 @@ def test_controller_header_layout(target: Target) -> None:
         del h.metadata[:]
         h.metadata.add(id=1, name="port", bitwidth=9)
         h.metadata.add(id=2, name="flags", bitwidth=3)
-    channel, stub = target.stub()
-    with channel:
+    with target.primary_stub() as stub:
         stub.SetForwardingPipelineConfig(p4r.SetForwardingPipelineConfigRequest(
             device_id=DEVICE_ID, action=p4r.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT, config=cfg))
     pl = target.server.service.pipeline
@@ -500,8 +618,7 @@ def test_controller_header_layout(target: Target) -> None:
 def test_set_pipeline_actions_and_errors(target: Target) -> None:
     _need(FORWARD)
     Req = p4r.SetForwardingPipelineConfigRequest
-    channel, stub = target.stub()
-    with channel:
+    with target.primary_stub() as stub:
         with pytest.raises(grpc.RpcError) as err:
             list(stub.Read(p4r.ReadRequest(device_id=DEVICE_ID, entities=[p4r.Entity(table_entry=p4r.TableEntry())])))
         assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
@@ -615,8 +732,7 @@ def test_registers_read_write(target: Target, forward_plus: tuple[Path, Path]) -
             assert exc.value.details[0].canonical_code == fy.GRPCStatusCode.INVALID_ARGUMENT
 
     _run(main())
-    channel, stub = target.stub()
-    with channel:  # 2^20 does not fit a bit<20> cell (finsy would refuse to send it)
+    with target.primary_stub() as stub:  # 2^20 does not fit a bit<20> cell (finsy would refuse to send it)
         with pytest.raises(grpc.RpcError) as err:
             stub.Write(p4r.WriteRequest(device_id=DEVICE_ID, updates=[p4r.Update(
                 type=p4r.Update.MODIFY, entity=p4r.Entity(register_entry=p4r.RegisterEntry(

@@ -45,6 +45,7 @@ from controller.ndn.persistent_pit import (
 )
 from controller.ndn.pit import TransientPit
 from controller.p4runtime import REPO_ROOT, Program
+from controller.roles import READER, SHELL
 
 # The name bounds live with the agents that must respect them (and stay light to import).
 from hosts.ndn.common import (
@@ -187,7 +188,7 @@ class NdnDeployment:
             self.manager.with_client(switch, write)
             return
         with P4RuntimeClient(self.addresses[switch], self.topology.device_id(switch),
-                             election_id=PersistentPitManager.ELECTION_ID + 10) as c:
+                             election_id=SHELL.election_id, role=SHELL.name) as c:
             c.use_schema(self.program.p4info_path)
             write(c)
 
@@ -209,7 +210,7 @@ def read_switch_state(topology: Topology, addresses: Mapping[str, str],
     drops, le = prog.block(NdnDrops), prog.block(LinkEmulation)
     out: dict[str, dict[str, Any]] = {}
     for s, addr in addresses.items():
-        with P4RuntimeClient(addr, topology.device_id(s), election_id=1) as c:
+        with P4RuntimeClient(addr, topology.device_id(s), election_id=READER.election_id, role=READER.name) as c:
             c.use_schema(prog.p4info_path)
             pit = read_persistent_pit(c, prog)
 

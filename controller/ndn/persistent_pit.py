@@ -19,6 +19,7 @@ from typing import Any
 from ndn.encoding import Component, Name, parse_interest
 
 from controller.p4runtime import ControlBlock, DeployError, Program, multicast_group
+from controller.roles import NDN_PIT
 
 # The name bounds live with the agents that must respect them (and stay light to import).
 from hosts.ndn.common import (
@@ -72,10 +73,11 @@ class PersistentPitManager:
     of ``/PS/train`` and to the entry's multicast group (creating both when absent,
     steps 4.2.1 / 4.2.2), then send the Interest on toward ``PS`` (packet-out on the FIB
     port). Runs while the experiment runs; :meth:`state` is the persistent PIT of every
-    switch. The P4Runtime connections use election id 50, above a deploy's.
+    switch. The P4Runtime connections are the primary of role ``ndn-pit``
+    (controller.roles.NDN_PIT: election id 50, above a deploy's for BMv2, which has no roles).
     """
 
-    ELECTION_ID = 50
+    ELECTION_ID = NDN_PIT.election_id
 
     def __init__(self, topology: Topology, addresses: Mapping[str, str],
                  program: Program, routes: Mapping[str, Mapping[str, int]],
@@ -98,7 +100,8 @@ class PersistentPitManager:
         from targets.p4rt_client import P4RuntimeClient
 
         for s, addr in self.addresses.items():
-            c = P4RuntimeClient(addr, device_id=self.topology.device_id(s), election_id=self.ELECTION_ID)
+            c = P4RuntimeClient(addr, device_id=self.topology.device_id(s), election_id=self.ELECTION_ID,
+                                role=NDN_PIT.name)
             if not c.is_primary:
                 c.close()
                 self.stop()

@@ -55,7 +55,16 @@ def build_parser() -> argparse.ArgumentParser:
                    metavar="PORT@IFACE", help="attach interface IFACE as port PORT (repeatable)")
     p.add_argument("--device-id", type=int, default=0, help="P4Runtime device id (default 0)")
     p.add_argument("--cpu-port", type=int, default=None, help="port number for packet-in/out")
-    p.add_argument("--grpc-server-addr", default="0.0.0.0:9559", help="P4Runtime listen address")
+    p.add_argument("--grpc-server-addr", default="127.0.0.1:9559",
+                   help="P4Runtime listen address (default 127.0.0.1:9559: this host only; "
+                        "simple_switch_grpc's default is 0.0.0.0:9559)")
+    p.add_argument("--grpc-server-ssl", action="store_true", help="Enable SSL/TLS for gRPC server")
+    p.add_argument("--grpc-server-cacert", default=None, metavar="PEM",
+                   help="Path to pem file holding CA certificate to verify peer against")
+    p.add_argument("--grpc-server-cert", default=None, metavar="PEM", help="Path to pem file holding server certificate")
+    p.add_argument("--grpc-server-key", default=None, metavar="PEM", help="Path to pem file holding server key")
+    p.add_argument("--grpc-server-with-client-auth", action="store_true",
+                   help="Require client to have a valid certificate for mutual authentication")
     p.add_argument("--thrift-port", type=int, default=None, help="accepted for compatibility; unused")
     p.add_argument("--log-console", action="store_true", help="log to stderr")
     p.add_argument("--log-file", default=None, help="log to this file")
@@ -109,12 +118,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gradnet-switch: cannot open interface: {e}", file=sys.stderr)
         return 2
 
-    from targets.embedded.p4runtime_server import P4RuntimeServer
+    from targets.embedded.p4runtime_server import P4RuntimeServer, ServerTls
 
-    server = P4RuntimeServer(sw, args.grpc_server_addr)
+    tls = None
+    if args.grpc_server_ssl:
+        if not (args.grpc_server_cert and args.grpc_server_key):
+            print("gradnet-switch: --grpc-server-ssl needs --grpc-server-cert and --grpc-server-key", file=sys.stderr)
+            return 2
+        tls = ServerTls(args.grpc_server_cert, args.grpc_server_key, args.grpc_server_cacert,
+                        args.grpc_server_with_client_auth)
+    elif args.grpc_server_cacert or args.grpc_server_cert or args.grpc_server_key or args.grpc_server_with_client_auth:
+        print("gradnet-switch: the --grpc-server-cacert/-cert/-key/-with-client-auth options need "
+              "--grpc-server-ssl", file=sys.stderr)
+        return 2
+    server = P4RuntimeServer(sw, args.grpc_server_addr, tls=tls)
     try:
         server.start()
-    except Exception as e:  # grpc raises RuntimeError on a busy port
+    except Exception as e:  # grpc raises RuntimeError on a busy port, ValueError on bad TLS files
         print(f"gradnet-switch: cannot listen on {args.grpc_server_addr}: {e}", file=sys.stderr)
         return 2
     runtime = None

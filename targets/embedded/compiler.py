@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from targets.embedded import state
+from targets.embedded.config_check import SAFE_BUILTINS, SpecError, check_source, check_spec
 from targets.embedded.state import ActionCall, StateError
 
 log = logging.getLogger("gradnet.switch")
@@ -321,6 +322,14 @@ def _int(v: Any) -> int:
     raise CompileError(f"not a number: {v!r}")
 
 
+_LABEL = re.compile(r"[A-Za-z0-9_./-]{1,200}")  # the program's path, shown in tracebacks
+
+
+def _reject_constant(name: str) -> Any:
+    """``json.loads`` hook: NaN and Infinity are not JSON and not in a BMv2 config."""
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
 def _signed(v: int, w: int) -> int:
     v &= (1 << w) - 1
     return v - (1 << w) if v >> (w - 1) else v
@@ -482,25 +491,35 @@ class Program:
     """
 
     def __init__(self, spec: dict[str, Any] | str | bytes, seed: int | None = None) -> None:
+        # The config is untrusted data (it arrives over P4Runtime): see config_check for
+        # the three layers that keep it from running code or exhausting the switch.
         if isinstance(spec, bytes | str):
             try:
-                spec = json.loads(spec)
-            except (ValueError, UnicodeDecodeError) as e:
-                raise CompileError(f"device config is not valid JSON: {e}") from e
+                spec = json.loads(spec, parse_constant=_reject_constant)
+            except (ValueError, UnicodeDecodeError, RecursionError) as e:
+                raise CompileError(f"device config is not valid JSON: {type(e).__name__}: {e}") from e
         if not isinstance(spec, dict) or "header_types" not in spec or "pipelines" not in spec:
             raise CompileError("device config is not a BMv2 JSON program (no header_types/pipelines)")
+        try:
+            check_spec(spec)
+        except SpecError as e:
+            raise CompileError(f"invalid BMv2 JSON: {e}") from e
         self.spec = spec
         self.rng = random.Random(seed)
         self._src: list[str] = []
         self._ns: dict[str, Any] = {}
         self._uid = 0
+        self._nparams: int | None = None  # action parameters of the action being generated
         try:
             self._layout()
             self._build_objects()
             self._gen_all()
         except CompileError:
             raise
-        except (KeyError, IndexError, TypeError, ValueError) as e:
+        except SpecError as e:
+            raise CompileError(f"invalid BMv2 JSON: {e}") from e
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError,
+                RecursionError, StopIteration, ZeroDivisionError) as e:
             raise CompileError(f"malformed BMv2 JSON: {type(e).__name__}: {e}") from e
 
     # ------------------------------------------------------------------ layout
@@ -561,7 +580,8 @@ class Program:
             if h.metadata:
                 template[h.base] = 1
         self.template = template
-        self.errors = {name: code for name, code in spec.get("errors", [])}
+        # names and codes checked by check_spec; codes reach generated code as ints only
+        self.errors = {name: int(code) for name, code in spec.get("errors", [])}
         for name, code in (("NoError", 0), ("PacketTooShort", 1), ("NoMatch", 2),
                            ("StackOutOfBounds", 3), ("HeaderTooShort", 4)):
             self.errors.setdefault(name, code)
@@ -812,20 +832,21 @@ class Program:
             return "True" if v else "False"
         if t == "field":
             return f"F[{self.field_slot(v)}]"
-        if t == "runtime_data":
-            return f"D[{int(v)}]"
-        if t == "local":
-            # An action parameter used inside an expression (BMv2 P4Objects.cpp: "runtime
-            # data for expressions in actions"), e.g. a slice assignment `f[7:0] = param`.
-            return f"D[{int(v)}]"
+        if t in ("runtime_data", "local"):
+            # "local": an action parameter used inside an expression (BMv2 P4Objects.cpp:
+            # "runtime data for expressions in actions"), e.g. a slice assignment `f[7:0] = param`.
+            i = int(v)
+            if self._nparams is not None and not 0 <= i < self._nparams:
+                raise CompileError(f"action parameter {i} out of range (the action has {self._nparams})")
+            return f"D[{i}]"
         if t == "header":
             return self._header_base(operand)
         if t == "stack_field":
             return self.lvalue(operand)[0]
-        if t == "header_stack":
-            return repr(v)
-        if t == "string":
-            return repr(v)
+        if t in ("header_stack", "string"):
+            if not isinstance(v, str):
+                raise CompileError(f"{t} operand: expected a string, got {type(v).__name__}")
+            return repr(v)  # a string literal: data, never code
         if t == "expression":
             if "op" not in v:  # p4c sometimes wraps an expression in a second one
                 return self.expr(v)
@@ -1002,6 +1023,8 @@ class Program:
             out.append(f"{ind}F[{TRUNCATE}] = {self.expr(a[0])}")
         elif op == "log_msg":
             fmt = a[0]["value"]
+            if not isinstance(fmt, str):
+                raise CompileError("log_msg: the format is not a string")
             args = [self.expr(x) for x in a[1]["value"]] if len(a) > 1 else []
             out.append(f"{ind}_log({fmt!r}, [{', '.join(args)}])")
         elif op in ("assert", "assume"):
@@ -1095,7 +1118,14 @@ class Program:
 
     # ------------------------------------------------------------------ actions
     def _gen_action(self, a: dict[str, Any]) -> str:
-        fname = f"_act{a['id']}"
+        fname = f"_act{int(a['id'])}"
+        self._nparams = len(a["runtime_data"])
+        try:
+            return self._gen_action_body(a, fname)
+        finally:
+            self._nparams = None
+
+    def _gen_action_body(self, a: dict[str, Any], fname: str) -> str:
         prims = a["primitives"]
         lines = [f"def {fname}(F, D):"]
         if not prims:
@@ -1535,6 +1565,8 @@ class Program:
                 mspec = self._direct_meter_specs[dm]
                 target, _, _ = self.lvalue({"type": "field", "value": mspec["result_target"]})
                 unit = mspec.get("type", "packets")
+                if unit not in ("packets", "bytes"):
+                    raise CompileError(f"direct meter {dm}: unit {unit!r}")
                 # BMv2 runs the direct meter on a hit, before the action.
                 lines.insert(-1, f"        {target} = _dmx(e, {unit!r}, F[{ILEN}])")
             lines.append("        c.fn(F, c.params)")
@@ -1548,6 +1580,8 @@ class Program:
                      f"    return {follow(c['name'])}"]
             self._src.append("\n".join(lines))
         init = pl.get("init_table")
+        if pl["name"] not in ("ingress", "egress"):  # the only two compiled (_gen_all)
+            raise CompileError(f"pipeline {pl['name']!r}")
         lines = [f"def _pipe_{pl['name']}(F):", f"    n = {follow(init)}", "    while n is not None:", "        n = n(F)"]
         self._src.append("\n".join(lines))
 
@@ -1571,7 +1605,10 @@ class Program:
         if t.get("direct_meters"):
             mspec = self._direct_meter_specs[t["direct_meters"]]
             target, _, _ = self.lvalue({"type": "field", "value": mspec["result_target"]})
-            lines.append(f"        {target} = _dmx(e, {mspec.get('type', 'packets')!r}, {plen})")
+            unit = mspec.get("type", "packets")
+            if unit not in ("packets", "bytes"):
+                raise CompileError(f"direct meter of table {t['name']}: unit {unit!r}")
+            lines.append(f"        {target} = _dmx(e, {unit!r}, {plen})")
         lines += ["    if c is not None: c.fn(F, c.params)", f"    if F[{EXIT}]: return None"]
         # the empty default action (c.name "") and an empty group go to the table's base
         # next node, like BMv2's default_default_entry
@@ -1690,8 +1727,16 @@ class Program:
                   _rand=self.rng.randint, _log=_log_msg, _now=_monotonic, _dmx=direct_meter_execute)
         src = "\n\n".join(self._src)
         self.source = src
+        # Last line of defence: only whitelisted syntax, attributes and names, and a
+        # builtins table without __import__/open/eval (config_check, layer 3).
+        for nmap, _, _ in self._deferred:
+            ns[nmap] = None  # bound below, once the node functions exist
+        tree = check_source(src, ns)
+        ns["__builtins__"] = dict(SAFE_BUILTINS)
+        program = self.spec.get("program")
+        label = program if isinstance(program, str) and _LABEL.fullmatch(program) else "program"
         try:
-            exec(compile(src, f"<p4:{self.spec.get('program', 'program')}>", "exec"), ns)
+            exec(compile(tree, f"<p4:{label}>", "exec"), ns)
         except SyntaxError as e:  # a bug in this compiler, not in the user's JSON
             raise CompileError(f"internal code generation error: {e}") from e
         for nmap, mapping, ref in self._deferred:

@@ -7,10 +7,18 @@ exists" and "No forwarding pipeline config set for this device").
 
 Behaviour, as in PI:
 
-- One device, ``switch.device_id``. Arbitration: the connection with the highest election
-  id is primary; every stream hears when the primary changes, a backup that joins or
-  changes its id hears only about itself. Roles are ignored. With no stream open, a Write
-  or SetForwardingPipelineConfig without election id is accepted (handy for grpcurl).
+- One device, ``switch.device_id``. Arbitration per role (P4Runtime spec, "Client
+  Arbitration"): among the streams of one role (``Role.name``; "" is the default role)
+  the highest election id is primary; every stream of that role hears when its primary
+  changes, a backup that joins or changes its id hears only about itself. Election ids
+  are unique within a role. Roles carry no config (a ``Role.config`` is refused): every
+  role may write every entity.
+- Writes and pipeline changes only from a primary (beyond PI, which accepts them from
+  anyone while no stream is open): a Write must name the role and election id of that
+  role's primary on an open StreamChannel, else PERMISSION_DENIED. Pipeline changes
+  (SetForwardingPipelineConfig) only from the default role's primary. Reads are open to
+  every client. PacketOut from a role's primary; PacketIn and digests go to the primary
+  of every role.
 - Write runs CONTINUE_ON_ERROR only (other atomicities: UNIMPLEMENTED). When an update
   fails, the call ends with UNKNOWN and one ``p4.v1.Error`` per update (OK ones included)
   packed into the ``grpc-status-details-bin`` trailer.
@@ -56,6 +64,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent import futures
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
@@ -477,6 +486,7 @@ class _Connection:
 
     election_id: int = -1
     device_id: int | None = None
+    role: str = ""
     out: queue.Queue = field(default_factory=queue.Queue)
     packet_in_drops: int = 0
 
@@ -537,19 +547,29 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         if device_id != self.switch.device_id:
             raise P4RuntimeError(SC.NOT_FOUND, f"Unknown device id {device_id}")
 
-    def _primary(self) -> _Connection | None:
-        return max(self._conns, key=lambda c: c.election_id, default=None)
+    def _primary(self, role: str = "") -> _Connection | None:
+        return max((c for c in self._conns if c.role == role), key=lambda c: c.election_id, default=None)
 
-    def _check_primary(self, request: Any) -> None:
+    def _primaries(self) -> list[_Connection]:
+        """The primary stream of every role that has one."""
+        return [p for p in (self._primary(r) for r in {c.role for c in self._conns}) if p is not None]
+
+    def _check_primary(self, request: Any, pipeline: bool = False) -> None:
+        """A Write or SetForwardingPipelineConfig must come from the primary of its role
+        (role and election id of an open stream); a pipeline change from the default
+        role's."""
+        role = request.role
         with self._conn_lock:
-            if not self._conns:
-                if request.HasField("election_id"):
-                    raise P4RuntimeError(SC.PERMISSION_DENIED, "Not primary")
-                return
-            primary = self._primary()
-            assert primary is not None
-            if _u128(request.election_id) != primary.election_id:
+            primary = self._primary(role)
+            if primary is None:
+                raise P4RuntimeError(SC.PERMISSION_DENIED,
+                                     f"Not primary: no StreamChannel open for role {role!r} "
+                                     "(open one with a MasterArbitrationUpdate first)")
+            if not request.HasField("election_id") or _u128(request.election_id) != primary.election_id:
                 raise P4RuntimeError(SC.PERMISSION_DENIED, "Not primary")
+        if pipeline and role:
+            raise P4RuntimeError(SC.PERMISSION_DENIED,
+                                 f"role {role!r} may not change the pipeline (only the default role)")
 
     def _need_pipeline(self) -> Pipeline:
         pl = self.pipeline
@@ -568,7 +588,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         """Verify, save and/or commit a P4Info + BMv2 JSON pipeline."""
         try:
             self._check_device(request.device_id)
-            self._check_primary(request)
+            self._check_primary(request, pipeline=True)
             action = request.action
             if action not in (_SetAction.VERIFY, _SetAction.VERIFY_AND_SAVE, _SetAction.VERIFY_AND_COMMIT,
                               _SetAction.COMMIT, _SetAction.RECONCILE_AND_COMMIT):
@@ -1586,19 +1606,21 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         size = st.config.max_list_size or len(st.buffer)
         buffered, st.buffer = st.buffer, []
         with self._conn_lock:
-            primary = self._primary()
+            primaries = self._primaries()
         for i in range(0, len(buffered), size):
             chunk = buffered[i:i + size]
             list_id = st.next_list_id
             st.next_list_id += 1
             if st.config.ack_timeout_ns > 0:
                 st.pending[list_id] = (time.monotonic(), chunk)
-            if primary is None:
+            if not primaries:
                 self.digest_drops += len(chunk)
                 continue
             data = [_digest_data(di, s) for s in chunk]
-            primary.send(p4r.StreamMessageResponse(digest=p4r.DigestList(
-                digest_id=did, list_id=list_id, data=data, timestamp=time.time_ns())))
+            msg = p4r.StreamMessageResponse(digest=p4r.DigestList(
+                digest_id=did, list_id=list_id, data=data, timestamp=time.time_ns()))
+            for primary in primaries:
+                primary.send(msg)
 
     def _digest_ack(self, ack: p4r.DigestListAck) -> None:
         with self._digest_lock:
@@ -1704,58 +1726,68 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
 
     def _is_primary(self, conn: _Connection) -> bool:
         with self._conn_lock:
-            return conn.device_id is not None and self._primary() is conn
+            return conn.device_id is not None and self._primary(conn.role) is conn
 
     def _arbitrate(self, conn: _Connection, arb: p4r.MasterArbitrationUpdate) -> None:
         eid = _u128(arb.election_id)
+        role = arb.role.name if arb.HasField("role") else ""
+        if arb.HasField("role") and (arb.role.HasField("config") or arb.role.id):
+            raise P4RuntimeError(SC.UNIMPLEMENTED, "Role config and numeric role ids are not supported "
+                                                   "(name the role; every role has full access)")
         with self._conn_lock:
             if conn.device_id is None:
                 self._check_device(arb.device_id)
                 if len(self._conns) >= MAX_CONNECTIONS:
                     raise P4RuntimeError(SC.RESOURCE_EXHAUSTED, "Too many connections")
-                if any(c.election_id == eid for c in self._conns):
+                if any(c.election_id == eid and c.role == role for c in self._conns):
                     raise P4RuntimeError(SC.INVALID_ARGUMENT, "Election id already exists")
-                conn.device_id, conn.election_id = arb.device_id, eid
+                conn.device_id, conn.election_id, conn.role = arb.device_id, eid, role
                 self._conns.append(conn)
-                if self._primary() is conn:
-                    self._notify_all()
+                if self._primary(role) is conn:
+                    self._notify_all(role)
                 else:
                     self._notify(conn)
                 return
             if arb.device_id != conn.device_id:
                 raise P4RuntimeError(SC.FAILED_PRECONDITION, "Invalid device id")
+            if role != conn.role:
+                raise P4RuntimeError(SC.FAILED_PRECONDITION, "A stream cannot change its role")
             if eid == conn.election_id:  # PI answers nothing when the id does not change
                 return
-            if any(c is not conn and c.election_id == eid for c in self._conns):
+            if any(c is not conn and c.election_id == eid and c.role == role for c in self._conns):
                 raise P4RuntimeError(SC.INVALID_ARGUMENT, "New election id already exists")
-            was_primary = self._primary() is conn
+            was_primary = self._primary(role) is conn
             conn.election_id = eid
-            if (self._primary() is conn) != was_primary:
-                self._notify_all()
+            if (self._primary(role) is conn) != was_primary:
+                self._notify_all(role)
             else:
                 self._notify(conn)
 
     def _notify(self, conn: _Connection) -> None:
-        primary = self._primary()
+        primary = self._primary(conn.role)
         assert primary is not None
         is_primary = conn is primary
         status = rpc_status.Status(code=SC.OK.value[0] if is_primary else SC.ALREADY_EXISTS.value[0],
                                    message="Is primary" if is_primary else "Is backup")
-        conn.send(p4r.StreamMessageResponse(arbitration=p4r.MasterArbitrationUpdate(
-            device_id=conn.device_id, election_id=_to_u128(primary.election_id), status=status)))
+        upd = p4r.MasterArbitrationUpdate(device_id=conn.device_id, election_id=_to_u128(primary.election_id),
+                                          status=status)
+        if conn.role:
+            upd.role.name = conn.role
+        conn.send(p4r.StreamMessageResponse(arbitration=upd))
 
-    def _notify_all(self) -> None:
+    def _notify_all(self, role: str) -> None:
         for c in self._conns:
-            self._notify(c)
+            if c.role == role:
+                self._notify(c)
 
     def _remove_connection(self, conn: _Connection) -> None:
         with self._conn_lock:
             if conn not in self._conns:
                 return
-            was_primary = self._primary() is conn
+            was_primary = self._primary(conn.role) is conn
             self._conns.remove(conn)
-            if was_primary and self._conns:
-                self._notify_all()
+            if was_primary and self._primary(conn.role) is not None:
+                self._notify_all(conn.role)
 
     def close(self) -> None:
         """End every open stream (server shutdown)."""
@@ -1792,14 +1824,19 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         if pl is None:
             return
         with self._conn_lock:
-            primary = self._primary()
-        if primary is None:
+            primaries = self._primaries()
+        if not primaries:
             return
         msg = pl.packet_in_message(frame)
-        if msg is None or primary.out.qsize() > PACKET_IN_BACKLOG:
+        if msg is None:
             self.packet_in_drops += 1
             return
-        primary.send(p4r.StreamMessageResponse(packet=msg))
+        out = p4r.StreamMessageResponse(packet=msg)
+        for primary in primaries:
+            if primary.out.qsize() > PACKET_IN_BACKLOG:
+                self.packet_in_drops += 1
+                continue
+            primary.send(out)
 
 
 def _digest_data(di: _DigestInfo, sample: tuple[int, ...]) -> p4d.P4Data:
@@ -1858,12 +1895,40 @@ def _carry_state(old: Program, new: Program) -> None:
 
 
 # -- the server -------------------------------------------------------------------------
-class P4RuntimeServer:
-    """A gRPC server exposing ``P4RuntimeService`` for ``switch`` on ``address``."""
+@dataclass(frozen=True)
+class ServerTls:
+    """TLS for the P4Runtime server, as simple_switch_grpc's ``--grpc-server-ssl`` flags:
+    the server's certificate chain and key (PEM files), and optionally a CA to verify
+    clients against; ``client_auth`` requires a client certificate signed by it (mutual
+    TLS, ``--grpc-server-with-client-auth``)."""
 
-    def __init__(self, switch: Switch, address: str = "0.0.0.0:9559", max_workers: int = 2 * MAX_CONNECTIONS + 8) -> None:
+    cert: str | Path
+    key: str | Path
+    cacert: str | Path | None = None
+    client_auth: bool = False
+
+    def credentials(self) -> grpc.ServerCredentials:
+        """gRPC server credentials; ``ValueError`` when the files do not make a valid set."""
+        if self.client_auth and self.cacert is None:
+            raise ValueError("client authentication needs a CA certificate (--grpc-server-cacert)")
+        try:
+            key, cert = Path(self.key).read_bytes(), Path(self.cert).read_bytes()
+            ca = Path(self.cacert).read_bytes() if self.cacert is not None else None
+        except OSError as e:
+            raise ValueError(f"cannot read a TLS file: {e}") from e
+        return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca,
+                                           require_client_auth=self.client_auth)
+
+
+class P4RuntimeServer:
+    """A gRPC server exposing ``P4RuntimeService`` for ``switch`` on ``address``
+    (plain, or TLS / mutual TLS with ``tls``)."""
+
+    def __init__(self, switch: Switch, address: str = "127.0.0.1:9559", max_workers: int = 2 * MAX_CONNECTIONS + 8,
+                 tls: ServerTls | None = None) -> None:
         self.switch = switch
         self.address = address
+        self.tls = tls
         self.service = P4RuntimeService(switch)
         self.port: int | None = None
         self._max_workers = max_workers
@@ -1879,7 +1944,10 @@ class P4RuntimeServer:
                      ("grpc.so_reuseport", 0)],
         )
         p4r_grpc.add_P4RuntimeServicer_to_server(self.service, server)
-        port = server.add_insecure_port(self.address)
+        if self.tls is not None:
+            port = server.add_secure_port(self.address, self.tls.credentials())
+        else:
+            port = server.add_insecure_port(self.address)
         if port == 0:
             raise RuntimeError(f"cannot listen on {self.address}")
         server.start()
