@@ -123,6 +123,69 @@ def test_ps_maps_reused_fragment_numbers_to_rounds() -> None:
             assert (np.frombuffer(jb.prev_results[0], ">i4") == 11 * k).all()
 
 
+def test_embedded_switch_takes_over_idle_aggregators() -> None:
+    """ina.p4 on the embedded target, its clock (``ingress_global_timestamp``, us) set
+    by the test: an aggregator is taken over only once idle past ``ina_aging``'s
+    timeout, and never with the timeout 0."""
+    from scapy.all import IP, UDP, Ether
+
+    from targets.embedded.state import TableEntry
+    from targets.embedded.switch import Switch
+
+    sw = Switch(seed=1)
+    prog = sw.load_program((ROOT / "p4src" / "build" / "ina.json").read_bytes())
+    sw.install_program(prog)
+    a = "MyIngress.aggregator."
+    sw_ip, ps_ip = 0x0AFF0001, 0x0A000001
+    prog.tables[a + "ina_switch"].set_default(prog.action_call(
+        a + "ina_switch", a + "set_switch_identity", (1, sw_ip, 1, sw_ip)))
+    prog.tables[a + "ina_jobs"].insert(TableEntry((1,), prog.action_call(
+        a + "ina_jobs", a + "set_job", (ps_ip, 1001))))
+    now = [10_000_000]
+    sw._now_us = lambda: now[0]  # type: ignore[method-assign]
+
+    def aging(timeout_us: int) -> None:
+        prog.tables[a + "ina_aging"].set_default(prog.action_call(
+            a + "ina_aging", a + "set_aggregator_timeout", (timeout_us,)))
+
+    def send(frag: int, bit: int, value: int) -> None:
+        vals = np.full(INA_VALUES, value, dtype=">i4").tobytes()
+        pl = INA_HEADER.pack(int(MsgType.GRAD), 1, bit, frag, 1, 0, 1 << bit, 1, 2, 0, 0) + vals
+        sw.process(1, bytes(Ether() / IP(src="10.0.0.2", dst="10.255.0.1")
+                            / UDP(sport=40000, dport=40000) / pl))
+
+    def state(frag: int) -> tuple[int, ...]:
+        """bitmap, count, last contribution (us), first value's running sum"""
+        i = aggregator_index(1, frag)
+        return tuple(prog.registers[a + n].read(i)
+                     for n in ("agg_bitmap", "agg_count", "agg_time", "agg_value_00"))
+
+    def events() -> dict[str, int]:
+        cells = prog.counters[a + "ina_events"]
+        return {n: cells.read(k)[0] for k, n in ((1, "partial"), (2, "passed_on"), (5, "taken_over"))}
+
+    send(7, 0, 5)
+    assert state(7) == (1, 1, 10_000_000, 5)  # held, stamped in microseconds
+    now[0] += 1_000_000  # exactly the default timeout (1 s): not past it
+    send(7, 1, 6)
+    assert state(7) == (3, 2, now[0], 11) and events() == {"partial": 1, "passed_on": 0,
+                                                             "taken_over": 0}
+    now[0] += 1_000_001
+    send(7, 0, 9)  # past it: taken over, the old sums dropped
+    assert state(7) == (1, 1, now[0], 9) and events()["taken_over"] == 1
+    other = next(f for f in range(8, 100_000) if aggregator_index(1, f) == aggregator_index(1, 7))
+    aging(0)  # never
+    now[0] += 10**9
+    send(other, 0, 1)  # busy: passed on, unaggregated, to the PS
+    assert state(7)[:2] == (1, 1) and events() == {"partial": 1, "passed_on": 1, "taken_over": 1}
+    aging(50)
+    now[0] += 51
+    send(other, 0, 1)
+    assert state(other) == (1, 1, now[0], 1) and events()["taken_over"] == 2
+    send(other, 1, 2)
+    assert state(other)[:2] == (3, 2) and state(other)[3] == 3 and events()["partial"] == 2
+
+
 def test_probe_covers_every_aggregator() -> None:
     frags = covering_fragments(2, 1 << 30)
     assert sorted(aggregator_index(2, f) for f in frags) == list(range(NUM_AGGREGATORS))
