@@ -60,7 +60,7 @@ _TOK = "p4src/include/token_accumulator.p4"
 LANE_RUNS: tuple[LaneRun, ...] = (
     # INA values header (technique 1)
     LaneRun("p4src/include/headers.p4", "INA_VALUES", ("    bit<32> v{i};",)),
-    # Aggregator registers; add_values, read_values, clear_aggregator
+    # Aggregator registers; add_values, read_values, zero_values (clear_aggregator, take_over)
     LaneRun(_AGG, "INA_VALUES", ("    register<bit<32>>(NUM_AGGREGATORS) agg_value_{i};",)),
     LaneRun(_AGG, "INA_VALUES", (
         "        agg_value_{i}.read(v, meta.ina.index);",

@@ -35,6 +35,25 @@ def test_bucket_larger_than_the_job_is_refused() -> None:
         state.close()
 
 
+def test_rounds_number_fragments_from_a_bounded_cycle() -> None:
+    pol = Policy.ps_only(1, "127.0.0.1", ["127.0.0.2", "127.0.0.3"], 2)
+    state = InaHookState.from_policy(pol, 0)
+    try:  # default: every round that fits 32 bits, then the numbers are reused
+        assert state.cycle is not None and state.cycle.cycle == 2**31 and state.round == 0
+    finally:
+        state.close()
+    state = InaHookState.from_policy(pol, 0, round_cycle=3, reuse_after=0.0)
+    try:
+        assert state.cycle is not None
+        offsets = []
+        for _ in range(4):
+            offsets.append(state.cycle.begin())
+            state.cycle.end()
+        assert offsets == [0, 2, 4, 0] and state.round == 4
+    finally:
+        state.close()
+
+
 def _skip_reason() -> str | None:
     return net_skip_reason("ina")
 

@@ -82,7 +82,7 @@ def test_other_counts_generate_that_many_lanes(tmp_path: Path) -> None:
     assert re.findall(r"agg_value_(\d+)\.read\(v,", _section(agg, "action add_values()")) == names
     assert re.findall(r"agg_value_(\d+)\.read\(hdr", _section(agg, "action read_values()")) == names
     assert re.findall(r"agg_value_(\d+)\.write\(meta\.ina\.index, 0\)",
-                      _section(agg, "action clear_aggregator()")) == names
+                      _section(agg, "action zero_values()")) == names
     hdr = _section((tmp_path / "p4src/include/headers.p4").read_text(), "header ina_values_t")
     assert re.findall(r"bit<32> v(\d+);", hdr) == names
     assert "\n#define INA_VALUES 128\n" in (tmp_path / "p4src/include/config.p4").read_text()

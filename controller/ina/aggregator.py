@@ -1,6 +1,6 @@
 """Controller twin of ``p4src/include/aggregator.p4`` (``MyIngress.aggregator``): the switch's INA identity
-(``ina_switch``, its id and address and those of s_d) and the jobs it aggregates for
-(``ina_jobs``), plus the drop and event counters."""
+(``ina_switch``, its id and address and those of s_d), the jobs it aggregates for
+(``ina_jobs``), the aggregator timeout (``ina_aging``), plus the drop and event counters."""
 
 from __future__ import annotations
 
@@ -8,6 +8,13 @@ import ipaddress
 from typing import Any
 
 from controller.p4runtime import ControlBlock, DeployError
+
+#: ``INA_AGGREGATOR_TIMEOUT_US`` of ``p4src/include/config.p4``: what a switch uses until
+#: the controller writes another timeout.
+DEFAULT_AGGREGATOR_TIMEOUT_US = 1_000_000
+_TIMEOUT_MAX_US = (1 << 48) - 1  # set_aggregator_timeout's bit<48>
+#: ``ina_events`` cells, by index (aggregator.p4).
+EVENT_NAMES = ("added", "partial", "passed_on", "cleared", "result", "taken_over")
 
 
 def switch_ip(device_id: int) -> str:
@@ -25,8 +32,8 @@ class Aggregator(ControlBlock):
     """``Aggregator`` (ingress): the switch's identity and the jobs it aggregates for."""
 
     CONTROL = "MyIngress.aggregator"
-    TABLES = ("ina_switch", "ina_jobs")
-    ACTIONS = ("set_switch_identity", "set_job")
+    TABLES = ("ina_switch", "ina_jobs", "ina_aging")
+    ACTIONS = ("set_switch_identity", "set_job", "set_aggregator_timeout")
     COUNTERS = ("ina_drops", "ina_events")
 
     def identity_entry(self, switch_id: int, sd_id: int) -> Any:
@@ -40,12 +47,21 @@ class Aggregator(ControlBlock):
         return +self.entry("ina_jobs", {"hdr.ina.job_id": job_id}, "set_job",
                            ps_ip=_ip_int(ps_ip), result_group=result_group)
 
+    def aging_entry(self, timeout_us: int) -> Any:
+        """MODIFY of ``ina_aging``'s default action: an aggregator whose last contribution
+        is ``timeout_us`` microseconds old may be taken over by another fragment
+        (0: never). Shorter than a fragment's aggregation costs retransmissions, never
+        exactness (docs/ina.md, "Aging")."""
+        if not 0 <= timeout_us <= _TIMEOUT_MAX_US:
+            raise DeployError(f"aggregator timeout must be within 0..{_TIMEOUT_MAX_US} us, "
+                              f"got {timeout_us}")
+        return ~self.default_entry("ina_aging", "set_aggregator_timeout", timeout_us=timeout_us)
+
     async def read_events(self, session: Any) -> dict[str, int]:
-        """``ina_events`` (added, partial, passed_on, cleared, result) and the consumed
-        packets of ``ina_drops`` (absorbed, duplicate, unknown_job, clear), by name."""
-        names = ["added", "partial", "passed_on", "cleared", "result"]
+        """``ina_events`` (``EVENT_NAMES``) and the consumed packets of ``ina_drops``
+        (absorbed, duplicate, unknown_job, clear), by name."""
         cells = await session.read_counter(self.name("ina_events"))
-        out = {n: cells.get(i, (0, 0))[0] for i, n in enumerate(names)}
+        out = {n: cells.get(i, (0, 0))[0] for i, n in enumerate(EVENT_NAMES)}
         drops = await session.read_counter(self.name("ina_drops"))
         for i, n in enumerate(["absorbed", "duplicate", "unknown_job", "clear"], start=1):
             out[n] = drops.get(i, (0, 0))[0]

@@ -426,7 +426,13 @@ def cmd_ina_deploy(args: argparse.Namespace) -> int:
                           aggregate=not args.baseline)
     except PlacementError as e:
         raise UsageError(str(e)) from None
-    dep = InaDeployment(topo, addresses, [job])
+    timeout_us = None
+    if args.aggregator_timeout_ms is not None:
+        if not 0 <= args.aggregator_timeout_ms <= 1e9:
+            raise UsageError(f"--aggregator-timeout-ms must be within 0..1e9, got "
+                             f"{args.aggregator_timeout_ms:g}")
+        timeout_us = round(args.aggregator_timeout_ms * 1000)
+    dep = InaDeployment(topo, addresses, [job], aggregator_timeout_us=timeout_us)
     t0 = time.monotonic()
     report = dep.deploy(timeout=args.timeout)
     took = time.monotonic() - t0
@@ -508,7 +514,7 @@ def cmd_ina_deploy(args: argparse.Namespace) -> int:
     return 0
 
 
-EVENT_NAMES = ("added", "partial", "passed_on", "cleared", "result",
+EVENT_NAMES = ("added", "partial", "passed_on", "cleared", "result", "taken_over",
                "absorbed", "duplicate", "unknown_job", "clear")
 
 
@@ -686,6 +692,9 @@ def register(sub: Any, topo_help: str) -> None:
     idep.add_argument("--policy-out", metavar="FILE",
                       help="policy file to write (default: <run-dir>/ina-job<J>.policy.json, "
                            "or ./ina-job<J>.policy.json with --addresses)")
+    idep.add_argument("--aggregator-timeout-ms", type=float, metavar="MS",
+                      help="an aggregator idle this long may be taken over by another "
+                           "fragment (0: never; default: the program's, 1000)")
     idep.add_argument("--json", action="store_true", help="machine-readable output")
     idep.set_defaults(func=cmd_ina_deploy)
 

@@ -170,8 +170,11 @@ class InaDeployment:
 
     def __init__(self, topology: Topology, addresses: Mapping[str, str], jobs: list[InaJob],
                  ina_program: str | Path = INA_PROGRAM,
-                 loss: Mapping[tuple[str, int], float] | None = None) -> None:
+                 loss: Mapping[tuple[str, int], float] | None = None,
+                 aggregator_timeout_us: int | None = None) -> None:
         self.topology = topology
+        # None: the program's default (INA_AGGREGATOR_TIMEOUT_US)
+        self.aggregator_timeout_us = aggregator_timeout_us
         self.addresses = addresses
         self.jobs = jobs
         ids = [j.job_id for j in jobs]
@@ -223,6 +226,8 @@ class InaDeployment:
             agg = dep.block(s, Aggregator)
             sd = next(j.sd for j in self.jobs if j.sd is not None)
             per_switch[s].append(agg.identity_entry(topo.device_id(s), topo.device_id(sd)))
+            if self.aggregator_timeout_us is not None:
+                per_switch[s].append(agg.aging_entry(self.aggregator_timeout_us))
             for j in self.jobs:
                 if j.placement is not None:
                     per_switch[s].append(agg.job_entry(j.job_id, topo.host_ip(j.ps), j.result_group))
@@ -306,6 +311,19 @@ class InaDeployment:
             return self.report
 
         return asyncio.run(run())
+
+    def set_aggregator_timeout(self, timeout_us: int, timeout: float = 30.0) -> None:
+        """Write ``ina_aging`` on every aggregating switch of a deployed network
+        (``Aggregator.aging_entry``); the pipelines and every other entry stay."""
+
+        async def run() -> None:
+            async with Deployment(self.topology, self.addresses, self.programs or DEFAULT_PROGRAM,
+                                  set_pipeline=False, timeout=timeout) as dep:
+                for s in self.aggregators:
+                    await dep.session(s).write([dep.block(s, Aggregator).aging_entry(timeout_us)])
+
+        asyncio.run(run())
+        self.aggregator_timeout_us = timeout_us
 
     def read_events(self, timeout: float = 30.0) -> dict[str, dict[str, int]]:
         """``{switch: ina_events}`` from every aggregating switch."""

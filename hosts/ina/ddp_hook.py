@@ -14,8 +14,11 @@ fixed point, runs one INA allreduce through the emulated network (``hosts.ina.wo
 the aggregating switches of the job's policy, then the PS, which must run with
 ``--rounds 0`` or ``--rounds`` = the number of buckets reduced), and returns the sum
 divided by the world size, as DDP's default all-reduce hook does. Round ``r`` of the job
-uses the fragment numbers ``r·F ...`` (F = the policy's fragments), so a late packet of
-one bucket never mixes into the next.
+uses the fragment numbers ``(r mod cycle)·F ...`` (F = the policy's fragments;
+``hosts.ina.rounds.FragmentCycle``), so a late packet of one bucket never mixes into the
+next, and the numbers stay within 32 bits however long the training runs: before they
+repeat, the hook waits until the switches' aggregators the earlier rounds may have left
+behind have aged out (``reuse_after``; docs/ina.md, "Aging").
 
 Every bucket must fit the job: at most ``F·INA_VALUES`` values (``InaHookState.capacity``);
 a larger one is refused with a clear error, never truncated. The sum is exact in fixed
@@ -33,6 +36,7 @@ import torch.distributed as dist
 
 from hosts.fixedpoint import dequantize, quantize
 from hosts.ina.policy import Policy
+from hosts.ina.rounds import DEFAULT_REUSE_AFTER_S, FragmentCycle
 from hosts.ina.worker import Worker, WorkerStats
 from hosts.packets import INA_VALUES
 
@@ -44,18 +48,35 @@ class InaHookState:
     worker: Worker
     num_fragments: int
     world_size: int
-    round: int = 0
+    cycle: FragmentCycle | None = None  # None: every 32-bit round, reuse after 2 s
     stats: list[WorkerStats] = field(default_factory=list)
     bytes_sent: int = 0
 
+    def __post_init__(self) -> None:
+        if self.cycle is None:
+            self.cycle = FragmentCycle(self.num_fragments)
+        elif self.cycle.num_fragments != self.num_fragments:
+            raise ValueError(f"the fragment cycle is for {self.cycle.num_fragments} fragments, "
+                             f"the job has {self.num_fragments}")
+
     @classmethod
     def from_policy(cls, policy: str | Path | Policy, rank: int, *, window: int = 64,
-                    timeout: float = 0.2, max_time: float = 120.0) -> "InaHookState":
-        """The state for ``rank`` of the job in ``policy`` (a policy file or object)."""
+                    timeout: float = 0.2, max_time: float = 120.0, round_cycle: int = 0,
+                    reuse_after: float = DEFAULT_REUSE_AFTER_S) -> "InaHookState":
+        """The state for ``rank`` of the job in ``policy`` (a policy file or object).
+        ``round_cycle``/``reuse_after``: see ``FragmentCycle`` (the PS needs the same
+        cycle)."""
         pol = policy if isinstance(policy, Policy) else Policy.load(policy)
+        cycle = FragmentCycle(pol.num_fragments, cycle=round_cycle, reuse_after=reuse_after)
         worker = Worker.from_policy(pol, rank, window=window, timeout=timeout,
                                     max_time=max_time)
-        return cls(worker, pol.num_fragments, pol.num_workers)
+        return cls(worker, pol.num_fragments, pol.num_workers, cycle)
+
+    @property
+    def round(self) -> int:
+        """Allreduces begun."""
+        assert self.cycle is not None
+        return self.cycle.round
 
     @property
     def capacity(self) -> int:
@@ -74,8 +95,9 @@ class InaHookState:
         padded = np.zeros(self.capacity, dtype=np.float32)
         padded[:n] = flat
         q = quantize(padded, self.worker.scale_bits, self.world_size)
-        total, st = self.worker.allreduce_fixed(q, self.round * self.num_fragments)
-        self.round += 1
+        assert self.cycle is not None
+        total, st = self.worker.allreduce_fixed(q, self.cycle.begin())
+        self.cycle.end()
         self.stats.append(st)
         self.bytes_sent += st.bytes_sent
         return dequantize(total[:n], self.worker.scale_bits)

@@ -17,6 +17,7 @@ CLI::
 
     python -m hosts.ina.ps --policy policy.json [--policy job2.json] [--json]
         [--linger 1.0] [--max-time 300] [--iface ps-eth0] [--out-int sums.npz]
+        [--rounds N] [--round-cycle R]
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import numpy as np
 
 from hosts.ina.agent import FaultInjection, InaTimeoutError, open_ina_socket
 from hosts.ina.policy import Policy, PolicyError, default_switch_ip
+from hosts.ina.rounds import max_round_cycle
 from hosts.net import wait_readable
 from hosts.packets import (
     INA_HEADER,
@@ -138,7 +140,9 @@ class _Job:
     clears: list[list[tuple[int, tuple[str, int]]]]  # per fragment: (switch id, address)
     stats: JobStats
     rounds: int = 1  # allreduces of F fragments each, back to back; 0 = no limit
-    round: int = 0  # the round being aggregated: wire fragment = offset + round·F + index
+    cycle: int = 0  # rounds before the wire numbers repeat (hosts/ina/rounds.py); 0 = most
+    round: int = 0  # the round being aggregated: wire fragment =
+    #                 offset + (round mod cycle)·F + index
     round_done: int = 0  # fragments of this round finished
     acc: np.ndarray = field(init=False)  # (F, 32) int32, wraps mod 2^32 like the switches
     have: list[int] = field(init=False)  # per fragment: bitmap summed so far
@@ -148,6 +152,11 @@ class _Job:
     prev_results: dict[int, bytes] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        most = max_round_cycle(self.num_fragments, self.offset)
+        self.cycle = self.cycle or most
+        if not 2 <= self.cycle <= most:
+            raise ValueError(f"job {self.job}: round cycle must be within 2..{most}, got "
+                             f"{self.cycle}")
         self.acc = np.zeros((self.num_fragments, INA_VALUES), dtype=np.int32)
         self.have = [0] * self.num_fragments
 
@@ -187,9 +196,11 @@ class ParameterServer:
         iface: NIC whose rx_bytes/rx_packets delta goes into the report.
         fragment_offset: first fragment number on the wire (see ``Worker``).
         rounds: allreduces to serve per job, back to back (round r uses the fragment
-            numbers ``offset + r·F ...``, as a worker's ``fragment_offset = r·F``); 0 = no
-            limit: ``run`` then ends after ``idle_exit`` quiet seconds between rounds, once
-            a round has finished (or at ``max_time``).
+            numbers ``offset + (r mod cycle)·F ...``, as ``hosts.ina.rounds.FragmentCycle``
+            gives the workers); 0 = no limit: ``run`` then ends after ``idle_exit`` quiet
+            seconds between rounds, once a round has finished (or at ``max_time``).
+        cycle: rounds before the fragment numbers repeat (the workers' ``FragmentCycle``
+            cycle); 0 = as many as fit 32 bits.
         idle_exit: see ``rounds``.
         faults: TEST ONLY fault injection on sends.
     """
@@ -210,10 +221,12 @@ class ParameterServer:
         fragment_offset: int = 0,
         rounds: int = 1,
         idle_exit: float = 30.0,
+        cycle: int = 0,
         faults: FaultInjection | None = None,
     ) -> None:
         if rounds < 0:
             raise ValueError(f"rounds must be >= 0, got {rounds}")
+        self.cycle = cycle
         self.jobs: dict[int, _Job] = {}
         self.counters = PSCounters()
         self.linger, self.max_time, self.iface = linger, max_time, iface
@@ -287,7 +300,7 @@ class ParameterServer:
         self.jobs[job_id] = _Job(
             job_id, num_workers, num_fragments, fragment_offset, (1 << num_workers) - 1,
             dsts, worker_bits, switches, clears, JobStats(job_id, num_workers, total),
-            self.rounds,
+            self.rounds, self.cycle,
         )
 
     def close(self) -> None:
@@ -355,7 +368,14 @@ class ParameterServer:
         if jb is None:
             c.unknown_job += 1
             return
-        r, f = divmod(frag - jb.offset, jb.num_fragments)
+        w, f = divmod(frag - jb.offset, jb.num_fragments)
+        if not 0 <= w < jb.cycle:
+            c.out_of_range += 1
+            return
+        # the round the wire number w stands for: the current one, an earlier one, or
+        # (only one behind the numbers' reuse) the next
+        d = (jb.round - w) % jb.cycle
+        r = jb.round + 1 if d == jb.cycle - 1 and jb.cycle > 2 else jb.round - d
         if r < 0 or r > jb.round or r < jb.round - 1 and mt == _GRAD and flags & _RETX:
             # before the job's range, a future round, or a retransmission two rounds old
             # (impossible for a live worker: every round needs every worker)
@@ -515,6 +535,11 @@ def main(argv: Iterable[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=1,
                     help="allreduces to serve back to back (worker offsets r*F); 0: until "
                          "--idle-exit quiet seconds between rounds (default 1)")
+    ap.add_argument("--round-cycle", type=int, default=0,
+                    help="rounds before the fragment numbers repeat, as the workers' (default "
+                         "0: as many as fit 32 bits)")
+    ap.add_argument("--drop-every", type=int, default=0,
+                    help="TESTING: drop every K-th datagram this PS sends (lost RESULTs)")
     ap.add_argument("--idle-exit", type=float, default=30.0,
                     help="with --rounds 0: stop after this many quiet seconds between rounds, "
                          "once a round has finished (default 30)")
@@ -532,7 +557,8 @@ def main(argv: Iterable[str] | None = None) -> int:
         ps = ParameterServer.from_policies(
             policies, linger=args.linger, max_time=args.max_time, iface=args.iface,
             bind_ip=args.bind, fragment_offset=args.fragment_offset, rounds=args.rounds,
-            idle_exit=args.idle_exit,
+            idle_exit=args.idle_exit, cycle=args.round_cycle,
+            faults=FaultInjection(drop_every=args.drop_every) if args.drop_every > 0 else None,
         )
     except (PolicyError, ValueError, OSError) as e:
         emit({"complete": False, "error": str(e)})

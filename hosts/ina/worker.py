@@ -13,6 +13,10 @@ CLI (one line of JSON on stdout with ``--json``)::
 
     python -m hosts.ina.worker --policy policy.json --rank 0 \\
         [--gradient g.npy | --size N --seed S] --out result.npy --json
+        [--rounds K --round-cycle R --reuse-after SECONDS]
+
+``--rounds K`` runs K allreduces back to back, as a training job does; their fragment
+numbers come from ``hosts.ina.rounds.FragmentCycle`` (bounded, reused every R rounds).
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from hosts.ina.policy import (
     _ip,
     default_switch_ip,
 )
+from hosts.ina.rounds import DEFAULT_REUSE_AFTER_S, FragmentCycle
 from hosts.packets import (
     INA_HEADER,
     INA_HEADER_LEN,
@@ -413,6 +418,12 @@ def _load_gradient(args: argparse.Namespace, n_default: int) -> np.ndarray:
     return rng.standard_normal(n).astype(np.float32)
 
 
+def round_gradient(seed: int, rank: int, k: int, n: int) -> np.ndarray:
+    """``--rounds``' random gradient of ``rank`` in round ``k >= 1`` (round 0 is the
+    single-run gradient): distinct per round and rank, reproducible by a checker."""
+    return np.random.default_rng([seed, rank, k]).standard_normal(n).astype(np.float32)
+
+
 def main(argv: Iterable[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m hosts.ina.worker", description="INA worker: allreduce one gradient."
@@ -433,6 +444,16 @@ def main(argv: Iterable[str] | None = None) -> int:
     ap.add_argument("--max-backoff", type=float, default=1.0)
     ap.add_argument("--max-time", type=float, default=60.0, help="bound on the whole run (s)")
     ap.add_argument("--fragment-offset", type=int, default=0)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="allreduces back to back (a new random gradient each, unless "
+                         "--gradient); the PS needs the same --rounds (default 1)")
+    ap.add_argument("--round-cycle", type=int, default=0,
+                    help="with --rounds: rounds before the fragment numbers repeat (>= 2; "
+                         "default 0: as many as fit 32 bits); the PS needs the same")
+    ap.add_argument("--reuse-after", type=float, default=DEFAULT_REUSE_AFTER_S,
+                    help="with --rounds: seconds to wait before reusing fragment numbers; "
+                         "more than the switches' aggregator timeout plus the longest a "
+                         f"packet stays in the network (default {DEFAULT_REUSE_AFTER_S:g})")
     ap.add_argument("--bind", help="local address (default: the rank's address in the policy)")
     ap.add_argument("--json", action="store_true", help="print one JSON summary line")
     ap.add_argument("--no-progress", action="store_true")
@@ -463,6 +484,10 @@ def main(argv: Iterable[str] | None = None) -> int:
             kw["bind_ip"] = args.bind
         if args.send_twice:
             kw["faults"] = FaultInjection(send_twice=True)
+        if args.rounds < 1:
+            raise ValueError(f"--rounds must be >= 1, got {args.rounds}")
+        cycle = FragmentCycle(policy.num_fragments, args.fragment_offset, args.round_cycle,
+                              args.reuse_after)
         worker = Worker.from_policy(policy, args.rank, **kw)
     except (PolicyError, OSError, ValueError) as e:
         return fail(str(e))
@@ -477,7 +502,17 @@ def main(argv: Iterable[str] | None = None) -> int:
     try:
         if prog is not None:
             prog.start()
-        res, st = worker.allreduce(grad, args.fragment_offset)
+        results: list[np.ndarray] = []
+        totals: dict[str, Any] = {}
+        for k in range(args.rounds):
+            if k and not args.gradient:
+                grad = round_gradient(args.seed, args.rank, k, grad.size)
+            res, st = worker.allreduce(grad, cycle.begin())
+            cycle.end()
+            results.append(res)
+            for name in ("packets_sent", "retransmissions", "bytes_sent", "results",
+                         "duplicate_results", "stale_results", "ignored", "duration_s"):
+                totals[name] = totals.get(name, 0) + getattr(st, name)
         t_end = time.time()  # wall clock: comparable across the emulated hosts
     except FixedPointOverflow as e:
         return fail(str(e))
@@ -489,11 +524,17 @@ def main(argv: Iterable[str] | None = None) -> int:
         if prog is not None:
             prog.stop()
         worker.close()
+    if args.rounds > 1:  # one row per round
+        res = np.stack(results)
+        st.fragments *= args.rounds
+        for name, value in totals.items():
+            setattr(st, name, value)
     if args.out:
         np.save(args.out, worker.to_float(res))
     if args.out_int:
         np.save(args.out_int, res)
     summary = {"ok": True, **st.to_dict(), "scale_bits": worker.scale_bits,
+               "rounds": args.rounds, "reuse_wait_s": round(cycle.waited_s, 3),
                "result_sha256_16": _digest(res),
                # cpu_s: the whole process, start-up included; sync_cpu_s: the allreduce
                "cpu_s": round(time.process_time(), 3),

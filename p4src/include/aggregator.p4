@@ -8,6 +8,13 @@
  * on s_d, CLEAR elsewhere). A busy aggregator passes the packet on
  * unaggregated to s_d, the PS's ToR switch, which aggregates it under the
  * sender's origin; s_d itself passes such packets to the PS.
+ *
+ * Aging: an aggregator whose last contribution is older than the timeout
+ * (ina_aging, switch timestamps in microseconds) is taken over by the next GRAD
+ * that hashes to it, its old contents dropped: an abandoned or forged
+ * fragment cannot hold it for good. v1model has no timers, so the check is
+ * lazy. Dropping a partial sum never loses a contribution: its workers get no
+ * RESULT through it and resend to the PS, which counts each worker once.
  */
 #ifndef _GRADNET_AGGREGATOR_P4_
 #define _GRADNET_AGGREGATOR_P4_
@@ -22,6 +29,7 @@ control Aggregator(inout headers_t hdr,
     register<bit<64>>(NUM_AGGREGATORS) agg_key;
     register<bit<32>>(NUM_AGGREGATORS) agg_bitmap;
     register<bit<8>>(NUM_AGGREGATORS)  agg_count;
+    register<bit<48>>(NUM_AGGREGATORS) agg_time;   /* last contribution, us */
     register<bit<32>>(NUM_AGGREGATORS) agg_value_00;
     register<bit<32>>(NUM_AGGREGATORS) agg_value_01;
     register<bit<32>>(NUM_AGGREGATORS) agg_value_02;
@@ -89,7 +97,7 @@ control Aggregator(inout headers_t hdr,
     /* Every INA packet the switch consumes is counted by reason. */
     counter(INA_DROP_REASON_COUNT, CounterType.packets) ina_drops;
     /* Aggregation events: 0 added, 1 partial sent, 2 passed on (busy),
-     * 3 cleared, 4 result multicast. */
+     * 3 cleared, 4 result multicast, 5 taken over (held past the timeout). */
     counter(8, CounterType.packets) ina_events;
 
     bit<32> v;
@@ -110,6 +118,17 @@ control Aggregator(inout headers_t hdr,
     table ina_switch {
         actions = { set_switch_identity; unconfigured; }
         default_action = unconfigured();
+    }
+
+    /* 0 = never take over. */
+    action set_aggregator_timeout(bit<48> timeout_us) {
+        meta.ina.aging_timeout = timeout_us;
+    }
+
+    /* Keyless: the controller may replace the default timeout. */
+    table ina_aging {
+        actions = { set_aggregator_timeout; }
+        default_action = set_aggregator_timeout(INA_AGGREGATOR_TIMEOUT_US);
     }
 
     action set_job(ipv4_addr_t ps_ip, bit<16> result_group) {
@@ -142,6 +161,7 @@ control Aggregator(inout headers_t hdr,
         agg_key.read(meta.ina.stored_key, meta.ina.index);
         agg_bitmap.read(meta.ina.stored_bitmap, meta.ina.index);
         agg_count.read(meta.ina.stored_count, meta.ina.index);
+        agg_time.read(meta.ina.stored_time, meta.ina.index);
     }
 
     /* INA_VALUES register read-add-writes; the packet leaves carrying the sums. */
@@ -343,6 +363,7 @@ control Aggregator(inout headers_t hdr,
         agg_key.write(meta.ina.index, meta.ina.key);
         agg_bitmap.write(meta.ina.index, meta.ina.stored_bitmap);
         agg_count.write(meta.ina.index, meta.ina.stored_count);
+        agg_time.write(meta.ina.index, standard_metadata.ingress_global_timestamp);
         ina_events.count(0);
     }
 
@@ -413,10 +434,7 @@ control Aggregator(inout headers_t hdr,
         agg_value_63.read(hdr.ina_values.v63, meta.ina.index);
     }
 
-    action clear_aggregator() {
-        agg_key.write(meta.ina.index, 0);
-        agg_bitmap.write(meta.ina.index, 0);
-        agg_count.write(meta.ina.index, 0);
+    action zero_values() {
         agg_value_00.write(meta.ina.index, 0);
         agg_value_01.write(meta.ina.index, 0);
         agg_value_02.write(meta.ina.index, 0);
@@ -481,7 +499,24 @@ control Aggregator(inout headers_t hdr,
         agg_value_61.write(meta.ina.index, 0);
         agg_value_62.write(meta.ina.index, 0);
         agg_value_63.write(meta.ina.index, 0);
+    }
+
+    action clear_aggregator() {
+        agg_key.write(meta.ina.index, 0);
+        agg_bitmap.write(meta.ina.index, 0);
+        agg_count.write(meta.ina.index, 0);
+        zero_values();
         ina_events.count(3);
+    }
+
+    /* Held past the timeout: empty it for the packet at hand (its key, bitmap
+     * and count are written by add_values). */
+    action take_over() {
+        zero_values();
+        meta.ina.stored_key = 0;
+        meta.ina.stored_bitmap = 0;
+        meta.ina.stored_count = 0;
+        ina_events.count(5);
     }
 
     /* The aggregate goes to the PS from this switch... */
@@ -538,6 +573,7 @@ control Aggregator(inout headers_t hdr,
     apply {
         if (hdr.ina.isValid()) {
             ina_switch.apply();
+            ina_aging.apply();
         }
         if (hdr.ina.isValid() && meta.ina.switch_id != 0) {
             if (hdr.ina.tag == meta.ina.switch_id) {
@@ -545,6 +581,11 @@ control Aggregator(inout headers_t hdr,
                     consume(INA_DROP_UNKNOWN_JOB);
                 } else if (hdr.ina.msg_type == INA_GRAD) {
                     locate(hdr.ina.origin);
+                    if (meta.ina.stored_key != 0 && meta.ina.aging_timeout != 0
+                            && standard_metadata.ingress_global_timestamp - meta.ina.stored_time
+                               > meta.ina.aging_timeout) {
+                        take_over();
+                    }
                     if (meta.ina.stored_key == 0 || meta.ina.stored_key == meta.ina.key) {
                         if (meta.ina.stored_bitmap & hdr.ina.bitmap == 0) {
                             add_values();

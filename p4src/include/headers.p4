@@ -176,6 +176,8 @@ struct ina_metadata_t {
     bit<64>     stored_key;
     bit<32>     stored_bitmap;
     bit<8>      stored_count;
+    bit<48>     stored_time;    /* the aggregator's last contribution (us) */
+    bit<48>     aging_timeout;  /* take over an aggregator idle this long; 0 = never */
     bit<1>      handled;        /* INA consumed or multicast the packet */
 }
 
