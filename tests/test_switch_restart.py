@@ -129,7 +129,7 @@ def test_ina_job_exact_after_aggregating_switch_sigkilled(ina_net) -> None:  # n
     network, topo, out = ina_net
     hosts = topo.hosts()
     ps, workers = hosts[0], hosts[1:]
-    job = InaJob.plan(topo, ps, workers, 2, 1000.0, 40000, job_id=1)
+    job = InaJob.plan(topo, ps, workers, 2, 1000.0, 150000, job_id=1)
     assert job.placement is not None and job.placement.switches
     dep = InaDeployment(topo, network.grpc_addresses(), [job])
     dep.deploy()
@@ -149,8 +149,8 @@ def test_ina_job_exact_after_aggregating_switch_sigkilled(ina_net) -> None:  # n
             killed.append(pid)
 
         rng = np.random.default_rng(7)
-        grads = [(rng.standard_normal(40000) * 0.05).astype(np.float32) for _ in workers]
-        (res,) = run_jobs(network, topo, [(job, grads)], out, "restart", timeout=0.3, max_time=120,
+        grads = [(rng.standard_normal(150000) * 0.05).astype(np.float32) for _ in workers]
+        (res,) = run_jobs(network, topo, [(job, grads)], out, "restart", window=4, timeout=0.3, max_time=120,
                           before_go=lambda: threading.Thread(target=kill_later, daemon=True).start())
         assert killed, "the switch was not killed"
         assert res.exact, f"{res.mismatches} elements differ from the exact sum"
