@@ -38,11 +38,12 @@ def cmd_net_up(args: argparse.Namespace) -> int:
         for s in args.loss:
             argv += ["--loss", s]
         argv += ["--no-deploy"] if args.no_deploy else []
+        argv += ["--no-watch"] if args.no_watch else []
         return _holder_main(argv)
     err = _console(sys.stderr)
     try:
         st = net_up(args.topo, target=args.target, bw=args.bw, loss=args.loss,
-                    deploy=not args.no_deploy, timeout=args.timeout,
+                    deploy=not args.no_deploy, timeout=args.timeout, watch=not args.no_watch,
                     progress=lambda line: err.print(f"[dim]{line}[/dim]"))
     except NetError as e:
         raise UsageError(str(e)) from None
@@ -58,11 +59,43 @@ def cmd_net_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _when(t: float | None) -> str | None:
+    return datetime.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S") if t else None
+
+
+def _health_summary(health: dict[str, dict[str, Any]]) -> str:
+    """``ok 20/20``, else the unwell switches (dead, no P4Runtime, no pipeline) and restarts."""
+    bad = []
+    for s, h in health.items():
+        if not h["process"]:
+            bad.append(f"{s} dead")
+        elif h["p4runtime"] is False:
+            bad.append(f"{s} no P4Runtime")
+        elif h["pipeline"] is False:
+            bad.append(f"{s} no pipeline")
+    ok = len(health) - len(bad)
+    text = f"ok {ok}/{len(health)}" if not bad else f"{ok}/{len(health)} ok; " + ", ".join(bad[:4]) + (
+        f" +{len(bad) - 4}" if len(bad) > 4 else "")
+    restarted = {s: h for s, h in health.items() if h["restarts"]}
+    if restarted:
+        last = max(restarted.items(), key=lambda kv: kv[1]["last_restart"] or 0)
+        text += f"; restarts {sum(h['restarts'] for h in restarted.values())} (last {last[0]} {_when(last[1]['last_restart'])})"
+    return text
+
+
 def _row(st: NetState) -> dict[str, Any]:
+    status = st.live_status()
+    # probe only a network that should be up (a stopped one has nothing to answer)
+    health = st.switch_health(probe_p4runtime=status in ("up", "dead")) if status != "down" else {}
+    summary = _health_summary(health) if health else "-"
+    for h in health.values():
+        h["last_restart"] = _when(h["last_restart"])
     return {"run_dir": st.run_dir, "topology": st.spec, "target": st.target,
-            "status": st.live_status(), "hosts": len(st.hosts), "switches": len(st.switches),
-            "started": datetime.datetime.fromtimestamp(st.created).strftime("%Y-%m-%d %H:%M:%S"),
-            "holder_pid": st.holder.pid if st.holder else None}
+            "status": status, "hosts": len(st.hosts), "switches": len(st.switches),
+            "started": _when(st.created),
+            "holder_pid": st.holder.pid if st.holder else None,
+            "health": summary,
+            "switch_health": health}
 
 
 def cmd_net_ls(args: argparse.Namespace) -> int:
@@ -72,11 +105,11 @@ def cmd_net_ls(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     t = Table(box=box.SIMPLE_HEAD)
-    for col in ("run_dir", "topology", "target", "status", "hosts", "switches", "started"):
+    cols = ("run_dir", "topology", "target", "status", "hosts", "switches", "health", "started")
+    for col in cols:
         t.add_column(col)
     for r in rows:
-        t.add_row(*(str(r[c]) for c in ("run_dir", "topology", "target", "status", "hosts",
-                                         "switches", "started")))
+        t.add_row(*(str(r[c]) for c in cols))
     c = _console()
     c.print(t if rows else "no networks (gradctl net up TOPO starts one)")
     return 0
@@ -125,6 +158,9 @@ def register(sub: Any, topo_help: str) -> None:
                     help="emulated loss of a switch egress port, e.g. s1:2=0.05 (repeatable)")
     up.add_argument("--no-deploy", action="store_true",
                     help="leave the switches without a program (deploy one yourself)")
+    up.add_argument("--no-watch", action="store_true",
+                    help="do not watch the switches (a dead switch stays dead; default: "
+                         "restart it and replay what was written to it)")
     up.add_argument("--cli", action="store_true",
                     help="stay in the foreground with a Mininet CLI; the network stops with it")
     up.add_argument("--timeout", type=float, default=300.0, metavar="S",
@@ -132,8 +168,10 @@ def register(sub: Any, topo_help: str) -> None:
     up.add_argument("--json", action="store_true", help="machine-readable output")
     up.set_defaults(func=cmd_net_up)
 
-    ls = nsub.add_parser("ls", help="list networks and whether they are up",
-                         description="List the networks under /tmp/gradnet-*.")
+    ls = nsub.add_parser("ls", help="list networks, whether they are up and their switches' health",
+                         description="List the networks under /tmp/gradnet-*, with each "
+                                     "switch's health: process alive, P4Runtime answering, "
+                                     "pipeline loaded, restarts (per switch with --json).")
     ls.add_argument("--json", action="store_true", help="machine-readable output")
     ls.set_defaults(func=cmd_net_ls)
 

@@ -12,6 +12,11 @@ host shells, switch shells, switch processes) as (PID, start time), so
   killed) stops the recorded processes itself. Processes are matched by PID *and* start
   time, so a recycled PID is never signalled; nothing is looked up by name.
 
+The holder also watches every switch (``controller.watch.SwitchWatcher``): a switch
+process that dies is restarted and its journal replayed (docs/faults.md); ``net.json``
+then records the new process and the switch's health, which ``gradctl net ls`` shows
+next to what it probes itself (process alive, P4Runtime answering, pipeline loaded).
+
 All of a run's interfaces live in its namespaces, which vanish with their last process.
 """
 
@@ -90,6 +95,10 @@ class NetState:
     hosts: dict[str, Proc] = field(default_factory=dict)
     switches: dict[str, list[Proc]] = field(default_factory=dict)
     topology: dict[str, Any] = field(default_factory=dict)
+    #: P4Runtime address and device id of every switch
+    grpc: dict[str, list[Any]] = field(default_factory=dict)
+    #: the holder's watcher's view of every switch (controller.watch.SwitchHealth)
+    health: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def save(self) -> None:
         path = Path(self.run_dir) / STATE_FILE
@@ -116,6 +125,32 @@ class NetState:
         sw = [p for ps in self.switches.values() for p in ps]
         return [*sw, *self.hosts.values(), *([self.holder] if self.holder else [])]
 
+    def switch_health(self, probe_p4runtime: bool = True) -> dict[str, dict[str, Any]]:
+        """Every switch's health now: ``process`` (its recorded process runs; PID and
+        start time), ``p4runtime`` and ``pipeline`` (probed, unless ``probe_p4runtime``
+        is false), ``restarts`` and ``last_restart`` (from the holder's watcher)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from controller.watch import probe
+
+        def one(name: str) -> dict[str, Any]:
+            procs = [p for p in self.switches.get(name, []) if p.what == "switch process"]
+            alive = bool(procs) and all(p.alive() for p in procs)
+            w = self.health.get(name, {})
+            row: dict[str, Any] = {"process": alive, "p4runtime": None, "pipeline": None,
+                                   "restarts": int(w.get("restarts", 0)),
+                                   "last_restart": w.get("last_restart"), "error": w.get("error", "")}
+            addr = self.grpc.get(name)
+            if probe_p4runtime and addr and alive:
+                row.update(probe(addr[0], int(addr[1]), timeout=1.0))
+            elif probe_p4runtime:
+                row.update(p4runtime=False, pipeline=False)
+            return row
+
+        names = list(self.switches)
+        with ThreadPoolExecutor(max_workers=min(16, max(1, len(names)))) as ex:
+            return dict(zip(names, ex.map(one, names), strict=True))
+
     def live_status(self) -> str:
         """``up``/``starting`` while the holder lives; ``dead`` if it died leaving processes."""
         if self.status in ("down", "failed") and not any(p.alive() for p in self.processes()):
@@ -136,6 +171,7 @@ def _holder_main(argv: list[str]) -> int:
     p.add_argument("--loss", action="append", default=[])
     p.add_argument("--no-deploy", action="store_true")
     p.add_argument("--cli", action="store_true")
+    p.add_argument("--no-watch", action="store_true")
     args = p.parse_args(argv)
 
     from controller.cli import parse_topology
@@ -145,6 +181,8 @@ def _holder_main(argv: list[str]) -> int:
     state = NetState(run_dir=args.run_dir, spec=args.spec, holder=Proc.of(os.getpid(), "holder"))
     state.save()
     stop = threading.Event()
+    watcher = None
+    save_lock = threading.Lock()
     if args.cli:
         def _leave(*_: object) -> None:
             raise SystemExit(143)
@@ -169,12 +207,12 @@ def _holder_main(argv: list[str]) -> int:
             rep = deploy(topo, net.grpc_addresses(), loss=loss)
             print(f"deployed forward.p4: {rep}", flush=True)
         state.hosts = {h.name: Proc.of(h.pid, "host shell") for h in net.net.hosts}
-        state.switches = {
-            sw.name: [Proc.of(sw.pid, "switch shell"),
-                      *([Proc.of(sw.proc.pid, "switch process")] if sw.proc else [])]
-            for sw in net.net.switches}
+        state.grpc = {sw.name: [sw.grpc_addr, sw.device_id] for sw in net.net.switches}
+        _record_switches(state, net)
         state.status = "up"
         state.save()
+        if not args.no_watch:
+            watcher = _start_watcher(state, net, save_lock)
         if args.cli:
             net.cli()
         else:
@@ -186,6 +224,8 @@ def _holder_main(argv: list[str]) -> int:
         print(f"error: {state.error}", file=sys.stderr, flush=True)
         return 1
     finally:
+        if watcher is not None:
+            watcher.stop()
         if net is not None:
             net.stop()
         if state.status != "failed":
@@ -194,10 +234,39 @@ def _holder_main(argv: list[str]) -> int:
     return 0
 
 
+def _record_switches(state: NetState, net: Any) -> None:
+    """Record every switch's shell and (current) process in ``state``."""
+    state.switches = {
+        sw.name: [Proc.of(sw.pid, "switch shell"),
+                  *([Proc.of(sw.proc.pid, "switch process")] if sw.proc else [])]
+        for sw in net.net.switches}
+
+
+def _start_watcher(state: NetState, net: Any, lock: threading.Lock) -> Any:
+    """Watch every switch; restarts and health changes go into ``net.json``."""
+    from controller.watch import SwitchWatcher
+
+    def restart(name: str) -> list[str]:
+        names = net.restart_switch(name)
+        with lock:
+            _record_switches(state, net)  # the new PIDs, for net ls / net down
+            state.save()
+        return names
+
+    def on_change(health: dict[str, Any]) -> None:
+        with lock:
+            state.health = {s: h.as_dict() for s, h in health.items()}
+            state.save()
+
+    switches = {sw.name: (sw.grpc_addr, sw.device_id) for sw in net.net.switches}
+    return SwitchWatcher(switches, alive=lambda n: net.switch(n).process_alive(), restart=restart,
+                         on_change=on_change, log=lambda m: print(m, flush=True)).start()
+
+
 # ----------------------------------------------------------------------------- commands
 def net_up(spec: str, *, target: str | None = None, bw: float | None = None,
            loss: list[str] | None = None, deploy: bool = True, timeout: float = 300.0,
-           progress: Any = None) -> NetState:
+           progress: Any = None, watch: bool = True) -> NetState:
     """Start a network in the background and return its state once it is up."""
     from controller.cli import parse_topology
     from controller.deploy import parse_loss
@@ -215,6 +284,8 @@ def net_up(spec: str, *, target: str | None = None, bw: float | None = None,
         argv += ["--loss", s]
     if not deploy:
         argv.append("--no-deploy")
+    if not watch:
+        argv.append("--no-watch")
     log = open(Path(run_dir) / "holder.log", "ab")  # noqa: SIM115 (handed to the child)
     from controller.p4runtime import REPO_ROOT
 

@@ -33,8 +33,10 @@ from finsy import (
     P4TableEntry,
     P4TableMatch,
 )
+from finsy.p4entity import encode_updates
 
 from controller.roles import DEPLOY
+from targets.journal import SwitchJournal, journal_for
 from targets.p4rt_client import ClientTls
 
 __all__ = [
@@ -242,6 +244,7 @@ class SwitchSession:
         election_id: int = DEPLOY.election_id,
         role: str = DEPLOY.name,
         tls: ClientTls | None = None,
+        journal: SwitchJournal | None | bool = True,
     ) -> None:
         # TLS when asked for, else when GRADNET_P4RT_CACERT/_CERT/_KEY say so
         tls = tls if tls is not None else ClientTls.from_env()
@@ -263,6 +266,9 @@ class SwitchSession:
         self._open = False
         #: Updates written so far (for reports).
         self.written = 0
+        #: Where the pipeline and every successful write are recorded for a replay after
+        #: a restart (targets/journal.py); ``True``: beside the switch's Unix socket.
+        self.journal = journal_for(name, address) if journal is True else (journal or None)
 
     async def open(self, timeout: float = 30.0) -> SwitchSession:
         """Connect, become primary and (optionally) load the pipeline."""
@@ -278,6 +284,9 @@ class SwitchSession:
         if not self.switch.is_primary:
             await self.close()
             raise DeployError(f"{self.name}: another controller is primary at {self.address}")
+        if self.set_pipeline and self.journal is not None:
+            self.journal.record_pipeline_files(self.program.schema.p4info,
+                                               self.program.json_path.read_bytes())
         return self
 
     async def close(self) -> None:
@@ -303,6 +312,8 @@ class SwitchSession:
                 raise DeployError(f"{self.name}: write failed: {_brief(e)}") from None
             except (ValueError, KeyError) as e:  # finsy encoding: bad name or value
                 raise DeployError(f"{self.name}: cannot encode an update: {e}") from None
+            if self.journal is not None:
+                self.journal.record_write(encode_updates(chunk, self.switch.p4info))
         self.written += len(updates)
         return len(updates)
 

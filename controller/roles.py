@@ -4,7 +4,7 @@ P4Runtime elects one primary per role (spec, "Client Arbitration"); only a role'
 may write, and only the default role's primary ("" name) may change the pipeline
 (docs/trust.md, "Switches: pipeline configs and P4Runtime"). Each part of the controller
 that writes has its own role, so a long-lived writer (the NDN persistent-PIT manager, a
-future watcher) and a deploy or a user's one-off write do not lock each other out on the
+the switch watcher) and a deploy or a user's one-off write do not lock each other out on the
 embedded target.
 
 BMv2 1.15's P4Runtime server (PI) ignores role names: it elects one primary per device,
@@ -39,8 +39,11 @@ NDN_PIT = Role("ndn-pit", "ndn-pit", 50, "persistent-PIT entries and their multi
 #: A user's one-off writes from a shell (e.g. ``gradctl ndn`` loss changes while no
 #: manager runs).
 SHELL = Role("shell", "shell", 60, "one-off writes a user asks for (link loss at run time)")
-#: Reserved for a future watcher (e.g. one ageing INA aggregators or reacting to digests).
-WATCHER = Role("watcher", "watcher", 70, "reserved: a future long-lived watcher")
+#: The switch watcher (controller/watch.py, run by the ``net up`` holder): keeps a stream
+#: to every switch to notice deaths and restarts; writes nothing on it (a replay after a
+#: restart goes through DEPLOY). Its id is below every writer's, so on BMv2 (one primary
+#: across roles) it never takes a writer's place.
+WATCHER = Role("watcher", "watcher", 5, "nothing on its own stream (replays use the deploy role)")
 #: Reads only: a backup of the default role (a read needs no primary).
 READER = Role("reader", "", 1, "nothing (reads counters and entries as a backup)")
 

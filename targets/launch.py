@@ -168,6 +168,18 @@ class SwitchGroup:
         for sw, _ in self.members:
             sw.proc = self.proc
 
+    def restart(self) -> list[str]:
+        """Start the group's process again (stopping it first if it still runs): every
+        member comes back with an empty pipeline. Returns the members' names."""
+        if self.proc is not None:
+            stop_process(self.proc)
+        for sw, _ in self.members:
+            sock = sw.grpc_addr[5:]
+            if os.path.exists(sock):
+                os.unlink(sock)
+        self.launch()
+        return [sw.name for sw, _ in self.members]
+
 
 class P4Switch(Switch):
     """A Mininet switch node running a P4 target in its own network namespace.
@@ -197,6 +209,7 @@ class P4Switch(Switch):
         self.runtime_socket = str(self.run_dir / f"{name}.cli")
         self.log_file = str(self.run_dir / f"{name}.log")
         self.proc: subprocess.Popen | None = None
+        self._ports: dict[int, str] = {}
         self.group = group if target == "embedded" else None
         if self.group is not None:
             self.log_file = self.group.log_file
@@ -214,12 +227,16 @@ class P4Switch(Switch):
             ports[port] = intf.name
             self.cmd(f"ethtool -K {intf.name} tx off rx off tso off gso off gro off >/dev/null 2>&1")
         self.cmd("ip link set lo up")
+        self._ports = ports
         sock = self.grpc_addr[5:]
         if os.path.exists(sock):
             os.unlink(sock)
         if self.group is not None:
             self.group.add(self, ports)  # the group's process starts once all have registered
             return
+        self._launch(ports)
+
+    def _launch(self, ports: dict[int, str]) -> None:
         extra = ["--runtime-socket", self.runtime_socket] if self.target == "embedded" else []
         argv = switch_command(self.target, ports, self.device_id, self.grpc_addr, self.json_path,
                               CPU_PORT, self.log_file, self.priority_queues, extra, THRIFT_PORT)
@@ -231,6 +248,26 @@ class P4Switch(Switch):
             # where controller.qos finds BMv2's Thrift server: in this PID's namespace
             Path(self.runtime_socket).with_suffix(".thrift").write_text(
                 f'{{"pid": {self.proc.pid}, "thrift_port": {THRIFT_PORT}}}\n')
+
+    def process_alive(self) -> bool:
+        """Whether this switch's process (its own, or its group's) runs."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def restart(self) -> list[str]:
+        """Start this switch's process again (stopping it first if it still runs), with
+        an empty pipeline. A group member restarts its whole group (one process serves
+        them all). Returns the names of every switch that restarted."""
+        if self.group is not None:
+            return self.group.restart()
+        if self.proc is not None:
+            stop_process(self.proc)
+        if getattr(self, "_out", None):
+            self._out.close()
+        sock = self.grpc_addr[5:]
+        if os.path.exists(sock):
+            os.unlink(sock)
+        self._launch(self._ports)
+        return [self.name]
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Block until this switch serves P4Runtime."""

@@ -30,6 +30,8 @@ from finsy import P4Schema
 from finsy.p4entity import decode_entity, encode_entities, encode_updates
 from finsy.proto import p4r, p4r_grpc, rpc_code, rpc_status
 
+from targets.journal import SwitchJournal
+
 
 class P4RuntimeError(RuntimeError):
     """A failed P4Runtime call: ``code`` is the gRPC status name, ``details`` per update."""
@@ -103,6 +105,23 @@ class ClientTls:
         return GRPCCredentialsTLS(cacert=ca, cert=cert, private_key=key, target_name_override=self.target_name)
 
 
+def get_pipeline(channel: grpc.Channel, device_id: int, timeout: float = 2.0) -> p4r.ForwardingPipelineConfig | None:
+    """GetForwardingPipelineConfig(P4INFO_AND_COOKIE) on ``channel``: the running
+    pipeline, or None when the device has none (FAILED_PRECONDITION, or an empty P4Info).
+    Other errors (no server, deadline) raise :class:`P4RuntimeError`."""
+    stub = p4r_grpc.P4RuntimeStub(channel)
+    req = p4r.GetForwardingPipelineConfigRequest(
+        device_id=device_id, response_type=p4r.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE)
+    try:
+        resp = stub.GetForwardingPipelineConfig(req, timeout=timeout)
+    except grpc.RpcError as e:
+        if e.code() == grpc.StatusCode.FAILED_PRECONDITION:
+            return None
+        raise _error(e) from None
+    cfg = resp.config
+    return cfg if cfg.HasField("p4info") and len(cfg.p4info.tables) + len(cfg.p4info.actions) > 0 else None
+
+
 def open_channel(address: str, tls: ClientTls | None = None) -> grpc.Channel:
     """A gRPC channel to ``address``: plain, or TLS with ``tls``."""
     if tls is None:
@@ -114,8 +133,11 @@ class P4RuntimeClient:
     """Controller connection to one P4Runtime device: primary or backup of ``role``."""
 
     def __init__(self, address: str, device_id: int = 0, election_id: int = 1, timeout: float = 10.0,
-                 role: str = "", tls: ClientTls | None = None) -> None:
+                 role: str = "", tls: ClientTls | None = None, journal: SwitchJournal | None = None) -> None:
         self.address = address
+        #: records pipelines and successful writes for a replay after a restart (None: not)
+        self.journal = journal
+        self._ended = threading.Event()
         self.device_id = device_id
         self.election_id = election_id
         self.role = role
@@ -160,7 +182,13 @@ class P4RuntimeClient:
                     self.digests.put(msg.digest)
         except grpc.RpcError as e:
             self._stream_error = e
+        self._ended.set()
         self._arbitration.put(None)  # wakes a constructor still waiting for its answer
+
+    def wait_stream_end(self, timeout: float | None = None) -> bool:
+        """Block until the stream ends (the switch died, restarted or closed it) or
+        ``timeout`` passes; True when it ended."""
+        return self._ended.wait(timeout)
 
     def close(self) -> None:
         """End the stream and the channel."""
@@ -182,6 +210,11 @@ class P4RuntimeClient:
             p4_device_config=Path(device_config).read_bytes(),
             cookie=p4r.ForwardingPipelineConfig.Cookie(cookie=cookie),
         )
+        self.set_pipeline_config(config)
+
+    def set_pipeline_config(self, config: p4r.ForwardingPipelineConfig) -> None:
+        """SetForwardingPipelineConfig(VERIFY_AND_COMMIT) of a whole config message
+        (e.g. one read back from a journal)."""
         req = p4r.SetForwardingPipelineConfigRequest(
             device_id=self.device_id, role=self.role, election_id=p4r.Uint128(high=0, low=self.election_id),
             action=p4r.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT, config=config)
@@ -189,6 +222,13 @@ class P4RuntimeClient:
             self._stub.SetForwardingPipelineConfig(req, timeout=self.timeout * 3)
         except grpc.RpcError as e:
             raise _error(e) from None
+        if self.journal is not None:
+            self.journal.record_pipeline(config)
+
+    def get_pipeline(self) -> p4r.ForwardingPipelineConfig | None:
+        """The running pipeline's P4Info and cookie, or None when none is loaded
+        (a unary call: needs no stream and no primary)."""
+        return get_pipeline(self._channel, self.device_id, self.timeout)
 
     def use_schema(self, p4info: str | Path) -> None:
         """Use a P4Info for encoding without setting the pipeline."""
@@ -198,7 +238,10 @@ class P4RuntimeClient:
     def write(self, *updates: Any, atomicity: str = "CONTINUE_ON_ERROR") -> None:
         """Write finsy entities marked ``+`` (insert), ``~`` (modify) or ``-`` (delete)."""
         assert self.schema is not None, "set_pipeline or use_schema first"
-        msgs = encode_updates(list(updates), self.schema)
+        self.write_updates(encode_updates(list(updates), self.schema), atomicity=atomicity)
+
+    def write_updates(self, msgs: list[p4r.Update], atomicity: str = "CONTINUE_ON_ERROR") -> None:
+        """Write already encoded ``p4.v1.Update`` messages in one WriteRequest."""
         req = p4r.WriteRequest(device_id=self.device_id, role=self.role,
                                election_id=p4r.Uint128(high=0, low=self.election_id),
                                updates=msgs, atomicity=getattr(p4r.WriteRequest, atomicity))
@@ -206,6 +249,8 @@ class P4RuntimeClient:
             self._stub.Write(req, timeout=self.timeout)
         except grpc.RpcError as e:
             raise _error(e) from None
+        if self.journal is not None:
+            self.journal.record_write(msgs)
 
     def read(self, *entities: Any) -> list[Any]:
         """Read entities (finsy objects used as wildcards) and decode the answers."""

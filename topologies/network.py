@@ -176,6 +176,15 @@ class Network:
         """The Mininet switch node ``name``."""
         return self.net.get(name)
 
+    def restart_switch(self, name: str, ready_timeout: float = 60.0) -> list[str]:
+        """Start switch ``name``'s process again, with an empty pipeline, and wait until
+        it serves P4Runtime. An embedded switch in a group restarts its whole group (one
+        process serves them all). Returns the names of the switches that restarted."""
+        names = self.switch(name).restart()
+        for n in names:
+            self.switch(n).wait_ready(ready_timeout)
+        return names
+
     def grpc_addresses(self) -> dict[str, str]:
         """P4Runtime address of every switch, by name."""
         return {sw.name: sw.grpc_addr for sw in self.net.switches}
