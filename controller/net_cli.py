@@ -15,6 +15,7 @@ import datetime
 import json
 import sys
 import tempfile
+from pathlib import Path
 from typing import Any
 
 from rich import box
@@ -139,6 +140,35 @@ def cmd_net_down(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_net_pcap(args: argparse.Namespace) -> int:
+    """``gradctl net pcap``."""
+    from controller.netctl import net_pcap
+
+    out = args.output or str(Path(args.run_dir) / f"{args.link.replace(':', '-')}.pcap")
+    try:
+        n = net_pcap(args.run_dir, args.link, out, args.count, args.duration)
+    except NetError as e:
+        raise UsageError(str(e)) from None
+    print(f"{out}: {n} packets")
+    return 0
+
+
+def register_pcap(nsub: Any) -> None:
+    """``gradctl net pcap DIR LINK``: capture a link to a pcap file."""
+    pc = nsub.add_parser("pcap", help="capture a link of a running network to a pcap file",
+                         description="Capture LINK (A-B such as s1-s2 or h1-s1, seen at A's end, "
+                                     "or NODE:PORT such as s1:3) until --count packets or "
+                                     "--duration seconds; the file opens in scapy or Wireshark.")
+    pc.add_argument("run_dir", metavar="DIR")
+    pc.add_argument("link", metavar="LINK")
+    pc.add_argument("-o", "--output", default=None, metavar="FILE",
+                    help="pcap file (default: DIR/LINK.pcap)")
+    pc.add_argument("--count", type=int, default=1000, help="stop after N packets (default 1000)")
+    pc.add_argument("--duration", type=float, default=10.0, metavar="S",
+                    help="stop after S seconds (default 10)")
+    pc.set_defaults(func=cmd_net_pcap)
+
+
 def register(sub: Any, topo_help: str) -> None:
     """Add the ``net`` command group to gradctl's subparsers."""
     net = sub.add_parser("net", help="start, list, enter and stop long-lived networks",
@@ -188,3 +218,4 @@ def register(sub: Any, topo_help: str) -> None:
                                        "and links go with them.")
     down.add_argument("run_dir", metavar="DIR")
     down.set_defaults(func=cmd_net_down)
+    register_pcap(nsub)

@@ -373,5 +373,79 @@ def net_exec(run_dir: str | Path, host: str, command: list[str]) -> int:
     return subprocess.call(["mnexec", "-a", str(proc.pid), *command], env=repo_env())
 
 
+# ----------------------------------------------------------------------------- pcap
+MAX_PCAP_PACKETS = 1_000_000
+MAX_PCAP_SECONDS = 3600.0
+
+
+def link_iface(st: NetState, link: str) -> tuple[str, str]:
+    """(node, interface) to capture ``link`` on: ``A-B`` (a link of the topology, seen at
+    A's end) or ``NODE:PORT``. Interfaces are named ``<node>-eth<port>``."""
+    links = st.topology.get("links", [])
+    if ":" in link:
+        node, _, port = link.partition(":")
+        if not port.isdigit():
+            raise NetError(f"{link!r}: PORT must be a number (e.g. s1:3)")
+        ports = {int(ln["ports"][node]) for ln in links if node in ln["ports"]}
+        if int(port) not in ports:
+            raise NetError(f"{link!r}: {node} has no port {port} (ports: {sorted(ports)})")
+        return node, f"{node}-eth{port}"
+    a, sep, b = link.partition("-")
+    for ln in links:
+        if sep and set(ln["nodes"]) == {a, b}:
+            return a, f"{a}-eth{ln['ports'][a]}"
+    raise NetError(f"{link!r}: no such link (give A-B, e.g. s1-s2 or h1-s1, or NODE:PORT)")
+
+
+def net_pcap(run_dir: str | Path, link: str, out: str | Path, count: int = 1000,
+             duration: float = 10.0) -> int:
+    """Capture ``link`` of a running network into the pcap file ``out`` until ``count``
+    packets or ``duration`` seconds (both bounded); return the number captured."""
+    st = NetState.load(run_dir)
+    if st.live_status() != "up":
+        raise NetError(f"{run_dir}: network is {st.live_status()}, not up")
+    if not 0 < count <= MAX_PCAP_PACKETS or not 0 < duration <= MAX_PCAP_SECONDS:
+        raise NetError(f"--count must be in 1..{MAX_PCAP_PACKETS} and --duration in (0, {MAX_PCAP_SECONDS:.0f}]")
+    node, iface = link_iface(st, link)
+    proc = st.hosts.get(node) or (st.switches.get(node) or [None])[0]
+    if proc is None or not proc.alive():
+        raise NetError(f"{node}'s shell is gone")
+    from targets.launch import repo_env
+
+    r = subprocess.run(["mnexec", "-a", str(proc.pid), sys.executable, "-m", "controller.netctl", "--pcap",
+                        iface, str(Path(out).resolve()), str(count), str(duration)],
+                       env=repo_env(), capture_output=True, text=True)
+    if r.returncode:
+        raise NetError(f"capture on {node}:{iface} failed: {r.stderr.strip()[-300:]}")
+    return int(r.stdout.strip() or 0)
+
+
+def _capture_main(iface: str, out: str, count: int, duration: float) -> int:
+    """Inside the node's namespace: an AF_PACKET socket on ``iface`` (both directions),
+    written as a pcap file (linktype Ethernet); prints the packet count."""
+    import select
+    import socket
+    import struct
+
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+    s.bind((iface, 0))
+    n = 0
+    end = time.monotonic() + duration
+    with open(out, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+        while n < count:
+            left = end - time.monotonic()
+            if left <= 0 or not select.select([s], [], [], left)[0]:
+                break
+            frame = s.recv(65535)
+            t = time.time()
+            f.write(struct.pack("<IIII", int(t), int((t % 1) * 1e6), len(frame), len(frame)) + frame)
+            n += 1
+    print(n)
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--pcap"]:
+        sys.exit(_capture_main(sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])))
     sys.exit(_holder_main(sys.argv[1:]))

@@ -252,6 +252,33 @@ class P4RuntimeClient:
         if self.journal is not None:
             self.journal.record_write(msgs)
 
+    def write_updates(self, updates: list[p4r.Update], *, role: str | None = None,
+                      election_id: int | None = None, device_id: int | None = None) -> list[str]:
+        """Send raw ``p4.v1.Update`` messages in one CONTINUE_ON_ERROR Write and return the
+        canonical code name of each update ("OK" where it was applied). A request refused
+        as a whole (arbitration, device id) gives its code for every update. ``role``,
+        ``election_id`` and ``device_id`` override the client's own (to test refusals)."""
+        req = p4r.WriteRequest(
+            device_id=self.device_id if device_id is None else device_id,
+            role=self.role if role is None else role,
+            election_id=p4r.Uint128(high=0, low=self.election_id if election_id is None else election_id),
+            updates=updates)
+        try:
+            self._stub.Write(req, timeout=self.timeout)
+        except grpc.RpcError as e:
+            codes: list[str] = []
+            for key, value in (e.trailing_metadata() or ()):
+                if key == "grpc-status-details-bin":
+                    st = rpc_status.Status.FromString(value)
+                    for d in st.details:
+                        err = p4r.Error()
+                        if d.Unpack(err):
+                            codes.append(rpc_code.Code.Name(err.canonical_code))
+            if len(codes) == len(updates):
+                return codes
+            return [e.code().name] * len(updates)
+        return ["OK"] * len(updates)
+
     def read(self, *entities: Any) -> list[Any]:
         """Read entities (finsy objects used as wildcards) and decode the answers."""
         assert self.schema is not None, "set_pipeline or use_schema first"

@@ -188,7 +188,8 @@ def test_bytestring_codec() -> None:
     assert encode_bytes(0) == b"\x00"
     assert encode_bytes(0x1FF) == b"\x01\xff"
     assert decode_bytes(b"\x00\x00\x01\xff", 9, "x") == 0x1FF  # padded: accepted, as PI
-    assert decode_bytes(b"", 9, "x") == 0
+    with pytest.raises(Exception, match="empty bytestring"):  # spec: rejected (PI takes it as 0)
+        decode_bytes(b"", 9, "x")
     with pytest.raises(Exception, match="does not fit within 9 bits"):
         decode_bytes(b"\x02\x00", 9, "x")
 
@@ -335,7 +336,7 @@ def test_write_errors_are_reported_per_update(target: Target) -> None:
             stub.Write(bad)
         assert err.value.code() == grpc.StatusCode.UNKNOWN
         details = [p4r.Error.FromString(d.value) for d in _rpc_status(err.value).details]
-        assert [d.canonical_code for d in details] == [grpc.StatusCode.INVALID_ARGUMENT.value[0],
+        assert [d.canonical_code for d in details] == [grpc.StatusCode.OUT_OF_RANGE.value[0],  # spec; PI: INVALID_ARGUMENT
                                                        grpc.StatusCode.INVALID_ARGUMENT.value[0],
                                                        grpc.StatusCode.UNIMPLEMENTED.value[0], 0]
         assert "does not fit within 9 bits" in details[0].message
@@ -739,7 +740,7 @@ def test_registers_read_write(target: Target, forward_plus: tuple[Path, Path]) -
                     register_id=0x16000001, index=p4r.Index(index=1), data=p4d.P4Data(bitstring=b"\x10\x00\x00")))),
             ]))
         detail = p4r.Error.FromString(_rpc_status(err.value).details[0].value)
-        assert detail.canonical_code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+        assert detail.canonical_code == grpc.StatusCode.OUT_OF_RANGE.value[0]  # spec, "Bytestrings"
 
 
 def test_direct_counters(target: Target, forward_plus: tuple[Path, Path]) -> None:

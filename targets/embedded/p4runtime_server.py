@@ -155,14 +155,17 @@ def _all_or_one(entities: Mapping[int, _E], entity_id: int) -> list[_E]:
 
 # -- bytestrings ------------------------------------------------------------------------
 def decode_bytes(value: bytes, bitwidth: int, what: str) -> int:
-    """A P4Runtime bytestring as an int; INVALID_ARGUMENT if it needs more than ``bitwidth``.
+    """A P4Runtime bytestring as an int; OUT_OF_RANGE if it is empty or needs more than
+    ``bitwidth`` bits (spec, "Bytestrings"; BMv2's PI answers INVALID_ARGUMENT for a
+    value too wide and takes an empty string as 0: bench/p4rt_fuzz.py ``BMV2_DIFFERS``).
 
-    Like PI, a string shorter than the canonical one, or padded with leading zero bytes,
-    is accepted.
+    A string padded with leading zero bytes is accepted, as the spec requires.
     """
+    if not value:
+        raise P4RuntimeError(SC.OUT_OF_RANGE, f"{what}: empty bytestring")
     v = int.from_bytes(value, "big")
     if v >> bitwidth:
-        raise P4RuntimeError(SC.INVALID_ARGUMENT, f"{what}: bytestring provided does not fit within {bitwidth} bits")
+        raise P4RuntimeError(SC.OUT_OF_RANGE, f"{what}: bytestring provided does not fit within {bitwidth} bits")
     return v
 
 
@@ -816,10 +819,10 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                 key.append((lo, hi))
             else:  # optional
                 key.append((decode_bytes(fm.optional.value, f.bitwidth, what), full))
-        if not ti.needs_priority and te.priority > 0:
+        if not ti.needs_priority and te.priority != 0:  # negative too (spec: "must be zero")
             raise P4RuntimeError(SC.INVALID_ARGUMENT, "Non-zero priority for non-ternary match")
-        if ti.needs_priority and te.priority == 0:
-            raise P4RuntimeError(SC.INVALID_ARGUMENT, "Zero priority for ternary match")
+        if ti.needs_priority and te.priority <= 0:
+            raise P4RuntimeError(SC.INVALID_ARGUMENT, "Zero or negative priority for ternary match")
         return tuple(key), te.priority
 
     def _decode_action(self, pl: Pipeline, ti: _TableInfo, te: p4r.TableEntry) -> state.ActionCall:
@@ -864,6 +867,8 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
     def _write_table(self, pl: Pipeline, t: int, te: p4r.TableEntry) -> None:
         ti = pl.table(te.table_id)
         self._check_update_type(t, p4r.Update.INSERT, p4r.Update.MODIFY, p4r.Update.DELETE)
+        if te.is_const:  # spec, "Table Entry": is_const must be false in every write
+            raise P4RuntimeError(SC.INVALID_ARGUMENT, "is_const must not be set in a write")
         if ti.profile:
             self._write_indirect_table(pl, ti, t, te)
             return

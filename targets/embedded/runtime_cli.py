@@ -9,7 +9,13 @@ the network builder puts it in the run directory beside the P4Runtime socket)::
     set_queue_depth DEPTH_PKTS [PORT [PRIORITY]] -> ok
     set_port_rate RATE_PPS [PORT]                -> ok (gradnet extension, see below)
     get_queue_stats [PORT]                       -> one JSON list of per-queue dicts
+    trace on [FILE] | trace off | trace          -> per-packet trace (targets/embedded/trace.py)
     help                                         -> the command list
+
+``trace on`` writes a BMv2-style trace of every packet (parser states, tables with key,
+hit/miss and action, egress port, transmissions) to FILE, by default the socket's path
+with ``.trace`` for ``.cli`` (``<run_dir>/<switch>.trace``); ``trace off`` stops it and
+the switch runs its untouched code again (nothing is checked per packet while off).
 
 As in simple_switch, PRIORITY is the internal queue index (0 is served first, and
 serves ``standard_metadata.priority = N-1``). A rate of 0 or less means unlimited
@@ -37,7 +43,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("gradnet.runtime")
 
 HELP = ("commands: set_queue_rate RATE_PPS [PORT [PRIORITY]]; set_queue_depth DEPTH_PKTS "
-        "[PORT [PRIORITY]]; set_port_rate RATE_PPS [PORT]; get_queue_stats [PORT]; help")
+        "[PORT [PRIORITY]]; set_port_rate RATE_PPS [PORT]; get_queue_stats [PORT]; "
+        "trace on [FILE] | trace off | trace; help")
 
 
 class CommandError(ValueError):
@@ -54,8 +61,33 @@ def _ints(args: list[str], names: tuple[str, ...]) -> list[int]:
     return out
 
 
-def execute(switch: Switch, line: str) -> str:
-    """Run one command line against ``switch``; return the one-line answer."""
+def _trace(switch: Switch, args: list[str], default_path: str | None) -> str:
+    from targets.embedded.trace import Tracer
+
+    tracer = getattr(switch, "tracer", None)
+    if not args:
+        return f"on {tracer.path}" if tracer is not None and tracer.active else "off"
+    if args[0] == "off" and len(args) == 1:
+        if tracer is not None:
+            tracer.stop()
+        return "ok"
+    if args[0] == "on" and len(args) <= 2:
+        path = args[1] if len(args) == 2 else default_path
+        if not path:
+            raise CommandError("usage: trace on FILE (this switch has no default trace file)")
+        if tracer is None:
+            tracer = switch.tracer = Tracer(switch)  # type: ignore[attr-defined]
+        try:
+            tracer.start(path)
+        except OSError as e:
+            raise CommandError(f"cannot write {path}: {e.strerror}") from None
+        return f"ok {path}"
+    raise CommandError("usage: trace on [FILE] | trace off | trace")
+
+
+def execute(switch: Switch, line: str, trace_path: str | None = None) -> str:
+    """Run one command line against ``switch``; return the one-line answer.
+    ``trace_path``: where ``trace on`` without a FILE writes."""
     words = line.split()
     if not words:
         return ""
@@ -94,6 +126,8 @@ def execute(switch: Switch, line: str) -> str:
                 raise CommandError("usage: get_queue_stats [PORT]")
             port = _ints(args, ("PORT",))[0] if args else None
             return json.dumps(switch.queue_stats(port))
+        if cmd == "trace":
+            return _trace(switch, args, trace_path)
         if cmd == "help":
             return HELP
         raise CommandError(f"unknown command {cmd!r} ({HELP})")
@@ -104,7 +138,8 @@ def execute(switch: Switch, line: str) -> str:
 class _Handler(socketserver.StreamRequestHandler):
     def handle(self) -> None:
         for raw in self.rfile:
-            answer = execute(self.server.switch, raw.decode(errors="replace"))  # type: ignore[attr-defined]
+            answer = execute(self.server.switch, raw.decode(errors="replace"),  # type: ignore[attr-defined]
+                             self.server.trace_path)  # type: ignore[attr-defined]
             self.wfile.write(answer.encode() + b"\n")
             self.wfile.flush()
 
@@ -128,6 +163,8 @@ class RuntimeServer:
             os.unlink(self.path)
         self._server = _Server(self.path, _Handler)
         self._server.switch = self.switch  # type: ignore[attr-defined]
+        base = self.path[:-4] if self.path.endswith(".cli") else self.path
+        self._server.trace_path = base + ".trace"  # type: ignore[attr-defined]
         self._thread = threading.Thread(target=self._server.serve_forever, name="runtime-cli", daemon=True)
         self._thread.start()
         log.info("runtime CLI on %s", self.path)
