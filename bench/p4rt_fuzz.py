@@ -206,7 +206,7 @@ class Case:
 
 @dataclass
 class Refusal:
-    """A whole Write that must be refused: ``overrides`` go to ``write_updates``."""
+    """A whole Write that must be refused: ``overrides`` go to ``write_codes``."""
 
     name: str
     overrides: dict
@@ -642,30 +642,30 @@ def run_deterministic(client: object, s: Schema, seed: int = 1) -> dict[str, tup
     """Install the baseline, send every deterministic case and refusal (one Write each);
     returns name -> (code got, spec code)."""
     ups, base = baseline(s, random.Random(seed))
-    got = client.write_updates(ups)  # type: ignore[attr-defined]
+    got = client.write_codes(ups)  # type: ignore[attr-defined]
     if set(got) != {"OK"}:
         raise RuntimeError(f"baseline entries refused: {got}")
     out = {}
     for case in deterministic_cases(s, base):
-        (code,) = client.write_updates([case.update])  # type: ignore[attr-defined]
+        (code,) = client.write_codes([case.update])  # type: ignore[attr-defined]
         out[case.name] = (code, case.spec)
         u = case.update
         if code == "OK" and u.type == INSERT and u.entity.HasField("table_entry"):
             # accepted where it should not be (a target that differs): undo, so the
             # next cases see the baseline only
-            client.write_updates([upd(DELETE, table_entry=u.entity.table_entry)])  # type: ignore[attr-defined]
+            client.write_codes([upd(DELETE, table_entry=u.entity.table_entry)])  # type: ignore[attr-defined]
     t = s.writable()[0]
     fresh = p4r.TableEntry()
     fresh.CopyFrom(base[t.name])
     _fresh_key(fresh, t)
     for r in REFUSALS:  # a write that would succeed, sent where it must be refused
-        (code,) = client.write_updates([upd(INSERT, table_entry=fresh)], **r.overrides)  # type: ignore[attr-defined]
+        (code,) = client.write_codes([upd(INSERT, table_entry=fresh)], **r.overrides)  # type: ignore[attr-defined]
         out[r.name] = (code, r.spec)
         if code == "OK":
-            client.write_updates([upd(DELETE, table_entry=fresh)])  # type: ignore[attr-defined]
+            client.write_codes([upd(DELETE, table_entry=fresh)])  # type: ignore[attr-defined]
     # remove the baseline: a random fuzz may follow on the same switch
     undo = [p4r.Update(type=DELETE, entity=u.entity) for u in reversed(ups)]
-    if set(client.write_updates(undo)) != {"OK"}:  # type: ignore[attr-defined]
+    if set(client.write_codes(undo)) != {"OK"}:  # type: ignore[attr-defined]
         raise RuntimeError("baseline entries could not be deleted")
     return out
 
@@ -691,7 +691,7 @@ def run_random(client: object, s: Schema, seed: int, batches: int, batch_size: i
     t0 = time.monotonic()
     for _ in range(batches):
         batch = random_batch(s, model, rng, batch_size)
-        got = client.write_updates([u for u, _, _ in batch])  # type: ignore[attr-defined]
+        got = client.write_codes([u for u, _, _ in batch])  # type: ignore[attr-defined]
         for (_, want, what), code in zip(batch, got, strict=True):
             res.updates += 1
             res.codes[code] = res.codes.get(code, 0) + 1
@@ -709,7 +709,7 @@ def run_random(client: object, s: Schema, seed: int, batches: int, batch_size: i
         m, prio, ident = random_key(t, rng)
         if ident not in model.keys:
             ups.append(upd(INSERT, table_entry=entry(t, m, prio, random_action(s, t, rng))))
-    res.still_writes = set(client.write_updates(ups)) == {"OK"}  # type: ignore[attr-defined]
+    res.still_writes = set(client.write_codes(ups)) == {"OK"}  # type: ignore[attr-defined]
     res.seconds = time.monotonic() - t0
     return res
 

@@ -252,8 +252,8 @@ class P4RuntimeClient:
         if self.journal is not None:
             self.journal.record_write(msgs)
 
-    def write_updates(self, updates: list[p4r.Update], *, role: str | None = None,
-                      election_id: int | None = None, device_id: int | None = None) -> list[str]:
+    def write_codes(self, updates: list[p4r.Update], *, role: str | None = None,
+                    election_id: int | None = None, device_id: int | None = None) -> list[str]:
         """Send raw ``p4.v1.Update`` messages in one CONTINUE_ON_ERROR Write and return the
         canonical code name of each update ("OK" where it was applied). A request refused
         as a whole (arbitration, device id) gives its code for every update. ``role``,
