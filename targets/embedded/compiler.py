@@ -20,6 +20,7 @@ import logging
 import random
 import re
 import struct as _struct
+import threading
 import time
 import zlib
 from collections.abc import Callable
@@ -322,6 +323,7 @@ def _int(v: Any) -> int:
     raise CompileError(f"not a number: {v!r}")
 
 
+_AST_LOCK = threading.Lock()
 _LABEL = re.compile(r"[A-Za-z0-9_./-]{1,200}")  # the program's path, shown in tracebacks
 
 
@@ -1731,14 +1733,19 @@ class Program:
         # builtins table without __import__/open/eval (config_check, layer 3).
         for nmap, _, _ in self._deferred:
             ns[nmap] = None  # bound below, once the node functions exist
-        tree = check_source(src, ns)
-        ns["__builtins__"] = dict(SAFE_BUILTINS)
         program = self.spec.get("program")
         label = program if isinstance(program, str) and _LABEL.fullmatch(program) else "program"
-        try:
-            exec(compile(tree, f"<p4:{label}>", "exec"), ns)
-        except SyntaxError as e:  # a bug in this compiler, not in the user's JSON
-            raise CompileError(f"internal code generation error: {e}") from e
+        # One AST conversion at a time per process: CPython 3.11 keeps its AST recursion
+        # depth per interpreter, and a switch group loading pipelines on several threads
+        # got "SystemError: AST constructor recursion depth mismatch" (gh-106905).
+        with _AST_LOCK:
+            tree = check_source(src, ns)
+            try:
+                code = compile(tree, f"<p4:{label}>", "exec")
+            except SyntaxError as e:  # a bug in this compiler, not in the user's JSON
+                raise CompileError(f"internal code generation error: {e}") from e
+        ns["__builtins__"] = dict(SAFE_BUILTINS)
+        exec(code, ns)
         for nmap, mapping, ref in self._deferred:
             ns[nmap] = {a: ns[ref(v)] if v is not None else None for a, v in mapping.items()}
         for info in self.actions_by_id.values():
