@@ -106,19 +106,19 @@ def test_ps_maps_reused_fragment_numbers_to_rounds() -> None:
     pol = Policy.ps_only(1, "127.0.0.1", ["127.0.0.2", "127.0.0.3"], 1)
     with ParameterServer(1, 2, 1, pol, bind_ip="127.0.0.1", port=0, rounds=0, cycle=3) as ps:
         jb = ps.jobs[1]
-        addr = ("127.0.0.2", 1)
+        w0, w1 = ("127.0.0.2", 1), ("127.0.0.3", 1)  # each rank from its own address (admission)
         for k in range(7):  # wire numbers 0, 1, 2, 0, 1, 2, 0
-            ps._handle(_grad(k % 3, 0, k), addr, 0.0)
+            ps._handle(_grad(k % 3, 0, k), w0, 0.0)
             if k:
                 # the previous round's number is a late packet, not this round's
-                ps._handle(_grad((k - 1) % 3, 1, 1000), addr, 0.0)
+                ps._handle(_grad((k - 1) % 3, 1, 1000), w1, 0.0)
                 assert jb.stats.late == k
             # the next round's number is refused (only a forger can be ahead)
             before = ps.counters.out_of_range
-            ps._handle(_grad((k + 1) % 3, 1, 1000), addr, 0.0)
+            ps._handle(_grad((k + 1) % 3, 1, 1000), w1, 0.0)
             assert ps.counters.out_of_range == before + 1
             assert jb.round == k and jb.have[0] == 1
-            ps._handle(_grad(k % 3, 1, 10 * k), addr, 0.0)
+            ps._handle(_grad(k % 3, 1, 10 * k), w1, 0.0)
             assert jb.round == k + 1
             assert (np.frombuffer(jb.prev_results[0], ">i4") == 11 * k).all()
 
@@ -141,6 +141,9 @@ def test_embedded_switch_takes_over_idle_aggregators() -> None:
         a + "ina_switch", a + "set_switch_identity", (1, sw_ip, 1, sw_ip)))
     prog.tables[a + "ina_jobs"].insert(TableEntry((1,), prog.action_call(
         a + "ina_jobs", a + "set_job", (ps_ip, 1001))))
+    # port 1 faces another switch: admission lets its GRADs (each a rank's own) through
+    adm = "MyIngress.admission.ina_fabric_ports"
+    prog.tables[adm].insert(TableEntry((1,), prog.action_call(adm, "MyIngress.admission.fabric_port", ())))
     now = [10_000_000]
     sw._now_us = lambda: now[0]  # type: ignore[method-assign]
 
