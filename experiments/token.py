@@ -68,6 +68,24 @@ class TokenRun:
 BMV2_BURST = 8
 
 
+# BMv2's egress queues hold 64 frames; a switch thread that the other processes keep off
+# the 2 cores for ~8 ms overflowed them even with paced senders (a GRAD frame lost is
+# never resent), so token networks on BMv2 get deeper ones
+BMV2_QUEUE_DEPTH = 1024
+
+
+def deepen_bmv2_queues(net: Any, topo: Any) -> None:
+    """On BMv2, every switch's egress queues :data:`BMV2_QUEUE_DEPTH` frames deep (once
+    per network; the embedded target's switch thread serves its queues itself)."""
+    if getattr(net, "target", "") != "bmv2" or getattr(net, "_token_queues_deep", False):
+        return
+    from controller.qos import EgressQueues
+
+    for s in topo.switches():
+        EgressQueues.of(net.run_dir, s).set_depth(BMV2_QUEUE_DEPTH)
+    net._token_queues_deep = True
+
+
 def node_argv(topo: Any, host: str, args: list[str], target: str = "embedded") -> list[str]:
     """The command line of ``hosts.token.node`` on ``host`` (``target``: the network's,
     which sets the send pacing unless ``args`` has ``--burst``)."""
@@ -108,6 +126,7 @@ def run_token(net: Any, topo: Any, out: Path, common: list[str], *,
     ``from_training``: kill and pause times count from the initiator's "ready" (training starts).
     """
     out.mkdir(parents=True, exist_ok=True)
+    deepen_bmv2_queues(net, topo)
     hosts = list(hosts or topo.hosts())
     per_host = per_host or {}
     kills, pauses = dict(kills or {}), dict(pauses or {})

@@ -173,13 +173,14 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
     from controller.token import TokenDeployment
     from experiments.accounting import process_cpu_seconds
     from experiments.runner import finish, spawn
-    from experiments.token import node_argv
+    from experiments.token import deepen_bmv2_queues, node_argv
 
     rec = RunRecord("token", seed, parameters=plan.parameters)
     if id(net) not in _FRESH:
         TokenDeployment(setting.topo, net.grpc_addresses()).deploy()
     _FRESH.discard(id(net))
     topo, hosts = setting.topo, list(setting.workers)
+    deepen_bmv2_queues(net, topo)
     n = len(hosts)
     kills = parse_kills(args, plan.workers)
     opts = node_options(args, plan, seed)
