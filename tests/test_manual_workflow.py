@@ -54,9 +54,10 @@ def gradctl_path(tmp_path: Path) -> dict[str, str]:
 
 def _link_loss_entries(run_dir: str, switch: str) -> list[tuple[int, int]]:
     """(port, drop threshold) of every ``link_loss`` entry with a loss rate on ``switch``."""
+    from finsy import P4TableEntry
+
     from controller.cli import network_topology
     from controller.deploy import Deployment, LinkEmulation, addresses_from_run_dir
-    from finsy import P4TableEntry
 
     class A:
         topo = None
