@@ -25,12 +25,13 @@ import sys
 from pathlib import Path
 
 from controller.p4runtime import REPO_ROOT
+from controller.roles import P4RT_SHELL
 
 SHELL_VENV = REPO_ROOT / ".venv-p4rt-shell"
 REQUIREMENTS = REPO_ROOT / "requirements-p4rt-shell.txt"
 #: between the watcher's 5 and a deploy's 10 (roles.py): see the module docstring
-SHELL_ELECTION_ID = 7
-SHELL_ROLE = "shell"
+SHELL_ELECTION_ID = P4RT_SHELL.election_id
+SHELL_ROLE = P4RT_SHELL.name
 
 #: Runs inside the shell's venv: connect, run a script with the shell's names (TableEntry,
 #: CounterEntry, P4Objects ...) in scope, disconnect. The script is the user's own file.
