@@ -10,7 +10,7 @@ P4_TEST_PROGRAMS := $(wildcard tests/p4/*.p4)
 APT_PACKAGES := mininet iproute2 ethtool iputils-ping procps tcpdump libpcap0.8 openssl
 export TARGET
 
-.PHONY: all deps apt venv run compare compare-full compare-sync test bench p4 p4-gen lint clean help run-%
+.PHONY: all deps apt venv p4rt-shell run compare compare-full compare-sync test bench p4 p4-gen lint clean help run-%
 all: help
 
 help:

@@ -221,6 +221,75 @@ def cmd_routes(args: argparse.Namespace) -> int:
     return 0
 
 
+HELD_LOSS_FILE = "loss.json"
+
+
+def held_state(run_dir: str | None) -> dict[str, Any] | None:
+    """``net.json`` of a network held by ``gradctl net up`` in ``run_dir`` (None when
+    ``run_dir`` is none or holds no such network, e.g. a test's bare run directory)."""
+    if not run_dir:
+        return None
+    path = os.path.join(run_dir, "net.json")
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            state = json.load(f)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{path}: unreadable network state ({e})") from None
+    return state if isinstance(state, dict) and state.get("topology") else None
+
+
+def network_topology(args: argparse.Namespace) -> Topology:
+    """The topology of a command that talks to a running network.
+
+    With ``--run-dir`` of a network held by ``gradctl net up`` it is the held network's
+    own (with its ``--bw``), read from ``net.json``: TOPO may be left out, and a TOPO
+    naming another topology is an error rather than a silent re-plan. Otherwise TOPO."""
+    state = held_state(getattr(args, "run_dir", None))
+    given = getattr(args, "topo", None)
+    if state is None:
+        if not given:
+            raise UsageError("give TOPO (only a run directory of 'gradctl net up' names its own)")
+        return parse_topology(given)
+    try:
+        held = Topology.from_dict(state["topology"], source=state.get("spec"))
+    except (TopologyError, KeyError, TypeError) as e:
+        raise UsageError(f"{args.run_dir}/net.json: bad topology ({e})") from None
+    if given and given != state.get("spec") and parse_topology(given).name != held.name:
+        raise UsageError(f"TOPO {given!r} is not the network held in {args.run_dir} "
+                         f"({state.get('spec')}); leave TOPO out or give that one")
+    return held
+
+
+def held_loss(run_dir: str | None) -> dict[tuple[str, int], float]:
+    """The link emulation (``{(switch, port): rate}``) a held network runs with: its
+    ``net up --loss`` and later ``gradctl deploy --loss`` changes (``DIR/loss.json``);
+    every deploy against the run directory installs it again with its pipeline."""
+    if not run_dir or held_state(run_dir) is None:
+        return {}
+    path = os.path.join(run_dir, HELD_LOSS_FILE)
+    if not os.path.isfile(path):
+        return {}
+    from controller.deploy import parse_loss
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            specs = json.load(f)
+        return dict(parse_loss(f"{k}={v}") for k, v in specs.items())
+    except (OSError, ValueError, AttributeError, DeployError) as e:
+        raise UsageError(f"{path}: unreadable loss settings ({e})") from None
+
+
+def save_held_loss(run_dir: str, loss: dict[tuple[str, int], float]) -> None:
+    """Record a held network's link emulation (see :func:`held_loss`)."""
+    path = os.path.join(run_dir, HELD_LOSS_FILE)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({f"{s}:{p}": r for (s, p), r in sorted(loss.items())}, f, indent=1)
+    os.replace(tmp, path)
+
+
 def _addresses(args: argparse.Namespace, topo: Topology) -> dict[str, str]:
     from controller.deploy import addresses_from_run_dir, load_addresses
 
@@ -233,14 +302,17 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     """``gradctl deploy``."""
     from controller.deploy import Program, deploy, parse_loss
 
-    topo = parse_topology(args.topo)
-    loss = dict(parse_loss(s) for s in args.loss)
+    topo = network_topology(args)
+    # a held network keeps its link emulation across deploys; --loss changes it
+    loss = {**held_loss(args.run_dir), **dict(parse_loss(s) for s in args.loss)}
     priorities = dict(_parse_dscp(s) for s in args.dscp)
     addresses = _addresses(args, topo)
     program = Program.load(args.program, args.p4info)
     routes = _routes(topo, None)
     report = deploy(topo, addresses, program, routes=routes, loss=loss, priorities=priorities,
                     timeout=args.timeout)
+    if held_state(args.run_dir) is not None:
+        save_held_loss(args.run_dir, loss)
     console = _console()
     console.print(f"deployed {program.name} to {topo.name}: {report}")
     t = Table(box=box.SIMPLE_HEAD)
@@ -257,7 +329,7 @@ def cmd_counters(args: argparse.Namespace) -> int:
     """``gradctl counters``."""
     from controller.deploy import Program, read_counters
 
-    topo = parse_topology(args.topo)
+    topo = network_topology(args)
     addresses = _addresses(args, topo)
     program = Program.load(args.program, args.p4info)
     data = read_counters(topo, addresses, program, timeout=args.timeout)
@@ -292,7 +364,9 @@ def _parse_dscp(spec: str) -> tuple[int, int]:
 def network_args(sp: argparse.ArgumentParser, topo_help: str) -> None:
     """TOPO, where its switches are (``--run-dir`` or ``--addresses``) and ``--timeout``:
     the arguments of every command that talks to a running network."""
-    sp.add_argument("topo", metavar="TOPO", help=topo_help)
+    sp.add_argument("topo", metavar="TOPO", nargs="?",
+                    help=topo_help + "; may be left out with the --run-dir of 'gradctl net up', "
+                                     "whose topology (and --bw, --loss) is used")
     where = sp.add_mutually_exclusive_group(required=True)
     where.add_argument("--run-dir", metavar="DIR",
                        help="run directory of a running network (holds <switch>.grpc)")

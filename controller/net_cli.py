@@ -153,6 +153,46 @@ def cmd_net_pcap(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_net_shell(args: argparse.Namespace) -> int:
+    """``gradctl net shell``: p4runtime-shell on one switch (controller/p4rt_shell.py)."""
+    import subprocess
+
+    from controller.p4rt_shell import ShellError, shell_argv, shell_python
+
+    try:
+        st = NetState.load(args.run_dir)
+    except NetError as e:
+        raise UsageError(str(e)) from None
+    if st.live_status() != "up":
+        raise UsageError(f"{args.run_dir}: network is {st.live_status()}, not up")
+    if args.switch not in st.grpc:
+        raise UsageError(f"unknown switch {args.switch!r} (switches: {', '.join(st.grpc)})")
+    if args.script is not None and not Path(args.script).is_file():
+        raise UsageError(f"--script: no file {args.script!r}")
+    addr, device_id = st.grpc[args.switch]
+    try:
+        python = shell_python(log=True)
+    except ShellError as e:
+        raise UsageError(str(e)) from None
+    return subprocess.call(shell_argv(python, addr, int(device_id), args.script))
+
+
+def register_shell(nsub: Any) -> None:
+    """``gradctl net shell DIR SWITCH``: p4runtime-shell on a switch of a running network."""
+    sh = nsub.add_parser(
+        "shell", help="open p4runtime-shell on a switch of a running network",
+        description="Open p4runtime-shell (its own venv, .venv-p4rt-shell, built on first "
+                    "use) on SWITCH's P4Runtime with the P4Info of its running pipeline, in "
+                    "role 'shell' with election id 7 (controller/p4rt_shell.py: it never "
+                    "locks out a deploy). --script FILE runs a Python file with the shell's "
+                    "names (TableEntry, CounterEntry, ...) instead and exits.")
+    sh.add_argument("run_dir", metavar="DIR")
+    sh.add_argument("switch", metavar="SWITCH")
+    sh.add_argument("--script", metavar="FILE", default=None,
+                    help="run this Python file in the shell, non-interactively")
+    sh.set_defaults(func=cmd_net_shell)
+
+
 def register_pcap(nsub: Any) -> None:
     """``gradctl net pcap DIR LINK``: capture a link to a pcap file."""
     pc = nsub.add_parser("pcap", help="capture a link of a running network to a pcap file",
@@ -219,3 +259,4 @@ def register(sub: Any, topo_help: str) -> None:
     down.add_argument("run_dir", metavar="DIR")
     down.set_defaults(func=cmd_net_down)
     register_pcap(nsub)
+    register_shell(nsub)

@@ -174,7 +174,7 @@ def _holder_main(argv: list[str]) -> int:
     p.add_argument("--no-watch", action="store_true")
     args = p.parse_args(argv)
 
-    from controller.cli import parse_topology
+    from controller.cli import parse_topology, save_held_loss
     from controller.deploy import deploy, parse_loss
     from topologies.network import Network
 
@@ -198,6 +198,8 @@ def _holder_main(argv: list[str]) -> int:
             for _, _, data in topo.graph.edges(data=True):
                 data["capacity"] = float(args.bw)
         loss = dict(parse_loss(s) for s in args.loss)
+        # every later deploy against the run directory installs it again (controller/cli.py)
+        save_held_loss(args.run_dir, loss)
         state.topology = topo.to_dict()
         net = Network(topo, target=args.target, run_dir=args.run_dir,
                       log=lambda m: print(m, flush=True))
@@ -368,9 +370,22 @@ def net_exec(run_dir: str | Path, host: str, command: list[str]) -> int:
     proc = st.hosts[host] if host in st.hosts else st.switches[host][0]
     if not proc.alive():
         raise NetError(f"{host}'s shell (PID {proc.pid}) is gone")
+    return subprocess.call(["mnexec", "-a", str(proc.pid), *command], env=exec_env(st, host))
+
+
+def exec_env(st: NetState, node: str) -> dict[str, str]:
+    """The environment of ``net exec``: this one with the repository on PYTHONPATH and,
+    in a host, its NIC as gloo's (and NCCL's) socket interface: gloo otherwise binds to
+    the address of the machine's hostname, outside the emulated network. A value the
+    caller set stays."""
     from targets.launch import repo_env
 
-    return subprocess.call(["mnexec", "-a", str(proc.pid), *command], env=repo_env())
+    env = repo_env()
+    if node in st.hosts:
+        iface = f"{node}-eth0"  # a host's first NIC (topologies: <node>-eth<port>)
+        for name in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME"):
+            env.setdefault(name, iface)
+    return env
 
 
 # ----------------------------------------------------------------------------- pcap

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DEPLOY", "NDN_PIT", "READER", "ROLES", "SHELL", "WATCHER", "Role"]
+__all__ = ["DEPLOY", "NDN_PIT", "P4RT_SHELL", "READER", "ROLES", "SHELL", "WATCHER", "Role"]
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,13 @@ SHELL = Role("shell", "shell", 60, "one-off writes a user asks for (link loss at
 #: restart goes through DEPLOY). Its id is below every writer's, so on BMv2 (one primary
 #: across roles) it never takes a writer's place.
 WATCHER = Role("watcher", "watcher", 5, "nothing on its own stream (replays use the deploy role)")
+#: p4runtime-shell opened by ``gradctl net shell`` (controller/p4rt_shell.py): a user's
+#: interactive session, open for long. Same role name as SHELL (one primary per role on the
+#: embedded target: the higher id writes while both are open); on BMv2 its id sits above
+#: the watcher's and below a deploy's, so a deploy always gets through while a shell is
+#: open, and the shell writes again once the deploy's stream has closed.
+P4RT_SHELL = Role("p4rt-shell", "shell", 7, "whatever the user types (tables, groups, counters)")
 #: Reads only: a backup of the default role (a read needs no primary).
 READER = Role("reader", "", 1, "nothing (reads counters and entries as a backup)")
 
-ROLES: tuple[Role, ...] = (DEPLOY, NDN_PIT, SHELL, WATCHER, READER)
+ROLES: tuple[Role, ...] = (DEPLOY, NDN_PIT, SHELL, P4RT_SHELL, WATCHER, READER)

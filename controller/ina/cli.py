@@ -19,7 +19,18 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
-from controller.cli import PROG, UsageError, _addresses, _console, network_args, parse_topology
+from controller.cli import (
+    PROG,
+    UsageError,
+    _addresses,
+    _console,
+    held_loss,
+    held_state,
+    network_args,
+    network_topology,
+    parse_topology,
+)
+from controller.p4runtime import DeployError
 from topologies import Topology, TopologyError
 
 # ----------------------------------------------------------------------------- placement
@@ -385,24 +396,67 @@ def _ina_host_setup(topo: Topology, hosts: Sequence[str],
     return out
 
 
-def ina_commands(job: Any, policy_path: str | Path, values: int) -> dict[str, str]:
+def ina_commands(job: Any, policy_path: str | Path, values: int,
+                 ddp: bool = False) -> dict[str, str]:
     """``{host: command}`` that starts the job's agents: the PS first, then the workers
-    in rank order (the dict keeps that order)."""
+    in rank order (the dict keeps that order). ``ddp``: the workers are PyTorch DDP ranks
+    (``hosts.ina.ddp_train --hook ina``) and the PS serves rounds until they go quiet
+    (``--rounds 0``); their gloo rendezvous is rank 0's address (gloo's interface,
+    ``GLOO_SOCKET_IFNAME``, is set by ``gradctl net exec``)."""
     py = shlex.quote(sys.executable)
     pol = shlex.quote(str(policy_path))
     topo = job.topology
-    out = {job.ps: f"{py} -m hosts.ina.ps --policy {pol} --iface {topo.iface(job.ps)['name']}"}
+    ps = f"{py} -m hosts.ina.ps --policy {pol} --iface {topo.iface(job.ps)['name']}"
+    out = {job.ps: ps + (" --rounds 0 --idle-exit 20" if ddp else "")}
+    master = topo.host_ip(job.workers[0])
     for rank, w in enumerate(job.workers):
-        out[w] = f"{py} -m hosts.ina.worker --policy {pol} --rank {rank} --size {values}"
+        if ddp:
+            out[w] = (f"{py} -m hosts.ina.ddp_train --rank {rank} --world {len(job.workers)} "
+                      f"--master-addr {master} --hook ina --policy {pol}")
+        else:
+            out[w] = f"{py} -m hosts.ina.worker --policy {pol} --rank {rank} --size {values}"
     return out
+
+
+JOBS_FILE = "ina-jobs.json"
+
+
+def _held_jobs(run_dir: str) -> dict[int, dict[str, Any]]:
+    """The INA jobs deployed on a held network (``DIR/ina-jobs.json``), by job id: what
+    ``ina deploy`` was given, so that a later deploy or undeploy installs them again."""
+    path = Path(run_dir) / JOBS_FILE
+    if not path.is_file():
+        return {}
+    try:
+        return {int(j["job_id"]): j for j in json.loads(path.read_text())["jobs"]}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UsageError(f"{path}: unreadable job list ({e})") from None
+
+
+def _save_held_jobs(run_dir: str, jobs: dict[int, dict[str, Any]]) -> None:
+    path = Path(run_dir) / JOBS_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"jobs": [jobs[k] for k in sorted(jobs)]}, indent=1))
+    tmp.replace(path)
+
+
+def _plan(topo: Topology, spec: dict[str, Any]) -> Any:
+    from controller.ina import InaJob
+    from controller.placement import PlacementError
+
+    try:
+        return InaJob.plan(topo, spec["ps"], spec["workers"], spec["budget"] or 0,
+                           spec["capacity"] or 1.0, spec["values"], job_id=spec["job_id"],
+                           scale_bits=spec["scale_bits"], aggregate=not spec["baseline"])
+    except (PlacementError, DeployError) as e:
+        raise UsageError(f"job {spec['job_id']}: {e}") from None
 
 
 def cmd_ina_deploy(args: argparse.Namespace) -> int:
     """``gradctl ina deploy``."""
-    from controller.ina import InaDeployment, InaJob, switch_ip
-    from controller.placement import PlacementError
+    from controller.ina import InaDeployment, switch_ip
 
-    topo = parse_topology(args.topo)
+    topo = network_topology(args)
     ps, workers = parse_hosts(topo, args.ps, args.workers)
     if not args.baseline and (args.budget is None or args.capacity is None):
         raise UsageError("--budget and --capacity are required (unless --baseline)")
@@ -420,19 +474,31 @@ def cmd_ina_deploy(args: argparse.Namespace) -> int:
     if not args.baseline:
         # the same checks as `place` (clear messages), before anything is installed
         _placement_problem(topo, ps, workers, args.budget, args.capacity)
-    try:
-        job = InaJob.plan(topo, ps, workers, args.budget or 0, args.capacity or 1.0, args.values,
-                          job_id=args.job_id, scale_bits=args.scale_bits,
-                          aggregate=not args.baseline)
-    except PlacementError as e:
-        raise UsageError(str(e)) from None
+    spec = {"job_id": args.job_id, "ps": ps, "workers": workers, "budget": args.budget,
+            "capacity": args.capacity, "values": args.values, "scale_bits": args.scale_bits,
+            "baseline": args.baseline, "policy": str(policy_path), "ddp": args.ddp}
+    job = _plan(topo, spec)
     timeout_us = None
     if args.aggregator_timeout_ms is not None:
         if not 0 <= args.aggregator_timeout_ms <= 1e9:
             raise UsageError(f"--aggregator-timeout-ms must be within 0..1e9, got "
                              f"{args.aggregator_timeout_ms:g}")
         timeout_us = round(args.aggregator_timeout_ms * 1000)
-    dep = InaDeployment(topo, addresses, [job], aggregator_timeout_us=timeout_us)
+    # On a held network the jobs deployed before stay: all are installed together (one
+    # pipeline load), and its link emulation (net up --loss) goes in with them.
+    held = held_state(args.run_dir) is not None
+    others = {k: v for k, v in _held_jobs(args.run_dir).items() if k != args.job_id} if held else {}
+    jobs = [_plan(topo, o) for o in others.values()] + [job]
+    if timeout_us is None and held:
+        timeout_us = next((o.get("aggregator_timeout_us") for o in others.values()
+                           if o.get("aggregator_timeout_us") is not None), None)
+    spec["aggregator_timeout_us"] = timeout_us
+    try:
+        dep = InaDeployment(topo, addresses, jobs, loss=held_loss(args.run_dir),
+                            aggregator_timeout_us=timeout_us)
+    except DeployError as e:
+        raise UsageError(f"job {args.job_id} cannot join the deployed jobs "
+                         f"{sorted(others)}: {e}") from None
     t0 = time.monotonic()
     report = dep.deploy(timeout=args.timeout)
     took = time.monotonic() - t0
@@ -440,10 +506,12 @@ def cmd_ina_deploy(args: argparse.Namespace) -> int:
         job.write_policy(policy_path)
     except OSError as e:
         raise UsageError(f"--policy-out: cannot write {str(policy_path)!r}: {e}") from None
+    if held:
+        _save_held_jobs(args.run_dir, {**others, args.job_id: spec})
     aggs = job.aggregating_switches
     admission = set(dep.admission_switches)
     setup = _ina_host_setup(topo, [ps, *workers], aggs) if aggs else {}
-    commands = ina_commands(job, policy_path, args.values)
+    commands = ina_commands(job, policy_path, args.values, ddp=args.ddp)
     order = {s: i for i, s in enumerate(job.placement.switches, start=1)} if job.placement else {}
     if args.json:
         print(json.dumps({
@@ -472,6 +540,9 @@ def cmd_ina_deploy(args: argparse.Namespace) -> int:
                       f"γ = {pl.gamma:.2f} Mbit/s per worker", markup=False)
     console.print(f"deployed to {topo.name}: {len(report.updates)} switches, {report.total} "
                   f"entries in {took:.2f} s", markup=False)
+    if others:
+        console.print(f"with the jobs deployed before: {', '.join(map(str, sorted(others)))} "
+                      f"(all {len(jobs)} installed together)", markup=False)
     t = Table(title="installed", box=box.SIMPLE_HEAD, title_justify="left")
     for col, just in (("switch", "left"), ("device id", "right"), ("program", "left"),
                       ("aggregates", "left"), ("INA address", "left"), ("entries", "right")):
@@ -488,8 +559,6 @@ def cmd_ina_deploy(args: argparse.Namespace) -> int:
     console.print(t)
     console.print(f"policy written to {policy_path}", markup=False)
     # A network started by ``gradctl net up`` is entered with ``gradctl net exec``.
-    held = bool(args.run_dir) and (Path(args.run_dir) / "net.json").is_file()
-
     def in_host(h: str, cmd: str, sh: bool = False) -> str:
         if not held:
             return f"  {h}$ {cmd}"
@@ -509,9 +578,33 @@ def cmd_ina_deploy(args: argparse.Namespace) -> int:
                       soft_wrap=True)
     where = (f"--run-dir {shlex.quote(args.run_dir)}" if args.run_dir
              else f"--addresses {shlex.quote(args.addresses)}")
-    console.print(f"then: {PROG} ina counters {shlex.quote(args.topo)} {where} --policy "
+    topo_arg = "" if held else f" {shlex.quote(args.topo)}"
+    console.print(f"then: {PROG} ina counters{topo_arg} {where} --policy "
                   f"{shlex.quote(str(policy_path))}", markup=False, soft_wrap=True)
+    if held:
+        script = Path(args.run_dir) / f"ina-job{job.job_id}.sh"
+        script.write_text(job_script(args.run_dir, job, setup, commands))
+        console.print(f"the same commands as a script (waits for every agent): sh {script}",
+                      markup=False, soft_wrap=True)
     return 0
+
+
+def job_script(run_dir: str, job: Any, setup: dict[str, str], commands: dict[str, str]) -> str:
+    """A POSIX shell script running a job's printed commands on a held network: the hosts'
+    ARP entries, the PS in the background, the workers in parallel; it waits for every
+    agent and fails if one did."""
+    d = shlex.quote(run_dir)
+    lines = ["#!/bin/sh", f"# INA job {job.job_id} on {run_dir} (written by {PROG} ina deploy)",
+             "set -e"]
+    lines += [f"{PROG} net exec {d} {h} -- sh -c {shlex.quote(cmd)}" for h, cmd in setup.items()]
+    lines += [f"{PROG} net exec {d} {job.ps} -- {commands[job.ps]} &", "ps_pid=$!",
+              "sleep 1  # the PS binds its socket", "pids="]
+    for h, cmd in commands.items():
+        if h != job.ps:
+            lines += [f"{PROG} net exec {d} {h} -- {cmd} &", 'pids="$pids $!"']
+    lines += ["fail=0", "for p in $pids; do wait $p || fail=1; done",
+              "wait $ps_pid || fail=1", 'exit "$fail"', ""]
+    return "\n".join(lines)
 
 
 EVENT_NAMES = ("added", "partial", "passed_on", "cleared", "result", "taken_over",
@@ -565,8 +658,11 @@ def cmd_ina_counters(args: argparse.Namespace) -> int:
     drops of the switches the job's hosts are attached to (and of ``--switch``)."""
     from controller.ina import ADMISSION_DROPS, InaDeployment
 
-    topo = parse_topology(args.topo)
+    topo = network_topology(args)
     roles: dict[str, str] = {}
+    if not args.policy and not args.switch and held_state(args.run_dir) is not None:
+        # a held network's deployed jobs
+        args.policy = [j["policy"] for j in _held_jobs(args.run_dir).values()]
     for path in args.policy or []:
         for s, r in policy_switches(topo, path).items():
             roles[s] = "s_d" if "s_d" in (r, roles.get(s)) else r
@@ -609,6 +705,37 @@ def cmd_ina_counters(args: argparse.Namespace) -> int:
     console.print("ina_admission_drops (docs/trust.md): INA packets refused where they "
                   "entered the fabric", markup=False)
     console.print(a)
+    return 0
+
+
+def cmd_ina_undeploy(args: argparse.Namespace) -> int:
+    """``gradctl ina undeploy``: remove one job from a held network; the others are
+    installed again (one pipeline load); with none left, forward.p4. The link emulation
+    stays."""
+    from controller.deploy import deploy
+    from controller.ina import InaDeployment
+
+    if held_state(args.run_dir) is None:
+        raise UsageError(f"{args.run_dir}: no network of 'gradctl net up' here")
+    topo = network_topology(args)
+    jobs = _held_jobs(args.run_dir)
+    if args.job_id not in jobs:
+        raise UsageError(f"no job {args.job_id} deployed on {args.run_dir} (deployed: "
+                         f"{', '.join(map(str, sorted(jobs))) or 'none'})")
+    gone = jobs.pop(args.job_id)
+    addresses = _addresses(args, topo)
+    loss = held_loss(args.run_dir)
+    if jobs:
+        timeout_us = next((j.get("aggregator_timeout_us") for j in jobs.values()
+                           if j.get("aggregator_timeout_us") is not None), None)
+        InaDeployment(topo, addresses, [_plan(topo, j) for j in jobs.values()], loss=loss,
+                      aggregator_timeout_us=timeout_us).deploy(timeout=args.timeout)
+    else:
+        deploy(topo, addresses, loss=loss, timeout=args.timeout)
+    _save_held_jobs(args.run_dir, jobs)
+    Path(gone["policy"]).unlink(missing_ok=True)
+    left = ", ".join(map(str, sorted(jobs))) or "none (forward.p4 everywhere)"
+    print(f"job {args.job_id} removed from {args.run_dir}; jobs left: {left}")
     return 0
 
 
@@ -695,8 +822,23 @@ def register(sub: Any, topo_help: str) -> None:
     idep.add_argument("--aggregator-timeout-ms", type=float, metavar="MS",
                       help="an aggregator idle this long may be taken over by another "
                            "fragment (0: never; default: the program's, 1000)")
+    idep.add_argument("--ddp", action="store_true",
+                      help="print commands for PyTorch DDP ranks (hosts.ina.ddp_train --hook "
+                           "ina; --values: the model's parameter count) and a PS that serves "
+                           "rounds until they stop (--rounds 0)")
     idep.add_argument("--json", action="store_true", help="machine-readable output")
     idep.set_defaults(func=cmd_ina_deploy)
+
+    iund = ina_sub.add_parser(
+        "undeploy", help="remove one job from a network of 'gradctl net up'",
+        description="Remove job J from the network held in DIR; the jobs deployed besides "
+                    "it are installed again (fresh pipelines: do it between their runs) "
+                    "and with none left every switch runs forward.p4. Link emulation stays.")
+    iund.add_argument("run_dir", metavar="DIR", help="run directory printed by net up")
+    iund.add_argument("job_id", metavar="J", type=int, help="the job id given to ina deploy")
+    iund.add_argument("--timeout", type=float, default=30.0, metavar="S",
+                      help="seconds to wait for each switch (default 30)")
+    iund.set_defaults(func=cmd_ina_undeploy, topo=None)
 
     icnt = ina_sub.add_parser(
         "counters", help="read the INA event and admission drop counters",
@@ -707,7 +849,8 @@ def register(sub: Any, topo_help: str) -> None:
                     "pipeline as it is.")
     network_args(icnt, topo_help)
     icnt.add_argument("--policy", action="append", metavar="FILE",
-                      help="policy file of a job (its switches are read; repeatable)")
+                      help="policy file of a job (its switches are read; repeatable; default "
+                           "with a net up run dir: every deployed job's)")
     icnt.add_argument("--switch", action="append", metavar="SWITCH",
                       help="a switch running ina.p4 (repeatable; e.g. an intruder's)")
     icnt.add_argument("--json", action="store_true", help="machine-readable output")
