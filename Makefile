@@ -26,6 +26,7 @@ help:
 	@echo "make p4       make p4-gen, then recompile p4src/*.p4 and tests/p4/*.p4 with p4c into build/"
 	@echo "make p4-gen   regenerate the P4 value lanes (p4src/gen_lanes.py; no p4c needed)"
 	@echo "make lint     ruff"
+	@echo "make p4rt-shell  p4runtime-shell's own venv (.venv-p4rt-shell; gradctl net shell builds it too)"
 	@echo "TARGET=auto|embedded|bmv2 picks the switch (auto: bmv2 when simple_switch_grpc exists)"
 
 deps: apt venv
@@ -94,3 +95,10 @@ lint: venv
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache results logs
+
+# p4runtime-shell in its own venv (it pins protobuf<3.21); `gradctl net shell` builds it too.
+p4rt-shell: .venv-p4rt-shell/.stamp
+.venv-p4rt-shell/.stamp: requirements-p4rt-shell.txt
+	$(PYTHON) -m venv --clear .venv-p4rt-shell
+	.venv-p4rt-shell/bin/python -m pip install -q --disable-pip-version-check -r requirements-p4rt-shell.txt
+	@touch $@
