@@ -161,3 +161,76 @@ def test_ina_job_exact_after_aggregating_switch_sigkilled(ina_net) -> None:  # n
         print(f"\nrestart run: {res.ps_packets}, {res.retransmissions} retransmissions")
     finally:
         watcher.stop()
+
+
+# ----------------------------------------------------------------------------- NDN
+@pytest.fixture(scope="module")
+def ndn_net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, object, Path]]:
+    reason = net_skip_reason("ndn")
+    if reason:
+        pytest.skip(reason)
+    from topologies import leaf_spine
+    from topologies.network import Network
+
+    topo = leaf_spine(1, 2, 2, bw=20)     # spine s1; PS h1 and h2 on one leaf, h3 and h4 on the other
+    network = Network(topo, target=TARGET, run_dir=str(tmp_path_factory.mktemp("restart_ndn")),
+                      switch_processes=0)  # one process per switch: the SIGKILL takes the spine alone
+    network.start()
+    try:
+        yield network, topo, tmp_path_factory.mktemp("restart_ndn_runs")
+    finally:
+        network.stop()
+
+
+def test_ndn_training_survives_spine_restart(ndn_net) -> None:  # noqa: ANN001
+    """The spine on the PS -> GPU path dies after the GPUs subscribed: the watcher
+    restarts it and replays its journal, which holds the persistent-PIT manager's entry
+    and multicast group; the manager reconnects; training ends bit-exact, and the spine
+    replicates updates again after the restart (its counters restarted at zero)."""
+    from controller.ndn import NdnDeployment, fib_routes, read_switch_state
+    from controller.watch import SwitchWatcher
+    from experiments.ndn import run_agents
+
+    network, topo, out = ndn_net
+    spine = topo.peer("s3", fib_routes(topo)["s3"]["h1"])[0]
+    dep = NdnDeployment(topo, network.grpc_addresses())
+    dep.deploy()
+    switches = {sw.name: (sw.grpc_addr, sw.device_id) for sw in network.net.switches}
+    watcher = SwitchWatcher(switches, alive=lambda n: network.switch(n).process_alive(),
+                            restart=network.restart_switch).start()
+    state_file = out / "persistent-pit.json"
+    killed: list[int] = []
+
+    def kill_when_subscribed() -> None:
+        def subscribed() -> bool:
+            try:
+                st = json.loads(state_file.read_text())
+            except (OSError, json.JSONDecodeError):
+                return False
+            return len((st.get(spine) or [{}])[0].get("ports", [])) == 1 and len(st.get("s3", [{}])[0].get("ports", [])) == 2
+        if _poll(subscribed, 60, 0.1):
+            time.sleep(0.5)
+            pid = network.switch(spine).proc.pid
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    try:
+        assert watcher.wait_for(lambda h: all(x.p4runtime and x.pipeline for x in h.values()), 60)
+        dep.start_manager(state_file)
+        threading.Thread(target=kill_when_subscribed, daemon=True).start()
+        res = run_agents(network, topo, out / "run", transport="ndn", ps="h1", gpus=["h2", "h3", "h4"],
+                         rounds=8, compute_time=0.2, max_time=50)
+        assert killed, "the spine was not killed"
+        assert res.exact, res.problems
+        h = watcher.snapshot()[spine]
+        assert h["restarts"] == 1 and h["replays"] == 1, h
+        man = dep.manager
+        assert man is not None and not man.errors, man.errors if man else None
+        assert man.reconnects[spine] == 1 and man.reinstalled[spine] == 0   # the replay restored it
+        st = read_switch_state(topo, network.grpc_addresses())[spine]
+        assert [(e["name"], e["ports"]) for e in st["persistent_pit"]] == [
+            ("/h1/train", [topo.port(spine, "s3")])]
+        assert st["events"].get("distributed", 0) > 0, st["events"]
+    finally:
+        dep.stop_manager()
+        watcher.stop()
