@@ -234,3 +234,92 @@ def test_ndn_training_survives_spine_restart(ndn_net) -> None:  # noqa: ANN001
     finally:
         dep.stop_manager()
         watcher.stop()
+
+
+# ----------------------------------------------------------------------------- token
+@pytest.fixture(scope="module")
+def token_net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, object, Path]]:
+    reason = net_skip_reason("nic", "lan")
+    if reason:
+        pytest.skip(reason)
+    from controller.token import token_lan
+    from topologies.network import Network
+
+    topo = token_lan(3, bw=1000)
+    network = Network(topo, target=TARGET, run_dir=str(tmp_path_factory.mktemp("restart_token")),
+                      limit_bw=False, switch_processes=0)  # one process per switch
+    network.start()
+    try:
+        yield network, topo, tmp_path_factory.mktemp("restart_token_runs")
+    finally:
+        network.stop()
+
+
+def _token_run_with_kill(token_net, name: str, victim: str):  # noqa: ANN001, ANN202
+    """A 3-node token run; ``victim``'s switch process is SIGKILLed once training runs,
+    a watcher restarts it and replays its journal. Returns (run, watcher health)."""
+    from controller.token import TokenDeployment
+    from controller.watch import SwitchWatcher
+    from experiments.token import run_token
+
+    network, topo, base = token_net
+    out = base / name
+    out.mkdir()
+    TokenDeployment(topo, network.grpc_addresses()).deploy()
+    switches = {sw.name: (sw.grpc_addr, sw.device_id) for sw in network.net.switches}
+    watcher = SwitchWatcher(switches, alive=lambda n: network.switch(n).process_alive(),
+                            restart=network.restart_switch).start()
+    killed: list[int] = []
+
+    def kill_when_training() -> None:
+        if _poll(lambda: '"ready"' in (out / "h1.out").read_text() if (out / "h1.out").exists() else False,
+                 60, 0.1):
+            time.sleep(1.0)
+            pid = network.switch(victim).proc.pid
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    try:
+        assert watcher.wait_for(lambda h: all(x.p4runtime and x.pipeline for x in h.values()), 60)
+        threading.Thread(target=kill_when_training, daemon=True).start()
+        common = ["--epochs", "2", "--batch-size", "32", "--wait-unit", "1.0", "--form-silence", "3",
+                  "--compute-fixed", "0.05", "--cutoff", "1.0", "--max-time", "45",
+                  "--save", str(out / "model.pt")]
+        t0 = time.monotonic()
+        run = run_token(network, topo, out, common, hosts=topo.hosts(), timeout=55)
+        wall = time.monotonic() - t0
+        assert killed, f"{victim} was not killed"
+        return run, watcher.snapshot()[victim], wall
+    finally:
+        watcher.stop()
+
+
+def test_token_run_survives_lan_switch_restart(token_net) -> None:  # noqa: ANN001
+    """The LAN switch holds no state but tables and groups (journaled): frames in flight
+    die, the protocol's own resend / lost / rejoin carry the run, every node ends with
+    the same weights and no incomplete fragment."""
+    run, health, _wall = _token_run_with_kill(token_net, "kill-lan", "lan")
+    assert health["restarts"] == 1 and health["replays"] == 1, health
+    sums = {h: r.summary for h, r in run.nodes.items()}
+    for h, r in run.nodes.items():
+        assert r.returncode == 0 and r.summary, f"{h} exited {r.returncode}: {r.stderr[-600:]}"
+    assert len({s["weights"] for s in sums.values()}) == 1, sums
+    assert all(s["stats"]["incomplete_frags"] == 0 for s in sums.values())
+
+
+def test_token_nic_restart_fails_that_node_clearly_others_go_on(token_net) -> None:  # noqa: ANN001
+    """A NIC's registers (roster, own number, sums) die with its process and no journal
+    restores them: its node cannot take part again. The others declare it lost and
+    finish with identical weights; it stops at --max-time (bounded) with exit 5 and a
+    message naming the cause, never hangs."""
+    run, health, _wall = _token_run_with_kill(token_net, "kill-nic2", "nic2")
+    assert health["restarts"] == 1 and health["replays"] == 1, health
+    cut = run.node("h2")
+    assert cut.returncode == 5, (cut.returncode, cut.stderr[-600:])
+    assert "--max-time" in cut.stderr and "lost its state" in cut.stderr, cut.stderr[-600:]
+    others = [run.node(h) for h in ("h1", "h3")]
+    for r in others:
+        assert r.returncode == 0 and r.summary, r.stderr[-600:]
+    assert len({r.summary["weights"] for r in others}) == 1
+    seq = cut.summary["node"] if cut.summary else None
+    assert all(seq not in r.summary["active"] for r in others)
