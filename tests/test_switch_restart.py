@@ -8,6 +8,10 @@
 - An INA job whose aggregating switch is SIGKILLed mid-job completes with exact sums:
   the watcher restarts the switch with a clean slate (empty aggregators), the workers'
   retransmissions go straight to the PS, which counts every contributor exactly once.
+- An NDN training run whose spine dies after the GPUs subscribed ends bit-exact: the
+  persistent-PIT manager's entries come back from the journal, the manager reconnects.
+- A token run survives a LAN switch restart (identical weights everywhere); a NIC
+  restart cuts its node off: the others go on, it stops at --max-time with a clear message.
 """
 
 from __future__ import annotations
