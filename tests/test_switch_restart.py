@@ -287,10 +287,10 @@ def _token_run_with_kill(token_net, name: str, victim: str):  # noqa: ANN001, AN
         assert watcher.wait_for(lambda h: all(x.p4runtime and x.pipeline for x in h.values()), 60)
         threading.Thread(target=kill_when_training, daemon=True).start()
         common = ["--epochs", "2", "--batch-size", "32", "--wait-unit", "1.0", "--form-silence", "3",
-                  "--compute-fixed", "0.05", "--cutoff", "1.0", "--max-time", "45",
+                  "--compute-fixed", "0.05", "--cutoff", "1.0", "--max-time", "30",
                   "--save", str(out / "model.pt")]
         t0 = time.monotonic()
-        run = run_token(network, topo, out, common, hosts=topo.hosts(), timeout=55)
+        run = run_token(network, topo, out, common, hosts=topo.hosts(), timeout=70)
         wall = time.monotonic() - t0
         assert killed, f"{victim} was not killed"
         return run, watcher.snapshot()[victim], wall
