@@ -8,6 +8,10 @@
 - An INA job whose aggregating switch is SIGKILLed mid-job completes with exact sums:
   the watcher restarts the switch with a clean slate (empty aggregators), the workers'
   retransmissions go straight to the PS, which counts every contributor exactly once.
+- An NDN training run whose spine dies after the GPUs subscribed ends bit-exact: the
+  persistent-PIT manager's entries come back from the journal, the manager reconnects.
+- A token run survives a LAN switch restart (identical weights everywhere); a NIC
+  restart cuts its node off: the others go on, it stops at --max-time with a clear message.
 """
 
 from __future__ import annotations
@@ -161,3 +165,165 @@ def test_ina_job_exact_after_aggregating_switch_sigkilled(ina_net) -> None:  # n
         print(f"\nrestart run: {res.ps_packets}, {res.retransmissions} retransmissions")
     finally:
         watcher.stop()
+
+
+# ----------------------------------------------------------------------------- NDN
+@pytest.fixture(scope="module")
+def ndn_net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, object, Path]]:
+    reason = net_skip_reason("ndn")
+    if reason:
+        pytest.skip(reason)
+    from topologies import leaf_spine
+    from topologies.network import Network
+
+    topo = leaf_spine(1, 2, 2, bw=20)     # spine s1; PS h1 and h2 on one leaf, h3 and h4 on the other
+    network = Network(topo, target=TARGET, run_dir=str(tmp_path_factory.mktemp("restart_ndn")),
+                      switch_processes=0)  # one process per switch: the SIGKILL takes the spine alone
+    network.start()
+    try:
+        yield network, topo, tmp_path_factory.mktemp("restart_ndn_runs")
+    finally:
+        network.stop()
+
+
+def test_ndn_training_survives_spine_restart(ndn_net) -> None:  # noqa: ANN001
+    """The spine on the PS -> GPU path dies after the GPUs subscribed: the watcher
+    restarts it and replays its journal, which holds the persistent-PIT manager's entry
+    and multicast group; the manager reconnects; training ends bit-exact, and the spine
+    replicates updates again after the restart (its counters restarted at zero)."""
+    from controller.ndn import NdnDeployment, fib_routes, read_switch_state
+    from controller.watch import SwitchWatcher
+    from experiments.ndn import run_agents
+
+    network, topo, out = ndn_net
+    spine = topo.peer("s3", fib_routes(topo)["s3"]["h1"])[0]
+    dep = NdnDeployment(topo, network.grpc_addresses())
+    dep.deploy()
+    switches = {sw.name: (sw.grpc_addr, sw.device_id) for sw in network.net.switches}
+    watcher = SwitchWatcher(switches, alive=lambda n: network.switch(n).process_alive(),
+                            restart=network.restart_switch).start()
+    state_file = out / "persistent-pit.json"
+    killed: list[int] = []
+
+    def kill_when_subscribed() -> None:
+        def subscribed() -> bool:
+            try:
+                st = json.loads(state_file.read_text())
+            except (OSError, json.JSONDecodeError):
+                return False
+            return len((st.get(spine) or [{}])[0].get("ports", [])) == 1 and len(st.get("s3", [{}])[0].get("ports", [])) == 2
+        if _poll(subscribed, 60, 0.1):
+            time.sleep(0.5)
+            pid = network.switch(spine).proc.pid
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    try:
+        assert watcher.wait_for(lambda h: all(x.p4runtime and x.pipeline for x in h.values()), 60)
+        dep.start_manager(state_file)
+        threading.Thread(target=kill_when_subscribed, daemon=True).start()
+        res = run_agents(network, topo, out / "run", transport="ndn", ps="h1", gpus=["h2", "h3", "h4"],
+                         rounds=8, compute_time=0.2, max_time=50)
+        assert killed, "the spine was not killed"
+        assert res.exact, res.problems
+        h = watcher.snapshot()[spine]
+        assert h["restarts"] == 1 and h["replays"] == 1, h
+        man = dep.manager
+        assert man is not None and not man.errors, man.errors if man else None
+        assert man.reconnects[spine] == 1 and man.reinstalled[spine] == 0   # the replay restored it
+        st = read_switch_state(topo, network.grpc_addresses())[spine]
+        assert [(e["name"], e["ports"]) for e in st["persistent_pit"]] == [
+            ("/h1/train", [topo.port(spine, "s3")])]
+        assert st["events"].get("distributed", 0) > 0, st["events"]
+    finally:
+        dep.stop_manager()
+        watcher.stop()
+
+
+# ----------------------------------------------------------------------------- token
+@pytest.fixture(scope="module")
+def token_net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, object, Path]]:
+    reason = net_skip_reason("nic", "lan")
+    if reason:
+        pytest.skip(reason)
+    from controller.token import token_lan
+    from topologies.network import Network
+
+    topo = token_lan(3, bw=1000)
+    network = Network(topo, target=TARGET, run_dir=str(tmp_path_factory.mktemp("restart_token")),
+                      limit_bw=False, switch_processes=0)  # one process per switch
+    network.start()
+    try:
+        yield network, topo, tmp_path_factory.mktemp("restart_token_runs")
+    finally:
+        network.stop()
+
+
+def _token_run_with_kill(token_net, name: str, victim: str):  # noqa: ANN001, ANN202
+    """A 3-node token run; ``victim``'s switch process is SIGKILLed once training runs,
+    a watcher restarts it and replays its journal. Returns (run, watcher health)."""
+    from controller.token import TokenDeployment
+    from controller.watch import SwitchWatcher
+    from experiments.token import run_token
+
+    network, topo, base = token_net
+    out = base / name
+    out.mkdir()
+    TokenDeployment(topo, network.grpc_addresses()).deploy()
+    switches = {sw.name: (sw.grpc_addr, sw.device_id) for sw in network.net.switches}
+    watcher = SwitchWatcher(switches, alive=lambda n: network.switch(n).process_alive(),
+                            restart=network.restart_switch).start()
+    killed: list[int] = []
+
+    def kill_when_training() -> None:
+        if _poll(lambda: '"ready"' in (out / "h1.out").read_text() if (out / "h1.out").exists() else False,
+                 60, 0.1):
+            time.sleep(1.0)
+            pid = network.switch(victim).proc.pid
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    try:
+        assert watcher.wait_for(lambda h: all(x.p4runtime and x.pipeline for x in h.values()), 60)
+        threading.Thread(target=kill_when_training, daemon=True).start()
+        common = ["--epochs", "2", "--batch-size", "32", "--wait-unit", "1.0", "--form-silence", "3",
+                  "--compute-fixed", "0.05", "--cutoff", "1.0", "--max-time", "30",
+                  "--save", str(out / "model.pt")]
+        t0 = time.monotonic()
+        run = run_token(network, topo, out, common, hosts=topo.hosts(), timeout=70)
+        wall = time.monotonic() - t0
+        assert killed, f"{victim} was not killed"
+        return run, watcher.snapshot()[victim], wall
+    finally:
+        watcher.stop()
+
+
+def test_token_run_survives_lan_switch_restart(token_net) -> None:  # noqa: ANN001
+    """The LAN switch holds no state but tables and groups (journaled): frames in flight
+    die, the protocol's own resend / lost / rejoin carry the run, every node ends with
+    the same weights and no incomplete fragment."""
+    run, health, _wall = _token_run_with_kill(token_net, "kill-lan", "lan")
+    assert health["restarts"] == 1 and health["replays"] == 1, health
+    sums = {h: r.summary for h, r in run.nodes.items()}
+    for h, r in run.nodes.items():
+        assert r.returncode == 0 and r.summary, f"{h} exited {r.returncode}: {r.stderr[-600:]}"
+    assert len({s["weights"] for s in sums.values()}) == 1, sums
+    assert all(s["stats"]["incomplete_frags"] == 0 for s in sums.values())
+
+
+def test_token_nic_restart_fails_that_node_clearly_others_go_on(token_net) -> None:  # noqa: ANN001
+    """A NIC's registers (roster, own number, sums) die with its process and no journal
+    restores them: its node cannot take part again. The others declare it lost and
+    finish with identical weights; it stops at --max-time (bounded) with exit 5 and a
+    message naming the cause, never hangs."""
+    run, health, _wall = _token_run_with_kill(token_net, "kill-nic2", "nic2")
+    assert health["restarts"] == 1 and health["replays"] == 1, health
+    cut = run.node("h2")
+    assert cut.returncode == 5, (cut.returncode, cut.stderr[-600:])
+    assert "--max-time" in cut.stderr and "lost its state" in cut.stderr, cut.stderr[-600:]
+    others = [run.node(h) for h in ("h1", "h3")]
+    for r in others:
+        assert r.returncode == 0 and r.summary, r.stderr[-600:]
+    assert len({r.summary["weights"] for r in others}) == 1
+    seq = cut.summary["node"] if cut.summary else None
+    assert all(seq not in r.summary["active"] for r in others)

@@ -81,7 +81,8 @@ class PersistentPitManager:
 
     def __init__(self, topology: Topology, addresses: Mapping[str, str],
                  program: Program, routes: Mapping[str, Mapping[str, int]],
-                 state_file: str | Path | None = None) -> None:
+                 state_file: str | Path | None = None, *, reconnect_grace: float = 10.0,
+                 reconnect_bound: float = 60.0, log: Any = None) -> None:
         self.topology = topology
         self.addresses = dict(addresses)
         self.program = program
@@ -94,19 +95,33 @@ class PersistentPitManager:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._clients: dict[str, Any] = {}
+        self.reconnect_grace, self.reconnect_bound = reconnect_grace, reconnect_bound
+        self.reconnects: dict[str, int] = {s: 0 for s in addresses}
+        self.reinstalled: dict[str, int] = {s: 0 for s in addresses}
+        self.log = log or (lambda m: None)
+
+    def _connect(self, s: str) -> Any:
+        """A primary ``ndn-pit`` connection to ``s`` that journals its writes."""
+        from targets.journal import journal_for
+        from targets.p4rt_client import P4RuntimeClient
+
+        addr = self.addresses[s]
+        c = P4RuntimeClient(addr, device_id=self.topology.device_id(s), election_id=self.ELECTION_ID,
+                            role=NDN_PIT.name, journal=journal_for(s, addr))
+        if not c.is_primary:
+            c.close()
+            raise DeployError(f"{s}: the persistent-PIT manager is not primary at {addr}")
+        c.use_schema(self.program.p4info_path)
+        return c
 
     def start(self) -> PersistentPitManager:
         """Connect to every switch as primary and start the packet-in threads."""
-        from targets.p4rt_client import P4RuntimeClient
-
-        for s, addr in self.addresses.items():
-            c = P4RuntimeClient(addr, device_id=self.topology.device_id(s), election_id=self.ELECTION_ID,
-                                role=NDN_PIT.name)
-            if not c.is_primary:
-                c.close()
+        for s in self.addresses:
+            try:
+                c = self._connect(s)
+            except DeployError:
                 self.stop()
-                raise DeployError(f"{s}: the persistent-PIT manager is not primary at {addr}")
-            c.use_schema(self.program.p4info_path)
+                raise
             self._clients[s] = c
             # entries a previous manager made on the running pipeline (restart-safe)
             for e in read_persistent_pit(c, self.program):
@@ -157,10 +172,14 @@ class PersistentPitManager:
             tmp.replace(self.state_file)
 
     def _run(self, switch: str) -> None:
-        client = self._clients[switch]
         while not self._stop.is_set():
+            client = self._clients.get(switch)
+            if client is None:
+                return
             got = client.packet_in(timeout=0.2)
             if got is None:
+                if client.wait_stream_end(0):
+                    self._reconnect(switch)
                 continue
             payload, meta = got
             try:
@@ -168,6 +187,86 @@ class PersistentPitManager:
             except Exception as e:  # one bad packet must not stop the manager
                 with self._lock:
                     self.errors.append(f"{switch}: {type(e).__name__}: {e}")
+
+    def _on_switch(self, switch: str) -> tuple[bool, list[dict[str, Any]] | None]:
+        """(has a pipeline, its persistent PIT or None when unreadable). The pipeline by
+        a unary call; the entries as a backup of the default role (election id 1, below
+        every writer's: on BMv2 it never takes a replay's place)."""
+        from controller.roles import READER
+        from targets.p4rt_client import P4RuntimeClient, P4RuntimeError, get_pipeline, open_channel
+
+        addr, dev = self.addresses[switch], self.topology.device_id(switch)
+        ch = open_channel(addr)
+        try:
+            has = get_pipeline(ch, dev, 2.0) is not None
+        except P4RuntimeError:
+            return False, None
+        finally:
+            ch.close()
+        if not has:
+            return False, None
+        try:
+            with P4RuntimeClient(addr, dev, election_id=READER.election_id, role=READER.name, timeout=3.0) as c:
+                c.use_schema(self.program.p4info_path)
+                return True, read_persistent_pit(c, self.program)
+        except Exception:  # a replay still loading, an id in use: try again later
+            return True, None
+
+    def _reconnect(self, switch: str) -> None:
+        """The stream ended (the switch died or restarted): wait for it to come back with
+        a pipeline and, for ``reconnect_grace`` s, for a replay to restore our entries;
+        then connect again and re-install what is missing."""
+        old = self._clients.get(switch)
+        self.log(f"{switch}: persistent-PIT manager's stream ended; waiting for the switch")
+        t0 = time.monotonic()
+        seen: float | None = None
+        want = {e.name: (e.group, sorted(e.ports)) for e in self.entries[switch].values()}
+        while not self._stop.is_set():
+            has, pit = self._on_switch(switch)
+            now = time.monotonic()
+            if has:
+                seen = seen or now
+                got = {e["name"]: (e["group"], sorted(e["ports"])) for e in pit or []}
+                # a second after the pipeline came back: a replay's writes are in by then
+                # (ours come last in the journal), so our stream does not cut into it
+                if (pit is not None and got == want and now - seen >= 1.0) or now - seen > self.reconnect_grace:
+                    break
+            elif now - t0 > self.reconnect_bound:
+                with self._lock:
+                    self.errors.append(f"{switch}: no pipeline {self.reconnect_bound:.0f} s after the switch "
+                                       f"restarted (nothing replayed it); the persistent PIT there is lost")
+                t0 = now  # one error per bound, keep waiting
+            self._stop.wait(0.3)
+        if self._stop.is_set():
+            return
+        try:
+            c = self._connect(switch)
+        except Exception as e:
+            with self._lock:
+                self.errors.append(f"{switch}: reconnect failed: {e}")
+            self._stop.wait(1.0)
+            return
+        _, pit = self._on_switch(switch)
+        got = {e["name"]: e for e in pit or []}
+        pp = self.program.block(PersistentPit)
+        with self._lock:
+            for e in self.entries[switch].values():
+                have = got.get(e.name)
+                try:
+                    if have is None:
+                        c.write(+multicast_group(e.group, e.ports))
+                        c.write(+pp.subscribers_entry(components(e.name), e.group))
+                        self.reinstalled[switch] += 1
+                    elif sorted(have["ports"]) != sorted(e.ports):
+                        c.write(~multicast_group(e.group, e.ports))
+                        self.reinstalled[switch] += 1
+                except Exception as ex:
+                    self.errors.append(f"{switch}: re-installing {e.name}: {ex}")
+            self._clients[switch] = c
+            self.reconnects[switch] += 1
+        if old is not None:
+            old.close()
+        self.log(f"{switch}: persistent-PIT manager reconnected ({self.reinstalled[switch]} entries re-installed)")
 
     def handle(self, switch: str, frame: bytes, in_port: int) -> None:
         """Process one punted insert Interest (an Ethernet frame) from ``in_port``."""

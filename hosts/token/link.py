@@ -112,6 +112,7 @@ class FrameIO:
                     _dst, src, hdr, rest = decode_token(frame)
                 except TokenDecodeError:
                     continue
+                self.last_frame_at = time.monotonic()  # for the max-time diagnosis
                 return hdr, src, rest
             if time.monotonic() >= deadline:
                 return None

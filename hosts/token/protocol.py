@@ -19,6 +19,7 @@ The per-frame handling is :meth:`TokenProtocol.on_frame`, the loop :meth:`TokenP
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 import time
 from pathlib import Path
@@ -410,7 +411,15 @@ class TokenProtocol(FrameIO):
         deadline = time.monotonic() + self.args.max_time
         while not self.done:
             if time.monotonic() > deadline:
-                self.log("timeout", **self.where())
+                # why it hangs, said plainly: a NIC that restarted lost its roster and
+                # sums (registers die with the process), so nothing reaches this host
+                quiet = time.monotonic() - getattr(self, "last_frame_at", deadline - self.args.max_time)
+                self.log("timeout", quiet_s=round(quiet, 2), **self.where())
+                print(f"token node {self.seq}: --max-time {self.args.max_time:g} s reached at step "
+                      f"{self.batch}; no token frame for {quiet:.1f} s"
+                      + (" (its NIC or the LAN switch restarted and lost its state, or the host is cut "
+                         "off: docs/faults.md)" if quiet > 2 * self.args.wait_unit else ""),
+                      file=sys.stderr, flush=True)
                 self.exit_code = 5
                 self.stop("max-time")
                 break
