@@ -4,7 +4,10 @@ The network test runs an unchanged DDP script (hosts/ina/ddp_train.py) on two ra
 Mininet hosts, once with gloo's all-reduce and once with the INA hook (with and without
 an aggregating switch), and checks: the hook's averaged gradients equal gloo's on the
 same inputs up to the fixed-point rounding, every rank ends with the same weights, the
-accuracy matches gloo's, and the bytes at the PS drop to 1/N with aggregation.
+accuracy matches gloo's, the bytes at the PS drop to 1/N with aggregation, and each
+bucket sends its own ceil(B/64) fragments. A second network test drives the hook's
+allreduces directly (tests/ddp_rounds_tool.py): exact sums element by element, bucket
+sizing, fragment numbers bounded and reused, the switch's aggregator capacity unchanged.
 """
 
 from __future__ import annotations
@@ -129,8 +132,15 @@ def test_ddp_through_ina_matches_gloo(tmp_path: Path) -> None:
         # fixed point 2^-16: each rank's value rounded by at most 2^-17, the mean too
         assert r["grad_max_abs_diff_vs_gloo"] <= 2.0**-16
         assert abs(r["accuracy"] - runs["gloo"]["accuracy"]) <= 0.03
-        assert r["ps_rounds"] == 6  # one allreduce per step (the model is one bucket)
+        # DDP's first step is one bucket; it then rebuilds them: 3 a step (--bucket-cap-mb)
+        assert r["ps_rounds"] == r["ina_rounds"] == 1 + 5 * 3
+        assert [b["fragments"] for b in r["ina_buckets"]] == [41, 18, 2]  # 2570, 1152, 96
+        assert r["ps_fragments"] == 60 + 5 * 61  # not 16 rounds x 60 fragments
+        assert r["ina_max_fragment"] < r["ina_fragment_space"] == 1024 * 60
     assert runs["gloo"]["ranks_agree"]
+    for r in runs.values():  # the timing table's inputs, for every rank
+        assert all(t["steps"] == 6 and t["comm_s"] > 0 and 0 <= t["overlap"] <= 1
+                   for t in r["timing"])
     ratio = runs["ina"]["ps_rx_bytes"] / runs["ina-ps"]["ps_rx_bytes"]
     assert 0.4 <= ratio <= 0.6  # 1/N for N = 2, plus the acks
 
