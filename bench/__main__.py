@@ -1,6 +1,6 @@
 """``make bench``: every benchmark, one after the other (tables and ratios).
 
-    python -m bench [placement] [target] [ina] [ndn] [differentiated] [bcube] [token] [train]
+    python -m bench [placement] [target] [ina] [ndn] [differentiated] [bcube] [token] [train] [ddp]
                     [fuzz] [fuzz-config] [fuzz-p4rt]
 
 With no names, runs all of them. Each is also runnable alone:
@@ -23,6 +23,7 @@ BENCHES = {
     "bcube": "bench.bcube_bench",
     "token": "bench.token_bench",
     "train": "bench.train_bench",
+    "ddp": "bench.ddp_bench",
     "fuzz": "bench.frame_fuzz",
     "fuzz-config": "bench.config_fuzz_bench",
     "fuzz-p4rt": "bench.p4rt_fuzz",

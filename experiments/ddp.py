@@ -9,7 +9,13 @@ Mininet host, three times on the same seeds and network:
 - ``ina``: the INA hook with the job's aggregating switches (greedy + LP placement).
 
 It prints accuracy per epoch, time, the bytes that reached the PS and the first batch's
-largest gradient difference from gloo's average, and writes ``summary.json`` and a plot.
+largest gradient difference from gloo's average, and a timing table: the median step
+time, the backward pass's compute alone, the communication per step and the fraction of
+it overlapped with the backward pass (``hosts/ina/ddp_train.py``), with the INA hook's
+fragments and bytes per step. Wall-clock time on the emulated network (no dilation; the
+switches and all ranks share the machine's cores). ``--bucket-cap-mb`` (default 0.004:
+three buckets after DDP's rebuild) gives DDP several buckets to overlap. It writes
+``summary.json`` and a plot.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ def run_ddp(net: Any, topo: Topology, ps: str, workers: list[str], run: str, job
         ps_proc = spawn(net.host(ps), out / "ps",
                          [sys.executable, "-m", "hosts.ina.ps", "--policy", str(policy), "--json",
                           "--rounds", "0", "--idle-exit", "20", "--linger", "3",
+                          "--round-cycle", str(args.round_cycle),
                           "--iface", topo.iface(ps)["name"], "--max-time", str(args.max_time)])
         time.sleep(0.5)
     master = topo.host_ip(workers[0])
@@ -61,9 +68,11 @@ def run_ddp(net: Any, topo: Topology, ps: str, workers: list[str], run: str, job
         argv = [sys.executable, "-m", "hosts.ina.ddp_train", "--rank", str(rank), "--world",
                 str(len(workers)), "--master-addr", master, "--master-port", str(args.port),
                 "--epochs", str(args.epochs), "--lr", str(args.lr), "--batch", str(args.batch),
-                "--seed", str(args.seed), "--max-steps", str(args.max_steps), "--check-grad"]
+                "--seed", str(args.seed), "--max-steps", str(args.max_steps), "--check-grad",
+                "--bucket-cap-mb", str(args.bucket_cap_mb)]
         if job is not None:
-            argv += ["--hook", "ina", "--policy", str(policy)]
+            argv += ["--hook", "ina", "--policy", str(policy), "--round-cycle",
+                     str(args.round_cycle)]
         # gloo binds to the host's emulated interface, not to its hostname's address
         procs.append(spawn(net.host(w), out / f"rank{rank}",
                             ["env", f"GLOO_SOCKET_IFNAME={topo.iface(w)['name']}", *argv]))
@@ -90,9 +99,16 @@ def run_ddp(net: Any, topo: Topology, ps: str, workers: list[str], run: str, job
         "grad_max_abs_diff_vs_gloo": max(r["summary"].get("grad_max_abs_diff_vs_gloo", 0.0)
                                          for r in ranks),
         "ps_rx_bytes": ps_rep.get("nic_rx_bytes"),
-        "ps_rounds": (ps_rep.get("jobs", {}).get(str(job.job_id), {}).get("completed", 0)
-                      // job.num_fragments) if job is not None and ps_rep else None,
+        "ps_rounds": (ps_rep.get("jobs", {}).get(str(job.job_id), {}).get("rounds")
+                      if job is not None and ps_rep else None),
+        "ps_fragments": (ps_rep.get("jobs", {}).get(str(job.job_id), {}).get("completed")
+                         if job is not None and ps_rep else None),
         "retransmissions": sum(r["summary"].get("ina_retransmissions", 0) for r in ranks),
+        "timing": [r["summary"]["timing"] for r in ranks],
+        "ina_rounds": s0.get("ina_rounds"),
+        "ina_buckets": s0.get("ina_buckets"),
+        "ina_max_fragment": s0.get("ina_max_fragment"),
+        "ina_fragment_space": s0.get("ina_fragment_space"),
     }
 
 
@@ -114,6 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-steps", type=int, default=0, help="cap on steps per epoch (0: none)")
     ap.add_argument("--port", type=int, default=29500, help="gloo rendezvous port")
     ap.add_argument("--runs", default=",".join(RUNS), help=f"subset of {','.join(RUNS)}")
+    ap.add_argument("--bucket-cap-mb", type=float, default=0.004,
+                    help="DDP's bucket_cap_mb (default 0.004: the digits CNN in 3 buckets)")
+    ap.add_argument("--round-cycle", type=int, default=1024,
+                    help="INA hook and PS: rounds (buckets) before the fragment numbers repeat")
     opts.add_common(ap, "ddp", takes={
         "--seed": {"default": 0}, "--workers": {"default": 4}, "--bw": {"default": 20.0},
         "--loss": {}, "--max-time": {"default": 600.0}, "--target": {}, "--out-dir": {}},
@@ -179,9 +199,11 @@ def main(argv: list[str] | None = None) -> int:
             _log(f"{run}: accuracy {rec['accuracy']:.3f} in {rec['seconds']:.1f} s")
             records.append(rec)
     _print(records, len(workers))
+    _print_timing(records)
     summary = {"topology": topo.name, "ps": ps, "workers": workers, "values": values,
                "epochs": args.epochs, "loss": {f"{sw}:{pt}": r for (sw, pt), r in loss.items()},
-               "runs": records}
+               "runs": records, "timing": timing_rows(records),
+               "bucket_cap_mb": args.bucket_cap_mb, "round_cycle": args.round_cycle}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     _plot(run_dir / "ddp_accuracy.png", records)
     console.print(f"results: {run_dir}/summary.json, {run_dir}/ddp_accuracy.png")
@@ -207,6 +229,52 @@ def _print(records: list[dict[str, Any]], n: int) -> None:
     console.print(t)
     console.print(f"PS bytes: INA / INA without aggregation should be about 1/N = {1 / n:.2f}; "
                   "grad diff: the fixed-point rounding (scale 2^-16) of the hook.")
+
+
+def _med(v: list[float | None]) -> float | None:
+    v = [x for x in v if x is not None]
+    return sorted(v)[len(v) // 2] if v else None
+
+
+def timing_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per run: medians over the ranks of each rank's per-step medians (seconds), the
+    overlap fraction, and the INA hook's fragments and first sends per step."""
+    rows = []
+    for r in records:
+        t = r["timing"]
+        b = r.get("ina_buckets") or []
+        rows.append({
+            "run": r["run"],
+            "step_s": _med([x["step_s"] for x in t]),
+            "backward_s": _med([x["backward_s"] for x in t]),
+            "backward_compute_s": _med([x["backward_compute_s"] for x in t]),
+            "comm_s": _med([x["comm_s"] for x in t]),
+            "overlap": _med([x["overlap"] for x in t]),
+            "buckets": [x["values"] for x in b] if b else None,
+            "fragments_per_step": sum(x["fragments"] for x in b) if b else None,
+        })
+    return rows
+
+
+def _print_timing(records: list[dict[str, Any]]) -> None:
+    t = Table(title="DDP step timing (median over steps after the first, then over ranks; "
+                    "wall clock on the emulated network, not dilated)")
+    for col in ("run", "step ms", "bwd ms", "compute ms", "comm ms", "overlap", "buckets",
+                "frags/step"):
+        t.add_column(col, justify="left" if col == "run" else "right")
+    ms = lambda v: "-" if v is None else f"{1000 * v:.1f}"  # noqa: E731
+    for row in timing_rows(records):
+        t.add_row(row["run"], ms(row["step_s"]), ms(row["backward_s"]),
+                  ms(row["backward_compute_s"]), ms(row["comm_s"]),
+                  "-" if row["overlap"] is None else f"{100 * row['overlap']:.0f}%",
+                  "-" if not row["buckets"] else " ".join(map(str, row["buckets"])),
+                  "-" if row["fragments_per_step"] is None else str(row["fragments_per_step"]))
+    console.print(t)
+    console.print("bwd: backward wall time; compute: backward without communication; "
+                  "overlap: 1 - (bwd - compute) / comm, the share of the buckets' "
+                  "communication hidden behind the backward pass; buckets: values per INA "
+                  "bucket; frags/step: ceil(B/64) per bucket (padded to the job it would be "
+                  "buckets x F).")
 
 
 def _plot(path: Path, records: list[dict[str, Any]]) -> None:

@@ -12,23 +12,43 @@ registering one hook::
 DDP hands the hook each gradient bucket (a flat tensor); the hook converts it to int32
 fixed point, runs one INA allreduce through the emulated network (``hosts.ina.worker``:
 the aggregating switches of the job's policy, then the PS, which must run with
-``--rounds 0`` or ``--rounds`` = the number of buckets reduced), and returns the sum
-divided by the world size, as DDP's default all-reduce hook does. Round ``r`` of the job
-uses the fragment numbers ``(r mod cycle)·F ...`` (F = the policy's fragments;
-``hosts.ina.rounds.FragmentCycle``), so a late packet of one bucket never mixes into the
-next, and the numbers stay within 32 bits however long the training runs: before they
-repeat, the hook waits until the switches' aggregators the earlier rounds may have left
-behind have aged out (``reuse_after``; docs/ina.md, "Aging").
+``--rounds 0`` and the hook's ``--round-cycle``), and returns the sum divided by the
+world size, as DDP's default all-reduce hook does.
 
-Every bucket must fit the job: at most ``F·INA_VALUES`` values (``InaHookState.capacity``);
-a larger one is refused with a clear error, never truncated. The sum is exact in fixed
-point (scale ``2^S``, from the policy); the only difference from gloo's float sum is the
-rounding of each value to a multiple of ``2^-S``.
+- **Sized to the bucket.** A bucket of ``B`` values sends ``ceil(B/64)`` fragments, the
+  policy's first ones, not the job's ``F`` (the job is planned for the largest bucket,
+  the whole model at most); the PS ends such a short round when the next one starts.
+- **Bounded, reused fragment numbers.** Round ``r`` (one bucket) uses the numbers
+  ``(r mod cycle)·F ...`` (``hosts.ina.rounds.FragmentCycle``), so every
+  ``cycle`` rounds the numbers, and the switch aggregators they hash to, are used
+  again; ``cycle`` (default ``HOOK_ROUND_CYCLE``) bounds the numbers by ``cycle·F``.
+  Before they repeat, the hook waits until whatever the earlier rounds may have left in
+  a switch has aged out (``reuse_after``; docs/ina.md, "Aging"), so a late packet of
+  one bucket never mixes into a later one.
+- **Overlapped with the backward pass.** The allreduces run on one background thread,
+  in DDP's bucket order (the same on every rank); the hook returns at once with a
+  future, so autograd goes on computing the next bucket's gradients meanwhile.
+  ``asynchronous=False`` runs them inside the hook instead.
+
+A bucket larger than the job (``F·INA_VALUES`` values, ``InaHookState.capacity``) is
+refused with a clear error, never truncated. The sum is exact in fixed point (scale
+``2^S``, from the policy); the only difference from gloo's float sum is the rounding of
+each value to a multiple of ``2^-S``.
+
+``CommTimer``/``timed_hook`` wrap any hook (this one, or gloo's ``allreduce_hook``) and
+record when each bucket's communication ran, for the overlap measurement of
+``hosts/ina/ddp_train.py``.
 """
 
 # No ``from __future__ import annotations``: DDP checks the hook's annotations as objects.
+import math
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -40,6 +60,25 @@ from hosts.ina.rounds import DEFAULT_REUSE_AFTER_S, FragmentCycle
 from hosts.ina.worker import Worker, WorkerStats
 from hosts.packets import INA_VALUES
 
+#: Rounds (buckets) before the hook's fragment numbers repeat. At a few buckets per
+#: step and tens of milliseconds a step, 1,024 rounds last far longer than
+#: ``reuse_after``, so the wait before reuse is rare; numbers stay below 1,024·F.
+HOOK_ROUND_CYCLE = 1024
+
+
+@dataclass
+class BucketRecord:
+    """One bucket's allreduce: its size and what went on the wire (first sends and
+    retransmissions)."""
+
+    round: int
+    values: int
+    fragments: int
+    first_fragment: int  # wire number of its first fragment
+    packets_sent: int
+    retransmissions: int
+    bytes_sent: int
+
 
 @dataclass
 class InaHookState:
@@ -48,29 +87,42 @@ class InaHookState:
     worker: Worker
     num_fragments: int
     world_size: int
-    cycle: FragmentCycle | None = None  # None: every 32-bit round, reuse after 2 s
+    cycle: FragmentCycle | None = None  # None: HOOK_ROUND_CYCLE rounds, reuse after 2 s
+    asynchronous: bool = True
     stats: list[WorkerStats] = field(default_factory=list)
+    buckets: list[BucketRecord] = field(default_factory=list)
     bytes_sent: int = 0
+    _pool: ThreadPoolExecutor | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.cycle is None:
-            self.cycle = FragmentCycle(self.num_fragments)
+            self.cycle = FragmentCycle(self.num_fragments,
+                                       cycle=min(HOOK_ROUND_CYCLE, 2**32 // self.num_fragments))
         elif self.cycle.num_fragments != self.num_fragments:
             raise ValueError(f"the fragment cycle is for {self.cycle.num_fragments} fragments, "
                              f"the job has {self.num_fragments}")
+        if self.cycle.cycle < 3:
+            # the PS ends a short round on the next round's first packet, which it must
+            # tell from a late packet of the previous round (docs/ina.md)
+            raise ValueError(f"the DDP hook needs a round cycle >= 3, got {self.cycle.cycle}")
+        if self.asynchronous:
+            # one thread: the rounds go out in DDP's bucket order, the same on every rank
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"ina-hook-{self.worker.rank}")
 
     @classmethod
     def from_policy(cls, policy: str | Path | Policy, rank: int, *, window: int = 64,
-                    timeout: float = 0.2, max_time: float = 120.0, round_cycle: int = 0,
-                    reuse_after: float = DEFAULT_REUSE_AFTER_S) -> "InaHookState":
+                    timeout: float = 0.2, max_time: float = 120.0,
+                    round_cycle: int = HOOK_ROUND_CYCLE,
+                    reuse_after: float = DEFAULT_REUSE_AFTER_S,
+                    asynchronous: bool = True) -> "InaHookState":
         """The state for ``rank`` of the job in ``policy`` (a policy file or object).
         ``round_cycle``/``reuse_after``: see ``FragmentCycle`` (the PS needs the same
-        cycle)."""
+        cycle: ``--round-cycle``); 0 = as many rounds as fit 32 bits."""
         pol = policy if isinstance(policy, Policy) else Policy.load(policy)
         cycle = FragmentCycle(pol.num_fragments, cycle=round_cycle, reuse_after=reuse_after)
         worker = Worker.from_policy(pol, rank, window=window, timeout=timeout,
                                     max_time=max_time)
-        return cls(worker, pol.num_fragments, pol.num_workers, cycle)
+        return cls(worker, pol.num_fragments, pol.num_workers, cycle, asynchronous)
 
     @property
     def round(self) -> int:
@@ -83,38 +135,134 @@ class InaHookState:
         """Most values one bucket may hold."""
         return self.num_fragments * INA_VALUES
 
+    @property
+    def fragment_space(self) -> int:
+        """Wire fragment numbers stay below this (``cycle · F``)."""
+        assert self.cycle is not None
+        return self.cycle.offset + self.cycle.cycle * self.num_fragments
+
     def allreduce_sum(self, flat: np.ndarray) -> np.ndarray:
         """The sum over all ranks of ``flat`` (float32, at most ``capacity`` values), the
-        same on every rank (the RESULT is one multicast)."""
+        same on every rank (the RESULT is one multicast). Sends ``ceil(n/64)``
+        fragments; runs on the caller's thread."""
         n = flat.size
         if n > self.capacity:
             raise ValueError(
                 f"gradient bucket of {n} values exceeds the INA job's {self.capacity} "
                 f"({self.num_fragments} fragments x {INA_VALUES}): plan the job with --values >= {n} "
                 "or lower DDP's bucket_cap_mb")
-        padded = np.zeros(self.capacity, dtype=np.float32)
-        padded[:n] = flat
-        q = quantize(padded, self.worker.scale_bits, self.world_size)
+        if n == 0:
+            return np.zeros(0, dtype=np.float32)
+        q = quantize(np.asarray(flat, dtype=np.float32), self.worker.scale_bits, self.world_size)
         assert self.cycle is not None
-        total, st = self.worker.allreduce_fixed(q, self.cycle.begin())
+        k = self.round
+        first = self.cycle.begin()
+        total, st = self.worker.allreduce_fixed(q, first)
         self.cycle.end()
         self.stats.append(st)
+        self.buckets.append(BucketRecord(k, n, math.ceil(n / INA_VALUES), first,
+                                         st.packets_sent, st.retransmissions, st.bytes_sent))
         self.bytes_sent += st.bytes_sent
-        return dequantize(total[:n], self.worker.scale_bits)
+        return dequantize(total, self.worker.scale_bits)
 
     def allreduce_mean(self, flat: np.ndarray) -> np.ndarray:
         """The mean over all ranks of ``flat`` (float32, at most ``capacity`` values)."""
         return self.allreduce_sum(flat) / np.float32(self.world_size)
 
     def close(self) -> None:
+        """Wait for the allreduces under way, then close the socket."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
         self.worker.close()
+
+
+def _bucket_mean(state: InaHookState, buf: torch.Tensor) -> torch.Tensor:
+    mean = state.allreduce_mean(buf.detach().cpu().numpy().astype(np.float32, copy=False).ravel())
+    return torch.from_numpy(mean).to(dtype=buf.dtype, device=buf.device).view_as(buf)
 
 
 def ina_allreduce_hook(state: InaHookState,
                        bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-    """DDP communication hook: average the bucket's gradients through INA."""
+    """DDP communication hook: average the bucket's gradients through INA (on the
+    state's background thread unless it is synchronous)."""
     buf = bucket.buffer()
-    mean = state.allreduce_mean(buf.detach().cpu().numpy().astype(np.float32, copy=False).ravel())
     fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
-    fut.set_result(torch.from_numpy(mean).to(dtype=buf.dtype, device=buf.device).view_as(buf))
+    if state._pool is None:
+        fut.set_result(_bucket_mean(state, buf))
+        return fut
+    # DDP reuses the bucket's buffer only after the future completes: no copy needed
+    job = state._pool.submit(_bucket_mean, state, buf)
+
+    def _done(j: Any) -> None:
+        e = j.exception()
+        if e is None:
+            fut.set_result(j.result())
+        else:
+            fut.set_exception(e)
+
+    job.add_done_callback(_done)
     return fut
+
+
+# ------------------------------------------------------------------ timing
+
+
+@dataclass
+class CommTimer:
+    """When each bucket's communication ran: (hook called, result ready), monotonic."""
+
+    spans: list[tuple[float, float]] = field(default_factory=list)
+    _open: dict[int, float] = field(default_factory=dict)
+    _next: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def start(self) -> int:
+        with self._lock:
+            i, self._next = self._next, self._next + 1
+            self._open[i] = time.monotonic()
+            return i
+
+    def finish(self, i: int) -> None:
+        t = time.monotonic()
+        with self._lock:
+            self.spans.append((self._open.pop(i), t))
+
+    def take(self) -> list[tuple[float, float]]:
+        """The spans finished since the last ``take``."""
+        with self._lock:
+            out, self.spans = self.spans, []
+            return out
+
+
+@dataclass
+class TimedState:
+    """State of ``timed_hook``: the wrapped hook, its state, and the timer."""
+
+    hook: Callable[[Any, dist.GradBucket], torch.futures.Future[torch.Tensor]]
+    inner: Any
+    timer: CommTimer = field(default_factory=CommTimer)
+
+
+def timed_hook(state: TimedState,
+               bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """DDP communication hook: ``state.hook``, with its span recorded in ``state.timer``."""
+    i = state.timer.start()
+    fut = state.hook(state.inner, bucket)
+
+    def _done(f: torch.futures.Future[torch.Tensor]) -> torch.Tensor:
+        state.timer.finish(i)
+        return f.value()
+
+    return fut.then(_done)
+
+
+def span_length(spans: list[tuple[float, float]], lo: float = -math.inf,
+                hi: float = math.inf) -> float:
+    """Length of the union of ``spans`` clipped to ``[lo, hi]``."""
+    total, end = 0.0, -math.inf
+    for a, b in sorted(spans):
+        a, b = max(a, lo, end), min(b, hi)
+        if b > a:
+            total += b - a
+        end = max(end, b)
+    return total

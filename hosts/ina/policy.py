@@ -66,6 +66,11 @@ class FragmentRouting:
         if not (self.fanin.shape == self.flags.shape == self.sd_fanin.shape == (n,)):
             raise ValueError("FragmentRouting: tags, fanin, flags, sd_fanin must have one entry per fragment")
 
+    def prefix(self, n: int) -> FragmentRouting:
+        """The routing of the first ``n`` fragments (a short allreduce)."""
+        assert self.flags is not None and self.sd_fanin is not None
+        return FragmentRouting(self.tags[:n], self.fanin[:n], self.flags[:n], self.sd_fanin[:n])
+
     @classmethod
     def ps_only(cls, num_fragments: int) -> FragmentRouting:
         z = np.zeros(num_fragments, dtype=np.int64)

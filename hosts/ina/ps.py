@@ -84,6 +84,8 @@ class JobStats:
     results_sent: int = 0
     result_resends: int = 0  # RESULT again for a RETX of a finished fragment
     clears_sent: int = 0
+    rounds: int = 0  # rounds begun (one a DDP bucket), set by the report
+    short_rounds: int = 0  # rounds of fewer than F fragments, ended by the next round
     first_packet_s: float | None = None  # since the PS started
     complete_s: float | None = None
 
@@ -165,6 +167,19 @@ class _Job:
         return self.rounds > 0 and self.round == self.rounds - 1 and \
             self.round_done == self.num_fragments
 
+    @property
+    def in_progress(self) -> bool:
+        """Some fragment of this round has contributions but is not finished."""
+        full = self.full
+        return any(h and h != full for h in self.have)
+
+    @property
+    def short_round_over(self) -> bool:
+        """The round sent fewer than F fragments and all of them are finished: a packet
+        of the next round ends it (only a worker with every RESULT moves on)."""
+        return (0 < self.round_done < self.num_fragments and not self.in_progress
+                and (self.rounds == 0 or self.round < self.rounds - 1))
+
     def next_round(self) -> None:
         self.prev_results, self.results = self.results, {}
         self.acc[:] = 0
@@ -199,6 +214,10 @@ class ParameterServer:
             numbers ``offset + (r mod cycle)·F ...``, as ``hosts.ina.rounds.FragmentCycle``
             gives the workers); 0 = no limit: ``run`` then ends after ``idle_exit`` quiet
             seconds between rounds, once a round has finished (or at ``max_time``).
+            A round may send fewer than F fragments, its first ones (a DDP bucket
+            smaller than the job): the first packet of the next round ends it. That
+            needs ``cycle`` >= 3 (with 2 the next round's numbers are the previous
+            round's), and ``rounds`` 0 or a full-size last round (nothing ends it).
         cycle: rounds before the fragment numbers repeat (the workers' ``FragmentCycle``
             cycle); 0 = as many as fit 32 bits.
         idle_exit: see ``rounds``.
@@ -320,7 +339,7 @@ class ParameterServer:
     def between_rounds(self) -> bool:
         """No round has a fragment in progress (every job finished its last round or
         has not received anything of its next one)."""
-        return all(j.round_done == 0 and not any(j.have) or j.done for j in self.jobs.values())
+        return all(j.done or not j.in_progress for j in self.jobs.values())
 
     def result(self, job_id: int) -> np.ndarray:
         """The job's aggregated int32 values, flat (``num_fragments * 32``)."""
@@ -376,6 +395,11 @@ class ParameterServer:
         # (only one behind the numbers' reuse) the next
         d = (jb.round - w) % jb.cycle
         r = jb.round + 1 if d == jb.cycle - 1 and jb.cycle > 2 else jb.round - d
+        if r == jb.round + 1 and jb.short_round_over:
+            # a short round (a DDP bucket of fewer than F fragments) has no last fragment
+            # to end it: the first packet of the next one does
+            jb.stats.short_rounds += 1
+            jb.next_round()
         if r < 0 or r > jb.round or r < jb.round - 1 and mt == _GRAD and flags & _RETX:
             # before the job's range, a future round, or a retransmission two rounds old
             # (impossible for a live worker: every round needs every worker)
@@ -509,6 +533,8 @@ class ParameterServer:
 
     def _report(self, complete: bool, duration: float, nic0: tuple[int, int] | None) -> PSReport:
         self.counters.fault_drops = self.faults.dropped if self.faults else 0
+        for jb in self.jobs.values():
+            jb.stats.rounds = jb.round + (1 if jb.round_done or any(jb.have) else 0)
         rep = PSReport(complete, duration, {j: jb.stats for j, jb in self.jobs.items()},
                        self.counters)
         if nic0 is not None and self.iface and (nic1 := _read_nic(self.iface)):

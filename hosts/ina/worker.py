@@ -228,7 +228,9 @@ class Worker:
 
         ``fragment_offset`` is added to every fragment number on the wire: consecutive
         allreduces of one job should use disjoint ranges (e.g. ``iteration * F``) so
-        a late packet of an earlier round never mixes into a later one."""
+        a late packet of an earlier round never mixes into a later one. ``q`` may hold
+        fewer values than the job (``F * INA_VALUES``): then only its own
+        ``ceil(size / INA_VALUES)`` fragments are sent, the policy's first ones."""
         q = np.asarray(q)
         if q.dtype != np.int32:
             raise ValueError(f"fixed-point values must be int32, got {q.dtype}")
@@ -237,12 +239,16 @@ class Worker:
         if n_f == 0:
             return np.zeros(0, dtype=np.int32), WorkerStats(self.rank, self.job_id)
         routing = self.policy or FragmentRouting.ps_only(n_f)
-        if routing.tags.size != n_f:
+        if routing.tags.size < n_f:
             raise ValueError(
                 f"gradient of {n} values has {n_f} fragments but the policy has "
                 f"{routing.tags.size}; use a gradient of {routing.tags.size * INA_VALUES} "
                 f"values at most (padded to a multiple of {INA_VALUES})"
             )
+        if routing.tags.size > n_f:
+            # a short allreduce (a DDP bucket smaller than the job) sends only its own
+            # fragments: the policy's first n_f, routed and fanned in as planned
+            routing = routing.prefix(n_f)
         if not (fragment_offset >= 0 and fragment_offset + n_f <= 2**32):
             raise ValueError(f"fragment_offset {fragment_offset} + {n_f} fragments do not fit 32 bits")
         payload = pad_to_fragments(q).astype(">i4").tobytes()
