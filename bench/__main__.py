@@ -1,7 +1,7 @@
 """``make bench``: every benchmark, one after the other (tables and ratios).
 
     python -m bench [placement] [target] [ina] [ndn] [differentiated] [bcube] [token] [train]
-                    [fuzz] [fuzz-config]
+                    [fuzz] [fuzz-config] [loss]
 
 With no names, runs all of them. Each is also runnable alone:
 ``python -m bench.placement_bench``, ``python -m bench.target_bench``,
@@ -25,6 +25,7 @@ BENCHES = {
     "train": "bench.train_bench",
     "fuzz": "bench.frame_fuzz",
     "fuzz-config": "bench.config_fuzz_bench",
+    "loss": "bench.loss_bench",
 }
 
 

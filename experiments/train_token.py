@@ -265,6 +265,7 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
     hashes = {h: {e["step"]: e["weights"] for e in results[h][1] if e.get("event") == "eval"}
               for h in hosts}
     rec.models_identical = _identical(hashes, {h: summaries[h].get("weights") for h in hosts}, survivors)
+    rec.final_weights = str(s0.get("weights") or "")
     rec.agent_cpu_s = round(sum(float(s.get("cpu_s", 0.0)) for s in summaries.values()) + killed_cpu, 3)
     rec.retransmissions = sum(int(s.get("stats", {}).get("resends", 0)) for s in summaries.values())
     rec.ps_rx_bytes = None
