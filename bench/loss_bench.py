@@ -16,9 +16,8 @@ gloo, ps, ina, ring, ndn  ``linear:2,3``: PS h1, h2, h3 on  s1:4 <-> s2:4, the o
                           s1, h4, h5 on s2                  switch link (P4 ``link_loss``)
 bml                       BCube(2, 2) (no switch-to-switch  both ports of the level-1 switch s4
                           link: servers relay)              (h2 <-> h4, relayed level-1 traffic)
-token                     LAN of 4 P4 NICs                  nic1 <-> lan (NIC to LAN switch);
-                                                            ``nic.p4``/``lan.p4`` have no
-                                                            ``link_loss``: Linux netem on both ends
+token                     LAN of 4 P4 NICs                  nic1:2 <-> lan:1 (NIC to LAN switch;
+                                                            ``token_link_emulation.p4``)
 differentiated            the star its technique needs      s1's port to the PS, the congested
                           (one switch, host links only)     port every gradient block crosses
 ========================= ================================= =====================================
@@ -38,7 +37,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -87,55 +85,26 @@ def harness_args(scheme: str, target: str, steps: int, max_time: float, bw: floa
         "--max-time", repr(max_time), "--bw", repr(bw), "--out-dir", "/tmp", *topo])
 
 
-def lossy_link(scheme: str, setting: Any) -> tuple[str, list[tuple[str, int]], list[tuple[str, str]]]:
-    """(label, P4 egress ports, (node, peer) links for netem) of the scheme's lossy link."""
+def lossy_link(scheme: str, setting: Any) -> tuple[str, list[tuple[str, int]]]:
+    """(label, P4 egress ports) of the scheme's lossy link (the machines here have no
+    netem: the loss is the programs' ``link_loss``)."""
     topo = setting.topo
     if scheme == "token":
-        return "nic1<->lan (netem)", [], [("nic1", "lan")]
+        nic, lan = "nic1", topo.switches("lan")[0]
+        return f"{nic}:{topo.port(nic, lan)}<->{lan}:{topo.port(lan, nic)} (NIC-LAN)", \
+            [(nic, topo.port(nic, lan)), (lan, topo.port(lan, nic))]
     if scheme == "bml":
         s = topo.switches()[-1]  # a level-1 switch of BCube(2, 2)
         ports = sorted(topo.ports(s))
-        return f"{s}:{','.join(map(str, ports))} (level-1 switch)", [(s, p) for p in ports], []
+        return f"{s}:{','.join(map(str, ports))} (level-1 switch)", [(s, p) for p in ports]
     if scheme == "differentiated":
         s = topo.iface(setting.ps)["switch"]
         p = topo.port(s, setting.ps)
-        return f"{s}:{p} (star: port to the PS)", [(s, p)], []
+        return f"{s}:{p} (star: port to the PS)", [(s, p)]
     sw = topo.switches()
     a, b = sw[0], sw[1]
     pa, pb = topo.port(a, b), topo.port(b, a)
-    return f"{a}:{pa}<->{b}:{pb} (fabric)", [(a, pa), (b, pb)], []
-
-
-def _intf(net: Any, node: str, peer: str) -> Any:
-    for link in net.net.linksBetween(net.switch(node), net.switch(peer)):
-        return link.intf1, link.intf2
-    raise ValueError(f"no link {node} <-> {peer}")
-
-
-def set_netem(net: Any, links: list[tuple[str, str]], rate: float) -> None:
-    """Loss ``rate`` on both ends of each link, under the htb class Mininet's TCLink made
-    (``5:1``), or on the root when the link has no rate limit."""
-    for node, peer in links:
-        for intf in _intf(net, node, peer):
-            qd = intf.cmd(f"tc qdisc show dev {intf.name}")
-            parent = "parent 5:1" if "htb 5:" in qd else "root"
-            if rate > 0:
-                intf.cmd(f"tc qdisc replace dev {intf.name} {parent} handle 10: netem loss {rate * 100:g}%")
-            elif "netem" in qd:
-                intf.cmd(f"tc qdisc del dev {intf.name} {parent} handle 10:")
-
-
-def netem_drops(net: Any, links: list[tuple[str, str]]) -> int:
-    """Packets netem dropped on the links' interfaces (cumulative since it was added)."""
-    total = 0
-    for node, peer in links:
-        for intf in _intf(net, node, peer):
-            out = intf.cmd(f"tc -s qdisc show dev {intf.name}")
-            block = out.split("qdisc netem", 1)
-            if len(block) == 2:
-                m = re.search(r"dropped (\d+)", block[1])
-                total += int(m.group(1)) if m else 0
-    return total
+    return f"{a}:{pa}<->{b}:{pb} (fabric)", [(a, pa), (b, pb)]
 
 
 def programs_of(scheme: str, topo: Any, ina: Any = None) -> dict[str, Any]:
@@ -145,6 +114,10 @@ def programs_of(scheme: str, topo: Any, ina: Any = None) -> dict[str, Any]:
     build = REPO_ROOT / "p4src" / "build"
     base = Program.load(build / ("ndn.json" if scheme == "ndn" else "forward.json"))
     progs = {s: base for s in topo.switches()}
+    if scheme == "token":
+        from controller.token import TokenDeployment
+
+        progs = TokenDeployment(topo, {}).programs
     if ina is not None:
         progs.update(ina.programs)
     return progs
@@ -206,7 +179,7 @@ def sweep(scheme: str, rates: list[float], seeds: list[int], target: str, steps:
     args = harness_args(scheme, target, steps, max_time, bw)
     plan = h.make_plan(args)
     setting = plan.settings[scheme]
-    label, ports, netem = lossy_link(scheme, setting)
+    label, ports = lossy_link(scheme, setting)
     job = None
     if scheme in ("ina", "ps"):
         job = InaJob.plan(plan.topo, plan.ps, plan.workers, 0, 1000.0, plan.parameters,
@@ -230,19 +203,17 @@ def sweep(scheme: str, rates: list[float], seeds: list[int], target: str, steps:
                 ina.deploy()
             else:
                 deploy(setting.topo, net.grpc_addresses(), loss=loss)
-            if netem:
-                set_netem(net, netem, rate)
             progs = programs_of(scheme, setting.topo, ina)
             cell = Cell(scheme, rate, list(seeds))
             for seed in seeds:
-                d0 = netem_drops(net, netem) if netem else p4_drops(net, setting.topo, ports, progs)
+                d0 = p4_drops(net, setting.topo, ports, progs)
                 t0 = tcp_retrans(net, hosts)
                 _log(f"loss {scheme} {rate:.0%} seed {seed} on {label} ...")
                 rec = h.run_one(net, args, plan_l, scheme, seed, job, out / f"{scheme}-{rate:g}",
                                 29500 + (i * 10 + seed) % 100)
                 d = out / f"{scheme}-{rate:g}" / f"{scheme}-seed{seed}"
                 cell.tcp_retrans.append(tcp_retrans(net, hosts) - t0)
-                d1 = netem_drops(net, netem) if netem else p4_drops(net, setting.topo, ports, progs)
+                d1 = p4_drops(net, setting.topo, ports, progs)
                 dropped = None if d0 is None or d1 is None else d1 - d0
                 if dropped is not None:
                     cell.dropped.append(dropped)
