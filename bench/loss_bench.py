@@ -125,16 +125,25 @@ def programs_of(scheme: str, topo: Any, ina: Any = None) -> dict[str, Any]:
 
 def p4_drops(net: Any, topo: Any, ports: list[tuple[str, int]], programs: dict[str, Any]) -> int | None:
     """Packets the P4 ``link_loss`` dropped on ``ports`` so far (None if unreadable)."""
-    from controller.deploy import DeployError, read_counters
+    import asyncio
+
+    from controller.deploy import DeployError, Deployment
 
     if not ports:
         return None
+    switches = sorted({s for s, _ in ports})
+
+    async def read() -> dict[str, dict[int, int]]:
+        async with Deployment(topo, net.grpc_addresses(), programs, set_pipeline=False,
+                              timeout=10.0) as dep:
+            return await dep.link_drops(switches)
+
     try:
-        c = read_counters(topo, net.grpc_addresses(), programs, timeout=10.0)
+        c = asyncio.run(read())
     except DeployError as e:
         _log(f"link drops unreadable: {e}")
         return None
-    return sum(c[s]["link_drops"].get(p, 0) for s, p in ports)
+    return sum(c[s].get(p, 0) for s, p in ports)
 
 
 def tcp_retrans(net: Any, hosts: list[str]) -> int:
@@ -254,8 +263,8 @@ def table(results: dict[str, tuple[str, list[Cell]]], title: str) -> Table:
         for c in cells:
             n = len(c.seeds)
             exact = f"{c.exact}/{n}"
-            if c.scheme in ("differentiated", "token"):
-                exact += " (vs lossless)"
+            if c.scheme == "differentiated":  # zero-fills by design, even lossless (congestion)
+                exact = "n/a (zero-fills)"
             t.add_row(c.scheme, label, f"{c.rate:.0%}", f"{c.completed}/{n}", exact,
                       "; ".join(c.approx) or "-", _mean(c.times, ".2f"), _mean(c.retrans, ".0f"),
                       _mean(c.tcp_retrans, ".0f"), _mean(c.dropped, ".0f"), "; ".join(c.errors)[:80] or "")
