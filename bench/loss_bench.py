@@ -285,7 +285,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-time", type=float, default=90.0, help="bound on each run")
     p.add_argument("--target", default=None)
     p.add_argument("--out-dir", default="results")
+    p.add_argument("--show", metavar="DIR", help="print the table of an earlier sweep (its cells.json)")
     a = p.parse_args(sys.argv[1:] if argv is None else argv)
+    if a.show:
+        saved = json.loads((Path(a.show) / "cells.json").read_text())
+        res = {s: (v["link"], [Cell(**c) for c in v["cells"]]) for s, v in saved.items() if s != "title"}
+        Console(width=max(console.width, 200)).print(table(res, saved.get("title", f"Loss sweep {a.show}")))
+        return 0
     target = resolve_target(a.target)
     schemes = [s for s in a.schemes.split(",") if s]
     if target == "bmv2" and "differentiated" in schemes:
@@ -305,9 +311,10 @@ def main(argv: list[str] | None = None) -> int:
     Console(width=max(console.width, 200)).print(tab)
     with open(out / "table.txt", "w") as f:
         Console(file=f, width=200).print(tab)
-    (out / "cells.json").write_text(json.dumps(
-        {s: {"link": lbl, "cells": [dataclasses.asdict(c) for c in cells]} for s, (lbl, cells) in results.items()},
-        indent=1))
+    saved: dict[str, Any] = {"title": title}
+    saved.update({s: {"link": lbl, "cells": [dataclasses.asdict(c) for c in cells]}
+                  for s, (lbl, cells) in results.items()})
+    (out / "cells.json").write_text(json.dumps(saved, indent=1))
     console.print(f"results: {out}/table.txt, cells.json")
     bad = [c for _, cells in results.values() for c in cells
            if c.completed < len(c.seeds) or (c.scheme not in ("differentiated", "token") and c.exact < len(c.seeds))]
