@@ -311,8 +311,9 @@ def build_parser() -> argparse.ArgumentParser:
         rejects={"--seeds": "it runs one seed (--seed N); run it once per seed",
                  "--target-accuracy": "it trains a fixed number of epochs (--epochs; time to "
                                       "accuracy: --mode train --scheme token)",
-                 "--loss": "nic.p4 and lan.p4 have no emulated loss (only forward.p4, ina.p4 "
-                           "and ndn.p4 do)"})
+                 "--loss": "this mode has no loss option; nic.p4 and lan.p4 have per-port "
+                           "emulated loss (TokenDeployment(loss=...)), which python -m bench "
+                           "loss puts on a NIC-LAN link"})
     opts.add_alias(p, "--nodes", "--workers", "workers", type=opts.workers_type())
     opts.add_alias(p, "--out", "--out-dir", "out_dir",
                    note="results now go to a token-<time> directory under it")

@@ -128,6 +128,9 @@ class RunRecord:
     sync_s_per_iter: float | None = None
     compute_s_per_iter: float | None = None
     models_identical: bool = False
+    # rank 0's (the evaluator's) weights hash after the last step: two runs of one scheme
+    # and seed with equal hashes applied the same sums at every step (the loss sweep)
+    final_weights: str = ""
     parameters: int = 0
     busiest_link: str = ""
     busiest_link_bytes: int = 0
@@ -438,6 +441,7 @@ def run_trainers(net: Any, args: argparse.Namespace, plan: Plan, scheme: str, se
     # the same weights on every rank at every evaluation
     hashes = [[x["weights"] for x in o if "weights" in x and "step" in x] for o in outs]
     rec.models_identical = bool(hashes) and all(h == hashes[0] for h in hashes) and bool(hashes[0])
+    rec.final_weights = hashes[0][-1] if hashes and hashes[0] else ""
     rec.parameters = int(s0.get("parameters", plan.parameters))
     rec.retransmissions = sum(int(s.get("retransmissions", 0)) for s in summaries)
     rec.ps_rx_bytes = ps_rep.get("nic_rx_bytes") if ps_rep else None

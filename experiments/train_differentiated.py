@@ -228,6 +228,7 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
     hashes = [[x["weights"] for x in o if "weights" in x and "step" in x] for o in outs]
     rec.models_identical = (bool(hashes) and bool(hashes[0]) and all(h == hashes[0] for h in hashes)
                             and ps_rep.get("weights") == s0.get("weights"))
+    rec.final_weights = str(s0.get("weights") or "")
     rec.parameters = int(s0.get("parameters", plan.parameters))
     rec.retransmissions = (sum(int(s.get("retransmissions", 0)) for s in summaries)
                            + int(ps_rep.get("retransmissions", 0)))

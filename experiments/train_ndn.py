@@ -199,6 +199,7 @@ def fill(rec: RunRecord, ps_lines: list[dict[str, Any]], gpu_lines: list[list[di
     rec.models_identical = (bool(ps_hashes) and all(h == ps_hashes for h in gpu_hashes)
                             and bool(ps_sum.get("weights"))
                             and all(s.get("weights") == ps_sum["weights"] for s in gpu_sums))
+    rec.final_weights = str(ps_sum.get("weights") or "")
     if not rec.error:
         if ps_sum.get("error"):
             rec.error = str(ps_sum["error"])

@@ -124,7 +124,8 @@ def deploy(net: Any, setting: Setting, args: argparse.Namespace, plan: Plan) -> 
     group), ``lan.p4`` on the LAN switch (flood groups, MAC table)."""
     from controller.token import TokenDeployment
 
-    TokenDeployment(setting.topo, net.grpc_addresses()).deploy()
+    # plan.loss: ports of the token LAN (the loss sweep sets it; the harness refuses --loss)
+    TokenDeployment(setting.topo, net.grpc_addresses(), loss=plan.loss or None).deploy()
     _FRESH.add(id(net))
 
 
@@ -177,7 +178,7 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
 
     rec = RunRecord("token", seed, parameters=plan.parameters)
     if id(net) not in _FRESH:
-        TokenDeployment(setting.topo, net.grpc_addresses()).deploy()
+        TokenDeployment(setting.topo, net.grpc_addresses(), loss=plan.loss or None).deploy()
     _FRESH.discard(id(net))
     topo, hosts = setting.topo, list(setting.workers)
     deepen_bmv2_queues(net, topo)
@@ -266,6 +267,7 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
     hashes = {h: {e["step"]: e["weights"] for e in results[h][1] if e.get("event") == "eval"}
               for h in hosts}
     rec.models_identical = _identical(hashes, {h: summaries[h].get("weights") for h in hosts}, survivors)
+    rec.final_weights = str(s0.get("weights") or "")
     rec.agent_cpu_s = round(sum(float(s.get("cpu_s", 0.0)) for s in summaries.values()) + killed_cpu, 3)
     rec.retransmissions = sum(int(s.get("stats", {}).get("resends", 0)) for s in summaries.values())
     rec.ps_rx_bytes = None

@@ -8,6 +8,7 @@
 #include "config.p4"
 #include "token_headers.p4"
 #include "token_lan.p4"
+#include "token_link_emulation.p4"
 
 control LanIngress(inout token_headers_t hdr,
                    inout token_metadata_t meta,
@@ -19,15 +20,21 @@ control LanIngress(inout token_headers_t hdr,
     }
 }
 
-control LanEgress(inout token_headers_t hdr,
-                  inout token_metadata_t meta,
-                  inout standard_metadata_t standard_metadata) {
-    apply { }
+/* MyEgress, as in forward.p4: controller/deploy.py's LinkEmulation drives its
+ * per-port emulated loss (the loss sweep, bench/loss_bench.py). */
+control MyEgress(inout token_headers_t hdr,
+                 inout token_metadata_t meta,
+                 inout standard_metadata_t standard_metadata) {
+    TokenLinkEmulation() link_emulation;
+
+    apply {
+        link_emulation.apply(hdr, meta, standard_metadata);
+    }
 }
 
 V1Switch(LanParser(),
          TokenVerifyChecksum(),
          LanIngress(),
-         LanEgress(),
+         MyEgress(),
          TokenComputeChecksum(),
          TokenDeparser()) main;

@@ -17,6 +17,7 @@
 #include "token_headers.p4"
 #include "token_membership.p4"
 #include "token_accumulator.p4"
+#include "token_link_emulation.p4"
 
 control NicIngress(inout token_headers_t hdr,
                    inout token_metadata_t meta,
@@ -38,15 +39,21 @@ control NicIngress(inout token_headers_t hdr,
     }
 }
 
-control NicEgress(inout token_headers_t hdr,
-                  inout token_metadata_t meta,
-                  inout standard_metadata_t standard_metadata) {
-    apply { }
+/* MyEgress, as in forward.p4: controller/deploy.py's LinkEmulation drives its
+ * per-port emulated loss (the loss sweep, bench/loss_bench.py). */
+control MyEgress(inout token_headers_t hdr,
+                 inout token_metadata_t meta,
+                 inout standard_metadata_t standard_metadata) {
+    TokenLinkEmulation() link_emulation;
+
+    apply {
+        link_emulation.apply(hdr, meta, standard_metadata);
+    }
 }
 
 V1Switch(TokenParser(),
          TokenVerifyChecksum(),
          NicIngress(),
-         NicEgress(),
+         MyEgress(),
          TokenComputeChecksum(),
          TokenDeparser()) main;

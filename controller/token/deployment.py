@@ -13,7 +13,12 @@ TokenMembership      ``NicIngress.membership``      ``member_drops``, ``member_e
 TokenAccumulator     ``NicIngress.accumulator``     ``acc_drops``, ``acc_events``
 LanSwitch            ``LanIngress.lan``             ``l2_forward``; ``lan_frames``,
                                                     ``lan_hairpin_drops``
+LinkEmulation        ``MyEgress.link_emulation``    ``link_loss``; ``link_emulation_drops``
 ==================== ============================== ===================================
+
+``LinkEmulation`` (``controller/deploy.py``, P4 ``token_link_emulation.p4`` in both
+programs) is the per-port emulated loss of ``forward.p4``: ``TokenDeployment(loss=...)``
+installs it (the loss sweep, ``bench/loss_bench.py``).
 
 The NIC's registers (member list, watchdog, sums) are written and read by the protocol
 itself (frames from its host), not by P4Runtime: BMv2's P4Runtime server cannot read
@@ -30,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.deploy import Deployment, DeployReport
+from controller.deploy import Deployment, DeployReport, LinkEmulation, check_loss
 from controller.p4runtime import (
     REPO_ROOT,
     DeployError,
@@ -96,8 +101,10 @@ class TokenDeployment:
 
     def __init__(self, topology: Topology, addresses: Mapping[str, str],
                  nic_program: str | Path = NIC_PROGRAM,
-                 lan_program: str | Path = LAN_PROGRAM) -> None:
+                 lan_program: str | Path = LAN_PROGRAM,
+                 loss: Mapping[tuple[str, int], float] | None = None) -> None:
         self.topology = topology
+        self.loss = check_loss(topology, dict(loss or {}))  # {(switch, port): rate}
         self.addresses = addresses
         self.nics = topology.switches("nic")
         lans = topology.switches("lan")
@@ -121,6 +128,8 @@ class TokenDeployment:
             nic = topo.iface(host)["switch"]
             macs[topo.host_mac(host)] = topo.port(self.lan, nic)
         out[self.lan] = lan.flood_groups(ports) + lan.mac_entries(macs)
+        for (s, port), rate in sorted(self.loss.items()):
+            out[s].append(+dep.block(s, LinkEmulation).loss_entry(port, rate))
         return out
 
     def deploy(self, timeout: float = 60.0) -> DeployReport:

@@ -239,6 +239,8 @@ struct token_nic_metadata_t {
 
 struct token_metadata_t {
     token_nic_metadata_t tk;
+    bit<32> loss_threshold;  /* TokenLinkEmulation: drop when loss_random < threshold */
+    bit<32> loss_random;
 }
 
 parser TokenParser(packet_in packet,
