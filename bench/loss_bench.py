@@ -209,20 +209,13 @@ def sweep(scheme: str, rates: list[float], seeds: list[int], target: str, steps:
             for seed in seeds:
                 # a fresh pipeline every run (token's run reloads it anyway, which would
                 # reset the drop counters mid-cell)
-                for attempt in (1, 2):  # one retry: a pipeline load can fail on the embedded
-                    try:              # target ("AST constructor recursion depth mismatch")
-                        if scheme in h.PLUGINS:
-                            h._plugin(scheme).deploy(net, setting, args, plan_l)
-                        elif job is not None:
-                            ina = InaDeployment(setting.topo, net.grpc_addresses(), [job], loss=loss)
-                            ina.deploy()
-                        else:
-                            deploy(setting.topo, net.grpc_addresses(), loss=loss)
-                        break
-                    except Exception as e:  # noqa: BLE001 (reported, then retried once)
-                        _log(f"deploy of {scheme} failed (attempt {attempt}): {e}")
-                        if attempt == 2:
-                            raise
+                if scheme in h.PLUGINS:
+                    h._plugin(scheme).deploy(net, setting, args, plan_l)
+                elif job is not None:
+                    ina = InaDeployment(setting.topo, net.grpc_addresses(), [job], loss=loss)
+                    ina.deploy()
+                else:
+                    deploy(setting.topo, net.grpc_addresses(), loss=loss)
                 progs = programs_of(scheme, setting.topo, ina)
                 d0 = p4_drops(net, setting.topo, ports, progs)
                 t0 = tcp_retrans(net, hosts)
