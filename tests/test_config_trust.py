@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FORWARD = ROOT / "p4src" / "build" / "forward.json"
 FORWARD_INFO = ROOT / "p4src" / "build" / "forward.p4info.txt"
 #: Seconds of loader fuzz in the suite (the issue allows at most 60); `make bench` runs longer.
-FUZZ_SECONDS = float(os.environ.get("GRADNET_FUZZ_SECONDS", "20"))
+FUZZ_SECONDS = float(os.environ.get("GRADNET_FUZZ_SECONDS", "10"))
 
 
 def _spec() -> dict[str, Any]:
