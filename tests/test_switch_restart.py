@@ -301,10 +301,20 @@ def _token_run_with_kill(token_net, name: str, victim: str):  # noqa: ANN001, AN
 def test_token_run_survives_lan_switch_restart(token_net) -> None:  # noqa: ANN001
     """The LAN switch holds no state but tables and groups (journaled): frames in flight
     die, the protocol's own resend / lost / rejoin carry the run, every node ends with
-    the same weights and no incomplete fragment."""
+    the same weights and no incomplete fragment. When the outage outlasts the
+    lost-node timers (a slow restart on a loaded machine), every node is cut off from the
+    others at once: then the seed's mass departure (¶33) is the designed outcome, and
+    it must be the whole of it: every node stops with exit 3 and an ``abnormal`` event,
+    bounded, never a hang or a split of survivors."""
     run, health, _wall = _token_run_with_kill(token_net, "kill-lan", "lan")
     assert health["restarts"] == 1 and health["replays"] == 1, health
     sums = {h: r.summary for h, r in run.nodes.items()}
+    codes = {h: r.returncode for h, r in run.nodes.items()}
+    if any(c == 3 for c in codes.values()):  # mass departure
+        for h, r in run.nodes.items():
+            assert r.returncode == 3, f"{h} exited {r.returncode} beside a mass departure: {r.stderr[-600:]}"
+            assert any(e.get("event") == "abnormal" for e in r.events), h
+        return
     for h, r in run.nodes.items():
         assert r.returncode == 0 and r.summary, f"{h} exited {r.returncode}: {r.stderr[-600:]}"
     assert len({s["weights"] for s in sums.values()}) == 1, sums
