@@ -4,9 +4,12 @@
 
 N workers and a parameter server (PS) on a star: every worker reaches the PS through one
 P4 switch, s1, whose port to the PS is the congested bottleneck: the controller gives it
-a line rate (packets/s, shared by the port's strict-priority queues) below the offered
-load, a depth per queue, and installs the DSCP -> priority map of forward.p4's
-``dscp_priority`` table. The same data-parallel SGD of hosts/training.py's digits CNN
+a line rate (packets/s) below the offered load, a depth per queue, and installs the
+DSCP -> priority map of forward.p4's ``dscp_priority`` table. On the embedded target the
+rate is shared by the port's strict-priority queues; BMv2 (``--priority-queues 8``) has
+only independent per-queue rates, so there the rate is cut into a static partition among
+the queues (:func:`partition_weights`; ``--static-partition`` does the same on the
+embedded target), and every table says which. The same data-parallel SGD of hosts/training.py's digits CNN
 (same seeds) then runs three times over that network:
 
 * ``reliable``: every gradient block over TCP on the highest-priority queue;
@@ -36,6 +39,7 @@ from rich.console import Console
 from rich.table import Table
 
 from controller.qos import EgressQueues
+from controller.qos.deployment import UNUSED_QUEUE_PPS
 from experiments import options as opts
 from experiments.runner import finish, last_json, prepare_hosts, spawn
 from experiments.runner import log as _log
@@ -64,6 +68,40 @@ class QosSetup:
     top_depth: int = 64  # packets in the highest-priority (reliable) queue
     levels: int = 3
     priorities: bool = True  # False: every DSCP on priority 0 (the control)
+    # "shared": port_rate shared by the queues in strict priority (embedded target only);
+    # "partition": port_rate cut into fixed per-queue rates (BMv2's only way; configure
+    # switches to it on BMv2)
+    queueing: str = "shared"
+    top_share: float = 0.5  # the partition's share of the highest (important) queue
+    rates: dict[int, int] = field(default_factory=dict)  # the partition set: {priority: pkt/s}
+
+    def label(self) -> str:
+        """How the bottleneck is bounded, for every table's title."""
+        if self.queueing != "partition":
+            return f"{self.port_rate:g} pkt/s shared by the queues in strict priority"
+        used = ", ".join(f"prio {p}: {r}" for p, r in self.rates.items() if r > UNUSED_QUEUE_PPS)
+        return (f"STATIC PARTITION of {self.port_rate:g} pkt/s (no shared port rate): {used or '-'}; "
+                f"other queues {UNUSED_QUEUE_PPS} pkt/s")
+
+
+def partition_weights(rules: Mapping[int, int], top_share: float = 0.5,
+                      nb_queues: int = NB_QUEUES) -> dict[int, float]:
+    """Weights of a static partition of the bottleneck among the priorities that the
+    DSCP map ``rules`` uses: ``top_share`` to the highest queue (the important blocks'),
+    the rest to the lower ones, halving from one to the next (level 1 twice level 2's
+    share, ...), as strict priority would favour them. One priority used: all to it."""
+    if not 0 < top_share < 1:
+        raise ValueError(f"top_share must be in (0, 1), got {top_share}")
+    used = sorted(set(rules.values()), reverse=True)
+    if len(used) == 1:
+        return {used[0]: 1.0}
+    top = nb_queues - 1
+    lower = [p for p in used if p != top]
+    halving = [2.0 ** -i for i in range(len(lower))]
+    rest = (1 - top_share) if top in used else 1.0
+    out = {top: top_share} if top in used else {}
+    out.update({p: rest * h / sum(halving) for p, h in zip(lower, halving, strict=True)})
+    return out
 
 
 @dataclass
@@ -107,7 +145,8 @@ class TransportRun:
 def configure(net: Any, topo: Topology, setup: QosSetup,
               loss: Mapping[tuple[str, int], float] | None = None) -> EgressQueues:
     """Deploy forward.p4 with the DSCP map (and ``loss``: ``{(switch, port): rate}``) and
-    set the bottleneck port's queues."""
+    set the bottleneck port's queues: a rate shared in strict priority, or (on BMv2,
+    always) a static partition of it, recorded in ``setup.rates``."""
     from controller.deploy import deploy
 
     rules = dscp_priority_map(setup.levels, NB_QUEUES)
@@ -116,7 +155,16 @@ def configure(net: Any, topo: Topology, setup: QosSetup,
     deploy(topo, net.grpc_addresses(), priorities=rules, loss=loss or None)
     eq = EgressQueues.of(net.run_dir, SWITCH, NB_QUEUES)
     port = topo.port(SWITCH, PS_HOST)
-    eq.set_port_rate(setup.port_rate, port)
+    if eq.target == "bmv2":
+        setup.queueing = "partition"
+    if setup.queueing == "partition":
+        if eq.target != "bmv2":
+            eq.set_port_rate(None, port)  # the partition alone bounds the port, as on BMv2
+        setup.rates = eq.set_static_partition(setup.port_rate, port, partition_weights(rules, setup.top_share))
+    else:
+        eq.set_rate(None, port)  # no per-queue rate left from an earlier partition
+        eq.set_port_rate(setup.port_rate, port)
+        setup.rates = {}
     eq.set_depth(setup.depth, port)
     eq.set_depth(setup.top_depth, port, priority=NB_QUEUES - 1)
     prepare_hosts(net, topo.hosts())  # a reliable channel idle between iterations keeps its window
@@ -134,7 +182,7 @@ def run_transport(net: Any, topo: Topology, eq: EgressQueues, run_dir: Path, mod
     d.mkdir(parents=True, exist_ok=True)
     ps_ip = topo.iface(PS_HOST)["ip"]
     port = topo.port(SWITCH, PS_HOST)
-    before = eq.counters(port)
+    before = eq.counters(port) if eq.has_counters else {}  # BMv2's runtime CLI has no counters
     base = [sys.executable, "-m"]
     shared = ["--world", str(len(workers)), "--mode", mode, "--max-time", str(max_time), *common]
     members = ",".join(topo.host_ip(w) for w in workers)       # the receiver refuses others
@@ -161,7 +209,7 @@ def run_transport(net: Any, topo: Topology, eq: EgressQueues, run_dir: Path, mod
     seconds = time.monotonic() - t0
     if rc != 0:
         errors.append(f"PS: exit {rc}: {err[-500:]}")
-    after = eq.counters(port)
+    after = eq.counters(port) if eq.has_counters else {}
     queues = {p: {k: after[p][k] - before.get(p, {}).get(k, 0) for k in after[p]} for p in after}
     return TransportRun(mode, not errors, last_json(out), results, queues, seconds, "; ".join(errors))
 
@@ -175,7 +223,8 @@ def _fmt(v: float | None, spec: str = ".3f") -> str:
 
 def print_runs(runs: list[TransportRun], setup: QosSetup) -> None:
     """Tables: per run, per epoch, per queue."""
-    t = Table(title="differentiated transmission: one run per transport (same seeds, same congestion)")
+    t = Table(title="differentiated transmission: one run per transport (same seeds, same congestion); "
+                    f"bottleneck: {setup.label()}")
     for col in ("transport", "iterations", "iteration (s)", "sync (s)", "PS rx bytes", "TCP bytes",
                 "UDP bytes", "blocks missing (per level)", "late blocks", "final accuracy"):
         t.add_column(col, justify="left" if col == "transport" else "right")
@@ -187,8 +236,10 @@ def print_runs(runs: list[TransportRun], setup: QosSetup) -> None:
                   ", ".join(f"L{k}: {v}" for k, v in miss.items()) or "0",
                   str(r.ps.get("late_blocks", 0)), _fmt(r.accuracy, ".4f"))
     console.print(t)
-    q = Table(title=f"bottleneck {SWITCH} -> {PS_HOST}: {setup.port_rate:g} pkt/s, per-queue counters "
-                    "(priority: enqueued / dropped)")
+    counted = any(r.queues for r in runs)
+    q = Table(title=f"bottleneck {SWITCH} -> {PS_HOST}: {setup.label()}; "
+                    + ("per-queue counters (priority: enqueued / dropped)" if counted else
+                       "no per-queue counters (BMv2's runtime CLI has none): datagrams counted at the hosts"))
     q.add_column("transport")
     prios = sorted({p for r in runs for p, c in r.queues.items() if c.get("enqueued") or c.get("dropped")},
                    reverse=True)
@@ -291,6 +342,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--channels", type=int, default=8, help="CNN width (default 8)")
     p.add_argument("--port-rate", type=float, default=300.0,
                    help="line rate of s1's port to the PS, packets/s (default 300)")
+    p.add_argument("--static-partition", action="store_true",
+                   help="cut the port rate into fixed per-queue rates instead of sharing it in strict "
+                        "priority (always so on BMv2, which has no shared port rate)")
+    p.add_argument("--top-share", type=float, default=0.5,
+                   help="static partition: the highest (important) queue's share of the port rate "
+                        "(default 0.5; the lower levels' queues halve the rest from one to the next)")
     p.add_argument("--depth", type=int, default=64, help="packets per queue (default 64)")
     p.add_argument("--top-depth", type=int, default=64, help="packets in the highest queue (default 64)")
     p.add_argument("--levels", type=int, default=3, help="unreliable levels (default 3)")
@@ -325,7 +382,8 @@ def run(args: argparse.Namespace, log: Any = _log) -> tuple[list[TransportRun], 
         loss = check_loss(topo, opts.loss_dict(getattr(args, "loss", [])))
     except DeployError as e:
         raise SystemExit(f"--loss: {e}") from None
-    setup = QosSetup(args.port_rate, args.depth, args.top_depth, args.levels)
+    setup = QosSetup(args.port_rate, args.depth, args.top_depth, args.levels,
+                     queueing="partition" if args.static_partition else "shared", top_share=args.top_share)
     run_dir = Path(args.out_dir).resolve() / time.strftime("differentiated-%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=True)
     common = ["--epochs", str(args.epochs), "--batch", str(args.batch), "--lr", str(args.lr),
@@ -339,6 +397,7 @@ def run(args: argparse.Namespace, log: Any = _log) -> tuple[list[TransportRun], 
     runs: list[TransportRun] = []
     with Network(topo, target=args.target, priority_queues=NB_QUEUES, log=log) as net:
         eq = configure(net, topo, setup, loss)
+        log(f"{SWITCH} ({net.target}) -> {PS_HOST}: {setup.label()}")
         for mode in modes:
             log(f"{mode}: training {args.epochs} epochs ...")
             r = run_transport(net, topo, eq, run_dir, mode, common, wargs, ["--grace", str(args.grace)],
@@ -369,6 +428,8 @@ def main(argv: list[str]) -> int:
         parser.error(f"--levels must be <= {len(DSCP_LEVELS)} (one DSCP per level)")
     if args.port_rate < 0 or args.grace < 0:
         parser.error("--port-rate and --grace must be >= 0")
+    if not 0 < args.top_share < 1:
+        parser.error("--top-share must be in (0, 1)")
     from controller.deploy import DeployError, check_loss
 
     try:

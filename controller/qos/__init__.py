@@ -16,6 +16,7 @@ from controller.qos.deployment import (
     read_dscp_map,
     runtime_for,
     set_dscp_map,
+    static_partition,
 )
 
 __all__ = [
@@ -28,4 +29,5 @@ __all__ = [
     "runtime_for",
     "set_dscp_map",
     "SIMPLE_SWITCH_CLI",
+    "static_partition",
 ]

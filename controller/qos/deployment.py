@@ -43,6 +43,7 @@ __all__ = [
     "read_dscp_map",
     "runtime_for",
     "set_dscp_map",
+    "static_partition",
 ]
 
 SIMPLE_SWITCH_CLI = "simple_switch_CLI"
@@ -51,6 +52,40 @@ SIMPLE_SWITCH_CLI = "simple_switch_CLI"
 class QosError(DeployError):
     """A queue could not be configured or read (bad argument, unreachable switch, or a
     target that cannot do it)."""
+
+
+#: the rate of a queue that a static partition leaves unused (packets/s): BMv2 reads a
+#: rate of 0 as "unlimited", so an unused queue needs a small positive one
+UNUSED_QUEUE_PPS = 1
+
+
+def static_partition(pps: float, weights: Mapping[int, float], nb_queues: int,
+                     unused_pps: int = UNUSED_QUEUE_PPS) -> dict[int, int]:
+    """``{priority: packets/s}`` for every queue of a port, highest priority first:
+    ``pps`` cut among the priorities of ``weights`` in proportion to their weights, after
+    ``unused_pps`` for each queue not in ``weights``. Whole packets/s (simple_switch_CLI
+    takes integers), rounded down, at least 1 each, so they add up to at most ``pps``.
+
+    BMv2's stand-in for a line rate shared in strict priority: its priority queues
+    (``QueueingLogicPriRL``) only have independent per-queue rates, so a queue can
+    never borrow what another leaves idle; the port's total is still bounded by ``pps``.
+    """
+    if not pps or pps < 1:
+        raise QosError(f"a static partition needs a port rate >= 1 packet/s, got {pps}")
+    if not weights:
+        raise QosError("a static partition needs at least one weighted priority")
+    bad = [p for p in weights if not 0 <= p < nb_queues]
+    if bad:
+        raise QosError(f"priorities {bad} out of range: the port has {nb_queues} queue(s)")
+    if any(w <= 0 for w in weights.values()):
+        raise QosError(f"partition weights must be > 0, got {dict(weights)}")
+    spare = int(pps) - unused_pps * (nb_queues - len(weights))
+    if spare < len(weights):
+        raise QosError(f"a port rate of {pps:g} packets/s cannot leave {unused_pps} packet/s to each of "
+                       f"{nb_queues - len(weights)} unused queue(s) and 1 to each used one")
+    total = sum(weights.values())
+    return {p: (max(1, int(spare * weights[p] / total)) if p in weights else unused_pps)
+            for p in range(nb_queues - 1, -1, -1)}
 
 
 @dataclass
@@ -158,6 +193,16 @@ class EgressQueues:
         """The queues of ``switch`` in a running network's run directory."""
         return cls(runtime_for(run_dir, switch), nb_queues, name=switch)
 
+    @property
+    def target(self) -> str:
+        """``embedded`` or ``bmv2``."""
+        return self.runtime.kind
+
+    @property
+    def has_counters(self) -> bool:
+        """Whether :meth:`stats` and :meth:`counters` work (not on BMv2)."""
+        return not isinstance(self.runtime, Bmv2Runtime)
+
     def _queue_index(self, priority: int | None) -> int | None:
         if priority is None:
             return None
@@ -201,6 +246,21 @@ class EgressQueues:
         (answer,) = self.runtime.run([" ".join(words)])
         if answer != "ok":
             raise QosError(f"{self.name}: {' '.join(words)}: {answer}")
+
+    def set_static_partition(self, pps: float, port: int, weights: Mapping[int, float],
+                             unused_pps: int = UNUSED_QUEUE_PPS) -> dict[int, int]:
+        """Cut ``pps`` among ``port``'s queues (:func:`static_partition`) and give each
+        queue its share with :meth:`set_rate`; returns ``{priority: packets/s}``. Both
+        targets; on BMv2 the only way to bound a port's total rate. The embedded target's
+        shared port rate, if one was set, still applies on top."""
+        rates = static_partition(pps, weights, self.nb_queues, unused_pps)
+        if not 0 <= port < 512:
+            raise QosError(f"port must be in 0..511, got {port}")
+        cmds = [f"set_queue_rate {r} {port} {self._queue_index(p)}" for p, r in rates.items()]
+        for cmd, answer in zip(cmds, self.runtime.run(cmds), strict=True):
+            if answer != "ok":
+                raise QosError(f"{self.name}: {cmd}: {answer}")
+        return rates
 
     def set_depth(self, depth: int, port: int | None = None, priority: int | None = None) -> None:
         """Set the depth (packets) of the queue(s), scoped like :meth:`set_rate`."""
