@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.qos import Bmv2Runtime, EgressQueues, QosError
+from controller.qos import Bmv2Runtime, EgressQueues, QosError, static_partition
 from targets.embedded.runtime_cli import RuntimeServer, execute
 from targets.embedded.switch import Switch
 
@@ -69,6 +69,47 @@ def test_egress_queues_over_the_socket(tmp_path: Path) -> None:
         EgressQueues(tmp_path / "s1.cli", 8).stats()
 
 
+def test_static_partition() -> None:
+    """BMv2's stand-in for a shared port rate: whole packets/s per queue, adding up to at
+    most the port rate, unused queues 1 pkt/s (0 would mean unlimited)."""
+    from experiments.differentiated import partition_weights
+    from hosts.differentiated.wire import dscp_priority_map
+
+    w = partition_weights(dscp_priority_map(3, 8), top_share=0.5)
+    assert w == {7: 0.5, 6: 0.5 * 4 / 7, 3: 0.5 * 2 / 7, 0: 0.5 / 7}
+    rates = static_partition(300, w, 8)
+    assert list(rates) == [7, 6, 5, 4, 3, 2, 1, 0]
+    assert rates == {7: 148, 6: 84, 5: 1, 4: 1, 3: 42, 2: 1, 1: 1, 0: 21}
+    assert sum(rates.values()) <= 300
+    assert all(isinstance(r, int) for r in rates.values())
+    assert partition_weights(dict.fromkeys(dscp_priority_map(3, 8), 0)) == {0: 1.0}
+    assert static_partition(1651.4, {0: 1.0}, 8)[0] == 1651 - 7
+    for args, why in (((0, {7: 1}, 8), "port rate"), ((100, {}, 8), "at least one"),
+                      ((100, {8: 1}, 8), "out of range"), ((100, {7: 0}, 8), "> 0"),
+                      ((5, {7: 1}, 8), "cannot leave")):
+        with pytest.raises(QosError, match=why):
+            static_partition(*args)
+    with pytest.raises(ValueError, match="top_share"):
+        partition_weights({46: 7}, top_share=1.0)
+
+
+def test_static_partition_over_the_socket(tmp_path: Path) -> None:
+    """EgressQueues.set_static_partition sets every queue of the port (embedded target;
+    on BMv2 the same commands go through simple_switch_CLI, tests/test_differentiated_network.py)."""
+    sw = Switch(priority_queues=8)
+    server = RuntimeServer(sw, str(tmp_path / "s1.cli"))
+    server.start()
+    try:
+        eq = EgressQueues(tmp_path / "s1.cli", nb_queues=8, name="s1")
+        assert eq.target == "embedded" and eq.has_counters
+        rates = eq.set_static_partition(100, 1, {7: 3, 0: 1})
+        assert rates == {7: 70, 6: 1, 5: 1, 4: 1, 3: 1, 2: 1, 1: 1, 0: 23}
+        assert {q.priority: q.rate_pps for q in eq.stats(1)} == rates
+        assert all(q.rate_pps is None for q in eq.stats(2))  # other ports untouched
+    finally:
+        server.stop()
+
+
 def _echo(prio: int, tag: int) -> bytes:
     from scapy.layers.l2 import Ether
 
@@ -112,6 +153,7 @@ def test_bmv2_runtime_path() -> None:
         eq.set_port_rate(100, 1)
     with pytest.raises(QosError, match="no per-queue counters"):
         eq.stats()
+    assert eq.target == "bmv2" and not eq.has_counters
     if shutil.which("simple_switch_CLI") is None:
         with pytest.raises(QosError, match="simple_switch_CLI not found"):
             eq.set_rate(100, 1, 7)
