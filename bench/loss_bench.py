@@ -296,9 +296,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     target = resolve_target(a.target)
     schemes = [s for s in a.schemes.split(",") if s]
-    if target == "bmv2" and "differentiated" in schemes:
-        console.print("differentiated: skipped on BMv2 (no port rate shared by its queues)")
-        schemes.remove("differentiated")
     rates = [float(r) for r in a.rates.split(",")]
     seeds = list(range(a.seeds))
     out = Path(a.out_dir).resolve() / time.strftime("loss-%Y%m%d-%H%M%S")

@@ -154,7 +154,16 @@ def configure(net: Any, topo: Topology, setup: QosSetup,
         rules = dict.fromkeys(rules, 0)
     deploy(topo, net.grpc_addresses(), priorities=rules, loss=loss or None)
     eq = EgressQueues.of(net.run_dir, SWITCH, NB_QUEUES)
-    port = topo.port(SWITCH, PS_HOST)
+    configure_queues(eq, topo.port(SWITCH, PS_HOST), setup, rules)
+    prepare_hosts(net, topo.hosts())  # a reliable channel idle between iterations keeps its window
+    return eq
+
+
+def configure_queues(eq: EgressQueues, port: int, setup: QosSetup, rules: Mapping[int, int]) -> None:
+    """The bottleneck ``port``'s rate and depths: ``setup.port_rate`` shared by the queues
+    in strict priority, or (``setup.queueing == "partition"``, always on BMv2) cut into a
+    static partition among the priorities ``rules`` uses (:func:`partition_weights`),
+    recorded in ``setup.rates``."""
     if eq.target == "bmv2":
         setup.queueing = "partition"
     if setup.queueing == "partition":
@@ -167,8 +176,6 @@ def configure(net: Any, topo: Topology, setup: QosSetup,
         setup.rates = {}
     eq.set_depth(setup.depth, port)
     eq.set_depth(setup.top_depth, port, priority=NB_QUEUES - 1)
-    prepare_hosts(net, topo.hosts())  # a reliable channel idle between iterations keeps its window
-    return eq
 
 
 def run_transport(net: Any, topo: Topology, eq: EgressQueues, run_dir: Path, mode: str,

@@ -26,13 +26,16 @@ queues. The harness starts its networks with one queue per port, so this plugin 
 back the same topology (same hosts, addresses, ports, link rates) under its own name,
 ``<name>+pq8``, whose switches start with eight priority queues: the harness then runs
 differentiated on a network of its own, and the other schemes' network is untouched.
-BMv2 is refused, as ``experiments/differentiated.py`` cannot configure it either: its
-priority queues have independent per-queue rates and no rate shared by a port's queues.
+On BMv2 (``simple_switch_grpc --priority-queues 8``), whose priority queues have only
+independent per-queue rates and no rate shared by a port's queues, the PS port's rate is
+cut into a static partition among the queues instead (as ``experiments/differentiated.py``
+does there), and the run's report says so.
 
-Queue set-up (:func:`qos_setup`), like ``experiments.differentiated.configure``:
+Queue set-up (:func:`qos_setup`), ``experiments.differentiated.configure``'s:
 forward.p4 with the DSCP -> priority map of ``--levels`` 3 (EF on priority 7; levels on
 6, 3, 0), and on the switch port to the PS a line rate shared by its queues in strict
-priority of ``--bw`` in full-size frames (``bw * 1e6 / 8 / 1514`` packets/s: 1,651 at 20
+priority (BMv2: a static partition of it, half to the top queue) of ``--bw`` in
+full-size frames (``bw * 1e6 / 8 / 1514`` packets/s: 1,651 at 20
 Mbit/s; the embedded target's rates count packets, not bytes, so a smaller packet costs a
 full one's share and the switch queue, not tc, is the bottleneck whenever the mix has
 small packets), 64 packets per queue. The agents' settings are those of the experiment:
@@ -111,18 +114,7 @@ def _switch(setting: Setting) -> str:
 
 def setting(args: argparse.Namespace, shared: Setting) -> Setting:
     """The shared star (its PS and training hosts) with eight priority queues per switch
-    port; :class:`HarnessError` for another topology or for BMv2."""
-    from targets.launch import TargetError, resolve_target
-
-    try:
-        target = resolve_target(args.target)
-    except TargetError:  # e.g. bmv2 asked for and not installed: refused below all the same
-        target = (args.target or os.environ.get("TARGET") or "").lower()
-    if target == "bmv2":
-        raise HarnessError("--scheme differentiated: BMv2 has no port rate shared by its priority "
-                           "queues (each queue has its own rate), so the congested PS port of the "
-                           "technique cannot be built (experiments/differentiated.py refuses it "
-                           "too); run it on the embedded target (--target embedded)")
+    port; :class:`HarnessError` for another topology."""
     topo = shared.topo
     switches = topo.switches()
 
@@ -144,23 +136,24 @@ def _queues(net: Any, setting: Setting) -> Any:
 
 def deploy(net: Any, setting: Setting, args: argparse.Namespace, plan: Plan) -> None:
     """forward.p4 with the DSCP -> priority map (and ``--loss``, same ports as the shared
-    topology), then the bottleneck port's rate and queue depths (:func:`qos_setup`)."""
+    topology), then the bottleneck port's rate and queue depths (:func:`qos_setup`; on
+    BMv2 a static partition of the rate, kept for the run's report)."""
     from controller.deploy import deploy as deploy_p4
+    from experiments.differentiated import configure_queues
 
     setup = qos_setup(args)
     deploy_p4(setting.topo, net.grpc_addresses(), priorities=dscp_priority_map(setup.levels, NB_QUEUES),
               loss=plan.loss or None)
     eq = _queues(net, setting)
     port = setting.topo.port(_switch(setting), setting.ps)
-    if len(eq.stats(port)) != NB_QUEUES:
+    if eq.has_counters and len(eq.stats(port)) != NB_QUEUES:  # BMv2: the launch passed --priority-queues
         raise HarnessError(f"{_switch(setting)} did not start with {NB_QUEUES} priority queues per port")
-    eq.set_port_rate(setup.port_rate, port)
-    eq.set_depth(setup.depth, port)
-    eq.set_depth(setup.top_depth, port, priority=NB_QUEUES - 1)
+    configure_queues(eq, port, setup, dscp_priority_map(setup.levels, NB_QUEUES))
+    net._differentiated_qos = setup  # the report's "qos": what was set, partition included
     prepare_hosts(net, [setting.ps])  # the workers are prepared by the harness
-    _log(f"differentiated: {_switch(setting)} port {port} -> {setting.ps}: {setup.port_rate:g} pkt/s "
-         f"(= {args.bw:g} Mbit/s in {FRAME_BYTES}-byte frames) shared by {NB_QUEUES} strict-priority "
-         f"queues of {setup.depth} packets; DSCP -> priority {dscp_priority_map(setup.levels, NB_QUEUES)}")
+    _log(f"differentiated: {_switch(setting)} ({eq.target}) port {port} -> {setting.ps}: {setup.label()} "
+         f"(= {args.bw:g} Mbit/s in {FRAME_BYTES}-byte frames), queues of {setup.depth} packets; "
+         f"DSCP -> priority {dscp_priority_map(setup.levels, NB_QUEUES)}")
 
 
 def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: int, d: Path) -> RunRecord:
@@ -175,7 +168,7 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     eq = _queues(net, setting)
     port = setting.topo.port(_switch(setting), setting.ps)
-    before = eq.counters(port)
+    before = eq.counters(port) if eq.has_counters else {}  # BMv2's runtime CLI has no counters
     t0 = time.monotonic()
     deadline = t0 + args.max_time + 60
     ps = spawn(net.host(setting.ps), d / "ps",
@@ -209,7 +202,7 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
     ps_rep = next((x for x in reversed(json_lines(out)) if "iterations" in x), {})
     if rc != 0 and not rec.error:
         rec.error = f"the PS exited {rc}: {last_line(err)}"
-    after = eq.counters(port)
+    after = eq.counters(port) if eq.has_counters else {}
 
     summaries = [next((x for x in reversed(o) if "done" in x), {}) for o in outs]
     evals0 = [x for x in outs[0] if "accuracy" in x] if outs else []
@@ -239,7 +232,8 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
     missing = {k: int(v) for k, v in ps_rep.get("missing_blocks", {}).items()}
     sent = [sum(x) for x in zip(*(s.get("sent_datagrams", []) for s in summaries), strict=False)]
     report = {
-        "seed": seed, "qos": asdict(qos_setup(args)), "port": port, "quantile": QUANTILE, "alpha": ALPHA,
+        "seed": seed, "qos": asdict(getattr(net, "_differentiated_qos", None) or qos_setup(args)),
+        "queueing": (getattr(net, "_differentiated_qos", None) or qos_setup(args)).label(), "port": port, "quantile": QUANTILE, "alpha": ALPHA,
         "levels": LEVELS, "block_size": BLOCK_SIZE, "grace_s": GRACE_S,
         "iterations": ps_rep.get("iterations"), "blocks_per_worker": ps_rep.get("blocks_per_worker"),
         "blocks_total": (ps_rep.get("blocks_per_worker") or 0) * world * int(ps_rep.get("iterations") or 0),

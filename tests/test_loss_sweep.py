@@ -16,8 +16,6 @@ from tests.netenv import TARGET, net_skip_reason
 
 def test_the_lossy_link_of_each_scheme_is_between_two_forwarding_elements():
     for scheme in loss_bench.SCHEMES:
-        if scheme == "differentiated" and TARGET == "bmv2":
-            continue
         args = loss_bench.harness_args(scheme, "embedded", 3, 60.0, 20.0)
         setting = harness.make_plan(args).settings[scheme]
         _label, ports = loss_bench.lossy_link(scheme, setting)

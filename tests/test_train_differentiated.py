@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from experiments import train as harness
-from tests.netenv import TARGET, net_skip_reason
+from tests.netenv import net_skip_reason
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,10 +36,17 @@ def test_setting_takes_the_shared_star_with_priority_queues() -> None:
     assert harness.p4_of("differentiated") == "forward.p4 + priority queues"
 
 
+def test_setting_on_bmv2_is_the_same_star() -> None:
+    """BMv2 is no longer refused: the same star with eight priority queues per port (the
+    PS port's rate becomes a static partition among them when the run deploys)."""
+    plan = _plan("--workers", "3", "--target", "bmv2")
+    diff, gloo = plan.settings["differentiated"], plan.settings["gloo"]
+    assert diff.topo.name == f"{gloo.topo.name}+pq8" and diff.topo.graph is gloo.topo.graph
+
+
 @pytest.mark.parametrize(("extra", "message"), [
     (["--topo", "leaf-spine:2,2,2", "--workers", "3", "--target", "embedded"], "needs a star"),
     (["--topo", "linear:3", "--workers", "2", "--target", "embedded"], "needs a star"),
-    (["--target", "bmv2"], "BMv2 has no port rate shared by its priority queues"),
 ])
 def test_setting_refuses_what_it_cannot_do(extra: list[str], message: str) -> None:
     with pytest.raises(harness.HarnessError, match=message):
@@ -121,8 +128,6 @@ def test_gloo_and_differentiated_end_to_end(tmp_path: Path) -> None:
     reason = net_skip_reason("forward")
     if reason:
         pytest.skip(reason)
-    if TARGET == "bmv2":
-        pytest.skip("differentiated needs a port rate shared by priority queues: the embedded target")
     rc = harness.main(["--scheme", "gloo,differentiated", "--seeds", "1", "--workers", "3", "--epochs", "1",
                        "--max-steps", "8", "--eval-every", "4", "--target-accuracy", "0.2",
                        "--out-dir", str(tmp_path)])

@@ -19,8 +19,7 @@ from tests.netenv import TARGET, net_skip_reason
 
 
 def _args(*extra: str):
-    # plans only, no switch started: the embedded target, whatever $TARGET says (on BMv2
-    # the default set's differentiated scheme is refused before the checks under test)
+    # plans only, no switch started: the embedded target, whatever $TARGET says
     return harness.build_parser().parse_args(["--target", "embedded", *extra])
 
 
