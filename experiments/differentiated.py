@@ -260,7 +260,7 @@ def print_runs(runs: list[TransportRun], setup: QosSetup) -> None:
         q.add_row(r.mode, *(f"{r.queues.get(p, {}).get('enqueued', 0)} / {r.queues.get(p, {}).get('dropped', 0)}"
                             for p in prios), per or "-")
     console.print(q)
-    e = Table(title="test accuracy per epoch (wall time since training start)")
+    e = Table(title=f"test accuracy per epoch (wall time since training start); bottleneck: {setup.label()}")
     e.add_column("epoch", justify="right")
     for r in runs:
         e.add_column(r.mode, justify="right")
@@ -293,9 +293,10 @@ def ratios(runs: list[TransportRun]) -> dict[str, float | None]:
     return out
 
 
-def print_ratios(rat: dict[str, float | None]) -> None:
+def print_ratios(rat: dict[str, float | None], setup: QosSetup | None = None) -> None:
     """The goal table: time ratio and accuracy gap vs all-reliable."""
-    t = Table(title="against all-reliable (goal for differentiated: time ratio <= 0.7, gap <= 1 point)")
+    t = Table(title="against all-reliable (goal for differentiated: time ratio <= 0.7, gap <= 1 point)"
+                    + (f"; bottleneck: {setup.label()}" if setup is not None else ""))
     t.add_column("transport")
     t.add_column("sync time ratio", justify="right")
     t.add_column("iteration time ratio", justify="right")
@@ -449,6 +450,6 @@ def main(argv: list[str]) -> int:
     runs, summary = run(args)
     setup = QosSetup(**summary["setup"])
     print_runs(runs, setup)
-    print_ratios(summary["ratios"])
+    print_ratios(summary["ratios"], setup)
     console.print(f"results: {summary['run_dir']}/summary.json, {summary['run_dir']}/accuracy_vs_time.png")
     return 0 if all(r.ok for r in runs) else 1

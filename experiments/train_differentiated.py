@@ -85,12 +85,12 @@ def qos_setup(args: argparse.Namespace) -> QosSetup:
                     levels=LEVELS)
 
 
-def _with_priority_queues(topo: Any, queues: int) -> Any:
+def _with_priority_queues(topo: Any, queues: int, suffix: str = "") -> Any:
     """The same topology (a shallow copy: the same graph) under the name
-    ``<name>+pq<queues>``, whose switches start with ``queues`` priority queues per port
+    ``<name>+pq<queues><suffix>``, whose switches start with ``queues`` priority queues per port
     (the harness's ``Network`` starts them with one)."""
     t = copy.copy(topo)
-    t.name = f"{topo.name}+pq{queues}"
+    t.name = f"{topo.name}+pq{queues}{suffix}"
     base = topo.to_mininet
 
     def to_mininet(*, switch_cls: Any = None, **kw: Any) -> Any:
@@ -125,7 +125,16 @@ def setting(args: argparse.Namespace, shared: Setting) -> Setting:
         raise HarnessError(f"--scheme differentiated: needs a star, the PS and every training host on "
                            f"one switch whose port to the PS is the congested bottleneck (the default "
                            f"--topo star:{args.workers + 1}); {topo.name} has {len(switches)} switches")
-    return Setting(_with_priority_queues(topo, NB_QUEUES), shared.ps, list(shared.workers), shared.nic_mbit)
+    from targets.launch import TargetError, resolve_target
+
+    try:
+        target = resolve_target(args.target)
+    except TargetError:  # bmv2 asked for and not installed: the harness says so when it starts
+        target = (args.target or os.environ.get("TARGET") or "").lower()
+    # on BMv2 the topology's name says that the PS port is a static partition (the tables)
+    suffix = "-static-partition" if target == "bmv2" else ""
+    return Setting(_with_priority_queues(topo, NB_QUEUES, suffix), shared.ps, list(shared.workers),
+                   shared.nic_mbit)
 
 
 def _queues(net: Any, setting: Setting) -> Any:

@@ -41,7 +41,7 @@ def test_setting_on_bmv2_is_the_same_star() -> None:
     PS port's rate becomes a static partition among them when the run deploys)."""
     plan = _plan("--workers", "3", "--target", "bmv2")
     diff, gloo = plan.settings["differentiated"], plan.settings["gloo"]
-    assert diff.topo.name == f"{gloo.topo.name}+pq8" and diff.topo.graph is gloo.topo.graph
+    assert diff.topo.name == f"{gloo.topo.name}+pq8-static-partition" and diff.topo.graph is gloo.topo.graph
 
 
 @pytest.mark.parametrize(("extra", "message"), [
