@@ -146,3 +146,9 @@ def test_gloo_and_differentiated_end_to_end(tmp_path: Path) -> None:
     assert report["iterations"] == 8 and report["blocks_total"] == 8 * 3 * 67
     assert 0 <= report["zero_filled_blocks"] <= report["blocks_total"] // 2  # never an important block
     assert "0" not in report["zero_filled_per_level"]
+    if report["qos"]["queueing"] == "partition":  # BMv2: no shared port rate, no counters
+        assert report["queueing"].startswith("STATIC PARTITION") and report["qos"]["rates"]["7"] == 823
+        assert report["queues"] == {}
+    else:
+        assert report["queueing"].endswith("shared by the queues in strict priority")
+        assert "7" in report["queues"]  # per-queue counters: the embedded target
