@@ -18,14 +18,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
+from controller.output import TableConsole
 from experiments.differentiated import QosSetup, TransportRun, configure, run_transport
 from hosts.differentiated.wire import NB_QUEUES
 from topologies import star
 
-console = Console(width=150)
+console = TableConsole()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.console import Console
 from rich.table import Table
 
 from controller.deploy import deploy
 from controller.ina import InaDeployment, InaJob, switch_ip
+from controller.output import TableConsole
 from controller.p4runtime import REPO_ROOT
 from controller.routing import port_mac
 from experiments import options as opts
@@ -43,7 +43,7 @@ from hosts.fixedpoint import quantize
 from topologies import fat_tree
 from topologies.base import Topology
 
-console = Console(stderr=False)
+console = TableConsole()
 
 
 @dataclass
@@ -272,6 +272,7 @@ def run_ina(args: argparse.Namespace) -> int:
         return 2
     run_dir = Path(args.out_dir).resolve() / time.strftime("ina-%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=True)
+    console.save_to(run_dir)  # every table in full: tables.txt, tables.json, CSV
     ina_jobs, base_jobs, grads = [], [], []
     for j, (ps, workers) in enumerate(plan):
         grads.append(_gradients(len(workers), args.values, args.seed + j))

@@ -15,14 +15,14 @@ import argparse
 import json
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from controller.cli import UsageError
+from controller.output import TableConsole
 from controller.token import MAX_NODES, TokenDeployment, token_lan
 from topologies.base import TopologyError
 
-console = Console()
+console = TableConsole()
 
 
 def _topo(args: argparse.Namespace) -> Any:
