@@ -394,9 +394,19 @@ def _plot(path: Path, ina: RunResult, base: RunResult) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
     labels = ["INA", "PS only"]
-    axes[0].bar(labels, [ina.seconds, base.seconds], color=["tab:green", "tab:gray"])
+    x = np.arange(2)
+    # measured next to the line-rate bound (busiest link's bytes at its capacity), as in
+    # the "where the time went" table
+    measured = axes[0].bar(x - 0.2, [ina.seconds, base.seconds], 0.4,
+                           color=["tab:green", "tab:blue"], label="measured")
+    bounds = [r.split.get("line_rate_bound_s") or 0.0 for r in (ina, base)]
+    bound = axes[0].bar(x + 0.2, bounds, 0.4, color="tab:gray", label="line-rate bound (busiest link)")
+    for bars in (measured, bound):
+        axes[0].bar_label(bars, fmt="%.2f", fontsize=7)
+    axes[0].set_xticks(x, labels)
     axes[0].set_ylabel("synchronization time (s)")
-    axes[1].bar(labels, [ina.ps_rx_bytes / 1e6, base.ps_rx_bytes / 1e6], color=["tab:green", "tab:gray"])
+    axes[0].legend(fontsize=7)
+    axes[1].bar(labels, [ina.ps_rx_bytes / 1e6, base.ps_rx_bytes / 1e6], color=["tab:green", "tab:blue"])
     axes[1].set_ylabel("PS ingress (MB)")
     fig.suptitle("gradnet: in-network aggregation vs parameter server")
     fig.tight_layout()
