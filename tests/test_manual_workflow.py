@@ -52,8 +52,9 @@ def gradctl_path(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def _link_loss_entries(run_dir: str, switch: str) -> list[tuple[int, int]]:
-    """(port, drop threshold) of every ``link_loss`` entry with a loss rate on ``switch``."""
+def _link_loss_entries(run_dir: str, switch: str, program: Path | None = None) -> list[tuple[int, int]]:
+    """(port, drop threshold) of every ``link_loss`` entry with a loss rate on ``switch``
+    (running ``program``, default forward.p4)."""
     from finsy import P4TableEntry
 
     from controller.cli import network_topology
@@ -66,7 +67,7 @@ def _link_loss_entries(run_dir: str, switch: str) -> list[tuple[int, int]]:
     topo = network_topology(A)  # type: ignore[arg-type]
 
     async def run() -> list[tuple[int, int]]:
-        async with Deployment(topo, addresses_from_run_dir(topo, run_dir),
+        async with Deployment(topo, addresses_from_run_dir(topo, run_dir), program=program,
                               set_pipeline=False) as dep:
             le = dep.block(switch, LinkEmulation)
             out = []
@@ -116,3 +117,57 @@ def test_manual_workflow(gradctl_path: dict[str, str], tmp_path: Path) -> None:
             d = subprocess.run(["bash", "-c", down], env=dict(gradctl_path, D=run_dir),
                                capture_output=True, text=True, timeout=120)
             assert d.returncode == 0, d.stderr
+
+
+def _sh(cmd: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "-c", cmd], env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.skipif(net_skip_reason("ndn", "nic", "lan") is not None,
+                    reason=net_skip_reason("ndn", "nic", "lan") or "")
+def test_run_dir_names_the_network_for_every_group(gradctl_path: dict[str, str],
+                                                   tmp_path: Path) -> None:
+    """``gradctl ndn``, ``qos`` and ``token`` given the ``--run-dir`` of a held network take
+    its topology, rate and link emulation from it (no TOPO, no --nodes), and their
+    deploys keep ``net up --loss``."""
+    from controller.deploy import loss_threshold
+    from controller.ndn.deployment import NDN_PROGRAM
+    from controller.token.deployment import NIC_PROGRAM
+
+    env = gradctl_path
+    downs = []
+    try:
+        up = _sh("gradctl net up star:2 --bw 20 --loss s1:1=0.01", env, tmp_path)
+        assert up.returncode == 0, up.stderr
+        d = up.stdout.strip().splitlines()[-1]
+        downs.append(d)
+        r = _sh(f"gradctl ndn deploy --run-dir {d} --json", env, tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert set(json.loads(r.stdout)["commands"]) == {"h1", "h2"}
+        assert (1, loss_threshold(0.01)) in _link_loss_entries(d, "s1", NDN_PROGRAM)
+        r = _sh(f"gradctl ndn show --run-dir {d} --json", env, tmp_path)
+        assert r.returncode == 0 and "s1" in json.loads(r.stdout), r.stderr
+        r = _sh(f"gradctl qos show --run-dir {d} --queues 1 --no-dscp --json", env, tmp_path)
+        assert r.returncode == 0 and set(json.loads(r.stdout)) == {"s1"}, r.stderr
+        r = _sh(f"gradctl ndn deploy star:3 --run-dir {d}", env, tmp_path)
+        assert r.returncode == 2 and "is not the network held" in r.stderr
+        r = _sh(f"gradctl token deploy --run-dir {d}", env, tmp_path)
+        assert r.returncode == 2 and "not a token LAN" in r.stderr
+
+        lan = tmp_path / "lan.json"
+        assert _sh(f"gradctl token topo --nodes 2 --json > {lan}", env, tmp_path).returncode == 0
+        up = _sh(f"gradctl net up {lan} --no-deploy --loss nic1:2=0.02", env, tmp_path)
+        assert up.returncode == 0, up.stderr
+        d = up.stdout.strip().splitlines()[-1]
+        downs.append(d)
+        r = _sh(f"gradctl token deploy --run-dir {d}", env, tmp_path)
+        assert r.returncode == 0 and "nic.p4 on nic1, nic2; lan.p4 on lan" in r.stdout, r.stderr
+        assert (2, loss_threshold(0.02)) in _link_loss_entries(d, "nic1", NIC_PROGRAM)
+        r = _sh(f"gradctl token counters --run-dir {d} --json", env, tmp_path)
+        assert r.returncode == 0 and set(json.loads(r.stdout)["nics"]) == {"nic1", "nic2"}
+        r = _sh(f"gradctl token deploy --run-dir {d} --nodes 3", env, tmp_path)
+        assert r.returncode == 2 and "has 2 nodes" in r.stderr
+    finally:
+        for d in downs:
+            _sh(f"gradctl net down {d}", env, tmp_path)
