@@ -90,15 +90,22 @@ def natural_width(table: Table) -> int:
 def folded(table: Table, width: int = DEFAULT_WIDTH) -> RenderableType:
     """``table`` as key/value rows for ``width`` columns: a block per row, one
     ``column: value`` line per cell, a long value wrapping under itself."""
+    measure = Console(width=_WIDE, file=io.StringIO())
+
+    def block(text: RenderableType) -> None:  # a title or caption, wrapped at width
+        styled = _styled(text)
+        styled = styled if isinstance(styled, Text) else Text(cell_text(styled))
+        for line in styled.wrap(measure, width, overflow="fold"):
+            out.append_text(line)
+            out.append("\n")
+
     out = Text()
     if table.title:
-        out.append_text(_styled(table.title))
-        out.append("\n")
+        block(table.title)
     headers = [cell_text(c.header) or f"column {i + 1}" for i, c in enumerate(table.columns)]
     keys = [f"{h}:" if i == 0 else f"  {h}:" for i, h in enumerate(headers)]
     cells = [list(c.cells) for c in table.columns]
     kw = max((len(k) for k in keys), default=0) + 1
-    measure = Console(width=_WIDE, file=io.StringIO())
     for r in range(table.row_count):
         if r:
             out.append("\n")
@@ -118,9 +125,9 @@ def folded(table: Table, width: int = DEFAULT_WIDTH) -> RenderableType:
                 out.append_text(line)
             out.append("\n")
     if table.caption:
-        out.append_text(_styled(table.caption))
-        out.append("\n")
+        block(table.caption)
     out.rstrip()
+    out.append("\n")  # a blank line before what follows, as after a table
     return out
 
 

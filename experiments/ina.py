@@ -335,7 +335,7 @@ def run_ina(args: argparse.Namespace) -> int:
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     _plot(run_dir / "ina_vs_ps.png", ina, base)
-    console.print(f"results: {run_dir}/summary.json, {run_dir}/ina_vs_ps.png")
+    console.print(f"results: {run_dir}/summary.json, tables.txt (+ .json, CSV), ina_vs_ps.png")
     return 0 if all(r.exact for r in results) else 1
 
 
