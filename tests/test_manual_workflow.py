@@ -5,6 +5,9 @@ cannot drift apart. ``gradctl`` on PATH runs this checkout's control plane. Chec
 top of every command succeeding: the held network's bandwidth was planned on, job 1's
 and job 2's aggregation really happened in the switches, the ``--loss`` entry of
 ``net up`` survives both INA deploys and the undeploy, and the undeploy leaves job 1.
+Then ``gradctl ndn`` and ``qos`` on the same network take its topology and loss from
+``--run-dir`` too (no TOPO), and a token LAN held by ``net up`` names itself to
+``gradctl token``.
 """
 
 from __future__ import annotations
@@ -80,8 +83,8 @@ def _link_loss_entries(run_dir: str, switch: str, program: Path | None = None) -
     return asyncio.run(run())
 
 
-@pytest.mark.skipif(net_skip_reason("forward", "ina") is not None,
-                    reason=net_skip_reason("forward", "ina") or "")
+@pytest.mark.skipif(net_skip_reason("forward", "ina", "ndn") is not None,
+                    reason=net_skip_reason("forward", "ina", "ndn") or "")
 def test_manual_workflow(gradctl_path: dict[str, str], tmp_path: Path) -> None:
     lines = readme_workflow()
     body, down = lines[:-1], lines[-1]
@@ -112,6 +115,26 @@ def test_manual_workflow(gradctl_path: dict[str, str], tmp_path: Path) -> None:
         for job in (1, 2):
             m = re.search(rf"job {job}: \d+/\d+ fragments, \d+ packets in \((\d+) partial", out)
             assert m and int(m.group(1)) > 0, out[-2000:]
+        # ndn and qos on the same held network: its topology (no TOPO) and its loss
+        from controller.ndn.deployment import NDN_PROGRAM
+
+        def gradctl(*argv: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(["gradctl", *argv], env=gradctl_path, capture_output=True,
+                                  text=True, timeout=120)
+
+        r = gradctl("ndn", "deploy", "--run-dir", run_dir, "--ps", "h1", "--json")
+        assert r.returncode == 0, r.stderr
+        assert len(json.loads(r.stdout)["commands"]) == 8  # leaf-spine:2,4,2: 8 hosts
+        assert (1, loss_threshold(0.01)) in _link_loss_entries(run_dir, "s1", NDN_PROGRAM)
+        r = gradctl("ndn", "show", "--run-dir", run_dir, "--json")
+        assert r.returncode == 0 and len(json.loads(r.stdout)) == 6, r.stderr
+        r = gradctl("qos", "show", "--run-dir", run_dir, "-s", "s1", "--queues", "1",
+                    "--no-dscp", "--json")
+        assert r.returncode == 0 and set(json.loads(r.stdout)) == {"s1"}, r.stderr
+        r = gradctl("ndn", "deploy", "star:3", "--run-dir", run_dir)
+        assert r.returncode == 2 and "is not the network held" in r.stderr
+        r = gradctl("token", "deploy", "--run-dir", run_dir)
+        assert r.returncode == 2 and "not a token LAN" in r.stderr
     finally:
         if run_dir:
             d = subprocess.run(["bash", "-c", down], env=dict(gradctl_path, D=run_dir),
@@ -124,50 +147,36 @@ def _sh(cmd: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess
                           timeout=300)
 
 
-@pytest.mark.skipif(net_skip_reason("ndn", "nic", "lan") is not None,
-                    reason=net_skip_reason("ndn", "nic", "lan") or "")
-def test_run_dir_names_the_network_for_every_group(gradctl_path: dict[str, str],
-                                                   tmp_path: Path) -> None:
-    """``gradctl ndn``, ``qos`` and ``token`` given the ``--run-dir`` of a held network take
-    its topology, rate and link emulation from it (no TOPO, no --nodes), and their
-    deploys keep ``net up --loss``."""
+@pytest.mark.skipif(net_skip_reason("nic", "lan") is not None,
+                    reason=net_skip_reason("nic", "lan") or "")
+def test_token_lan_held_by_net_up(gradctl_path: dict[str, str], tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A token LAN held by ``gradctl net up`` (from ``token topo --json``) names itself:
+    ``token deploy|counters --run-dir`` need no ``--nodes``, and the deploy keeps the
+    LAN's ``net up --loss``. (ndn and qos on a held network: test_manual_workflow.)"""
+    from controller.cli import main
     from controller.deploy import loss_threshold
-    from controller.ndn.deployment import NDN_PROGRAM
     from controller.token.deployment import NIC_PROGRAM
 
-    env = gradctl_path
-    downs = []
-    try:
-        up = _sh("gradctl net up star:2 --bw 20 --loss s1:1=0.01", env, tmp_path)
-        assert up.returncode == 0, up.stderr
-        d = up.stdout.strip().splitlines()[-1]
-        downs.append(d)
-        r = _sh(f"gradctl ndn deploy --run-dir {d} --json", env, tmp_path)
-        assert r.returncode == 0, r.stderr
-        assert set(json.loads(r.stdout)["commands"]) == {"h1", "h2"}
-        assert (1, loss_threshold(0.01)) in _link_loss_entries(d, "s1", NDN_PROGRAM)
-        r = _sh(f"gradctl ndn show --run-dir {d} --json", env, tmp_path)
-        assert r.returncode == 0 and "s1" in json.loads(r.stdout), r.stderr
-        r = _sh(f"gradctl qos show --run-dir {d} --queues 1 --no-dscp --json", env, tmp_path)
-        assert r.returncode == 0 and set(json.loads(r.stdout)) == {"s1"}, r.stderr
-        r = _sh(f"gradctl ndn deploy star:3 --run-dir {d}", env, tmp_path)
-        assert r.returncode == 2 and "is not the network held" in r.stderr
-        r = _sh(f"gradctl token deploy --run-dir {d}", env, tmp_path)
-        assert r.returncode == 2 and "not a token LAN" in r.stderr
+    def gradctl(*argv: str) -> tuple[int, str, str]:  # in this process: no start-up each
+        capsys.readouterr()
+        rc = main(list(argv))
+        out, err = capsys.readouterr()
+        return rc, out, err
 
-        lan = tmp_path / "lan.json"
-        assert _sh(f"gradctl token topo --nodes 2 --json > {lan}", env, tmp_path).returncode == 0
-        up = _sh(f"gradctl net up {lan} --no-deploy --loss nic1:2=0.02", env, tmp_path)
-        assert up.returncode == 0, up.stderr
-        d = up.stdout.strip().splitlines()[-1]
-        downs.append(d)
-        r = _sh(f"gradctl token deploy --run-dir {d}", env, tmp_path)
-        assert r.returncode == 0 and "nic.p4 on nic1, nic2; lan.p4 on lan" in r.stdout, r.stderr
+    lan = tmp_path / "lan.json"
+    rc, out, _ = gradctl("token", "topo", "--nodes", "2", "--json")
+    lan.write_text(out)
+    up = _sh(f"gradctl net up {lan} --no-deploy --loss nic1:2=0.02", gradctl_path, tmp_path)
+    assert up.returncode == 0, up.stderr
+    d = up.stdout.strip().splitlines()[-1]
+    try:
+        rc, out, err = gradctl("token", "deploy", "--run-dir", d)
+        assert rc == 0 and "nic.p4 on nic1, nic2; lan.p4 on lan" in out, err
         assert (2, loss_threshold(0.02)) in _link_loss_entries(d, "nic1", NIC_PROGRAM)
-        r = _sh(f"gradctl token counters --run-dir {d} --json", env, tmp_path)
-        assert r.returncode == 0 and set(json.loads(r.stdout)["nics"]) == {"nic1", "nic2"}
-        r = _sh(f"gradctl token deploy --run-dir {d} --nodes 3", env, tmp_path)
-        assert r.returncode == 2 and "has 2 nodes" in r.stderr
+        rc, out, err = gradctl("token", "counters", "--run-dir", d, "--json")
+        assert rc == 0 and set(json.loads(out)["nics"]) == {"nic1", "nic2"}, err
+        rc, out, err = gradctl("token", "deploy", "--run-dir", d, "--nodes", "3")
+        assert rc == 2 and "has 2 nodes" in err
     finally:
-        for d in downs:
-            _sh(f"gradctl net down {d}", env, tmp_path)
+        _sh(f"gradctl net down {d}", gradctl_path, tmp_path)
