@@ -5,7 +5,8 @@
 console; otherwise it is folded into key/value rows (``column: value``, one block per
 row), which stay readable at any width, instead of rich squeezing every column into a
 narrow, wrapped strip. The console's width is the terminal's, ``$COLUMNS`` when set, and
-80 when the output is not a terminal (a pipe or a log file).
+80 when the output is not a terminal (a pipe or a log file). Prose is soft-wrapped: a
+long line stays one line in a log (the terminal wraps it on screen).
 
 With a results directory (``TableConsole(results_dir=...)`` or ``save_to(dir)`` once the
 run has one) every table printed is also written there in full: appended at its natural
@@ -84,7 +85,11 @@ def table_rows(table: Table) -> tuple[list[str], list[list[str]]]:
 def natural_width(table: Table) -> int:
     """The width ``table`` needs to print with no cell wrapped."""
     c = Console(width=_WIDE, file=io.StringIO())
-    return Measurement.get(c, c.options, table).maximum
+    expand, table.expand = table.expand, False  # an expanding table would measure _WIDE
+    try:
+        return Measurement.get(c, c.options, table).maximum
+    finally:
+        table.expand = expand
 
 
 def folded(table: Table, width: int = DEFAULT_WIDTH) -> RenderableType:
