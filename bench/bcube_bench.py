@@ -21,15 +21,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
 from controller.bcube import choose_scale_bits, gradients
+from controller.output import TableConsole
 from experiments.bcube import run_baselines, run_bml
 from experiments.schemes import SchemeResult
 from hosts.bml.schedule import ScheduleError
 
-console = Console(width=None if sys.stdout.isatty() else 150)
+console = TableConsole()
 
 
 def _quiet(msg: str) -> None:

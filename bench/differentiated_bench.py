@@ -36,14 +36,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.console import Console
 from rich.table import Table
 
+from controller.output import TableConsole
 from experiments.differentiated import QosSetup, TransportRun, configure, run_transport
 from hosts.differentiated.wire import NB_QUEUES, level_priority
 from topologies import star
 
-console = Console(width=150)
+console = TableConsole()
 
 LEVELS = 3
 BLOCK = 300  # values per block of the flat tensor: one block message per datagram

@@ -333,8 +333,9 @@ def fuzz_program(program: str, count: int, pps: float, seed: int, target: str | 
 
 
 def _table(results: list[FuzzResult]) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from controller.output import TableConsole
 
     t = Table(title="Malformed frames into every program (one host sends; then a real run)")
     for col in ("program", "target", "switches", "sent", "port rx", "port tx",
@@ -347,7 +348,7 @@ def _table(results: list[FuzzResult]) -> None:
                       "yes" if row.alive else "NO", f"{row.rss_before_kb / 1024:.1f}",
                       f"{row.rss_after_kb / 1024:.1f}", str(row.tracebacks),
                       ("ok: " if r.exact else "FAILED: ") + r.check if i == 0 else "")
-    Console(width=160).print(t)
+    TableConsole().print(t)
 
 
 def build_parser() -> argparse.ArgumentParser:

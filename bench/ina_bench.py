@@ -24,15 +24,14 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from rich.console import Console
 from rich.table import Table
 
 from controller.ina import InaDeployment, InaJob
+from controller.output import TableConsole
 from experiments.ina import run_jobs, switch_neighbors
 from topologies import fat_tree
 
-# piped output (make bench > file) keeps one table row per line
-console = Console() if sys.stdout.isatty() else Console(width=160)
+console = TableConsole()
 
 
 def main(argv: list[str] | None = None) -> int:

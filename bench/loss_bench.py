@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
+from controller.output import TableConsole
 from experiments.runner import log as _log
 
 RATES = (0.0, 0.01, 0.05, 0.10)
@@ -53,7 +53,7 @@ SCHEMES = ("ps", "ring", "ina", "ndn", "bml", "token", "differentiated", "gloo")
 FABRIC_TOPO = "linear:2,3"  # PS h1 + workers h2, h3 on s1; h4, h5 on s2
 STAR_SCHEMES = ("differentiated", "bml", "token")  # planned on the default star (own networks)
 
-console = Console()
+console = TableConsole()
 
 
 @dataclass
@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.show:
         saved = json.loads((Path(a.show) / "cells.json").read_text())
         res = {s: (v["link"], [Cell(**c) for c in v["cells"]]) for s, v in saved.items() if s != "title"}
-        Console(width=max(console.width, 200)).print(table(res, saved.get("title", f"Loss sweep {a.show}")))
+        console.print(table(res, saved.get("title", f"Loss sweep {a.show}")))
         return 0
     target = resolve_target(a.target)
     schemes = [s for s in a.schemes.split(",") if s]
@@ -307,14 +307,13 @@ def main(argv: list[str] | None = None) -> int:
     title = (f"Loss on a fabric link: digits CNN, 4 workers, {a.bw:g} Mbit/s, 1 epoch of {a.steps} steps, "
              f"{len(seeds)} seed(s), {target} target (mean over seeds; {time.monotonic() - t0:.0f} s)")
     tab = table(results, title)
-    Console(width=max(console.width, 200)).print(tab)
-    with open(out / "table.txt", "w") as f:
-        Console(file=f, width=200).print(tab)
+    console.save_to(out)  # the whole table: out/tables.txt, tables.json, CSV
+    console.print(tab)
     saved: dict[str, Any] = {"title": title}
     saved.update({s: {"link": lbl, "cells": [dataclasses.asdict(c) for c in cells]}
                   for s, (lbl, cells) in results.items()})
     (out / "cells.json").write_text(json.dumps(saved, indent=1))
-    console.print(f"results: {out}/table.txt, cells.json")
+    console.print(f"results: {out}/tables.txt, cells.json")
     bad = [c for _, cells in results.values() for c in cells
            if c.completed < len(c.seeds) or (c.scheme not in ("differentiated", "token") and c.exact < len(c.seeds))]
     return 1 if bad else 0

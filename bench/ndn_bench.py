@@ -19,14 +19,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
+from controller.output import TableConsole
 from experiments import options as opts
 from experiments.ndn import loss_on_gpu_link, ratios_table, run_ip, run_ndn
 from topologies import fat_tree, leaf_spine
 
-console = Console()
+console = TableConsole()
 
 
 def main(argv: list[str] | None = None) -> int:

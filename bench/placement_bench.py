@@ -31,6 +31,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from controller.output import TableConsole
 from controller.placement import (
     Placement,
     PlacementError,
@@ -305,9 +306,7 @@ def main(argv: list[str] | None = None) -> None:
         help="scale table: also time the greedy without symmetry (minutes per row at k=16)",
     )  # fmt: skip
     args = ap.parse_args(argv)
-    console = Console()
-    if not console.is_terminal:  # piped: do not squeeze the tables into 80 columns
-        console = Console(width=150)
+    console = TableConsole()  # tables fit the terminal (80 piped) or fold to key/value rows
 
     half = LINK_BW / 2
     cases: list[Case] = []

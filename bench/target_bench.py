@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from finsy import P4TableAction, P4TableEntry, P4TableMatch
-from rich.console import Console
 from rich.table import Table
 
 from bench.bare_forwarder import BENCH_DST, BENCH_EGRESS_PORT, BENCH_NEXT_HOP_MAC, BENCH_PORT_MAC
+from controller.output import TableConsole
 from experiments.accounting import process_cpu_seconds
 from targets.launch import bmv2_available
 from targets.netns import in_netns
@@ -45,7 +45,7 @@ from targets.p4rt_client import P4RuntimeClient
 from targets.testbed import Testbed
 
 ROOT = Path(__file__).resolve().parent.parent
-console = Console() if sys.stdout.isatty() else Console(width=160)  # piped: one row per line
+console = TableConsole()
 
 
 @dataclass

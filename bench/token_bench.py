@@ -37,10 +37,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.console import Console
 from rich.table import Table
 
-console = Console(width=150)
+from controller.output import TableConsole
+
+console = TableConsole()
 VALUES = 3818  # the digits CNN's parameters
 PS_PORT, RING_PORT = 41000, 41001
 

@@ -29,7 +29,6 @@ import inspect
 import json
 import logging
 import os
-import shutil
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -38,6 +37,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from controller.output import TableConsole
 from controller.p4runtime import DeployError
 from controller.routing import RoutingError, SwitchRoutes, compute_routes
 from topologies import BUILDERS, Topology, TopologyError, load
@@ -122,10 +122,8 @@ def parse_topology(spec: str) -> Topology:
 
 
 def _console(file: Any = None) -> Console:
-    # Piped output (tests, files) gets a wide console so tables keep one row per line.
-    tty = (file or sys.stdout).isatty()
-    width = None if tty else max(shutil.get_terminal_size((160, 24)).columns, 160)
-    return Console(file=file, width=width, highlight=False, soft_wrap=False)
+    # The terminal's width ($COLUMNS; 80 piped): tables too wide fold into key/value rows.
+    return TableConsole(file)
 
 
 def topology_header(topo: Topology) -> str:
@@ -161,7 +159,7 @@ def topology_tables(topo: Topology) -> list[Table]:
 
 def routes_table(sr: SwitchRoutes) -> Table:
     """A rich table of one switch's routes (ECMP routes list the group's ports)."""
-    t = Table(box=box.SIMPLE_HEAD)
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False)  # 80 columns for a fat-tree's rows
     t.add_column("destination")
     t.add_column("NIC")
     t.add_column("hops", justify="right")

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import asdict
@@ -24,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.console import Console
 from rich.table import Table
 
 from controller.bcube import (
@@ -36,6 +34,7 @@ from controller.bcube import (
     gradients,
 )
 from controller.deploy import deploy, read_counters
+from controller.output import TableConsole
 from experiments import options as opts
 from experiments.runner import log as _log
 from experiments.runner import prepare_hosts
@@ -43,7 +42,7 @@ from experiments.schemes import SchemeResult, run_scheme
 from hosts.bml.schedule import ScheduleError
 
 # wide tables even when stdout is a file or pipe (Rich would fold them at 80 columns)
-console = Console(width=None if sys.stdout.isatty() else 130)
+console = TableConsole()
 
 LABELS = {"bml": "BML (BCube)", "sharded_ps": "sharded PS (fat-tree)",
           "ring": "ring all-reduce (fat-tree)", "ps": "single PS (fat-tree)"}
@@ -248,6 +247,7 @@ def main(argv: list[str]) -> int:
     servers = args.n**args.k
     run_dir = Path(args.out_dir).resolve() / time.strftime("bcube-%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=True)
+    console.save_to(run_dir)  # every table in full: tables.txt, tables.json, CSV
     grads = gradients(servers, args.values, args.seed)
     scale_bits = choose_scale_bits(grads)
     _log(f"BCube({args.n}, {args.k}): {servers} servers, {args.values} values "

@@ -29,7 +29,6 @@ import argparse
 import importlib.util
 import json
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -38,14 +37,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.console import Console
 from rich.table import Table
 
 from controller.bcube import bcube_shape
+from controller.output import TableConsole
 from experiments import options as opts
 
 # wide tables even when stdout is a file or pipe (Rich would fold them at 80 columns)
-console = Console(width=None if sys.stdout.isatty() else 200)
+console = TableConsole()
 
 
 @dataclass(frozen=True)
@@ -540,6 +539,7 @@ def main(argv: list[str]) -> int:
 
     run_dir = Path(args.out_dir).resolve() / time.strftime("compare-%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=True)
+    console.save_to(run_dir)  # every table in full: tables.txt, tables.json, CSV
     grads = gradients(args.workers, args.values, args.seed)
     scale_bits = choose_scale_bits(grads)
     _log(f"{args.workers} gradients of {args.values:,} float32 values (seed {args.seed}, int32 "

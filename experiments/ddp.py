@@ -28,17 +28,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from controller.ina import InaDeployment, InaJob
+from controller.output import TableConsole
 from experiments import options as opts
 from experiments.ina import switch_neighbors
 from experiments.runner import finish, spawn
 from experiments.runner import log as _log
 from topologies.base import Topology
 
-console = Console()
+console = TableConsole()
 RUNS = ("gloo", "ina-ps", "ina")
 
 
@@ -183,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[red]error: {e}[/red]")
         return 2
     run_dir = Path(args.out_dir).resolve() / time.strftime("ddp-%Y%m%d-%H%M%S")
+    console.save_to(run_dir)  # every table in full: tables.txt, tables.json, CSV
     _log(f"{topo.name}: DDP on {len(workers)} ranks ({', '.join(workers)}), PS {ps}, model of "
          f"{values} parameters ({jobs['ina'].num_fragments} INA fragments per step), "
          f"{args.epochs} epochs, links {args.bw:g} Mbit/s")

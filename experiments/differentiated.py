@@ -35,9 +35,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
+from controller.output import TableConsole
 from controller.qos import EgressQueues
 from controller.qos.deployment import UNUSED_QUEUE_PPS
 from experiments import options as opts
@@ -53,7 +53,7 @@ from hosts.differentiated.wire import (
 from topologies import star
 from topologies.base import Topology
 
-console = Console(width=150)
+console = TableConsole()
 MODES = ("reliable", "unreliable", "differentiated")
 SWITCH = "s1"
 PS_HOST = "h1"
@@ -394,6 +394,7 @@ def run(args: argparse.Namespace, log: Any = _log) -> tuple[list[TransportRun], 
                      queueing="partition" if args.static_partition else "shared", top_share=args.top_share)
     run_dir = Path(args.out_dir).resolve() / time.strftime("differentiated-%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=True)
+    console.save_to(run_dir)  # every table in full: tables.txt, tables.json, CSV
     common = ["--epochs", str(args.epochs), "--batch", str(args.batch), "--lr", str(args.lr),
               "--channels", str(args.channels), "--seed", str(args.seed), "--block-size", str(args.block_size)]
     wargs = ["--alpha", str(args.alpha), "--quantile", str(args.quantile), "--levels", str(args.levels)]

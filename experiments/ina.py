@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.console import Console
 from rich.table import Table
 
 from controller.deploy import deploy
 from controller.ina import InaDeployment, InaJob, switch_ip
+from controller.output import TableConsole
 from controller.p4runtime import REPO_ROOT
 from controller.routing import port_mac
 from experiments import options as opts
@@ -43,7 +43,7 @@ from hosts.fixedpoint import quantize
 from topologies import fat_tree
 from topologies.base import Topology
 
-console = Console(stderr=False)
+console = TableConsole()
 
 
 @dataclass
@@ -272,6 +272,7 @@ def run_ina(args: argparse.Namespace) -> int:
         return 2
     run_dir = Path(args.out_dir).resolve() / time.strftime("ina-%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=True)
+    console.save_to(run_dir)  # every table in full: tables.txt, tables.json, CSV
     ina_jobs, base_jobs, grads = [], [], []
     for j, (ps, workers) in enumerate(plan):
         grads.append(_gradients(len(workers), args.values, args.seed + j))
@@ -334,7 +335,7 @@ def run_ina(args: argparse.Namespace) -> int:
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     _plot(run_dir / "ina_vs_ps.png", ina, base)
-    console.print(f"results: {run_dir}/summary.json, {run_dir}/ina_vs_ps.png")
+    console.print(f"results: {run_dir}/summary.json, tables.txt (+ .json, CSV), ina_vs_ps.png")
     return 0 if all(r.exact for r in results) else 1
 
 
@@ -393,9 +394,19 @@ def _plot(path: Path, ina: RunResult, base: RunResult) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
     labels = ["INA", "PS only"]
-    axes[0].bar(labels, [ina.seconds, base.seconds], color=["tab:green", "tab:gray"])
+    x = np.arange(2)
+    # measured next to the line-rate bound (busiest link's bytes at its capacity), as in
+    # the "where the time went" table
+    measured = axes[0].bar(x - 0.2, [ina.seconds, base.seconds], 0.4,
+                           color=["tab:green", "tab:blue"], label="measured")
+    bounds = [r.split.get("line_rate_bound_s") or 0.0 for r in (ina, base)]
+    bound = axes[0].bar(x + 0.2, bounds, 0.4, color="tab:gray", label="line-rate bound (busiest link)")
+    for bars in (measured, bound):
+        axes[0].bar_label(bars, fmt="%.2f", fontsize=7)
+    axes[0].set_xticks(x, labels)
     axes[0].set_ylabel("synchronization time (s)")
-    axes[1].bar(labels, [ina.ps_rx_bytes / 1e6, base.ps_rx_bytes / 1e6], color=["tab:green", "tab:gray"])
+    axes[0].legend(fontsize=7)
+    axes[1].bar(labels, [ina.ps_rx_bytes / 1e6, base.ps_rx_bytes / 1e6], color=["tab:green", "tab:blue"])
     axes[1].set_ylabel("PS ingress (MB)")
     fig.suptitle("gradnet: in-network aggregation vs parameter server")
     fig.tight_layout()

@@ -28,19 +28,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.console import Console
 from rich.table import Table
 
 from controller.deploy import DeployError, check_loss
 from controller.deploy import deploy as deploy_forward
 from controller.ndn import NdnDeployment, read_switch_state
+from controller.output import TableConsole
 from experiments import options as opts
 from experiments.runner import log as _log
 from experiments.runner import spawn
 from topologies import fat_tree, leaf_spine
 from topologies.base import Topology
 
-console = Console()
+console = TableConsole()
 
 
 @dataclass
@@ -371,6 +371,7 @@ def main(argv: list[str]) -> int:
         return 2
     run_dir = Path(args.out_dir).resolve() / time.strftime("ndn-%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=True)
+    console.save_to(run_dir)  # every table in full: tables.txt, tables.json, CSV
     values = 3818 if args.model == "digits" else args.values
     kw = dict(ps=ps, gpus=gpus, busy=busy, rounds=args.rounds, steps=args.steps, values=values,
               seed=args.seed, compute_time=args.compute_time, max_time=args.max_time,

@@ -14,11 +14,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
+from controller.output import TableConsole
 from controller.p4runtime import REPO_ROOT
 
-console = Console()
+console = TableConsole()
 
 
 def log(msg: str) -> None:

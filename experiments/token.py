@@ -21,16 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
+from controller.output import TableConsole
 from controller.token import TokenCounters, TokenDeployment, token_lan
 from experiments import options as opts
 from experiments.runner import log as _log
 from experiments.runner import spawn
 from topologies import TopologyError
 
-console = Console(width=150)
+console = TableConsole()
 
 
 @dataclass
@@ -342,6 +342,7 @@ def main(argv: list[str]) -> int:
             return 2
     out = Path(args.out_dir).resolve() / time.strftime("token-%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
+    console.save_to(out)  # every table in full: tables.txt, tables.json, CSV
     common = ["--seed", str(args.seed), "--epochs", str(args.epochs), "--batch-size", str(args.batch_size), "--lr", str(args.lr),
               "--cutoff", str(args.cutoff), "--wait-unit", str(args.wait_unit),
               "--min-nodes", str(args.min_nodes), "--save", str(out / "model.pt")]

@@ -47,8 +47,9 @@ and :func:`complete` derives the rest the same way for every scheme.
 
 Results: ``<out-dir>/train-<time>/`` with ``manifest.json`` (commit, target, options,
 seeds, load), one ``runs/<scheme>-seed<S>.json`` per run (``--resume DIR`` skips the
-runs already there), ``summary.json``, ``table.txt``, ``accuracy_vs_time.png`` and
-``time_to_accuracy.png``. ``--dry-run`` prints the plan and exits.
+runs already there), ``summary.json``, ``tables.txt`` (the table in full; also as
+``tables.json`` and CSV), ``accuracy_vs_time.png`` and ``time_to_accuracy.png``.
+``--dry-run`` prints the plan and exits.
 """
 
 from __future__ import annotations
@@ -65,14 +66,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.console import Console
 from rich.table import Table
 
+from controller.output import TableConsole
 from controller.p4runtime import REPO_ROOT
 from experiments.runner import finish, json_lines, last_line, prepare_hosts, spawn
 from experiments.runner import log as _log
 
-console = Console()
+console = TableConsole()
 
 # Every scheme the harness knows, in the issue's order; those it runs today.
 ALL_SCHEMES = ("ps", "ring", "ina", "ndn", "bml", "token", "differentiated", "gloo")
@@ -748,10 +749,8 @@ def run(args: argparse.Namespace) -> int:
     records.sort(key=lambda r: (plan.schemes.index(r.scheme), r.seed))
     rows = summarize(records, plan, args.reference)
     table = print_table(rows, plan, args)
-    Console(width=max(console.width, 230)).print(table)  # wide: a folded table is unreadable
-    wide = Console(file=open(run_dir / "table.txt", "w"), width=220)  # noqa: SIM115
-    wide.print(table)
-    wide.file.close()
+    console.save_to(run_dir)  # the whole table: run_dir/tables.txt, tables.json, CSV
+    console.print(table)  # folded into key/value rows where the terminal is narrower
     if any(r["cpu_bound_runs"] for r in rows):
         console.print("[yellow]cpu-bound runs: the emulation, not the links, set their pace "
                       f"(sync above {CPU_BOUND_RATIO:g}x its line-rate bound with the CPU busy); "
@@ -760,7 +759,7 @@ def run(args: argparse.Namespace) -> int:
                "schemes": rows, "runs": [asdict(r) for r in records]}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     plot(run_dir, records, rows, plan, args)
-    console.print(f"results: {run_dir}/summary.json, table.txt, accuracy_vs_time.png, time_to_accuracy.png")
+    console.print(f"results: {run_dir}/summary.json, tables.txt, accuracy_vs_time.png, time_to_accuracy.png")
     return 0 if all(r.ok for r in records) else 1
 
 

@@ -65,11 +65,14 @@ def switch_command(
     priority_queues: int = 1,
     extra: list[str] | None = None,
     thrift_port: int | None = None,
+    log_level: str = "info",
 ) -> list[str]:
     """The argv that starts one switch; identical for both targets except argv[0].
 
     ``extra`` goes after the target options (after ``--``); ``thrift_port`` (BMv2's
-    runtime CLI server) is a core option of BMv2, before ``--``."""
+    runtime CLI server) is a core option of BMv2, before ``--``. ``log_level`` is the
+    ``-L`` of ``log_file`` (``trace``: BMv2's per-packet trace; ``$GRADNET_BMV2_LOG_LEVEL``
+    sets it for every BMv2 switch, e.g. of ``gradctl net up``)."""
     if target == "embedded":
         argv = [sys.executable, "-m", "targets.embedded.cli"]
     else:
@@ -78,7 +81,11 @@ def switch_command(
     for port, iface in sorted(ports.items()):
         argv += ["-i", f"{port}@{iface}"]
     if log_file:
-        argv += ["--log-file", log_file, "-L", "info"]
+        if target != "embedded":  # BMv2 cannot change it at run time: chosen at start
+            log_level = os.environ.get("GRADNET_BMV2_LOG_LEVEL", log_level)
+        argv += ["--log-file", log_file, "-L", log_level]
+        if log_level == "trace" and target != "embedded":
+            argv += ["--log-flush"]  # every line on disk at once: a trace is read while running
     if thrift_port is not None and target != "embedded":
         argv += ["--thrift-port", str(thrift_port)]
     argv += [json_path] if json_path else ["--no-p4"]

@@ -65,6 +65,7 @@ class Testbed:
         device_id: int = 0,
         extra_args: list[str] | None = None,
         command: list[str] | None = None,
+        log_level: str = "info",
     ) -> None:
         self.nports = nports
         # a process to run in the switch namespace instead of a P4 target (benchmarks'
@@ -76,6 +77,7 @@ class Testbed:
         self.priority_queues = priority_queues
         self.device_id = device_id
         self.extra_args = extra_args or []
+        self.log_level = log_level  # of switch.log; "trace" for BMv2's per-packet trace
         self.prefix = f"gn{secrets.token_hex(3)}"
         self.ns_sw = self.prefix + "sw"
         self.ns_tb = self.prefix + "tb"
@@ -111,7 +113,8 @@ class Testbed:
             else:
                 argv = switch_command(self.target, {i: f"p{i}" for i in range(1, self.nports + 1)},
                                       self.device_id, self.grpc_addr, self.json_path, self.cpu_port,
-                                      self.log_file, self.priority_queues, self.extra_args)
+                                      self.log_file, self.priority_queues, self.extra_args,
+                                      log_level=self.log_level)
                 self._out = open(self.dir / "switch.out", "wb")  # noqa: SIM115 (closed in stop)
                 self.proc = subprocess.Popen(["ip", "netns", "exec", self.ns_sw, *argv],
                                              stdout=self._out, stderr=subprocess.STDOUT, env=env)
@@ -194,7 +197,7 @@ class Testbed:
     def log_tail(self, n: int = 40) -> str:
         """Last lines of the switch's output, for failure messages."""
         text = ""
-        for name in ("switch.out", "switch.log"):
+        for name in ("switch.out", "switch.log", "switch.log.txt"):  # BMv2 appends .txt
             p = self.dir / name
             if p.exists():
                 text += p.read_text(errors="replace")[-4000:]

@@ -9,6 +9,7 @@ Mininet hosts, checks the sums element by element and reads ``gradctl ina counte
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -33,8 +34,9 @@ PLACE = ["place", "fat-tree:4", "--ps", "h1", "--budget", "2", "--capacity", "10
 def gradctl(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
     """Run ``gradctl ARGS`` (the console script, else ``python -m controller.cli``)."""
     cmd = [str(GRADCTL)] if GRADCTL.exists() else [sys.executable, "-m", "controller.cli"]
+    # wide: the tests read table rows (at 80 columns wide tables fold to key/value rows)
     return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=ROOT)
+                          cwd=ROOT, env=dict(os.environ, COLUMNS="250"))
 
 
 @pytest.fixture(scope="module")

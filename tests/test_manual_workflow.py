@@ -5,6 +5,9 @@ cannot drift apart. ``gradctl`` on PATH runs this checkout's control plane. Chec
 top of every command succeeding: the held network's bandwidth was planned on, job 1's
 and job 2's aggregation really happened in the switches, the ``--loss`` entry of
 ``net up`` survives both INA deploys and the undeploy, and the undeploy leaves job 1.
+Then ``gradctl ndn`` and ``qos`` on the same network take its topology and loss from
+``--run-dir`` too (no TOPO), and a token LAN held by ``net up`` names itself to
+``gradctl token``.
 """
 
 from __future__ import annotations
@@ -52,8 +55,9 @@ def gradctl_path(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def _link_loss_entries(run_dir: str, switch: str) -> list[tuple[int, int]]:
-    """(port, drop threshold) of every ``link_loss`` entry with a loss rate on ``switch``."""
+def _link_loss_entries(run_dir: str, switch: str, program: Path | None = None) -> list[tuple[int, int]]:
+    """(port, drop threshold) of every ``link_loss`` entry with a loss rate on ``switch``
+    (running ``program``, default forward.p4)."""
     from finsy import P4TableEntry
 
     from controller.cli import network_topology
@@ -66,7 +70,7 @@ def _link_loss_entries(run_dir: str, switch: str) -> list[tuple[int, int]]:
     topo = network_topology(A)  # type: ignore[arg-type]
 
     async def run() -> list[tuple[int, int]]:
-        async with Deployment(topo, addresses_from_run_dir(topo, run_dir),
+        async with Deployment(topo, addresses_from_run_dir(topo, run_dir), program=program,
                               set_pipeline=False) as dep:
             le = dep.block(switch, LinkEmulation)
             out = []
@@ -79,8 +83,8 @@ def _link_loss_entries(run_dir: str, switch: str) -> list[tuple[int, int]]:
     return asyncio.run(run())
 
 
-@pytest.mark.skipif(net_skip_reason("forward", "ina") is not None,
-                    reason=net_skip_reason("forward", "ina") or "")
+@pytest.mark.skipif(net_skip_reason("forward", "ina", "ndn") is not None,
+                    reason=net_skip_reason("forward", "ina", "ndn") or "")
 def test_manual_workflow(gradctl_path: dict[str, str], tmp_path: Path) -> None:
     lines = readme_workflow()
     body, down = lines[:-1], lines[-1]
@@ -111,8 +115,68 @@ def test_manual_workflow(gradctl_path: dict[str, str], tmp_path: Path) -> None:
         for job in (1, 2):
             m = re.search(rf"job {job}: \d+/\d+ fragments, \d+ packets in \((\d+) partial", out)
             assert m and int(m.group(1)) > 0, out[-2000:]
+        # ndn and qos on the same held network: its topology (no TOPO) and its loss
+        from controller.ndn.deployment import NDN_PROGRAM
+
+        def gradctl(*argv: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(["gradctl", *argv], env=gradctl_path, capture_output=True,
+                                  text=True, timeout=120)
+
+        r = gradctl("ndn", "deploy", "--run-dir", run_dir, "--ps", "h1", "--json")
+        assert r.returncode == 0, r.stderr
+        assert len(json.loads(r.stdout)["commands"]) == 8  # leaf-spine:2,4,2: 8 hosts
+        assert (1, loss_threshold(0.01)) in _link_loss_entries(run_dir, "s1", NDN_PROGRAM)
+        r = gradctl("ndn", "show", "--run-dir", run_dir, "--json")
+        assert r.returncode == 0 and len(json.loads(r.stdout)) == 6, r.stderr
+        r = gradctl("qos", "show", "--run-dir", run_dir, "-s", "s1", "--queues", "1",
+                    "--no-dscp", "--json")
+        assert r.returncode == 0 and set(json.loads(r.stdout)) == {"s1"}, r.stderr
+        r = gradctl("ndn", "deploy", "star:3", "--run-dir", run_dir)
+        assert r.returncode == 2 and "is not the network held" in r.stderr
+        r = gradctl("token", "deploy", "--run-dir", run_dir)
+        assert r.returncode == 2 and "not a token LAN" in r.stderr
     finally:
         if run_dir:
             d = subprocess.run(["bash", "-c", down], env=dict(gradctl_path, D=run_dir),
                                capture_output=True, text=True, timeout=120)
             assert d.returncode == 0, d.stderr
+
+
+def _sh(cmd: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "-c", cmd], env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.skipif(net_skip_reason("nic", "lan") is not None,
+                    reason=net_skip_reason("nic", "lan") or "")
+def test_token_lan_held_by_net_up(gradctl_path: dict[str, str], tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A token LAN held by ``gradctl net up`` (from ``token topo --json``) names itself:
+    ``token deploy|counters --run-dir`` need no ``--nodes``, and the deploy keeps the
+    LAN's ``net up --loss``. (ndn and qos on a held network: test_manual_workflow.)"""
+    from controller.cli import main
+    from controller.deploy import loss_threshold
+    from controller.token.deployment import NIC_PROGRAM
+
+    def gradctl(*argv: str) -> tuple[int, str, str]:  # in this process: no start-up each
+        capsys.readouterr()
+        rc = main(list(argv))
+        out, err = capsys.readouterr()
+        return rc, out, err
+
+    lan = tmp_path / "lan.json"
+    rc, out, _ = gradctl("token", "topo", "--nodes", "2", "--json")
+    lan.write_text(out)
+    up = _sh(f"gradctl net up {lan} --no-deploy --loss nic1:2=0.02", gradctl_path, tmp_path)
+    assert up.returncode == 0, up.stderr
+    d = up.stdout.strip().splitlines()[-1]
+    try:
+        rc, out, err = gradctl("token", "deploy", "--run-dir", d)
+        assert rc == 0 and "nic.p4 on nic1, nic2; lan.p4 on lan" in out, err
+        assert (2, loss_threshold(0.02)) in _link_loss_entries(d, "nic1", NIC_PROGRAM)
+        rc, out, err = gradctl("token", "counters", "--run-dir", d, "--json")
+        assert rc == 0 and set(json.loads(out)["nics"]) == {"nic1", "nic2"}, err
+        rc, out, err = gradctl("token", "deploy", "--run-dir", d, "--nodes", "3")
+        assert rc == 2 and "has 2 nodes" in err
+    finally:
+        _sh(f"gradctl net down {d}", gradctl_path, tmp_path)

@@ -16,13 +16,13 @@ import argparse
 import json
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from controller.cli import UsageError
+from controller.output import TableConsole
 from hosts.bml.schedule import BcubeSchedule, ScheduleError
 
-console = Console()
+console = TableConsole()
 
 
 def _schedule(args: argparse.Namespace) -> BcubeSchedule:

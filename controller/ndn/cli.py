@@ -22,7 +22,16 @@ from typing import Any
 
 from rich.table import Table
 
-from controller.cli import UsageError, _addresses, _console, network_args, parse_topology
+from controller.cli import (
+    UsageError,
+    _addresses,
+    _console,
+    held_loss,
+    held_state,
+    network_args,
+    network_topology,
+    save_held_loss,
+)
 from controller.deploy import DeployError, parse_loss
 
 
@@ -86,9 +95,10 @@ def cmd_ndn_deploy(args: argparse.Namespace) -> int:
     """``gradctl ndn deploy``."""
     from controller.ndn import NameBoundsError, NdnDeployment
 
-    topo = parse_topology(args.topo)
+    topo = network_topology(args)  # a held network's own (--bw), from --run-dir
     gpus = _gpus(topo, args.ps, args.gpus)
-    loss = dict(parse_loss(s) for s in args.loss)
+    # a held network keeps its link emulation (net up --loss, earlier deploys); --loss adds
+    loss = {**held_loss(args.run_dir), **dict(parse_loss(s) for s in args.loss)}
     if not 0 < args.pit_lifetime < 3600:
         raise UsageError(f"--pit-lifetime must be in (0, 3600) s, got {args.pit_lifetime}")
     addresses = _addresses(args, topo)
@@ -97,6 +107,8 @@ def cmd_ndn_deploy(args: argparse.Namespace) -> int:
         report = dep.deploy(timeout=args.timeout)
     except NameBoundsError as e:
         raise UsageError(f"a host name does not fit ndn.p4's name bounds: {e}") from None
+    if held_state(args.run_dir) is not None:
+        save_held_loss(args.run_dir, loss)
     commands = agent_commands(topo, args.ps, gpus)
     if args.json:
         print(json.dumps({"entries": report.updates, "fib": dep.routes, "commands": commands,
@@ -134,7 +146,7 @@ def cmd_ndn_show(args: argparse.Namespace) -> int:
     from controller.ndn import read_switch_state
     from targets.p4rt_client import P4RuntimeError
 
-    topo = parse_topology(args.topo)
+    topo = network_topology(args)
     addresses = _addresses(args, topo)
     if args.switch:
         bad = [s for s in args.switch if s not in addresses]

@@ -21,7 +21,7 @@ from typing import Any
 
 from rich.table import Table
 
-from controller.cli import UsageError, _console, _parse_dscp, parse_topology
+from controller.cli import UsageError, _console, _parse_dscp, network_topology
 from controller.qos import (
     Bmv2Runtime,
     EgressQueues,
@@ -72,7 +72,7 @@ def _dscp_maps(topo: Any, args: argparse.Namespace, switches: list[str]) -> dict
 
 def cmd_qos_show(args: argparse.Namespace) -> int:
     """``gradctl qos show``."""
-    topo = parse_topology(args.topo)
+    topo = network_topology(args)
     switches = _switches(args, topo)
     data: dict[str, Any] = {}
     maps = _dscp_maps(topo, args, switches) if not args.no_dscp else {}
@@ -118,7 +118,7 @@ def _rate(pps: float) -> str:
 
 def cmd_qos_set(args: argparse.Namespace) -> int:
     """``gradctl qos set``."""
-    topo = parse_topology(args.topo)
+    topo = network_topology(args)
     if not args.switch or len(args.switch) != 1:
         raise UsageError("qos set needs exactly one --switch")
     (switch,) = _switches(args, topo)
@@ -170,7 +170,9 @@ def register(sub: Any, topo_help: str) -> None:
     qsub = qos.add_subparsers(dest="qos_command", metavar="ACTION", required=True)
 
     def common(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("topo", metavar="TOPO", help=topo_help)
+        sp.add_argument("topo", metavar="TOPO", nargs="?",
+                        help=topo_help + "; may be left out with the --run-dir of 'gradctl net up', "
+                                         "whose topology is used")
         sp.add_argument("--run-dir", required=True, metavar="DIR",
                         help="run directory of a running network (holds <switch>.grpc and <switch>.cli)")
         sp.add_argument("-s", "--switch", action="append", metavar="SWITCH", help="switch (repeatable for show)")

@@ -19,7 +19,10 @@ Each line carries BMv2's message text after a ``[pkt.N] [cxt 0]`` tag::
     ... Egress port is 2 / Pipeline 'egress': start ... / Transmitting packet of size 42 out of port 2
 
 so ``normalize`` (strip the prefix up to ``[cxt 0]``) makes a BMv2 log and this trace
-diffable. Left out: conditions (p4c's ``node_N`` are evaluated inside generated code),
+diffable. :func:`steps` goes further and reduces either log to what both must agree on,
+per packet: ports, parser states and extracted headers, every keyed table applied with
+hit or miss and the action it ran, egress port, transmission; ``python -m
+targets.embedded.trace diff EMBEDDED.trace BMV2.log`` compares two logs that way. Left out: conditions (p4c's ``node_N`` are evaluated inside generated code),
 keyless tables (p4c's ``tbl_act`` wrappers: no lookup happens), and the parser path is
 rebuilt from the JSON after parsing (select keys read from the parsed headers; a
 ``lookahead`` key ends the reconstruction with ``...``).
@@ -27,9 +30,13 @@ rebuilt from the JSON after parsing (select keys read from the parsed headers; a
 
 from __future__ import annotations
 
+import argparse
+import difflib
 import re
+import sys
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
@@ -42,6 +49,77 @@ _PREFIX = re.compile(r"^.*?\[cxt \d+\] ")
 def normalize(line: str) -> str:
     """A trace or BMv2 log line without its time/thread/packet prefix."""
     return _PREFIX.sub("", line.rstrip("\n"))
+
+
+_PACKET = re.compile(r"\[(\d+)\.\d+\] \[cxt \d+\] ")
+_STEP_RES = [(re.compile(p), f) for p, f in (
+    (r"^Processing packet received on port (\d+)", "receive port {0}"),
+    (r"^Parser '[^']*' entering state '([^']*)'", "parser state {0}"),
+    (r"^Extracting header '([^']*)'", "extract {0}"),
+    (r"^Pipeline '([^']*)': start", "pipeline {0}"),
+    (r"^Egress port is (\d+)", "egress port {0}"),
+    (r"^Transmitting packet of size (\d+) out of port (\d+)", "transmit port {1} size {0}"),
+)]
+_TABLE = re.compile(r"^Applying table '([^']*)'")
+_RESULT = re.compile(r"^Table '([^']*)': (hit|miss)")
+_ACTION = re.compile(r"^Action (?!entry )(\S+)")
+
+
+def steps(lines: Iterable[str]) -> dict[int, list[str]]:
+    """The per-packet steps of a trace (this target's) or a BMv2 ``-L trace`` log:
+    ``{packet id: ["receive port 1", "parser state start", "extract ethernet", ...,
+    "table T hit", "action A", "egress port 2", "transmit port 2 size 42"]}``.
+
+    Only what both targets log alike: no timestamps, threads, keys or handles, no
+    conditions, and no keyless tables (BMv2 logs p4c's ``tbl_*`` wrappers with an empty
+    ``Looking up key:``; this target does not look them up) nor their actions. BMv2's
+    continuation lines (key dumps) belong to the line before them."""
+    out: dict[int, list[str]] = {}
+    pkt: int | None = None
+    table: dict[int, list[Any]] = {}  # packet -> [name, keyed, in key dump, skip action]
+    for raw in lines:
+        m = _PACKET.search(raw)
+        if m is None:  # a continuation line of the message before
+            if pkt is not None and raw.startswith("* ") and table.get(pkt, [None, 0, 0])[2]:
+                table[pkt][1] = True
+            continue
+        pkt = int(m.group(1))
+        msg = raw[m.end():].rstrip("\n")
+        acc = out.setdefault(pkt, [])
+        t = table.get(pkt)
+        if (tm := _TABLE.match(msg)) is not None:
+            table[pkt] = [tm.group(1), False, False, False]
+        elif msg.startswith("Looking up key:") and t is not None:
+            t[2] = True
+        elif msg.startswith("* ") and t is not None and t[2]:
+            t[1] = True
+        elif (rm := _RESULT.match(msg)) is not None and t is not None:
+            t[2] = False
+            if t[1]:
+                acc.append(f"table {rm.group(1)} {rm.group(2)}")
+            else:
+                t[3] = True  # keyless: its action is not a step either
+        elif (am := _ACTION.match(msg)) is not None:
+            if t is not None and t[3]:
+                t[3] = False
+            else:
+                acc.append(f"action {am.group(1)}")
+        else:
+            for rx, fmt in _STEP_RES:
+                if (sm := rx.match(msg)) is not None:
+                    acc.append(fmt.format(*sm.groups()))
+                    break
+    return {p: s for p, s in out.items() if s}
+
+
+def diff_steps(a: Sequence[str], b: Sequence[str], name_a: str = "a",
+               name_b: str = "b") -> list[str]:
+    """A unified diff of the :func:`steps` of two logs, packet by packet in order of
+    appearance (packet ids differ between targets); ``[]`` when they agree."""
+    sa, sb = list(steps(a).values()), list(steps(b).values())
+    flat_a = [f"packet {i + 1}: {x}" for i, s in enumerate(sa) for x in s]
+    flat_b = [f"packet {i + 1}: {x}" for i, s in enumerate(sb) for x in s]
+    return list(difflib.unified_diff(flat_a, flat_b, name_a, name_b, lineterm=""))
 
 
 def _hex(v: int, bits: int) -> str:
@@ -220,10 +298,13 @@ class Tracer:
             except (KeyError, ValueError, IndexError, TypeError):
                 self._log(f"Parser state '{name}': key is ... (not rebuilt)")
                 return
-            key = 0
+            # BMv2 gives every field of a select key whole bytes (ParseSwitchKeyBuilder),
+            # and p4c writes the transition values that way
+            key = total = 0
             for v, w in zip(vals, widths, strict=True):
-                key = (key << w) | v
-            total = sum(widths)
+                bits = (w + 7) // 8 * 8
+                key = (key << bits) | v
+                total += bits
             if keyspec:
                 self._log(f"Parser state '{name}': key is {_hex(key, total)}")
             nxt = None
@@ -242,3 +323,36 @@ class Tracer:
                 if keyspec:
                     return
             name = nxt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m targets.embedded.trace steps LOG`` prints a trace's or BMv2 log's
+    steps; ``diff A B`` diffs two (exit status 1 when they differ)."""
+    p = argparse.ArgumentParser(prog="python -m targets.embedded.trace",
+                                description="Reduce an embedded-target trace or a BMv2 "
+                                            "'-L trace' log to comparable per-packet steps.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    st = sub.add_parser("steps", help="print the per-packet steps of one log")
+    st.add_argument("log")
+    df = sub.add_parser("diff", help="diff the steps of two logs (exit 1 if they differ)")
+    df.add_argument("a")
+    df.add_argument("b")
+    args = p.parse_args(argv)
+    try:
+        if args.cmd == "steps":
+            with open(args.log, errors="replace") as f:
+                for i, s in enumerate(steps(f).values()):
+                    print(f"packet {i + 1}:")
+                    print("\n".join(f"  {x}" for x in s))
+            return 0
+        with open(args.a, errors="replace") as fa, open(args.b, errors="replace") as fb:
+            d = diff_steps(list(fa), list(fb), args.a, args.b)
+    except OSError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print("\n".join(d) if d else "same steps")
+    return 1 if d else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
