@@ -614,3 +614,39 @@ def test_symmetry_trees_are_the_routed_paths(case: str) -> None:
                 u = int(sym.trees[r, u])
                 path.append(sym.names[u])
             assert path == p.path(src, dest)
+
+
+@pytest.mark.parametrize("case", ["ft4-tight", "ft4-tor-in-budget", "ft4-ecmp", "ft6"])
+def test_quotient_phase2_is_an_optimal_tidy_solution(case: str) -> None:
+    """Phase 2 solved through the quotient (what the greedy's final solve uses on large
+    instances) gives a feasible solution of the full LP with the same gamma and the same
+    total link traffic as the full LP's phase 2."""
+    from controller.placement import _Model, _Reduced
+    from controller.placement.lp import _split
+
+    p = _symmetric_cases()[case]
+    red = _Reduced(p)
+    chosen = greedy_placement(p, symmetry=False).switches
+    full = solve_lp(p, chosen)
+    others, tor_on = _split(p, chosen)
+    m = _Model(p, len(others))
+    for i, s in enumerate(others):
+        m.assign(i, s)
+    m.set_tor(tor_on)
+    cols = m.reduced_columns()
+    weights = np.zeros(max(cols.values()) + 1)
+    for var, w in m.traffic_weights().items():
+        weights[cols[var.index()]] = w
+    gamma = red.gamma(others, tor_on, always=True)  # phase 1, as the greedy's last round
+    assert gamma is not None
+    x = red.tidy(others, tor_on, gamma, weights, always=True)
+    assert x is not None  # these fat-trees give an equitable partition
+    res = m.result(lambda v: float(x[cols[v.index()]]))
+    assert res.gamma == pytest.approx(full.gamma, rel=1e-6)
+    assert sum(res.link_loads.values()) == pytest.approx(sum(full.link_loads.values()), rel=1e-6)
+    for arc, load in res.link_loads.items():
+        assert load <= p.graph.edges[arc]["capacity"] * (1 + 1e-6) + 1e-9, arc
+    for w in p.workers:
+        assert sum(res.rates[w].values()) == pytest.approx(res.gamma, rel=1e-6), w
+    for sw in res.switches:
+        assert sum(r.get(sw, 0.0) for r in res.rates.values()) <= p.switch_capacity * (1 + 1e-6)

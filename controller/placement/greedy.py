@@ -81,4 +81,5 @@ def greedy_placement(
         trace.append(RoundTrace(rnd, best, scores[best], scores, len(classes)))
         if progress is not None:
             progress(trace[-1])
-    return _placement(prob, "greedy", chosen, t0, trace=trace)
+    gamma = trace[-1].gamma if trace else None
+    return _placement(prob, "greedy", chosen, t0, trace=trace, gamma=gamma, reduced=red)

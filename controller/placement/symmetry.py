@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from ortools.linear_solver import pywraplp
 
+from .lp import _REL_TOL
 from .problem import PlacementProblem
 
 
@@ -420,78 +421,140 @@ class _Reduced:
         """The LP's gamma from its quotient, or None where that does not pay off (little
         symmetry; ``always`` tries anyway) or cannot be trusted (not equitable)."""
         rows, cols, vals, row_lb, row_ub, col_ub, obj = self.matrix(switches, tor_on)
-        # drop what cannot matter: columns fixed at 0, zero entries, and rows that 0
-        # satisfies and that have no entries (links no path uses) or no bounds
-        keep_c = col_ub > 0
-        vals = np.where(keep_c[cols], vals, 0.0)
-        used = np.bincount(rows[vals != 0], minlength=len(row_lb)) > 0
-        trivial = (row_lb <= 0) & (row_ub >= 0) & ~used
-        keep_r = ~trivial & (np.isfinite(row_lb) | np.isfinite(row_ub))
-        cmap = np.cumsum(keep_c) - 1
-        rmap = np.cumsum(keep_r) - 1
-        ok = keep_c[cols] & keep_r[rows] & (vals != 0)
-        rows, cols, vals = rmap[rows[ok]], cmap[cols[ok]], vals[ok]
-        row_lb, row_ub, col_ub, obj = row_lb[keep_r], row_ub[keep_r], col_ub[keep_c], obj[keep_c]
-        n_r, n_c = len(row_lb), len(col_ub)
+        out = _solve_quotient(
+            rows, cols, vals, row_lb, row_ub, np.zeros(len(col_ub)), col_ub, obj,
+            maximize=True, always=always,
+        )  # fmt: skip
+        return None if out is None else out[0]
 
-        # initial colours: rows by their bounds, columns by bound and objective (hashed:
-        # a collision only coarsens the partition, which the check below catches)
-        def h(*parts: np.ndarray) -> np.ndarray:
-            out = np.zeros(len(parts[0]), dtype=np.uint64)
-            for p in parts:
-                out = _mix(out ^ np.ascontiguousarray(p, dtype=float).view(np.uint64))
-            return out
+    def tidy(
+        self,
+        switches: Sequence[str],
+        tor_on: bool,
+        gamma: float,
+        weights: np.ndarray,
+        *,
+        always: bool = False,
+    ) -> np.ndarray | None:
+        """Phase 2 of :func:`~controller.placement.lp.solve_lp` through the quotient: among
+        the solutions with gamma at least ``gamma`` (to ``_REL_TOL``), one of least
+        ``weights . x`` (the traffic weights, one per column of :meth:`matrix`). Returns
+        every column's value, lifted from the quotient (each column takes its class's
+        value: feasible and optimal for the full LP, Grohe et al.), or None where the
+        quotient does not pay off (``always`` tries anyway) or is not equitable; the
+        caller then solves the full LP.
+        """
+        rows, cols, vals, row_lb, row_ub, col_ub, _ = self.matrix(switches, tor_on)
+        col_lb = np.zeros(len(col_ub))
+        col_lb[0] = gamma * (1 - _REL_TOL)
+        out = _solve_quotient(
+            rows, cols, vals, row_lb, row_ub, col_lb, col_ub, np.asarray(weights, float),
+            maximize=False, always=always,
+        )  # fmt: skip
+        return None if out is None else out[1]
 
-        init = np.concatenate([h(row_lb, row_ub), h(col_ub, obj) ^ np.uint64(1)])
-        _, init = np.unique(init, return_inverse=True)
-        scale = float(np.abs(vals).max())
-        # coefficients equal to 12 significant digits share a label
-        _, lab = np.unique(np.round(vals / scale, 12), return_inverse=True)
-        lab = lab.ravel()
-        col = _refine(
-            init.ravel().astype(np.int64),
-            np.concatenate([rows, cols + n_r]),
-            np.concatenate([cols + n_r, rows]),
-            np.concatenate([lab, lab]),
-        )
-        _, rc = np.unique(col[:n_r], return_inverse=True)
-        _, cc = np.unique(col[n_r:], return_inverse=True)
-        rc, cc = rc.ravel(), cc.ravel()
-        n_rc, n_cc = int(rc.max()) + 1, int(cc.max()) + 1
-        if n_r * n_cc > 4_000_000 or n_c * n_rc > 4_000_000 or (4 * n_cc > n_c and not always):
-            return None  # too little symmetry for the quotient to pay off
-        # block sums: each row's sum over each column class, each column's over each row class
-        by_col = np.bincount(rows * n_cc + cc[cols], vals, n_r * n_cc).reshape(n_r, n_cc)
-        by_row = np.bincount(cols * n_rc + rc[rows], vals, n_c * n_rc).reshape(n_c, n_rc)
-        rep_r = np.zeros(n_rc, dtype=np.int64)
-        rep_r[rc[::-1]] = np.arange(n_r)[::-1]  # first row of each class
-        rep_c = np.zeros(n_cc, dtype=np.int64)
-        rep_c[cc[::-1]] = np.arange(n_c)[::-1]
-        quot = by_col[rep_r]
-        tol = 1e-9 * scale
-        if (
-            np.abs(by_col - quot[rc]).max() > tol
-            or np.abs(by_row - by_row[rep_c][cc]).max() > tol
-            or not np.array_equal(row_lb[rep_r][rc], row_lb)
-            or not np.array_equal(row_ub[rep_r][rc], row_ub)
-            or not np.array_equal(col_ub[rep_c][cc], col_ub)
-            or not np.array_equal(obj[rep_c][cc], obj)
-        ):
-            return None  # not equitable (a hash collision): do not trust the quotient
-        s = pywraplp.Solver.CreateSolver("GLOP")
-        inf = s.infinity()
-        y = [s.NumVar(0.0, min(float(col_ub[k]), inf), "") for k in rep_c.tolist()]
-        cons = [
-            s.Constraint(max(float(row_lb[k]), -inf), min(float(row_ub[k]), inf))
-            for k in rep_r.tolist()
-        ]
-        for i, j in zip(*np.nonzero(quot), strict=True):
-            cons[i].SetCoefficient(y[j], float(quot[i, j]))
-        size = np.bincount(cc, minlength=n_cc)
-        for j, k in enumerate(rep_c.tolist()):
-            if obj[k]:
-                s.Objective().SetCoefficient(y[j], float(obj[k] * size[j]))
+
+def _solve_quotient(
+    rows: np.ndarray,
+    cols: np.ndarray,
+    vals: np.ndarray,
+    row_lb: np.ndarray,
+    row_ub: np.ndarray,
+    col_lb: np.ndarray,
+    col_ub: np.ndarray,
+    obj: np.ndarray,
+    *,
+    maximize: bool,
+    always: bool,
+) -> tuple[float, np.ndarray] | None:
+    """Solve an LP in coordinate form (``col_lb <= x <= col_ub``, ``row_lb <= A x <=
+    row_ub``, optimise ``obj . x``) through its quotient by colour refinement. Returns the
+    optimum and every column's value (its class's value; columns fixed at 0 are 0), or
+    None where the quotient would not be much smaller (unless ``always``), is not
+    equitable (a hash collision) or the solver fails."""
+    n_all = len(col_ub)
+    # drop what cannot matter: columns fixed at 0, zero entries, and rows that 0
+    # satisfies and that have no entries (links no path uses) or no bounds
+    keep_c = (col_ub > 0) | (col_lb > 0)
+    vals = np.where(keep_c[cols], vals, 0.0)
+    used = np.bincount(rows[vals != 0], minlength=len(row_lb)) > 0
+    trivial = (row_lb <= 0) & (row_ub >= 0) & ~used
+    keep_r = ~trivial & (np.isfinite(row_lb) | np.isfinite(row_ub))
+    cmap = np.cumsum(keep_c) - 1
+    rmap = np.cumsum(keep_r) - 1
+    ok = keep_c[cols] & keep_r[rows] & (vals != 0)
+    rows, cols, vals = rmap[rows[ok]], cmap[cols[ok]], vals[ok]
+    row_lb, row_ub = row_lb[keep_r], row_ub[keep_r]
+    col_lb, col_ub, obj = col_lb[keep_c], col_ub[keep_c], obj[keep_c]
+    n_r, n_c = len(row_lb), len(col_ub)
+
+    # initial colours: rows by their bounds, columns by bounds and objective (hashed: a
+    # collision only coarsens the partition, which the check below catches)
+    def h(*parts: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(parts[0]), dtype=np.uint64)
+        for p in parts:
+            out = _mix(out ^ np.ascontiguousarray(p, dtype=float).view(np.uint64))
+        return out
+
+    init = np.concatenate([h(row_lb, row_ub), h(col_lb, col_ub, obj) ^ np.uint64(1)])
+    _, init = np.unique(init, return_inverse=True)
+    scale = float(np.abs(vals).max())
+    # coefficients equal to 12 significant digits share a label
+    _, lab = np.unique(np.round(vals / scale, 12), return_inverse=True)
+    lab = lab.ravel()
+    col = _refine(
+        init.ravel().astype(np.int64),
+        np.concatenate([rows, cols + n_r]),
+        np.concatenate([cols + n_r, rows]),
+        np.concatenate([lab, lab]),
+    )
+    _, rc = np.unique(col[:n_r], return_inverse=True)
+    _, cc = np.unique(col[n_r:], return_inverse=True)
+    rc, cc = rc.ravel(), cc.ravel()
+    n_rc, n_cc = int(rc.max()) + 1, int(cc.max()) + 1
+    if n_r * n_cc > 4_000_000 or n_c * n_rc > 4_000_000 or (4 * n_cc > n_c and not always):
+        return None  # too little symmetry for the quotient to pay off
+    # block sums: each row's sum over each column class, each column's over each row class
+    by_col = np.bincount(rows * n_cc + cc[cols], vals, n_r * n_cc).reshape(n_r, n_cc)
+    by_row = np.bincount(cols * n_rc + rc[rows], vals, n_c * n_rc).reshape(n_c, n_rc)
+    rep_r = np.zeros(n_rc, dtype=np.int64)
+    rep_r[rc[::-1]] = np.arange(n_r)[::-1]  # first row of each class
+    rep_c = np.zeros(n_cc, dtype=np.int64)
+    rep_c[cc[::-1]] = np.arange(n_c)[::-1]
+    quot = by_col[rep_r]
+    tol = 1e-9 * scale
+    if (
+        np.abs(by_col - quot[rc]).max() > tol
+        or np.abs(by_row - by_row[rep_c][cc]).max() > tol
+        or not np.array_equal(row_lb[rep_r][rc], row_lb)
+        or not np.array_equal(row_ub[rep_r][rc], row_ub)
+        or not np.array_equal(col_lb[rep_c][cc], col_lb)
+        or not np.array_equal(col_ub[rep_c][cc], col_ub)
+        or not np.array_equal(obj[rep_c][cc], obj)
+    ):
+        return None  # not equitable (a hash collision): do not trust the quotient
+    s = pywraplp.Solver.CreateSolver("GLOP")
+    inf = s.infinity()
+    y = [
+        s.NumVar(float(col_lb[k]), min(float(col_ub[k]), inf), "") for k in rep_c.tolist()
+    ]
+    cons = [
+        s.Constraint(max(float(row_lb[k]), -inf), min(float(row_ub[k]), inf))
+        for k in rep_r.tolist()
+    ]
+    for i, j in zip(*np.nonzero(quot), strict=True):
+        cons[i].SetCoefficient(y[j], float(quot[i, j]))
+    size = np.bincount(cc, minlength=n_cc)
+    for j, k in enumerate(rep_c.tolist()):
+        if obj[k]:
+            s.Objective().SetCoefficient(y[j], float(obj[k] * size[j]))
+    if maximize:
         s.Objective().SetMaximization()
-        if s.Solve() != pywraplp.Solver.OPTIMAL:
-            return None
-        return s.Objective().Value()
+    else:
+        s.Objective().SetMinimization()
+    if s.Solve() != pywraplp.Solver.OPTIMAL:
+        return None
+    y_val = np.array([v.solution_value() for v in y])
+    x = np.zeros(n_all)
+    x[np.flatnonzero(keep_c)] = y_val[cc]
+    return s.Objective().Value(), x
