@@ -225,15 +225,33 @@ def loss_on_gpu_link(topo: Topology, gpu: str, p: float) -> dict[tuple[str, int]
     return {(sw, topo.port(sw, gpu)): p}
 
 
+def loss_on_fabric_link(topo: Topology, ps: str, gpu: str, p: float) -> dict[tuple[str, int], float]:
+    """Emulated loss on both directions of the first switch-to-switch link on the FIB
+    path from ``gpu`` to ``ps`` (subscriptions, gradients, updates and recoveries cross it)."""
+    from controller.ndn import fib_routes
+
+    routes = fib_routes(topo)
+    sw = topo.iface(gpu)["switch"]
+    for _ in range(len(routes)):
+        port = routes[sw][ps]
+        peer, pport = topo.peer(sw, port)
+        if topo.is_host(peer):
+            break
+        return {(sw, port): p, (peer, pport): p}
+    raise DeployError(f"{gpu} and {ps} share a switch: no fabric link between them")
+
+
 def run_ndn(net: Any, topo: Topology, run_dir: Path, loss: dict[tuple[str, int], float],
-            **kw: Any) -> NdnRunResult:
-    """Deploy ndn.p4 + the persistent-PIT manager and run the agents over NDN."""
-    dep = NdnDeployment(topo, net.grpc_addresses(), loss=loss)
+            subscriptions: str = "switch", **kw: Any) -> NdnRunResult:
+    """Deploy ndn.p4 and run the agents over NDN. ``subscriptions``: ``switch`` (the data
+    plane keeps them) or ``controller`` (the persistent-PIT manager runs for the run)."""
+    dep = NdnDeployment(topo, net.grpc_addresses(), loss=loss, subscriptions=subscriptions)
     rep = dep.deploy()
-    _log(f"ndn.p4 deployed: {rep}")
+    _log(f"ndn.p4 deployed ({subscriptions} subscriptions): {rep}")
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
-        dep.start_manager(run_dir / "persistent-pit.json")
+        if subscriptions == "controller":
+            dep.start_manager(run_dir / "persistent-pit.json")
         res = run_agents(net, topo, run_dir, transport="ndn", **kw)
     finally:
         dep.stop_manager()

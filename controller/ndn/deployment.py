@@ -220,7 +220,7 @@ def read_switch_state(topology: Topology, addresses: Mapping[str, str],
 
     prog = Program.load(program)
     drops, le = prog.block(NdnDrops), prog.block(LinkEmulation)
-    pit, pp = prog.block(TransientPit), prog.block(PersistentPit)
+    tpit, pp = prog.block(TransientPit), prog.block(PersistentPit)
     out: dict[str, dict[str, Any]] = {}
     for s, addr in addresses.items():
         with P4RuntimeClient(addr, topology.device_id(s), election_id=READER.election_id, role=READER.name) as c:
@@ -236,7 +236,7 @@ def read_switch_state(topology: Topology, addresses: Mapping[str, str],
                 "drops": NdnDrops.decode(counter(drops.name("ndn_drops")), NDN_DROP_REASONS),
                 "events": NdnDrops.decode(counter(drops.name("ndn_events")), NDN_EVENTS),
                 "link_drops": {i: p for i, (p, _) in counter(le.name("link_emulation_drops")).items() if p},
-                "expired": {"pit": sum(p for p, _ in counter(pit.name("pit_expired")).values()),
+                "expired": {"pit": sum(p for p, _ in counter(tpit.name("pit_expired")).values()),
                             "subscriptions": sum(p for p, _ in
                                                  counter(pp.name("subscriptions_expired")).values())},
             }
