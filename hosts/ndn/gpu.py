@@ -5,7 +5,10 @@ The GPU's side of every step of the seed's claim 1 (PS ``P``, training ``T``, GP
 2.2  answers the task-assignment Interest ``/G/P/T`` with Data "accept", or "decline"
      when busy (``--busy``), and then takes no work.
 3.1  fetches the model initialisation ``/P/T/G/seg=i``.
-4.1  subscribes with ``/*insert*/P/T/G`` until the ``/*distribute*/P/T/G`` ack arrives.
+4.1  subscribes with ``/*insert*/P/T/G`` until the ``/*distribute*/P/T/G`` ack arrives
+     (``subscribe_s``: how long that took), re-sends it every ``--refresh`` s while it
+     trains (the switches' subscriptions are soft state) and sends
+     ``/*unsubscribe*/P/T/G`` when it is done.
 5.2  answers the collection Interest ``/G/P/T/v=r/seg=i`` at once when gradient r is
      ready, or holds it and answers when the computation finishes.
 5.3.1 synchronous: after sending gradient r it starts a probe timer set from its past
