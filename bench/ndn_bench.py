@@ -107,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         lt.add_row(f"{r:.0%}", f"{g.get('updates_recovered_by_probe', 0)}/{args.rounds}",
                    str(g.get("segments_recovered", 0)), str(g.get("probes_fired", 0)), str(drops),
                    f"{res.round_seconds:.2f}", "yes" if res.exact else "NO")
-    console.print(lt)
+    if rates:
+        console.print(lt)
     ft = Table(title=f"NDN under loss on a fabric link (both directions, toward {lossy}): every GPU, "
                      "every update")
     for col in ("loss", "mode", "link", "every update", "recovered by probe", "retransmissions",
