@@ -6,9 +6,17 @@ On one network (default fat-tree k=4, 10 Mbit/s links; PS h1, every other host a
    (``forward.p4``, the same agents, one copy per GPU), no loss: PS egress bytes per
    round (distribution alone, and everything the PS sent), round time, and the ratios;
 2. NDN with 1 %, 5 % and 10 % loss on one GPU's link: how many of its updates the probe
-   timer recovered, and whether every GPU still ended bit-exact.
+   timer recovered, and whether every GPU still ended bit-exact;
+3. NDN with 1 %, 5 % and 10 % loss on a fabric link (both directions of the first
+   switch-to-switch link from the farthest GPU toward the PS), synchronous and
+   asynchronous: did every GPU get every update of every round (by distribution or by its
+   probe timer), bit-exact;
+4. subscriptions in the data plane vs by the controller (``--subscriptions``): how long a
+   GPU's subscribe Interest takes to be acked, and how many packet-ins the switches sent
+   per subscription.
 
     python -m bench.ndn_bench [--topo fat-tree|leaf-spine] [--rounds 5] [--gpu-loss 0.01,0.05,0.1]
+                              [--fabric-loss 0.01,0.05,0.1]
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from rich.table import Table
 
 from controller.output import TableConsole
 from experiments import options as opts
-from experiments.ndn import loss_on_gpu_link, ratios_table, run_ip, run_ndn
+from experiments.ndn import loss_on_fabric_link, loss_on_gpu_link, ratios_table, run_ip, run_ndn
 from topologies import fat_tree, leaf_spine
 
 console = TableConsole()
@@ -40,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gpu-loss", default="0.01,0.05,0.1", metavar="R,R,...",
                    help="loss rates on one GPU's link, one NDN run each (as --mode ndn's --gpu-loss)")
     opts.add_alias(p, "--loss", "--gpu-loss", "gpu_loss")
+    p.add_argument("--fabric-loss", default="0.01,0.05,0.1", metavar="R,R,...",
+                   help="loss rates on a fabric link, one sync and one async NDN run each ('' : none)")
     p.add_argument("--target", default=None, help="auto|embedded|bmv2")
     args = p.parse_args(argv)
     if os.geteuid() != 0:
@@ -52,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     ps, gpus = hosts[0], hosts[1:]
     lossy = gpus[-1]                  # the farthest GPU
     rates = [float(x) for x in args.gpu_loss.split(",") if x]
+    fabric = [float(x) for x in args.fabric_loss.split(",") if x]
     out = Path(tempfile.mkdtemp(prefix="gradnet-ndn-bench-"))
     kw = dict(ps=ps, gpus=gpus, rounds=args.rounds, values=args.values,
               compute_time=args.compute_time, max_time=240.0)
@@ -64,6 +75,16 @@ def main(argv: list[str] | None = None) -> int:
         for r in rates:
             console.print(f"[dim]NDN, {r:.0%} loss toward {lossy} ...[/dim]")
             runs[r] = run_ndn(net, topo, out / f"ndn-loss{r}", loss_on_gpu_link(topo, lossy, r), **kw)
+        for r in fabric:
+            for mode in ("sync", "async"):
+                console.print(f"[dim]NDN {mode}, {r:.0%} loss on a fabric link ...[/dim]")
+                runs[("fabric", mode, r)] = run_ndn(net, topo, out / f"ndn-fabric-{mode}-{r}",
+                                                    loss_on_fabric_link(topo, ps, lossy, r), mode=mode,
+                                                    steps=args.rounds, **kw)
+        for sub in ("switch", "controller"):
+            console.print(f"[dim]NDN, {sub} subscriptions ...[/dim]")
+            runs[("sub", sub)] = run_ndn(net, topo, out / f"ndn-sub-{sub}", {}, subscriptions=sub,
+                                         **{**kw, "rounds": 1})
     n = len(gpus)
     ndn, ip = runs["ndn"], runs["ip"]
     t = Table(title=f"NDN PS (persistent PIT) vs IP-unicast PS, {topo.name}, {n} GPUs, "
@@ -86,7 +107,41 @@ def main(argv: list[str] | None = None) -> int:
         lt.add_row(f"{r:.0%}", f"{g.get('updates_recovered_by_probe', 0)}/{args.rounds}",
                    str(g.get("segments_recovered", 0)), str(g.get("probes_fired", 0)), str(drops),
                    f"{res.round_seconds:.2f}", "yes" if res.exact else "NO")
-    console.print(lt)
+    if rates:
+        console.print(lt)
+    ft = Table(title=f"NDN under loss on a fabric link (both directions, toward {lossy}): every GPU, "
+                     "every update")
+    for col in ("loss", "mode", "link", "every update", "recovered by probe", "retransmissions",
+                "emulated drops", "s", "exact"):
+        ft.add_column(col, justify="right" if col not in ("mode", "link") else "left")
+    for r in fabric:
+        for mode in ("sync", "async"):
+            res = runs[("fabric", mode, r)]
+            link = ", ".join(f"{s}:{pt}" for s, pt in loss_on_fabric_link(topo, ps, lossy, r))
+            final = args.rounds if mode == "sync" else args.rounds * len(gpus)
+            got = [g for g, st in res.gpus.items() if st.get("version") == final
+                   and (mode == "async" or st.get("updates_via_distribute", 0)
+                        + st.get("updates_recovered_by_probe", 0) == args.rounds)]
+            drops = sum(sum(st.get("link_drops", {}).values()) for st in res.switches.values())
+            retx = int(res.ps.get("retransmissions", 0)) + sum(int(g.get("retransmissions", 0))
+                                                             for g in res.gpus.values())
+            ft.add_row(f"{r:.0%}", mode, link, f"{len(got)}/{len(gpus)} GPUs", str(res.probe_recoveries),
+                       str(retx), str(drops), f"{res.seconds:.1f}", "yes" if res.exact else "NO")
+    if fabric:
+        console.print(ft)
+    st = Table(title="subscriptions: in the data plane vs by the controller (one subscribe each, "
+                     f"{len(gpus)} GPUs)")
+    for col in ("subscriptions", "ack latency mean ms", "max ms", "packet-ins", "packet-ins / subscription",
+                "exact"):
+        st.add_column(col, justify="right" if col != "subscriptions" else "left")
+    for sub in ("switch", "controller"):
+        res = runs[("sub", sub)]
+        lat = [float(g["subscribe_s"]) for g in res.gpus.values() if g.get("subscribe_s") is not None]
+        punted = sum(int(x.get("events", {}).get("punted", 0)) for x in res.switches.values())
+        st.add_row(sub, f"{1e3 * sum(lat) / len(lat):.1f}" if lat else "-",
+                   f"{1e3 * max(lat):.1f}" if lat else "-", str(punted),
+                   f"{punted / len(lat):.2f}" if lat else "-", "yes" if res.exact else "NO")
+    console.print(st)
     bad = [k for k, r in runs.items() if not r.exact]
     for k in bad:
         console.print(f"[red]{k}: {'; '.join(runs[k].problems)[:300]}[/red]")

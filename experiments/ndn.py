@@ -2,8 +2,9 @@
 
 On a fat-tree (default k=4, 20 P4 switches, 16 hosts):
 
-1. NDN: ``ndn.p4`` on every switch (FIB, transient PIT, persistent PIT), the
-   persistent-PIT manager reading packet-ins; PS on ``h1``, GPUs on the other hosts
+1. NDN: ``ndn.p4`` on every switch (FIB, transient PIT, persistent PIT), subscriptions
+   taken by the switches (``--subscriptions controller``: by the persistent-PIT manager
+   from packet-ins); PS on ``h1``, GPUs on the other hosts
    (``--busy`` ones decline); synchronous rounds; the PS sends each update once and the
    switches replicate it; optional loss on one GPU's link, recovered by its probe timer;
 2. IP baseline: ``forward.p4`` on every switch, the same agents over UDP with the same
@@ -225,15 +226,33 @@ def loss_on_gpu_link(topo: Topology, gpu: str, p: float) -> dict[tuple[str, int]
     return {(sw, topo.port(sw, gpu)): p}
 
 
+def loss_on_fabric_link(topo: Topology, ps: str, gpu: str, p: float) -> dict[tuple[str, int], float]:
+    """Emulated loss on both directions of the first switch-to-switch link on the FIB
+    path from ``gpu`` to ``ps`` (subscriptions, gradients, updates and recoveries cross it)."""
+    from controller.ndn import fib_routes
+
+    routes = fib_routes(topo)
+    sw = topo.iface(gpu)["switch"]
+    for _ in range(len(routes)):
+        port = routes[sw][ps]
+        peer, pport = topo.peer(sw, port)
+        if topo.is_host(peer):
+            break
+        return {(sw, port): p, (peer, pport): p}
+    raise DeployError(f"{gpu} and {ps} share a switch: no fabric link between them")
+
+
 def run_ndn(net: Any, topo: Topology, run_dir: Path, loss: dict[tuple[str, int], float],
-            **kw: Any) -> NdnRunResult:
-    """Deploy ndn.p4 + the persistent-PIT manager and run the agents over NDN."""
-    dep = NdnDeployment(topo, net.grpc_addresses(), loss=loss)
+            subscriptions: str = "switch", **kw: Any) -> NdnRunResult:
+    """Deploy ndn.p4 and run the agents over NDN. ``subscriptions``: ``switch`` (the data
+    plane keeps them) or ``controller`` (the persistent-PIT manager runs for the run)."""
+    dep = NdnDeployment(topo, net.grpc_addresses(), loss=loss, subscriptions=subscriptions)
     rep = dep.deploy()
-    _log(f"ndn.p4 deployed: {rep}")
+    _log(f"ndn.p4 deployed ({subscriptions} subscriptions): {rep}")
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
-        dep.start_manager(run_dir / "persistent-pit.json")
+        if subscriptions == "controller":
+            dep.start_manager(run_dir / "persistent-pit.json")
         res = run_agents(net, topo, run_dir, transport="ndn", **kw)
     finally:
         dep.stop_manager()
@@ -330,6 +349,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu-loss", type=float, default=0.05, metavar="RATE",
                    help="loss rate on the first GPU's link, toward it (default 0.05; 0: none)")
     p.add_argument("--no-async", action="store_true", help="skip the asynchronous run")
+    p.add_argument("--subscriptions", choices=["switch", "controller"], default="switch",
+                   help="who keeps the persistent PIT: the switches' data plane (default) or the "
+                        "controller from packet-ins (the older way, to compare)")
     p.add_argument("--cli", action="store_true", help="open a Mininet CLI before teardown")
     opts.add_common(p, "ndn", takes={
         "--seed": {"default": 0}, "--workers": {"default": "all", "allow_all": True},
@@ -381,12 +403,14 @@ def main(argv: list[str]) -> int:
          + (f"; port loss {', '.join(f'{sw}:{pt}={r:g}' for (sw, pt), r in loss.items())}" if args.loss else ""))
     runs: dict[str, NdnRunResult] = {}
     with Network(topo, target=args.target, log=_log) as net:
-        runs["ndn-sync"] = run_ndn(net, topo, run_dir / "ndn-sync", loss, mode="sync", **kw)
+        runs["ndn-sync"] = run_ndn(net, topo, run_dir / "ndn-sync", loss, mode="sync",
+                                   subscriptions=args.subscriptions, **kw)
         _log(f"NDN sync: {runs['ndn-sync'].seconds:.1f} s, exact: {runs['ndn-sync'].exact}")
         runs["ip-sync"] = run_ip(net, topo, run_dir / "ip-sync", loss, mode="sync", **kw)
         _log(f"IP sync: {runs['ip-sync'].seconds:.1f} s, exact: {runs['ip-sync'].exact}")
         if not args.no_async:
-            runs["ndn-async"] = run_ndn(net, topo, run_dir / "ndn-async", loss, mode="async", **kw)
+            runs["ndn-async"] = run_ndn(net, topo, run_dir / "ndn-async", loss, mode="async",
+                                        subscriptions=args.subscriptions, **kw)
             _log(f"NDN async: {runs['ndn-async'].seconds:.1f} s, exact: {runs['ndn-async'].exact}")
         if args.cli:
             net.cli()

@@ -8,8 +8,10 @@
 - An INA job whose aggregating switch is SIGKILLed mid-job completes with exact sums:
   the watcher restarts the switch with a clean slate (empty aggregators), the workers'
   retransmissions go straight to the PS, which counts every contributor exactly once.
-- An NDN training run whose spine dies after the GPUs subscribed ends bit-exact: the
-  persistent-PIT manager's entries come back from the journal, the manager reconnects.
+- An NDN training run whose spine dies after the GPUs subscribed ends bit-exact: with
+  controller-assisted subscriptions the persistent-PIT manager's entries come back from
+  the journal and the manager reconnects; with data-plane subscriptions (registers, not
+  replayed) the GPUs' refreshes rebuild them.
 - A token run survives a LAN switch restart (identical weights everywhere); a NIC
   restart cuts its node off: the others go on, it stops at --max-time with a clear message.
 """
@@ -187,17 +189,18 @@ def ndn_net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, 
 
 
 def test_ndn_training_survives_spine_restart(ndn_net) -> None:  # noqa: ANN001
-    """The spine on the PS -> GPU path dies after the GPUs subscribed: the watcher
-    restarts it and replays its journal, which holds the persistent-PIT manager's entry
-    and multicast group; the manager reconnects; training ends bit-exact, and the spine
-    replicates updates again after the restart (its counters restarted at zero)."""
+    """Controller-assisted subscriptions: the spine on the PS -> GPU path dies after the
+    GPUs subscribed: the watcher restarts it and replays its journal, which holds the
+    persistent-PIT manager's entry and multicast group; the manager reconnects; training
+    ends bit-exact, and the spine replicates updates again after the restart (its
+    counters restarted at zero)."""
     from controller.ndn import NdnDeployment, fib_routes, read_switch_state
     from controller.watch import SwitchWatcher
     from experiments.ndn import run_agents
 
     network, topo, out = ndn_net
     spine = topo.peer("s3", fib_routes(topo)["s3"]["h1"])[0]
-    dep = NdnDeployment(topo, network.grpc_addresses())
+    dep = NdnDeployment(topo, network.grpc_addresses(), subscriptions="controller")
     dep.deploy()
     switches = {sw.name: (sw.grpc_addr, sw.device_id) for sw in network.net.switches}
     watcher = SwitchWatcher(switches, alive=lambda n: network.switch(n).process_alive(),
@@ -237,6 +240,53 @@ def test_ndn_training_survives_spine_restart(ndn_net) -> None:  # noqa: ANN001
         assert st["events"].get("distributed", 0) > 0, st["events"]
     finally:
         dep.stop_manager()
+        watcher.stop()
+
+
+def test_ndn_data_plane_subscriptions_rebuilt_after_spine_restart(ndn_net) -> None:  # noqa: ANN001
+    """Data-plane subscriptions (registers, which no replay restores): the spine dies
+    after it took the subscriptions; the watcher restarts it with the replayed FIB and
+    groups but an empty persistent PIT. The GPUs' refreshes rebuild it (the spine takes
+    subscriptions and replicates updates again, its counters restarted at zero), the
+    updates lost meanwhile come back by probe, and training ends bit-exact."""
+    from controller.ndn import NdnDeployment, fib_routes, read_switch_state
+    from controller.watch import SwitchWatcher
+    from experiments.ndn import run_agents
+
+    network, topo, out = ndn_net
+    spine = topo.peer("s3", fib_routes(topo)["s3"]["h1"])[0]
+    dep = NdnDeployment(topo, network.grpc_addresses())
+    dep.deploy()
+    switches = {sw.name: (sw.grpc_addr, sw.device_id) for sw in network.net.switches}
+    watcher = SwitchWatcher(switches, alive=lambda n: network.switch(n).process_alive(),
+                            restart=network.restart_switch).start()
+    killed: list[int] = []
+
+    def kill_when_subscribed() -> None:
+        def subscribed() -> bool:
+            try:
+                ev = read_switch_state(topo, {spine: network.grpc_addresses()[spine]})[spine]["events"]
+            except Exception:  # not deployed yet
+                return False
+            return ev.get("distributed", 0) > 0          # it took the subscription and replicates
+        if _poll(subscribed, 60, 0.2):
+            pid = network.switch(spine).proc.pid
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    try:
+        assert watcher.wait_for(lambda h: all(x.p4runtime and x.pipeline for x in h.values()), 60)
+        threading.Thread(target=kill_when_subscribed, daemon=True).start()
+        res = run_agents(network, topo, out / "dp-run", transport="ndn", ps="h1", gpus=["h2", "h3", "h4"],
+                         rounds=14, compute_time=0.3, max_time=60)
+        assert killed, "the spine was not killed"
+        assert res.exact, res.problems
+        h = watcher.snapshot()[spine]
+        assert h["restarts"] == 1 and h["replays"] == 1, h
+        ev = read_switch_state(topo, network.grpc_addresses())[spine]["events"]
+        assert ev.get("subscribed", 0) > 0 and ev.get("distributed", 0) > 0, ev   # rebuilt by refreshes
+        assert sum(res.gpus[g]["refreshes"] for g in ("h3", "h4")) > 0
+    finally:
         watcher.stop()
 
 

@@ -3,7 +3,7 @@
 ndn`` group.
 
 * one module per P4 control block, named after its ``p4src/include`` file:
-  :mod:`.fib`, :mod:`.pit`, :mod:`.persistent_pit`, :mod:`.drops`;
+  :mod:`.fib`, :mod:`.nonce`, :mod:`.pit`, :mod:`.persistent_pit`, :mod:`.drops`;
 * :mod:`controller.ndn.deployment` -- the job/deployment that ties the twins together;
 * :mod:`controller.ndn.cli` -- ``gradctl ndn ...``.
 """
@@ -29,8 +29,12 @@ from controller.ndn.fib import (
     NdnFib,
     fib_routes,
 )
+from controller.ndn.nonce import NdnNonce
 from controller.ndn.persistent_pit import (
+    OUT_VIA_PIPELINE,
     PERSISTENT_GROUP_BASE,
+    SUBSCRIPTION_LIFETIME,
+    SUBSCRIPTION_MODES,
     PersistentEntry,
     PersistentPit,
     PersistentPitManager,
@@ -56,6 +60,8 @@ __all__ = [
     "NdnDeployment",
     "NdnDrops",
     "NdnFib",
+    "NdnNonce",
+    "OUT_VIA_PIPELINE",
     "PERSISTENT_GROUP_BASE",
     "PersistentEntry",
     "PersistentPit",
@@ -65,5 +71,7 @@ __all__ = [
     "read_persistent_pit",
     "read_switch_state",
     "subset_groups_count",
+    "SUBSCRIPTION_LIFETIME",
+    "SUBSCRIPTION_MODES",
     "TransientPit",
 ]

@@ -1,12 +1,16 @@
 """``gradctl ndn``: the NDN parameter server's data plane on a running network.
 
 * ``gradctl ndn deploy TOPO --run-dir DIR``: load ``ndn.p4`` on every switch, install the
-  FIB (a prefix ``/<host>`` per host), the PIT lifetime and port-subset groups, loss rates;
-  with ``--manage S`` then run the persistent-PIT manager for S seconds (0: until Ctrl-C),
-  answering the switches' packet-ins; prints the commands that start the agents.
-* ``gradctl ndn show TOPO --run-dir DIR``: every switch's persistent PIT (name, group,
-  subscriber ports and the hosts behind them), drop and event counters, read as a
-  P4Runtime backup so it works while the manager runs.
+  FIB (a prefix ``/<host>`` per host), the PIT lifetime and port-subset groups, the
+  subscription mode (``--subscriptions switch``: the data plane keeps them, the default;
+  ``controller``: insert Interests are punted) and loss rates; with ``--manage S`` then run
+  the persistent-PIT manager for S seconds (0: until Ctrl-C), answering the switches'
+  packet-ins; prints the commands that start the agents.
+* ``gradctl ndn show TOPO --run-dir DIR``: every switch's controller-written persistent
+  PIT (name, group, subscriber ports and the hosts behind them), drop and event counters
+  (``subscribed``: subscriptions the data plane took), read as a P4Runtime backup so it
+  works while the manager runs. Data-plane subscriptions live in registers, which BMv2's
+  P4Runtime cannot read: their counters show them.
 
 ``--json`` prints one JSON object.
 """
@@ -58,7 +62,13 @@ def register(sub: Any, topo_help: str) -> None:
     dep.add_argument("--pit-lifetime", type=float, default=4.0, metavar="S",
                      help="transient PIT entry lifetime (default 4 s)")
     dep.add_argument("--manage", type=float, metavar="S",
-                     help="then run the persistent-PIT manager for S seconds (0: until Ctrl-C)")
+                     help="then run the persistent-PIT manager for S seconds (0: until Ctrl-C); "
+                          "implies --subscriptions controller")
+    dep.add_argument("--subscriptions", choices=["switch", "controller"], default=None,
+                     help="who keeps the persistent PIT: the switches' data plane (default) or the "
+                          "controller (insert Interests punted; the default with --manage)")
+    dep.add_argument("--subscription-lifetime", type=float, default=6.0, metavar="S",
+                     help="data-plane subscriptions expire S seconds after their last refresh (default 6)")
     dep.set_defaults(func=cmd_ndn_deploy)
     show = nsub.add_parser("show", help="persistent PIT, subscribers and counters of every switch",
                            description="Read every switch's persistent PIT and NDN counters "
@@ -101,9 +111,13 @@ def cmd_ndn_deploy(args: argparse.Namespace) -> int:
     loss = {**held_loss(args.run_dir), **dict(parse_loss(s) for s in args.loss)}
     if not 0 < args.pit_lifetime < 3600:
         raise UsageError(f"--pit-lifetime must be in (0, 3600) s, got {args.pit_lifetime}")
+    if not 0 < args.subscription_lifetime < 3600:
+        raise UsageError(f"--subscription-lifetime must be in (0, 3600) s, got {args.subscription_lifetime}")
     addresses = _addresses(args, topo)
     try:
-        dep = NdnDeployment(topo, addresses, loss=loss, pit_lifetime=args.pit_lifetime)
+        mode = args.subscriptions or ("controller" if args.manage is not None else "switch")
+        dep = NdnDeployment(topo, addresses, loss=loss, pit_lifetime=args.pit_lifetime, subscriptions=mode,
+                            subscription_lifetime=args.subscription_lifetime)
         report = dep.deploy(timeout=args.timeout)
     except NameBoundsError as e:
         raise UsageError(f"a host name does not fit ndn.p4's name bounds: {e}") from None

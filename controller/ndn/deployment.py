@@ -8,10 +8,14 @@ after its ``p4src/include`` file (``fib.py``, ``pit.py``, ``persistent_pit.py``,
 class                P4 control instance            tables / counters
 ==================== ============================== ===================================
 NdnFib               ``MyIngress.fib``              ``fib`` (ternary on h_1..h_6)
-TransientPit         ``MyIngress.pit``              ``pit_config``; registers; the
-                                                    per-port-subset multicast groups
-PersistentPit        ``MyIngress.persistent_pit``   ``persistent_pit`` + one multicast
-                                                    group per entry
+NdnNonce             ``MyIngress.nonce``            registers only (duplicate nonces)
+TransientPit         ``MyIngress.pit``              ``pit_config``, ``pit_expired``;
+                                                    registers; the per-port-subset
+                                                    multicast groups
+PersistentPit        ``MyIngress.persistent_pit``   ``subscription_config``,
+                                                    ``subscriptions_expired``; registers;
+                                                    ``persistent_pit`` + one multicast
+                                                    group per entry (controller mode)
 NdnDrops             ``MyIngress.drops``            ``ndn_drops``, ``ndn_events``
 LinkEmulation        ``MyEgress.link_emulation``    (``controller/deploy.py``)
 ==================== ============================== ===================================
@@ -19,10 +23,12 @@ LinkEmulation        ``MyEgress.link_emulation``    (``controller/deploy.py``)
 :class:`NdnDeployment` ties them together: it loads ``ndn.p4`` on every switch, installs
 the FIB (one prefix ``/<host>`` per host, next hops along a shortest-path tree toward the
 host, so the paths of all GPUs to one PS form a tree), the transient PIT's groups and
-lifetime, and loss rates; then :class:`PersistentPitManager` runs one thread per switch
-that reads the punted ``/*insert*/PS/train`` Interests (packet-in), adds their in-port to
-the persistent PIT entry of ``/PS/train`` and its multicast group (creating both when
-absent), and sends the Interest on toward the PS (packet-out).
+lifetime, the subscription mode and lifetime, and loss rates. Subscriptions live in the
+switches' registers by default (``subscriptions="switch"``); with ``"controller"``
+:class:`PersistentPitManager` runs one thread per switch that reads the punted
+``/*insert*/PS/train`` Interests (packet-in), adds their in-port to the persistent PIT
+entry of ``/PS/train`` and its multicast group (creating both when absent), and sends
+the Interest back through the switch's pipeline (its FIB sends it on toward the PS).
 
 Names and their hashes follow ``docs/ndn.md``: :func:`prefix_hash` computes exactly what
 ``p4src/include/ndn_name_hash.p4`` computes.
@@ -39,6 +45,7 @@ from controller.deploy import Deployment, DeployReport, LinkEmulation, check_los
 from controller.ndn.drops import NDN_DROP_REASONS, NDN_EVENTS, NdnDrops
 from controller.ndn.fib import NdnFib, fib_routes
 from controller.ndn.persistent_pit import (
+    SUBSCRIPTION_LIFETIME,
     PersistentPit,
     PersistentPitManager,
     read_persistent_pit,
@@ -117,8 +124,11 @@ class NdnDeployment:
     def __init__(self, topology: Topology, addresses: Mapping[str, str],
                  program: str | Path = NDN_PROGRAM,
                  loss: Mapping[tuple[str, int], float] | None = None,
-                 pit_lifetime: float = 4.0) -> None:
+                 pit_lifetime: float = 4.0, subscriptions: str = "switch",
+                 subscription_lifetime: float = SUBSCRIPTION_LIFETIME) -> None:
         self.topology = topology
+        self.subscriptions = subscriptions
+        self.subscription_lifetime = subscription_lifetime
         self.addresses = dict(addresses)
         self.program = Program.load(program)
         self.loss = check_loss(topology, loss or {})
@@ -128,12 +138,14 @@ class NdnDeployment:
         self.manager: PersistentPitManager | None = None
 
     def plan(self) -> dict[str, list[Any]]:
-        """Every switch's updates: FIB routes, PIT lifetime and port-subset groups."""
+        """Every switch's updates: FIB routes, PIT lifetime and port-subset groups, the
+        subscription mode and lifetime."""
         topo, prog = self.topology, self.program
-        fib, pit = prog.block(NdnFib), prog.block(TransientPit)
+        fib, pit, pp = prog.block(NdnFib), prog.block(TransientPit), prog.block(PersistentPit)
         out = {}
         for s in topo.switches():
-            ups: list[Any] = [pit.lifetime_entry(self.pit_lifetime)]
+            ups: list[Any] = [pit.lifetime_entry(self.pit_lifetime),
+                              pp.config_entry(self.subscriptions, self.subscription_lifetime)]
             ups += [fib.route_entry(f"/{h}", port) for h, port in sorted(self.routes[s].items())]
             ups += pit.port_groups(topo.ports(s))
             out[s] = ups
@@ -200,7 +212,7 @@ class NdnDeployment:
 def read_switch_state(topology: Topology, addresses: Mapping[str, str],
                       program: str | Path = NDN_PROGRAM) -> dict[str, dict[str, Any]]:
     """``{switch: {"persistent_pit": [{name, group, ports}], "drops": {...}, "events":
-    {...}, "link_drops": {...}}}`` read from running switches as a P4Runtime backup (so it
+    {...}, "link_drops": {...}, "expired": {"pit", "subscriptions"}}}`` read from running switches as a P4Runtime backup (so it
     works while the persistent-PIT manager is primary)."""
     from finsy import P4CounterEntry
 
@@ -208,6 +220,7 @@ def read_switch_state(topology: Topology, addresses: Mapping[str, str],
 
     prog = Program.load(program)
     drops, le = prog.block(NdnDrops), prog.block(LinkEmulation)
+    tpit, pp = prog.block(TransientPit), prog.block(PersistentPit)
     out: dict[str, dict[str, Any]] = {}
     for s, addr in addresses.items():
         with P4RuntimeClient(addr, topology.device_id(s), election_id=READER.election_id, role=READER.name) as c:
@@ -223,5 +236,8 @@ def read_switch_state(topology: Topology, addresses: Mapping[str, str],
                 "drops": NdnDrops.decode(counter(drops.name("ndn_drops")), NDN_DROP_REASONS),
                 "events": NdnDrops.decode(counter(drops.name("ndn_events")), NDN_EVENTS),
                 "link_drops": {i: p for i, (p, _) in counter(le.name("link_emulation_drops")).items() if p},
+                "expired": {"pit": sum(p for p, _ in counter(tpit.name("pit_expired")).values()),
+                            "subscriptions": sum(p for p, _ in
+                                                 counter(pp.name("subscriptions_expired")).values())},
             }
     return out

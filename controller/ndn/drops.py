@@ -13,12 +13,13 @@ from controller.p4runtime import ControlBlock
 NDN_DROP_REASONS = {1: "not_ndn", 2: "length_form", 3: "malformed", 4: "name_too_long",
                     5: "name_too_deep", 6: "component_too_long", 7: "no_route",
                     8: "unsolicited_data", 9: "no_subscribers", 10: "port_range",
-                    11: "parser_error", 12: "bad_marker", 13: "not_upstream"}
+                    11: "parser_error", 12: "bad_marker", 13: "not_upstream",
+                    14: "duplicate_nonce", 15: "pit_expired", 16: "subscription_collision"}
 
 
 #: Index of ``ndn_events`` -> what the switch did (``NDN_EV_*``).
 NDN_EVENTS = {1: "forwarded", 2: "aggregated", 3: "pit_hit", 4: "punted", 5: "distributed",
-              6: "packet_out"}
+              6: "packet_out", 7: "subscribed", 8: "unsubscribed"}
 
 
 class NdnDrops(ControlBlock):

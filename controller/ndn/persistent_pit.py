@@ -1,10 +1,13 @@
-"""Controller twin of ``p4src/include/ndn_persistent_pit.p4`` (``MyIngress.persistent_pit``): the
-persistent PIT keyed by ``/PS/train`` and its multicast group, and the controller-side
-manager that adds a subscriber's port from a punted ``/*insert*/`` Interest.
+"""Controller twin of ``p4src/include/ndn_persistent_pit.p4`` (``MyIngress.persistent_pit``).
 
-The data plane replicates a ``/*distribute*/`` Data only when it came in on the FIB's port
-toward the PS (the upstream check, counted ``not_upstream`` otherwise): the manager sends
-each subscription on along that same port, so the entries it builds hang from it."""
+By default the switches keep subscriptions themselves (registers, soft state: see the P4
+file); the controller only sets ``subscription_config`` (mode and lifetime). With
+controller-assisted subscriptions (``via_controller``) insert Interests are punted and
+:class:`PersistentPitManager` writes the exact table ``persistent_pit`` (``/PS/train`` ->
+a multicast group of the subscribed ports), then sends the Interest back *through the
+pipeline* (packet-out with ``_pad = NDN_OUT_VIA_PIPELINE``), so the switch's FIB, not the
+controller, picks the port it goes on, and its transient PIT routes the ack back to the
+subscriber alone."""
 
 from __future__ import annotations
 
@@ -31,6 +34,11 @@ from topologies.base import Topology
 
 #: First multicast group id of persistent PIT entries (1..255 are the PIT's port subsets).
 PERSISTENT_GROUP_BASE = 0x1000
+#: ``packet_out._pad``: send the packet through the ingress pipeline (ndn_headers.p4).
+OUT_VIA_PIPELINE = 1
+#: How long a data-plane subscription lives without a refresh (s), P4 default.
+SUBSCRIPTION_LIFETIME = 6.0
+SUBSCRIPTION_MODES = ("switch", "controller")
 
 
 def _value_int(v: bytes) -> int:
@@ -38,18 +46,32 @@ def _value_int(v: bytes) -> int:
 
 
 class PersistentPit(ControlBlock):
-    """``PersistentPit`` (ingress): ``/PS/train -> multicast group`` entries."""
+    """``PersistentPit`` (ingress): the subscription mode and lifetime, the controller-
+    assisted ``/PS/train -> multicast group`` entries, and ``subscriptions_expired`` (data-
+    plane subscriptions found expired when a Data touched them)."""
 
     CONTROL = "MyIngress.persistent_pit"
-    TABLES = ("persistent_pit",)
-    ACTIONS = ("set_subscribers", "no_subscribers")
+    TABLES = ("persistent_pit", "subscription_config")
+    ACTIONS = ("set_subscribers", "no_subscribers", "set_subscriptions")
+    COUNTERS = ("subscriptions_expired",)
 
     @staticmethod
     def match(key: Sequence[tuple[int, bytes]]) -> dict[str, Any]:
-        """The table key of ``/PS/train`` (its two components)."""
+        """The table key of ``/PS/train`` (its two components; the ingress has taken the
+        marker off, so they sit in slots 0 and 1)."""
         (t1, v1), (t2, v2) = key
-        return {"meta.t1": t1, "meta.l1": len(v1), "meta.c1": _value_int(v1),
-                "meta.t2": t2, "meta.l2": len(v2), "meta.c2": _value_int(v2)}
+        return {"meta.t0": t1, "meta.l0": len(v1), "meta.c0": _value_int(v1),
+                "meta.t1": t2, "meta.l1": len(v2), "meta.c1": _value_int(v2)}
+
+    def config_entry(self, mode: str = "switch", lifetime: float = SUBSCRIPTION_LIFETIME) -> Any:
+        """MODIFY of ``subscription_config``'s default: ``mode`` ``switch`` (data plane) or
+        ``controller`` (punt inserts), and the data-plane subscription lifetime (s)."""
+        if mode not in SUBSCRIPTION_MODES:
+            raise DeployError(f"subscription mode must be one of {SUBSCRIPTION_MODES}, got {mode!r}")
+        if not 0 < lifetime < 3600:
+            raise DeployError(f"subscription lifetime must be in (0, 3600) s, got {lifetime!r}")
+        return ~self.default_entry("subscription_config", "set_subscriptions",
+                                   controller=int(mode == "controller"), lifetime_us=int(lifetime * 1e6))
 
     def subscribers_entry(self, key: Sequence[tuple[int, bytes]], group: int) -> Any:
         """The entry ``key -> set_subscribers(group)`` (INSERT with ``+``)."""
@@ -67,12 +89,13 @@ class PersistentEntry:
 
 
 class PersistentPitManager:
-    """Packet-in driven persistent PIT management, one thread per switch (seed step 4.2).
+    """Controller-assisted subscriptions (``subscription_config`` mode ``controller``):
+    packet-in driven persistent PIT management, one thread per switch (seed step 4.2).
 
     For each punted ``/*insert*/PS/train[/...]`` Interest: add its in-port to the entry
     of ``/PS/train`` and to the entry's multicast group (creating both when absent,
-    steps 4.2.1 / 4.2.2), then send the Interest on toward ``PS`` (packet-out on the FIB
-    port). Runs while the experiment runs; :meth:`state` is the persistent PIT of every
+    steps 4.2.1 / 4.2.2), then send the Interest back through the switch's pipeline
+    (its FIB sends it on toward ``PS``; its transient PIT brings the ack back). Runs while the experiment runs; :meth:`state` is the persistent PIT of every
     switch. The P4Runtime connections are the primary of role ``ndn-pit``
     (controller.roles.NDN_PIT: election id 50, above a deploy's for BMv2, which has no roles).
     """
@@ -276,10 +299,6 @@ class PersistentPitManager:
             raise ValueError(f"not an insert Interest: {Name.to_str(name)}")
         key_comps = comps[1:3]
         key = Name.to_str(key_comps)
-        ps = bytes(Component.get_value(key_comps[0])).decode()
-        up = self.routes[switch].get(ps)
-        if up is None:
-            raise ValueError(f"{switch}: no FIB route toward {ps!r}")
         client = self._clients[switch]
         pp = self.program.block(PersistentPit)
         with self._lock:
@@ -297,7 +316,8 @@ class PersistentPitManager:
                 client.write(~multicast_group(e.group, e.ports))
             self.handled += 1
             self._save()
-        client.packet_out(frame, egress_port=up, _pad=0)
+        # back through the pipeline as if from in_port: the FIB picks where it goes on
+        client.packet_out(frame, egress_port=in_port, _pad=OUT_VIA_PIPELINE)
 
 
 def _replica_port(r: Any) -> int:
@@ -321,7 +341,7 @@ def read_persistent_pit(client: Any, program: Program) -> list[dict[str, Any]]:
     for e in client.read(P4TableEntry(pp.name("persistent_pit"))):
         m = dict(e.match)
         key = []
-        for i in (1, 2):
+        for i in (0, 1):
             t, ln, v = (int(m.get(f"{f}{i}", m.get(f"meta.{f}{i}", 0))) for f in ("t", "l", "c"))
             key.append(bytes([t, ln]) + v.to_bytes(ln, "big"))
         gid = int(e.action.args["group"])

@@ -17,15 +17,19 @@ PIT_PORTS = 8
 
 
 class TransientPit(ControlBlock):
-    """``TransientPit`` (ingress): the PIT lifetime, and one multicast group per subset of
-    the switch's ports (group id = the PIT entry's port bitmap)."""
+    """``TransientPit`` (ingress): the longest PIT entry lifetime (an Interest's own
+    InterestLifetime is used up to it), one multicast group per subset of the switch's
+    ports (group id = the PIT entry's port bitmap; the data-plane persistent PIT uses the
+    same groups), and ``pit_expired``, the entries found expired when a packet touched
+    them."""
 
     CONTROL = "MyIngress.pit"
     TABLES = ("pit_config",)
     ACTIONS = ("set_lifetime",)
+    COUNTERS = ("pit_expired",)
 
     def lifetime_entry(self, seconds: float) -> Any:
-        """MODIFY of ``pit_config``'s default: entry lifetime in microseconds."""
+        """MODIFY of ``pit_config``'s default: the longest entry lifetime, in microseconds."""
         if not 0 < seconds < 3600:
             raise DeployError(f"PIT lifetime must be in (0, 3600) s, got {seconds!r}")
         return ~self.default_entry("pit_config", "set_lifetime", microseconds=int(seconds * 1e6))

@@ -66,6 +66,8 @@ MAX_COMPONENT = 16
 MAX_COMPONENT_TYPE = 127
 INSERT_MARKER = b"*insert*"
 DISTRIBUTE_MARKER = b"*distribute*"
+#: ours: ends a subscription before its soft state would expire (ndn_persistent_pit.p4)
+UNSUBSCRIBE_MARKER = b"*unsubscribe*"
 
 
 class NameBoundsError(ValueError):
@@ -189,7 +191,8 @@ def marker(name: list[bytes]) -> str | None:
     if not name:
         return None
     v = bytes(Component.get_value(name[0]))
-    return {INSERT_MARKER: "insert", DISTRIBUTE_MARKER: "distribute"}.get(v)
+    return {INSERT_MARKER: "insert", DISTRIBUTE_MARKER: "distribute",
+            UNSUBSCRIBE_MARKER: "unsubscribe"}.get(v)
 
 
 def comp_str(c: bytes) -> str:
@@ -368,8 +371,8 @@ class Requester:
     """Outstanding Interests of one agent, retransmitted every ``timeout`` s.
 
     NDN consumers retransmit: a lost Interest or Data is recovered by sending the
-    Interest again (the switch's PIT re-forwards a retransmission from a port it
-    already holds). At most ``window`` Interests are outstanding; later ones wait in
+    Interest again, with a fresh nonce (the switch's PIT re-forwards a retransmission
+    from a port it already holds; a repeated nonce would be dropped as a duplicate). At most ``window`` Interests are outstanding; later ones wait in
     order, so a large array does not arrive as one burst that overflows the queues."""
 
     def __init__(self, face: EthernetFace | UdpFace, timeout: float = 0.5,
@@ -380,6 +383,7 @@ class Requester:
         self.window = window
         self.pending: dict[bytes, tuple[bytes, float, str]] = {}
         self.backlog: dict[bytes, tuple[list[bytes], str]] = {}
+        self.names: dict[bytes, list[bytes]] = {}
         self.retransmissions = 0
 
     @staticmethod
@@ -401,6 +405,7 @@ class Requester:
         pkt = interest_packet(name, self.lifetime_ms)
         self.pending[k] = (pkt, time.monotonic() + self.timeout, kind)
         self.face.send(pkt, kind=kind)
+        self.names[k] = name
 
     def satisfied(self, name: list[bytes]) -> bool:
         """Forget the Interest for ``name``; True when it was outstanding (or queued)."""
@@ -409,6 +414,7 @@ class Requester:
             return True
         if self.pending.pop(k, None) is None:
             return False
+        self.names.pop(k, None)
         while self.backlog and len(self.pending) < self.window:
             nk = next(iter(self.backlog))
             nm, kind = self.backlog.pop(nk)
@@ -421,12 +427,39 @@ class Requester:
         nxt = self.timeout
         for k, (pkt, due, kind) in list(self.pending.items()):
             if due <= now:
+                # a retransmission carries a fresh nonce: the switches drop a repeated one
+                # as a loop or a copy (ndn_nonce.p4)
+                pkt = interest_packet(self.names[k], self.lifetime_ms)
                 self.face.send(pkt, kind=kind)
                 self.retransmissions += 1
                 self.pending[k] = (pkt, now + self.timeout, kind)
             else:
                 nxt = min(nxt, due - now)
         return max(nxt, 0.0)
+
+
+def probe_timeout(delays: Sequence[float], factor: float, lo: float, hi: float, initial: float) -> float:
+    """Step 5.3.1's probe timer: ``factor`` x the largest of the last five send-to-update
+    delays, within ``lo`` .. ``hi``; ``initial`` before any delay is known."""
+    recent = list(delays)[-5:]
+    if not recent:
+        return initial
+    return min(hi, max(lo, factor * max(recent)))
+
+
+def finish_estimate(old: float | None, took: float, wait: float, rtt: float) -> float:
+    """Step 5.1's estimate of a GPU's finishing time after one more gradient.
+
+    ``took``: round start (or the GPU's previous gradient) to its first segment; ``wait``:
+    the PS's ask to that segment; ``rtt``: the smallest ``wait`` seen. A GPU that held the
+    Interest (``wait`` clearly above ``rtt``) answered when it finished, so ``took`` is a
+    measurement, averaged with the old estimate; one that answered at once was done
+    before the PS asked, so the estimate shrinks to 0.7 x the smaller of the two."""
+    if old is None:
+        return took
+    if wait > rtt + 0.02:
+        return 0.5 * old + 0.5 * took
+    return 0.7 * min(old, took)
 
 
 def synthetic_gradient(params: np.ndarray, gpu: int, step: int, seed: int) -> np.ndarray:

@@ -5,7 +5,10 @@ The GPU's side of every step of the seed's claim 1 (PS ``P``, training ``T``, GP
 2.2  answers the task-assignment Interest ``/G/P/T`` with Data "accept", or "decline"
      when busy (``--busy``), and then takes no work.
 3.1  fetches the model initialisation ``/P/T/G/seg=i``.
-4.1  subscribes with ``/*insert*/P/T/G`` until the ``/*distribute*/P/T/G`` ack arrives.
+4.1  subscribes with ``/*insert*/P/T/G`` until the ``/*distribute*/P/T/G`` ack arrives
+     (``subscribe_s``: how long that took), re-sends it every ``--refresh`` s while it
+     trains (the switches' subscriptions are soft state) and sends
+     ``/*unsubscribe*/P/T/G`` when it is done.
 5.2  answers the collection Interest ``/G/P/T/v=r/seg=i`` at once when gradient r is
      ready, or holds it and answers when the computation finishes.
 5.3.1 synchronous: after sending gradient r it starts a probe timer set from its past
@@ -91,6 +94,10 @@ class Gpu:
         self.gradients_sent = 0
         self.declined_at: float | None = None
         self.final = args.rounds if args.mode == "sync" else args.final_version
+        self.subscribe_t0: float | None = None     # first subscribe Interest sent
+        self.subscribe_s: float | None = None      # ... to its ack (subscription latency)
+        self.next_refresh: float | None = None     # soft state: the next refresh Interest
+        self.refreshes = 0
         self.trainer: nc.DigitsTrainer | None = None   # digits: made when a task is accepted
 
     def n(self, *parts: str | bytes) -> list[bytes]:
@@ -110,9 +117,23 @@ class Gpu:
                 self.finish_compute()
             if self.probe_at is not None and now >= self.probe_at:
                 self.probe()
+            if self.next_refresh is not None and now >= self.next_refresh and self.state == "train":
+                self.refresh()
             if self.state == "declined" and self.declined_at and now - self.declined_at > self.a.linger:
                 break
+        if self.subscribe_s is not None:
+            # the subscription ends now, not when its soft state expires in the switches
+            self.face.send(nc.interest_packet(self.n(nc.UNSUBSCRIBE_MARKER, self.ps, self.train, self.me)),
+                           kind="unsubscribe")
         return self.summary()
+
+    def refresh(self) -> None:
+        """Soft state: re-send the subscribe Interest (fresh nonce), which renews this
+        GPU's port in every switch's persistent PIT on the way to the PS, or rebuilds it
+        after a switch restart. The PS acks it; the ack is ignored."""
+        self.face.send(nc.interest_packet(self.n(b"*insert*", self.ps, self.train, self.me)), kind="refresh")
+        self.refreshes += 1
+        self.next_refresh = time.monotonic() + self.a.refresh
 
     # ------------------------------------------------------------------ packets
     def handle(self, p: nc.Packet) -> None:
@@ -149,6 +170,10 @@ class Gpu:
         if mk == "distribute":
             if len(name) == 4 and nc.comp_str(name[3]) == self.me and self.state == "subscribe":
                 self.req.satisfied(self.n(b"*insert*", self.ps, self.train, self.me))
+                if self.subscribe_t0 is not None:
+                    self.subscribe_s = time.monotonic() - self.subscribe_t0
+                if self.a.refresh > 0:
+                    self.next_refresh = time.monotonic() + self.a.refresh
                 self.start_training()
             elif len(name) == 5 and self.state == "train":
                 self.on_update(nc.version_of(name[3]), nc.seg_of(name), p.content, probe=False)
@@ -161,6 +186,7 @@ class Gpu:
                     self.params = nc.join_segments(self.init_parts, self.a.values)
                     self.report_weights(0)
                     self.state = "subscribe"                                # step 4.1
+                    self.subscribe_t0 = time.monotonic()
                     self.req.express(self.n(b"*insert*", self.ps, self.train, self.me), "insert")
             else:                                                            # step 9 answer
                 self.on_update(nc.version_of(third), nc.seg_of(name), p.content, probe=True)
@@ -228,9 +254,8 @@ class Gpu:
         self.sent_at[k] = now
         if self.a.mode == "sync":
             # Step 5.3.1: the probe timer, from past send-to-update delays.
-            recent = self.delays[-5:]
-            timeout = (min(self.a.probe_max, max(self.a.probe_min, self.a.probe_factor * max(recent)))
-                       if recent else self.a.probe_init)
+            timeout = nc.probe_timeout(self.delays, self.a.probe_factor, self.a.probe_min,
+                                       self.a.probe_max, self.a.probe_init)
             self.probe_at = now + timeout
             self.probe_version = k + 1
         elif self.step < self.a.steps:
@@ -324,6 +349,7 @@ class Gpu:
             "updates_recovered_by_probe": len(self.recovered),
             "segments_recovered": sum(len(s) for s in self.recovered.values()),
             "probes_fired": self.probes_fired, "delays": self.delays,
+            "subscribe_s": self.subscribe_s, "refreshes": self.refreshes,
             "retransmissions": self.req.retransmissions,
             "tx_bytes": st.tx_bytes, "rx_bytes": st.rx_bytes,
         }
@@ -359,6 +385,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--probe-min", type=float, default=0.3)
     p.add_argument("--probe-max", type=float, default=2.0)
     p.add_argument("--linger", type=float, default=5.0, help="declined: exit after this quiet time")
+    p.add_argument("--refresh", type=float, default=2.0,
+                   help="re-send the subscribe Interest every S seconds while training (soft state; "
+                        "the switches' subscription lifetime is 6 s by default; 0: never)")
     p.add_argument("--max-time", type=float, default=120.0)
     p.add_argument("--out", default="", help="final parameters (.npy)")
     h = nc.add_harness_args(p, "gpu")

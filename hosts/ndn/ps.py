@@ -159,7 +159,9 @@ class ParameterServer:
         name = p.name
         mk = nc.marker(name)
         if p.kind == "interest":
-            if mk == "insert" and len(name) == 4:             # step 4.3
+            if mk == "unsubscribe" and len(name) == 4:
+                self.subscribers.pop(bytes(nc.Component.get_value(name[3])).decode(), None)
+            elif mk == "insert" and len(name) == 4:           # step 4.3
                 gpu = bytes(nc.Component.get_value(name[3])).decode()
                 self.subscribers[gpu] = p.source
                 self.send_data(self.n(b"*distribute*", self.me, self.train, gpu.encode()), b"",
@@ -234,12 +236,7 @@ class ParameterServer:
         took = self.first_at[g] - base
         wait = self.first_at[g] - self.asked_at[g]
         self.rtt = min(self.rtt, wait)
-        if g not in self.est:
-            self.est[g] = took
-        elif wait > self.rtt + 0.02:
-            self.est[g] = 0.5 * self.est[g] + 0.5 * took
-        else:
-            self.est[g] = 0.7 * min(self.est[g], took)
+        self.est[g] = nc.finish_estimate(self.est.get(g), took, wait, self.rtt)
         self.prev_done[g] = now
         grad = nc.join_segments(parts, self.a.values)
         if self.a.mode == "async":

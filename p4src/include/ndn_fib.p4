@@ -3,8 +3,9 @@
  * One ternary table keyed by the six prefix hashes h_1..h_6 (ndn_name_hash.p4):
  * the entry of a k-component prefix matches h_k exactly, wildcards the others,
  * and has priority k, so the longest matching prefix wins in one lookup. The port
- * goes to meta.next_hop: the ingress sends a forwarded Interest there, and checks
- * that a distribute Data came in on it (the face toward the PS, ndn_persistent_pit.p4).
+ * goes to meta.next_hop (0: no route): the ingress sends a forwarded Interest there,
+ * and checks that a distribute Data came in on it (the face toward the PS). Looked up
+ * once for every NDN packet, before the PITs.
  */
 #ifndef _GRADNET_NDN_FIB_P4_
 #define _GRADNET_NDN_FIB_P4_
@@ -19,8 +20,10 @@ control NdnFib(inout ndn_headers_t hdr,
         meta.next_hop = port;
     }
 
+    /* The ingress decides whether a missing route drops the packet (NDN_DROP_NO_ROUTE):
+     * an aggregated Interest or an ordinary Data does not need one. */
     action no_route() {
-        meta.drop_reason = NDN_DROP_NO_ROUTE;
+        meta.next_hop = 0;
     }
 
     table fib {

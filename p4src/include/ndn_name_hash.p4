@@ -6,9 +6,10 @@
  * prefix first), the transient PIT is indexed by h_depth (the whole name).
  * controller/ndn.py computes the same values (prefix_hash).
  *
- * A distribute Data /<*distribute*>/PS/train/... gets the hashes of the name after
- * its marker instead (h_k over components 1..k), so the FIB names the face toward
- * /PS/train/... : the upstream its Data must come from (ndn_persistent_pit.p4).
+ * A marked name (/<*insert*>/PS/train/..., /<*unsubscribe*>/..., /<*distribute*>/...)
+ * reaches this block with the marker already taken off the slots (ndn.p4), so its
+ * hashes are those of /PS/train/...: the FIB names the face toward the PS, where a
+ * subscription is sent on and where its Data must come from (ndn_persistent_pit.p4).
  */
 #ifndef _GRADNET_NDN_NAME_HASH_P4_
 #define _GRADNET_NDN_NAME_HASH_P4_
@@ -45,47 +46,13 @@ control NdnNameHash(inout ndn_headers_t hdr,
              meta.t5, meta.l5, meta.c5 }, 64w0x100000000);
     }
 
-    /* h_k of the name after the marker: components 1..k */
-    action hash_up_1() {
-        hash(meta.h1, HashAlgorithm.crc32, 32w0, { meta.t1, meta.l1, meta.c1 },
-             64w0x100000000);
-    }
-    action hash_up_2() {
-        hash(meta.h2, HashAlgorithm.crc32, 32w0, { meta.t1, meta.l1, meta.c1, meta.t2, meta.l2, meta.c2 },
-             64w0x100000000);
-    }
-    action hash_up_3() {
-        hash(meta.h3, HashAlgorithm.crc32, 32w0, { meta.t1, meta.l1, meta.c1, meta.t2, meta.l2, meta.c2,
-             meta.t3, meta.l3, meta.c3 },
-             64w0x100000000);
-    }
-    action hash_up_4() {
-        hash(meta.h4, HashAlgorithm.crc32, 32w0, { meta.t1, meta.l1, meta.c1, meta.t2, meta.l2, meta.c2,
-             meta.t3, meta.l3, meta.c3, meta.t4, meta.l4, meta.c4 },
-             64w0x100000000);
-    }
-    action hash_up_5() {
-        hash(meta.h5, HashAlgorithm.crc32, 32w0, { meta.t1, meta.l1, meta.c1, meta.t2, meta.l2, meta.c2,
-             meta.t3, meta.l3, meta.c3, meta.t4, meta.l4, meta.c4,
-             meta.t5, meta.l5, meta.c5 },
-             64w0x100000000);
-    }
-
     apply {
-        if (meta.distribute == 1) {
-            if (meta.depth >= 2) { hash_up_1(); }
-            if (meta.depth >= 3) { hash_up_2(); }
-            if (meta.depth >= 4) { hash_up_3(); }
-            if (meta.depth >= 5) { hash_up_4(); }
-            if (meta.depth >= 6) { hash_up_5(); }
-        } else {
-            if (meta.depth >= 1) { hash_1(); meta.name_hash = meta.h1; }
-            if (meta.depth >= 2) { hash_2(); meta.name_hash = meta.h2; }
-            if (meta.depth >= 3) { hash_3(); meta.name_hash = meta.h3; }
-            if (meta.depth >= 4) { hash_4(); meta.name_hash = meta.h4; }
-            if (meta.depth >= 5) { hash_5(); meta.name_hash = meta.h5; }
-            if (meta.depth >= 6) { hash_6(); meta.name_hash = meta.h6; }
-        }
+        if (meta.depth >= 1) { hash_1(); meta.name_hash = meta.h1; }
+        if (meta.depth >= 2) { hash_2(); meta.name_hash = meta.h2; }
+        if (meta.depth >= 3) { hash_3(); meta.name_hash = meta.h3; }
+        if (meta.depth >= 4) { hash_4(); meta.name_hash = meta.h4; }
+        if (meta.depth >= 5) { hash_5(); meta.name_hash = meta.h5; }
+        if (meta.depth >= 6) { hash_6(); meta.name_hash = meta.h6; }
     }
 }
 

@@ -50,8 +50,9 @@ parser NdnParser(packet_in packet,
     }
 
     state component_done {
-        transition select(meta.name_left) {
-            0: accept;
+        transition select(meta.name_left, hdr.ndn_packet.type) {
+            (0, NDN_TLV_INTEREST): after_name;
+            (0, _): accept;
             default: parse_component;
         }
     }
@@ -151,6 +152,7 @@ parser NdnParser(packet_in packet,
 
     state parse_ndn {
         packet.extract(hdr.ndn_packet);
+        meta.rest = (bit<16>)hdr.ndn_packet.len;
         transition select(hdr.ndn_packet.type, hdr.ndn_packet.len) {
             (NDN_TLV_INTEREST, 0xFD): parse_len16;
             (NDN_TLV_DATA, 0xFD): parse_len16;
@@ -164,12 +166,14 @@ parser NdnParser(packet_in packet,
 
     state parse_len16 {
         packet.extract(hdr.ndn_len16);
+        meta.rest = hdr.ndn_len16.len;
         transition parse_name;
     }
 
     state parse_name {
         packet.extract(hdr.ndn_name);
         meta.name_left = (bit<16>)hdr.ndn_name.len;
+        meta.rest = meta.rest - 2 - (bit<16>)hdr.ndn_name.len;
         transition select(hdr.ndn_name.type, hdr.ndn_name.len) {
             (NDN_TLV_NAME, 0): malformed;
             (NDN_TLV_NAME, 0x00 &&& 0xC0): parse_component;   /* 1..63 */
@@ -177,6 +181,83 @@ parser NdnParser(packet_in packet,
             (NDN_TLV_NAME, _): name_too_long;
             default: malformed;
         }
+    }
+
+    /* Interest fields after the Name, each only when at least its TL is left in the
+     * Interest (no lookahead past its end): CanBePrefix?, MustBeFresh?, Nonce,
+     * InterestLifetime. Another field first (ForwardingHint, ...) ends the parse:
+     * the Interest then has no nonce and the default lifetime for the switch. */
+#define NDN_ROOM(NEXT) \
+        transition select(meta.rest) { \
+            0x0000 &&& 0xFFFE: accept; \
+            0x8000 &&& 0x8000: accept; \
+            default: NEXT; \
+        }
+    state after_name { NDN_ROOM(after_name_field) }
+    state after_name_field {
+        transition select(packet.lookahead<bit<16>>()) {
+            0x2100: parse_can_be_prefix;
+            0x1200: parse_must_be_fresh;
+            0x0A04: parse_nonce;
+            default: accept;
+        }
+    }
+    state parse_can_be_prefix {
+        packet.extract(hdr.ndn_can_be_prefix);
+        meta.rest = meta.rest - 2;
+        transition after_can_be_prefix;
+    }
+    state after_can_be_prefix { NDN_ROOM(after_can_be_prefix_field) }
+    state after_can_be_prefix_field {
+        transition select(packet.lookahead<bit<16>>()) {
+            0x1200: parse_must_be_fresh;
+            0x0A04: parse_nonce;
+            default: accept;
+        }
+    }
+    state parse_must_be_fresh {
+        packet.extract(hdr.ndn_must_be_fresh);
+        meta.rest = meta.rest - 2;
+        transition after_must_be_fresh;
+    }
+    state after_must_be_fresh { NDN_ROOM(after_must_be_fresh_field) }
+    state after_must_be_fresh_field {
+        transition select(packet.lookahead<bit<16>>()) {
+            0x0A04: parse_nonce;
+            default: accept;
+        }
+    }
+    state parse_nonce {
+        packet.extract(hdr.ndn_nonce);
+        meta.rest = meta.rest - 6;
+        transition after_nonce;
+    }
+    state after_nonce { NDN_ROOM(after_nonce_field) }
+    state after_nonce_field {
+        transition select(packet.lookahead<bit<16>>()) {
+            0x0C01: parse_lifetime8;
+            0x0C02: parse_lifetime16;
+            0x0C04: parse_lifetime32;
+            default: accept;
+        }
+    }
+    state parse_lifetime8 {
+        packet.extract(hdr.ndn_lifetime);
+        packet.extract(hdr.ndn_lifetime8);
+        meta.lifetime_ms = (bit<32>)hdr.ndn_lifetime8.v;
+        transition accept;
+    }
+    state parse_lifetime16 {
+        packet.extract(hdr.ndn_lifetime);
+        packet.extract(hdr.ndn_lifetime16);
+        meta.lifetime_ms = (bit<32>)hdr.ndn_lifetime16.v;
+        transition accept;
+    }
+    state parse_lifetime32 {
+        packet.extract(hdr.ndn_lifetime);
+        packet.extract(hdr.ndn_lifetime32);
+        meta.lifetime_ms = hdr.ndn_lifetime32.v;
+        transition accept;
     }
 
     state bad_length_form { meta.parse_drop = NDN_DROP_LENGTH_FORM; transition accept; }
@@ -203,6 +284,13 @@ control NdnDeparser(packet_out packet, in ndn_headers_t hdr) {
         packet.emit(hdr.ndn_len16);
         packet.emit(hdr.ndn_name);
         packet.emit(hdr.ndn_name_bytes);
+        packet.emit(hdr.ndn_can_be_prefix);
+        packet.emit(hdr.ndn_must_be_fresh);
+        packet.emit(hdr.ndn_nonce);
+        packet.emit(hdr.ndn_lifetime);
+        packet.emit(hdr.ndn_lifetime8);
+        packet.emit(hdr.ndn_lifetime16);
+        packet.emit(hdr.ndn_lifetime32);
     }
 }
 
