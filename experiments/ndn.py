@@ -301,7 +301,15 @@ def ratios_table(ndn: NdnRunResult, ip: NdnRunResult, n: int) -> Table:
     return r
 
 
-def _plot(path: Path, ndn: NdnRunResult, ip: NdnRunResult) -> None:
+def round_bound(n_gpus: int, values: int, bw_mbps: float, compute_time: float) -> float:
+    """A sync round's line-rate bound (s), the same for every scheme: the compute step,
+    then every GPU's gradient into the PS (payload bytes only) over the PS's access link
+    at ``bw_mbps``, then at least one copy of the update back out before a GPU can start
+    its next step."""
+    return compute_time + (n_gpus + 1) * values * 4 / (bw_mbps * 1e6 / 8)
+
+
+def _plot(path: Path, ndn: NdnRunResult, ip: NdnRunResult, bound: float | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -318,6 +326,10 @@ def _plot(path: Path, ndn: NdnRunResult, ip: NdnRunResult) -> None:
     axes[0].legend(fontsize=8)
     axes[1].plot(x[:len(rn)], [r["seconds"] for r in rn], "o-", label="NDN")
     axes[1].plot(x[:len(ri)], [r["seconds"] for r in ri], "s-", label="IP")
+    if bound is not None:  # the line-rate bound beside the measured rounds
+        axes[1].axhline(bound, color="tab:gray", ls="--", lw=1,
+                        label=f"line-rate bound {bound:.2f} s")
+        axes[1].set_ylim(bottom=0)
     axes[1].set_xlabel("round")
     axes[1].set_ylabel("round time (s)")
     axes[1].legend(fontsize=8)
@@ -445,7 +457,11 @@ def main(argv: list[str]) -> int:
                "round_time_ratio": (runs["ndn-sync"].round_seconds / runs["ip-sync"].round_seconds
                                     if runs["ip-sync"].round_seconds else None)}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
-    _plot(run_dir / "ndn_vs_ip.png", runs["ndn-sync"], runs["ip-sync"])
+    bound = round_bound(n, values, args.bw, args.compute_time)
+    _log(f"line-rate bound per sync round (compute, then {n} gradients in and one update out "
+         f"over the PS's {args.bw:g} Mbit/s link, payload only): {bound:.3f} s; measured NDN "
+         f"{runs['ndn-sync'].round_seconds:.3f} s, IP {runs['ip-sync'].round_seconds:.3f} s")
+    _plot(run_dir / "ndn_vs_ip.png", runs["ndn-sync"], runs["ip-sync"], bound)
     console.print(f"results: {run_dir}/summary.json, {run_dir}/ndn_vs_ip.png")
     return 0 if all(r.exact for r in runs.values()) else 1
 
