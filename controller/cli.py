@@ -3,7 +3,7 @@
     gradctl topo show TOPO                    the topology's nodes and links
     gradctl routes TOPO [--switch S ...]      route tables and ECMP groups
     gradctl deploy TOPO --run-dir DIR         load forward.p4 and install routes
-    gradctl counters TOPO --run-dir DIR       drop counters of running switches
+    gradctl counters [TOPO] --run-dir DIR     drop counters of running switches
     gradctl place TOPO --ps H --budget K --capacity C [--method M|all] [--json] [--plot F]
                                               switch placement for in-network aggregation
     gradctl ina deploy TOPO --run-dir DIR --ps H --budget K --capacity C --values N

@@ -55,7 +55,7 @@ def cmd_net_up(args: argparse.Namespace) -> int:
         err.print(f"network {st.spec} is up on the {st.target} target "
                   f"({len(st.hosts)} hosts, {len(st.switches)} switches).\n"
                   f"  gradctl net exec {st.run_dir} {next(iter(st.hosts), 'HOST')} -- ip addr\n"
-                  f"  gradctl counters {st.spec} --run-dir {st.run_dir}\n"
+                  f"  gradctl counters --run-dir {st.run_dir}\n"
                   f"  gradctl net down {st.run_dir}")
     return 0
 
