@@ -488,3 +488,22 @@ def test_fat_tree_no_route_is_counted(fat_tree_net) -> None:  # noqa: ANN001
                                  "dev h1-eth0 nud permanent; ping -n -q -c2 -i0.2 -W1 10.0.0.99")
     assert " 0 received" in out, out
     assert no_route() - before == 2
+
+
+@net
+@pytest.mark.net
+def test_every_host_of_a_large_network_has_its_static_arp(tmp_path: Path) -> None:
+    """A star of 64 hosts: every host knows every other host's MAC and h1 reaches h64.
+    (The entries once went through one shell line that the tty cut off after about 50
+    of them, so hosts of a larger network could not reach the rest.)"""
+    topo = star(64)
+    network = start_network(topo, tmp_path)
+    try:
+        deploy(topo, network.grpc_addresses())
+        for h in ("h1", "h64"):
+            out = network.host(h).cmd("ip neigh show nud permanent | wc -l")
+            assert int(out.strip()) == 63, (h, out)
+        out = network.host("h1").cmd(f"ping -n -c1 -W2 {topo.host_ip('h64')}")
+        assert " 0% packet loss" in out, out
+    finally:
+        network.stop()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import shlex
 import shutil
 import tempfile
 import time
@@ -126,7 +127,8 @@ class Network:
         topo = self.topology
         for h in self.net.hosts:
             cmds = []
-            for nic, iface in enumerate(topo.graph.nodes[h.name]["ifaces"]):
+            neigh: list[str] = []
+            for iface in topo.graph.nodes[h.name]["ifaces"]:
                 if not iface:
                     continue
                 name = iface["name"]
@@ -139,9 +141,15 @@ class Network:
                         continue
                     for oface in topo.graph.nodes[other]["ifaces"]:
                         if oface and _same_subnet(iface, oface):
-                            cmds.append(f"ip neigh replace {oface['ip']} lladdr {oface['mac']} "
-                                        f"dev {name} nud permanent")
-                del nic
+                            neigh.append(f"neigh replace {oface['ip']} lladdr {oface['mac']} "
+                                         f"dev {name} nud permanent")
+            if neigh:
+                # One `ip -batch` file, not one shell line: Mininet drives each host's shell
+                # through a tty, whose line limit (4095 bytes) cut a long line off after
+                # about 50 entries, so hosts of a larger network could not reach the rest.
+                batch = self.run_dir / f"{h.name}.neigh"
+                batch.write_text("\n".join(neigh) + "\n")
+                cmds.append(f"ip -batch {shlex.quote(str(batch))}")
             h.cmd("; ".join(cmds))
 
     def stop(self) -> None:
