@@ -316,3 +316,34 @@ def test_only_the_initiator_sends_the_roster() -> None:
     assert _drops(sw, 3) == 1  # formation_closed
     out = tx(sw, HOST, H(TokenMsg.PASS, sender=2), MACS[1])
     assert out[0][1].next_holder == 3
+
+
+def test_two_declarations_of_the_same_loss_the_nearest_declarer_wins(nic: Switch) -> None:
+    # member 3 is declared lost twice: by member 1 (2 positions after it) and by member 4
+    # (1 position after it); whatever the order, every NIC ends with member 4 holding
+    tx(nic, LANP, H(TokenMsg.NODE_LOST, sender=1, member=3, next_holder=1), MACS[0])
+    out = tx(nic, LANP, H(TokenMsg.NODE_LOST, sender=4, member=3, next_holder=4), MACS[3])
+    assert [p for p, *_ in out] == [HOST]  # the nearer one is taken
+    g = np.ones(TOKEN_VALUES, dtype=np.int32)
+    tx(nic, LANP, H(TokenMsg.GRAD, sender=1, batch=0, frag=0), MACS[0], g)
+    assert _acc_drops(nic, 4) == 1  # member 1 no longer holds the token
+    # the other order, on a NIC that saw member 4's declaration first: member 1's is dropped
+    sw = _fresh_nic()
+    tx(sw, LANP, H(TokenMsg.NODE_LOST, sender=4, member=3, next_holder=4), MACS[3])
+    assert tx(sw, LANP, H(TokenMsg.NODE_LOST, sender=1, member=3, next_holder=1), MACS[0]) == []
+    assert _drops(sw, 8) == 1  # lost_tie
+    tx(sw, LANP, H(TokenMsg.GRAD, sender=4, batch=0, frag=0), MACS[3], g)
+    _got, bitmap = _read(sw, 0, 0)
+    assert bitmap == 0b10000
+
+
+def _fresh_nic() -> Switch:
+    sw = Switch()
+    sw.install_program(sw.load_program(NIC.read_bytes()))
+    sw.pre.set_group(1, [Replica(HOST, 0), Replica(LANP, 0)], create=True)
+    tx(sw, HOST, H(TokenMsg.CONFIG, aux=WAIT_US), MACS[1])
+    tx(sw, LANP, H(TokenMsg.FORM_START, sender=1), MACS[0])
+    for i, mac in enumerate(MACS, start=1):
+        flags = int(TokenFlags.LAST) if i == len(MACS) else 0
+        tx(sw, LANP, H(TokenMsg.ROSTER, sender=1, member=i, mac=mac, count=4, flags=flags), MACS[0])
+    return sw

@@ -356,7 +356,13 @@ class TokenProtocol(FrameIO):
         elif m == TokenMsg.NODE_LOST:
             self.stats["lost_seen"] += 1
             lost = hdr.member
+            again = lost not in self.active and lost != self.seq
             self.active.discard(lost)
+            if again and hdr.sender != self.seq and self.holder:
+                # tie-break: the NICs passed a second declaration of the same node only
+                # because its declarer is nearer after it; it holds the token, not this node
+                self.holder = False
+                self.log("lost_tie", member=lost, winner=hdr.sender, **self.where())
             self.last_pass = max(self.last_pass, hdr.pass_no)
             declared_by_me = hdr.sender == self.seq
             if declared_by_me:

@@ -242,6 +242,8 @@ struct token_nic_metadata_t {
     bit<32> active_map;    /* bit i: member i active */
     bit<32> cand;          /* next-holder search */
     bit<8>  next_seq;
+    bit<8>  lost_member;   /* the tie-break of NODE_LOST: last declared node, and by whom */
+    bit<8>  lost_by;
     bit<48> init_mac;      /* who opened formation: the only source of ROSTER frames */
     bit<1>  added;         /* this GRAD added a contribution (not a duplicate) */
     bit<32> rx_batch;      /* repair tracking of one sender's broadcast */

@@ -32,7 +32,8 @@
 #define TOKEN_DROP_UNKNOWN      5   /* unknown msg_type */
 #define TOKEN_DROP_FORM_SOURCE  6   /* FORM_START / ROSTER not from who opened formation */
 #define TOKEN_DROP_HOST_TOKEN   7   /* a TOKEN from the host: the NIC emits tokens (PASS) */
-#define TOKEN_DROP_REASONS      8
+#define TOKEN_DROP_LOST_TIE     8   /* a second NODE_LOST for the same node, from farther after it */
+#define TOKEN_DROP_REASONS      16
 /* member_events indices */
 #define TOKEN_EV_CONFIG      0
 #define TOKEN_EV_ROSTER      1
@@ -62,6 +63,8 @@ control TokenMembership(inout token_headers_t hdr,
     register<bit<8>>(1)  resend_state;
     register<bit<48>>(1) init_mac;     /* who opened formation (first FORM_START / ROSTER) */
     register<bit<32>>(1) active_map;   /* bit i: member i active (the next-holder search) */
+    register<bit<8>>(1)  lost_member;  /* the last node declared lost ... */
+    register<bit<8>>(1)  lost_by;      /* ... and who declared it (the tie-break) */
     counter(TOKEN_DROP_REASONS, CounterType.packets) member_drops;
     counter(TOKEN_EVENTS, CounterType.packets) member_events;
 
@@ -124,6 +127,8 @@ control TokenMembership(inout token_headers_t hdr,
         hdr.token.aux = (bit<32>)meta.tk.elapsed;   /* measured silence, us */
         member_state.write((bit<32>)meta.tk.last_holder, TOKEN_MEMBER_STANDBY);
         active_map.write(0, meta.tk.active_map & ~((bit<32>)1 << meta.tk.last_holder));
+        lost_member.write(0, meta.tk.last_holder);
+        lost_by.write(0, meta.tk.my_seq);
         last_ts.write(0, standard_metadata.ingress_global_timestamp);
         last_sender.write(0, meta.tk.my_seq);
         last_holder.write(0, meta.tk.my_seq);
@@ -277,6 +282,32 @@ control TokenMembership(inout token_headers_t hdr,
                         drop_frame(TOKEN_DROP_NON_MEMBER);
                     } else if (meta.tk.peer_state == TOKEN_MEMBER_ACTIVE) {
                         meta.tk.accept = 1;
+                        if (hdr.token.msg_type == TOKEN_MSG_NODE_LOST && hdr.token.member != 0
+                                && hdr.token.member < TOKEN_MAX_MEMBERS) {
+                            /* Tie-break: two NICs declared the same node lost (a stalled
+                             * host's ticks). The declarer nearest after it in the roster
+                             * wins, whatever the arrival order, on every NIC alike. */
+                            lost_member.read(meta.tk.lost_member, 0);
+                            lost_by.read(meta.tk.lost_by, 0);
+                            if (meta.tk.lost_member == hdr.token.member && meta.tk.lost_by != 0) {
+                                if (hdr.token.sender > hdr.token.member) {
+                                    meta.tk.distance = (bit<48>)(hdr.token.sender - hdr.token.member);
+                                } else {
+                                    meta.tk.distance = (bit<48>)(hdr.token.sender + meta.tk.roster_size
+                                                                 - hdr.token.member);
+                                }
+                                if (meta.tk.lost_by > hdr.token.member) {
+                                    meta.tk.limit = (bit<48>)(meta.tk.lost_by - hdr.token.member);
+                                } else {
+                                    meta.tk.limit = (bit<48>)(meta.tk.lost_by + meta.tk.roster_size
+                                                              - hdr.token.member);
+                                }
+                                if (meta.tk.distance >= meta.tk.limit) {
+                                    meta.tk.accept = 0;
+                                    drop_frame(TOKEN_DROP_LOST_TIE);
+                                }
+                            }
+                        }
                     } else if (meta.tk.peer_state == TOKEN_MEMBER_STANDBY
                                && hdr.token.msg_type == TOKEN_MSG_REJOIN_REPLY) {
                         meta.tk.accept = 1;
@@ -319,6 +350,8 @@ control TokenMembership(inout token_headers_t hdr,
                     member_events.count(TOKEN_EV_LOST_SEEN);
                     member_state.write((bit<32>)hdr.token.member, TOKEN_MEMBER_STANDBY);
                     active_map.write(0, meta.tk.active_map & ~((bit<32>)1 << hdr.token.member));
+                    lost_member.write(0, hdr.token.member);
+                    lost_by.write(0, hdr.token.sender);
                     record_pass();
                     resend_state.write(0, 0);
                 } else if (hdr.token.msg_type == TOKEN_MSG_REJOIN
@@ -326,6 +359,7 @@ control TokenMembership(inout token_headers_t hdr,
                     member_events.count(TOKEN_EV_REJOIN);
                     member_state.write((bit<32>)hdr.token.member, TOKEN_MEMBER_ACTIVE);
                     active_map.write(0, meta.tk.active_map | ((bit<32>)1 << hdr.token.member));
+                    lost_member.write(0, 0);   /* a later loss of it is a new declaration */
                 }
                 last_ts.write(0, standard_metadata.ingress_global_timestamp);
             }
