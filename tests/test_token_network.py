@@ -161,6 +161,12 @@ def test_slow_node_passes_then_broadcasts_and_killed_node_is_declared_lost(net) 
     last = [e for h, e in run.events("batch") if h == "h1"][-1]
     assert last["n"] == 3 and dead not in last["active"]
     assert run.node("h1").summary["batch"] == 30
+    # ¶100: after the batch, the initiator sent the dead node's data again and every
+    # survivor took its share of it: together, all of it
+    shard = next(e["examples"] for e in run.node("h4").events if e["event"] == "ready")
+    taken = {h: e for h, e in run.events("redistributed") if e["member"] == dead}
+    assert sorted(taken) == survivors, taken
+    assert sum(e["examples"] for e in taken.values()) == shard
 
 
 def test_standby_node_rejoins_after_the_batch(net) -> None:  # noqa: ANN001
@@ -218,6 +224,10 @@ def test_mass_departure_saves_the_model_and_stops(net) -> None:  # noqa: ANN001
     abnormal = [e for _h, e in run.events("abnormal") if "saved" in e]
     assert abnormal and "too many nodes left" in abnormal[0]["message"]
     assert (out / "model.pt").exists()
+    # ¶33: both finished the data they were on and stood by
+    for h in ("h1", "h2"):
+        st = [e for e in run.node(h).events if e["event"] == "standby" and e.get("reason") == "abnormal"]
+        assert st and st[0]["finished_data"], (h, st)
 
 
 def test_gradctl_token_deploy_and_counters(net, capsys) -> None:  # noqa: ANN001

@@ -107,6 +107,10 @@ class Node(TokenProtocol, Distribution, Training):
         self.examples = 0             # examples covered in the current step (the token's count)
         self.sent_steps: dict[int, tuple[Any, int]] = {}  # own broadcasts kept for NACKs
         self.batch_grad: tuple[int, Any, float, int, Any] | None = None  # sent in chunk 0
+        self.shards: dict[int, bytes] = {}       # initiator: every member's data (¶100)
+        self.redistribute_due: set[int] = set()  # initiator: lost members' data to send
+        self.redistributed: set[int] = set()     # lost members whose data this node took
+        self.redist_parts: dict[int, dict[int, bytes]] = {}
         self.ready_lock = threading.Lock()
         self.work: queue.Queue = queue.Queue()
         self.ready_event = threading.Event()
@@ -153,6 +157,7 @@ def run_node(args: argparse.Namespace) -> int:
                   for s in node.roster}
         test = encode_examples(data.x_test, data.y_test, exact=exact)
         node.distribute(params, shards, test, len(data.y_train))
+        node.shards = shards
         node.setup_training(params, shards[1], test, len(data.y_train))
     else:
         node.form_as_member()

@@ -320,6 +320,61 @@ class TokenProtocol(FrameIO):
             elif got[0].msg_type != TokenMsg.DATA_ACK:
                 self.pending.append(got)
 
+    def redistribute(self) -> None:
+        """¶100 (initiator, after a batch): the data of nodes declared lost goes again to
+        the others (DATA tagged with the lost node's number, twice: lost frames); each
+        active node adds every K-th example (K active nodes, its rank in them) to its
+        shard. Batches per epoch stay as they are: the shards grow, the count does not."""
+        for m in sorted(self.redistribute_due):
+            if m in self.active or m not in self.shards:
+                continue  # it came back meanwhile
+            for _ in range(2):
+                self.send_blob(TokenMsg.DATA, m, self.shards[m], batch=self.batch,
+                               flags=int(TokenFlags.RESEND))
+            self.adopt_lost_data(m, self.shards[m])
+        self.redistribute_due.clear()
+
+    def adopt_lost_data(self, member: int, blob: bytes) -> None:
+        """Take this node's slice of a lost node's shard (¶100)."""
+        import torch
+
+        from hosts.token.data import decode_examples, exact_encoding
+
+        if member in self.redistributed or self.standby:
+            return
+        self.redistributed.add(member)
+        order = sorted(self.active)
+        if self.seq not in order:
+            return
+        x, y = decode_examples(blob, exact_encoding(self.args.data))
+        k, n = order.index(self.seq), len(order)
+        xs, ys = x[k::n], y[k::n]
+        with self.ready_lock:
+            self.x = torch.cat([self.x, xs])
+            self.y = torch.cat([self.y, ys])
+        self.log("redistributed", member=member, examples=len(ys), shard=len(self.y), **self.where())
+
+    def on_data(self, hdr: TokenHeader, rest: memoryview) -> None:
+        """A DATA frame during training: a piece of a lost node's shard (¶100)."""
+        m = hdr.member
+        if m == 0 or m == self.seq or m in self.active or m in self.redistributed:
+            return
+        parts = self.redist_parts.setdefault(m, {})
+        parts[hdr.frag] = bytes(rest)
+        if len(parts) == hdr.nfrags:
+            blob = b"".join(parts[i] for i in range(hdr.nfrags))[:hdr.aux]
+            del self.redist_parts[m]
+            self.adopt_lost_data(m, blob)
+
+    def abnormal_standby(self) -> bool:
+        """¶33: training stops; this node finishes its current data (the gradient its
+        compute thread is on, bounded by 2 t) and stands by. True if it finished."""
+        finished = self.ready is not None or self.ready_event.wait(max(1.0, 2 * self.args.wait_unit))
+        self.holder = False
+        self.standby = True
+        self.log("standby", reason="abnormal", finished_data=bool(finished), **self.where())
+        return bool(finished)
+
     def stop(self, reason: str) -> None:
         self.done = True
         if reason == "finished" and self.active and self.seq == min(self.active):
@@ -368,6 +423,8 @@ class TokenProtocol(FrameIO):
             if declared_by_me:
                 self.stats["lost_declared"] += 1
             self.log("lost", member=lost, by=hdr.sender, silence_s=hdr.aux / 1e6, **self.where())
+            if self.shards and lost in self.shards and lost != self.seq and not self.standby:
+                self.redistribute_due.add(lost)
             if lost == self.seq:
                 self.standby = True
                 self.holder = False
@@ -376,6 +433,7 @@ class TokenProtocol(FrameIO):
             if len(self.active) < self.args.min_nodes and self.seq == min(self.active):
                 for _ in range(ROSTER_REPEATS):
                     self.send(self.header(TokenMsg.ABNORMAL, batch=self.batch, count=len(self.active)))
+                self.abnormal_standby()
                 path = self.save_model()
                 self.log("abnormal", active=sorted(self.active), saved=path,
                          message=f"too many nodes left: {len(self.active)} active, fewer than "
@@ -405,7 +463,12 @@ class TokenProtocol(FrameIO):
             self.active.add(hdr.member)
             if hdr.member == self.seq and self.standby:
                 self.rejoin_model(hdr.batch)
+        elif m == TokenMsg.DATA:
+            self.on_data(hdr, rest)
         elif m == TokenMsg.ABNORMAL:
+            if self.done:
+                return
+            self.abnormal_standby()
             self.log("abnormal", by=hdr.sender, active=hdr.count,
                      message="the coordinator reported too many departures; training stopped")
             self.exit_code = EXIT_ABNORMAL

@@ -238,7 +238,9 @@ class Training(FrameIO):
                 pieces = 1
             else:
                 seed = self.args.batch_seed if self.args.batch_seed >= 0 else self.seq
-                xb, yb = tr.batches(self.x, self.y, self.args.batch_size, epoch, seed=seed)[i]
+                with self.ready_lock:  # a redistribution (¶100) may grow the shard
+                    x, y = self.x, self.y
+                xb, yb = tr.batches(x, y, self.args.batch_size, epoch, seed=seed)[i]
                 examples = len(yb)
                 pieces = min(self.args.pieces, examples) if self.args.cutoff < 1.0 else 1
                 if pieces > 1:
@@ -505,6 +507,8 @@ class Training(FrameIO):
                 # hosts/trainer.py's points: every K steps and each epoch's end, once
                 self.emit_eval(b // self.batches_per_epoch + 1, done)
         self.log("batch", **rec)
+        if self.redistribute_due:
+            self.redistribute()  # ¶100: after the batch
         if self.batch < self.total_steps and not self.standby:
             self.work.put(self.batch)
 
