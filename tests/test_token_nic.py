@@ -279,7 +279,7 @@ def test_lost_fragments_are_detected_and_asked_for(nic: Switch) -> None:
     assert by_port[HOST].msg_type == TokenMsg.TOKEN
     nack = by_port[LANP]
     assert (nack.msg_type, nack.sender, nack.member, nack.batch, nack.nfrags) == (TokenMsg.NACK, 2, 1, 0, 5)
-    assert nack.frag == 0  # a hole below the highest fragment: ask from the start
+    assert nack.frag == 3  # the hole (1) was NACKed already: only the tail [3, 5)
     # member 1 re-sends (flag RESEND; it no longer holds the token): the holes are filled,
     # what was there already is not added twice
     for f in range(5):
@@ -289,6 +289,10 @@ def test_lost_fragments_are_detected_and_asked_for(nic: Switch) -> None:
         got, bitmap = _read(nic, 0, f)
         assert bitmap == 0b10 and np.array_equal(got, g[f])
     assert _counter(nic, "NicIngress.accumulator.acc_events", 6) == 3  # repaired
+    # a TOKEN from a member none of whose fragments arrived here: all of them are asked for
+    out = tx(nic, LANP, H(TokenMsg.TOKEN, sender=3, next_holder=4, batch=0, nfrags=2, pass_no=3), MACS[2])
+    nack = {p: h for p, h, _ in out}[LANP]
+    assert (nack.msg_type, nack.member, nack.frag, nack.nfrags) == (TokenMsg.NACK, 3, 0, 2)
     # a NACK naming this NIC's host goes to the host; one naming another member stops here
     out = tx(nic, LANP, H(TokenMsg.NACK, sender=3, member=2, batch=0, frag=0, nfrags=1), MACS[2])
     assert [p for p, *_ in out] == [HOST]

@@ -56,6 +56,7 @@ control TokenAccumulator(inout token_headers_t hdr,
     register<bit<32>>(TOKEN_MAX_MEMBERS) rx_batch;
     register<bit<32>>(TOKEN_MAX_MEMBERS) rx_next;
     register<bit<32>>(TOKEN_MAX_MEMBERS) rx_have;
+    register<bit<32>>(TOKEN_MAX_MEMBERS) rx_gaps;   /* fragments already NACKed for a gap */
     register<bit<32>>(TOKEN_MAX_MEMBERS) asked;
     register<bit<32>>(TOKEN_ACC_SLOTS) acc_v000;
     register<bit<32>>(TOKEN_ACC_SLOTS) acc_v001;
@@ -882,12 +883,14 @@ control TokenAccumulator(inout token_headers_t hdr,
         rx_batch.read(meta.tk.rx_batch, (bit<32>)s);
         rx_next.read(meta.tk.rx_next, (bit<32>)s);
         rx_have.read(meta.tk.rx_have, (bit<32>)s);
+        rx_gaps.read(meta.tk.rx_gaps, (bit<32>)s);
     }
 
     action store_rx(bit<8> s) {
         rx_batch.write((bit<32>)s, meta.tk.rx_batch);
         rx_next.write((bit<32>)s, meta.tk.rx_next);
         rx_have.write((bit<32>)s, meta.tk.rx_have);
+        rx_gaps.write((bit<32>)s, meta.tk.rx_gaps);
     }
 
     /* A GRAD revealed a gap: after adding it, the frame itself becomes this NIC's
@@ -957,12 +960,14 @@ control TokenAccumulator(inout token_headers_t hdr,
                                 meta.tk.rx_batch = hdr.token.batch;
                                 meta.tk.rx_next = 0;
                                 meta.tk.rx_have = 0;
+                                meta.tk.rx_gaps = 0;
                             }
                             if ((bit<32>)hdr.token.frag > meta.tk.rx_next) {
                                 meta.tk.nack = 1;
                                 meta.tk.nack_member = hdr.token.sender;
                                 meta.tk.nack_lo = (bit<16>)meta.tk.rx_next;
                                 meta.tk.nack_hi = hdr.token.frag;
+                                meta.tk.rx_gaps = meta.tk.rx_gaps + ((bit<32>)hdr.token.frag - meta.tk.rx_next);
                             }
                             if ((bit<32>)hdr.token.frag + 1 > meta.tk.rx_next) {
                                 meta.tk.rx_next = (bit<32>)hdr.token.frag + 1;
@@ -1012,11 +1017,16 @@ control TokenAccumulator(inout token_headers_t hdr,
                 meta.tk.nack = 1;
                 meta.tk.nack_lo = 0;
             } else if (meta.tk.rx_have < (bit<32>)hdr.token.nfrags) {
-                meta.tk.nack = 1;
-                meta.tk.nack_lo = 0;
-                if (meta.tk.rx_have == meta.tk.rx_next) {
-                    /* nothing missing below rx_next: only the tail was lost */
-                    meta.tk.nack_lo = (bit<16>)meta.tk.rx_next;
+                if (meta.tk.rx_next <= meta.tk.rx_have + meta.tk.rx_gaps) {
+                    /* every hole below rx_next is NACKed already (its re-sends may be on
+                     * the way): ask for the tail only, if any */
+                    if (meta.tk.rx_next < (bit<32>)hdr.token.nfrags) {
+                        meta.tk.nack = 1;
+                        meta.tk.nack_lo = (bit<16>)meta.tk.rx_next;
+                    }
+                } else {
+                    meta.tk.nack = 1;
+                    meta.tk.nack_lo = 0;
                 }
             }
             if (meta.tk.nack == 1) {

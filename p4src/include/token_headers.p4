@@ -249,6 +249,7 @@ struct token_nic_metadata_t {
     bit<32> rx_batch;      /* repair tracking of one sender's broadcast */
     bit<32> rx_next;
     bit<32> rx_have;
+    bit<32> rx_gaps;
     bit<32> asked;
     bit<1>  nack;          /* send a NACK to the LAN (egress rewrites the LAN copy) */
     bit<8>  nack_member;
