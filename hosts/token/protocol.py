@@ -45,7 +45,8 @@ if TYPE_CHECKING:
 EXIT_ABNORMAL = 3
 EXIT_NOT_ADMITTED = 4
 ROSTER_REPEATS = 3      # the roster (and STOP, ABNORMAL) go out this often: lost frames
-LINGER_S = 1.0         # after STOP: answer late NACKs this long
+LINGER_S = 1.5         # after STOP: answer late NACKs until this long without one ...
+LINGER_MAX_S = 6.0     # ... at most this long
 REPAIR_KEEP = 4         # steps whose own broadcast a node keeps for re-sends (NACK)
 
 
@@ -275,8 +276,11 @@ class TokenProtocol(FrameIO):
         rejoin (between batches only), then open the next step (or stop after the last)."""
         self.finish_batch(bitmap)
         if self.batch >= self.total_steps:
+            # nfrags (of batch - 1, flag PREV): the NICs check the last broadcast's tail
+            nfrags = self.frags_of(self.batch - 1) if self.batch - 1 in self.sent_steps else 0
             for _ in range(ROSTER_REPEATS):
-                self.send(self.header(TokenMsg.STOP, batch=self.batch, bitmap=bitmap))
+                self.send(self.header(TokenMsg.STOP, batch=self.batch, bitmap=bitmap, nfrags=nfrags,
+                                      flags=int(TokenFlags.PREV)))
             self.stop("finished")
             return
         if (len(self.active) < len(self.roster) and self.batch >= self.next_rejoin_query
@@ -564,6 +568,10 @@ class TokenProtocol(FrameIO):
                 self.on_frame(*got)
         # a node still repairing the last batch NACKs the others' fragments: stay a while
         # to answer (next_frame answers NACKs; anything else is over)
-        linger = time.monotonic() + LINGER_S
-        while self.exit_code == 0 and time.monotonic() < linger:
+        now = time.monotonic()
+        quiet_until, hard = now + LINGER_S, now + LINGER_MAX_S
+        while self.exit_code == 0 and time.monotonic() < min(quiet_until, hard):
+            answered = self.stats["repair_frames"]
             self.next_frame(0.05)
+            if self.stats["repair_frames"] != answered:  # someone is still repairing
+                quiet_until = time.monotonic() + LINGER_S

@@ -1001,10 +1001,12 @@ control TokenAccumulator(inout token_headers_t hdr,
                 reply();
             }
         } else if (meta.tk.accept == 1 && meta.tk.handled == 0 && hdr.token.sender < TOKEN_MAX_MEMBERS
-                   && hdr.token.msg_type == TOKEN_MSG_TOKEN && hdr.token.nfrags != 0
+                   && (hdr.token.msg_type == TOKEN_MSG_TOKEN || hdr.token.msg_type == TOKEN_MSG_STOP)
+                   && hdr.token.nfrags != 0
                    && standard_metadata.ingress_port == NIC_LAN_PORT) {
-            /* loss recovery, the tail: the TOKEN says how many fragments its sender
-             * broadcast (nfrags; of batch - 1 with flag PREV, a batch-opening token);
+            /* loss recovery, the tail: the TOKEN (or the STOP after the last batch) says
+             * how many fragments its sender broadcast (nfrags; of batch - 1 with flag
+             * PREV, a batch-opening token);
              * fewer added here -> NACK them. The TOKEN goes to the host, a copy to the
              * LAN, which MyEgress turns into the NACK. */
             meta.tk.rx_batch = hdr.token.batch;
