@@ -282,3 +282,12 @@ def test_cutoff_of_90_percent_ends_batches_with_one_slow_node_of_four(net) -> No
     assert all(e["n"] == 4 for e in batches)
     assert run.node("h2").summary["stats"]["partial_grads"] == len(partial)
     assert slow in batches[-1]["contributors"]
+
+
+def test_a_kill_due_after_training_is_reported_as_such(net) -> None:  # noqa: ANN001
+    # training (1 epoch) ends long before the kill is due: it is not a kill, h4 finished
+    run, _out, _dep = _run(net, "latekill", "--cutoff", "1.0", kills={"h4": 60.0}, from_training=True)
+    _ok(run, TRAIN)
+    assert run.kills == {}
+    assert list(run.kills_after_exit) == ["h4"]
+    assert not run.events("lost")

@@ -513,6 +513,8 @@ class TokenProtocol(FrameIO):
             self.ready = None
             self.ready_event.clear()
         self.bitmap = 0
+        self.examples = 0
+        self.partial = None
         self.standby = False
         self.active.add(self.seq)
         self.stats["rejoined"] += 1

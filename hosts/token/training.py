@@ -120,7 +120,11 @@ class Training(FrameIO):
     batches_per_epoch: int
     total_batches: int
     total_steps: int
-    ready: tuple[int, Any, float] | None
+    ready: tuple[int, Any, float, int, Any] | None  # (step, quantized, t_ready, examples, float vector)
+    partial: tuple[int, Any, float, int, Any] | None
+    examples: int
+    batch_grad: tuple[int, Any, float, int, Any] | None
+    redistribute_due: set[int]
     ready_lock: threading.Lock
     ready_event: threading.Event
     work: queue.Queue
