@@ -191,13 +191,22 @@ def test_watchdog_resend_then_staggered_node_lost(nic: Switch) -> None:
     out = tx(nic, HOST, H(TokenMsg.TICK), MACS[1])
     assert [(p, h.msg_type) for p, h, _ in out] == [(HOST, TokenMsg.RESEND_DUE)]
     assert tx(nic, HOST, H(TokenMsg.TICK), MACS[1]) == []  # asked once
-    # the host re-sends (flag RESEND); member 2 is d = 3 positions after member 3
+    # the host re-sends (flag RESEND), up to 3 times, every t/2 after the first (a lossy
+    # LAN); member 2 is d = 3 positions after member 3
+    resend = H(TokenMsg.PASS, sender=2, pass_no=1, flags=int(TokenFlags.RESEND))
+    tx(nic, HOST, resend, MACS[1])
+    resends, lost = 1, []
     t0 = time.monotonic()
-    tx(nic, HOST, H(TokenMsg.PASS, sender=2, pass_no=1, flags=int(TokenFlags.RESEND)), MACS[1])
-    lost = []
-    while not lost and time.monotonic() - t0 < 5:
-        lost = tx(nic, HOST, H(TokenMsg.TICK), MACS[1])
+    while not lost and time.monotonic() - t0 < 8:
+        out = tx(nic, HOST, H(TokenMsg.TICK), MACS[1])
+        if [h.msg_type for _p, h, _ in out] == [TokenMsg.RESEND_DUE]:
+            tx(nic, HOST, resend, MACS[1])
+            resends += 1
+            t0 = time.monotonic()
+        else:
+            lost = out
         time.sleep(0.02)
+    assert resends == 3
     waited = time.monotonic() - t0
     assert waited >= 3 * WAIT_US / 1e6
     assert sorted(p for p, *_ in lost) == [HOST, LANP]  # to its host and to the LAN

@@ -45,6 +45,10 @@
 #define TOKEN_EV_REJOIN      7
 #define TOKEN_EV_FORWARDED   8   /* protocol frames passed on */
 #define TOKEN_EVENTS        16
+/* s136 says "re-send once"; on a lossy LAN a lost token and a lost resend would declare a
+ * live node lost, so the last sender re-sends up to this often, every t/2 after the
+ * first (the others' waits, >= t after the last resend they saw, never end meanwhile) */
+#define TOKEN_RESENDS        3
 
 control TokenMembership(inout token_headers_t hdr,
                         inout token_metadata_t meta,
@@ -61,6 +65,7 @@ control TokenMembership(inout token_headers_t hdr,
     register<bit<8>>(1)  last_sender;
     register<bit<8>>(1)  last_holder;
     register<bit<8>>(1)  resend_state;
+    register<bit<8>>(1)  resend_count;  /* RESEND_DUEs asked for the last pass */
     register<bit<48>>(1) init_mac;     /* who opened formation (first FORM_START / ROSTER) */
     register<bit<32>>(1) active_map;   /* bit i: member i active (the next-holder search) */
     register<bit<8>>(1)  lost_member;  /* the last node declared lost ... */
@@ -84,6 +89,7 @@ control TokenMembership(inout token_headers_t hdr,
         last_sender.read(meta.tk.last_sender, 0);
         last_holder.read(meta.tk.last_holder, 0);
         resend_state.read(meta.tk.resend_state, 0);
+        resend_count.read(meta.tk.resend_count, 0);
         init_mac.read(meta.tk.init_mac, 0);
         active_map.read(meta.tk.active_map, 0);
         /* s131: before any TOKEN, node 1 holds it */
@@ -111,6 +117,7 @@ control TokenMembership(inout token_headers_t hdr,
         hdr.token.msg_type = TOKEN_MSG_RESEND_DUE;
         standard_metadata.egress_spec = NIC_HOST_PORT;
         resend_state.write(0, 1);
+        resend_count.write(0, meta.tk.resend_count + 1);
         meta.tk.handled = 1;
         member_events.count(TOKEN_EV_RESEND_DUE);
     }
@@ -133,6 +140,7 @@ control TokenMembership(inout token_headers_t hdr,
         last_sender.write(0, meta.tk.my_seq);
         last_holder.write(0, meta.tk.my_seq);
         resend_state.write(0, 0);
+        resend_count.write(0, 0);
         standard_metadata.mcast_grp = NIC_BOTH_PORTS_GROUP;
         meta.tk.handled = 1;
         member_events.count(TOKEN_EV_LOST_SENT);
@@ -189,8 +197,9 @@ control TokenMembership(inout token_headers_t hdr,
                         consume_tick();
                     } else if (meta.tk.last_sender == meta.tk.my_seq
                                && meta.tk.last_holder != meta.tk.my_seq
-                               && meta.tk.resend_state == 0
-                               && meta.tk.elapsed > meta.tk.wait_unit) {
+                               && ((meta.tk.resend_state == 0 && meta.tk.elapsed > meta.tk.wait_unit)
+                                   || (meta.tk.resend_state == 2 && meta.tk.resend_count < TOKEN_RESENDS
+                                       && meta.tk.elapsed > (meta.tk.wait_unit >> 1)))) {
                         ask_resend();
                     } else if (meta.tk.last_holder != meta.tk.my_seq && meta.tk.last_holder != 0) {
                         /* d: positions from the silent holder to this node */
@@ -344,6 +353,7 @@ control TokenMembership(inout token_headers_t hdr,
                         resend_state.write(0, 2);
                     } else {
                         resend_state.write(0, 0);
+                        resend_count.write(0, 0);
                     }
                 } else if (hdr.token.msg_type == TOKEN_MSG_NODE_LOST
                            && hdr.token.member < TOKEN_MAX_MEMBERS) {
@@ -354,6 +364,7 @@ control TokenMembership(inout token_headers_t hdr,
                     lost_by.write(0, hdr.token.sender);
                     record_pass();
                     resend_state.write(0, 0);
+                    resend_count.write(0, 0);
                 } else if (hdr.token.msg_type == TOKEN_MSG_REJOIN
                            && hdr.token.member < TOKEN_MAX_MEMBERS) {
                     member_events.count(TOKEN_EV_REJOIN);
