@@ -311,7 +311,8 @@ class TokenProtocol(FrameIO):
             self.send(self.header(TokenMsg.REJOIN, member=s, batch=self.batch))
             self.active.add(s)
             self.log("rejoin", member=s, **self.where())
-        self.send_blob(TokenMsg.MODEL, 0, params, batch=self.batch, flags=int(TokenFlags.RESEND))
+        for _ in range(2):  # twice: a frame lost on the way would fail the rejoin
+            self.send_blob(TokenMsg.MODEL, 0, params, batch=self.batch, flags=int(TokenFlags.RESEND))
         # the token moves on only once the rejoined nodes' NICs accept this batch
         waiting = set(repliers)
         deadline = time.monotonic() + 3.0

@@ -338,6 +338,8 @@ class Training(FrameIO):
         bitmaps = [0] * nfrags
         todo = list(range(nfrags))
         active = sum(1 << s for s in self.active)
+        t0 = time.monotonic()
+        rounds = 0
         for rnd in range(REPAIR_ROUNDS + 1):
             self.read_frags(batch, todo, nfrags, sums, bitmaps)
             seen = want
@@ -354,12 +356,16 @@ class Training(FrameIO):
                                           nfrags=fr[-1] + 1))
                     self.stats["repair_nacks"] += 1
             self.stats["repair_rounds"] += 1
+            rounds += 1
             end = time.monotonic() + REPAIR_WAIT_S * (rnd + 1)
             while time.monotonic() < end:
                 got = self.recv_frame(0.02)
                 if got is not None:
                     self.pending.append(got)
         self.read_frags(batch, [nfrags - 1], nfrags, sums, bitmaps, last=True)
+        if rounds:
+            self.log("repair", step=batch, rounds=rounds, missing=len(todo),
+                     s=round(time.monotonic() - t0, 3))
         return sums, bitmaps
 
     def recv_frame(self, timeout: float) -> tuple[Any, bytes, memoryview] | None:

@@ -227,6 +227,8 @@ struct token_nic_metadata_t {
     bit<8>  last_holder;
     bit<8>  resend_state;  /* 0 none, 1 host asked to resend, 2 resend seen */
     bit<8>  resend_count;
+    bit<32> pass_seen;
+    bit<1>  stale_pass;
     bit<48> elapsed;
     bit<48> limit;
     bit<48> distance;

@@ -66,6 +66,7 @@ control TokenMembership(inout token_headers_t hdr,
     register<bit<8>>(1)  last_holder;
     register<bit<8>>(1)  resend_state;
     register<bit<8>>(1)  resend_count;  /* RESEND_DUEs asked for the last pass */
+    register<bit<32>>(1) pass_seen;     /* highest pass_no of a TOKEN seen */
     register<bit<48>>(1) init_mac;     /* who opened formation (first FORM_START / ROSTER) */
     register<bit<32>>(1) active_map;   /* bit i: member i active (the next-holder search) */
     register<bit<8>>(1)  lost_member;  /* the last node declared lost ... */
@@ -90,6 +91,7 @@ control TokenMembership(inout token_headers_t hdr,
         last_holder.read(meta.tk.last_holder, 0);
         resend_state.read(meta.tk.resend_state, 0);
         resend_count.read(meta.tk.resend_count, 0);
+        pass_seen.read(meta.tk.pass_seen, 0);
         init_mac.read(meta.tk.init_mac, 0);
         active_map.read(meta.tk.active_map, 0);
         /* s131: before any TOKEN, node 1 holds it */
@@ -348,12 +350,20 @@ control TokenMembership(inout token_headers_t hdr,
                 } else if (hdr.token.msg_type == TOKEN_MSG_TOKEN) {
                     member_events.count(TOKEN_EV_TOKEN);
                     phase.write(0, TOKEN_PHASE_TRAINING);
-                    record_pass();
-                    if ((hdr.token.flags & TOKEN_FLAG_RESEND) != 0) {
-                        resend_state.write(0, 2);
+                    if (hdr.token.pass_no < meta.tk.pass_seen) {
+                        /* a resend of a pass this NIC saw superseded (its sender missed
+                         * the later one): not the token's state any more; the host
+                         * ignores it too */
+                        meta.tk.stale_pass = 1;
                     } else {
-                        resend_state.write(0, 0);
-                        resend_count.write(0, 0);
+                        pass_seen.write(0, hdr.token.pass_no);
+                        record_pass();
+                        if ((hdr.token.flags & TOKEN_FLAG_RESEND) != 0) {
+                            resend_state.write(0, 2);
+                        } else {
+                            resend_state.write(0, 0);
+                            resend_count.write(0, 0);
+                        }
                     }
                 } else if (hdr.token.msg_type == TOKEN_MSG_NODE_LOST
                            && hdr.token.member < TOKEN_MAX_MEMBERS) {
@@ -372,7 +382,15 @@ control TokenMembership(inout token_headers_t hdr,
                     active_map.write(0, meta.tk.active_map | ((bit<32>)1 << hdr.token.member));
                     lost_member.write(0, 0);   /* a later loss of it is a new declaration */
                 }
-                last_ts.write(0, standard_metadata.ingress_global_timestamp);
+                /* the silence the watchdog measures is the token's: the holder's frames
+                 * and the token moving; others' repair chatter (NACKs, re-sent GRADs,
+                 * read-out) must not hide a silent holder */
+                if ((hdr.token.msg_type == TOKEN_MSG_TOKEN && meta.tk.stale_pass == 0)
+                        || hdr.token.msg_type == TOKEN_MSG_NODE_LOST
+                        || (hdr.token.sender == meta.tk.holder && hdr.token.msg_type != TOKEN_MSG_NACK
+                            && (hdr.token.flags & TOKEN_FLAG_RESEND) == 0)) {
+                    last_ts.write(0, standard_metadata.ingress_global_timestamp);
+                }
             }
         }
     }
