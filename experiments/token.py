@@ -50,6 +50,9 @@ class TokenRun:
 
     nodes: dict[str, NodeResult]
     kills: dict[str, float] = field(default_factory=dict)       # host -> seconds after start
+    # host -> seconds after start of a kill that found the node already exited (it had
+    # finished training): it is not a kill, and the node counts as a survivor
+    kills_after_exit: dict[str, float] = field(default_factory=dict)
     start: float = 0.0
     counters: TokenCounters | None = None
     wall_s: float = 0.0
@@ -135,6 +138,7 @@ def run_token(net: Any, topo: Any, out: Path, common: list[str], *,
     bases = {h: out / h for h in hosts}
     first, rest = hosts[0], hosts[1:]
     done_kills: dict[str, float] = {}
+    late_kills: dict[str, float] = {}
     start = time.monotonic()
     try:
         for h in rest:
@@ -156,8 +160,11 @@ def run_token(net: Any, topo: Any, out: Path, common: list[str], *,
             while timeline and timeline[0][0] + offset <= now:
                 _t, what, h = timeline.pop(0)
                 if what == "kill":
-                    procs[h].kill()
-                    done_kills[h] = time.monotonic() - start
+                    if procs[h].poll() is not None:  # it finished before the kill was due
+                        late_kills[h] = round(time.monotonic() - start, 2)
+                    else:
+                        procs[h].kill()
+                        done_kills[h] = time.monotonic() - start
                 elif what == "stop":
                     os.kill(procs[h].pid, signal.SIGSTOP)
                 else:
@@ -173,7 +180,11 @@ def run_token(net: Any, topo: Any, out: Path, common: list[str], *,
                 name = f"{h}-{len(procs)}"
                 bases[name] = out / name
                 procs[name] = _spawn(net, h, node_argv(topo, h, extra, net.target), bases[name])
-            if not timeline and not side and all(p.poll() is not None for p in procs.values()):
+            if (not side and all(p.poll() is not None for p in procs.values())
+                    and all(what == "kill" for _t, what, _h in timeline)):
+                # every node exited: kills still due land after training
+                for t, _w, h in timeline:
+                    late_kills[h] = round(t + offset, 2)
                 break
             time.sleep(0.05)
         wall = time.monotonic() - start
@@ -187,7 +198,7 @@ def run_token(net: Any, topo: Any, out: Path, common: list[str], *,
                     pass
             p.wait()
     nodes = {h: _parse(h, procs[h], bases[h]) for h in procs}
-    return TokenRun(nodes, kills=done_kills, start=start, wall_s=wall)
+    return TokenRun(nodes, kills=done_kills, kills_after_exit=late_kills, start=start, wall_s=wall)
 
 
 # ----------------------------------------------------------------------------- report
@@ -231,13 +242,19 @@ def print_report(run: TokenRun) -> None:
     for member, e in lost.items():
         console.print(f"node {member} removed at t={e['t']:.1f} s (declared by node {e['by']} after "
                       f"{e['silence_s']:.2f} s of silence)")
+    for h, t in run.kills_after_exit.items():
+        console.print(f"kill of {h} due at t={t:.1f} s landed after training: {h} had finished "
+                      f"(exit {run.node(h).returncode}) and was never declared lost")
     if run.counters:
         c = run.counters
         console.print(
             f"NICs: {c.total('acc', 'events', 'added')} gradient fragments accumulated, "
             f"{c.total('acc', 'events', 'read')} read, {c.total('member', 'events', 'token')} "
             f"tokens seen, drops non-member {c.total('member', 'drops', 'non_member')}, "
-            f"duplicate {c.total('acc', 'drops', 'duplicate')}, stale {c.total('acc', 'drops', 'stale')}")
+            f"duplicate {c.total('acc', 'drops', 'duplicate')}, stale {c.total('acc', 'drops', 'stale')}, "
+            f"not holder {c.total('acc', 'drops', 'not_holder')}; NACKs "
+            f"{c.total('acc', 'events', 'nack_gap') + c.total('acc', 'events', 'nack_tail')}, "
+            f"fragments repaired {c.total('acc', 'events', 'repaired')}")
 
 
 def plot(run: TokenRun, path: Path) -> None:
@@ -360,7 +377,8 @@ def main(argv: list[str]) -> int:
             console.print(f"[red]{h} exited {r.returncode}[/red]: {r.stderr[-500:]}")
     plot(run, out / "token_accuracy.png")
     (out / "token_run.json").write_text(json.dumps({
-        "epochs": epoch_rows(run), "kills": run.kills, "wall_s": run.wall_s,
+        "epochs": epoch_rows(run), "kills": run.kills, "kills_after_exit": run.kills_after_exit,
+        "wall_s": run.wall_s,
         "nodes": {h: r.summary for h, r in run.nodes.items()},
         "counters": run.counters.__dict__ if run.counters else None}, indent=1, default=str))
     console.print(f"results: {out / 'token_run.json'}, plot {out / 'token_accuracy.png'}")

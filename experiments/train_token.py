@@ -269,7 +269,9 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
     rec.models_identical = _identical(hashes, {h: summaries[h].get("weights") for h in hosts}, survivors)
     rec.final_weights = str(s0.get("weights") or "")
     rec.agent_cpu_s = round(sum(float(s.get("cpu_s", 0.0)) for s in summaries.values()) + killed_cpu, 3)
-    rec.retransmissions = sum(int(s.get("stats", {}).get("resends", 0)) for s in summaries.values())
+    # token re-sends (s136) and re-sent gradient fragments (loss recovery, NACKs)
+    rec.retransmissions = sum(int(s.get("stats", {}).get("resends", 0))
+                              + int(s.get("stats", {}).get("repair_frames", 0)) for s in summaries.values())
     rec.ps_rx_bytes = None
     want = args.epochs * plan.steps_per_epoch
     if not rec.error and rec.iterations != want:

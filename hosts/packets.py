@@ -522,6 +522,7 @@ class TokenMsg(IntEnum):
     READ_REPLY = 0x03
     TICK = 0x04
     RESEND_DUE = 0x05
+    PASS = 0x06  # host -> own NIC: the NIC emits the TOKEN (next holder from its roster)
     FORM_START = 0x10
     FORM_REPLY = 0x11
     ROSTER = 0x12
@@ -537,6 +538,7 @@ class TokenMsg(IntEnum):
     REJOIN_REPLY = 0x35
     REJOIN = 0x36
     STOP = 0x37
+    NACK = 0x38  # re-send fragments [frag, nfrags) of batch, member = the broadcaster
 
 
 class TokenFlags(IntFlag):
@@ -544,6 +546,7 @@ class TokenFlags(IntFlag):
 
     RESEND = 0x01  # a re-sent broadcast (s136)
     LAST = 0x02  # last ROSTER frame; last READ of a batch
+    PREV = 0x04  # TOKEN: its nfrags count fragments of batch - 1 (a batch-opening token)
 
 
 class TokenHeader(NamedTuple):

@@ -46,7 +46,31 @@ control MyEgress(inout token_headers_t hdr,
                  inout standard_metadata_t standard_metadata) {
     TokenLinkEmulation() link_emulation;
 
+    /* The LAN copy of a TOKEN whose sender's broadcast arrived incomplete here
+     * (TokenAccumulator's tail check): this NIC's NACK for the missing fragments. */
+    action nack_copy() {
+        hdr.ethernet.dst_addr = 0xFFFFFFFFFFFF;
+        hdr.ethernet.src_addr = meta.tk.my_mac;
+        hdr.token.msg_type = TOKEN_MSG_NACK;
+        hdr.token.flags = 0;
+        hdr.token.sender = meta.tk.my_seq;
+        hdr.token.next_holder = 0;
+        hdr.token.member = meta.tk.nack_member;
+        hdr.token.batch = meta.tk.rx_batch;
+        hdr.token.frag = meta.tk.nack_lo;
+        hdr.token.nfrags = meta.tk.nack_hi;
+        hdr.token.pass_no = 0;
+        hdr.token.bitmap = 0;
+        hdr.token.count = 0;
+        hdr.token.mac = 0;
+        hdr.token.aux = 0;
+    }
+
     apply {
+        if (meta.tk.nack == 1 && hdr.token.isValid() && !hdr.values.isValid()
+                && standard_metadata.egress_port == NIC_LAN_PORT) {
+            nack_copy();
+        }
         link_emulation.apply(hdr, meta, standard_metadata);
     }
 }

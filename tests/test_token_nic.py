@@ -98,11 +98,23 @@ def test_frames_round_trip() -> None:
         encode_token(hdr, MACS[2], values=np.zeros(5, dtype=np.int32))
 
 
+def _give_token(sw: Switch, holder: int, batch: int = 0) -> None:
+    """A TOKEN from the LAN naming ``holder`` (sent by the member before it)."""
+    prev = (holder - 2) % 4 + 1
+    if prev == 2:  # member 2 is this NIC: its host passes, the NIC emits
+        out = tx(sw, HOST, H(TokenMsg.PASS, sender=2, batch=batch), MACS[1])
+        assert sorted(p for p, *_ in out) == [HOST, LANP] and out[0][1].next_holder == holder
+        return
+    tx(sw, LANP, H(TokenMsg.TOKEN, sender=prev, next_holder=holder, batch=batch), MACS[prev - 1])
+
+
 def test_sums_are_exact_and_include_the_own_gradient(nic: Switch) -> None:
     rng = np.random.default_rng(1)
     grads = {s: rng.integers(-2**28, 2**28, (3, TOKEN_VALUES)).astype(np.int32) for s in (1, 2, 3, 4)}
-    for frag in range(3):
-        for s, mac in zip((1, 2, 3, 4), MACS, strict=True):
+    for s, mac in zip((1, 2, 3, 4), MACS, strict=True):
+        if s > 1:
+            _give_token(nic, s)
+        for frag in range(3):
             port = HOST if s == 2 else LANP
             out = tx(nic, port, H(TokenMsg.GRAD, sender=s, batch=0, frag=frag, nfrags=3), mac, grads[s][frag])
             if s == 2:  # the host's own GRAD goes on to the LAN, its values untouched
@@ -116,6 +128,7 @@ def test_sums_are_exact_and_include_the_own_gradient(nic: Switch) -> None:
         assert np.array_equal(got, want.astype(np.int32))
         assert bitmap == 0b11110
     # the next batch starts the other bank; batch 0 is now outside the window
+    _give_token(nic, 1)
     assert tx(nic, LANP, H(TokenMsg.GRAD, sender=1, batch=0, frag=0), MACS[0], grads[1][0]) == []
     assert _acc_drops(nic, 1) == 1  # stale
     tx(nic, LANP, H(TokenMsg.GRAD, sender=1, batch=1, frag=0), MACS[0], grads[1][0])
@@ -126,6 +139,8 @@ def test_sums_are_exact_and_include_the_own_gradient(nic: Switch) -> None:
 def test_sums_wrap_like_int32(nic: Switch) -> None:
     big = np.full(TOKEN_VALUES, 2**31 - 1, dtype=np.int32)
     for s in (1, 3):
+        if s == 3:
+            _give_token(nic, 3)
         tx(nic, LANP, H(TokenMsg.GRAD, sender=s, batch=0, frag=0), MACS[s - 1], big)
     got, _ = _read(nic, 0, 0)
     assert np.all(got == -2)  # documented: hosts keep sums inside int32, the NIC wraps
@@ -134,27 +149,30 @@ def test_sums_wrap_like_int32(nic: Switch) -> None:
 def test_duplicates_and_non_members_change_nothing(nic: Switch) -> None:
     rng = np.random.default_rng(2)
     g1 = rng.integers(-1000, 1000, TOKEN_VALUES).astype(np.int32)
-    tx(nic, LANP, H(TokenMsg.GRAD, sender=1, batch=0, frag=5), MACS[0], g1)
-    tx(nic, LANP, H(TokenMsg.GRAD, sender=1, batch=0, frag=5, flags=int(TokenFlags.RESEND)), MACS[0], g1)
+    tx(nic, LANP, H(TokenMsg.GRAD, sender=1, batch=0, frag=0), MACS[0], g1)
+    tx(nic, LANP, H(TokenMsg.GRAD, sender=1, batch=0, frag=0), MACS[0], g1)
     assert _acc_drops(nic, 2) == 1  # duplicate
+    # a re-sent fragment nobody asked for (no NACK seen) is dropped
+    tx(nic, LANP, H(TokenMsg.GRAD, sender=1, batch=0, frag=0, flags=int(TokenFlags.RESEND)), MACS[0], g1)
+    assert _acc_drops(nic, 5) == 1  # unasked
     forged = rng.integers(-1000, 1000, TOKEN_VALUES).astype(np.int32)
     # a non-member MAC claiming member 3's number, an unknown number, number 0
     for sender in (3, 9, 0):
-        assert tx(nic, LANP, H(TokenMsg.GRAD, sender=sender, batch=0, frag=5), INTRUDER, forged) == []
+        assert tx(nic, LANP, H(TokenMsg.GRAD, sender=sender, batch=0, frag=0), INTRUDER, forged) == []
     assert tx(nic, LANP, H(TokenMsg.TOKEN, sender=3, next_holder=2, pass_no=99), INTRUDER) == []
     assert _drops(nic, 2) == 4  # non_member
-    got, bitmap = _read(nic, 0, 5)
+    got, bitmap = _read(nic, 0, 0)
     assert np.array_equal(got, g1) and bitmap == 0b10
     # formation is closed: a late node's answer is dropped
     assert tx(nic, LANP, H(TokenMsg.FORM_REPLY), INTRUDER) == []
     assert _drops(nic, 3) == 1
     # host-only messages never come from the LAN; a short GRAD is malformed
-    assert tx(nic, LANP, H(TokenMsg.READ, batch=0, frag=5), MACS[0]) == []
+    assert tx(nic, LANP, H(TokenMsg.READ, batch=0, frag=0), MACS[0]) == []
     assert _drops(nic, 4) == 1
-    short = encode_token(H(TokenMsg.GRAD, sender=1, batch=0, frag=5), MACS[0], values=g1)[:100]
+    short = encode_token(H(TokenMsg.GRAD, sender=1, batch=0, frag=0), MACS[0], values=g1)[:100]
     assert nic.process(LANP, short) == []
     assert _drops(nic, 1) == 1
-    got, _ = _read(nic, 0, 5)
+    got, _ = _read(nic, 0, 0)
     assert np.array_equal(got, g1)
 
 
@@ -165,22 +183,30 @@ def test_other_ethertypes_are_bridged(nic: Switch) -> None:
 
 
 def test_watchdog_resend_then_staggered_node_lost(nic: Switch) -> None:
-    # member 2's host passed the token to member 3, which stays silent
-    out = tx(nic, HOST, H(TokenMsg.TOKEN, sender=2, next_holder=3, pass_no=1), MACS[1])
-    assert [p for p, *_ in out] == [LANP]
+    # member 2's host passed the token (its NIC named member 3), which stays silent
+    out = tx(nic, HOST, H(TokenMsg.PASS, sender=2, pass_no=1), MACS[1])
+    assert sorted(p for p, *_ in out) == [HOST, LANP] and out[0][1].next_holder == 3
     assert tx(nic, HOST, H(TokenMsg.TICK), MACS[1]) == []  # not yet
     time.sleep(WAIT_US / 1e6 + 0.05)
     out = tx(nic, HOST, H(TokenMsg.TICK), MACS[1])
     assert [(p, h.msg_type) for p, h, _ in out] == [(HOST, TokenMsg.RESEND_DUE)]
     assert tx(nic, HOST, H(TokenMsg.TICK), MACS[1]) == []  # asked once
-    # the host re-sends (flag RESEND); member 2 is d = 3 positions after member 3
+    # the host re-sends (flag RESEND), up to 3 times, every t/2 after the first (a lossy
+    # LAN); member 2 is d = 3 positions after member 3
+    resend = H(TokenMsg.PASS, sender=2, pass_no=1, flags=int(TokenFlags.RESEND))
+    tx(nic, HOST, resend, MACS[1])
+    resends, lost = 1, []
     t0 = time.monotonic()
-    tx(nic, HOST, H(TokenMsg.TOKEN, sender=2, next_holder=3, pass_no=1, flags=int(TokenFlags.RESEND)),
-       MACS[1])
-    lost = []
-    while not lost and time.monotonic() - t0 < 5:
-        lost = tx(nic, HOST, H(TokenMsg.TICK), MACS[1])
+    while not lost and time.monotonic() - t0 < 8:
+        out = tx(nic, HOST, H(TokenMsg.TICK), MACS[1])
+        if [h.msg_type for _p, h, _ in out] == [TokenMsg.RESEND_DUE]:
+            tx(nic, HOST, resend, MACS[1])
+            resends += 1
+            t0 = time.monotonic()
+        else:
+            lost = out
         time.sleep(0.02)
+    assert resends == 3
     waited = time.monotonic() - t0
     assert waited >= 3 * WAIT_US / 1e6
     assert sorted(p for p, *_ in lost) == [HOST, LANP]  # to its host and to the LAN
@@ -190,8 +216,10 @@ def test_watchdog_resend_then_staggered_node_lost(nic: Switch) -> None:
     # member 3 is out: its frames are ignored from now on
     assert tx(nic, LANP, H(TokenMsg.GRAD, sender=3, batch=0, frag=0), MACS[2]) == []
     assert _drops(nic, 2) == 1
-    # until it rejoins
+    # until it rejoins (and holds the token again: this NIC, holding it, names it)
     tx(nic, LANP, H(TokenMsg.REJOIN, sender=1, member=3), MACS[0])
+    out = tx(nic, HOST, H(TokenMsg.PASS, sender=2, pass_no=2), MACS[1])
+    assert out[0][1].next_holder == 3
     assert tx(nic, LANP, H(TokenMsg.GRAD, sender=3, batch=0, frag=0), MACS[2]) == []
     _got, bitmap = _read(nic, 0, 0)
     assert bitmap == 0b1000
@@ -205,3 +233,130 @@ def test_lan_switch_floods_broadcasts_and_forwards_unicast() -> None:
     bcast = encode_token(H(TokenMsg.TOKEN, sender=1, next_holder=2), MACS[0])
     assert sorted(p for p, _ in sw.process(1, bcast)) == [2, 3]
     assert sorted(p for p, _ in sw.process(3, bcast)) == [1, 2]
+
+
+def test_grad_from_a_non_holder_is_dropped_and_counted(nic: Switch) -> None:
+    g = np.arange(TOKEN_VALUES, dtype=np.int32)
+    # node 1 holds the token first (s131): member 3's GRAD is dropped, from the LAN...
+    assert tx(nic, LANP, H(TokenMsg.GRAD, sender=3, batch=0, frag=0), MACS[2], g) == []
+    # ... and this NIC's own host's too
+    assert tx(nic, HOST, H(TokenMsg.GRAD, sender=2, batch=0, frag=0), MACS[1], g) == []
+    assert _acc_drops(nic, 4) == 2  # not_holder
+    _got, bitmap = _read(nic, 0, 0)
+    assert bitmap == 0
+    # once the token names member 3, its GRAD is added
+    _give_token(nic, 3)
+    assert tx(nic, LANP, H(TokenMsg.GRAD, sender=3, batch=0, frag=0), MACS[2], g) == []
+    got, bitmap = _read(nic, 0, 0)
+    assert bitmap == 0b1000 and np.array_equal(got, g)
+    # a host never sends a TOKEN itself: the NIC drops it (host_token)
+    assert tx(nic, HOST, H(TokenMsg.TOKEN, sender=2, next_holder=4), MACS[1]) == []
+    assert _drops(nic, 7) == 1
+
+
+def test_the_nic_emits_the_token_from_its_roster(nic: Switch) -> None:
+    out = tx(nic, HOST, H(TokenMsg.PASS, sender=2, batch=3, pass_no=7, bitmap=0b110, aux=5), MACS[1])
+    assert sorted(p for p, *_ in out) == [HOST, LANP]
+    h = out[0][1]
+    assert (h.msg_type, h.sender, h.next_holder, h.batch, h.pass_no, h.bitmap, h.aux) == \
+        (TokenMsg.TOKEN, 2, 3, 3, 7, 0b110, 5)
+    # member 3 leaves (NODE_LOST by member 4, who then holds the token and passes to 1)
+    tx(nic, LANP, H(TokenMsg.NODE_LOST, sender=4, member=3, next_holder=4), MACS[3])
+    tx(nic, LANP, H(TokenMsg.TOKEN, sender=4, next_holder=1, pass_no=8), MACS[3])
+    tx(nic, LANP, H(TokenMsg.TOKEN, sender=1, next_holder=2, pass_no=9), MACS[0])
+    out = tx(nic, HOST, H(TokenMsg.PASS, sender=2, pass_no=10), MACS[1])
+    assert out[0][1].next_holder == 4  # member 3 is skipped
+    # the emitted token is on the wire with the NIC's own MAC
+    frames = nic.process(HOST, encode_token(H(TokenMsg.PASS, sender=2, pass_no=11), MACS[1]))
+    _d, src, _h, _r = decode_token(frames[0][1])
+    assert src == MACS[1]
+
+
+def test_lost_fragments_are_detected_and_asked_for(nic: Switch) -> None:
+    rng = np.random.default_rng(3)
+    g = rng.integers(-2**20, 2**20, (5, TOKEN_VALUES)).astype(np.int32)
+    # member 1 holds the token and broadcasts 5 fragments; 1 and 3 and 4 are lost
+    assert tx(nic, LANP, H(TokenMsg.GRAD, sender=1, batch=0, frag=0, nfrags=5), MACS[0], g[0]) == []
+    out = tx(nic, LANP, H(TokenMsg.GRAD, sender=1, batch=0, frag=2, nfrags=5), MACS[0], g[2])
+    # the gap: fragment 2 added, the frame turned into this NIC's NACK for [1, 2)
+    assert len(out) == 1 and out[0][0] == LANP
+    h = out[0][1]
+    assert (h.msg_type, h.sender, h.member, h.batch, h.frag, h.nfrags) == (TokenMsg.NACK, 2, 1, 0, 1, 2)
+    # the tail: member 1's TOKEN says 5 fragments; the host gets the token, the LAN a NACK
+    out = tx(nic, LANP, H(TokenMsg.TOKEN, sender=1, next_holder=2, batch=0, nfrags=5, pass_no=1), MACS[0])
+    by_port = {p: h for p, h, _ in out}
+    assert by_port[HOST].msg_type == TokenMsg.TOKEN
+    nack = by_port[LANP]
+    assert (nack.msg_type, nack.sender, nack.member, nack.batch, nack.nfrags) == (TokenMsg.NACK, 2, 1, 0, 5)
+    assert nack.frag == 3  # the hole (1) was NACKed already: only the tail [3, 5)
+    # member 1 re-sends (flag RESEND; it no longer holds the token): the holes are filled,
+    # what was there already is not added twice
+    for f in range(5):
+        tx(nic, LANP, H(TokenMsg.GRAD, sender=1, batch=0, frag=f, nfrags=5, flags=int(TokenFlags.RESEND)),
+           MACS[0], g[f])
+    for f in range(5):
+        got, bitmap = _read(nic, 0, f)
+        assert bitmap == 0b10 and np.array_equal(got, g[f])
+    assert _counter(nic, "NicIngress.accumulator.acc_events", 6) == 3  # repaired
+    # a TOKEN from a member none of whose fragments arrived here: all of them are asked for
+    out = tx(nic, LANP, H(TokenMsg.TOKEN, sender=3, next_holder=4, batch=0, nfrags=2, pass_no=3), MACS[2])
+    nack = {p: h for p, h, _ in out}[LANP]
+    assert (nack.msg_type, nack.member, nack.frag, nack.nfrags) == (TokenMsg.NACK, 3, 0, 2)
+    # a NACK naming this NIC's host goes to the host; one naming another member stops here
+    out = tx(nic, LANP, H(TokenMsg.NACK, sender=3, member=2, batch=0, frag=0, nfrags=1), MACS[2])
+    assert [p for p, *_ in out] == [HOST]
+    assert tx(nic, LANP, H(TokenMsg.NACK, sender=3, member=4, batch=0, frag=0, nfrags=1), MACS[2]) == []
+
+
+def test_only_the_initiator_sends_the_roster() -> None:
+    sw = Switch()
+    sw.install_program(sw.load_program(NIC.read_bytes()))
+    sw.pre.set_group(1, [Replica(HOST, 0), Replica(LANP, 0)], create=True)
+    tx(sw, HOST, H(TokenMsg.CONFIG, aux=WAIT_US), MACS[1])
+    tx(sw, LANP, H(TokenMsg.FORM_START, sender=1), MACS[0])
+    # a forged ROSTER LAST (and FORM_START) from another LAN host: dropped, counted
+    forged = H(TokenMsg.ROSTER, sender=1, member=1, mac=INTRUDER, count=1, flags=int(TokenFlags.LAST))
+    assert tx(sw, LANP, forged, INTRUDER) == []
+    assert tx(sw, LANP, H(TokenMsg.FORM_START, sender=1), INTRUDER) == []
+    assert _drops(sw, 6) == 2  # formation_source
+    # formation is still open: the real roster closes it, and repeats of it are taken
+    for _ in range(2):
+        for i, mac in enumerate(MACS, start=1):
+            flags = int(TokenFlags.LAST) if i == len(MACS) else 0
+            out = tx(sw, LANP, H(TokenMsg.ROSTER, sender=1, member=i, mac=mac, count=4, flags=flags), MACS[0])
+            assert [p for p, *_ in out] == [HOST]
+    assert tx(sw, LANP, H(TokenMsg.FORM_REPLY), INTRUDER) == []
+    assert _drops(sw, 3) == 1  # formation_closed
+    out = tx(sw, HOST, H(TokenMsg.PASS, sender=2), MACS[1])
+    assert out[0][1].next_holder == 3
+
+
+def test_two_declarations_of_the_same_loss_the_nearest_declarer_wins(nic: Switch) -> None:
+    # member 3 is declared lost twice: by member 1 (2 positions after it) and by member 4
+    # (1 position after it); whatever the order, every NIC ends with member 4 holding
+    tx(nic, LANP, H(TokenMsg.NODE_LOST, sender=1, member=3, next_holder=1), MACS[0])
+    out = tx(nic, LANP, H(TokenMsg.NODE_LOST, sender=4, member=3, next_holder=4), MACS[3])
+    assert [p for p, *_ in out] == [HOST]  # the nearer one is taken
+    g = np.ones(TOKEN_VALUES, dtype=np.int32)
+    tx(nic, LANP, H(TokenMsg.GRAD, sender=1, batch=0, frag=0), MACS[0], g)
+    assert _acc_drops(nic, 4) == 1  # member 1 no longer holds the token
+    # the other order, on a NIC that saw member 4's declaration first: member 1's is dropped
+    sw = _fresh_nic()
+    tx(sw, LANP, H(TokenMsg.NODE_LOST, sender=4, member=3, next_holder=4), MACS[3])
+    assert tx(sw, LANP, H(TokenMsg.NODE_LOST, sender=1, member=3, next_holder=1), MACS[0]) == []
+    assert _drops(sw, 8) == 1  # lost_tie
+    tx(sw, LANP, H(TokenMsg.GRAD, sender=4, batch=0, frag=0), MACS[3], g)
+    _got, bitmap = _read(sw, 0, 0)
+    assert bitmap == 0b10000
+
+
+def _fresh_nic() -> Switch:
+    sw = Switch()
+    sw.install_program(sw.load_program(NIC.read_bytes()))
+    sw.pre.set_group(1, [Replica(HOST, 0), Replica(LANP, 0)], create=True)
+    tx(sw, HOST, H(TokenMsg.CONFIG, aux=WAIT_US), MACS[1])
+    tx(sw, LANP, H(TokenMsg.FORM_START, sender=1), MACS[0])
+    for i, mac in enumerate(MACS, start=1):
+        flags = int(TokenFlags.LAST) if i == len(MACS) else 0
+        tx(sw, LANP, H(TokenMsg.ROSTER, sender=1, member=i, mac=mac, count=4, flags=flags), MACS[0])
+    return sw

@@ -8,10 +8,11 @@ from controller.p4runtime import (
 )
 from controller.token.membership import _named
 
-ACC_DROPS = {1: "stale", 2: "duplicate", 3: "bad_frag"}
+ACC_DROPS = {1: "stale", 2: "duplicate", 3: "bad_frag", 4: "not_holder", 5: "unasked"}
 
 
-ACC_EVENTS = {0: "added", 1: "started", 2: "read", 3: "own"}
+ACC_EVENTS = {0: "added", 1: "started", 2: "read", 3: "own", 4: "nack_gap", 5: "nack_tail",
+              6: "repaired", 7: "nack_seen"}
 
 
 class TokenAccumulator(ControlBlock):

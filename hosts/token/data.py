@@ -3,7 +3,8 @@
 * :class:`Distribution` -- the initiator broadcasts the model's parameters (MODEL), every
   member's shard (DATA tagged with the member's number) and the test set (DATA 0), then
   DATA_DONE; members keep only their own shard and the test set and ack (DATA_ACK),
-  missing pieces are NACKed and everything is re-sent;
+  missing pieces are NACKed and everything is re-sent (receivers keep what earlier rounds
+  brought);
 * :func:`encode_examples` / :func:`decode_examples` -- examples on the wire (65 bytes
   each as digits pixel levels, or 260 bytes as exact float32);
 * :func:`write_json_gradients` / :func:`read_json_gradients` -- the seed's JSON gradient
@@ -23,6 +24,7 @@ from hosts.packets import TokenFlags, TokenMsg
 from hosts.token.link import FrameIO, TokenError
 
 BLOB_CHUNK = 1024  # raw payload bytes per MODEL/DATA frame
+DISTRIBUTION_ROUNDS = 6  # the whole distribution at most this often (receivers keep pieces)
 
 
 class Distribution(FrameIO):
@@ -44,7 +46,7 @@ class Distribution(FrameIO):
 
     def distribute(self, params: bytes, shards: dict[int, bytes], test: bytes, m_train: int) -> None:
         """s110/s130: model, then each member's shard, then DATA_DONE; re-send on NACK."""
-        for attempt in range(4):
+        for attempt in range(DISTRIBUTION_ROUNDS):
             flags = int(TokenFlags.RESEND) if attempt else 0
             self.send_blob(TokenMsg.MODEL, 0, params, flags=flags)
             for s, blob in shards.items():

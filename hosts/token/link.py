@@ -113,9 +113,15 @@ class FrameIO:
                 except TokenDecodeError:
                     continue
                 self.last_frame_at = time.monotonic()  # for the max-time diagnosis
+                if hdr.msg_type == TokenMsg.NACK:
+                    self.on_nack(hdr)  # answered wherever the node waits
+                    continue
                 return hdr, src, rest
             if time.monotonic() >= deadline:
                 return None
+
+    def on_nack(self, hdr: TokenHeader) -> None:
+        """A NACK for this node's broadcast (overridden by the protocol)."""
 
     def maybe_tick(self) -> None:
         """Periodic TICK: the NIC evaluates its timeouts on it (s310-s320)."""

@@ -84,7 +84,8 @@ class Node(TokenProtocol, Distribution, Training):
     stats: dict[str, int] = field(default_factory=lambda: {
         "tokens_passed": 0, "grads_sent": 0, "grad_frames": 0, "resends": 0, "lost_declared": 0,
         "lost_seen": 0, "rejoined": 0, "clipped": 0, "incomplete_frags": 0, "batches": 0,
-        "gradients_accumulated": 0})
+        "gradients_accumulated": 0, "partial_grads": 0, "repair_frames": 0, "repair_nacks": 0,
+        "repair_rounds": 0})
 
     def __post_init__(self) -> None:
         self.t0 = time.monotonic()
@@ -101,7 +102,15 @@ class Node(TokenProtocol, Distribution, Training):
         self.batches_per_epoch = 0
         self.total_batches = 0
         self.total_steps = 0          # total_batches x chunks
-        self.ready: tuple[int, Any, float] | None = None   # (step, quantized, t_ready)
+        self.ready: tuple[int, Any, float, int] | None = None   # (step, quantized, t_ready, examples)
+        self.partial: tuple[int, Any, float, int] | None = None  # the same, over part of the batch
+        self.examples = 0             # examples covered in the current step (the token's count)
+        self.sent_steps: dict[int, tuple[Any, int]] = {}  # own broadcasts kept for NACKs
+        self.batch_grad: tuple[int, Any, float, int, Any] | None = None  # sent in chunk 0
+        self.shards: dict[int, bytes] = {}       # initiator: every member's data (¶100)
+        self.redistribute_due: set[int] = set()  # initiator: lost members' data to send
+        self.redistributed: set[int] = set()     # lost members whose data this node took
+        self.redist_parts: dict[int, dict[int, bytes]] = {}
         self.ready_lock = threading.Lock()
         self.work: queue.Queue = queue.Queue()
         self.ready_event = threading.Event()
@@ -148,6 +157,7 @@ def run_node(args: argparse.Namespace) -> int:
                   for s in node.roster}
         test = encode_examples(data.x_test, data.y_test, exact=exact)
         node.distribute(params, shards, test, len(data.y_train))
+        node.shards = shards
         node.setup_training(params, shards[1], test, len(data.y_train))
     else:
         node.form_as_member()
@@ -256,6 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale-bits", type=int, default=16, help="fixed point: q = round(g * 2^S)")
     p.add_argument("--cutoff", type=float, default=0.9,
                    help="end a batch once gradients cover this fraction of its data (item 38)")
+    p.add_argument("--pieces", type=int, default=8,
+                   help="with --cutoff < 1: compute a batch in this many pieces, so a slow node "
+                        "can send the examples it has done (the cutoff counts examples)")
     p.add_argument("--dwell", type=float, default=0.02,
                    help="a holder without a gradient waits at most this long before passing (s)")
     p.add_argument("--wait-unit", type=float, default=1.0, help="t of the staggered timeouts (s)")

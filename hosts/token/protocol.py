@@ -36,13 +36,18 @@ from hosts.packets import (
     TokenMsg,
     decode_token,
 )
-from hosts.token.link import FrameIO, TokenError
+from hosts.token.data import write_json_gradients
+from hosts.token.link import FrameIO
 
 if TYPE_CHECKING:
     from hosts.token.training import Timing
 
 EXIT_ABNORMAL = 3
 EXIT_NOT_ADMITTED = 4
+ROSTER_REPEATS = 3      # the roster (and STOP, ABNORMAL) go out this often: lost frames
+LINGER_S = 1.5         # after STOP: answer late NACKs until this long without one ...
+LINGER_MAX_S = 6.0     # ... at most this long
+REPAIR_KEEP = 4         # steps whose own broadcast a node keeps for re-sends (NACK)
 
 
 class TokenProtocol(FrameIO):
@@ -106,9 +111,11 @@ class TokenProtocol(FrameIO):
                 order.append(bytes(src))
                 last = time.monotonic()
         n = len(order)
-        for i, mac in enumerate(order, start=1):
-            flags = int(TokenFlags.LAST) if i == n else 0
-            self.send(self.header(TokenMsg.ROSTER, member=i, mac=mac, count=n, flags=flags))
+        for _ in range(ROSTER_REPEATS):  # repeats: a lost ROSTER frame would leave a NIC short
+            for i, mac in enumerate(order, start=1):
+                flags = int(TokenFlags.LAST) if i == n else 0
+                self.send(self.header(TokenMsg.ROSTER, member=i, mac=mac, count=n, flags=flags))
+            time.sleep(0.02)
         self.roster = {i: m for i, m in enumerate(order, start=1)}
         self.active = set(self.roster)
         self.log("formed", members=n, roster={i: m.hex(":") for i, m in self.roster.items()})
@@ -119,8 +126,13 @@ class TokenProtocol(FrameIO):
         self.send(self.header(TokenMsg.FORM_REPLY))
         answered = False
         roster: dict[int, bytes] = {}
+        last_reply = time.monotonic()
         while time.monotonic() < deadline:
             got = self.next_frame(0.2)
+            if not roster and time.monotonic() - last_reply > 0.5:
+                # a lost answer would leave this node out: answer again until the roster
+                self.send(self.header(TokenMsg.FORM_REPLY))
+                last_reply = time.monotonic()
             if got is None:
                 continue
             hdr, _src, _ = got
@@ -130,8 +142,8 @@ class TokenProtocol(FrameIO):
             elif hdr.msg_type == TokenMsg.ROSTER:
                 roster[hdr.member] = bytes(hdr.mac)
                 if hdr.flags & TokenFlags.LAST:
-                    if len(roster) != hdr.count:
-                        raise TokenError(f"roster incomplete: {len(roster)} of {hdr.count}")
+                    if len(roster) < hdr.count:
+                        continue  # a ROSTER frame was lost: the initiator repeats the roster
                     me = [i for i, m in roster.items() if m == self.link.mac]
                     if not me:
                         break
@@ -150,11 +162,12 @@ class TokenProtocol(FrameIO):
         later = [s for s in order if s > after]
         return later[0] if later else order[0]
 
-    def coverage(self, bitmap: int) -> float:
-        act = [s for s in self.active]
-        return sum(1 for s in act if bitmap >> s & 1) / max(1, len(act))
+    def coverage(self, examples: int) -> float:
+        """Item 38: the share of the batch's data in the gradients so far: examples
+        covered (the token's count) over every active member's batch."""
+        return examples / max(1, self.args.batch_size * len(self.active))
 
-    def broadcast_gradient(self, q: Any) -> None:
+    def broadcast_gradient(self, q: Any, examples: int) -> None:
         """s134: the gradient (the current chunk of it), TOKEN_VALUES per GRAD frame; the
         own NIC adds it too."""
         t = time.monotonic()
@@ -168,11 +181,15 @@ class TokenProtocol(FrameIO):
         padded[: len(part)] = part
         for f in range(nfrags):
             self.send(self.header(TokenMsg.GRAD, batch=self.batch, frag=f, nfrags=nfrags,
-                                  aux=self.args.batch_size),
+                                  aux=examples),
                       values=padded[f * TOKEN_VALUES:(f + 1) * TOKEN_VALUES])
             if f % self.args.burst == self.args.burst - 1:
-                time.sleep(0.001)  # no NIC or LAN queue overflows (a lost frame is not resent)
+                time.sleep(0.001)  # no NIC or LAN queue overflows (lost frames cost re-sends)
+        self.sent_steps[self.batch] = (padded, examples)  # for NACKs (loss recovery)
+        for old in [b for b in self.sent_steps if b < self.batch - REPAIR_KEEP]:
+            del self.sent_steps[old]
         self.bitmap |= 1 << self.seq
+        self.examples += examples
         if chunk == 0:
             self.stats["grads_sent"] += 1
         self.stats["grad_frames"] += nfrags
@@ -183,44 +200,93 @@ class TokenProtocol(FrameIO):
         """s133-s135: broadcast if the gradient is ready, then pass the token on."""
         self.holder = False
         sent = False
+        partial = False
         if not (self.bitmap >> self.seq & 1) and self.contributes():
             if self.ready is None:
                 self.ready_event.wait(self.args.dwell)
             with self.ready_lock:
                 ready = self.ready if self.ready and self.ready[0] == self.batch else None
+                part = self.partial if self.partial and self.partial[0] == self.batch else None
+            if ready is None and part is not None and self.batch % self.chunks == 0 \
+                    and self.coverage(self.examples + part[3]) >= self.args.cutoff - 1e-9:
+                # item 38: this node's examples so far complete the cutoff's share of the
+                # batch; the rest of its batch is dropped (not waited for)
+                ready, partial = part, True
             if ready is not None:
                 self.timing.token_wait += time.monotonic() - ready[2]
-                self.broadcast_gradient(ready[1])
+                if self.batch % self.chunks == 0:
+                    self.batch_grad = ready  # the later chunks send the same vector
+                if partial:
+                    self.stats["partial_grads"] += 1
+                    if self.args.grad_json:
+                        from hosts import training as tr
+
+                        tb = self.batch // self.chunks
+                        write_json_gradients(Path(self.args.grad_json) / f"grad-b{tb}-s{self.seq}.json",
+                                             tb, self.seq, tr.unflatten(ready[4], self.like))
+                self.broadcast_gradient(ready[1], ready[3])
                 sent = True
-        self.log("hold", pass_no=self.acted_pass, **self.where(), sent=sent)
+        self.log("hold", pass_no=self.acted_pass, **self.where(), sent=sent,
+                 **({"partial": True} if partial else {}))
         bitmap = self.bitmap
         if self.step_complete(bitmap):
             self.end_batch_as_holder(bitmap)
             return
         self.pass_token(self.batch, bitmap, aux=0)
 
-    def pass_token(self, batch: int, bitmap: int, aux: int) -> None:
-        nxt = self.next_active(self.seq)
+    def pass_token(self, batch: int, bitmap: int, aux: int, opening: bool = False) -> None:
+        """s132 / ¶87: tell the NIC to pass the token (PASS); the NIC names the next
+        active member from its roster registers and broadcasts the TOKEN (also back to
+        this host, which takes it again when alone). ``nfrags``: the fragments this node
+        broadcast in the step the TOKEN closes (the NICs check they got them all)."""
         self.last_pass += 1
-        hdr = self.header(TokenMsg.TOKEN, next_holder=nxt, batch=batch, pass_no=self.last_pass,
-                          bitmap=bitmap, aux=aux)
+        step = batch - 1 if opening else batch
+        nfrags = self.frags_of(step) if step in self.sent_steps else 0
+        examples = 0 if opening else self.examples
+        hdr = self.header(TokenMsg.PASS, batch=batch, pass_no=self.last_pass, bitmap=bitmap, aux=aux,
+                          nfrags=nfrags, mac=examples.to_bytes(6, "big"),
+                          flags=int(TokenFlags.PREV) if opening else 0)
         self.last_broadcast = self.send(hdr)
         self.stats["tokens_passed"] += 1
-        if nxt == self.seq:  # alone: hold it again
-            self.holder = True
+
+    def frags_of(self, step: int) -> int:
+        """Fragments of this node's broadcast in ``step`` (its chunk's size)."""
+        f0, f1 = self.chunk_frags(step % self.chunks)
+        return f1 - f0
+
+    def on_nack(self, hdr: TokenHeader) -> None:
+        """A NIC missed fragments [frag, nfrags) of this node's broadcast in step
+        ``batch`` (its NIC saw a gap, or fewer than the TOKEN announced, or a host found
+        them missing at read-out): re-send them, flag RESEND."""
+        if hdr.member != self.seq or hdr.batch not in self.sent_steps:
+            return
+        padded, examples = self.sent_steps[hdr.batch]
+        n = len(padded) // TOKEN_VALUES
+        hi = min(hdr.nfrags, n)
+        for i, f in enumerate(range(hdr.frag, hi)):
+            self.send(self.header(TokenMsg.GRAD, batch=hdr.batch, frag=f, nfrags=n, aux=examples,
+                                  flags=int(TokenFlags.RESEND)),
+                      values=padded[f * TOKEN_VALUES:(f + 1) * TOKEN_VALUES])
+            if i % self.args.burst == self.args.burst - 1:
+                time.sleep(0.001)
+        self.stats["repair_frames"] += max(0, hi - hdr.frag)
 
     def end_batch_as_holder(self, bitmap: int) -> None:
         """The gradients cover the cutoff: finish the batch (the step), let standby nodes
         rejoin (between batches only), then open the next step (or stop after the last)."""
         self.finish_batch(bitmap)
         if self.batch >= self.total_steps:
-            self.send(self.header(TokenMsg.STOP, batch=self.batch, bitmap=bitmap))
+            # nfrags (of batch - 1, flag PREV): the NICs check the last broadcast's tail
+            nfrags = self.frags_of(self.batch - 1) if self.batch - 1 in self.sent_steps else 0
+            for _ in range(ROSTER_REPEATS):
+                self.send(self.header(TokenMsg.STOP, batch=self.batch, bitmap=bitmap, nfrags=nfrags,
+                                      flags=int(TokenFlags.PREV)))
             self.stop("finished")
             return
         if (len(self.active) < len(self.roster) and self.batch >= self.next_rejoin_query
                 and self.batch % self.chunks == 0):
             self.rejoin_round(bitmap)
-        self.pass_token(self.batch, 0, aux=bitmap)
+        self.pass_token(self.batch, 0, aux=bitmap, opening=True)
 
     def rejoin_round(self, final_bitmap: int) -> None:
         """After a batch: standby members answer REJOIN_QUERY, get REJOIN and the model."""
@@ -245,7 +311,8 @@ class TokenProtocol(FrameIO):
             self.send(self.header(TokenMsg.REJOIN, member=s, batch=self.batch))
             self.active.add(s)
             self.log("rejoin", member=s, **self.where())
-        self.send_blob(TokenMsg.MODEL, 0, params, batch=self.batch, flags=int(TokenFlags.RESEND))
+        for _ in range(2):  # twice: a frame lost on the way would fail the rejoin
+            self.send_blob(TokenMsg.MODEL, 0, params, batch=self.batch, flags=int(TokenFlags.RESEND))
         # the token moves on only once the rejoined nodes' NICs accept this batch
         waiting = set(repliers)
         deadline = time.monotonic() + 3.0
@@ -257,6 +324,61 @@ class TokenProtocol(FrameIO):
                 waiting.discard(got[0].sender)
             elif got[0].msg_type != TokenMsg.DATA_ACK:
                 self.pending.append(got)
+
+    def redistribute(self) -> None:
+        """¶100 (initiator, after a batch): the data of nodes declared lost goes again to
+        the others (DATA tagged with the lost node's number, twice: lost frames); each
+        active node adds every K-th example (K active nodes, its rank in them) to its
+        shard. Batches per epoch stay as they are: the shards grow, the count does not."""
+        for m in sorted(self.redistribute_due):
+            if m in self.active or m not in self.shards:
+                continue  # it came back meanwhile
+            for _ in range(2):
+                self.send_blob(TokenMsg.DATA, m, self.shards[m], batch=self.batch,
+                               flags=int(TokenFlags.RESEND))
+            self.adopt_lost_data(m, self.shards[m])
+        self.redistribute_due.clear()
+
+    def adopt_lost_data(self, member: int, blob: bytes) -> None:
+        """Take this node's slice of a lost node's shard (¶100)."""
+        import torch
+
+        from hosts.token.data import decode_examples, exact_encoding
+
+        if member in self.redistributed or self.standby:
+            return
+        self.redistributed.add(member)
+        order = sorted(self.active)
+        if self.seq not in order:
+            return
+        x, y = decode_examples(blob, exact_encoding(self.args.data))
+        k, n = order.index(self.seq), len(order)
+        xs, ys = x[k::n], y[k::n]
+        with self.ready_lock:
+            self.x = torch.cat([self.x, xs])
+            self.y = torch.cat([self.y, ys])
+        self.log("redistributed", member=member, examples=len(ys), shard=len(self.y), **self.where())
+
+    def on_data(self, hdr: TokenHeader, rest: memoryview) -> None:
+        """A DATA frame during training: a piece of a lost node's shard (¶100)."""
+        m = hdr.member
+        if m == 0 or m == self.seq or m in self.active or m in self.redistributed:
+            return
+        parts = self.redist_parts.setdefault(m, {})
+        parts[hdr.frag] = bytes(rest)
+        if len(parts) == hdr.nfrags:
+            blob = b"".join(parts[i] for i in range(hdr.nfrags))[:hdr.aux]
+            del self.redist_parts[m]
+            self.adopt_lost_data(m, blob)
+
+    def abnormal_standby(self) -> bool:
+        """¶33: training stops; this node finishes its current data (the gradient its
+        compute thread is on, bounded by 2 t) and stands by. True if it finished."""
+        finished = self.ready is not None or self.ready_event.wait(max(1.0, 2 * self.args.wait_unit))
+        self.holder = False
+        self.standby = True
+        self.log("standby", reason="abnormal", finished_data=bool(finished), **self.where())
+        return bool(finished)
 
     def stop(self, reason: str) -> None:
         self.done = True
@@ -287,25 +409,36 @@ class TokenProtocol(FrameIO):
                 self.finish_batch(hdr.aux)
             if hdr.batch == self.batch:
                 self.bitmap = hdr.bitmap
+                self.examples = int.from_bytes(bytes(hdr.mac), "big")
             if hdr.next_holder == self.seq:
                 self.acted_pass = hdr.pass_no
                 self.holder = True
         elif m == TokenMsg.NODE_LOST:
             self.stats["lost_seen"] += 1
             lost = hdr.member
+            again = lost not in self.active and lost != self.seq
             self.active.discard(lost)
+            if again and hdr.sender != self.seq and self.holder:
+                # tie-break: the NICs passed a second declaration of the same node only
+                # because its declarer is nearer after it; it holds the token, not this node
+                self.holder = False
+                self.log("lost_tie", member=lost, winner=hdr.sender, **self.where())
             self.last_pass = max(self.last_pass, hdr.pass_no)
             declared_by_me = hdr.sender == self.seq
             if declared_by_me:
                 self.stats["lost_declared"] += 1
             self.log("lost", member=lost, by=hdr.sender, silence_s=hdr.aux / 1e6, **self.where())
+            if self.shards and lost in self.shards and lost != self.seq and not self.standby:
+                self.redistribute_due.add(lost)
             if lost == self.seq:
                 self.standby = True
                 self.holder = False
                 self.log("standby", **self.where())
                 return
             if len(self.active) < self.args.min_nodes and self.seq == min(self.active):
-                self.send(self.header(TokenMsg.ABNORMAL, batch=self.batch, count=len(self.active)))
+                for _ in range(ROSTER_REPEATS):
+                    self.send(self.header(TokenMsg.ABNORMAL, batch=self.batch, count=len(self.active)))
+                self.abnormal_standby()
                 path = self.save_model()
                 self.log("abnormal", active=sorted(self.active), saved=path,
                          message=f"too many nodes left: {len(self.active)} active, fewer than "
@@ -335,7 +468,12 @@ class TokenProtocol(FrameIO):
             self.active.add(hdr.member)
             if hdr.member == self.seq and self.standby:
                 self.rejoin_model(hdr.batch)
+        elif m == TokenMsg.DATA:
+            self.on_data(hdr, rest)
         elif m == TokenMsg.ABNORMAL:
+            if self.done:
+                return
+            self.abnormal_standby()
             self.log("abnormal", by=hdr.sender, active=hdr.count,
                      message="the coordinator reported too many departures; training stopped")
             self.exit_code = EXIT_ABNORMAL
@@ -376,6 +514,8 @@ class TokenProtocol(FrameIO):
             self.ready = None
             self.ready_event.clear()
         self.bitmap = 0
+        self.examples = 0
+        self.partial = None
         self.standby = False
         self.active.add(self.seq)
         self.stats["rejoined"] += 1
@@ -429,3 +569,12 @@ class TokenProtocol(FrameIO):
             got = self.next_frame(self.args.tick)
             if got is not None:
                 self.on_frame(*got)
+        # a node still repairing the last batch NACKs the others' fragments: stay a while
+        # to answer (next_frame answers NACKs; anything else is over)
+        now = time.monotonic()
+        quiet_until, hard = now + LINGER_S, now + LINGER_MAX_S
+        while self.exit_code == 0 and time.monotonic() < min(quiet_until, hard):
+            answered = self.stats["repair_frames"]
+            self.next_frame(0.05)
+            if self.stats["repair_frames"] != answered:  # someone is still repairing
+                quiet_until = time.monotonic() + LINGER_S

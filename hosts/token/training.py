@@ -50,6 +50,8 @@ from hosts.token.data import decode_examples, exact_encoding, write_json_gradien
 from hosts.token.link import FrameIO, TokenError
 
 READ_RETRY_S = 0.5  # a READ unanswered this long is sent again
+REPAIR_ROUNDS = 8   # read-out: NACK what is still missing at most this often
+REPAIR_WAIT_S = 0.1  # ... and wait this long (times the round) for the re-sends
 
 
 def load_factory(spec: str) -> Any:
@@ -118,7 +120,11 @@ class Training(FrameIO):
     batches_per_epoch: int
     total_batches: int
     total_steps: int
-    ready: tuple[int, Any, float] | None
+    ready: tuple[int, Any, float, int, Any] | None  # (step, quantized, t_ready, examples, float vector)
+    partial: tuple[int, Any, float, int, Any] | None
+    examples: int
+    batch_grad: tuple[int, Any, float, int, Any] | None
+    redistribute_due: set[int]
     ready_lock: threading.Lock
     ready_event: threading.Event
     work: queue.Queue
@@ -186,7 +192,7 @@ class Training(FrameIO):
         ``--cutoff`` (item 38); a later chunk once every active member of the first chunk's
         contributors has sent it too."""
         if self.batch % self.chunks == 0:
-            return self.coverage(bitmap) >= self.args.cutoff - 1e-9
+            return self.coverage(self.examples) >= self.args.cutoff - 1e-9
         want = sum(1 << s for s in self.active if self.batch_members >> s & 1)
         return want & ~bitmap == 0
 
@@ -232,26 +238,72 @@ class Training(FrameIO):
                 if vec.size != self.nvalues:
                     raise TokenError(f"--gradient has {vec.size} values, the model {self.nvalues}")
                 grads = tr.unflatten(vec, self.like)
+                examples = self.args.batch_size
+                pieces = 1
             else:
                 seed = self.args.batch_seed if self.args.batch_seed >= 0 else self.seq
-                xb, yb = tr.batches(self.x, self.y, self.args.batch_size, epoch, seed=seed)[i]
-                grads = tr.compute_gradients(self.worker_model, xb, yb)
-                vec = tr.flatten(grads)
+                with self.ready_lock:  # a redistribution (¶100) may grow the shard
+                    x, y = self.x, self.y
+                xb, yb = tr.batches(x, y, self.args.batch_size, epoch, seed=seed)[i]
+                examples = len(yb)
+                pieces = min(self.args.pieces, examples) if self.args.cutoff < 1.0 else 1
+                if pieces > 1:
+                    vec = self.compute_in_pieces(b, xb, yb, pieces, t)
+                    if vec is None:
+                        continue  # the batch ended without this node
+                    grads = tr.unflatten(vec, self.like)
+                else:
+                    grads = tr.compute_gradients(self.worker_model, xb, yb)
+                    vec = tr.flatten(grads)
             spent = time.monotonic() - t
             slowdown = self.slowdown()
-            if self.args.compute_fixed > 0:
+            if pieces > 1:
+                pass  # slowed down piece by piece already
+            elif self.args.compute_fixed > 0:
                 time.sleep(max(0.0, self.args.compute_fixed * slowdown - spent))
             elif slowdown > 1:
                 time.sleep(spent * (slowdown - 1))
             q = self.quantize(vec)
-            if self.args.grad_json:
-                write_json_gradients(Path(self.args.grad_json) / f"grad-b{tb}-s{self.seq}.json",
-                                     tb, self.seq, grads)
+            path = Path(self.args.grad_json or ".") / f"grad-b{tb}-s{self.seq}.json"
+            if self.args.grad_json and not path.exists():  # a partial one sent may be there
+                write_json_gradients(path, tb, self.seq, grads)
             with self.ready_lock:
                 self.timing.compute += time.monotonic() - t
                 if b == self.batch:
-                    self.ready = (b, q, time.monotonic())
+                    self.ready = (b, q, time.monotonic(), examples, vec)
                     self.ready_event.set()
+
+    def compute_in_pieces(self, b: int, xb: Any, yb: Any, pieces: int, t0: float) -> Any:
+        """Item 38 with partial gradients: the batch's gradient piece by piece; after each
+        piece the mean over the examples done so far is offered (``partial``), so a slow
+        node whose token comes early can send the examples it has (the cutoff counts
+        examples). The slowdown is spread over the pieces. None if the batch moved on."""
+        from hosts import training as tr
+
+        n = len(yb)
+        bounds = np.linspace(0, n, pieces + 1).astype(int)
+        acc: Any = None
+        done = 0
+        slowdown = self.slowdown()
+        for k in range(pieces):
+            if b != self.batch:
+                return None
+            t = time.monotonic()
+            lo, hi = int(bounds[k]), int(bounds[k + 1])
+            g = tr.flatten(tr.compute_gradients(self.worker_model, xb[lo:hi], yb[lo:hi]))
+            acc = g * (hi - lo) if acc is None else acc + g * (hi - lo)
+            done = hi
+            spent = time.monotonic() - t
+            if self.args.compute_fixed > 0:
+                time.sleep(max(0.0, self.args.compute_fixed * slowdown * (hi - lo) / n - spent))
+            elif slowdown > 1:
+                time.sleep(spent * (slowdown - 1))
+            if k < pieces - 1:
+                mean = (acc / done).astype(np.float32)
+                with self.ready_lock:
+                    if b == self.batch:
+                        self.partial = (b, self.quantize(mean), time.monotonic(), done, mean)
+        return (acc / n).astype(np.float32)
 
     def slowdown(self) -> float:
         """This node's compute factor: its entry of ``--slowdowns`` (by sequence number,
@@ -272,52 +324,100 @@ class Training(FrameIO):
             return quantize(np.clip(vec, -bound, bound), self.args.scale_bits, world)
 
     # ------------------------------------------------------------------ batch end
-    def read_nic(self, batch: int, nfrags: int | None = None) -> tuple[np.ndarray, list[int]]:
+    def read_nic(self, batch: int, nfrags: int | None = None, want: int = 0
+                 ) -> tuple[np.ndarray, list[int]]:
         """READ fragments ``0..nfrags-1`` (default all) of step ``batch`` from the NIC:
         sums (int64) and bitmaps; the last READ (flag LAST) moves the NIC's window on.
 
-        At most ``--burst`` READs are outstanding (each reply is a full frame, and a burst
-        of them overflowed BMv2's 64-frame egress queue); one unanswered for ``RETRY_S``
-        is sent again (reads are idempotent), five times at most. The LAST goes when every
-        other fragment has answered."""
+        Loss recovery: a fragment whose bitmap lacks a contributor (``want``: the batch's
+        final bitmap, or anyone seen in another fragment) that is still active is asked for
+        again (NACK through the NIC, member = the contributor), and read again, at most
+        ``REPAIR_ROUNDS`` times; only then the LAST READ closes the step in the NIC."""
         nfrags = self.nfrags if nfrags is None else nfrags
         sums = np.zeros(nfrags * TOKEN_VALUES, dtype=np.int64)
-        bitmaps = [-1] * nfrags
-        todo = deque(range(nfrags - 1))
+        bitmaps = [0] * nfrags
+        todo = list(range(nfrags))
+        active = sum(1 << s for s in self.active)
+        t0 = time.monotonic()
+        rounds = 0
+        for rnd in range(REPAIR_ROUNDS + 1):
+            self.read_frags(batch, todo, nfrags, sums, bitmaps)
+            seen = want
+            for m in bitmaps:
+                seen |= m
+            target = seen & (active | (1 << self.seq))
+            todo = [f for f in range(nfrags) if target & ~bitmaps[f]]
+            if not todo or rnd == REPAIR_ROUNDS:
+                break
+            for s in range(1, 32):
+                fr = [f for f in todo if (target & ~bitmaps[f]) >> s & 1]
+                if fr and s != self.seq:
+                    self.send(self.header(TokenMsg.NACK, member=s, batch=batch, frag=fr[0],
+                                          nfrags=fr[-1] + 1))
+                    self.stats["repair_nacks"] += 1
+            self.stats["repair_rounds"] += 1
+            rounds += 1
+            end = time.monotonic() + REPAIR_WAIT_S * (rnd + 1)
+            while time.monotonic() < end:
+                got = self.recv_frame(0.02)
+                if got is not None:
+                    self.pending.append(got)
+        self.read_frags(batch, [nfrags - 1], nfrags, sums, bitmaps, last=True)
+        if rounds:
+            self.log("repair", step=batch, rounds=rounds, missing=len(todo),
+                     s=round(time.monotonic() - t0, 3))
+        return sums, bitmaps
+
+    def recv_frame(self, timeout: float) -> tuple[Any, bytes, memoryview] | None:
+        """One decoded frame straight from the socket (NACKs answered here), or None."""
+        frame = self.link.recv(timeout)
+        if frame is None:
+            return None
+        try:
+            _d, src, hdr, rest = decode_token(frame)
+        except TokenDecodeError:
+            return None
+        if hdr.msg_type == TokenMsg.NACK:
+            self.on_nack(hdr)
+            return None
+        return hdr, src, rest
+
+    def read_frags(self, batch: int, frags: list[int], nfrags: int, sums: np.ndarray,
+                   bitmaps: list[int], last: bool = False) -> None:
+        """READ ``frags`` of step ``batch`` into ``sums``/``bitmaps`` (``last``: with flag
+        LAST, which moves the NIC's window on). At most ``--burst`` READs are outstanding
+        (each reply is a full frame, and a burst of them overflowed BMv2's 64-frame egress
+        queue); one unanswered for ``READ_RETRY_S`` is sent again (reads are idempotent),
+        five times at most."""
+        todo = deque(frags)
+        want = set(frags)
         sent: dict[int, float] = {}
         tries = [0] * nfrags
-        while bitmaps.count(-1):
-            if not todo and not sent and bitmaps[:-1].count(-1) == 0:
-                todo.append(nfrags - 1)  # every other fragment is in: move the window on
+        while want:
             while todo and len(sent) < self.args.burst:
                 f = todo.popleft()
                 if tries[f] == 5:
                     raise TokenError(f"the NIC did not answer the read-out of batch {batch} "
                                      f"(fragment {f}, 5 READs)")
                 tries[f] += 1
-                last = int(TokenFlags.LAST) if f == nfrags - 1 else 0
-                self.send(self.header(TokenMsg.READ, batch=batch, frag=f, nfrags=nfrags, flags=last))
+                flags = int(TokenFlags.LAST) if last else 0
+                self.send(self.header(TokenMsg.READ, batch=batch, frag=f, nfrags=nfrags, flags=flags))
                 sent[f] = time.monotonic()
-            frame = self.link.recv(0.05)
-            if frame is not None:
-                try:
-                    _d, src, hdr, rest = decode_token(frame)
-                except TokenDecodeError:
-                    hdr = None
-                if hdr is None:
-                    pass
-                elif hdr.msg_type == TokenMsg.READ_REPLY and hdr.batch == batch:
-                    if 0 <= hdr.frag < nfrags and bitmaps[hdr.frag] < 0:
+            got = self.recv_frame(0.05)
+            if got is not None:
+                hdr, src, rest = got
+                if hdr.msg_type == TokenMsg.READ_REPLY and hdr.batch == batch:
+                    if hdr.frag in want:
                         sums[hdr.frag * TOKEN_VALUES:(hdr.frag + 1) * TOKEN_VALUES] = token_values(rest)
                         bitmaps[hdr.frag] = hdr.bitmap
+                        want.discard(hdr.frag)
                         sent.pop(hdr.frag, None)
-                else:
+                elif hdr.msg_type != TokenMsg.READ_REPLY:
                     self.pending.append((hdr, src, rest))
             now = time.monotonic()
             for f in [f for f, t in sent.items() if now - t > READ_RETRY_S]:
                 del sent[f]
                 todo.appendleft(f)
-        return sums, bitmaps
 
     def finish_chunk(self, final_bitmap: int) -> bool:
         """End of a step that is not its batch's last chunk: read that chunk's sums, keep
@@ -329,7 +429,7 @@ class Training(FrameIO):
             return False
         t = time.monotonic()
         f0, f1 = self.chunk_frags(c)
-        sums, bitmaps = self.read_nic(step, f1 - f0)
+        sums, bitmaps = self.read_nic(step, f1 - f0, want=final_bitmap if c == 0 else self.batch_members)
         if c == 0:
             self.batch_members = final_bitmap
             self.chunk_sums = np.zeros(self.nfrags * TOKEN_VALUES, dtype=np.int64)
@@ -339,12 +439,16 @@ class Training(FrameIO):
         self.stats["incomplete_frags"] += sum(1 for m in bitmaps if m != final_bitmap)
         with self.ready_lock:
             self.batch = step + 1
-            if self.ready is not None and self.ready[0] == step and self.batch_members >> self.seq & 1:
-                self.ready = (step + 1, self.ready[1], time.monotonic())
+            sent = self.batch_grad
+            if sent is not None and sent[0] == step - c and self.batch_members >> self.seq & 1:
+                # the later chunks carry the same vector as the first (a partial one too)
+                self.ready = (step + 1, *sent[1:])
             else:
                 self.ready = None
                 self.ready_event.clear()
+            self.partial = None
         self.bitmap = 0
+        self.examples = 0
         self.timing.accumulate += time.monotonic() - t
         return True
 
@@ -362,10 +466,10 @@ class Training(FrameIO):
         step = self.batch
         b = step // self.chunks
         if self.chunks == 1:
-            sums, bitmaps = self.read_nic(step)
+            sums, bitmaps = self.read_nic(step, want=final_bitmap)
         else:
             f0, f1 = self.chunk_frags(self.chunks - 1)
-            last, last_maps = self.read_nic(step, f1 - f0)
+            last, last_maps = self.read_nic(step, f1 - f0, want=self.batch_members)
             self.stats["incomplete_frags"] += sum(1 for m in last_maps if m != final_bitmap)
             sums = self.chunk_sums
             sums[f0 * TOKEN_VALUES:f1 * TOKEN_VALUES] = last
@@ -397,8 +501,10 @@ class Training(FrameIO):
         with self.ready_lock:
             self.batch = step + 1
             self.ready = None
+            self.partial = None
             self.ready_event.clear()
         self.bitmap = 0
+        self.examples = 0
         done = b + 1
         if done % self.batches_per_epoch == 0:
             rec["epoch"] = done // self.batches_per_epoch
@@ -411,6 +517,8 @@ class Training(FrameIO):
                 # hosts/trainer.py's points: every K steps and each epoch's end, once
                 self.emit_eval(b // self.batches_per_epoch + 1, done)
         self.log("batch", **rec)
+        if self.redistribute_due:
+            self.redistribute()  # ¶100: after the batch
         if self.batch < self.total_steps and not self.standby:
             self.work.put(self.batch)
 

@@ -30,6 +30,7 @@ const bit<8> TOKEN_MSG_READ         = 0x02;  /* host -> NIC: read one fragment o
 const bit<8> TOKEN_MSG_READ_REPLY   = 0x03;  /* NIC -> host */
 const bit<8> TOKEN_MSG_TICK         = 0x04;  /* host -> NIC, periodic: evaluate the timeouts */
 const bit<8> TOKEN_MSG_RESEND_DUE   = 0x05;  /* NIC -> host: silence after your broadcast, resend it */
+const bit<8> TOKEN_MSG_PASS         = 0x06;  /* host -> NIC: done (or passing); the NIC emits the TOKEN */
 const bit<8> TOKEN_MSG_FORM_START   = 0x10;  /* s121: opens formation (sender = 1) */
 const bit<8> TOKEN_MSG_FORM_REPLY   = 0x11;  /* s122: a node answers (sender = 0) */
 const bit<8> TOKEN_MSG_ROSTER       = 0x12;  /* s123: member (seq, mac); flag LAST closes formation */
@@ -45,9 +46,11 @@ const bit<8> TOKEN_MSG_REJOIN_QUERY = 0x34;  /* after a batch: standby nodes, sp
 const bit<8> TOKEN_MSG_REJOIN_REPLY = 0x35;  /* a standby (removed) member answers */
 const bit<8> TOKEN_MSG_REJOIN       = 0x36;  /* member `member` is active again */
 const bit<8> TOKEN_MSG_STOP         = 0x37;  /* training finished */
+const bit<8> TOKEN_MSG_NACK         = 0x38;  /* member `member`: re-send fragments [frag, nfrags) of batch */
 
 const bit<8> TOKEN_FLAG_RESEND = 0x01;  /* a re-sent broadcast (s136) */
 const bit<8> TOKEN_FLAG_LAST   = 0x02;  /* last ROSTER frame / last READ of a batch */
+const bit<8> TOKEN_FLAG_PREV   = 0x04;  /* TOKEN: its nfrags are of batch - 1 (batch-opening token) */
 
 /* Member states (member_state register). */
 const bit<8> TOKEN_MEMBER_NONE    = 0;
@@ -223,6 +226,9 @@ struct token_nic_metadata_t {
     bit<8>  last_sender;
     bit<8>  last_holder;
     bit<8>  resend_state;  /* 0 none, 1 host asked to resend, 2 resend seen */
+    bit<8>  resend_count;
+    bit<32> pass_seen;
+    bit<1>  stale_pass;
     bit<48> elapsed;
     bit<48> limit;
     bit<48> distance;
@@ -235,6 +241,23 @@ struct token_nic_metadata_t {
     bit<32> slot_bitmap;
     bit<32> min_batch;
     bit<32> sender_bit;
+    bit<8>  holder;        /* who holds the token in this NIC's view (1 before any TOKEN) */
+    bit<32> active_map;    /* bit i: member i active */
+    bit<32> cand;          /* next-holder search */
+    bit<8>  next_seq;
+    bit<8>  lost_member;   /* the tie-break of NODE_LOST: last declared node, and by whom */
+    bit<8>  lost_by;
+    bit<48> init_mac;      /* who opened formation: the only source of ROSTER frames */
+    bit<1>  added;         /* this GRAD added a contribution (not a duplicate) */
+    bit<32> rx_batch;      /* repair tracking of one sender's broadcast */
+    bit<32> rx_next;
+    bit<32> rx_have;
+    bit<32> rx_gaps;
+    bit<32> asked;
+    bit<1>  nack;          /* send a NACK to the LAN (egress rewrites the LAN copy) */
+    bit<8>  nack_member;
+    bit<16> nack_lo;
+    bit<16> nack_hi;
 }
 
 struct token_metadata_t {

@@ -30,7 +30,10 @@
 #define TOKEN_DROP_CLOSED       3   /* formation frame after formation closed */
 #define TOKEN_DROP_LOCAL_ON_LAN 4   /* a host<->NIC message arriving from the LAN */
 #define TOKEN_DROP_UNKNOWN      5   /* unknown msg_type */
-#define TOKEN_DROP_REASONS      8
+#define TOKEN_DROP_FORM_SOURCE  6   /* FORM_START / ROSTER not from who opened formation */
+#define TOKEN_DROP_HOST_TOKEN   7   /* a TOKEN from the host: the NIC emits tokens (PASS) */
+#define TOKEN_DROP_LOST_TIE     8   /* a second NODE_LOST for the same node, from farther after it */
+#define TOKEN_DROP_REASONS      16
 /* member_events indices */
 #define TOKEN_EV_CONFIG      0
 #define TOKEN_EV_ROSTER      1
@@ -42,6 +45,10 @@
 #define TOKEN_EV_REJOIN      7
 #define TOKEN_EV_FORWARDED   8   /* protocol frames passed on */
 #define TOKEN_EVENTS        16
+/* s136 says "re-send once"; on a lossy LAN a lost token and a lost resend would declare a
+ * live node lost, so the last sender re-sends up to this often, every t/2 after the
+ * first (the others' waits, >= t after the last resend they saw, never end meanwhile) */
+#define TOKEN_RESENDS        3
 
 control TokenMembership(inout token_headers_t hdr,
                         inout token_metadata_t meta,
@@ -58,6 +65,12 @@ control TokenMembership(inout token_headers_t hdr,
     register<bit<8>>(1)  last_sender;
     register<bit<8>>(1)  last_holder;
     register<bit<8>>(1)  resend_state;
+    register<bit<8>>(1)  resend_count;  /* RESEND_DUEs asked for the last pass */
+    register<bit<32>>(1) pass_seen;     /* highest pass_no of a TOKEN seen */
+    register<bit<48>>(1) init_mac;     /* who opened formation (first FORM_START / ROSTER) */
+    register<bit<32>>(1) active_map;   /* bit i: member i active (the next-holder search) */
+    register<bit<8>>(1)  lost_member;  /* the last node declared lost ... */
+    register<bit<8>>(1)  lost_by;      /* ... and who declared it (the tie-break) */
     counter(TOKEN_DROP_REASONS, CounterType.packets) member_drops;
     counter(TOKEN_EVENTS, CounterType.packets) member_events;
 
@@ -77,6 +90,15 @@ control TokenMembership(inout token_headers_t hdr,
         last_sender.read(meta.tk.last_sender, 0);
         last_holder.read(meta.tk.last_holder, 0);
         resend_state.read(meta.tk.resend_state, 0);
+        resend_count.read(meta.tk.resend_count, 0);
+        pass_seen.read(meta.tk.pass_seen, 0);
+        init_mac.read(meta.tk.init_mac, 0);
+        active_map.read(meta.tk.active_map, 0);
+        /* s131: before any TOKEN, node 1 holds it */
+        meta.tk.holder = meta.tk.last_holder;
+        if (meta.tk.last_holder == 0) {
+            meta.tk.holder = 1;
+        }
     }
 
     action configure() {
@@ -97,6 +119,7 @@ control TokenMembership(inout token_headers_t hdr,
         hdr.token.msg_type = TOKEN_MSG_RESEND_DUE;
         standard_metadata.egress_spec = NIC_HOST_PORT;
         resend_state.write(0, 1);
+        resend_count.write(0, meta.tk.resend_count + 1);
         meta.tk.handled = 1;
         member_events.count(TOKEN_EV_RESEND_DUE);
     }
@@ -112,10 +135,14 @@ control TokenMembership(inout token_headers_t hdr,
         hdr.token.next_holder = meta.tk.my_seq;
         hdr.token.aux = (bit<32>)meta.tk.elapsed;   /* measured silence, us */
         member_state.write((bit<32>)meta.tk.last_holder, TOKEN_MEMBER_STANDBY);
+        active_map.write(0, meta.tk.active_map & ~((bit<32>)1 << meta.tk.last_holder));
+        lost_member.write(0, meta.tk.last_holder);
+        lost_by.write(0, meta.tk.my_seq);
         last_ts.write(0, standard_metadata.ingress_global_timestamp);
         last_sender.write(0, meta.tk.my_seq);
         last_holder.write(0, meta.tk.my_seq);
         resend_state.write(0, 0);
+        resend_count.write(0, 0);
         standard_metadata.mcast_grp = NIC_BOTH_PORTS_GROUP;
         meta.tk.handled = 1;
         member_events.count(TOKEN_EV_LOST_SENT);
@@ -130,7 +157,22 @@ control TokenMembership(inout token_headers_t hdr,
     action record_roster() {
         member_mac.write((bit<32>)hdr.token.member, hdr.token.mac);
         member_state.write((bit<32>)hdr.token.member, TOKEN_MEMBER_ACTIVE);
+        active_map.write(0, meta.tk.active_map | ((bit<32>)1 << hdr.token.member));
         member_events.count(TOKEN_EV_ROSTER);
+    }
+
+    /* s132 / ¶87: the host is done (or passes); the NIC names the next active member
+     * (meta.tk.next_seq, from active_map) and broadcasts the TOKEN, to the LAN and
+     * back to its host (which takes it again when it is alone). */
+    action emit_token() {
+        hdr.ethernet.dst_addr = 0xFFFFFFFFFFFF;
+        hdr.ethernet.src_addr = meta.tk.my_mac;
+        hdr.token.msg_type = TOKEN_MSG_TOKEN;
+        hdr.token.sender = meta.tk.my_seq;
+        hdr.token.next_holder = meta.tk.next_seq;
+        standard_metadata.mcast_grp = NIC_BOTH_PORTS_GROUP;
+        meta.tk.handled = 1;
+        meta.tk.accept = 1;
     }
 
     action record_pass() {
@@ -157,8 +199,9 @@ control TokenMembership(inout token_headers_t hdr,
                         consume_tick();
                     } else if (meta.tk.last_sender == meta.tk.my_seq
                                && meta.tk.last_holder != meta.tk.my_seq
-                               && meta.tk.resend_state == 0
-                               && meta.tk.elapsed > meta.tk.wait_unit) {
+                               && ((meta.tk.resend_state == 0 && meta.tk.elapsed > meta.tk.wait_unit)
+                                   || (meta.tk.resend_state == 2 && meta.tk.resend_count < TOKEN_RESENDS
+                                       && meta.tk.elapsed > (meta.tk.wait_unit >> 1)))) {
                         ask_resend();
                     } else if (meta.tk.last_holder != meta.tk.my_seq && meta.tk.last_holder != 0) {
                         /* d: positions from the silent holder to this node */
@@ -182,6 +225,34 @@ control TokenMembership(inout token_headers_t hdr,
                     }
                 } else if (hdr.token.msg_type == TOKEN_MSG_READ) {
                     meta.tk.accept = 1;
+                } else if (hdr.token.msg_type == TOKEN_MSG_PASS) {
+                    if (meta.tk.phase == TOKEN_PHASE_FORMING || meta.tk.my_seq == 0) {
+                        drop_frame(TOKEN_DROP_UNKNOWN);
+                    } else {
+                        /* the next active member after me, cyclically: lowest set bit
+                         * of the active members above me, else of all of them */
+                        meta.tk.cand = meta.tk.active_map & ~((32w2 << meta.tk.my_seq) - 1);
+                        if (meta.tk.cand == 0) {
+                            meta.tk.cand = meta.tk.active_map;
+                        }
+                        meta.tk.cand = meta.tk.cand & (32w0 - meta.tk.cand);
+                        meta.tk.next_seq = 0;
+                        if ((meta.tk.cand & 0xFFFF0000) != 0) { meta.tk.next_seq = meta.tk.next_seq + 16; }
+                        if ((meta.tk.cand & 0xFF00FF00) != 0) { meta.tk.next_seq = meta.tk.next_seq + 8; }
+                        if ((meta.tk.cand & 0xF0F0F0F0) != 0) { meta.tk.next_seq = meta.tk.next_seq + 4; }
+                        if ((meta.tk.cand & 0xCCCCCCCC) != 0) { meta.tk.next_seq = meta.tk.next_seq + 2; }
+                        if ((meta.tk.cand & 0xAAAAAAAA) != 0) { meta.tk.next_seq = meta.tk.next_seq + 1; }
+                        if (meta.tk.cand == 0) {
+                            meta.tk.next_seq = meta.tk.my_seq;
+                        }
+                        emit_token();
+                    }
+                } else if (hdr.token.msg_type == TOKEN_MSG_TOKEN) {
+                    drop_frame(TOKEN_DROP_HOST_TOKEN);
+                } else if ((hdr.token.msg_type == TOKEN_MSG_FORM_START
+                            || hdr.token.msg_type == TOKEN_MSG_ROSTER)
+                           && meta.tk.init_mac != 0 && meta.tk.init_mac != hdr.ethernet.src_addr) {
+                    drop_frame(TOKEN_DROP_FORM_SOURCE);
                 } else if (hdr.token.msg_type >= TOKEN_MSG_FORM_START) {
                     meta.tk.accept = 1;
                 } else {
@@ -193,15 +264,26 @@ control TokenMembership(inout token_headers_t hdr,
                     drop_frame(TOKEN_DROP_LOCAL_ON_LAN);
                 } else if (hdr.token.msg_type == TOKEN_MSG_FORM_START
                            || hdr.token.msg_type == TOKEN_MSG_FORM_REPLY) {
-                    if (meta.tk.phase == TOKEN_PHASE_FORMING) {
-                        meta.tk.accept = 1;
-                    } else {
+                    if (meta.tk.phase != TOKEN_PHASE_FORMING) {
                         drop_frame(TOKEN_DROP_CLOSED);
+                    } else if (hdr.token.msg_type == TOKEN_MSG_FORM_START && meta.tk.init_mac != 0
+                               && meta.tk.init_mac != hdr.ethernet.src_addr) {
+                        drop_frame(TOKEN_DROP_FORM_SOURCE);
+                    } else {
+                        meta.tk.accept = 1;
                     }
-                } else if (hdr.token.msg_type == TOKEN_MSG_ROSTER
-                           && meta.tk.phase == TOKEN_PHASE_FORMING) {
-                    meta.tk.accept = 1;
-                } else if (hdr.token.msg_type > TOKEN_MSG_STOP) {
+                } else if (hdr.token.msg_type == TOKEN_MSG_ROSTER) {
+                    /* only who opened formation may send the roster (a forged ROSTER
+                     * LAST would close formation everywhere); repeats fill lost entries
+                     * until the first TOKEN */
+                    if (meta.tk.phase == TOKEN_PHASE_TRAINING) {
+                        drop_frame(TOKEN_DROP_CLOSED);
+                    } else if (meta.tk.init_mac != 0 && meta.tk.init_mac != hdr.ethernet.src_addr) {
+                        drop_frame(TOKEN_DROP_FORM_SOURCE);
+                    } else {
+                        meta.tk.accept = 1;
+                    }
+                } else if (hdr.token.msg_type > TOKEN_MSG_NACK) {
                     drop_frame(TOKEN_DROP_UNKNOWN);
                 } else if (hdr.token.sender == 0 || hdr.token.sender >= TOKEN_MAX_MEMBERS) {
                     drop_frame(TOKEN_DROP_NON_MEMBER);
@@ -211,6 +293,32 @@ control TokenMembership(inout token_headers_t hdr,
                         drop_frame(TOKEN_DROP_NON_MEMBER);
                     } else if (meta.tk.peer_state == TOKEN_MEMBER_ACTIVE) {
                         meta.tk.accept = 1;
+                        if (hdr.token.msg_type == TOKEN_MSG_NODE_LOST && hdr.token.member != 0
+                                && hdr.token.member < TOKEN_MAX_MEMBERS) {
+                            /* Tie-break: two NICs declared the same node lost (a stalled
+                             * host's ticks). The declarer nearest after it in the roster
+                             * wins, whatever the arrival order, on every NIC alike. */
+                            lost_member.read(meta.tk.lost_member, 0);
+                            lost_by.read(meta.tk.lost_by, 0);
+                            if (meta.tk.lost_member == hdr.token.member && meta.tk.lost_by != 0) {
+                                if (hdr.token.sender > hdr.token.member) {
+                                    meta.tk.distance = (bit<48>)(hdr.token.sender - hdr.token.member);
+                                } else {
+                                    meta.tk.distance = (bit<48>)(hdr.token.sender + meta.tk.roster_size
+                                                                 - hdr.token.member);
+                                }
+                                if (meta.tk.lost_by > hdr.token.member) {
+                                    meta.tk.limit = (bit<48>)(meta.tk.lost_by - hdr.token.member);
+                                } else {
+                                    meta.tk.limit = (bit<48>)(meta.tk.lost_by + meta.tk.roster_size
+                                                              - hdr.token.member);
+                                }
+                                if (meta.tk.distance >= meta.tk.limit) {
+                                    meta.tk.accept = 0;
+                                    drop_frame(TOKEN_DROP_LOST_TIE);
+                                }
+                            }
+                        }
                     } else if (meta.tk.peer_state == TOKEN_MEMBER_STANDBY
                                && hdr.token.msg_type == TOKEN_MSG_REJOIN_REPLY) {
                         meta.tk.accept = 1;
@@ -223,9 +331,13 @@ control TokenMembership(inout token_headers_t hdr,
             /* Effects of an accepted broadcast, own or received. */
             if (meta.tk.accept == 1 && hdr.token.msg_type >= TOKEN_MSG_FORM_START) {
                 member_events.count(TOKEN_EV_FORWARDED);
+                if ((hdr.token.msg_type == TOKEN_MSG_FORM_START || hdr.token.msg_type == TOKEN_MSG_ROSTER)
+                        && meta.tk.init_mac == 0) {
+                    init_mac.write(0, hdr.ethernet.src_addr);   /* first come: the initiator */
+                }
                 if (hdr.token.msg_type == TOKEN_MSG_ROSTER && hdr.token.member != 0
                         && hdr.token.member < TOKEN_MAX_MEMBERS) {
-                    if (meta.tk.phase == TOKEN_PHASE_FORMING) {
+                    if (meta.tk.phase != TOKEN_PHASE_TRAINING) {
                         record_roster();
                         if (hdr.token.mac == meta.tk.my_mac) {
                             my_seq.write(0, hdr.token.member);
@@ -238,24 +350,47 @@ control TokenMembership(inout token_headers_t hdr,
                 } else if (hdr.token.msg_type == TOKEN_MSG_TOKEN) {
                     member_events.count(TOKEN_EV_TOKEN);
                     phase.write(0, TOKEN_PHASE_TRAINING);
-                    record_pass();
-                    if ((hdr.token.flags & TOKEN_FLAG_RESEND) != 0) {
-                        resend_state.write(0, 2);
+                    if (hdr.token.pass_no < meta.tk.pass_seen) {
+                        /* a resend of a pass this NIC saw superseded (its sender missed
+                         * the later one): not the token's state any more; the host
+                         * ignores it too */
+                        meta.tk.stale_pass = 1;
                     } else {
-                        resend_state.write(0, 0);
+                        pass_seen.write(0, hdr.token.pass_no);
+                        record_pass();
+                        if ((hdr.token.flags & TOKEN_FLAG_RESEND) != 0) {
+                            resend_state.write(0, 2);
+                        } else {
+                            resend_state.write(0, 0);
+                            resend_count.write(0, 0);
+                        }
                     }
                 } else if (hdr.token.msg_type == TOKEN_MSG_NODE_LOST
                            && hdr.token.member < TOKEN_MAX_MEMBERS) {
                     member_events.count(TOKEN_EV_LOST_SEEN);
                     member_state.write((bit<32>)hdr.token.member, TOKEN_MEMBER_STANDBY);
+                    active_map.write(0, meta.tk.active_map & ~((bit<32>)1 << hdr.token.member));
+                    lost_member.write(0, hdr.token.member);
+                    lost_by.write(0, hdr.token.sender);
                     record_pass();
                     resend_state.write(0, 0);
+                    resend_count.write(0, 0);
                 } else if (hdr.token.msg_type == TOKEN_MSG_REJOIN
                            && hdr.token.member < TOKEN_MAX_MEMBERS) {
                     member_events.count(TOKEN_EV_REJOIN);
                     member_state.write((bit<32>)hdr.token.member, TOKEN_MEMBER_ACTIVE);
+                    active_map.write(0, meta.tk.active_map | ((bit<32>)1 << hdr.token.member));
+                    lost_member.write(0, 0);   /* a later loss of it is a new declaration */
                 }
-                last_ts.write(0, standard_metadata.ingress_global_timestamp);
+                /* the silence the watchdog measures is the token's: the holder's frames
+                 * and the token moving; others' repair chatter (NACKs, re-sent GRADs,
+                 * read-out) must not hide a silent holder */
+                if ((hdr.token.msg_type == TOKEN_MSG_TOKEN && meta.tk.stale_pass == 0)
+                        || hdr.token.msg_type == TOKEN_MSG_NODE_LOST
+                        || (hdr.token.sender == meta.tk.holder && hdr.token.msg_type != TOKEN_MSG_NACK
+                            && (hdr.token.flags & TOKEN_FLAG_RESEND) == 0)) {
+                    last_ts.write(0, standard_metadata.ingress_global_timestamp);
+                }
             }
         }
     }
