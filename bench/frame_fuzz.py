@@ -278,10 +278,10 @@ def fuzz_program(program: str, count: int, pps: float, seed: int, target: str | 
                  run_dir: Path, log: Any = print, token_formation: bool = True) -> FuzzResult:
     """Build, deploy, fuzz from one host, check; everything torn down afterwards.
 
-    ``token_formation=False``: no token formation frames among the seeds. A ROSTER with
-    flag LAST from any LAN host closes formation in every NIC for good (nic.p4 trusts
-    formation frames from the LAN; the issue on the token data plane), so a fuzz that
-    hits one leaves no later job able to form."""
+    ``token_formation=False``: no token formation frames among the seeds. (With them, a
+    forged ROSTER LAST or FORM_START from the fuzzing host once closed formation in every
+    NIC for good; the LAN switch's port security and the NICs' formation openers, both
+    installed by ``TokenDeployment``, now refuse them.)"""
     if program not in PROGRAMS:
         raise ValueError(f"unknown program {program!r}: one of {', '.join(PROGRAMS)}")
     from experiments.runner import finish, spawn

@@ -47,10 +47,9 @@ def test_program_survives_fuzz_and_still_works(program: str, tmp_path: Path) -> 
     reason = net_skip_reason(*needs[program])
     if reason:
         pytest.skip(reason)
-    # token: without formation frames; one forged ROSTER ... LAST from the LAN closes every
-    # NIC's formation for good (found by python -m bench fuzz; the token data-plane issue)
-    res = frame_fuzz.fuzz_program(program, COUNT, 2000.0, seed=7, target=None, run_dir=tmp_path,
-                                  token_formation=False)
+    # token: formation frames included; forged FORM_START/ROSTER from the fuzzing host once
+    # closed every NIC's formation for good (now: LAN port security, the controller's opener)
+    res = frame_fuzz.fuzz_program(program, COUNT, 2000.0, seed=7, target=None, run_dir=tmp_path)
     assert res.send["sent"] + res.send["refused_by_kernel"] == COUNT
     assert res.send["sent"] >= COUNT * 0.99
     for row in res.rows:

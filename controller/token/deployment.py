@@ -9,10 +9,12 @@ after its ``p4src/include`` file (``membership.py``, ``accumulator.py``, ``lan.p
 ==================== ============================== ===================================
 class                P4 control instance            tables / counters
 ==================== ============================== ===================================
-TokenMembership      ``NicIngress.membership``      ``member_drops``, ``member_events``
+TokenMembership      ``NicIngress.membership``      ``formation_openers``; ``member_drops``,
+                                                    ``member_events``
 TokenAccumulator     ``NicIngress.accumulator``     ``acc_drops``, ``acc_events``
-LanSwitch            ``LanIngress.lan``             ``l2_forward``; ``lan_frames``,
-                                                    ``lan_hairpin_drops``
+LanSwitch            ``LanIngress.lan``             ``l2_forward``, ``port_sources``;
+                                                    ``lan_frames``, ``lan_hairpin_drops``,
+                                                    ``lan_source_drops``
 LinkEmulation        ``MyEgress.link_emulation``    ``link_loss``; ``link_emulation_drops``
 ==================== ============================== ===================================
 
@@ -23,8 +25,9 @@ installs it (the loss sweep, ``bench/loss_bench.py``).
 The NIC's registers (member list, watchdog, sums) are written and read by the protocol
 itself (frames from its host), not by P4Runtime: BMv2's P4Runtime server cannot read
 registers. The controller loads the programs, installs the NICs' multicast group (the
-NIC's own NODE_LOST goes to its host and to the LAN) and the LAN switch's flood groups
-and MAC table, and reads the counters.
+NIC's own NODE_LOST goes to its host and to the LAN) and who may open formation (the
+initiator's MAC), the LAN switch's flood groups, MAC table and port security (the MAC
+behind each port), and reads the counters.
 """
 
 from __future__ import annotations
@@ -90,6 +93,8 @@ class TokenCounters:
 
     nics: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     lan_frames: dict[int, int] = field(default_factory=dict)
+    #: frames the LAN switch refused per port: a source MAC not the port's (port security)
+    lan_source_drops: dict[int, int] = field(default_factory=dict)
 
     def total(self, block: str, kind: str, name: str) -> int:
         """Sum of one counter over all NICs, e.g. ``total("acc", "events", "added")``."""
@@ -102,7 +107,8 @@ class TokenDeployment:
     def __init__(self, topology: Topology, addresses: Mapping[str, str],
                  nic_program: str | Path = NIC_PROGRAM,
                  lan_program: str | Path = LAN_PROGRAM,
-                 loss: Mapping[tuple[str, int], float] | None = None) -> None:
+                 loss: Mapping[tuple[str, int], float] | None = None,
+                 initiator: str | None = None) -> None:
         self.topology = topology
         self.loss = check_loss(topology, dict(loss or {}))  # {(switch, port): rate}
         self.addresses = addresses
@@ -111,6 +117,11 @@ class TokenDeployment:
         if len(lans) != 1 or not self.nics:
             raise DeployError(f"{topology.name}: expected NICs and one LAN switch (token_lan)")
         self.lan = lans[0]
+        # the host that opens formation (the nodes' --initiator; h1 in every experiment)
+        hosts = topology.hosts()
+        self.initiator = initiator if initiator is not None else (hosts[0] if hosts else "")
+        if self.initiator not in hosts:
+            raise DeployError(f"{topology.name}: initiator {self.initiator!r} is no host of the LAN")
         nic, lan = Program.load(nic_program), Program.load(lan_program)
         self.programs: dict[str, Program] = {s: nic for s in self.nics}
         self.programs[self.lan] = lan
@@ -119,15 +130,17 @@ class TokenDeployment:
     def _updates(self, dep: Deployment) -> dict[str, list[Any]]:
         topo = self.topology
         out: dict[str, list[Any]] = {}
+        opener = topo.host_mac(self.initiator)
         for nic in self.nics:
-            out[nic] = [+multicast_group(NIC_BOTH_PORTS_GROUP, [NIC_HOST_PORT, NIC_LAN_PORT])]
+            out[nic] = [+multicast_group(NIC_BOTH_PORTS_GROUP, [NIC_HOST_PORT, NIC_LAN_PORT]),
+                        *dep.block(nic, TokenMembership).opener_entries([opener])]
         ports = sorted(topo.ports(self.lan))
         lan = dep.block(self.lan, LanSwitch)
         macs = {}
         for host in topo.hosts():
             nic = topo.iface(host)["switch"]
             macs[topo.host_mac(host)] = topo.port(self.lan, nic)
-        out[self.lan] = lan.flood_groups(ports) + lan.mac_entries(macs)
+        out[self.lan] = lan.flood_groups(ports) + lan.mac_entries(macs) + lan.source_entries(macs)
         for (s, port), rate in sorted(self.loss.items()):
             out[s].append(+dep.block(s, LinkEmulation).loss_entry(port, rate))
         return out
@@ -150,7 +163,7 @@ class TokenDeployment:
         return asyncio.run(run())
 
     def read_counters(self, timeout: float = 30.0) -> TokenCounters:
-        """Counters of every NIC and the LAN switch's frames per port."""
+        """Counters of every NIC and the LAN switch's frames and refused sources per port."""
 
         async def run() -> TokenCounters:
             out = TokenCounters()
@@ -162,8 +175,9 @@ class TokenDeployment:
                     a = await dep.block(nic, TokenAccumulator).read(sess)
                     out.nics[nic] = {"member_drops": m["drops"], "member_events": m["events"],
                                      "acc_drops": a["drops"], "acc_events": a["events"]}
-                out.lan_frames = await dep.block(self.lan, LanSwitch).read_frames(
-                    dep.session(self.lan), sorted(self.topology.ports(self.lan)))
+                lan, ports = dep.block(self.lan, LanSwitch), sorted(self.topology.ports(self.lan))
+                out.lan_frames = await lan.read_frames(dep.session(self.lan), ports)
+                out.lan_source_drops = await lan.read_source_drops(dep.session(self.lan), ports)
             return out
 
         return asyncio.run(run())

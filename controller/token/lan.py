@@ -17,14 +17,28 @@ class LanSwitch(ControlBlock):
     """``LanSwitch`` (LAN switch ingress): MAC table and flood groups."""
 
     CONTROL = "LanIngress.lan"
-    TABLES = ("l2_forward",)
-    ACTIONS = ("forward", "flood")
-    COUNTERS = ("lan_frames", "lan_hairpin_drops")
+    TABLES = ("l2_forward", "port_sources")
+    ACTIONS = ("forward", "flood", "source_ok", "any_source", "wrong_source")
+    COUNTERS = ("lan_frames", "lan_hairpin_drops", "lan_source_drops")
 
     def mac_entries(self, macs: Mapping[str, int]) -> list[Any]:
         """INSERTs ``dst MAC -> forward(port)``."""
         return [+self.entry("l2_forward", {"hdr.ethernet.dst_addr": mac}, "forward", port=port)
                 for mac, port in sorted(macs.items())]
+
+    def source_entries(self, macs: Mapping[str, int]) -> list[Any]:
+        """Port security: INSERTs ``(port, source MAC) -> source_ok`` for the MAC behind
+        each port, then the default turned to ``wrong_source`` (drop and count), so a
+        frame from any other source on a port is refused."""
+        return [+self.entry("port_sources", {"standard_metadata.ingress_port": port,
+                                             "hdr.ethernet.src_addr": mac}, "source_ok")
+                for mac, port in sorted(macs.items())] + [
+            ~self.default_entry("port_sources", "wrong_source")]
+
+    async def read_source_drops(self, session: SwitchSession, ports: list[int]) -> dict[int, int]:
+        """Frames refused per port for a source MAC that is not the port's."""
+        cells = await session.read_counter(self.name("lan_source_drops"), ports)
+        return {p: cells.get(p, (0, 0))[0] for p in ports}
 
     @staticmethod
     def flood_groups(ports: list[int]) -> list[Any]:

@@ -3,7 +3,8 @@ lost-node detection): its drop and event counters by name."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from controller.p4runtime import (
     ControlBlock,
@@ -26,7 +27,17 @@ class TokenMembership(ControlBlock):
     """``TokenMembership`` (NIC ingress): formation, member list, watchdog; counters."""
 
     CONTROL = "NicIngress.membership"
+    TABLES = ("formation_openers",)
+    ACTIONS = ("opener", "any_opener", "not_opener")
     COUNTERS = ("member_drops", "member_events")
+
+    def opener_entries(self, macs: Iterable[str]) -> list[Any]:
+        """Who may open formation (the job's initiator): INSERTs ``source MAC -> opener``
+        and the default turned to ``not_opener``, so a FORM_START or ROSTER from any other
+        source is dropped as ``formation_source`` (without them: trust on first use)."""
+        return [+self.entry("formation_openers", {"hdr.ethernet.src_addr": mac}, "opener")
+                for mac in sorted(set(macs))] + [
+            ~self.default_entry("formation_openers", "not_opener")]
 
     async def read(self, session: SwitchSession) -> dict[str, dict[str, int]]:
         """``{"drops": {reason: n}, "events": {event: n}}``."""

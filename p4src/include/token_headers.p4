@@ -248,6 +248,7 @@ struct token_nic_metadata_t {
     bit<8>  lost_member;   /* the tie-break of NODE_LOST: last declared node, and by whom */
     bit<8>  lost_by;
     bit<48> init_mac;      /* who opened formation: the only source of ROSTER frames */
+    bit<1>  opener_ok;     /* formation_openers: this source may open formation */
     bit<1>  added;         /* this GRAD added a contribution (not a duplicate) */
     bit<32> rx_batch;      /* repair tracking of one sender's broadcast */
     bit<32> rx_next;

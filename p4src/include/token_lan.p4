@@ -2,7 +2,8 @@
  * docs/token.md): an Ethernet switch. Frames to a known MAC (l2_forward,
  * installed by the controller) go to its port; broadcasts and unknown
  * destinations are flooded through multicast group = ingress port, which the
- * controller fills with every other port. Frames are counted per ingress port.
+ * controller fills with every other port. Frames are counted per ingress port;
+ * a frame whose source MAC is not its port's is dropped (port_sources).
  */
 #ifndef _GRADNET_TOKEN_LAN_P4_
 #define _GRADNET_TOKEN_LAN_P4_
@@ -26,6 +27,29 @@ control LanSwitch(inout token_headers_t hdr,
 
     counter(NUM_PORTS, CounterType.packets) lan_frames;
     counter(NUM_PORTS, CounterType.packets) lan_hairpin_drops;
+    counter(NUM_PORTS, CounterType.packets) lan_source_drops;
+    bit<1> spoofed = 0;
+
+    /* Port security: once the controller has installed every port's MAC (and set
+     * the default to wrong_source), a frame whose source MAC is not the one behind
+     * its ingress port is dropped and counted: no LAN host can speak for another. */
+    action source_ok() { }
+    action any_source() { }
+    action wrong_source() {
+        mark_to_drop(standard_metadata);
+        lan_source_drops.count((bit<32>)standard_metadata.ingress_port);
+        spoofed = 1;
+    }
+
+    table port_sources {
+        key = {
+            standard_metadata.ingress_port: exact;
+            hdr.ethernet.src_addr: exact;
+        }
+        actions = { source_ok; any_source; wrong_source; }
+        default_action = any_source();
+        size = 1024;
+    }
 
     action forward(port_t port) {
         standard_metadata.egress_spec = port;
@@ -44,6 +68,10 @@ control LanSwitch(inout token_headers_t hdr,
 
     apply {
         lan_frames.count((bit<32>)standard_metadata.ingress_port);
+        port_sources.apply();
+        if (spoofed == 1) {
+            return;
+        }
         l2_forward.apply();
         if (standard_metadata.mcast_grp == 0
                 && standard_metadata.egress_spec == standard_metadata.ingress_port) {

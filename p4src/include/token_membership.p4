@@ -109,6 +109,20 @@ control TokenMembership(inout token_headers_t hdr,
         member_events.count(TOKEN_EV_CONFIG);
     }
 
+    /* Who may open formation. Until the controller installs the job's initiator
+     * (and sets the default to not_opener), anyone may: the first FORM_START or
+     * ROSTER then names the opener (init_mac, trust on first use). */
+    action opener() { meta.tk.opener_ok = 1; }
+    action any_opener() { meta.tk.opener_ok = 1; }
+    action not_opener() { meta.tk.opener_ok = 0; }
+
+    table formation_openers {
+        key = { hdr.ethernet.src_addr: exact; }
+        actions = { opener; any_opener; not_opener; }
+        default_action = any_opener();
+        size = 8;
+    }
+
     action load_peer(bit<8> seq) {
         member_mac.read(meta.tk.peer_mac, (bit<32>)seq);
         member_state.read(meta.tk.peer_state, (bit<32>)seq);
@@ -188,6 +202,7 @@ control TokenMembership(inout token_headers_t hdr,
         }
         if (hdr.token.isValid() && meta.tk.handled == 0) {
             load_state();
+            formation_openers.apply();
             if (standard_metadata.ingress_port == NIC_HOST_PORT) {
                 /* Host side: local messages, or the host's own broadcasts. */
                 if (hdr.token.msg_type == TOKEN_MSG_CONFIG) {
@@ -251,7 +266,8 @@ control TokenMembership(inout token_headers_t hdr,
                     drop_frame(TOKEN_DROP_HOST_TOKEN);
                 } else if ((hdr.token.msg_type == TOKEN_MSG_FORM_START
                             || hdr.token.msg_type == TOKEN_MSG_ROSTER)
-                           && meta.tk.init_mac != 0 && meta.tk.init_mac != hdr.ethernet.src_addr) {
+                           && (meta.tk.opener_ok == 0
+                               || (meta.tk.init_mac != 0 && meta.tk.init_mac != hdr.ethernet.src_addr))) {
                     drop_frame(TOKEN_DROP_FORM_SOURCE);
                 } else if (hdr.token.msg_type >= TOKEN_MSG_FORM_START) {
                     meta.tk.accept = 1;
@@ -266,8 +282,9 @@ control TokenMembership(inout token_headers_t hdr,
                            || hdr.token.msg_type == TOKEN_MSG_FORM_REPLY) {
                     if (meta.tk.phase != TOKEN_PHASE_FORMING) {
                         drop_frame(TOKEN_DROP_CLOSED);
-                    } else if (hdr.token.msg_type == TOKEN_MSG_FORM_START && meta.tk.init_mac != 0
-                               && meta.tk.init_mac != hdr.ethernet.src_addr) {
+                    } else if (hdr.token.msg_type == TOKEN_MSG_FORM_START
+                               && (meta.tk.opener_ok == 0
+                                   || (meta.tk.init_mac != 0 && meta.tk.init_mac != hdr.ethernet.src_addr))) {
                         drop_frame(TOKEN_DROP_FORM_SOURCE);
                     } else {
                         meta.tk.accept = 1;
@@ -278,7 +295,8 @@ control TokenMembership(inout token_headers_t hdr,
                      * until the first TOKEN */
                     if (meta.tk.phase == TOKEN_PHASE_TRAINING) {
                         drop_frame(TOKEN_DROP_CLOSED);
-                    } else if (meta.tk.init_mac != 0 && meta.tk.init_mac != hdr.ethernet.src_addr) {
+                    } else if (meta.tk.opener_ok == 0
+                               || (meta.tk.init_mac != 0 && meta.tk.init_mac != hdr.ethernet.src_addr)) {
                         drop_frame(TOKEN_DROP_FORM_SOURCE);
                     } else {
                         meta.tk.accept = 1;
