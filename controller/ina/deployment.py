@@ -52,11 +52,11 @@ from controller.placement import (
     routing_policy,
 )
 from controller.routing import compute_routes
-from hosts.packets import INA_UDP_PORT, INA_VALUES
+from hosts.packets import INA_MAX_WORKERS, INA_UDP_PORT, INA_VALUES
 from topologies.base import Topology
 
 INA_PROGRAM = REPO_ROOT / "p4src" / "build" / "ina.json"
-MAX_WORKERS = 32  # one bit per worker in the INA bitmap
+MAX_WORKERS = INA_MAX_WORKERS  # one bit per worker in the INA bitmap (256)
 
 
 
