@@ -30,7 +30,9 @@ __all__ = [
     "NUMBER_FORMATS",
     "bfp_dequantize",
     "bfp_error_bound",
+    "bfp_fragments",
     "bfp_quantize",
+    "bfp_reference",
     "bfp_scale_bits",
     "block_exponents",
     "headroom_bits",
@@ -218,3 +220,20 @@ def bfp_error_bound(num_workers: int) -> float:
     (``|sum| <= N*M``: ``N * 2^-24``)."""
     n = num_workers
     return n * 2.0 ** (headroom_bits(n) - 30) + n * 2.0**-24
+
+
+def bfp_reference(gradients: list[np.ndarray], num_workers: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """What a block-floating-point allreduce of ``gradients`` (one per rank) returns
+    exactly: the int32 sums (int64 array, zero-padded to whole blocks) at the agreed
+    exponents, and those exponents (the max over the ranks of each block's)."""
+    e = np.max([block_exponents(g) for g in gradients], axis=0)
+    sums = np.sum([bfp_quantize(g, e, num_workers).astype(np.int64) for g in gradients], axis=0)
+    return sums, e
+
+
+def bfp_fragments(num_values: int) -> int:
+    """Fragments a block-floating-point allreduce of ``num_values`` values sends: the
+    blocks plus ``min(BFP_LOOKAHEAD, blocks)`` exponent-only ones ahead of them."""
+    n_b = num_fragments(num_values)
+    return n_b + min(BFP_LOOKAHEAD, n_b)

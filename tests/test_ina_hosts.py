@@ -15,8 +15,8 @@ import json
 import os
 import select
 import socket
-import subprocess
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -29,11 +29,11 @@ import pytest
 from hosts import packets
 from hosts.fixedpoint import (
     BFP_LOOKAHEAD,
+    FixedPointOverflow,
     bfp_dequantize,
     bfp_error_bound,
     bfp_quantize,
     block_exponents,
-    FixedPointOverflow,
     dequantize,
     max_abs_q,
     max_scale_bits,
