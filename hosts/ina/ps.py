@@ -151,11 +151,11 @@ class _Job:
     have: list[int] = field(init=False)  # per fragment: bitmap summed so far
     # per fragment: max of the accepted packets' max_exp (block floating point)
     max_exp: list[int] = field(init=False)
-    # finished fragment -> (values, max_exp)
-    results: dict[int, tuple[bytes, int]] = field(default_factory=dict)
+    results: dict[int, bytes] = field(default_factory=dict)  # finished fragment -> values
     # the previous round's results: a worker whose RESULT was lost retransmits while the
     # others have moved on (no worker can be two rounds behind: each round needs all)
-    prev_results: dict[int, tuple[bytes, int]] = field(default_factory=dict)
+    prev_results: dict[int, bytes] = field(default_factory=dict)
+    prev_max_exp: list[int] = field(default_factory=list)  # the previous round's max_exp
 
     def __post_init__(self) -> None:
         most = max_round_cycle(self.num_fragments, self.offset)
@@ -187,6 +187,7 @@ class _Job:
 
     def next_round(self) -> None:
         self.prev_results, self.results = self.results, {}
+        self.prev_max_exp = self.max_exp
         self.acc[:] = 0
         self.have = [0] * self.num_fragments
         self.max_exp = [0] * self.num_fragments
@@ -376,7 +377,7 @@ class ParameterServer:
             pkt = pack(_CLEAR, jb.job, 0, frag, s, 0, jb.full, jb.num_workers, 0, 0, 0)
             self._send(pkt, addr)  # header only (docs/ina.md): no values to carry
             st.clears_sent += 1
-        jb.results[f] = (values, mx)  # for RETX of a finished fragment (RESULT lost)
+        jb.results[f] = values  # for RETX of a finished fragment (RESULT lost)
 
     def _handle(self, data: bytes, addr: tuple[str, int], now: float) -> None:
         c = self.counters
@@ -440,13 +441,13 @@ class ParameterServer:
         retx = flags & _RETX
         if retx:
             st.retx_in += 1
-        done = jb.results.get(f) if r == jb.round else (
-            jb.prev_results.get(f, (_ZERO_VALUES, 0)) if r == jb.round - 1
-            else (_ZERO_VALUES, 0))
-        if done is not None:  # already finished (this round's fragment, or an older round)
+        values = jb.results.get(f) if r == jb.round else (
+            jb.prev_results.get(f, _ZERO_VALUES) if r == jb.round - 1 else _ZERO_VALUES)
+        if values is not None:  # already finished (this round's fragment, or an older round)
             st.late += 1
             if retx and mt == _GRAD:  # its RESULT was lost: unicast it again
-                values, done_exp = done
+                done_exp = (jb.max_exp[f] if r == jb.round else
+                            jb.prev_max_exp[f] if r == jb.round - 1 and jb.prev_max_exp else 0)
                 hdr = INA_HEADER.pack(_RESULT, job, 0, frag, 0, 0, jb.full, jb.num_workers, 0,
                                       _RETX, 0, done_exp)
                 self._send(hdr + values, addr)
