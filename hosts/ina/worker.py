@@ -40,7 +40,7 @@ from hosts.fixedpoint import (
     NUMBER_FORMATS,
     FixedPointOverflow,
     bfp_dequantize,
-    bfp_quantize,
+    bfp_scale_bits,
     block_exponents,
     dequantize,
     num_fragments,
@@ -286,12 +286,17 @@ class Worker:
         agreed = [0] * n_b
         nw = self.num_workers
 
+        blocks = g.ravel().astype(np.float64)
+        blocks = np.pad(blocks, (0, n_b * INA_VALUES - n)).reshape(n_b, INA_VALUES)
+
         def on_result(f: int, max_exp: int) -> None:
             # block f's shared exponent is in: its values go out in fragment f + L
             if f < n_b:
-                agreed[f] = max_exp  # below our own: bfp_quantize refuses (ValueError)
-                block = g.ravel()[f * INA_VALUES:(f + 1) * INA_VALUES]
-                q = bfp_quantize(block, np.array([agreed[f]]), nw)
+                if max_exp < own[f]:  # no honest PS or switch lowers a max
+                    raise ValueError(f"fragment {f}: agreed exponent {max_exp} is below this "
+                                     f"worker's {own[f]}: the sum could overflow")
+                agreed[f] = max_exp
+                q = np.rint(np.ldexp(blocks[f], int(bfp_scale_bits(np.array([max_exp]), nw)[0])))
                 payload[(f + look) * vl:(f + look + 1) * vl] = q.astype(">i4").tobytes()
 
         result = self._run(bytes(payload), n_f, routing, fragment_offset, exps=exps,
