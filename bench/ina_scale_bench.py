@@ -17,6 +17,7 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -44,10 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--blocks", type=int, default=41, help="blocks of the BFP run")
     p.add_argument("--loss", type=float, default=0.05)
     p.add_argument("--target", default=None, help="switch target (default: embedded)")
+    p.add_argument("--max-time", type=float, default=300.0, help="bound on each run (s)")
+    p.add_argument("--run-dir", help="keep the agents' logs here (default: a temporary dir)")
+    p.add_argument("--only", choices=("fixed", "bfp"), help="run one format only")
     args = p.parse_args(argv)
     from rich.table import Table
-
-    from topologies.network import Network
 
     leaves = -(-(args.workers + 2) // 14)
     topo = leaf_spine(2, leaves, 14, bw=50)
@@ -71,20 +73,33 @@ def main(argv: list[str] | None = None) -> int:
                 "PS partials", "PS raw GRADs"):
         t.add_column(col, justify="right")
     ok = True
-    with tempfile.TemporaryDirectory(prefix="ina_scale_") as tmp, \
-            Network(topo, target=args.target, run_dir=str(Path(tmp) / "net")) as net:
+    if args.only:
+        runs = [r for r in runs if r[0] == args.only]
+    with tempfile.TemporaryDirectory(prefix="ina_scale_") as tmp_dir:
+        tmp = args.run_dir or tmp_dir
+        Path(tmp).mkdir(parents=True, exist_ok=True)
+        ok = _run(args, topo, runs, loss, Path(tmp), t)
+    console.print(t)
+    return 0 if ok else 1
+
+
+def _run(args: argparse.Namespace, topo: Any, runs: list, loss: dict, tmp: Path,
+         t: Any) -> bool:
+    from topologies.network import Network
+
+    ok = True
+    with Network(topo, target=args.target, run_dir=str(tmp / "net")) as net:
         switch_neighbors(net, topo, topo.switches())
         for name, job, grads in runs:
             InaDeployment(topo, net.grpc_addresses(), [job], loss=loss).deploy()
-            (res,) = run_jobs(net, topo, [(job, grads)], Path(tmp), name, timeout=0.5,
-                              window=8, max_time=600.0)
+            (res,) = run_jobs(net, topo, [(job, grads)], tmp, name, timeout=0.5,
+                              window=8, max_time=args.max_time)
             ok &= res.exact
             t.add_row(name, str(job.num_fragments), "yes" if res.exact else
                       f"[red]no ({res.mismatches})[/red]", f"{res.seconds:.1f}",
                       str(res.retransmissions), str(res.ps_packets["partial_in"]),
                       str(res.ps_packets["grad_in"]))
-    console.print(t)
-    return 0 if ok else 1
+    return ok
 
 
 if __name__ == "__main__":

@@ -210,8 +210,8 @@ def switch_neighbors(net: Any, topo: Topology, switches: list[str]) -> None:
         mac = port_mac(topo.device_id(sw), topo.port(sw, h))
         cmds = [f"ip neigh replace {switch_ip(topo.device_id(s))} lladdr {mac} dev {iface['name']} nud permanent"
                 for s in switches]
-        if cmds:
-            net.host(h).cmd("; ".join(cmds))
+        for i in range(0, len(cmds), 24):  # a tty line holds 4095 bytes (Network)
+            net.host(h).cmd("; ".join(cmds[i:i + 24]))
 
 
 def _experiment_topology(args: argparse.Namespace) -> Topology:
