@@ -126,7 +126,7 @@ class Worker:
     """One rank of one job (docs/ina.md, "Worker").
 
     Args:
-        rank: this worker's rank (bit ``rank`` of the contributor bitmap), 0..31.
+        rank: this worker's rank (bit ``rank`` of the contributor bitmap), 0..255.
         num_workers: workers in the job (for the fixed-point bound and the RESULT bitmap).
         job_id: INA job id, 0..255.
         ps_ip: the parameter server's address (retransmissions and tag 0 go there).
