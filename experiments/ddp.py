@@ -37,6 +37,7 @@ from experiments.ina import switch_neighbors
 from experiments.runner import finish, spawn
 from experiments.runner import log as _log
 from hosts.fixedpoint import bfp_error_bound
+from hosts.packets import INA_MAX_WORKERS
 from topologies.base import Topology
 
 console = TableConsole()
@@ -171,8 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         if ps not in hosts:
             raise UsageError(f"--ps {ps!r} is not a host of {topo.name}")
         rest = [h for h in hosts if h != ps]
-        if not 1 <= args.workers <= min(len(rest), 32):
-            raise UsageError(f"--workers must be 1..{min(len(rest), 32)} on {topo.name}")
+        if not 1 <= args.workers <= min(len(rest), INA_MAX_WORKERS):
+            raise UsageError(f"--workers must be 1..{min(len(rest), INA_MAX_WORKERS)} on {topo.name}")
         loss = check_loss(topo, opts.loss_dict(args.loss))
     except (UsageError, DeployError) as e:
         console.print(f"[red]error: {e}[/red]")
