@@ -142,10 +142,7 @@ class Network:
                             cmds.append(f"ip neigh replace {oface['ip']} lladdr {oface['mac']} "
                                         f"dev {name} nud permanent")
                 del nic
-            # in batches: Mininet's cmd() goes through a tty, whose line discipline cuts
-            # a line at 4095 bytes (past ~57 hosts the last ARP entries were lost)
-            for i in range(0, len(cmds), 24):
-                h.cmd("; ".join(cmds[i:i + 24]))
+            h.cmd("; ".join(cmds))
 
     def stop(self) -> None:
         """Stop every switch process and remove every namespace of this run."""
