@@ -1,6 +1,6 @@
 """``make bench``: every benchmark, one after the other (tables and ratios).
 
-    python -m bench [placement] [target] [ina] [ndn] [differentiated] [bcube] [token] [train] [ddp]
+    python -m bench [placement] [target] [ina] [ina_scale] [ina_bfp] [ndn] [differentiated] [bcube] [token] [train] [ddp]
                     [fuzz] [fuzz-config] [fuzz-p4rt] [loss]
 
 With no names, runs all of them. Each is also runnable alone:
@@ -18,6 +18,8 @@ BENCHES = {
     "placement": "bench.placement_bench",
     "target": "bench.target_bench",
     "ina": "bench.ina_bench",
+    "ina_scale": "bench.ina_scale_bench",
+    "ina_bfp": "bench.ina_bfp_bench",
     "ndn": "bench.ndn_bench",
     "differentiated": "bench.differentiated_bench",
     "bcube": "bench.bcube_bench",

@@ -36,6 +36,8 @@ from experiments import options as opts
 from experiments.ina import switch_neighbors
 from experiments.runner import finish, spawn
 from experiments.runner import log as _log
+from hosts.fixedpoint import bfp_error_bound
+from hosts.packets import INA_MAX_WORKERS
 from topologies.base import Topology
 
 console = TableConsole()
@@ -134,6 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="DDP's bucket_cap_mb (default 0.004: the digits CNN in 3 buckets)")
     ap.add_argument("--round-cycle", type=int, default=1024,
                     help="INA hook and PS: rounds (buckets) before the fragment numbers repeat")
+    ap.add_argument("--number-format", choices=("bfp", "fixed"), default="bfp",
+                    help="how the INA hook sends values: bfp, block floating point (a shared "
+                         "exponent per 64 values, agreed in the network; default), or fixed "
+                         "(one scale 2^-16 for every value)")
     opts.add_common(ap, "ddp", takes={
         "--seed": {"default": 0}, "--workers": {"default": 4}, "--bw": {"default": 20.0},
         "--loss": {}, "--max-time": {"default": 600.0}, "--target": {}, "--out-dir": {}},
@@ -166,8 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         if ps not in hosts:
             raise UsageError(f"--ps {ps!r} is not a host of {topo.name}")
         rest = [h for h in hosts if h != ps]
-        if not 1 <= args.workers <= min(len(rest), 32):
-            raise UsageError(f"--workers must be 1..{min(len(rest), 32)} on {topo.name}")
+        if not 1 <= args.workers <= min(len(rest), INA_MAX_WORKERS):
+            raise UsageError(f"--workers must be 1..{min(len(rest), INA_MAX_WORKERS)} on {topo.name}")
         loss = check_loss(topo, opts.loss_dict(args.loss))
     except (UsageError, DeployError) as e:
         console.print(f"[red]error: {e}[/red]")
@@ -177,8 +183,11 @@ def main(argv: list[str] | None = None) -> int:
     workers = rest[:args.workers]
     values = _model_size(args.seed)
     try:
-        jobs = {"ina-ps": InaJob.plan(topo, ps, workers, 0, 1000.0, values, aggregate=False),
-                "ina": InaJob.plan(topo, ps, workers, args.budget, 1000.0, values)}
+        fmt = args.number_format
+        jobs = {"ina-ps": InaJob.plan(topo, ps, workers, 0, 1000.0, values, aggregate=False,
+                                      number_format=fmt),
+                "ina": InaJob.plan(topo, ps, workers, args.budget, 1000.0, values,
+                                   number_format=fmt)}
     except PlacementError as e:
         console.print(f"[red]error: {e}[/red]")
         return 2
@@ -199,12 +208,13 @@ def main(argv: list[str] | None = None) -> int:
             rec = run_ddp(net, topo, ps, workers, run, job, run_dir / run, args)
             _log(f"{run}: accuracy {rec['accuracy']:.3f} in {rec['seconds']:.1f} s")
             records.append(rec)
-    _print(records, len(workers))
+    _print(records, len(workers), args.number_format)
     _print_timing(records)
     summary = {"topology": topo.name, "ps": ps, "workers": workers, "values": values,
                "epochs": args.epochs, "loss": {f"{sw}:{pt}": r for (sw, pt), r in loss.items()},
                "runs": records, "timing": timing_rows(records),
-               "bucket_cap_mb": args.bucket_cap_mb, "round_cycle": args.round_cycle}
+               "bucket_cap_mb": args.bucket_cap_mb, "round_cycle": args.round_cycle,
+               "number_format": args.number_format}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     _plot(run_dir / "ddp_accuracy.png", records)
     console.print(f"results: {run_dir}/summary.json, {run_dir}/ddp_accuracy.png")
@@ -212,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if ok else 1
 
 
-def _print(records: list[dict[str, Any]], n: int) -> None:
+def _print(records: list[dict[str, Any]], n: int, number_format: str = "bfp") -> None:
     t = Table(title="DDP training of the digits CNN: gloo vs the gradnet INA hook "
                     "(same seeds, same network)")
     for col in ("run", "accuracy per epoch", "final", "time (s)", "PS ingress bytes",
@@ -228,8 +238,11 @@ def _print(records: list[dict[str, Any]], n: int) -> None:
                   f"{r['grad_max_abs_diff_vs_gloo']:.1e}",
                   "yes" if r["ranks_agree"] else "[red]no[/red]")
     console.print(t)
+    rounding = ("block floating point's rounding (docs/ina.md: at most "
+                f"{bfp_error_bound(n):.1e} of each 64-value block's largest magnitude)"
+                if number_format == "bfp" else "the fixed-point rounding (scale 2^-16)")
     console.print(f"PS bytes: INA / INA without aggregation should be about 1/N = {1 / n:.2f}; "
-                  "grad diff: the fixed-point rounding (scale 2^-16) of the hook.")
+                  f"grad diff: {rounding} of the hook.")
 
 
 def _med(v: list[float | None]) -> float | None:

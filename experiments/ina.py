@@ -39,7 +39,7 @@ from experiments import options as opts
 from experiments.accounting import Snapshot, time_split
 from experiments.runner import await_ready, finish, spawn
 from experiments.runner import log as _log
-from hosts.fixedpoint import quantize
+from hosts.fixedpoint import bfp_reference, quantize
 from topologies import fat_tree
 from topologies.base import Topology
 
@@ -153,8 +153,13 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
             p.stdin.flush()
     results = []
     for job, grads, jdir, ps, procs in running:
-        expected = sum(quantize(g, job.scale_bits, len(grads)).astype(np.int64) for g in grads)
-        expected = ((expected + 2**31) % 2**32 - 2**31).astype(np.int32)
+        if job.number_format == "bfp":
+            # the exact int sums at the agreed exponents (never wrap: headroom bits)
+            expected, _ = bfp_reference(grads, len(grads))
+            expected = expected[: grads[0].size].astype(np.int32)
+        else:
+            expected = sum(quantize(g, job.scale_bits, len(grads)).astype(np.int64) for g in grads)
+            expected = ((expected + 2**31) % 2**32 - 2**31).astype(np.int32)
         retx = mismatches = 0
         worker_cpu = 0.0
         failed = []
@@ -205,8 +210,8 @@ def switch_neighbors(net: Any, topo: Topology, switches: list[str]) -> None:
         mac = port_mac(topo.device_id(sw), topo.port(sw, h))
         cmds = [f"ip neigh replace {switch_ip(topo.device_id(s))} lladdr {mac} dev {iface['name']} nud permanent"
                 for s in switches]
-        if cmds:
-            net.host(h).cmd("; ".join(cmds))
+        for i in range(0, len(cmds), 24):  # a tty line holds 4095 bytes (Network)
+            net.host(h).cmd("; ".join(cmds[i:i + 24]))
 
 
 def _experiment_topology(args: argparse.Namespace) -> Topology:

@@ -1,10 +1,18 @@
-"""float32 <-> int32 fixed point for in-network aggregation (docs/ina.md, "Fixed point").
+"""float32 <-> int32 fixed point for in-network aggregation (docs/ina.md, "Fixed point"
+and "Block floating point").
 
 A worker sends ``q = round(g * 2**S)`` as int32; switches and the PS add the integers;
 the result is ``sum(q) / 2**S``. The sum of N workers is exact (no wraparound) when every
 worker keeps ``max |q| <= (2**31 - 1) // N``, which :func:`quantize` enforces: it never
 clips, it raises :class:`FixedPointOverflow` naming the largest scale that would fit.
 Rounding is to nearest, ties to even (``numpy.rint``).
+
+Block floating point (``bfp_*``): every block of ``INA_VALUES`` values gets its own
+scale from a shared exponent, the max over the workers of each one's block exponent
+(:func:`block_exponents`), agreed in the network before the values are summed. With
+``h = ceil(log2 N)`` headroom bits a block whose agreed exponent is ``E`` (every value
+below ``2^E`` in magnitude) is sent as ``q = round(g * 2^(30 - h - E))``, so that
+``|q| <= 2^(30-h)`` and no sum of N workers can leave int32: nothing is ever refused.
 """
 
 from __future__ import annotations
@@ -16,7 +24,18 @@ import numpy as np
 from hosts.packets import INA_MAX_WORKERS, INA_VALUES
 
 __all__ = [
+    "BFP_EXP_BIAS",
+    "BFP_LOOKAHEAD",
     "DEFAULT_SCALE_BITS",
+    "NUMBER_FORMATS",
+    "bfp_dequantize",
+    "bfp_error_bound",
+    "bfp_fragments",
+    "bfp_quantize",
+    "bfp_reference",
+    "bfp_scale_bits",
+    "block_exponents",
+    "headroom_bits",
     "FixedPointOverflow",
     "dequantize",
     "max_abs_q",
@@ -27,6 +46,14 @@ __all__ = [
 ]
 
 DEFAULT_SCALE_BITS = 16
+#: the job's number formats (policy key "format"): one fixed scale, or block floating point
+NUMBER_FORMATS = ("fixed", "bfp")
+#: exponent ``e`` goes on the wire as ``e + 127`` in 8 bits (``max_exp``): 1..255 is
+#: ``2^-126 .. 2^128``, and 0 (an all-zero block) is below every real exponent.
+BFP_EXP_BIAS = 127
+#: fragments by which a block's exponent proposal runs ahead of its values
+#: (docs/ina.md, "Block floating point"): at most this many blocks are in flight.
+BFP_LOOKAHEAD = 32
 _INT32_MAX = 2**31 - 1
 _MAX_SCALE_BITS = 62  # beyond this float64 scaling of any float32 overflows int32 anyway
 
@@ -113,3 +140,100 @@ def pad_to_fragments(q: np.ndarray) -> np.ndarray:
     out = np.zeros(num_fragments(flat.size) * INA_VALUES, dtype=flat.dtype)
     out[: flat.size] = flat
     return out
+
+
+# ------------------------------------------------------------------ block floating point
+
+
+def headroom_bits(num_workers: int) -> int:
+    """``ceil(log2 N)``: the bits a sum of N values may grow beyond one value."""
+    if not 1 <= num_workers <= INA_MAX_WORKERS:
+        raise ValueError(f"num_workers must be in 1..{INA_MAX_WORKERS}, got {num_workers}")
+    return (num_workers - 1).bit_length()
+
+
+def _blocks(g: np.ndarray) -> np.ndarray:
+    """``g`` flat, float64, zero-padded to whole blocks, shape (blocks, INA_VALUES)."""
+    a = np.asarray(g)
+    if a.dtype.kind != "f":
+        raise ValueError(f"gradient must be floating point, got dtype {a.dtype}")
+    flat = a.ravel().astype(np.float64)
+    if flat.size and not np.isfinite(flat).all():
+        bad = int(np.flatnonzero(~np.isfinite(flat))[0])
+        raise ValueError(f"gradient has a non-finite value at element {bad}")
+    out = np.zeros((num_fragments(flat.size), INA_VALUES))
+    out.ravel()[: flat.size] = flat
+    return out
+
+
+def block_exponents(gradient: np.ndarray) -> np.ndarray:
+    """Each block's biased exponent (uint8): ``e + 127`` for the smallest ``e`` with
+    every ``|g| < 2^e`` (clamped to 1..255), 0 for an all-zero block. The max of the
+    workers' values is the block's shared exponent."""
+    peak = np.abs(_blocks(gradient)).max(axis=1) if np.size(gradient) else np.zeros(0)
+    _, e = np.frexp(peak)  # peak = m * 2^e, 0.5 <= m < 1: peak < 2^e
+    biased = np.clip(e.astype(np.int64) + BFP_EXP_BIAS, 1, 255)
+    return np.where(peak > 0, biased, 0).astype(np.uint8)
+
+
+def bfp_scale_bits(exponents: np.ndarray, num_workers: int) -> np.ndarray:
+    """Per block, the scale ``S = 30 - h - E`` (int64) for agreed biased exponents
+    ``exponents`` (0: an all-zero block, scale 0)."""
+    e = np.asarray(exponents, dtype=np.int64)
+    s = 30 - headroom_bits(num_workers) - (e - BFP_EXP_BIAS)
+    return np.where(e > 0, s, 0)
+
+
+def bfp_quantize(gradient: np.ndarray, exponents: np.ndarray, num_workers: int) -> np.ndarray:
+    """The blocks of ``gradient`` as int32 at the agreed ``exponents`` (one per block,
+    each at least the block's own, see :func:`block_exponents`): shape
+    (blocks * INA_VALUES,), zero-padded. Raises ``ValueError`` if an exponent is below
+    the block's own (the sum could overflow), for NaN/inf and for a non-float input."""
+    b = _blocks(gradient)
+    e = np.asarray(exponents, dtype=np.int64)
+    if e.shape != (b.shape[0],):
+        raise ValueError(f"need one exponent per block ({b.shape[0]}), got shape {e.shape}")
+    own = block_exponents(gradient).astype(np.int64)
+    low = np.flatnonzero(e < own)
+    if low.size:
+        k = int(low[0])
+        raise ValueError(f"block {k}: agreed exponent {e[k]} is below its own {own[k]}")
+    q = np.rint(np.ldexp(b, bfp_scale_bits(e, num_workers)[:, None]))
+    return q.astype(np.int32).ravel()
+
+
+def bfp_dequantize(q: np.ndarray, exponents: np.ndarray, num_workers: int,
+                   dtype: type = np.float32) -> np.ndarray:
+    """Summed blocks ``q`` (int32, ``len(exponents) * INA_VALUES`` values) as floats:
+    ``q * 2^-S`` per block (float64, then cast to ``dtype``)."""
+    s = bfp_scale_bits(exponents, num_workers)
+    blocks = np.asarray(q).astype(np.float64).reshape(s.size, INA_VALUES)
+    return np.ldexp(blocks, -s[:, None]).ravel().astype(dtype, copy=False)
+
+
+def bfp_error_bound(num_workers: int) -> float:
+    """The normwise bound, per block, of a block-floating-point sum of N workers'
+    float32 values against the exact sum, relative to ``M``, the largest magnitude any
+    worker has in the block: ``max_i |sum_i - exact_i| <= bound * M`` (docs/ina.md,
+    "Block floating point"). Each worker rounds to half a step ``2^(E-30+h)`` with
+    ``M >= 2^(E-1)`` (``N * 2^(h-30)`` in all), plus the float32 result's own rounding
+    (``|sum| <= N*M``: ``N * 2^-24``)."""
+    n = num_workers
+    return n * 2.0 ** (headroom_bits(n) - 30) + n * 2.0**-24
+
+
+def bfp_reference(gradients: list[np.ndarray], num_workers: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """What a block-floating-point allreduce of ``gradients`` (one per rank) returns
+    exactly: the int32 sums (int64 array, zero-padded to whole blocks) at the agreed
+    exponents, and those exponents (the max over the ranks of each block's)."""
+    e = np.max([block_exponents(g) for g in gradients], axis=0)
+    sums = np.sum([bfp_quantize(g, e, num_workers).astype(np.int64) for g in gradients], axis=0)
+    return sums, e
+
+
+def bfp_fragments(num_values: int) -> int:
+    """Fragments a block-floating-point allreduce of ``num_values`` values sends: the
+    blocks plus ``min(BFP_LOOKAHEAD, blocks)`` exponent-only ones ahead of them."""
+    n_b = num_fragments(num_values)
+    return n_b + min(BFP_LOOKAHEAD, n_b)

@@ -9,8 +9,8 @@ Two views of every format, which the tests keep identical byte for byte:
   struct) for the agents' hot path: scapy builds ~40 packets/s, the agents must do
   tens of thousands.
 
-Technique 1, in-network aggregation (docs/ina.md): UDP port 40000, payload = 20-byte
-INA header + 64 big-endian two's-complement int32 values.
+Technique 1, in-network aggregation (docs/ina.md): UDP port 40000, payload = 52-byte
+INA header (a 256-bit contributor bitmap) + 64 big-endian two's-complement int32 values.
 
 Reserved for the other techniques (add their formats here, same two views):
 
@@ -36,9 +36,11 @@ __all__ = [
     "DIFF_UDP_PORT",
     "INA",  # noqa: F822 (lazy, module __getattr__)
     "INAValues",  # noqa: F822
+    "INA_BITMAP_BYTES",
     "INA_HEADER",
     "INA_HEADER_LEN",
     "INA_MAX_WORKERS",
+    "INA_NO_EXP",
     "INA_PACKET_LEN",
     "INA_UDP_PORT",
     "INA_VALUES",
@@ -81,13 +83,54 @@ class InaFlags(IntFlag):
 
 
 INA_VALUES = 64  # values per packet (one fragment); p4src/include/config.p4 says the same
-INA_MAX_WORKERS = 32  # bitmap width: worker ranks 0..31
-# msg_type, job_id, worker_id, fragment, tag, origin, bitmap, count, fanin, flags, sd_fanin
-INA_HEADER = struct.Struct("!BBHIHHIBBBB")
-INA_HEADER_LEN = INA_HEADER.size  # 20
+INA_MAX_WORKERS = 256  # bitmap width: worker ranks 0..255
+INA_BITMAP_BYTES = INA_MAX_WORKERS // 8  # 32: the contributor bitmap on the wire
+#: ``max_exp`` of a block with no proposal (plain fixed point, or all zeros): 0 is below
+#: every biased exponent, so it never wins the max (docs/ina.md, "Block floating point").
+INA_NO_EXP = 0
+
+
+class _InaHeaderCodec:
+    """The INA header's ``struct``: like ``struct.Struct`` (``pack``, ``unpack_from``,
+    ``size``) but with the 256-bit bitmap as a Python ``int``.
+
+    Fields, in wire order: msg_type, job_id, worker_id, fragment, tag, origin, bitmap,
+    count, fanin, flags, sd_fanin, max_exp. ``pack`` takes 11 or 12 of them (``max_exp``
+    defaults to 0); ``unpack_from`` returns all 12."""
+
+    _HEAD = struct.Struct("!BBHIHH")  # 12 bytes before the bitmap
+    _TAIL = struct.Struct("!HHBHB")  # 8 bytes after it
+
+    def __init__(self) -> None:
+        self.size = self._HEAD.size + INA_BITMAP_BYTES + self._TAIL.size
+
+    def pack(self, msg_type: int, job_id: int, worker_id: int, fragment: int, tag: int,
+             origin: int, bitmap: int, count: int, fanin: int, flags: int, sd_fanin: int,
+             max_exp: int = 0) -> bytes:
+        """The header's wire bytes; ``struct.error``/``OverflowError`` on out-of-range
+        fields (a negative or wider-than-256-bit bitmap included)."""
+        try:
+            bm = bitmap.to_bytes(INA_BITMAP_BYTES, "big")
+        except (OverflowError, AttributeError) as e:
+            raise struct.error(f"bitmap {bitmap!r} does not fit {INA_MAX_WORKERS} bits") from e
+        return (self._HEAD.pack(msg_type, job_id, worker_id, fragment, tag, origin) + bm
+                + self._TAIL.pack(count, fanin, flags, sd_fanin, max_exp))
+
+    def unpack_from(self, data: Any, offset: int = 0) -> tuple[int, ...]:
+        """The 12 fields at ``offset`` of ``data`` (``struct.error`` if too short)."""
+        h = self._HEAD.unpack_from(data, offset)
+        b = offset + self._HEAD.size
+        if len(data) < b + INA_BITMAP_BYTES + self._TAIL.size:
+            raise struct.error(f"INA header needs {self.size} bytes")
+        bm = int.from_bytes(data[b:b + INA_BITMAP_BYTES], "big")
+        return (*h, bm, *self._TAIL.unpack_from(data, b + INA_BITMAP_BYTES))
+
+
+INA_HEADER = _InaHeaderCodec()
+INA_HEADER_LEN = INA_HEADER.size  # 52
 INA_VALUES_LEN = 4 * INA_VALUES  # 256
-INA_PACKET_LEN = INA_HEADER_LEN + INA_VALUES_LEN  # 276: the UDP payload
-assert INA_HEADER_LEN == 20
+INA_PACKET_LEN = INA_HEADER_LEN + INA_VALUES_LEN  # 308: the UDP payload
+assert INA_HEADER_LEN == 52
 
 _BE_I32 = np.dtype(">i4")
 _ZERO_VALUES = bytes(INA_VALUES_LEN)
@@ -98,7 +141,7 @@ class InaDecodeError(ValueError):
 
 
 class InaHeader(NamedTuple):
-    """The 20-byte INA header, field order as on the wire."""
+    """The 52-byte INA header, field order as on the wire."""
 
     msg_type: int
     job_id: int
@@ -111,6 +154,7 @@ class InaHeader(NamedTuple):
     fanin: int
     flags: int
     sd_fanin: int
+    max_exp: int = 0
 
 
 def values_to_bytes(values: Any) -> bytes:
@@ -145,13 +189,14 @@ def encode_ina(
     flags: int = 0,
     sd_fanin: int = 0,
     values: Any = None,
+    max_exp: int = 0,
 ) -> bytes:
-    """One INA UDP payload: 276 bytes, or the 20-byte header alone for ``CLEAR``, which
+    """One INA UDP payload: 308 bytes, or the 52-byte header alone for ``CLEAR``, which
     carries no values. ``values``: 64 int32s, their 256 wire bytes, or None (zeros; must be
     None for ``CLEAR``). Raises ``struct.error``/``ValueError`` on out-of-range fields."""
     hdr = INA_HEADER.pack(
         msg_type, job_id, worker_id, fragment, tag, origin, bitmap, count, fanin, flags,
-        sd_fanin,
+        sd_fanin, max_exp,
     )
     if msg_type == MsgType.CLEAR:
         if values is not None:
@@ -161,8 +206,8 @@ def encode_ina(
 
 
 def decode_ina_header(data: bytes | bytearray | memoryview) -> InaHeader:
-    """The header of an INA payload; raises ``InaDecodeError`` if it is too short (276
-    bytes, 20 for a ``CLEAR``)."""
+    """The header of an INA payload; raises ``InaDecodeError`` if it is too short (308
+    bytes, 52 for a ``CLEAR``)."""
     if len(data) < INA_PACKET_LEN and not (
             len(data) >= INA_HEADER_LEN and data[0] == MsgType.CLEAR):
         raise InaDecodeError(f"INA packet is {len(data)} bytes, expected {INA_PACKET_LEN}")
@@ -172,7 +217,7 @@ def decode_ina_header(data: bytes | bytearray | memoryview) -> InaHeader:
 def decode_ina(data: bytes | bytearray | memoryview) -> tuple[InaHeader, np.ndarray]:
     """Header and values (native ``int32`` array of ``INA_VALUES``) of an INA payload.
 
-    Bytes beyond 276 (e.g. Ethernet padding) are ignored; shorter input raises
+    Bytes beyond 308 (e.g. Ethernet padding) are ignored; shorter input raises
     ``InaDecodeError``. The message type is not checked here (receivers count unknown
     types themselves). A ``CLEAR`` (header only) decodes with zeros."""
     hdr = decode_ina_header(data)
@@ -194,15 +239,33 @@ def _build_scapy_layers() -> dict[str, type[Packet]]:
     from scapy.fields import (
         ByteEnumField,
         ByteField,
+        Field,
         FieldListField,
         FlagsField,
         IntField,
         ShortField,
         SignedIntField,
-        XIntField,
     )
     from scapy.layers.inet import UDP
     from scapy.packet import Packet, bind_layers
+
+    class BitmapField(Field[int, bytes]):
+        """The 256-bit contributor bitmap: an ``int`` in Python, 32 bytes on the wire."""
+
+        def __init__(self, name: str, default: int) -> None:
+            super().__init__(name, default, f"{INA_BITMAP_BYTES}s")
+
+        def i2m(self, pkt: Packet | None, x: int | None) -> bytes:
+            return int(x or 0).to_bytes(INA_BITMAP_BYTES, "big")
+
+        def m2i(self, pkt: Packet | None, x: bytes) -> int:
+            return int.from_bytes(x, "big")
+
+        def any2i(self, pkt: Packet | None, x: Any) -> int:
+            return int.from_bytes(x, "big") if isinstance(x, bytes) else int(x)
+
+        def i2repr(self, pkt: Packet | None, x: int) -> str:
+            return hex(x)
 
     class INA(Packet):
         """INA header (docs/ina.md); its payload is ``INAValues``."""
@@ -215,11 +278,12 @@ def _build_scapy_layers() -> dict[str, type[Packet]]:
             IntField("fragment", 0),
             ShortField("tag", 0),
             ShortField("origin", 0),
-            XIntField("bitmap", 0),
-            ByteField("count", 0),
-            ByteField("fanin", 0),
+            BitmapField("bitmap", 0),
+            ShortField("count", 0),
+            ShortField("fanin", 0),
             FlagsField("flags", 0, 8, ["RETX", "VIA_SD"]),  # bit 0, bit 1
-            ByteField("sd_fanin", 0),
+            ShortField("sd_fanin", 0),
+            ByteField("max_exp", 0),
         ]
 
     class INAValues(Packet):

@@ -15,6 +15,7 @@ import json
 import os
 import select
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -27,7 +28,12 @@ import pytest
 
 from hosts import packets
 from hosts.fixedpoint import (
+    BFP_LOOKAHEAD,
     FixedPointOverflow,
+    bfp_dequantize,
+    bfp_error_bound,
+    bfp_quantize,
+    block_exponents,
     dequantize,
     max_abs_q,
     max_scale_bits,
@@ -152,15 +158,16 @@ def _random_fields(rng: np.random.Generator) -> dict:
     return {
         "msg_type": int(rng.integers(1, 4)),  # GRAD, PARTIAL, RESULT: with values
         "job_id": int(rng.integers(0, 256)),
-        "worker_id": int(rng.integers(0, 32)),
+        "worker_id": int(rng.integers(0, 256)),
         "fragment": int(rng.integers(0, 2**32)),
         "tag": int(rng.integers(0, 2**16)),
         "origin": int(rng.integers(0, 2**16)),
-        "bitmap": int(rng.integers(0, 2**32)),
-        "count": int(rng.integers(0, 256)),
-        "fanin": int(rng.integers(0, 256)),
+        "bitmap": int.from_bytes(rng.bytes(32), "big"),  # 256 contributors
+        "count": int(rng.integers(0, 2**16)),
+        "fanin": int(rng.integers(0, 2**16)),
         "flags": int(rng.integers(0, 4)),
-        "sd_fanin": int(rng.integers(0, 256)),
+        "sd_fanin": int(rng.integers(0, 2**16)),
+        "max_exp": int(rng.integers(0, 256)),
     }
 
 
@@ -174,7 +181,7 @@ def test_scapy_and_fast_codec_agree_byte_for_byte():
         vals[:2] = [-(2**31), 2**31 - 1]
         fast = encode_ina(**fields, values=vals)
         sc = bytes(packets.INA(**fields) / packets.INAValues(values=[int(v) for v in vals]))
-        assert fast == sc and len(fast) == INA_PACKET_LEN == 276
+        assert fast == sc and len(fast) == INA_PACKET_LEN == 308
         hdr, dv = decode_ina(sc)
         assert hdr._asdict() == fields
         assert dv.dtype == np.int32 and np.array_equal(dv, vals)
@@ -185,7 +192,7 @@ def test_scapy_and_fast_codec_agree_byte_for_byte():
         # the same header as a CLEAR: no values on either side
         fields["msg_type"] = int(MsgType.CLEAR)
         clear = encode_ina(**fields)
-        assert clear == bytes(packets.INA(**fields)) and len(clear) == 20
+        assert clear == bytes(packets.INA(**fields)) and len(clear) == 52
         assert packets.INAValues not in packets.INA(clear)
     # UDP()/INA() gets dport 40000 from the binding (dissection by port is not checked:
     # tests/p4/packets.py binds a test header to the same port in the same session)
@@ -194,7 +201,7 @@ def test_scapy_and_fast_codec_agree_byte_for_byte():
 
 
 def test_codec_edges():
-    assert packets.INA_HEADER_LEN == 20 and len(packets.INA()) == 20
+    assert packets.INA_HEADER_LEN == 52 and len(packets.INA()) == 52
     # a CLEAR is the header alone (the P4 parser extracts no values for it)
     clear = encode_ina(MsgType.CLEAR, 3, tag=5)
     assert clear == INA_HEADER.pack(4, 3, 0, 0, 5, 0, 0, 0, 0, 0, 0)
@@ -205,7 +212,7 @@ def test_codec_edges():
     with pytest.raises(InaDecodeError):  # only a CLEAR may be that short
         decode_ina(INA_HEADER.pack(1, 3, 0, 0, 5, 0, 0, 0, 0, 0, 0))
     raw = bytes(range(256))
-    assert encode_ina(1, 1, values=raw)[20:] == raw
+    assert encode_ina(1, 1, values=raw)[52:] == raw
     with pytest.raises(InaDecodeError):
         decode_ina(bytes(INA_PACKET_LEN - 1))
     hdr, _ = decode_ina(encode_ina(1, 2) + b"\x00" * 6)  # trailing padding is ignored
@@ -217,7 +224,10 @@ def test_codec_edges():
     with pytest.raises(ValueError):
         bytes(packets.INAValues(values=[1, 2, 3]))
     assert packets.INA(flags="RETX+VIA_SD").flags == InaFlags.RETX | InaFlags.VIA_SD
-    assert bytes(packets.INA(flags="VIA_SD", sd_fanin=7))[18:20] == b"\x02\x07"
+    # flags, sd_fanin (16 bits), max_exp end the header
+    assert bytes(packets.INA(flags="VIA_SD", sd_fanin=7, max_exp=9))[48:52] == b"\x02\x00\x07\x09"
+    with pytest.raises(struct.error):  # rank 256 has no bit
+        INA_HEADER.pack(1, 1, 0, 0, 0, 0, 1 << 256, 1, 0, 0, 0)
 
 
 # ============================================================================ fixed point
@@ -305,7 +315,8 @@ def test_policy_roundtrip_and_derived_tables():
         ({"tags": [[0, 0, 0], 0]}, "num_fragments = 4"),
         ({"tags": [[5, 5, 0, 0], [5, 0, 0, 0]], "fanin": {"5": [1, 1, 0, 0]}}, r"fanin\[5\]\[0\] = 1"),
         ({"partial_tags": {"5": 9}}, r"partial_tags\[5\]\[0\] = 9"),  # no s_d configured
-        ({"fanin": {"5": 300}}, "outside 0..255"),
+        ({"fanin": {"5": 300}}, "outside 0..256"),
+        ({"format": "float"}, "format"),
         ({"job": 256}, "job"),
         ({"version": 2}, "version"),
         ({"workers": []}, "workers"),
@@ -335,6 +346,77 @@ def test_ps_baseline_exact_sum(net):
     assert st.packets_in - st.accepted_grad == sum(o[1].retransmissions for o in out.values())
     assert st.overlaps == st.partial_in == st.clears_sent == 0
     assert st.results_sent == n_w * pol.num_fragments
+
+
+def spanning_grads(n_w: int, blocks: int, seed: int) -> list[np.ndarray]:
+    """Gradients whose blocks range from 2^-20 to 2^20 in magnitude (block ``b`` around
+    ``2^(b*40/(blocks-1) - 20)``), each value within 2^-4 of its block's largest too."""
+    rng = np.random.default_rng(seed)
+    mag = np.repeat(2.0 ** np.linspace(-20, 20, blocks), INA_VALUES)
+    return [(mag * rng.choice([-1, 1], mag.size) * rng.uniform(2**-4, 1, mag.size))
+            .astype(np.float32) for _ in range(n_w)]
+
+
+def bfp_reference(grads: list[np.ndarray], n_w: int) -> tuple[np.ndarray, np.ndarray]:
+    """What a block-floating-point allreduce must return: the exact int sums at the
+    exponents every worker agrees on (the max of each block's), and those exponents."""
+    e = np.max([block_exponents(g) for g in grads], axis=0)
+    sums = np.sum([bfp_quantize(g, e, n_w).astype(np.int64) for g in grads], axis=0)
+    assert np.abs(sums).max() < 2**31  # the headroom bits: never an overflow
+    return sums, e
+
+
+def check_bfp_bound(grads: list[np.ndarray], got: np.ndarray, n_w: int) -> float:
+    """The per-block normwise error of ``got`` against the exact float64 sum, relative to
+    the block's largest input magnitude; asserts the documented bound and returns it."""
+    exact = np.sum([g.astype(np.float64) for g in grads], axis=0)
+    n_b = num_fragments(exact.size)
+    pad = n_b * INA_VALUES - exact.size
+    err = np.abs(np.pad(got.astype(np.float64) - exact, (0, pad))).reshape(n_b, INA_VALUES)
+    peak = np.max([np.abs(np.pad(g, (0, pad))).reshape(n_b, INA_VALUES).max(axis=1)
+                   for g in grads], axis=0)
+    rel = (err.max(axis=1) / np.where(peak > 0, peak, 1)).max()
+    assert rel <= bfp_error_bound(n_w), (rel, bfp_error_bound(n_w))
+    return float(rel)
+
+
+def test_bfp_spanning_range_exact_under_loss(net):
+    """Block floating point on loopback, RESULTs and GRADs lost: values from 2^-20 to
+    2^20, which no single fixed-point scale holds for 5 workers, come back as the exact
+    integer sums at the agreed exponents and within the documented error bound."""
+    n_w, blocks = 5, 41
+    n = blocks * INA_VALUES - 5
+    grads = [g[:n] for g in spanning_grads(n_w, blocks, 11)]
+    with pytest.raises(FixedPointOverflow):  # plain fixed point must refuse at S = 16 ...
+        quantize(grads[0], S, n_w)
+    assert max_scale_bits(grads[0], n_w) < 10  # ... and any scale that fits loses 2^-20
+    look = min(BFP_LOOKAHEAD, blocks)
+    pol = Policy.ps_only(3, net(1), [net(2 + r) for r in range(n_w)], blocks + look,
+                         number_format="bfp")
+    ps_faults = FaultInjection(drop_every=7)
+    rep, ps, out = _run([pol], {3: grads}, ps_kw={"faults": ps_faults, "linger": 0.6},
+                        worker_kw={"faults": lambda: FaultInjection(drop_every=9)})
+    sums, e = bfp_reference(grads, n_w)
+    for r in range(n_w):
+        res, st = out[3, r]
+        assert np.array_equal(res.astype(np.int64), sums[:n])
+        assert st.results == st.fragments == blocks + look and st.retransmissions > 0
+    assert rep.jobs[3].contributions == n_w * (blocks + look)  # each exactly once
+    got = bfp_dequantize(sums.astype(np.int32), e, n_w)[:n]
+    check_bfp_bound(grads, got, n_w)
+    # the exponent fragments' RESULTs carried every block's max, as the reference says
+    assert e.min() >= 127 - 25 and e.max() <= 127 + 21
+
+
+def test_more_than_32_workers_exact(net):
+    """40 ranks: bitmap bits 32..39 are summed exactly once like the others."""
+    n_w, n = 40, INA_VALUES * 3
+    pol = Policy.ps_only(4, net(1), [net(2 + r) for r in range(n_w)], num_fragments(n))
+    grads = _grads(n_w, n, seed=4)
+    rep, ps, out = _run([pol], {4: grads}, worker_kw={"faults": lambda: FaultInjection(
+        drop_every=5)})
+    _check_exact(pol, grads, ps, out)
+    assert rep.jobs[4].contributions == n_w * pol.num_fragments
 
 
 def test_loss_both_directions_exact(net):
@@ -394,7 +476,7 @@ def test_malformed_packets_are_counted_and_ignored(net):
         "bad_type": [
             encode_ina(MsgType.RESULT, 4, 0, 0, 0, 0, 1, 1, values=v),
             encode_ina(MsgType.CLEAR, 4, 0, 0),
-            INA_HEADER.pack(4, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0) + bytes(INA_PACKET_LEN - 20),  # a full-size CLEAR
+            INA_HEADER.pack(4, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0) + bytes(INA_PACKET_LEN - 52),  # a full-size CLEAR
             encode_ina(99, 4, 0, 0, 0, 0, 1, 1, values=v),
             b"\xff" * 500,
         ],
@@ -707,7 +789,7 @@ def test_ps_open_ended_rounds_stop_when_idle(net):
 
 
 def test_agents_and_p4_program_agree_on_the_packet() -> None:
-    """The committed ina.json's headers are the agents' format: a 20-byte INA header and
+    """The committed ina.json's headers are the agents' format: a 52-byte INA header and
     INA_VALUES values of 32 bits (p4src/include/config.p4 and hosts/packets.py)."""
     root = Path(__file__).resolve().parent.parent
     spec = json.loads((root / "p4src" / "build" / "ina.json").read_text())

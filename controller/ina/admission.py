@@ -15,6 +15,7 @@ from typing import Any
 
 from controller.ina.aggregator import _ip_int
 from controller.p4runtime import ControlBlock, DeployError
+from hosts.packets import INA_MAX_WORKERS
 
 #: ``ina_admission_drops`` index -> name (``admission.p4``'s ``INA_ADMIT_*``)
 ADMISSION_DROPS: dict[int, str] = {
@@ -43,8 +44,8 @@ class InaAdmission(ControlBlock):
 
     def member_entry(self, port: int, ip: str, job_id: int, rank: int) -> Any:
         """INSERT ``(port, ip, job, rank) -> member(1 << rank)``: a worker on its port."""
-        if not 0 <= rank < 32:
-            raise DeployError(f"rank {rank} has no bit in the INA bitmap (0..31)")
+        if not 0 <= rank < INA_MAX_WORKERS:
+            raise DeployError(f"rank {rank} has no bit in the INA bitmap (0..{INA_MAX_WORKERS - 1})")
         return +self.entry("ina_members", {
             "standard_metadata.ingress_port": port, "hdr.ipv4.src_addr": _ip_int(ip),
             "hdr.ina.job_id": job_id, "hdr.ina.worker_id": rank,

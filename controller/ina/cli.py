@@ -447,7 +447,8 @@ def _plan(topo: Topology, spec: dict[str, Any]) -> Any:
     try:
         return InaJob.plan(topo, spec["ps"], spec["workers"], spec["budget"] or 0,
                            spec["capacity"] or 1.0, spec["values"], job_id=spec["job_id"],
-                           scale_bits=spec["scale_bits"], aggregate=not spec["baseline"])
+                           scale_bits=spec["scale_bits"], aggregate=not spec["baseline"],
+                           number_format=spec.get("number_format", "fixed"))
     except (PlacementError, DeployError) as e:
         raise UsageError(f"job {spec['job_id']}: {e}") from None
 
@@ -476,7 +477,7 @@ def cmd_ina_deploy(args: argparse.Namespace) -> int:
         _placement_problem(topo, ps, workers, args.budget, args.capacity)
     spec = {"job_id": args.job_id, "ps": ps, "workers": workers, "budget": args.budget,
             "capacity": args.capacity, "values": args.values, "scale_bits": args.scale_bits,
-            "baseline": args.baseline, "policy": str(policy_path), "ddp": args.ddp}
+            "number_format": args.number_format, "baseline": args.baseline, "policy": str(policy_path), "ddp": args.ddp}
     job = _plan(topo, spec)
     timeout_us = None
     if args.aggregator_timeout_ms is not None:
@@ -814,6 +815,10 @@ def register(sub: Any, topo_help: str) -> None:
     idep.add_argument("--job-id", type=int, default=1, metavar="J", help="INA job id (default 1)")
     idep.add_argument("--scale-bits", type=int, default=16, metavar="S",
                       help="fixed-point scale 2^S (default 16)")
+    idep.add_argument("--number-format", choices=("fixed", "bfp"), default="fixed",
+                      help="how the workers send values: fixed (one scale 2^S) or bfp (block "
+                           "floating point: a shared exponent per 64 values, agreed in the "
+                           "network; no scale to choose; docs/ina.md)")
     idep.add_argument("--baseline", action="store_true",
                       help="no aggregation: every worker sends to the PS (PS baseline)")
     idep.add_argument("--policy-out", metavar="FILE",

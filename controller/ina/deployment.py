@@ -52,11 +52,12 @@ from controller.placement import (
     routing_policy,
 )
 from controller.routing import compute_routes
-from hosts.packets import INA_UDP_PORT, INA_VALUES
+from hosts.fixedpoint import NUMBER_FORMATS, bfp_fragments
+from hosts.packets import INA_MAX_WORKERS, INA_UDP_PORT, INA_VALUES
 from topologies.base import Topology
 
 INA_PROGRAM = REPO_ROOT / "p4src" / "build" / "ina.json"
-MAX_WORKERS = 32  # one bit per worker in the INA bitmap
+MAX_WORKERS = INA_MAX_WORKERS  # one bit per worker in the INA bitmap (256)
 
 
 
@@ -83,6 +84,8 @@ class InaJob:
     policy: RoutingPolicy | None
     num_fragments: int
     scale_bits: int = 16
+    #: "fixed" or "bfp" (block floating point, docs/ina.md): written into the policy
+    number_format: str = "fixed"
 
     @classmethod
     def plan(
@@ -96,10 +99,14 @@ class InaJob:
         job_id: int = 1,
         scale_bits: int = 16,
         aggregate: bool = True,
+        number_format: str = "fixed",
     ) -> InaJob:
         """Place ``budget`` switches (greedy + LP) and derive the per-fragment policy.
 
         ``aggregate=False`` plans the PS baseline: no switch aggregates anything.
+        ``number_format="bfp"`` plans the fragments of a block-floating-point
+        allreduce of ``num_values`` values (the blocks plus the exponent fragments ahead
+        of them, ``hosts.fixedpoint.bfp_fragments``).
         """
         workers = list(workers)
         if not 1 <= len(workers) <= MAX_WORKERS:
@@ -108,13 +115,18 @@ class InaJob:
             raise DeployError(f"job id must be within 0..255, got {job_id}")
         if num_values < 1:
             raise DeployError("a gradient needs at least one value")
-        num_fragments = -(-num_values // INA_VALUES)
+        if number_format not in NUMBER_FORMATS:
+            raise DeployError(f"number format must be one of {NUMBER_FORMATS}, got {number_format!r}")
+        num_fragments = (bfp_fragments(num_values) if number_format == "bfp"
+                         else -(-num_values // INA_VALUES))
         if not aggregate:
-            return cls(job_id, topology, ps, workers, None, None, num_fragments, scale_bits)
+            return cls(job_id, topology, ps, workers, None, None, num_fragments, scale_bits,
+                       number_format)
         problem = PlacementProblem(topology, ps, workers, budget, switch_capacity)
         placement = greedy_placement(problem)
         policy = routing_policy(placement, num_fragments)
-        return cls(job_id, topology, ps, workers, placement, policy, num_fragments, scale_bits)
+        return cls(job_id, topology, ps, workers, placement, policy, num_fragments, scale_bits,
+                   number_format)
 
     # -- derived ---------------------------------------------------------------------
     @property
@@ -142,6 +154,7 @@ class InaJob:
             "ps": topo.host_ip(self.ps),
             "port": INA_UDP_PORT,
             "scale_bits": self.scale_bits,
+            "format": self.number_format,
             "workers": [topo.host_ip(w) for w in self.workers],
             "num_fragments": self.num_fragments,
         }

@@ -30,10 +30,18 @@ world size, as DDP's default all-reduce hook does.
   future, so autograd goes on computing the next bucket's gradients meanwhile.
   ``asynchronous=False`` runs them inside the hook instead.
 
-A bucket larger than the job (``F·INA_VALUES`` values, ``InaHookState.capacity``) is
-refused with a clear error, never truncated. The sum is exact in fixed point (scale
-``2^S``, from the policy); the only difference from gloo's float sum is the rounding of
-each value to a multiple of ``2^-S``.
+A bucket larger than the job (``InaHookState.capacity`` values) is refused with a clear
+error, never truncated. The policy's number format decides how values travel:
+
+- ``"bfp"`` (block floating point, what ``experiments/ddp.py`` plans): every block of 64
+  values gets a shared exponent agreed in the network one step ahead, so no gradient is
+  ever refused and nobody picks a scale; a bucket of ``B`` values then sends
+  ``ceil(B/64) + min(32, ceil(B/64))`` fragments (the exponent ones first). The error
+  per block is at most ``hosts.fixedpoint.bfp_error_bound(N)`` times the block's
+  largest magnitude (docs/ina.md, "Block floating point");
+- ``"fixed"``: one scale ``2^S`` from the policy; the sum is exact in fixed point, and
+  the only difference from gloo's float sum is the rounding of each value to a
+  multiple of ``2^-S``; a bucket whose sum could overflow int32 is refused.
 
 ``CommTimer``/``timed_hook`` wrap any hook (this one, or gloo's ``allreduce_hook``) and
 record when each bucket's communication ran, for the overlap measurement of
@@ -54,7 +62,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from hosts.fixedpoint import dequantize, quantize
+from hosts.fixedpoint import BFP_LOOKAHEAD, dequantize, quantize
 from hosts.ina.policy import Policy
 from hosts.ina.rounds import DEFAULT_REUSE_AFTER_S, FragmentCycle
 from hosts.ina.worker import Worker, WorkerStats
@@ -132,7 +140,12 @@ class InaHookState:
 
     @property
     def capacity(self) -> int:
-        """Most values one bucket may hold."""
+        """Most values one bucket may hold (block floating point: the blocks and the
+        exponent fragments ahead of them must fit the job's ``F``)."""
+        if self.worker.number_format == "bfp":
+            f = self.num_fragments
+            blocks = f - BFP_LOOKAHEAD if f >= 2 * BFP_LOOKAHEAD else f // 2
+            return blocks * INA_VALUES
         return self.num_fragments * INA_VALUES
 
     @property
@@ -149,21 +162,29 @@ class InaHookState:
         if n > self.capacity:
             raise ValueError(
                 f"gradient bucket of {n} values exceeds the INA job's {self.capacity} "
-                f"({self.num_fragments} fragments x {INA_VALUES}): plan the job with --values >= {n} "
-                "or lower DDP's bucket_cap_mb")
+                f"({self.num_fragments} fragments x {INA_VALUES}"
+                f"{' less the exponent fragments' if self.worker.number_format == 'bfp' else ''}"
+                f"): plan the job with --values >= {n} or lower DDP's bucket_cap_mb")
         if n == 0:
             return np.zeros(0, dtype=np.float32)
-        q = quantize(np.asarray(flat, dtype=np.float32), self.worker.scale_bits, self.world_size)
+        g = np.asarray(flat, dtype=np.float32)
+        bfp = self.worker.number_format == "bfp"
+        q = None if bfp else quantize(g, self.worker.scale_bits, self.world_size)
         assert self.cycle is not None
         k = self.round
         first = self.cycle.begin()
-        total, st = self.worker.allreduce_fixed(q, first)
+        if bfp:
+            out, st = self.worker.allreduce_bfp(g, first)
+        else:
+            assert q is not None
+            total, st = self.worker.allreduce_fixed(q, first)
+            out = dequantize(total, self.worker.scale_bits)
         self.cycle.end()
         self.stats.append(st)
-        self.buckets.append(BucketRecord(k, n, math.ceil(n / INA_VALUES), first,
+        self.buckets.append(BucketRecord(k, n, st.fragments, first,
                                          st.packets_sent, st.retransmissions, st.bytes_sent))
         self.bytes_sent += st.bytes_sent
-        return dequantize(total, self.worker.scale_bits)
+        return out
 
     def allreduce_mean(self, flat: np.ndarray) -> np.ndarray:
         """The mean over all ranks of ``flat`` (float32, at most ``capacity`` values)."""

@@ -18,6 +18,7 @@ import numpy as np
 
 from hosts.fixedpoint import (
     DEFAULT_SCALE_BITS,
+    NUMBER_FORMATS,
 )
 from hosts.packets import (
     INA_MAX_WORKERS,
@@ -135,6 +136,9 @@ class Policy:
     port: int = INA_UDP_PORT
     scale_bits: int = DEFAULT_SCALE_BITS
     partial_tags: dict[int, np.ndarray] = field(default_factory=dict)  # s -> (F,): sd id or 0
+    #: "fixed" (one scale ``2^scale_bits`` for every value) or "bfp" (block floating
+    #: point: a shared exponent per fragment, agreed one round ahead; docs/ina.md)
+    number_format: str = "fixed"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workers", tuple(self.workers))
@@ -151,14 +155,16 @@ class Policy:
         _int(self.num_fragments, "num_fragments", 1, 2**32 - 1)
         _int(self.port, "port", 1, 65535)
         _int(self.scale_bits, "scale_bits", 0, 62)
+        if self.number_format not in NUMBER_FORMATS:
+            raise PolicyError(f"format: {self.number_format!r} is not one of {NUMBER_FORMATS}")
         n_w, n_f = len(self.workers), self.num_fragments
         if self.tags.shape != (n_w, n_f):
             raise PolicyError(f"tags: shape {self.tags.shape}, expected ({n_w}, {n_f})")
         if self.tags.size and (self.tags.min() < 0 or self.tags.max() > 65535):
             raise PolicyError("tags: switch ids must be in 0..65535")
         for s, row in self.fanin.items():
-            if np.shape(row) != (n_f,) or np.min(row) < 0 or np.max(row) > 255:
-                raise PolicyError(f"fanin[{s}]: expected {n_f} integers in 0..255")
+            if np.shape(row) != (n_f,) or np.min(row) < 0 or np.max(row) > INA_MAX_WORKERS:
+                raise PolicyError(f"fanin[{s}]: expected {n_f} integers in 0..{INA_MAX_WORKERS}")
         used = {int(t) for t in np.unique(self.tags)} - {0}
         for s, row in self.partial_tags.items():
             if np.shape(row) != (n_f,):
@@ -265,12 +271,13 @@ class Policy:
             workers=tuple(_ip(w, f"workers[{i}]") for i, w in enumerate(workers)),
             num_fragments=n_f,
             tags=tags,
-            fanin=id_map("fanin", 255),
+            fanin=id_map("fanin", INA_MAX_WORKERS),
             switch_ips=switch_ips,
             sd=sd,
             port=_int(d.get("port", INA_UDP_PORT), "port", 1, 65535),
             scale_bits=_int(d.get("scale_bits", DEFAULT_SCALE_BITS), "scale_bits", 0, 62),
             partial_tags=id_map("partial_tags", 65535),
+            number_format=str(d.get("format", "fixed")),
         )
 
     @classmethod
@@ -290,6 +297,7 @@ class Policy:
             "ps": self.ps,
             "port": self.port,
             "scale_bits": self.scale_bits,
+            "format": self.number_format,
             "workers": list(self.workers),
             "num_fragments": self.num_fragments,
             "tags": [_compact(r) for r in self.tags],

@@ -40,6 +40,7 @@ from hosts.net import wait_readable
 from hosts.packets import (
     INA_HEADER,
     INA_HEADER_LEN,
+    INA_MAX_WORKERS,
     INA_PACKET_LEN,
     INA_UDP_PORT,
     INA_VALUES,
@@ -148,10 +149,13 @@ class _Job:
     round_done: int = 0  # fragments of this round finished
     acc: np.ndarray = field(init=False)  # (F, 32) int32, wraps mod 2^32 like the switches
     have: list[int] = field(init=False)  # per fragment: bitmap summed so far
+    # per fragment: max of the accepted packets' max_exp (block floating point)
+    max_exp: list[int] = field(init=False)
     results: dict[int, bytes] = field(default_factory=dict)  # finished fragment -> values
     # the previous round's results: a worker whose RESULT was lost retransmits while the
     # others have moved on (no worker can be two rounds behind: each round needs all)
     prev_results: dict[int, bytes] = field(default_factory=dict)
+    prev_max_exp: list[int] = field(default_factory=list)  # the previous round's max_exp
 
     def __post_init__(self) -> None:
         most = max_round_cycle(self.num_fragments, self.offset)
@@ -161,6 +165,7 @@ class _Job:
                              f"{self.cycle}")
         self.acc = np.zeros((self.num_fragments, INA_VALUES), dtype=np.int32)
         self.have = [0] * self.num_fragments
+        self.max_exp = [0] * self.num_fragments
 
     @property
     def done(self) -> bool:
@@ -182,8 +187,10 @@ class _Job:
 
     def next_round(self) -> None:
         self.prev_results, self.results = self.results, {}
+        self.prev_max_exp = self.max_exp
         self.acc[:] = 0
         self.have = [0] * self.num_fragments
+        self.max_exp = [0] * self.num_fragments
         self.round += 1
         self.round_done = 0
 
@@ -295,8 +302,8 @@ class ParameterServer:
             worker_ips = policy.workers
         if worker_ips is None or len(worker_ips) != num_workers:
             raise ValueError(f"job {job_id}: need {num_workers} worker addresses")
-        if not 0 <= job_id <= 255 or not 1 <= num_workers <= 32 or num_fragments < 1:
-            raise ValueError("job_id 0..255, num_workers 1..32, num_fragments >= 1")
+        if not 0 <= job_id <= 255 or not 1 <= num_workers <= INA_MAX_WORKERS or num_fragments < 1:
+            raise ValueError(f"job_id 0..255, num_workers 1..{INA_MAX_WORKERS}, num_fragments >= 1")
         port = self.port
         if policy is not None and policy.sd is not None:
             # one copy to s_d, which multicasts it to the workers and frees its aggregator
@@ -360,9 +367,10 @@ class ParameterServer:
         st = jb.stats
         st.completed += 1
         values = jb.acc[f].astype(_BE_I32).tobytes()
+        mx = jb.max_exp[f]
         pack = INA_HEADER.pack
         for addr, tag in jb.result_dsts:
-            pkt = pack(_RESULT, jb.job, 0, frag, tag, 0, jb.full, jb.num_workers, 0, 0, 0)
+            pkt = pack(_RESULT, jb.job, 0, frag, tag, 0, jb.full, jb.num_workers, 0, 0, 0, mx)
             self._send(pkt + values, addr)
             st.results_sent += 1
         for s, addr in jb.clears[f]:
@@ -379,7 +387,8 @@ class ParameterServer:
             else:
                 c.short += 1
             return
-        mt, job, _wid, frag, tag, origin, bm, cnt, _fanin, flags, _sdf = INA_HEADER.unpack_from(data)
+        mt, job, _wid, frag, tag, origin, bm, cnt, _fanin, flags, _sdf, mx = \
+            INA_HEADER.unpack_from(data)
         if mt != _GRAD and mt != _PARTIAL:
             c.bad_type += 1
             return
@@ -437,8 +446,10 @@ class ParameterServer:
         if values is not None:  # already finished (this round's fragment, or an older round)
             st.late += 1
             if retx and mt == _GRAD:  # its RESULT was lost: unicast it again
+                done_exp = (jb.max_exp[f] if r == jb.round else
+                            jb.prev_max_exp[f] if r == jb.round - 1 and jb.prev_max_exp else 0)
                 hdr = INA_HEADER.pack(_RESULT, job, 0, frag, 0, 0, jb.full, jb.num_workers, 0,
-                                      _RETX, 0)
+                                      _RETX, 0, done_exp)
                 self._send(hdr + values, addr)
                 st.result_resends += 1
             elif mt == _PARTIAL and tag:
@@ -464,6 +475,8 @@ class ParameterServer:
         row += np.frombuffer(data, _BE_I32, INA_VALUES, INA_HEADER_LEN)  # wraps mod 2^32
         have |= bm
         jb.have[f] = have
+        if mx > jb.max_exp[f]:
+            jb.max_exp[f] = mx
         st.contributions += n
         if mt == _GRAD:
             st.accepted_grad += 1

@@ -35,8 +35,13 @@ from typing import Any
 import numpy as np
 
 from hosts.fixedpoint import (
+    BFP_LOOKAHEAD,
     DEFAULT_SCALE_BITS,
+    NUMBER_FORMATS,
     FixedPointOverflow,
+    bfp_dequantize,
+    bfp_scale_bits,
+    block_exponents,
     dequantize,
     num_fragments,
     pad_to_fragments,
@@ -121,7 +126,7 @@ class Worker:
     """One rank of one job (docs/ina.md, "Worker").
 
     Args:
-        rank: this worker's rank (bit ``rank`` of the contributor bitmap), 0..31.
+        rank: this worker's rank (bit ``rank`` of the contributor bitmap), 0..255.
         num_workers: workers in the job (for the fixed-point bound and the RESULT bitmap).
         job_id: INA job id, 0..255.
         ps_ip: the parameter server's address (retransmissions and tag 0 go there).
@@ -139,6 +144,9 @@ class Worker:
         progress: called as ``progress(done, total)`` at most every 0.1 s.
         result_sources: the addresses a RESULT may come from (default: ``ps_ip``;
             ``from_policy`` adds ``s_d``); any other source is refused and counted.
+        number_format: "fixed" (``scale_bits`` for every value) or "bfp" (block
+            floating point: ``allreduce`` agrees a shared exponent per block in the
+            network first; docs/ina.md). Every worker of a job must use the same.
     """
 
     def __init__(
@@ -160,6 +168,7 @@ class Worker:
         faults: FaultInjection | None = None,
         progress: Callable[[int, int], None] | None = None,
         result_sources: Iterable[str] | None = None,
+        number_format: str = "fixed",
     ) -> None:
         if not 1 <= num_workers <= INA_MAX_WORKERS:
             raise ValueError(f"num_workers must be in 1..{INA_MAX_WORKERS}, got {num_workers}")
@@ -169,6 +178,12 @@ class Worker:
             raise ValueError(f"job_id must be in 0..255, got {job_id}")
         if window < 1 or timeout <= 0 or max_time <= 0:
             raise ValueError("window must be >= 1, timeout and max_time > 0")
+        if number_format not in NUMBER_FORMATS:
+            raise ValueError(f"number_format must be one of {NUMBER_FORMATS}, got {number_format!r}")
+        self.number_format = number_format
+        #: of the last block-floating-point allreduce: the int32 sums and the agreed
+        #: biased exponent of each block (``bfp_dequantize`` turns them into floats)
+        self.last_bfp: tuple[np.ndarray, np.ndarray] | None = None
         self.rank, self.num_workers, self.job_id = rank, num_workers, job_id
         self.ps_addr = (_ip(ps_ip, "ps_ip"), port)
         self.result_sources = frozenset(
@@ -187,6 +202,7 @@ class Worker:
         """A worker for ``rank`` of ``policy``, bound to its address in the policy."""
         kw.setdefault("bind_ip", policy.workers[rank])
         kw.setdefault("scale_bits", policy.scale_bits)
+        kw.setdefault("number_format", policy.number_format)
         # s_d multicasts the PS's RESULT keeping the PS's address; s_d's own is allowed too
         kw.setdefault("result_sources", [policy.sd.ip] if policy.sd is not None else [])
         return cls(
@@ -218,8 +234,78 @@ class Worker:
     ) -> tuple[np.ndarray, WorkerStats]:
         """Aggregate a float gradient: returns (sum of all workers' int32 fixed-point
         values, flat, same length as ``gradient``; stats). Nothing is sent when the
-        overflow check fails."""
+        overflow check fails. With block floating point the int32 sums are per block
+        at its own scale (``last_bfp`` has the exponents; ``allreduce_float`` gives
+        floats)."""
+        if self.number_format == "bfp":
+            self.allreduce_bfp(gradient, fragment_offset)
+            assert self.last_bfp is not None
+            return self.last_bfp[0][: np.size(gradient)], self.stats
         return self.allreduce_fixed(self.quantize(gradient), fragment_offset)
+
+    def allreduce_float(
+        self, gradient: np.ndarray, fragment_offset: int = 0
+    ) -> tuple[np.ndarray, WorkerStats]:
+        """The float32 sum over all workers of ``gradient``, in the job's number format."""
+        if self.number_format == "bfp":
+            return self.allreduce_bfp(gradient, fragment_offset)
+        q, st = self.allreduce_fixed(self.quantize(gradient), fragment_offset)
+        return self.to_float(q), st
+
+    def wire_fragments(self, num_values: int) -> int:
+        """Fragments one allreduce of ``num_values`` values sends (block floating point
+        adds ``min(BFP_LOOKAHEAD, blocks)`` exponent-only ones)."""
+        n_b = num_fragments(num_values)
+        return n_b + min(BFP_LOOKAHEAD, n_b) if self.number_format == "bfp" else n_b
+
+    def allreduce_bfp(
+        self, gradient: np.ndarray, fragment_offset: int = 0
+    ) -> tuple[np.ndarray, WorkerStats]:
+        """Block floating point (docs/ina.md): the float32 sum of ``gradient`` over all
+        workers, flat. Wire fragment ``g`` proposes block ``g``'s exponent in
+        ``max_exp`` (the switches and the PS keep the max, and the RESULT carries it
+        back) and carries block ``g - L``'s values, scaled by the exponent agreed in
+        ``g - L``'s RESULT; ``L = min(BFP_LOOKAHEAD, blocks)``. Fragment ``g`` is sent
+        only once ``g - L`` has its RESULT, and everything else (window, retransmission
+        to the PS, exactly once) is as in fixed point."""
+        g = np.asarray(gradient)
+        n = g.size
+        own = block_exponents(g)  # validates (float, finite)
+        n_b = own.size
+        if n_b == 0:
+            self.last_bfp = (np.zeros(0, np.int32), np.zeros(0, np.uint8))
+            return np.zeros(0, dtype=np.float32), WorkerStats(self.rank, self.job_id)
+        look = min(BFP_LOOKAHEAD, n_b)
+        n_f = n_b + look
+        routing = self._routing(n_f, f"{n} values in block floating point ({n_b} blocks + "
+                                     f"{look} exponent fragments)")
+        self._check_offset(fragment_offset, n_f)
+        vl = INA_VALUES_LEN
+        payload = bytearray(n_f * vl)  # the first L fragments carry no values
+        exps = own.tolist() + [0] * look
+        agreed = [0] * n_b
+        nw = self.num_workers
+
+        blocks = g.ravel().astype(np.float64)
+        blocks = np.pad(blocks, (0, n_b * INA_VALUES - n)).reshape(n_b, INA_VALUES)
+
+        def on_result(f: int, max_exp: int) -> None:
+            # block f's shared exponent is in: its values go out in fragment f + L
+            if f < n_b:
+                if max_exp < own[f]:  # no honest PS or switch lowers a max
+                    raise ValueError(f"fragment {f}: agreed exponent {max_exp} is below this "
+                                     f"worker's {own[f]}: the sum could overflow")
+                agreed[f] = max_exp
+                q = np.rint(np.ldexp(blocks[f], int(bfp_scale_bits(np.array([max_exp]), nw)[0])))
+                payload[(f + look) * vl:(f + look + 1) * vl] = q.astype(">i4").tobytes()
+
+        result = self._run(bytes(payload), n_f, routing, fragment_offset, exps=exps,
+                           lookahead=look, on_result=on_result, mutable_payload=payload)
+        sums = np.frombuffer(result, dtype=">i4")[look * INA_VALUES:].astype(np.int32)
+        e = np.array(agreed, dtype=np.uint8)
+        self.last_bfp = (sums, e)
+        self.stats.elements = n
+        return bfp_dequantize(sums, e, nw)[:n], self.stats
 
     def allreduce_fixed(
         self, q: np.ndarray, fragment_offset: int = 0
@@ -238,19 +324,8 @@ class Worker:
         n_f = num_fragments(n)
         if n_f == 0:
             return np.zeros(0, dtype=np.int32), WorkerStats(self.rank, self.job_id)
-        routing = self.policy or FragmentRouting.ps_only(n_f)
-        if routing.tags.size < n_f:
-            raise ValueError(
-                f"gradient of {n} values has {n_f} fragments but the policy has "
-                f"{routing.tags.size}; use a gradient of {routing.tags.size * INA_VALUES} "
-                f"values at most (padded to a multiple of {INA_VALUES})"
-            )
-        if routing.tags.size > n_f:
-            # a short allreduce (a DDP bucket smaller than the job) sends only its own
-            # fragments: the policy's first n_f, routed and fanned in as planned
-            routing = routing.prefix(n_f)
-        if not (fragment_offset >= 0 and fragment_offset + n_f <= 2**32):
-            raise ValueError(f"fragment_offset {fragment_offset} + {n_f} fragments do not fit 32 bits")
+        routing = self._routing(n_f, f"gradient of {n} values")
+        self._check_offset(fragment_offset, n_f)
         payload = pad_to_fragments(q).astype(">i4").tobytes()
         result = self._run(payload, n_f, routing, fragment_offset)
         out = np.frombuffer(result, dtype=">i4")[:n].astype(np.int32)
@@ -258,6 +333,23 @@ class Worker:
         return out, self.stats
 
     # ---------------------------------------------------------------- engine
+
+    def _routing(self, n_f: int, what: str) -> FragmentRouting:
+        """The policy's first ``n_f`` fragments (a short allreduce, e.g. a DDP bucket
+        smaller than the job, sends only those, routed and fanned in as planned)."""
+        routing = self.policy or FragmentRouting.ps_only(n_f)
+        if routing.tags.size < n_f:
+            raise ValueError(
+                f"{what} needs {n_f} fragments but the policy has {routing.tags.size}; "
+                f"use a gradient of {routing.tags.size * INA_VALUES} values at most in fixed "
+                f"point (padded to a multiple of {INA_VALUES}), fewer in block floating point"
+            )
+        return routing.prefix(n_f) if routing.tags.size > n_f else routing
+
+    @staticmethod
+    def _check_offset(fragment_offset: int, n_f: int) -> None:
+        if not (fragment_offset >= 0 and fragment_offset + n_f <= 2**32):
+            raise ValueError(f"fragment_offset {fragment_offset} + {n_f} fragments do not fit 32 bits")
 
     def _destinations(self, routing: FragmentRouting) -> list[tuple[str, int]]:
         addr: dict[int, tuple[str, int]] = {0: self.ps_addr}
@@ -268,7 +360,18 @@ class Worker:
                 addr[t] = (ip, self.port)
         return [addr[t] for t in routing.tags.tolist()]
 
-    def _run(self, payload: bytes, n_f: int, routing: FragmentRouting, offset: int) -> bytearray:
+    def _run(self, payload: bytes, n_f: int, routing: FragmentRouting, offset: int, *,
+             exps: list[int] | None = None, lookahead: int = 0,
+             on_result: Callable[[int, int], None] | None = None,
+             mutable_payload: bytearray | None = None) -> bytearray:
+        """Send ``n_f`` fragments of ``payload`` and collect their RESULTs (the values of
+        each, concatenated). Block floating point: ``exps`` is each fragment's
+        ``max_exp``; fragment ``f >= lookahead`` goes out only once fragment
+        ``f - lookahead`` has its RESULT, and ``on_result(f, max_exp)`` (called on each
+        RESULT) has written its values into ``mutable_payload`` by then."""
+        if mutable_payload is not None:
+            payload = mutable_payload  # type: ignore[assignment]
+        exp_of = exps or [0] * n_f
         st = self.stats = WorkerStats(self.rank, self.job_id, fragments=n_f)
         sock, job, rank = self.sock, self.job_id, self.rank
         dest = self._destinations(routing)
@@ -299,10 +402,11 @@ class Worker:
             busy = False
             now = time.monotonic()
             # 1. first sends, up to the window
-            while outstanding < window and next_f < n_f:
+            while outstanding < window and next_f < n_f and (
+                    next_f < lookahead or not lookahead or done[next_f - lookahead]):
                 f = next_f
                 pkt = pack(grad, job, rank, f + offset, tags[f], 0, bit, 1, fanin[f], flags[f],
-                           sd_fanin[f])
+                           sd_fanin[f], exp_of[f])
                 try:
                     sendto(pkt + payload[f * vl:(f + 1) * vl], dest[f])
                 except BlockingIOError:
@@ -329,7 +433,7 @@ class Worker:
                 if len(data) < pl:
                     st.ignored += 1
                     continue
-                mt, j, _, frag, _, _, bm, _, _, _, _ = unpack_from(data)
+                mt, j, _, frag, _, _, bm, _, _, _, _, mx = unpack_from(data)
                 f = frag - offset
                 if mt != result_t or j != job or not 0 <= f < n_f or bm != full:
                     st.ignored += 1
@@ -339,6 +443,8 @@ class Worker:
                     st.stale_results += 1
                 else:
                     result[f * vl:(f + 1) * vl] = data[hl:pl]
+                    if on_result is not None:
+                        on_result(f, mx)
                     done[f] = 1
                     n_done += 1
                     outstanding -= 1
@@ -350,7 +456,7 @@ class Worker:
                     continue
                 k = attempts.get(f, 0) + 1
                 attempts[f] = k
-                pkt = pack(grad, job, rank, f + offset, 0, 0, bit, 1, 0, retx, 0)
+                pkt = pack(grad, job, rank, f + offset, 0, 0, bit, 1, 0, retx, 0, exp_of[f])
                 try:
                     sendto(pkt + payload[f * vl:(f + 1) * vl], ps_addr)
                     sent += 1
@@ -445,6 +551,10 @@ def main(argv: Iterable[str] | None = None) -> int:
     ap.add_argument("--out", help="write the aggregated float32 gradient (.npy)")
     ap.add_argument("--out-int", help="write the int32 fixed-point sum (.npy)")
     ap.add_argument("--scale-bits", type=int, help="override the policy's scale_bits")
+    ap.add_argument("--format", choices=NUMBER_FORMATS, help="override the policy's number "
+                    "format: fixed (--scale-bits) or bfp (block floating point)")
+    ap.add_argument("--out-exp", help="block floating point: write each block's agreed "
+                    "biased exponent (.npy, uint8; one row per round with --rounds)")
     ap.add_argument("--window", type=int, default=64)
     ap.add_argument("--timeout", type=float, default=0.2, help="first retransmission timeout (s)")
     ap.add_argument("--max-backoff", type=float, default=1.0)
@@ -486,6 +596,8 @@ def main(argv: Iterable[str] | None = None) -> int:
         }
         if args.scale_bits is not None:
             kw["scale_bits"] = args.scale_bits
+        if args.format is not None:
+            kw["number_format"] = args.format
         if args.bind is not None:
             kw["bind_ip"] = args.bind
         if args.send_twice:
@@ -509,6 +621,8 @@ def main(argv: Iterable[str] | None = None) -> int:
         if prog is not None:
             prog.start()
         results: list[np.ndarray] = []
+        floats: list[np.ndarray] = []
+        exps: list[np.ndarray] = []
         totals: dict[str, Any] = {}
         for k in range(args.rounds):
             if k and not args.gradient:
@@ -516,6 +630,12 @@ def main(argv: Iterable[str] | None = None) -> int:
             res, st = worker.allreduce(grad, cycle.begin())
             cycle.end()
             results.append(res)
+            if worker.last_bfp is not None and worker.number_format == "bfp":
+                exps.append(worker.last_bfp[1])
+                floats.append(bfp_dequantize(worker.last_bfp[0], exps[-1],
+                                             worker.num_workers)[: res.size])
+            else:
+                floats.append(worker.to_float(res))
             for name in ("packets_sent", "retransmissions", "bytes_sent", "results",
                          "duplicate_results", "stale_results", "ignored", "duration_s"):
                 totals[name] = totals.get(name, 0) + getattr(st, name)
@@ -530,16 +650,20 @@ def main(argv: Iterable[str] | None = None) -> int:
         if prog is not None:
             prog.stop()
         worker.close()
+    fres = floats[0]
     if args.rounds > 1:  # one row per round
-        res = np.stack(results)
+        res, fres = np.stack(results), np.stack(floats)
         st.fragments *= args.rounds
         for name, value in totals.items():
             setattr(st, name, value)
     if args.out:
-        np.save(args.out, worker.to_float(res))
+        np.save(args.out, fres)
     if args.out_int:
         np.save(args.out_int, res)
+    if args.out_exp and exps:
+        np.save(args.out_exp, exps[0] if args.rounds == 1 else np.stack(exps))
     summary = {"ok": True, **st.to_dict(), "scale_bits": worker.scale_bits,
+               "format": worker.number_format,
                "rounds": args.rounds, "reuse_wait_s": round(cycle.waited_s, 3),
                "result_sha256_16": _digest(res),
                # cpu_s: the whole process, start-up included; sync_cpu_s: the allreduce

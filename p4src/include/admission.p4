@@ -39,7 +39,7 @@ control InaAdmission(inout headers_t hdr,
 
     counter(INA_ADMIT_REASONS, CounterType.packets) ina_admission_drops;
 
-    bit<32> own_bit;
+    bit<256> own_bit;
 
     action fabric_port() { }
 
@@ -51,7 +51,7 @@ control InaAdmission(inout headers_t hdr,
         size = PORT_TABLE_SIZE;
     }
 
-    action member(bit<32> bitmap) {
+    action member(bit<256> bitmap) {
         own_bit = bitmap;
     }
 

@@ -27,8 +27,9 @@ control Aggregator(inout headers_t hdr,
                    inout standard_metadata_t standard_metadata) {
 
     register<bit<64>>(NUM_AGGREGATORS) agg_key;
-    register<bit<32>>(NUM_AGGREGATORS) agg_bitmap;
-    register<bit<8>>(NUM_AGGREGATORS)  agg_count;
+    register<bit<256>>(NUM_AGGREGATORS) agg_bitmap;
+    register<bit<16>>(NUM_AGGREGATORS) agg_count;
+    register<bit<8>>(NUM_AGGREGATORS)  agg_exp;    /* max of the contributors' max_exp */
     register<bit<48>>(NUM_AGGREGATORS) agg_time;   /* last contribution, us */
     register<bit<32>>(NUM_AGGREGATORS) agg_value_00;
     register<bit<32>>(NUM_AGGREGATORS) agg_value_01;
@@ -161,6 +162,7 @@ control Aggregator(inout headers_t hdr,
         agg_key.read(meta.ina.stored_key, meta.ina.index);
         agg_bitmap.read(meta.ina.stored_bitmap, meta.ina.index);
         agg_count.read(meta.ina.stored_count, meta.ina.index);
+        agg_exp.read(meta.ina.stored_exp, meta.ina.index);
         agg_time.read(meta.ina.stored_time, meta.ina.index);
     }
 
@@ -363,11 +365,13 @@ control Aggregator(inout headers_t hdr,
         agg_key.write(meta.ina.index, meta.ina.key);
         agg_bitmap.write(meta.ina.index, meta.ina.stored_bitmap);
         agg_count.write(meta.ina.index, meta.ina.stored_count);
+        agg_exp.write(meta.ina.index, hdr.ina.max_exp);
         agg_time.write(meta.ina.index, standard_metadata.ingress_global_timestamp);
         ina_events.count(0);
     }
 
     action read_values() {
+        hdr.ina.max_exp = meta.ina.stored_exp;
         agg_value_00.read(hdr.ina_values.v00, meta.ina.index);
         agg_value_01.read(hdr.ina_values.v01, meta.ina.index);
         agg_value_02.read(hdr.ina_values.v02, meta.ina.index);
@@ -505,6 +509,7 @@ control Aggregator(inout headers_t hdr,
         agg_key.write(meta.ina.index, 0);
         agg_bitmap.write(meta.ina.index, 0);
         agg_count.write(meta.ina.index, 0);
+        agg_exp.write(meta.ina.index, 0);
         zero_values();
         ina_events.count(3);
     }
@@ -516,6 +521,7 @@ control Aggregator(inout headers_t hdr,
         meta.ina.stored_key = 0;
         meta.ina.stored_bitmap = 0;
         meta.ina.stored_count = 0;
+        meta.ina.stored_exp = 0;
         ina_events.count(5);
     }
 
@@ -588,6 +594,11 @@ control Aggregator(inout headers_t hdr,
                     }
                     if (meta.ina.stored_key == 0 || meta.ina.stored_key == meta.ina.key) {
                         if (meta.ina.stored_bitmap & hdr.ina.bitmap == 0) {
+                            /* block floating point: the running max of the
+                             * contributors' exponent proposals (0 = none) */
+                            if (meta.ina.stored_exp > hdr.ina.max_exp) {
+                                hdr.ina.max_exp = meta.ina.stored_exp;
+                            }
                             add_values();
                             if (meta.ina.stored_count >= hdr.ina.fanin) {
                                 if (hdr.ina.flags & INA_FLAG_VIA_SD != 0

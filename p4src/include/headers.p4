@@ -75,11 +75,12 @@ header ina_t {
     bit<32> fragment;
     bit<16> tag;         /* device id of the switch that must aggregate; 0 = PS */
     bit<16> origin;      /* switch that passed it on unaggregated, else 0 */
-    bit<32> bitmap;      /* contributors summed in this packet */
-    bit<8>  count;       /* number of contributors */
-    bit<8>  fanin;       /* contributions the tagged switch expects */
+    bit<256> bitmap;     /* contributors summed in this packet (bit r = rank r) */
+    bit<16> count;       /* number of contributors */
+    bit<16> fanin;       /* contributions the tagged switch expects */
     bit<8>  flags;       /* INA_FLAG_RETX, INA_FLAG_VIA_SD */
-    bit<8>  sd_fanin;    /* with VIA_SD: contributions s_d expects when merging */
+    bit<16> sd_fanin;    /* with VIA_SD: contributions s_d expects when merging */
+    bit<8>  max_exp;     /* block floating point: max of the contributors' exponents */
 }
 
 /* INA_VALUES two's-complement fixed-point values; sums wrap mod 2^32. */
@@ -174,8 +175,9 @@ struct ina_metadata_t {
     bit<32>     index;          /* aggregator index */
     bit<64>     key;            /* 1 ++ origin ++ job ++ fragment; 0 = free */
     bit<64>     stored_key;
-    bit<32>     stored_bitmap;
-    bit<8>      stored_count;
+    bit<256>    stored_bitmap;
+    bit<16>     stored_count;
+    bit<8>      stored_exp;     /* the aggregator's max_exp so far */
     bit<48>     stored_time;    /* the aggregator's last contribution (us) */
     bit<48>     aging_timeout;  /* take over an aggregator idle this long; 0 = never */
     bit<1>      handled;        /* INA consumed or multicast the packet */

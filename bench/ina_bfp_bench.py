@@ -1,0 +1,148 @@
+"""Block floating point on real training gradients: its error next to a float32 all-reduce.
+
+N ranks train the digits CNN (``hosts/training.py``) with SGD on their shards; at every
+step each rank's gradient (the whole model, flattened as one DDP bucket) is summed four
+ways: exactly (float64), as a float32 all-reduce does (float32 additions, rank order),
+by INA block floating point (``hosts.fixedpoint.bfp_reference``: the network returns
+exactly these integer sums, which the network tests check element by element), and by
+plain fixed point at scale 2^-16 where that does not overflow. Per 64-value block the
+error is measured normwise against the exact sum, relative to the block's largest
+magnitude over the ranks (docs/ina.md, "Block floating point"); the table gives the
+largest over blocks and steps, next to the documented bound.
+
+    python -m bench.ina_bfp_bench [--workers 2,8,64,256] [--steps 20] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from hosts.fixedpoint import (
+    FixedPointOverflow,
+    bfp_dequantize,
+    bfp_error_bound,
+    bfp_reference,
+    dequantize,
+    num_fragments,
+    quantize,
+)
+from hosts.packets import INA_VALUES
+
+
+@dataclass
+class BfpErrors:
+    """Largest per-block normwise errors (relative to the block's largest magnitude)."""
+
+    workers: int
+    steps: int
+    bfp: float  # BFP vs the exact sum
+    float32: float  # a float32 all-reduce vs the exact sum
+    bfp_vs_float32: float  # BFP vs the float32 all-reduce
+    fixed: float | None  # fixed point 2^-16 vs exact (None: overflowed at every step)
+    fixed_refused: int  # steps at which fixed point 2^-16 would overflow
+    bound: float  # hosts.fixedpoint.bfp_error_bound(N)
+
+
+def _blockwise(err: np.ndarray, peak: np.ndarray) -> float:
+    n_b = peak.size
+    e = np.pad(np.abs(err), (0, n_b * INA_VALUES - err.size)).reshape(n_b, INA_VALUES).max(1)
+    return float((e / np.where(peak > 0, peak, 1.0)).max())
+
+
+def measure(workers: int, steps: int, seed: int = 0, lr: float = 0.5,
+            batch: int = 16) -> BfpErrors:
+    """Train ``steps`` SGD steps of ``workers`` ranks and measure every step's sums."""
+    import torch
+
+    from hosts.training import (
+        apply_gradients,
+        batches,
+        compute_gradients,
+        flatten,
+        load_digits_split,
+        make_model,
+        worker_shard,
+    )
+
+    torch.set_num_threads(1)
+    data = load_digits_split(seed)
+    model = make_model(seed)
+    shards = [worker_shard(data, r, workers) for r in range(workers)]
+    per_epoch = min(len(batches(x, y, batch, 0, seed)) for x, y in shards)
+    n_steps = steps
+    worst = {"bfp": 0.0, "float32": 0.0, "bfp_vs_float32": 0.0}
+    fixed_worst: float | None = None
+    refused = 0
+    shapes = None
+    per_rank: list = []
+    for step in range(n_steps):
+        epoch, k = divmod(step, per_epoch)  # a small shard: several epochs
+        if k == 0:
+            per_rank = [batches(x, y, batch, epoch, seed) for x, y in shards]
+        grads_t = [compute_gradients(model, *per_rank[r][k]) for r in range(workers)]
+        shapes = grads_t[0]
+        grads = [flatten(g) for g in grads_t]
+        exact = np.sum([g.astype(np.float64) for g in grads], axis=0)
+        f32 = grads[0].copy()
+        for g in grads[1:]:
+            f32 += g  # float32 additions, as a float32 all-reduce
+        n_b = num_fragments(exact.size)
+        pad = n_b * INA_VALUES - exact.size
+        peak = np.max([np.abs(np.pad(g, (0, pad))).reshape(n_b, INA_VALUES).max(1)
+                       for g in grads], axis=0)
+        sums, e = bfp_reference(grads, workers)
+        bfp = bfp_dequantize(sums.astype(np.int32), e, workers)[: exact.size]
+        worst["bfp"] = max(worst["bfp"], _blockwise(bfp - exact, peak))
+        worst["float32"] = max(worst["float32"], _blockwise(f32 - exact, peak))
+        worst["bfp_vs_float32"] = max(worst["bfp_vs_float32"],
+                                      _blockwise(bfp.astype(np.float64) - f32, peak))
+        try:
+            q = np.sum([quantize(g, 16, workers).astype(np.int64) for g in grads], axis=0)
+            fx = dequantize(q.astype(np.int32), 16)
+            fixed_worst = max(fixed_worst or 0.0, _blockwise(fx - exact, peak))
+        except FixedPointOverflow:
+            refused += 1
+        # train on the BFP mean, as the DDP hook would
+        mean = bfp / np.float32(workers)
+        offs = np.cumsum([0] + [a.size for a in shapes])
+        apply_gradients(model, [mean[offs[i]:offs[i + 1]].reshape(a.shape)
+                                for i, a in enumerate(shapes)], lr)
+    return BfpErrors(workers, n_steps, worst["bfp"], worst["float32"],
+                     worst["bfp_vs_float32"], fixed_worst, refused, bfp_error_bound(workers))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry: one row per worker count."""
+    p = argparse.ArgumentParser(prog="python -m bench.ina_bfp_bench",
+                                description=__doc__.splitlines()[0])
+    p.add_argument("--workers", default="2,8,64,256")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    from rich.table import Table
+
+    from controller.output import TableConsole
+
+    console = TableConsole()
+    t = Table(title="INA block floating point on digits-CNN gradients: largest per-block "
+                    "error / block's largest magnitude")
+    for col in ("ranks", "steps", "BFP vs exact", "bound", "float32 all-reduce vs exact",
+                "BFP vs float32", "fixed 2^-16 vs exact", "fixed refused"):
+        t.add_column(col, justify="right")
+    ok = True
+    for n in (int(x) for x in args.workers.split(",")):
+        r = measure(n, args.steps, args.seed)
+        ok &= r.bfp <= r.bound
+        t.add_row(str(n), str(r.steps), f"{r.bfp:.2e}", f"{r.bound:.2e}", f"{r.float32:.2e}",
+                  f"{r.bfp_vs_float32:.2e}", "-" if r.fixed is None else f"{r.fixed:.2e}",
+                  str(r.fixed_refused))
+    console.print(t)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
