@@ -11,7 +11,11 @@ on ``bmv2`` when ``simple_switch_grpc`` is installed, and real frames go in and 
 * a gap in a broadcast and a short tail (the sender's TOKEN says how many fragments)
   each make the NIC send a NACK (the tail's through the multicast copy MyEgress rewrites:
   BMv2 must carry the ingress metadata into the replica);
-* a forged ROSTER from another LAN host is dropped.
+* a forged ROSTER from another LAN host is dropped;
+* with the initiator's MAC installed (``formation_openers``), an intruder's earlier
+  FORM_START is dropped and the initiator's opens formation;
+* the LAN switch (lan.json) with port security drops a frame whose source MAC is not its
+  port's.
 """
 
 from __future__ import annotations
@@ -154,3 +158,71 @@ def test_token_nic_on_the_target(rig: NicRig) -> None:
     # once training runs, the roster is closed to everyone
     assert rig.send(LANP, H(TokenMsg.ROSTER, sender=1, member=1, mac=INTRUDER, count=1), MACS[0]) == []
     assert rig.counter("NicIngress.membership.member_drops", 3) == 1  # formation_closed
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_controller_named_opener_refuses_an_earlier_intruder(target: str) -> None:
+    """With the initiator's MAC installed (formation_openers, as TokenDeployment does), a
+    FORM_START from another LAN host that comes first is dropped and counted, and the
+    real initiator's opens formation (without the entry, the first one would have won)."""
+    from finsy import P4TableAction, P4TableEntry, P4TableMatch
+
+    tb = SwitchTestbed(2, target=target, json_path=str(BUILD / "nic.json"))
+    rig = NicRig(target)
+    rig.tb = tb
+    try:
+        tb.start()
+        rig.client = P4RuntimeClient(tb.grpc_addr, device_id=tb.device_id)
+        rig.client.set_pipeline(BUILD / "nic.p4info.txt", BUILD / "nic.json")
+        table = "NicIngress.membership.formation_openers"
+        rig.client.write(+P4MulticastGroupEntry(1, replicas=[(HOST, 0), (LANP, 0)]))
+        rig.client.write(+P4TableEntry(table, match=P4TableMatch({"hdr.ethernet.src_addr": "00:00:0a:00:00:01"}),
+                                       action=P4TableAction("NicIngress.membership.opener")))
+        rig.client.write(~P4TableEntry(table, action=P4TableAction("NicIngress.membership.not_opener"),
+                                       is_default_action=True))
+        rig.send(HOST, H(TokenMsg.CONFIG, aux=300_000), MACS[1], n=0)
+        assert rig.send(LANP, H(TokenMsg.FORM_START, sender=1), INTRUDER) == []
+        assert rig.counter("NicIngress.membership.member_drops", 6) == 1  # formation_source
+        out = rig.send(LANP, H(TokenMsg.FORM_START, sender=1), MACS[0], n=1)
+        assert [(p, h.msg_type) for p, h in out] == [(HOST, TokenMsg.FORM_START)]
+        forged = H(TokenMsg.ROSTER, sender=1, member=1, mac=INTRUDER, count=1, flags=int(TokenFlags.LAST))
+        assert rig.send(LANP, forged, INTRUDER) == []
+        assert rig.counter("NicIngress.membership.member_drops", 6) == 2
+    finally:
+        rig.close()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_lan_switch_refuses_a_source_mac_not_behind_its_port(target: str) -> None:
+    """lan.json with port security as TokenDeployment installs it: a frame from port 1
+    carrying port 2's MAC is dropped and counted; one with port 1's own MAC is flooded."""
+    from finsy import P4TableAction, P4TableEntry, P4TableMatch
+
+    tb = SwitchTestbed(2, target=target, json_path=str(BUILD / "lan.json"))
+    client = None
+    try:
+        tb.start()
+        client = P4RuntimeClient(tb.grpc_addr, device_id=tb.device_id)
+        client.set_pipeline(BUILD / "lan.p4info.txt", BUILD / "lan.json")
+        client.write(+P4MulticastGroupEntry(1, replicas=[(2, 0)]))
+        client.write(+P4MulticastGroupEntry(2, replicas=[(1, 0)]))
+        table = "LanIngress.lan.port_sources"
+        for port, mac in ((1, "00:00:0a:00:00:01"), (2, "00:00:0a:00:00:02")):
+            client.write(+P4TableEntry(table, match=P4TableMatch(
+                {"standard_metadata.ingress_port": port, "hdr.ethernet.src_addr": mac}),
+                action=P4TableAction("LanIngress.lan.source_ok")))
+        client.write(~P4TableEntry(table, action=P4TableAction("LanIngress.lan.wrong_source"),
+                                   is_default_action=True))
+        frame = encode_token(H(TokenMsg.TOKEN, sender=2, next_holder=1), MACS[1])  # port 2's MAC
+        tb.drain()
+        tb.send(1, frame)
+        assert tb.recv(2, timeout=0.5) is None
+        (entry,) = client.read(P4CounterEntry("LanIngress.lan.lan_source_drops", index=1))
+        assert entry.data.packet_count == 1
+        tb.send(1, encode_token(H(TokenMsg.TOKEN, sender=1, next_holder=2), MACS[0]))
+        assert tb.recv(2, timeout=3.0) is not None
+    finally:
+        if client is not None:
+            client.close()
+        tb.stop()
+        shutil.rmtree(tb.dir, ignore_errors=True)
