@@ -7,6 +7,7 @@
 #include <vector>
 #include <algorithm>
 #include <deque>
+#include <unordered_map>
 
 namespace gradsim {
 using namespace ns3;
@@ -370,8 +371,53 @@ class RingPeer : public Application {
   }
 };
 
-// ------------------------------------------------------------------ builders (whole-network loops)
-// Static shortest-path host routes for every node toward every destination; ties between
+// ------------------------------------------------------------------ routing
+// Static host routes in a hash table: ns-3's Ipv4StaticRouting scans its route list per
+// packet, which at k=16 (1,344 destinations a switch) costs more than everything else.
+// Consulted before the static and global routing of the node's list routing; local
+// delivery stays with Ipv4ListRouting.
+class HashRouting : public Ipv4RoutingProtocol {
+ public:
+  std::unordered_map<uint32_t, uint32_t> table;  // destination address -> interface
+  int32_t default_if = -1;
+
+  Ptr<Ipv4Route> Lookup(Ipv4Address dst) {
+    auto it = table.find(dst.Get());
+    int32_t itf = it != table.end() ? (int32_t)it->second : default_if;
+    if (itf < 0) return nullptr;
+    Ptr<Ipv4Route> r = Create<Ipv4Route>();
+    r->SetDestination(dst);
+    r->SetGateway(Ipv4Address::GetZero());
+    r->SetSource(ipv4->GetAddress(itf, 0).GetLocal());
+    r->SetOutputDevice(ipv4->GetNetDevice(itf));
+    return r;
+  }
+  Ptr<Ipv4Route> RouteOutput(Ptr<Packet>, const Ipv4Header& h, Ptr<NetDevice>,
+                             Socket::SocketErrno& err) override {
+    Ptr<Ipv4Route> r = Lookup(h.GetDestination());
+    err = r ? Socket::ERROR_NOTERROR : Socket::ERROR_NOROUTETOHOST;
+    return r;
+  }
+  bool RouteInput(Ptr<const Packet> p, const Ipv4Header& h, Ptr<const NetDevice>,
+                  const UnicastForwardCallback& ucb, const MulticastForwardCallback&,
+                  const LocalDeliverCallback&, const ErrorCallback&) override {
+    Ptr<Ipv4Route> r = Lookup(h.GetDestination());
+    if (!r) return false;
+    ucb(r, p, h);
+    return true;
+  }
+  void NotifyInterfaceUp(uint32_t) override {}
+  void NotifyInterfaceDown(uint32_t) override {}
+  void NotifyAddAddress(uint32_t, Ipv4InterfaceAddress) override {}
+  void NotifyRemoveAddress(uint32_t, Ipv4InterfaceAddress) override {}
+  void SetIpv4(Ptr<Ipv4> i) override { ipv4 = i; }
+  void PrintRoutingTable(Ptr<OutputStreamWrapper>, Time::Unit) const override {}
+
+ private:
+  Ptr<Ipv4> ipv4;
+};
+
+// Shortest-path host routes for every node toward every destination; ties between
 // equal-cost next hops broken by a hash of (node, destination), a fixed ECMP-like spread.
 // adj[u]: neighbours; ifc[u][i]: u's interface index toward adj[u][i]; dst_addr[d]: the
 // address of node d (hosts: their NIC; switches: the address they answer as switch IP).
@@ -379,12 +425,13 @@ void InstallRoutes(NodeContainer& nodes, const std::vector<std::vector<int>>& ad
                    const std::vector<std::vector<int>>& ifc,
                    const std::vector<uint32_t>& dst_addr, const std::vector<int>& is_host) {
   size_t n = adj.size();
-  Ipv4StaticRoutingHelper helper;
-  std::vector<Ptr<Ipv4StaticRouting>> rt(n);
+  std::vector<Ptr<HashRouting>> rt(n);
   for (size_t u = 0; u < n; u++) {
-    rt[u] = helper.GetStaticRouting(nodes.Get(u)->GetObject<Ipv4>());
-    if (is_host[u] && !ifc[u].empty())
-      rt[u]->SetDefaultRoute(Ipv4Address("0.0.0.0"), ifc[u][0]);
+    rt[u] = CreateObject<HashRouting>();
+    Ptr<Ipv4> ip = nodes.Get(u)->GetObject<Ipv4>();
+    Ptr<Ipv4ListRouting> list = DynamicCast<Ipv4ListRouting>(ip->GetRoutingProtocol());
+    list->AddRoutingProtocol(rt[u], 100);
+    if (is_host[u] && !ifc[u].empty()) rt[u]->default_if = ifc[u][0];
   }
   std::vector<int> dist(n);
   std::deque<int> q;
@@ -407,8 +454,7 @@ void InstallRoutes(NodeContainer& nodes, const std::vector<std::vector<int>>& ad
       if (cand.empty()) continue;
       uint32_t hsh = (uint32_t)(u * 2654435761u) ^ (uint32_t)(d * 40503u);
       hsh ^= hsh >> 13;
-      int i = cand[hsh % cand.size()];
-      rt[u]->AddHostRouteTo(Ipv4Address(dst_addr[d]), ifc[u][i]);
+      rt[u]->table[dst_addr[d]] = (uint32_t)ifc[u][cand[hsh % cand.size()]];
     }
   }
 }
