@@ -21,12 +21,17 @@ from typing import Any
 
 def _run(args: argparse.Namespace) -> int:
     from controller.cli import UsageError, parse_topology
+    from controller.placement import PlacementError
 
     from .core import SimError, run_ina, run_ring
     from .ns3env import Ns3Missing
     from .plan import policy_dict
 
     topo = parse_topology(args.topology)
+    if args.values < 1 or args.window < 1 or args.aggregators < 1 or args.timeout <= 0:
+        raise UsageError("--values, --window and --aggregators must be >= 1, --timeout > 0")
+    if not 0 < args.max_time <= 1e6:
+        raise UsageError("--max-time must be in (0, 1e6] simulated seconds")
     hosts = topo.hosts()
     try:
         if args.policy:
@@ -52,7 +57,7 @@ def _run(args: argparse.Namespace) -> int:
             res = run_ina(topo, pol, args.values, window=args.window, timeout=args.timeout,
                           aggregators=args.aggregators, loss=args.loss, max_time=args.max_time,
                           scheme=args.scheme)
-    except (SimError, Ns3Missing) as e:
+    except (SimError, Ns3Missing, PlacementError) as e:
         raise UsageError(str(e)) from None
     if args.json:
         print(json.dumps(res.as_dict()))

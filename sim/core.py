@@ -133,7 +133,17 @@ def _row(v: Any, n: int, what: str) -> list[int]:
 
 
 def _check_policy(topo: Topology, policy: dict[str, Any]) -> dict[str, Any]:
-    """Normalise the policy dict (rows expanded; ids checked against the topology)."""
+    """Normalise the policy dict (rows expanded; ids checked against the topology);
+    :class:`SimError` for anything malformed."""
+    try:
+        return _check_policy_fields(topo, policy)
+    except SimError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise SimError(f"malformed policy: {e!r}") from None
+
+
+def _check_policy_fields(topo: Topology, policy: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(policy, dict):
         raise SimError("policy must be a JSON object")
     try:
