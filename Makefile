@@ -73,7 +73,7 @@ run-%: deps
 
 # make simulate: sync time vs workers at data-centre scale in ns-3 (sim/, docs/simulation.md).
 simulate: deps
-	$(PY) -m bench simulate $(ARGS)
+	$(PY) -m bench.sim_bench $(ARGS)
 
 test: deps
 	$(PY) -m pytest -q -ra
