@@ -36,11 +36,11 @@ class SimResult:
     workers: int
     values: int
     seconds: float | None  # slowest worker: first send -> whole sum back (None: unfinished)
-    bound_s: float  # line-rate bound of the busiest link (bytes the scheme must move)
+    bound_s: float  # line-rate bound: the busiest link's transmitted bytes at its rate
     bound_link: str
+    bound_bytes: int = 0
     retransmissions: int = 0
     counters: dict[str, int] = field(default_factory=dict)
-    events: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """A plain dict (JSON)."""
@@ -76,6 +76,7 @@ class Ns3Network:
         self.first_addr: dict[str, int] = {}
         self.devices: dict[tuple[str, str], Any] = {}
         self.rates: dict[tuple[str, str], float] = {}
+        self.tx_order: list[tuple[str, str]] = []
         self._em = []
         for link in topo.links():
             a, b = link.a, link.b
@@ -91,6 +92,8 @@ class Ns3Network:
                 self.first_addr.setdefault(u, int(ifs.GetAddress(j).Get()))
                 self.devices[(u, v)] = devs.Get(j)
                 self.rates[(u, v)] = link.capacity * 1e6
+                g.CountTx(devs.Get(j), len(self.tx_order))
+                self.tx_order.append((u, v))
                 if loss > 0:
                     em = ns.CreateObject[ns.RateErrorModel]()
                     em.SetAttribute("ErrorRate", ns.DoubleValue(loss))
@@ -106,6 +109,17 @@ class Ns3Network:
         dst = std.vector["uint32_t"]([self.first_addr.get(n, 0) for n in names])
         is_host = std.vector[int]([1 if topo.is_host(n) else 0 for n in names])
         g.InstallRoutes(self.nodes, adj_c, ifc_c, dst, is_host)
+
+    def busiest(self) -> tuple[float, str, int]:
+        """``(seconds, "u->v", bytes)``: the link whose transmitted bytes take longest at
+        its rate (read after a run, before ``Simulator.Destroy``)."""
+        best = (0.0, "-", 0)
+        for i, (u, v) in enumerate(self.tx_order):
+            b = int(self.g.TxBytes(i))
+            t = b * 8 / self.rates[(u, v)]
+            if t > best[0]:
+                best = (t, f"{u}->{v}", b)
+        return best
 
     def node(self, name: str) -> Any:
         """The ns-3 node of ``name``."""
@@ -176,15 +190,6 @@ def _check_policy_fields(topo: Topology, policy: dict[str, Any]) -> dict[str, An
             fanin[s] = [sum(1 for r in tags if r[f] == s) for f in range(nf)]
     return {"ps": ps, "workers": workers, "nf": nf, "tags": tags, "sd": sd_id,
             "fanin": fanin, "partial": partial}
-
-
-def _line_rate_bound(net: Ns3Network, load_bytes: dict[tuple[str, str], float]) -> tuple[float, str]:
-    best, where = 0.0, "-"
-    for (u, v), b in load_bytes.items():
-        t = b * 8 / net.rates[(u, v)]
-        if t > best:
-            best, where = t, f"{u}->{v}"
-    return best, where
 
 
 def _path(topo: Topology, a: str, b: str) -> list[str]:
@@ -280,28 +285,11 @@ def run_ina(topo: Topology, policy: dict[str, Any], values: int, *, window: int 
     counters = {k: int(getattr(st, k)) for k in (
         "retx", "ps_dups", "ps_accepted", "sw_aggregated", "sw_partials", "sw_passed_sd",
         "sw_passed_ps", "sw_dups", "sw_taken_over", "results_mc", "clears")}
-    # line-rate bound: what must reach the PS over its link (one packet per fragment from
-    # each direct worker, aggregating switch or s_d) and what leaves it
-    frame = payload + 8 + 20 + 2
-    ps_sw = next(iter(topo.ports(ps).values()))
-    into_ps = 0
-    for f in range(nf):
-        direct = sum(1 for r in pol["tags"] if r[f] == 0)
-        senders = {r[f] for r in pol["tags"] if r[f]}
-        to_ps = {s for s in senders if not (sd_id and s != sd_id
-                                            and pol["partial"].get(s, [0] * nf)[f] == sd_id)}
-        if sd_id and any(s != sd_id and pol["partial"].get(s, [0] * nf)[f] == sd_id
-                         for s in senders):
-            to_ps.add(sd_id)
-        into_ps += direct + len(to_ps)
-    clear_frame = INA_HDR + ETH_EXTRA + 8 + 20 + 2
-    n_clears = sum(len({r[f] for r in pol["tags"] if r[f] and r[f] != sd_id}) for f in range(nf))
-    out_ps = nf * (1 if sd_id else len(workers)) * frame + n_clears * clear_frame
-    bound, where = _line_rate_bound(net, {(ps_sw, ps): into_ps * frame, (ps, ps_sw): out_ps})
+    bound, where, nbytes = net.busiest()
     name = scheme or ("ina" if sd_id else "ps")
     secs = None if any(d is None for d in done) else max(done)
-    res = SimResult(name, len(workers), values, secs, bound, where, counters["retx"], counters,
-                    int(ns.Simulator.GetEventCount()) if hasattr(ns.Simulator, "GetEventCount") else 0)
+    res = SimResult(name, len(workers), values, secs, bound, where, nbytes, counters["retx"],
+                    counters)
     ns.Simulator.Destroy()
     return res
 
@@ -344,13 +332,8 @@ def run_ring(topo: Topology, peers: list[str], values: int, *, pieces: int = 4,
         apps.append(a)
     _stop_at(ns, max_time)
     done = [a.done_s - a.start_s if a.done_s >= 0 else None for a in apps]
-    # bound: every peer sends 2(N-1)/N of the gradient over its own link, in TCP segments
-    # of 1448 bytes that cost 1514 on an Ethernet link
-    most = max(sum(units(i)) for i in range(n)) * 1514 / 1448
-    first = peers[0]
-    sw = next(iter(topo.ports(first).values()))
-    bound, where = _line_rate_bound(net, {(first, sw): most})
+    bound, where, nbytes = net.busiest()
     secs = None if any(d is None for d in done) else max(done)
-    res = SimResult("ring", n, values, secs, bound, where)
+    res = SimResult("ring", n, values, secs, bound, where, nbytes)
     ns.Simulator.Destroy()
     return res

@@ -472,6 +472,17 @@ Ps* AddPs(Ptr<Node> n, double at) { return Add<Ps>(n, at); }
 Switch* AddSwitch(Ptr<Node> n, double at) { return Add<Switch>(n, at); }
 RingPeer* AddRingPeer(Ptr<Node> n, double at) { return Add<RingPeer>(n, at); }
 
+// Bytes each device put on its link (frames, PPP header included), as the emulator's
+// interface counters: the busiest link's bytes at its rate is the line-rate bound.
+static std::vector<uint64_t> g_tx;
+static void OnTx(uint32_t idx, Ptr<const Packet> p) { g_tx[idx] += p->GetSize(); }
+void CountTx(Ptr<NetDevice> dev, uint32_t idx) {
+  if (g_tx.size() <= idx) g_tx.resize(idx + 1, 0);
+  g_tx[idx] = 0;
+  dev->TraceConnectWithoutContext("PhyTxEnd", MakeBoundCallback(&OnTx, idx));
+}
+uint64_t TxBytes(uint32_t idx) { return idx < g_tx.size() ? g_tx[idx] : 0; }
+
 Stats GetStats() { return g_stats; }
 void ResetStats(uint32_t workers) { g_stats = Stats(); g_sets.Reset(workers); }
 
