@@ -10,7 +10,7 @@ P4_TEST_PROGRAMS := $(wildcard tests/p4/*.p4)
 APT_PACKAGES := mininet iproute2 ethtool iputils-ping procps tcpdump libpcap0.8 openssl
 export TARGET
 
-.PHONY: all deps apt venv p4rt-shell run compare compare-full compare-sync test bench p4 p4-gen lint clean help run-%
+.PHONY: all deps apt venv p4rt-shell run compare compare-full compare-sync simulate test bench p4 p4-gen lint clean help run-%
 all: help
 
 help:
@@ -21,6 +21,7 @@ help:
 	@echo "make compare-sync  every gradient-sync scheme on one gradient, once: one table, one plot"
 	@echo "make run-MODE one technique's experiment: run-ndn, run-differentiated, run-bcube, run-token (ARGS=...)"
 	@echo "             shared options (--workers --bw --loss --seed --max-time --target --out-dir): \"common options\" of --help"
+	@echo "make simulate the sync-time scale table in ns-3: PS, ring, INA on fat-trees (ARGS=...)"
 	@echo "make test     run the test suite"
 	@echo "make bench    run the benchmarks (tables and ratios)"
 	@echo "make p4       make p4-gen, then recompile p4src/*.p4 and tests/p4/*.p4 with p4c into build/"
@@ -46,7 +47,7 @@ venv: $(VENV)/.stamp
 $(VENV)/.stamp: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,train]'
+	$(PY) -m pip install -q -e '.[test,train,sim]'
 	@touch $@
 
 run: deps
@@ -69,6 +70,10 @@ compare-sync: deps
 # (ARGS="..." passes its options, e.g. make run-bcube ARGS="--n 2 --k 3").
 run-%: deps
 	$(PY) -m experiments --mode $* $(ARGS)
+
+# make simulate: sync time vs workers at data-centre scale in ns-3 (sim/, docs/simulation.md).
+simulate: deps
+	$(PY) -m bench.sim_bench $(ARGS)
 
 test: deps
 	$(PY) -m pytest -q -ra

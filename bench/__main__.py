@@ -1,7 +1,7 @@
 """``make bench``: every benchmark, one after the other (tables and ratios).
 
     python -m bench [placement] [target] [ina] [ina_scale] [ina_bfp] [ndn] [differentiated] [bcube] [token] [train] [ddp]
-                    [fuzz] [fuzz-config] [fuzz-p4rt] [loss]
+                    [fuzz] [fuzz-config] [fuzz-p4rt] [loss] [simulate]
 
 With no names, runs all of them. Each is also runnable alone:
 ``python -m bench.placement_bench``, ``python -m bench.target_bench``,
@@ -30,6 +30,7 @@ BENCHES = {
     "fuzz-config": "bench.config_fuzz_bench",
     "fuzz-p4rt": "bench.p4rt_fuzz",
     "loss": "bench.loss_bench",
+    "simulate": "bench.sim_bench",
 }
 
 

@@ -450,7 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
 # ``gradctl train``, the time-to-accuracy harness: an experiment, named here as a string so
 # the control plane never imports it.
 TECHNIQUE_CLIS = ["controller.ina.cli", "controller.net_cli", "controller.ndn.cli", "controller.qos.cli", "controller.bcube.cli",
-                  "controller.token.cli", "experiments.train"]
+                  "controller.token.cli", "experiments.train", "sim.cli"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

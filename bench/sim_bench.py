@@ -1,0 +1,140 @@
+"""ns-3 at data-centre scale (docs/simulation.md): sync time vs workers, and the simulator
+against the emulator.
+
+1. Scale table (default): PS, ring all-reduce and INA with 16 -> 1,023 workers on the
+   smallest fat-tree holding them (up to k=16, all links ``--gbps``), one gradient of
+   ``--values`` values; each row with its line-rate bound.
+2. ``--validate``: ``make compare-sync``'s PS, INA and ring on the emulator (needs root)
+   at each of ``--validate-bw`` Mbit/s, then the same inputs in ns-3; one table with both
+   sync times and the error. ``--validate-summary FILE`` compares an existing
+   ``summary.json`` instead of running the emulator.
+
+    python -m bench.sim_bench [--workers 16,64,256,1023] [--gbps 100] [--values 32768]
+                              [--budget 4] [--schemes ps,ring,ina]
+                              [--validate [--validate-bw 2,5,10] | --validate-summary FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from rich.table import Table
+
+from controller.output import TableConsole
+
+console = TableConsole()
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _us(s: float | None) -> str:
+    return "unfinished" if s is None else f"{s * 1e3:,.3f}"
+
+
+def _sync(s: float | None, max_time: float) -> str:
+    return f"unfinished at {max_time:g} s" if s is None else f"{s * 1e3:,.3f}"
+
+
+def scale(args: argparse.Namespace) -> int:
+    """The scale table."""
+    from sim.scale import scale_rows
+
+    t = Table(title=f"ns-3: one gradient of {args.values:,} values ({4 * args.values // 1024} "
+                    f"KiB), fat-tree links at {args.gbps:g} Gbit/s, INA K={args.budget}, "
+                    f"window {args.window}, RTO {args.timeout:g} s, at most {args.max_time:g} "
+                    f"simulated s")
+    for c in ("k", "workers", "scheme", "sync ms", "bound ms", "sync/bound", "retx",
+              "wall s", "notes"):
+        t.add_column(c, justify="right" if c not in ("scheme", "notes") else "left")
+    schemes = tuple(s for s in args.schemes.split(",") if s)
+    for n in (int(x) for x in args.workers.split(",")):
+        for r in scale_rows(n, schemes, args.gbps, args.values, args.budget, args.window,
+                            args.timeout, max_time=args.max_time):
+            ratio = "-" if r.seconds is None else f"{r.seconds / r.bound_s:.2f}"
+            t.add_row(str(r.k), str(r.workers), r.scheme, _sync(r.seconds, args.max_time),
+                      _us(r.bound_s),
+                      ratio, str(r.retransmissions), f"{r.wall_s:.1f}", r.note)
+            console.print(f"[dim]{r.scheme} {r.workers} workers k={r.k}: {_us(r.seconds)} ms "
+                          f"(bound {_us(r.bound_s)} ms), wall {r.wall_s:.1f} s[/dim]")
+    console.print(t)
+    return 0
+
+
+def validate(args: argparse.Namespace) -> int:
+    """The validation table: emulator vs ns-3."""
+    from sim.validate import validate_summary
+
+    summaries = []
+    if args.validate_summary:
+        summaries.append(json.loads(Path(args.validate_summary).read_text()))
+    else:
+        if os.geteuid() != 0:
+            print("--validate runs the emulator: needs root", file=sys.stderr)
+            return 2
+        for bw in args.validate_bw.split(","):
+            out = Path(tempfile.mkdtemp(prefix="gradnet-sim-validate-"))
+            subprocess.run([sys.executable, "-m", "experiments", "--mode", "compare",
+                            "--schemes", "ps,ina,ring", "--workers", str(args.validate_workers),
+                            "--values", str(args.validate_values), "--bw", bw,
+                            "--out-dir", str(out)], cwd=ROOT, check=True, capture_output=True)
+            summaries.append(json.loads(next(out.glob("compare-*/summary.json")).read_text()))
+    t = Table(title="ns-3 vs the emulator (make compare-sync's fat-tree k=4, fabric x4)")
+    for c in ("Mbit/s", "workers", "values", "scheme", "emulator s", "ns-3 s", "error",
+              "emulator bound s", "ns-3 bound s", "emulator / bound"):
+        t.add_column(c, justify="left" if c == "scheme" else "right")
+    worst = 0.0  # over the rows where the emulator is link-bound (within 10 % of its bound)
+    for s in summaries:
+        for r in validate_summary(s):
+            err = r.error
+            if r.emulator_s and r.emulator_bound_s and r.emulator_s <= 1.1 * r.emulator_bound_s:
+                worst = max(worst, abs(err) if err is not None else 1.0)
+            t.add_row(f"{s['bw_mbit']:g}", str(s["workers"]), f"{s['values']:,}", r.scheme,
+                      f"{r.emulator_s:.3f}" if r.emulator_s else "-",
+                      f"{r.sim_s:.3f}" if r.sim_s is not None else "-",
+                      f"{100 * err:+.1f} %" if err is not None else "-",
+                      f"{r.emulator_bound_s:.3f}" if r.emulator_bound_s else "-",
+                      f"{r.sim_bound_s:.3f}",
+                      f"{r.emulator_s / r.emulator_bound_s:.2f}"
+                      if r.emulator_s and r.emulator_bound_s else "-")
+    console.print(t)
+    console.print(f"largest |error| where the emulator is link-bound (emulator / bound <= 1.1): "
+                  f"{100 * worst:.1f} %")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry."""
+    p = argparse.ArgumentParser(prog="python -m bench simulate", description=__doc__.splitlines()[0])
+    p.add_argument("--workers", default="16,64,256,1023", help="worker counts (scale table)")
+    p.add_argument("--gbps", type=float, default=100.0, help="link rate, Gbit/s (default 100)")
+    p.add_argument("--values", type=int, default=32768, help="gradient length (default 32768)")
+    p.add_argument("--budget", type=int, default=4, help="INA: aggregating switches K")
+    p.add_argument("--window", type=int, default=32, help="agents' window (default 32)")
+    p.add_argument("--timeout", type=float, default=1.0, help="agents' first RTO s (default 1)")
+    p.add_argument("--schemes", default="ps,ring,ina")
+    p.add_argument("--max-time", type=float, default=5.0,
+                   help="simulated seconds a run may take (default 5: an incast collapse "
+                        "shows as unfinished instead of minutes of retransmissions)")
+    p.add_argument("--validate", action="store_true", help="the validation table instead")
+    p.add_argument("--validate-bw", default="2,5,10")
+    p.add_argument("--validate-workers", type=int, default=4)
+    p.add_argument("--validate-values", type=int, default=16384)
+    p.add_argument("--validate-summary", help="an emulator compare summary.json to compare")
+    args = p.parse_args(argv)
+    from sim.ns3env import Ns3Missing, available
+
+    if not available():
+        print(f"simulate: skipped: {Ns3Missing.__doc__} pip install -e '.[sim]'")
+        return 0
+    if args.validate or args.validate_summary:
+        return validate(args)
+    return scale(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

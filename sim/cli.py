@@ -1,0 +1,93 @@
+"""``gradctl simulate``: one gradient synchronization of PS, ring or INA in ns-3.
+
+    gradctl simulate TOPO --scheme ps|ina|ring [--ps H] [--workers N | --policy FILE]
+                     [--values V] [--budget K] [--capacity C] [--window W] [--timeout S]
+                     [--aggregators A] [--loss P] [--json]
+
+The inputs are the emulator's: TOPO (spec or file, link rates in Mbit/s), the placement and
+routing policy ``gradctl place``/``gradctl ina deploy`` compute (``--policy FILE``: the JSON
+the agents read; else planned here with ``--budget``/``--capacity``), the agents' window and
+retransmission timeout. Needs the optional ns-3 dependency (``pip install -e '.[sim]'``).
+See docs/simulation.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+
+def _run(args: argparse.Namespace) -> int:
+    from controller.cli import UsageError, parse_topology
+    from controller.placement import PlacementError
+
+    from .core import SimError, run_ina, run_ring
+    from .ns3env import Ns3Missing
+    from .plan import policy_dict
+
+    topo = parse_topology(args.topology)
+    if args.values < 1 or args.window < 1 or args.aggregators < 1 or args.timeout <= 0:
+        raise UsageError("--values, --window and --aggregators must be >= 1, --timeout > 0")
+    if not 0 < args.max_time <= 1e6:
+        raise UsageError("--max-time must be in (0, 1e6] simulated seconds")
+    hosts = topo.hosts()
+    try:
+        if args.policy:
+            try:
+                pol = json.loads(Path(args.policy).read_text())
+            except (OSError, ValueError) as e:
+                raise UsageError(f"cannot read policy {args.policy!r}: {e}") from None
+        ps = args.ps or hosts[0]
+        if ps not in hosts:
+            raise UsageError(f"--ps {ps!r} is not a host of the topology")
+        others = [h for h in hosts if h != ps]
+        n = args.workers or len(others)
+        if not 2 <= n <= len(others):
+            raise UsageError(f"--workers must be in 2..{len(others)} here, got {n}")
+        workers = others[:n]
+        if args.scheme == "ring":
+            res = run_ring(topo, [ps, *workers][:n], args.values, loss=args.loss,
+                           max_time=args.max_time)
+        else:
+            if not args.policy:
+                pol = policy_dict(topo, ps, workers, args.budget, args.capacity, args.values,
+                                  aggregate=args.scheme == "ina")
+            res = run_ina(topo, pol, args.values, window=args.window, timeout=args.timeout,
+                          aggregators=args.aggregators, loss=args.loss, max_time=args.max_time,
+                          scheme=args.scheme)
+    except (SimError, Ns3Missing, PlacementError) as e:
+        raise UsageError(str(e)) from None
+    if args.json:
+        print(json.dumps(res.as_dict()))
+    else:
+        secs = "unfinished" if res.seconds is None else f"{res.seconds:.4f} s"
+        print(f"{res.scheme}: {res.workers} contributors x {res.values:,} values: sync {secs}, "
+              f"line-rate bound {res.bound_s:.4f} s ({res.bound_link}), "
+              f"retransmissions {res.retransmissions}")
+        if res.counters:
+            print("  " + ", ".join(f"{k} {v}" for k, v in res.counters.items()))
+    return 0
+
+
+def register(sub: Any, topo_help: str) -> None:
+    """Add ``gradctl simulate`` to gradctl's subcommands."""
+    p = sub.add_parser("simulate", help="one gradient sync (PS, ring, INA) in ns-3",
+                       description=__doc__.splitlines()[0])
+    p.add_argument("topology", metavar="TOPO", help=topo_help)
+    p.add_argument("--scheme", choices=("ps", "ina", "ring"), default="ina")
+    p.add_argument("--ps", help="the PS host (default: the first host; ring: the first peer)")
+    p.add_argument("--workers", type=int, help="workers N (default: every other host)")
+    p.add_argument("--policy", help="routing-policy JSON (docs/ina_policy.md) instead of planning")
+    p.add_argument("--values", type=int, default=32768, help="gradient length (default 32768)")
+    p.add_argument("--budget", type=int, default=2, help="INA: aggregating switches K (default 2)")
+    p.add_argument("--capacity", type=float, default=1000.0,
+                   help="INA: switch capacity for the placement, Mbit/s (default 1000)")
+    p.add_argument("--window", type=int, default=32, help="outstanding fragments (default 32)")
+    p.add_argument("--timeout", type=float, default=1.0, help="first retransmission timeout s")
+    p.add_argument("--aggregators", type=int, default=1024, help="aggregator slots a switch")
+    p.add_argument("--loss", type=float, default=0.0, help="packet loss rate on every link")
+    p.add_argument("--max-time", type=float, default=300.0, help="simulated seconds at most")
+    p.add_argument("--json", action="store_true", help="one JSON line")
+    p.set_defaults(func=_run)

@@ -1,0 +1,339 @@
+"""Build a gradnet topology in ns-3 and run one gradient synchronization on it.
+
+Inputs are the emulator's: a :class:`topologies.Topology` (spec or file; link capacities in
+Mbit/s), the routing-policy dict the agents read (``InaJob.policy_dict()``, docs/ina_policy.md;
+a PS baseline has ``tags = 0`` and ``sd = null``), the gradient size, the agents' window and
+retransmission timeout. Per-packet work is C++ (sim/model.cc); Python only builds and reads.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from topologies import Topology
+
+from .ns3env import load
+
+INA_VALUES = 64  # hosts/packets.py: values per INA packet
+INA_HDR = 20
+#: Ethernet header bytes the emulator's frames carry and ns-3's point-to-point frames (2-byte
+#: PPP header) do not: added to every INA payload so a packet costs a link what it costs there.
+ETH_EXTRA = 12
+RING_PORT = 41000
+
+
+class SimError(ValueError):
+    """Bad simulation input (reported as one line by the CLI)."""
+
+
+@dataclass
+class SimResult:
+    """One simulated synchronization."""
+
+    scheme: str
+    workers: int
+    values: int
+    seconds: float | None  # slowest worker: first send -> whole sum back (None: unfinished)
+    bound_s: float  # line-rate bound: the busiest link's transmitted bytes at its rate
+    bound_link: str
+    bound_bytes: int = 0
+    retransmissions: int = 0
+    counters: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A plain dict (JSON)."""
+        return asdict(self)
+
+
+class Ns3Network:
+    """``topo`` as ns-3 nodes and point-to-point links, static shortest-path host routes."""
+
+    def __init__(self, topo: Topology, loss: float = 0.0, delay_us: float = 1.0,
+                 queue_packets: int = 1000) -> None:
+        if not 0.0 <= loss < 1.0:
+            raise SimError(f"loss must be in [0, 1), got {loss}")
+        ns, g = load()
+        self.ns, self.g, self.topo = ns, g, topo
+        ns.Simulator.Destroy()
+        ns.Config.SetDefault("ns3::TcpSocket::SegmentSize", ns.UintegerValue(1448))
+        ns.Config.SetDefault("ns3::TcpSocket::SndBufSize", ns.UintegerValue(4 << 20))
+        ns.Config.SetDefault("ns3::TcpSocket::RcvBufSize", ns.UintegerValue(4 << 20))
+        names = [*topo.hosts(), *topo.switches()]
+        self.index = {n: i for i, n in enumerate(names)}
+        self.names = names
+        self.nodes = ns.NodeContainer()
+        self.nodes.Create(len(names))
+        ns.InternetStackHelper().Install(self.nodes)
+        addr = ns.Ipv4AddressHelper()
+        addr.SetBase(ns.Ipv4Address("10.0.0.0"), ns.Ipv4Mask("255.255.255.252"))
+        p2p = ns.PointToPointHelper()
+        p2p.SetChannelAttribute("Delay", ns.StringValue(f"{delay_us}us"))
+        p2p.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize", ns.StringValue(f"{queue_packets}p"))
+        adj: list[list[int]] = [[] for _ in names]
+        ifc: list[list[int]] = [[] for _ in names]
+        self.first_addr: dict[str, int] = {}
+        self.devices: dict[tuple[str, str], Any] = {}
+        self.rates: dict[tuple[str, str], float] = {}
+        self.tx_order: list[tuple[str, str]] = []
+        self._em = []
+        for link in topo.links():
+            a, b = link.a, link.b
+            p2p.SetDeviceAttribute("DataRate", ns.StringValue(f"{link.capacity * 1e6:.0f}bps"))
+            devs = p2p.Install(self.nodes.Get(self.index[a]), self.nodes.Get(self.index[b]))
+            ifs = addr.Assign(devs)
+            addr.NewNetwork()
+            for j, (u, v) in enumerate(((a, b), (b, a))):
+                ip4 = self.nodes.Get(self.index[u]).GetObject[ns.Ipv4]()
+                k = ip4.GetInterfaceForDevice(devs.Get(j))
+                adj[self.index[u]].append(self.index[v])
+                ifc[self.index[u]].append(int(k))
+                self.first_addr.setdefault(u, int(ifs.GetAddress(j).Get()))
+                self.devices[(u, v)] = devs.Get(j)
+                self.rates[(u, v)] = link.capacity * 1e6
+                g.CountTx(devs.Get(j), len(self.tx_order))
+                self.tx_order.append((u, v))
+                if loss > 0:
+                    em = ns.CreateObject[ns.RateErrorModel]()
+                    em.SetAttribute("ErrorRate", ns.DoubleValue(loss))
+                    em.SetAttribute("ErrorUnit", ns.StringValue("ERROR_UNIT_PACKET"))
+                    devs.Get(j).SetAttribute("ReceiveErrorModel", ns.PointerValue(em))
+                    self._em.append(em)
+        std = __import__("cppyy").gbl.std
+        vv = std.vector[std.vector[int]]
+        adj_c, ifc_c = vv(), vv()
+        for u in range(len(names)):
+            adj_c.push_back(std.vector[int](adj[u]))
+            ifc_c.push_back(std.vector[int](ifc[u]))
+        dst = std.vector["uint32_t"]([self.first_addr.get(n, 0) for n in names])
+        is_host = std.vector[int]([1 if topo.is_host(n) else 0 for n in names])
+        g.InstallRoutes(self.nodes, adj_c, ifc_c, dst, is_host)
+
+    def busiest(self) -> tuple[float, str, int]:
+        """``(seconds, "u->v", bytes)``: the link whose transmitted bytes take longest at
+        its rate (read after a run, before ``Simulator.Destroy``)."""
+        best = (0.0, "-", 0)
+        for i, (u, v) in enumerate(self.tx_order):
+            b = int(self.g.TxBytes(i))
+            t = b * 8 / self.rates[(u, v)]
+            if t > best[0]:
+                best = (t, f"{u}->{v}", b)
+        return best
+
+    def node(self, name: str) -> Any:
+        """The ns-3 node of ``name``."""
+        return self.nodes.Get(self.index[name])
+
+    def ip(self, name: str) -> Any:
+        """The address ``name`` answers at (hosts: their NIC; switches: their switch IP)."""
+        return self.ns.Ipv4Address(self.first_addr[name])
+
+
+# ----------------------------------------------------------------------------- policy -> model
+def _host_by_ip(topo: Topology, ip: str) -> str:
+    try:
+        return topo.host_by_ip(ip)[0]
+    except Exception as e:
+        raise SimError(f"policy address {ip!r} is no host of the topology") from e
+
+
+def _row(v: Any, n: int, what: str) -> list[int]:
+    if isinstance(v, int):
+        return [v] * n
+    if not isinstance(v, list) or len(v) != n or not all(isinstance(x, int) for x in v):
+        raise SimError(f"policy {what}: expected {n} integers")
+    return v
+
+
+def _check_policy(topo: Topology, policy: dict[str, Any]) -> dict[str, Any]:
+    """Normalise the policy dict (rows expanded; ids checked against the topology);
+    :class:`SimError` for anything malformed."""
+    try:
+        return _check_policy_fields(topo, policy)
+    except SimError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise SimError(f"malformed policy: {e!r}") from None
+
+
+def _check_policy_fields(topo: Topology, policy: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(policy, dict):
+        raise SimError("policy must be a JSON object")
+    try:
+        ps = _host_by_ip(topo, policy["ps"])
+        workers = [_host_by_ip(topo, w) for w in policy["workers"]]
+        nf = int(policy["num_fragments"])
+    except (KeyError, TypeError) as e:
+        raise SimError(f"policy lacks or mistypes {e}") from None
+    if nf < 1 or not workers:
+        raise SimError("policy needs workers and num_fragments >= 1")
+    tags_in = policy.get("tags", 0)
+    tags = [_row(tags_in if isinstance(tags_in, int) else r, nf, "tags")
+            for r in (tags_in if isinstance(tags_in, list) else [tags_in] * len(workers))]
+    if len(tags) != len(workers):
+        raise SimError("policy tags: one row per worker")
+    sd = policy.get("sd")
+    sd_id = int(sd["id"]) if sd else 0
+    ids = {t for r in tags for t in r if t} | ({sd_id} if sd_id else set())
+    for t in ids:
+        try:
+            topo.switch_by_id(t)
+        except Exception as e:
+            raise SimError(f"policy names switch id {t}, which the topology lacks") from e
+    fan_raw = policy.get("fanin", {}) or {}
+    fanin: dict[int, list[int]] = {int(k): _row(v, nf, "fanin") for k, v in fan_raw.items()}
+    partial = {int(k): _row(v, nf, "partial_tags")
+               for k, v in (policy.get("partial_tags") or {}).items()}
+    for s in ids:  # missing fan-in: the count of workers tagging (s, f) (docs/ina_policy.md)
+        if s not in fanin:
+            fanin[s] = [sum(1 for r in tags if r[f] == s) for f in range(nf)]
+    return {"ps": ps, "workers": workers, "nf": nf, "tags": tags, "sd": sd_id,
+            "fanin": fanin, "partial": partial}
+
+
+def _path(topo: Topology, a: str, b: str) -> list[str]:
+    import networkx as nx
+    return nx.shortest_path(topo.graph, a, b)
+
+
+def _stop_at(ns: Any, seconds: float) -> None:
+    ns.Simulator.Stop(ns.Seconds(seconds))
+    ns.Simulator.Run()
+
+
+def run_ina(topo: Topology, policy: dict[str, Any], values: int, *, window: int = 32,
+            timeout: float = 1.0, max_backoff: float = 1.0, aggregators: int = 1024,
+            aging_s: float = 1.0, loss: float = 0.0, max_time: float = 300.0,
+            scheme: str | None = None) -> SimResult:
+    """PS (policy without ``sd``) or INA (the placement's policy) over UDP, one gradient."""
+    pol = _check_policy(topo, policy)
+    nf, workers, ps = pol["nf"], pol["workers"], pol["ps"]
+    if math.ceil(values / INA_VALUES) != nf:
+        raise SimError(f"{values} values make {math.ceil(values / INA_VALUES)} fragments; "
+                       f"the policy has {nf}")
+    if window < 1 or timeout <= 0 or aggregators < 1:
+        raise SimError("window and aggregators must be >= 1, timeout > 0")
+    net = Ns3Network(topo, loss=loss)
+    ns, g = net.ns, net.g
+    g.ResetStats(len(workers))
+    payload = INA_HDR + 4 * INA_VALUES + ETH_EXTRA
+    sd_id = pol["sd"]
+    used_ids = sorted({t for r in pol["tags"] for t in r if t} | ({sd_id} if sd_id else set()))
+    sw_of = {i: topo.switch_by_id(i) for i in used_ids}
+
+    # switches: the aggregating ones and every switch of the RESULT tree
+    tree_children: dict[str, list[str]] = {}
+    if sd_id:
+        sd = sw_of[sd_id]
+        for w in workers:  # shortest-path tree from s_d to every worker (one copy per link)
+            p = _path(topo, sd, w)
+            for u, v in zip(p, p[1:], strict=False):
+                if v not in tree_children.setdefault(u, []):
+                    tree_children[u].append(v)
+    models: dict[str, Any] = {}
+    for s in sorted(set(sw_of.values()) | set(tree_children)):
+        m = g.AddSwitch(net.node(s), 0.0)
+        m.id = topo.device_id(s)
+        m.sd_id = sd_id
+        m.aggregating = s in sw_of.values()
+        m.slots, m.payload, m.aging_s = aggregators, payload, aging_s
+        m.ps_ip = net.ip(ps)
+        if sd_id:
+            m.sd_ip = net.ip(sw_of[sd_id])
+        for c in tree_children.get(s, []):
+            m.tree_children.push_back(net.ip(c))
+        models[s] = m
+    psapp = g.AddPs(net.node(ps), 0.0)
+    psapp.workers, psapp.frags, psapp.payload = len(workers), nf, payload
+    psapp.clear_size = INA_HDR + ETH_EXTRA
+    psapp.has_sd = bool(sd_id)
+    if sd_id:
+        psapp.sd_id, psapp.sd_ip = sd_id, net.ip(sw_of[sd_id])
+        psapp.sd_model = models[sw_of[sd_id]]
+    for w in workers:
+        psapp.worker_ip.push_back(net.ip(w))
+    for i, s in sw_of.items():
+        psapp.sw_ip[i] = net.ip(s)
+    std = __import__("cppyy").gbl.std
+    for f in range(nf):
+        row = std.vector["uint16_t"](sorted({r[f] for r in pol["tags"] if r[f] and r[f] != sd_id}))
+        psapp.clear_to.push_back(row)
+    apps = []
+    for rank, w in enumerate(workers):
+        a = g.AddWorker(net.node(w), 0.001)
+        a.rank, a.frags, a.window, a.payload = rank, nf, window, payload
+        a.timeout, a.max_backoff = timeout, max(max_backoff, timeout)
+        a.ps = net.ip(ps)
+        tags = pol["tags"][rank]
+        fan, via, sdf = [], [], []
+        for f, t in enumerate(tags):
+            fan.append(pol["fanin"].get(t, [0] * nf)[f] if t else 0)
+            v = 1 if t and sd_id and t != sd_id and pol["partial"].get(t, [0] * nf)[f] == sd_id else 0
+            via.append(v)
+            sdf.append(pol["fanin"].get(sd_id, [0] * nf)[f] if v else 0)
+        a.tag = std.vector["uint16_t"](tags)
+        a.fanin = std.vector["uint16_t"](fan)
+        a.via_sd = std.vector["uint8_t"](via)
+        a.sd_fanin = std.vector["uint16_t"](sdf)
+        for i, s in sw_of.items():
+            a.sw_ip[i] = net.ip(s)
+        apps.append(a)
+    _stop_at(ns, max_time)
+    done = [a.done_s - a.start_s if a.done_s >= 0 else None for a in apps]
+    st = g.GetStats()
+    counters = {k: int(getattr(st, k)) for k in (
+        "retx", "ps_dups", "ps_accepted", "sw_aggregated", "sw_partials", "sw_passed_sd",
+        "sw_passed_ps", "sw_dups", "sw_taken_over", "results_mc", "clears")}
+    bound, where, nbytes = net.busiest()
+    name = scheme or ("ina" if sd_id else "ps")
+    secs = None if any(d is None for d in done) else max(done)
+    res = SimResult(name, len(workers), values, secs, bound, where, nbytes, counters["retx"],
+                    counters)
+    ns.Simulator.Destroy()
+    return res
+
+
+def _cut(a: int, b: int, parts: int) -> list[tuple[int, int]]:
+    """hosts/bml/schedule.py:cut: ``[a, b)`` in ``parts`` ranges differing by at most one."""
+    bounds = [a + (b - a) * d // parts for d in range(parts + 1)]
+    return [(bounds[d], bounds[d + 1]) for d in range(parts)]
+
+
+def run_ring(topo: Topology, peers: list[str], values: int, *, pieces: int = 4,
+             loss: float = 0.0, max_time: float = 300.0) -> SimResult:
+    """Ring all-reduce of ``values`` int32 values among ``peers`` over ns-3 TCP, every chunk
+    in ``pieces`` pieces (hosts/bml/baselines.py:ring)."""
+    n = len(peers)
+    if n < 2:
+        raise SimError("a ring needs at least 2 peers")
+    if not 1 <= pieces <= 255 or values < n * pieces:
+        raise SimError("pieces must be in 1..255 and values >= peers * pieces")
+    net = Ns3Network(topo, loss=loss)
+    ns, g = net.ns, net.g
+    std = __import__("cppyy").gbl.std
+    parts = [_cut(a, b, pieces) for a, b in _cut(0, values, n)]
+    steps = 2 * (n - 1)
+
+    def sent_chunk(me: int, u: int) -> int:
+        return (me - u) % n if u < n - 1 else (me + 1 - (u - n + 1)) % n
+
+    def units(me: int) -> list[int]:
+        return [4 * (b - a) for u in range(steps) for a, b in parts[sent_chunk(me, u)]]
+
+    apps = []
+    for i, p in enumerate(peers):
+        a = g.AddRingPeer(net.node(p), 0.0)
+        a.pieces, a.steps = pieces, steps
+        a.sent = std.vector["uint32_t"](units(i))
+        a.got = std.vector["uint32_t"](units((i - 1) % n))
+        a.right = net.ip(peers[(i + 1) % n])
+        a.port = RING_PORT
+        apps.append(a)
+    _stop_at(ns, max_time)
+    done = [a.done_s - a.start_s if a.done_s >= 0 else None for a in apps]
+    bound, where, nbytes = net.busiest()
+    secs = None if any(d is None for d in done) else max(done)
+    res = SimResult("ring", n, values, secs, bound, where, nbytes)
+    ns.Simulator.Destroy()
+    return res
