@@ -1,6 +1,6 @@
 """``make bench``: every benchmark, one after the other (tables and ratios).
 
-    python -m bench [placement] [target] [ina] [ndn] [differentiated] [bcube] [token] [train] [ddp]
+    python -m bench [placement] [target] [ina] [ndn] [differentiated] [differentiated-ablation] [bcube] [token] [train] [ddp]
                     [fuzz] [fuzz-config] [fuzz-p4rt] [loss]
 
 With no names, runs all of them. Each is also runnable alone:
@@ -20,6 +20,7 @@ BENCHES = {
     "ina": "bench.ina_bench",
     "ndn": "bench.ndn_bench",
     "differentiated": "bench.differentiated_bench",
+    "differentiated-ablation": "bench.differentiated_ablation",
     "bcube": "bench.bcube_bench",
     "token": "bench.token_bench",
     "train": "bench.train_bench",
