@@ -107,7 +107,7 @@ def _f(iv: Interval, spec: str = ".3f", scale: float = 1.0) -> str:
         return "-"
     if iv.n == 1:
         return f"{iv.mean * scale:{spec}} (n=1)"
-    return f"{iv.mean * scale:{spec}} ± {iv.half_width * scale:{spec}}"
+    return f"{iv.mean * scale:{spec}} ± {iv.half_width * scale:{spec.lstrip('+')}}"
 
 
 def summarize(runs: dict[str, dict[int, TransportRun]], port_rate: float) -> list[dict[str, Any]]:
