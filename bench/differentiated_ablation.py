@@ -139,10 +139,12 @@ def summarize(runs: dict[str, dict[int, TransportRun]], port_rate: float) -> lis
 def print_table(rows: list[dict[str, Any]], args: argparse.Namespace, seeds: list[int]) -> Table:
     """The ablation table (mean ± 95 % CI over the seeds)."""
     mbit = args.port_rate * FRAME * 8 / 1e6
+    bottleneck = (f"a byte rate of {mbit:.2f} Mbit/s shared by 8 strict-priority queues (a packet costs its "
+                  "length)" if args.byte_rate else f"{args.port_rate:g} pkt/s shared by 8 strict-priority "
+                  f"queues (= {mbit:.2f} Mbit/s in {FRAME}-byte frames)")
     t = Table(title=f"differentiated ablation: {args.workers} workers, digits CNN, {args.epochs} epochs, "
                     f"batch 32, lr 0.5, PS clip {args.clip:g}; seeds {seeds[0]}-{seeds[-1]} (mean ± 95 % CI, "
-                    f"ratio and gap paired by seed); bottleneck {args.port_rate:g} pkt/s shared by 8 "
-                    f"strict-priority queues (= {mbit:.2f} Mbit/s in {FRAME}-byte frames); quantile "
+                    f"ratio and gap paired by seed); bottleneck {bottleneck}; quantile "
                     f"{args.quantile:g}, adaptive share {args.share:g}; floor: lowest test accuracy of "
                     f"any seed after epoch {FLOOR_AFTER_EPOCH}")
     for col in ("variant", "runs ok", "reliable share", "sync s/iter", "bound s/iter", "÷ all-reliable",
@@ -168,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=int, default=5, help="epochs per run (default 5)")
     p.add_argument("--max-steps", type=int, default=0, help="cap on steps per epoch (0: none)")
     p.add_argument("--port-rate", type=float, default=300.0, help="bottleneck, packets/s (default 300)")
+    p.add_argument("--byte-rate", type=float, default=0.0, metavar="MBIT",
+                   help="bottleneck as a byte rate of MBIT Mbit/s shared by the queues (a packet costs "
+                        "its length) instead of --port-rate packets/s (embedded target)")
     p.add_argument("--quantile", type=float, default=0.5, help="importance quantile (default 0.5)")
     p.add_argument("--share", type=float, default=0.8,
                    help="adaptive threshold: share of the total contribution (default 0.8)")
@@ -193,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     from hosts.differentiated.wire import NB_QUEUES
     from topologies.network import Network
 
+    if args.byte_rate:  # the same unit of account: frames of FRAME bytes
+        args.port_rate = args.byte_rate * 1e6 / 8 / FRAME
+
     seeds = list(range(args.seed, args.seed + args.seeds))
     topo = star(args.workers + 1, bw=20)
     out = Path(tempfile.mkdtemp(prefix="gradnet-diffablation-"))
@@ -205,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in order:
             mode, extra, priorities = VARIANTS[name]
             if priorities != prio:
-                eq = configure(net, topo, QosSetup(args.port_rate, 64, 64, 3, priorities=priorities))
+                eq = configure(net, topo, QosSetup(args.port_rate, 64, 64, 3, priorities=priorities,
+                                                   byte_rate=bool(args.byte_rate)))
                 prio = priorities
             for seed in seeds:
                 common = ["--epochs", str(args.epochs), "--batch", "32", "--lr", "0.5", "--seed", str(seed),

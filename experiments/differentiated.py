@@ -73,10 +73,16 @@ class QosSetup:
     # switches to it on BMv2)
     queueing: str = "shared"
     top_share: float = 0.5  # the partition's share of the highest (important) queue
+    # shared queueing only: port_rate counts 1,514-byte frames' worth of bytes (a byte
+    # rate of port_rate * 1514 bytes/s, a packet costing its length) instead of packets
+    byte_rate: bool = False
     rates: dict[int, int] = field(default_factory=dict)  # the partition set: {priority: pkt/s}
 
     def label(self) -> str:
         """How the bottleneck is bounded, for every table's title."""
+        if self.queueing != "partition" and self.byte_rate:
+            return (f"{self.port_rate * 1514 * 8 / 1e6:.2f} Mbit/s (a byte rate) shared by the queues in "
+                    "strict priority")
         if self.queueing != "partition":
             return f"{self.port_rate:g} pkt/s shared by the queues in strict priority"
         used = ", ".join(f"prio {p}: {r}" for p, r in self.rates.items() if r > UNUSED_QUEUE_PPS)
@@ -172,7 +178,10 @@ def configure_queues(eq: EgressQueues, port: int, setup: QosSetup, rules: Mappin
         setup.rates = eq.set_static_partition(setup.port_rate, port, partition_weights(rules, setup.top_share))
     else:
         eq.set_rate(None, port)  # no per-queue rate left from an earlier partition
-        eq.set_port_rate(setup.port_rate, port)
+        if setup.byte_rate:
+            eq.set_port_byte_rate(setup.port_rate * 1514, port)
+        else:
+            eq.set_port_rate(setup.port_rate, port)
         setup.rates = {}
     eq.set_depth(setup.depth, port)
     eq.set_depth(setup.top_depth, port, priority=NB_QUEUES - 1)
