@@ -1,6 +1,7 @@
 """``make bench``: every benchmark, one after the other (tables and ratios).
 
-    python -m bench [placement] [target] [ina] [ina_scale] [ina_bfp] [ndn] [differentiated] [bcube] [token] [train] [ddp]
+    python -m bench [placement] [target] [ina] [ina-scale] [ina-bfp] [ina-train] [ndn] [differentiated]
+                    [differentiated-ablation] [differentiated-replay] [bcube] [token] [train] [ddp]
                     [fuzz] [fuzz-config] [fuzz-p4rt] [loss] [simulate]
 
 With no names, runs all of them. Each is also runnable alone:
@@ -18,10 +19,13 @@ BENCHES = {
     "placement": "bench.placement_bench",
     "target": "bench.target_bench",
     "ina": "bench.ina_bench",
-    "ina_scale": "bench.ina_scale_bench",
-    "ina_bfp": "bench.ina_bfp_bench",
+    "ina-scale": "bench.ina_scale_bench",
+    "ina-bfp": "bench.ina_bfp_bench",
+    "ina-train": "bench.ina_train_bench",
     "ndn": "bench.ndn_bench",
     "differentiated": "bench.differentiated_bench",
+    "differentiated-ablation": "bench.differentiated_ablation",
+    "differentiated-replay": "bench.differentiated_replay",
     "bcube": "bench.bcube_bench",
     "token": "bench.token_bench",
     "train": "bench.train_bench",

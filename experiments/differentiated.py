@@ -73,10 +73,16 @@ class QosSetup:
     # switches to it on BMv2)
     queueing: str = "shared"
     top_share: float = 0.5  # the partition's share of the highest (important) queue
+    # shared queueing only: port_rate counts 1,514-byte frames' worth of bytes (a byte
+    # rate of port_rate * 1514 bytes/s, a packet costing its length) instead of packets
+    byte_rate: bool = False
     rates: dict[int, int] = field(default_factory=dict)  # the partition set: {priority: pkt/s}
 
     def label(self) -> str:
         """How the bottleneck is bounded, for every table's title."""
+        if self.queueing != "partition" and self.byte_rate:
+            return (f"{self.port_rate * 1514 * 8 / 1e6:.2f} Mbit/s (a byte rate) shared by the queues in "
+                    "strict priority")
         if self.queueing != "partition":
             return f"{self.port_rate:g} pkt/s shared by the queues in strict priority"
         used = ", ".join(f"prio {p}: {r}" for p, r in self.rates.items() if r > UNUSED_QUEUE_PPS)
@@ -172,7 +178,10 @@ def configure_queues(eq: EgressQueues, port: int, setup: QosSetup, rules: Mappin
         setup.rates = eq.set_static_partition(setup.port_rate, port, partition_weights(rules, setup.top_share))
     else:
         eq.set_rate(None, port)  # no per-queue rate left from an earlier partition
-        eq.set_port_rate(setup.port_rate, port)
+        if setup.byte_rate:
+            eq.set_port_byte_rate(setup.port_rate * 1514, port)
+        else:
+            eq.set_port_rate(setup.port_rate, port)
         setup.rates = {}
     eq.set_depth(setup.depth, port)
     eq.set_depth(setup.top_depth, port, priority=NB_QUEUES - 1)
@@ -365,6 +374,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--block-size", type=int, default=64, help="values per block of non-conv tensors")
     p.add_argument("--grace", type=float, default=0.01,
                    help="PS wait for unreliable blocks after the important ones (s, default 0.01)")
+    p.add_argument("--clip", type=float, default=1.0,
+                   help="PS: cap the averaged gradient's L2 norm at this value, in every transport "
+                        "(default 1.0; 0: plain SGD, unstable at lr 0.5: docs/differentiated.md, 'Stability')")
     p.add_argument("--transports", default=",".join(MODES), help=f"which runs (default {','.join(MODES)})")
     opts.add_common(p, "differentiated", takes={
         "--seed": {"default": 0}, "--workers": {"default": 4}, "--bw": {"default": 20.0},
@@ -409,8 +421,8 @@ def run(args: argparse.Namespace, log: Any = _log) -> tuple[list[TransportRun], 
         log(f"{SWITCH} ({net.target}) -> {PS_HOST}: {setup.label()}")
         for mode in modes:
             log(f"{mode}: training {args.epochs} epochs ...")
-            r = run_transport(net, topo, eq, run_dir, mode, common, wargs, ["--grace", str(args.grace)],
-                              args.max_time)
+            r = run_transport(net, topo, eq, run_dir, mode, common, wargs,
+                              ["--grace", str(args.grace), "--clip", str(args.clip)], args.max_time)
             log(f"{mode}: {'ok' if r.ok else 'FAILED ' + r.error}; {r.ps.get('iterations', 0)} iterations in "
                 f"{r.seconds:.1f} s, sync {_fmt(r.sync_mean)} s, accuracy {_fmt(r.accuracy, '.4f')}")
             runs.append(r)
@@ -435,8 +447,8 @@ def main(argv: list[str]) -> int:
         parser.error("--quantile must be in [0, 1]")
     if args.levels > len(DSCP_LEVELS):
         parser.error(f"--levels must be <= {len(DSCP_LEVELS)} (one DSCP per level)")
-    if args.port_rate < 0 or args.grace < 0:
-        parser.error("--port-rate and --grace must be >= 0")
+    if args.port_rate < 0 or args.grace < 0 or args.clip < 0:
+        parser.error("--port-rate, --grace and --clip must be >= 0")
     if not 0 < args.top_share < 1:
         parser.error("--top-share must be in (0, 1)")
     from controller.deploy import DeployError, check_loss

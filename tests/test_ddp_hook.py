@@ -154,7 +154,7 @@ def test_bfp_hook_short_rounds_on_loopback() -> None:
 
 def test_bfp_error_on_training_gradients_within_bound() -> None:
     """docs/ina.md's bound, measured on real digits-CNN gradients against the exact sum
-    (``python -m bench ina_bfp`` runs more ranks and steps): BFP stays within it and
+    (``python -m bench ina-bfp`` runs more ranks and steps): BFP stays within it and
     within a float32 all-reduce's own error, where fixed point 2^-16 loses percents."""
     from bench.ina_bfp_bench import measure
 

@@ -376,3 +376,27 @@ def test_training_on_loopback(tmp_path: Path, mode: str) -> None:
         assert sum(w0["sent_datagrams"]) > 0
         sent = sum(sum(json.loads(o[0].decode().strip().splitlines()[-1])["sent_datagrams"]) for o in outs)
         assert sum(summary["received_datagrams"].values()) == sent
+
+
+def test_share_threshold_keeps_the_fewest_blocks_carrying_the_share() -> None:
+    from hosts.differentiated.blocks import share_threshold
+
+    c = np.array([1.0, 5.0, 2.0, 2.0, 10.0])  # total 20
+    for share, important in ((0.5, {4}), (0.51, {4, 1}), (0.75, {4, 1}), (0.8, {4, 1, 2, 3}), (1.0, {0, 1, 2, 3, 4})):
+        lv = classify(c, 0.5, 2, cut=share_threshold(c, share))
+        assert set(np.flatnonzero(lv == 0).tolist()) == important, share
+    assert share_threshold(np.zeros(3), 0.5) == 0.0  # nothing above 0: no block important
+    with pytest.raises(ValueError):
+        share_threshold(c, 0.0)
+
+
+def test_classify_random_draws_the_count_and_grades_the_rest() -> None:
+    from hosts.differentiated.blocks import classify_random
+
+    rng = np.random.default_rng(1)
+    a, b = classify_random(30, 10, 3, rng), classify_random(30, 10, 3, rng)
+    for lv in (a, b):
+        assert (lv == 0).sum() == 10 and sorted(np.bincount(lv).tolist()) == [6, 7, 7, 10]
+    assert not np.array_equal(a, b)  # a fresh draw every iteration
+    with pytest.raises(ValueError):
+        classify_random(3, 4, 1, rng)

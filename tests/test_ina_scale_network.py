@@ -9,7 +9,7 @@ TARGET says otherwise) serves both tests:
   (no single fixed-point scale holds it) comes back as the exact integer sums at the
   agreed exponents, within the documented normwise error bound of the float sum.
 
-The 64-worker run is ``python -m bench ina_scale`` (64 worker processes are too many
+The 64-worker run is ``python -m bench ina-scale`` (64 worker processes are too many
 for the suite's machine).
 """
 

@@ -216,3 +216,25 @@ def test_gradctl_qos_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[
         assert gradctl(argv) == 2, argv
         err = capsys.readouterr().err
         assert err.startswith("gradctl: error:") and why in err, (argv, err)
+
+
+@pytest.mark.skipif(not ECHO.exists(), reason="tests/p4/build/metadata_echo.json missing (make p4)")
+def test_port_byte_rate_charges_a_packet_its_length() -> None:
+    """``set_port_byte_rate``: the port's one-frame burst lets ~1514 / L small frames of
+    L bytes through at once, where a packet rate lets one (each costs a whole frame)."""
+    sent = {}
+    for cmd in ("set_port_rate 50 2", f"set_port_byte_rate {50 * 1514} 2"):
+        sw = Switch(priority_queues=4, queue_depth=64)
+        sw.install_program(sw.load_program(ECHO.read_bytes()))
+        assert execute(sw, cmd) == "ok"
+        frames = [_echo(0, i) for i in range(60)]
+        for f in frames:  # back to back: the bucket holds one full frame's worth
+            sw._receive(1, f)
+        sent[cmd.split()[0]] = len(sw._txq)
+        stats = sw.queue_stats(2)[0]
+        assert stats["port_rate_pps"] == 50.0
+        assert stats["port_frame_bytes"] == (1514 if "byte" in cmd else None)
+    per_burst = 1514 // len(frames[0])
+    assert sent["set_port_rate"] == 1
+    assert per_burst <= sent["set_port_byte_rate"] <= per_burst + 2, (sent, len(frames[0]))
+    assert execute(sw, "set_port_byte_rate x").startswith("error:")

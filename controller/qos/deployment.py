@@ -247,6 +247,20 @@ class EgressQueues:
         if answer != "ok":
             raise QosError(f"{self.name}: {' '.join(words)}: {answer}")
 
+    def set_port_byte_rate(self, bytes_per_s: float | None, port: int | None = None) -> None:
+        """As :meth:`set_port_rate`, in bytes per second (a packet costs its length, not
+        a full frame's share). Embedded target only."""
+        if isinstance(self.runtime, Bmv2Runtime):
+            raise QosError(f"{self.name}: BMv2 has no port rate shared by its priority queues")
+        if bytes_per_s is not None and bytes_per_s < 0:
+            raise QosError(f"rate must be >= 0 bytes/s, got {bytes_per_s}")
+        if port is not None and not 0 <= port < 512:
+            raise QosError(f"port must be in 0..511, got {port}")
+        words = ["set_port_byte_rate", f"{float(bytes_per_s or 0):g}"] + ([str(port)] if port is not None else [])
+        (answer,) = self.runtime.run([" ".join(words)])
+        if answer != "ok":
+            raise QosError(f"{self.name}: {' '.join(words)}: {answer}")
+
     def set_static_partition(self, pps: float, port: int, weights: Mapping[int, float],
                              unused_pps: int = UNUSED_QUEUE_PPS) -> dict[int, int]:
         """Cut ``pps`` among ``port``'s queues (:func:`static_partition`) and give each

@@ -138,20 +138,52 @@ def threshold(contrib: np.ndarray, quantile: float) -> float:
     return float(np.quantile(contrib, quantile)) if np.size(contrib) else 0.0
 
 
-def classify(contrib: np.ndarray, quantile: float = 0.7, levels: int = 3) -> np.ndarray:
+def share_threshold(contrib: np.ndarray, share: float) -> float:
+    """Adaptive threshold (an ablation beside the fixed quantile): the contribution of the
+    smallest block among the fewest largest ones that carry ``share`` of the total
+    contribution; blocks at or above it are important. Returns a value just below that
+    block's, so :func:`classify`'s strict ``>`` keeps it."""
+    if not 0.0 < share <= 1.0:
+        raise ValueError(f"share must be in (0, 1], got {share}")
+    c = np.sort(np.asarray(contrib, dtype=np.float64))[::-1]
+    total = float(c.sum())
+    if c.size == 0 or total <= 0.0:
+        return 0.0
+    k = int(np.searchsorted(np.cumsum(c), share * total - 1e-12 * total))  # index of the last one kept
+    k = min(k, c.size - 1)
+    return float(np.nextafter(c[k], -np.inf))
+
+
+def classify(contrib: np.ndarray, quantile: float = 0.7, levels: int = 3,
+             cut: float | None = None) -> np.ndarray:
     """Level of every block (S32-S34, claim 5): 0 (important) when its contribution is
     above the threshold, else 1..``levels`` by contribution, 1 the largest, in groups
     of (nearly) equal size. ``quantile`` 0 makes every block but the smallest
-    important (1.0: none)."""
+    important (1.0: none). ``cut`` replaces the quantile's threshold (e.g.
+    :func:`share_threshold`)."""
     if levels < 1:
         raise ValueError(f"levels must be >= 1, got {levels}")
     c = np.asarray(contrib, dtype=np.float64)
     out = np.zeros(c.size, dtype=np.int64)
-    important = c > threshold(c, quantile)
+    important = c > (threshold(c, quantile) if cut is None else cut)
     rest = np.flatnonzero(~important)
     # rank the unimportant blocks by contribution (largest first) into equal groups
     order = rest[np.argsort(-c[rest], kind="stable")]
     for rank, j in enumerate(order):
         out[j] = 1 + rank * levels // max(1, order.size)
     out[important] = DIFF_LEVEL_IMPORTANT
+    return out
+
+
+def classify_random(n_blocks: int, important: int, levels: int, rng: np.random.Generator) -> np.ndarray:
+    """The ablation "is SANE doing anything?": ``important`` blocks drawn at random
+    (level 0), the others spread at random over the levels 1..``levels``."""
+    if not 0 <= important <= n_blocks:
+        raise ValueError(f"{important} important blocks of {n_blocks}")
+    order = rng.permutation(n_blocks)
+    out = np.empty(n_blocks, dtype=np.int64)
+    out[order[:important]] = DIFF_LEVEL_IMPORTANT
+    rest = order[important:]
+    for rank, j in enumerate(rest):
+        out[j] = 1 + rank * levels // max(1, rest.size)
     return out

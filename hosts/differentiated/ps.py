@@ -82,10 +82,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--members", default=None, metavar="IP,IP,...",
                    help="source address of each worker, in rank order: refuse and count every other "
                         "source (default: accept any)")
+    p.add_argument("--clip", type=float, default=0.0,
+                   help="cap the L2 norm of the averaged gradient (sum / world) at this value before "
+                        "the SGD step (0, default: no cap; see docs/differentiated.md, 'Stability')")
     p.add_argument("--no-eval", action="store_true",
                    help="no test accuracy per epoch here (the workers evaluate)")
     args = p.parse_args(argv)
     check_common_args(p, args)
+    if args.clip < 0:
+        p.error("--clip must be >= 0")
     members = None
     if args.members is not None:
         members = [m.strip() for m in args.members.split(",")]
@@ -133,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     iter_times: list[float] = []
     grace_waited: list[float] = []
     epochs: list[dict] = []
+    norms: list[list[float]] = []  # per iteration, see "update_norms" in the summary
     incomplete = 0
     t_prev = t_start
     acc0 = None if args.no_eval else training_eval(model, data)
@@ -149,30 +155,43 @@ def main(argv: list[str] | None = None) -> int:
         grace_waited.append(waited)
         blocks, carry, levels = rx.data.take(it)
         agg = [np.zeros(s, dtype=np.float32) for s in layout.shapes]
+        zero_filled = 0
         for w in range(args.world):
             got = blocks.get(w, {})
             lv = levels.get(w, b"")
             for j in range(len(layout)):
                 if j not in got:
                     missing[lv[j] if j < len(lv) else -1] += 1
+                    zero_filled += 1
             recon = layout.reconstruct(got)
             for a, r in zip(agg, recon, strict=True):
                 a += r
             if out_dir:
                 np.savez(out_dir / f"recon-w{w}-it{it}.npz", *recon)
                 np.save(out_dir / f"received-w{w}-it{it}.npy", np.array(sorted(got), dtype=np.int64))
+        on_time = _norm(agg)
+        late_norm = 0.0
         if carry:  # delayed update: late blocks of earlier iterations join this one
             late = layout.reconstruct({})
             for j, values in carry:
                 b = layout.blocks[j]
                 late[b.tensor_index].reshape(-1)[b.start:b.start + b.count] += values
+            late_norm = _norm(late)
             for a, r in zip(agg, late, strict=True):
                 a += r
+        total_norm = _norm(agg)
+        # the cap applies to the whole step, late blocks included: no iteration moves the
+        # model by more than lr * clip, whatever arrived late or was zero-filled
+        scale = 1.0 / args.world
+        if args.clip and total_norm * scale > args.clip:
+            scale = args.clip / total_norm
+        norms.append([round(on_time, 6), round(late_norm, 6), len(carry), zero_filled,
+                      round(scale * args.world, 6)])
         stop = it + 1 >= total or time.monotonic() > deadline
         if model is not None:
             from hosts import training
 
-            training.apply_gradients(model, agg, args.lr, 1.0 / args.world)
+            training.apply_gradients(model, agg, args.lr, scale)
             values = training.flatten(training.parameter_arrays(model))
         else:
             values = np.zeros(0, dtype=np.float32)
@@ -208,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
         "workers": {str(w): b for w, b in sorted(rx.data.byes.items())},
         "important_level": DIFF_LEVEL_IMPORTANT,
         "cpu_s": round(cpu_seconds() - cpu0, 3), "retransmissions": tcp_retransmissions() - retrans0,
+        # per iteration: L2 norm of the on-time sum and of the late blocks folded in, the
+        # late blocks' count, the blocks zero-filled and the factor --clip left (1: none);
+        # the step is lr * factor / world times the sum
+        "update_norms": norms,
     }
     if model is not None:
         from hosts.trainer import weights_hash
@@ -216,6 +239,11 @@ def main(argv: list[str] | None = None) -> int:
     rx.stop()
     print(json.dumps(summary), flush=True)
     return 0 if not incomplete else 1
+
+
+def _norm(arrays: list[np.ndarray]) -> float:
+    """L2 norm of a list of tensors taken as one vector."""
+    return float(np.sqrt(sum(float(np.sum(np.square(a, dtype=np.float64))) for a in arrays)))
 
 
 def training_eval(model, data) -> float | None:  # noqa: ANN001

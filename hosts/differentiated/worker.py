@@ -9,7 +9,11 @@ update the blocks' SANE contributions (S2), classify them (S31-S34), send the ma
 and the important blocks on the reliable TCP channel (DSCP EF, highest queue) and the
 others as UDP datagrams, one DSCP per level, then wait for the PS's new parameters.
 Modes: ``reliable`` sends every block over TCP, ``unreliable`` every block over UDP
-on one best-effort priority, ``differentiated`` as above. Prints one JSON summary.
+on one best-effort priority, ``differentiated`` as above, ``important`` (an ablation)
+the important blocks over TCP and nothing else (no unreliable channel: the PS zero-fills
+the rest). ``--importance random`` draws the important blocks at random (the same count
+as the quantile's), ``--share S`` replaces the fixed quantile by an adaptive threshold:
+the fewest blocks that carry the share S of the total contribution. Prints one JSON summary.
 
 Options for the time-to-accuracy harness (``experiments/train_differentiated.py``); none
 of them changes anything when absent: ``--model``/``--data`` name the model and data set
@@ -39,7 +43,7 @@ import numpy as np
 from hosts.net import set_buffers
 from hosts.packets import DIFF_LEVEL_IMPORTANT, encode_diff_block
 
-from .blocks import BlockLayout, Contribution, classify
+from .blocks import BlockLayout, Contribution, classify, classify_random, share_threshold
 from .wire import (
     DIFF_TCP_PORT,
     DSCP_LEVELS,
@@ -53,7 +57,7 @@ from .wire import (
     set_dscp,
 )
 
-MODES = ("differentiated", "reliable", "unreliable")
+MODES = ("differentiated", "reliable", "unreliable", "important")
 
 
 def add_common_args(p: argparse.ArgumentParser) -> None:
@@ -167,6 +171,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quantile", type=float, default=0.5,
                    help="threshold = this quantile of the contributions (default 0.5: half the blocks important)")
     p.add_argument("--levels", type=int, default=3, help="unreliable levels (default 3)")
+    p.add_argument("--importance", choices=("sane", "random"), default="sane",
+                   help="which blocks are important: SANE's largest (default) or, as an ablation, "
+                        "random ones (as many as the quantile gives; seeded by --seed and --rank)")
+    p.add_argument("--share", type=float, default=0.0,
+                   help="adaptive threshold: the blocks carrying this share of the total "
+                        "contribution are important (0, default: the fixed --quantile)")
     p.add_argument("--udp-pps", type=float, default=0.0,
                    help="pace unreliable datagrams at this rate (default 0: as fast as possible)")
     p.add_argument("--batch-seed", type=int, default=None,
@@ -189,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--levels must be in 1..{len(DSCP_LEVELS)} (one DSCP per level)")
     if not 0.0 <= args.quantile <= 1.0 or not 0.0 <= args.alpha < 1.0:
         p.error("--quantile must be in [0, 1] and --alpha in [0, 1)")
+    if not 0.0 <= args.share <= 1.0 or (args.share and args.importance == "random"):
+        p.error("--share must be in [0, 1] (0: the fixed quantile), and not with --importance random")
 
     model = data = shard = heldout = None
     if args.gradient:
@@ -212,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     batch_seed = args.seed * 1000 + args.rank if args.batch_seed is None else args.batch_seed
     layout = BlockLayout(shapes, args.block_size)
     contrib = Contribution(len(layout), args.alpha)
+    pick_rng = np.random.default_rng([args.seed, args.rank, 0xD1FF])
+    n_random = int(np.sum(classify(np.arange(len(layout), dtype=np.float64), args.quantile, args.levels)
+                          == DIFF_LEVEL_IMPORTANT))  # the quantile's count of important blocks
 
     tcp = _connect(args.ps, args.port, level_dscp(0, args.mode), args.max_time)
     tcp.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -281,8 +296,11 @@ def main(argv: list[str] | None = None) -> int:
             levels = np.zeros(len(layout), dtype=np.int64)
         elif args.mode == "unreliable":
             levels = np.ones(len(layout), dtype=np.int64)
+        elif args.importance == "random":
+            levels = classify_random(len(layout), n_random, args.levels, pick_rng)
         else:
-            levels = classify(c, args.quantile, args.levels)
+            levels = classify(c, args.quantile, args.levels,
+                              cut=share_threshold(c, args.share) if args.share else None)
         t0 = time.monotonic()
         per_level: dict[int, list[bytes]] = {}
         important: list[bytes] = []
@@ -292,7 +310,10 @@ def main(argv: list[str] | None = None) -> int:
                 important.append(frame(Kind.BLOCK, msg))
             else:
                 per_level.setdefault(int(lv), []).append(msg)
-            sent_blocks[int(lv)] += 1
+            if lv == DIFF_LEVEL_IMPORTANT or args.mode != "important":  # "important" sends no others
+                sent_blocks[int(lv)] += 1
+        if args.mode == "important":  # the ablation: no unreliable channel at all
+            per_level = {}
         dgrams = {lv: pack_datagrams(msgs) for lv, msgs in sorted(per_level.items())}
         counts = [len(dgrams.get(lv, [])) for lv in range(1, args.levels + 1)]
         out = frame(Kind.MANIFEST, manifest(it, len(important), counts, [int(x) for x in levels])) + b"".join(important)

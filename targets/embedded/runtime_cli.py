@@ -8,6 +8,7 @@ the network builder puts it in the run directory beside the P4Runtime socket)::
     set_queue_rate RATE_PPS [PORT [PRIORITY]]    -> ok
     set_queue_depth DEPTH_PKTS [PORT [PRIORITY]] -> ok
     set_port_rate RATE_PPS [PORT]                -> ok (gradnet extension, see below)
+    set_port_byte_rate BYTES_PER_S [PORT]        -> ok (gradnet extension, see below)
     get_queue_stats [PORT]                       -> one JSON list of per-queue dicts
     trace on [FILE] | trace off | trace          -> per-packet trace (targets/embedded/trace.py)
     help                                         -> the command list
@@ -24,7 +25,9 @@ serves ``standard_metadata.priority = N-1``). A rate of 0 or less means unlimite
 ``set_port_rate`` is not in simple_switch_CLI: it gives a whole port a rate shared by
 its queues in strict priority (a line rate), so that a congested port serves the higher
 priorities first and drops from the lower ones. BMv2 has only per-queue rates, each
-queue independent of the others.
+queue independent of the others. ``set_port_byte_rate`` is the same shared rate in
+bytes per second: a packet costs its length (counted in 1,514-byte frames, so at most
+one frame's share), so small packets no longer cost a full frame's share.
 """
 
 from __future__ import annotations
@@ -42,8 +45,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gradnet.runtime")
 
+FRAME_BYTES = 1514  # a byte rate's unit of account: a full-size Ethernet frame
+
 HELP = ("commands: set_queue_rate RATE_PPS [PORT [PRIORITY]]; set_queue_depth DEPTH_PKTS "
-        "[PORT [PRIORITY]]; set_port_rate RATE_PPS [PORT]; get_queue_stats [PORT]; "
+        "[PORT [PRIORITY]]; set_port_rate RATE_PPS [PORT]; set_port_byte_rate BYTES_PER_S [PORT]; "
+        "get_queue_stats [PORT]; "
         "trace on [FILE] | trace off | trace; help")
 
 
@@ -111,15 +117,18 @@ def execute(switch: Switch, line: str, trace_path: str | None = None) -> str:
                     raise CommandError(f"depth must be a whole number >= 1, got {args[0]}")
                 switch.set_queue_depth(int(value), port, prio)
             return "ok"
-        if cmd == "set_port_rate":
+        if cmd in ("set_port_rate", "set_port_byte_rate"):
             if not 1 <= len(args) <= 2:
-                raise CommandError("usage: set_port_rate RATE_PPS [PORT]")
+                raise CommandError(f"usage: {cmd} {'RATE_PPS' if cmd == 'set_port_rate' else 'BYTES_PER_S'} [PORT]")
             try:
                 value = float(args[0])
             except ValueError:
                 raise CommandError(f"rate must be a number, got {args[0]!r}") from None
             port = _ints(args[1:], ("PORT",))[0] if len(args) > 1 else None
-            switch.set_port_rate(value if value > 0 else None, port)
+            if cmd == "set_port_rate":
+                switch.set_port_rate(value if value > 0 else None, port)
+            else:  # bytes/s, counted in 1,514-byte frames (a packet costs its length)
+                switch.set_port_rate(value / FRAME_BYTES if value > 0 else None, port, FRAME_BYTES)
             return "ok"
         if cmd == "get_queue_stats":
             if len(args) > 1:

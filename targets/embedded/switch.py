@@ -78,7 +78,7 @@ class _Queue:
     """One egress port's queues: strict priority, optional rate (pps) and depth."""
 
     __slots__ = ("queues", "rate", "tokens", "last", "depth", "enqueued", "dropped",
-                 "port_rate", "port_tokens", "port_last")
+                 "port_rate", "port_tokens", "port_last", "port_frame")
 
     def __init__(self, nb_queues: int, depth: int) -> None:
         self.queues = [collections.deque() for _ in range(nb_queues)]
@@ -95,6 +95,9 @@ class _Queue:
         self.port_rate: float | None = None
         self.port_tokens = 1.0
         self.port_last = 0.0
+        # None: port_rate counts packets; else it counts frames of port_frame bytes and a
+        # packet costs its length in them (a byte rate: port_rate * port_frame bytes/s)
+        self.port_frame: int | None = None
 
     def size(self) -> int:
         return sum(len(q) for q in self.queues)
@@ -129,6 +132,7 @@ class Switch:
         self._rate_cfg: dict[tuple[int | None, int | None], float] = {}
         self._depth_cfg: dict[tuple[int | None, int | None], int] = {}
         self._port_rate_cfg: dict[int | None, float | None] = {}
+        self._port_frame_cfg: dict[int | None, int | None] = {}
         self._inject: collections.deque[tuple[int, bytes]] = collections.deque()
         self._txq: list[tuple[int, bytes]] = []  # frames ready to transmit
         self._draining = False
@@ -217,13 +221,19 @@ class Switch:
         """Set a queue's depth in packets, like BMv2's set_queue_depth."""
         self._set_cfg(self._depth_cfg, depth, port, priority)
 
-    def set_port_rate(self, pps: float | None, port: int | None = None) -> None:
+    def set_port_rate(self, pps: float | None, port: int | None = None, frame_bytes: int | None = None) -> None:
         """Limit a whole port (None: every port) to ``pps`` packets/s, shared by its
         queues in strict priority, like a line rate (None: unlimited). A gradnet
-        extension: BMv2's queues only have their own, independent rates."""
+        extension: BMv2's queues only have their own, independent rates. With
+        ``frame_bytes`` the rate is a byte rate, ``pps * frame_bytes`` bytes/s: a packet
+        costs its length over ``frame_bytes`` of a packet's share."""
+        if frame_bytes is not None and frame_bytes < 1:
+            raise ValueError(f"frame_bytes must be >= 1, got {frame_bytes}")
         if port is None:
             self._port_rate_cfg.clear()
+            self._port_frame_cfg.clear()
         self._port_rate_cfg[port] = pps
+        self._port_frame_cfg[port] = frame_bytes
         self._reapply()
 
     def _set_cfg(self, cfg: dict, value: object, port: int | None, priority: int | None) -> None:
@@ -258,7 +268,7 @@ class Switch:
             for prio in range(self.nb_queues):
                 slot = self.nb_queues - 1 - prio
                 out.append({"port": p, "priority": prio, "queue": slot, "rate_pps": q.rate[slot],
-                            "port_rate_pps": q.port_rate,
+                            "port_rate_pps": q.port_rate, "port_frame_bytes": q.port_frame,
                             "depth": q.depth[slot], "occupancy": len(q.queues[slot]),
                             "enqueued": q.enqueued[slot], "dropped": q.dropped[slot]})
         return out
@@ -267,6 +277,7 @@ class Switch:
         for key in (None, port):
             if key in self._port_rate_cfg:
                 q.port_rate = self._port_rate_cfg[key]
+                q.port_frame = self._port_frame_cfg.get(key)
         for prio in range(self.nb_queues):
             for key in ((None, None), (port, None), (None, prio), (port, prio)):
                 if key in self._rate_cfg:
@@ -475,11 +486,13 @@ class Switch:
             rate = q.rate[i]
             while dq:
                 if prate is not None:
+                    # a byte rate: the head packet costs its length in frames (at most one)
+                    cost = 1.0 if q.port_frame is None else min(1.0, dq[0][2] / q.port_frame)
                     q.port_tokens = min(1.0, q.port_tokens + (now - q.port_last) * prate)
                     q.port_last = now
-                    if q.port_tokens < 1.0:
+                    if q.port_tokens < cost:
                         # The port is busy: nothing may go, whatever its priority.
-                        dt = (1.0 - q.port_tokens) / prate if prate > 0 else 1.0
+                        dt = (cost - q.port_tokens) / prate if prate > 0 else 1.0
                         return dt if wait is None else min(wait, dt)
                 if rate is not None:
                     q.tokens[i] = min(1.0, q.tokens[i] + (now - q.last[i]) * rate)
@@ -491,7 +504,7 @@ class Switch:
                         break
                     q.tokens[i] -= 1.0
                 if prate is not None:
-                    q.port_tokens -= 1.0
+                    q.port_tokens -= cost
                 F, payload, length, trunc = dq.popleft()
                 if prog is None:
                     continue
