@@ -13,6 +13,7 @@ sizing, fragment numbers bounded and reused, the switch's aggregator capacity un
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -60,10 +61,35 @@ def test_rounds_number_fragments_from_a_bounded_cycle() -> None:
         state.close()
 
 
+
+def _allreduce_through_hooks(states: list, grads: list[list[np.ndarray]],
+                             run_ps: Callable[[], object]) -> list[list[np.ndarray]]:
+    """Run the PS (``run_ps``) and every rank's gradients through its hook's thread, as
+    DDP's buckets are; close the hooks; return each rank's sums in order."""
+    import threading
+
+    out: list[list[np.ndarray]] = [[] for _ in states]
+    t = threading.Thread(target=run_ps)
+    t.start()
+
+    def rank(r: int) -> None:
+        for g in grads[r]:
+            out[r].append(states[r]._pool.submit(states[r].allreduce_sum, g).result())
+
+    ths = [threading.Thread(target=rank, args=(r,)) for r in range(len(states))]
+    for x in ths:
+        x.start()
+    for x in ths:
+        x.join()
+    t.join()
+    for st in states:
+        st.close()
+    return out
+
+
 def test_short_rounds_on_loopback_are_exact_and_sized() -> None:
     """Two ranks and the PS on loopback (no switch): buckets of 1..4 fragments of a
     4-fragment job, numbers reused every 3 rounds; the hook's background thread."""
-    import threading
 
     from hosts.fixedpoint import dequantize, quantize
     from hosts.ina.ps import ParameterServer
@@ -79,22 +105,7 @@ def test_short_rounds_on_loopback_are_exact_and_sized() -> None:
                   for r in range(2)]
         grads = [[np.random.default_rng([7, r, k]).standard_normal(n).astype(np.float32)
                   for k, n in enumerate(sizes)] for r in range(2)]
-        out: list[list[np.ndarray]] = [[], []]
-        t = threading.Thread(target=lambda: rep.setdefault("ps", ps.run()))
-        t.start()
-
-        def rank(r: int) -> None:
-            for g in grads[r]:  # through the hook's thread, as DDP's buckets are
-                out[r].append(states[r]._pool.submit(states[r].allreduce_sum, g).result())
-
-        ths = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
-        for x in ths:
-            x.start()
-        for x in ths:
-            x.join()
-        t.join()
-        for s in states:
-            s.close()
+        out = _allreduce_through_hooks(states, grads, lambda: rep.setdefault("ps", ps.run()))
     for k in range(len(sizes)):
         want = dequantize(quantize(grads[0][k], 16, 2) + quantize(grads[1][k], 16, 2), 16)
         assert np.array_equal(out[0][k], want) and np.array_equal(out[1][k], want), k
@@ -111,7 +122,6 @@ def test_bfp_hook_short_rounds_on_loopback() -> None:
     """The hook in block floating point (the policy's format): buckets of 1..3 blocks of
     a job of 4 blocks + 4 exponent fragments, each sum the exact integer sums at the
     agreed exponents, values far beyond what fixed point 2^-16 holds included."""
-    import threading
 
     from hosts.fixedpoint import bfp_dequantize, bfp_reference
     from hosts.ina.ps import ParameterServer
@@ -128,22 +138,7 @@ def test_bfp_hook_short_rounds_on_loopback() -> None:
         sizes = [1, 64, 65, 200, 256]
         grads = [[(np.random.default_rng([8, r, k]).standard_normal(n) * 10.0 ** (k * 3 - 6))
                   .astype(np.float32) for k, n in enumerate(sizes)] for r in range(2)]
-        out: list[list[np.ndarray]] = [[], []]
-        t = threading.Thread(target=ps.run)
-        t.start()
-
-        def rank(r: int) -> None:
-            for g in grads[r]:
-                out[r].append(states[r]._pool.submit(states[r].allreduce_sum, g).result())
-
-        ths = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
-        for x in ths:
-            x.start()
-        for x in ths:
-            x.join()
-        t.join()
-        for s in states:
-            s.close()
+        out = _allreduce_through_hooks(states, grads, ps.run)
     for k, n in enumerate(sizes):
         sums, e = bfp_reference([grads[0][k], grads[1][k]], 2)
         want = bfp_dequantize(sums.astype(np.int32), e, 2)[:n]
