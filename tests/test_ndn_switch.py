@@ -41,16 +41,21 @@ def frame(pkt: bytes, ethertype: int = 0x8624) -> bytes:
     return NDN_MAC + SRC + ethertype.to_bytes(2, "big") + pkt
 
 
-@pytest.fixture
-def sw() -> Switch:
+def ndn_switch() -> Switch:
+    """ndn.json in process, with every subset of ports 1..4 as a multicast group, as the
+    controller installs them (TransientPit.port_groups)."""
     s = Switch(seed=1, cpu_port=255)
     s.install_program(s.load_program(NDN_JSON.read_bytes()))
-    # every subset of ports 1..4 as the controller installs them (TransientPit.port_groups)
     for g in TransientPit.port_groups([1, 2, 3, 4]):
         e = g.entity if hasattr(g, "entity") else g
         s.pre.set_group(e.multicast_group_id, [Replica(r[0] if isinstance(r, tuple) else r, 0)
                                                for r in e.replicas], create=True)
     return s
+
+
+@pytest.fixture
+def sw() -> Switch:
+    return ndn_switch()
 
 
 def route(sw: Switch, prefix: str, port: int) -> None:
@@ -264,12 +269,7 @@ def test_subscriptions_are_soft_state(sw: Switch) -> None:
 
 def test_subscriptions_are_rebuilt_by_refreshes_after_a_restart() -> None:
     def fresh() -> Switch:
-        s = Switch(seed=1, cpu_port=255)
-        s.install_program(s.load_program(NDN_JSON.read_bytes()))
-        for g in TransientPit.port_groups([1, 2, 3, 4]):
-            e = g.entity if hasattr(g, "entity") else g
-            s.pre.set_group(e.multicast_group_id, [Replica(r[0] if isinstance(r, tuple) else r, 0)
-                                                   for r in e.replicas], create=True)
+        s = ndn_switch()
         route(s, "/h1", 1)
         return s
 
