@@ -37,7 +37,7 @@ def validation(summary_path: str) -> list[dict[str, Any]]:
     with open(summary_path) as f:
         rows = validate_summary(json.load(f))
     return [{"scheme": r.scheme, "emulator_s": r.emulator_s, "sim_s": r.sim_s,
-             "error": r.error} for r in rows]
+             "error": r.error, "emulator_bound_s": r.emulator_bound_s} for r in rows]
 
 
 if __name__ == "__main__":
