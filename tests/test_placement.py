@@ -634,9 +634,7 @@ def test_quotient_phase2_is_an_optimal_tidy_solution(case: str) -> None:
         m.assign(i, s)
     m.set_tor(tor_on)
     cols = m.reduced_columns()
-    weights = np.zeros(max(cols.values()) + 1)
-    for var, w in m.traffic_weights().items():
-        weights[cols[var.index()]] = w
+    weights = m.reduced_traffic_weights(cols)
     gamma = red.gamma(others, tor_on, always=True)  # phase 1, as the greedy's last round
     assert gamma is not None
     x = red.tidy(others, tor_on, gamma, weights, always=True)

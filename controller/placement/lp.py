@@ -211,6 +211,14 @@ class _Model:
             obj.SetCoefficient(var, w)
         obj.SetMinimization()
 
+    def reduced_traffic_weights(self, cols: dict[int, int]) -> np.ndarray:
+        """:meth:`traffic_weights` as an array over ``_Reduced.matrix``'s columns
+        (``cols``: :meth:`reduced_columns`)."""
+        weights = np.zeros(max(cols.values()) + 1)
+        for var, w in self.traffic_weights().items():
+            weights[cols[var.index()]] = w
+        return weights
+
     def reduced_columns(self) -> dict[int, int]:
         """Each variable's index -> its column in ``_Reduced.matrix`` (slot i there is
         slot i here)."""
@@ -335,10 +343,7 @@ def solve_lp(
     m.set_tor(tor_on)
     if reduced is not None and gamma is not None and gamma > 0:
         cols = m.reduced_columns()
-        weights = np.zeros(max(cols.values()) + 1)
-        for var, w in m.traffic_weights().items():
-            weights[cols[var.index()]] = w
-        x = reduced.tidy(others, tor_on, gamma, weights)
+        x = reduced.tidy(others, tor_on, gamma, m.reduced_traffic_weights(cols))
         if x is not None:
             return m.result(lambda v: float(x[cols[v.index()]]))
     gamma = m.solve()
