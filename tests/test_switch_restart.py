@@ -61,6 +61,13 @@ def _poll(pred, bound: float = 120.0, step: float = 0.5):  # noqa: ANN001, ANN20
         time.sleep(step)
 
 
+def _sigkill(network, switch: str, killed: list[int]) -> None:  # noqa: ANN001
+    """SIGKILL ``switch``'s process (its group's, on the embedded target); note its PID."""
+    pid = network.switch(switch).proc.pid
+    os.kill(pid, signal.SIGKILL)
+    killed.append(pid)
+
+
 def test_net_ls_reports_dead_switch_then_watcher_restarts_it() -> None:
     reason = net_skip_reason("forward")
     if reason:
@@ -150,9 +157,7 @@ def test_ina_job_exact_after_aggregating_switch_sigkilled(ina_net) -> None:  # n
 
         def kill_later() -> None:
             time.sleep(0.4)  # mid-job: some fragments done (PARTIALs counted), many not
-            pid = network.switch(victim).proc.pid
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
+            _sigkill(network, victim, killed)
 
         rng = np.random.default_rng(7)
         grads = [(rng.standard_normal(150000) * 0.05).astype(np.float32) for _ in workers]
@@ -217,9 +222,7 @@ def test_ndn_training_survives_spine_restart(ndn_net) -> None:  # noqa: ANN001
             return len((st.get(spine) or [{}])[0].get("ports", [])) == 1 and len(st.get("s3", [{}])[0].get("ports", [])) == 2
         if _poll(subscribed, 60, 0.1):
             time.sleep(0.5)
-            pid = network.switch(spine).proc.pid
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
+            _sigkill(network, spine, killed)
 
     try:
         assert watcher.wait_for(lambda h: all(x.p4runtime and x.pipeline for x in h.values()), 60)
@@ -270,9 +273,7 @@ def test_ndn_data_plane_subscriptions_rebuilt_after_spine_restart(ndn_net) -> No
                 return False
             return ev.get("distributed", 0) > 0          # it took the subscription and replicates
         if _poll(subscribed, 60, 0.2):
-            pid = network.switch(spine).proc.pid
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
+            _sigkill(network, spine, killed)
 
     try:
         assert watcher.wait_for(lambda h: all(x.p4runtime and x.pipeline for x in h.values()), 60)
@@ -329,9 +330,7 @@ def _token_run_with_kill(token_net, name: str, victim: str):  # noqa: ANN001, AN
         if _poll(lambda: '"ready"' in (out / "h1.out").read_text() if (out / "h1.out").exists() else False,
                  60, 0.1):
             time.sleep(1.0)
-            pid = network.switch(victim).proc.pid
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
+            _sigkill(network, victim, killed)
 
     try:
         assert watcher.wait_for(lambda h: all(x.p4runtime and x.pipeline for x in h.values()), 60)
