@@ -1,7 +1,7 @@
 """``make bench``: every benchmark, one after the other (tables and ratios).
 
     python -m bench [placement] [target] [ina] [ina-scale] [ina-bfp] [ina-train] [ndn] [differentiated]
-                    [differentiated-ablation] [differentiated-replay] [bcube] [token] [train] [ddp]
+                    [differentiated-ablation] [differentiated-replay] [bcube] [token] [token-grid] [train] [ddp]
                     [fuzz] [fuzz-config] [fuzz-p4rt] [loss] [simulate]
 
 With no names, runs all of them. Each is also runnable alone:
@@ -28,6 +28,7 @@ BENCHES = {
     "differentiated-replay": "bench.differentiated_replay",
     "bcube": "bench.bcube_bench",
     "token": "bench.token_bench",
+    "token-grid": "bench.token_grid",
     "train": "bench.train_bench",
     "ddp": "bench.ddp_bench",
     "fuzz": "bench.frame_fuzz",

@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,21 @@ def deepen_bmv2_queues(net: Any, topo: Any) -> None:
     net._token_queues_deep = True
 
 
+def await_listening(procs: Mapping[str, Any], bases: Mapping[str, Path], timeout: float = 120.0) -> None:
+    """Wait until every member node in ``procs`` logged "listening" (its NIC socket is
+    open, torch imported) or exited: the initiator's formation closes on silence, so a
+    member still starting on a loaded machine would be left out of the roster."""
+    deadline = time.monotonic() + timeout
+    waiting = dict(procs)
+    while waiting and time.monotonic() < deadline:
+        for h, p in list(waiting.items()):
+            out = bases[h].with_suffix(".out")
+            if p.poll() is not None or (out.exists() and '"event": "listening"' in out.read_text(errors="replace")):
+                del waiting[h]
+        if waiting:
+            time.sleep(0.05)
+
+
 def node_argv(topo: Any, host: str, args: list[str], target: str = "embedded") -> list[str]:
     """The command line of ``hosts.token.node`` on ``host`` (``target``: the network's,
     which sets the send pacing unless ``args`` has ``--burst``)."""
@@ -143,7 +159,7 @@ def run_token(net: Any, topo: Any, out: Path, common: list[str], *,
     try:
         for h in rest:
             procs[h] = _spawn(net, h, node_argv(topo, h, [*common, *per_host.get(h, [])], net.target), bases[h])
-        time.sleep(1.0)  # the members listen before formation opens
+        await_listening({h: procs[h] for h in rest}, bases)
         start = time.monotonic()
         procs[first] = _spawn(net, first, node_argv(
             topo, first, ["--initiator", "--expect", str(len(hosts)), *common,

@@ -174,7 +174,7 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
     from controller.token import TokenDeployment
     from experiments.accounting import process_cpu_seconds
     from experiments.runner import finish, spawn
-    from experiments.token import deepen_bmv2_queues, node_argv
+    from experiments.token import await_listening, deepen_bmv2_queues, node_argv
 
     rec = RunRecord("token", seed, parameters=plan.parameters)
     if id(net) not in _FRESH:
@@ -192,7 +192,7 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
     deadline = t0 + args.max_time + 60
     for h in hosts[1:]:
         procs[h] = spawn(net.host(h), bases[h], node_argv(topo, h, opts, net.target), env=env)
-    time.sleep(0.5)  # the members listen before formation opens
+    await_listening({h: procs[h] for h in hosts[1:]}, bases)
     procs[hosts[0]] = spawn(net.host(hosts[0]), bases[hosts[0]], node_argv(
         topo, hosts[0], ["--initiator", "--expect", str(n), *opts], net.target), env=env)
     # --kill: T s after training started (node 1's first evaluation), the host whose

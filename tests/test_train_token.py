@@ -75,27 +75,37 @@ def test_node_options_carry_the_harness_work():
 @pytest.mark.net
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_gloo_and_token_train_the_same_work(tmp_path: Path):
-    reason = net_skip_reason("forward", "nic", "lan")
+def test_gloo_ring_ps_and_token_train_the_same_work_on_one_lan(tmp_path: Path):
+    """token against its baselines on the same LAN (issue 23): gloo, ring and the PS run
+    on ``nic-lan:4`` (three training hosts and a PS host, each behind a NIC switch that
+    forwards), token on the LAN of three P4 NICs; every scheme trains the same work."""
+    reason = net_skip_reason("forward", "ina", "nic", "lan")
     if reason:
         pytest.skip(reason)
-    argv = ["--scheme", "gloo,token", "--seeds", "1", "--workers", "3", "--epochs", "1",
+    argv = ["--scheme", "gloo,ring,ps,token", "--topo", "nic-lan:4", "--workers", "3", "--seeds", "1", "--epochs", "1",
             "--max-steps", "8", "--eval-every", "4", "--target-accuracy", "0.2",
             "--target", TARGET, "--out-dir", str(tmp_path)]
     assert harness.main(argv) == 0
     (run_dir,) = [p for p in tmp_path.iterdir() if p.name.startswith("train-")]
-    runs = {r["scheme"]: r for r in json.loads((run_dir / "summary.json").read_text())["runs"]}
+    summary = json.loads((run_dir / "summary.json").read_text())
+    runs = {r["scheme"]: r for r in summary["runs"]}
+    topo = {r["scheme"]: r["topology"] for r in summary["schemes"]}
+    assert topo == {"gloo": "nic_lan-4", "ring": "nic_lan-4", "ps": "nic_lan-4", "token": "token_lan-3"}
     token, gloo = runs["token"], runs["gloo"]
-    assert token["ok"], token["error"]
-    assert token["models_identical"]
-    assert token["iterations"] == gloo["iterations"] == 8
-    assert [p["step"] for p in token["curve"]] == [p["step"] for p in gloo["curve"]] == [0, 4, 8]
-    # the same initial model and test set: the first evaluation agrees exactly
-    assert token["curve"][0]["accuracy"] == gloo["curve"][0]["accuracy"]
-    assert token["curve"][0]["heldout"] == gloo["curve"][0]["heldout"]
-    assert token["final_accuracy"] > 0.2  # chance is 0.1 on ten classes
+    for r in runs.values():
+        assert r["ok"], (r["scheme"], r["error"])
+        assert r["models_identical"], r["scheme"]
+        assert r["iterations"] == 8
+        assert [p["step"] for p in r["curve"]] == [0, 4, 8]
+        # the same initial model and test set: the first evaluation agrees exactly
+        assert r["curve"][0]["accuracy"] == gloo["curve"][0]["accuracy"]
+        assert r["curve"][0]["heldout"] == gloo["curve"][0]["heldout"]
+        assert r["final_accuracy"] > 0.2  # chance is 0.1 on ten classes
+    # ring and the PS sum the same fixed-point gradients exactly: the same final weights
+    assert runs["ring"]["final_weights"] == runs["ps"]["final_weights"]
     assert token["sync_s_per_iter"] is not None and token["agent_cpu_s"] > 0
     assert token["ps_rx_bytes"] is None and token["busiest_link_bytes"] > 0
+    assert runs["ps"]["ps_rx_bytes"] > 0
 
 
 @pytest.mark.net
@@ -123,3 +133,26 @@ def test_gloo_and_token_train_the_mlp_in_chunks(tmp_path: Path):
     summaries = json.loads(tdir.read_text())["summaries"]
     assert all(s["stats"]["batches"] == 4 and s["stats"]["grad_frames"] == 4 * 986
                for s in summaries.values())
+
+
+def test_token_grid_cells_rates_spreads_and_winner():
+    from bench import token_grid as g
+    from controller.cli import parse_topology
+    from controller.token import token_lan
+
+    assert g.spread_factors(4, 4) == [1.0, 2.0, 3.0, 4.0] and g.spread_factors(8, 1) == [1.0] * 8
+    # one 3,818-value gradient (122,176 bits) takes compute / ratio on one link
+    assert g.link_rate(1.0, 0.004, 3818) == pytest.approx(3818 * 32 / 0.004 / 1e6)
+    assert g.link_rate(10.0, 0.004, 3818) == pytest.approx(10 * g.link_rate(1.0, 0.004, 3818))
+
+    def iv(mean: float, hw: float, n: int = 3) -> dict:
+        return {"time_to_target_s": {"mean": mean, "low": mean - hw, "high": mean + hw, "n": n}}
+
+    assert g.winner({"token": iv(5, 1), "ring": iv(9, 1)}) == "token"
+    assert g.winner({"token": iv(5, 3), "ring": iv(9, 2)}) == "token (tie with ring)"
+    assert g.winner({"token": {"time_to_target_s": {"n": 0}}}) == "-"
+    # the baselines' LAN is the token LAN's shape with one more host (the PS)
+    lan, tok = parse_topology("nic-lan:5"), token_lan(4)
+    assert [len(lan.hosts()), len(lan.switches())] == [5, 6]
+    assert tok.name == "token_lan-4" and [len(tok.hosts()), len(tok.switches())] == [4, 5]
+    assert tok.port("nic1", "h1") == lan.port("nic1", "h1") and tok.port("lan", "nic4") == lan.port("lan", "nic4")

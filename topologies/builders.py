@@ -205,6 +205,29 @@ def linear(n: int, hosts_per_switch: int = 1, bw: float = DEFAULT_BW) -> Topolog
     return topo
 
 
+def nic_lan(n: int, bw: float = DEFAULT_BW) -> Topology:
+    """``n`` hosts on one LAN, each behind its own NIC: ``hI -- nicI -- lan``.
+
+    The token technique's network (``controller.token.token_lan``: ``nic.p4`` on the NICs,
+    ``lan.p4`` on ``lan``); as a plain topology (``nic-lan:N``) every switch runs whatever
+    the scheme deploys, so the NICs forward, and other schemes run on the same hosts and
+    links as token broadcast. Switches ``nic1..nicN`` (role ``nic``, device ids 1..N) then
+    ``lan`` (role ``lan``, device id N+1); ``nicI`` port 1 is ``hI``, port 2 the LAN
+    switch, whose port ``I`` leads back to ``nicI``.
+    """
+    n = _int_arg(n, "n", 1)
+    _check_size(n, "n", n, "n")
+    topo = Topology(f"nic_lan-{n}", bw=bw)
+    nics = [topo.add_switch(f"nic{i + 1}", role="nic") for i in range(n)]
+    lan = topo.add_switch("lan", role="lan")
+    for i, nic in enumerate(nics):
+        topo.add_link(nic, topo.add_host(f"h{i + 1}"))
+    for nic in nics:
+        topo.add_link(nic, lan)
+    topo.validate()
+    return topo
+
+
 #: Builders usable from topology files as ``{"builder": NAME, ...args}``.
 BUILDERS: dict[str, Callable[..., Topology]] = {
     "fat_tree": fat_tree,
@@ -212,4 +235,5 @@ BUILDERS: dict[str, Callable[..., Topology]] = {
     "bcube": bcube,
     "star": star,
     "linear": linear,
+    "nic_lan": nic_lan,
 }

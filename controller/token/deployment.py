@@ -49,6 +49,7 @@ from controller.token.accumulator import TokenAccumulator
 from controller.token.lan import LanSwitch
 from controller.token.membership import TokenMembership
 from topologies.base import DEFAULT_BW, Topology, TopologyError
+from topologies.builders import nic_lan
 
 NIC_PROGRAM = REPO_ROOT / "p4src" / "build" / "nic.json"
 LAN_PROGRAM = REPO_ROOT / "p4src" / "build" / "lan.json"
@@ -60,7 +61,8 @@ MAX_NODES = 31
 
 
 def token_lan(n: int, bw: float = DEFAULT_BW) -> Topology:
-    """``n`` training nodes on one LAN: ``hI -- nicI -- lan``.
+    """``n`` training nodes on one LAN: ``hI -- nicI -- lan``
+    (:func:`topologies.builders.nic_lan`, named ``token_lan-N``).
 
     Switches ``nic1..nicN`` (role ``nic``, device ids 1..N) then ``lan`` (role ``lan``,
     device id N+1). ``nicI`` port 1 is host ``hI``, port 2 the LAN switch, whose port
@@ -68,23 +70,9 @@ def token_lan(n: int, bw: float = DEFAULT_BW) -> Topology:
     """
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_NODES:
         raise TopologyError(f"must be an integer in 1..{MAX_NODES}, got {n!r}", field="nodes")
-    topo = Topology(f"token_lan-{n}", bw=bw)
-    nics = [topo.add_switch(f"nic{i + 1}", role="nic") for i in range(n)]
-    lan = topo.add_switch("lan", role="lan")
-    for i, nic in enumerate(nics):
-        topo.add_link(nic, topo.add_host(f"h{i + 1}"))
-    for nic in nics:
-        topo.add_link(nic, lan)
-    topo.validate()
+    topo = nic_lan(n, bw=bw)
+    topo.name = f"token_lan-{n}"
     return topo
-
-
-
-
-
-
-
-
 
 
 @dataclass

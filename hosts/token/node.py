@@ -160,6 +160,7 @@ def run_node(args: argparse.Namespace) -> int:
         node.shards = shards
         node.setup_training(params, shards[1], test, len(data.y_train))
     else:
+        node.log("listening")  # the harness opens formation only once every member is here
         node.form_as_member()
         if node.done:
             summary(node)

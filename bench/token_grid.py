@@ -1,0 +1,219 @@
+"""``python -m bench token-grid``: token broadcast against ring all-reduce and a PS on the
+same LAN, real compute, heterogeneous nodes (issue 23, seed 004's claim).
+
+One grid, one table: for every cell (nodes N, node speed spread S, compute/communication
+ratio R) one time-to-accuracy harness run (``experiments/train.py``: the digits CNN, the
+same seeds, shards, batches and learning rate for every scheme) of
+
+* ``token``: token-passing broadcast through the P4 smart NICs (``nic.p4``) on the LAN
+  switch (``lan.p4``), N training hosts (``controller.token.token_lan``);
+* ``ring``: ring all-reduce over TCP, the same N training hosts behind the same kind of
+  NIC switch on the same LAN (``nic-lan:N+1``, every switch running ``forward.p4``: the
+  NICs forward), the reference of the paired ratios;
+* ``ps``: the INA agents with no aggregating switch (every gradient to a PS host, the
+  one extra host of ``nic-lan:N+1`` behind its own NIC).
+
+Compute is real (each rank's forward/backward pass, one BLAS thread); the spread S slows
+the ranks linearly from 1x (rank 0) to Sx (the last rank), the harness's ``--slow`` (a
+slowed rank sleeps (F-1) times its measured compute after it). The ratio R sets the link
+rate: R = compute / communication, with compute the measured per-step compute of the
+fastest rank (measured here first, in-process, the same model and batch) and
+communication one gradient (4 bytes a parameter) over one link at the link rate, so the
+rate is ``R x gradient bits / compute``. High rates are beyond what the 2-core emulator
+moves at line rate: the harness flags such runs ``cpu-bound`` and the table counts them.
+
+Each cell shows mean ± 95 % CI over the seeds (Student t) of the time to the target
+accuracy, its bound (steps to target x (compute + line-rate sync per step)), and the
+winner: the lowest mean, marked ``tie`` when its interval overlaps the runner-up's.
+``--resume DIR`` skips cells already done there (each cell is one harness directory).
+
+    python -m bench.token_grid [--nodes 4,8] [--spread 1,2,4] [--ratio 0.1,1,10] [--seeds 3]
+                               [--epochs 4] [--schemes token,ring,ps] [--out-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from controller.output import TableConsole
+
+console = TableConsole()
+SCHEMES = ("token", "ring", "ps")
+BATCH = 16  # the harness's default per-rank batch
+
+
+def measure_compute(model: str = "digits", batch: int = BATCH, steps: int = 40) -> tuple[float, int]:
+    """Median seconds of one training step (forward, backward, gradients out) of ``model``
+    at ``batch``, one thread, and its parameter count."""
+    import statistics
+
+    import torch
+
+    from hosts import training as tr
+
+    torch.set_num_threads(1)
+    data = tr.load_data("digits", 0)
+    net = tr.build_model(model, 0)
+    x, y = tr.worker_shard(data, 0, 1)
+    times = []
+    for i in range(steps):
+        xb, yb = x[(i * batch) % (len(y) - batch):][:batch], y[(i * batch) % (len(y) - batch):][:batch]
+        t0 = time.perf_counter()
+        tr.compute_gradients(net, xb, yb)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times[5:]), int(sum(p.numel() for p in net.parameters()))
+
+
+def spread_factors(nodes: int, spread: float) -> list[float]:
+    """Slow-down of each rank: 1x for rank 0 up to ``spread``x for the last, linearly."""
+    if nodes < 2:
+        return [1.0] * nodes
+    return [1.0 + (spread - 1.0) * r / (nodes - 1) for r in range(nodes)]
+
+
+def link_rate(ratio: float, compute_s: float, parameters: int) -> float:
+    """Mbit/s at which one gradient over one link takes ``compute_s / ratio``."""
+    return ratio * parameters * 32 / compute_s / 1e6
+
+
+def winner(rows: dict[str, dict[str, Any]]) -> str:
+    """The scheme with the lowest mean time to target; ``tie`` with the runner-up when
+    their 95 % intervals overlap; ``-`` when no scheme reached the target."""
+    done = sorted(((r["time_to_target_s"]["mean"], s) for s, r in rows.items()
+                   if r.get("time_to_target_s", {}).get("n")), key=lambda m: m[0])
+    if not done:
+        return "-"
+    best = done[0][1]
+    if len(done) > 1:
+        a, b = rows[best]["time_to_target_s"], rows[done[1][1]]["time_to_target_s"]
+        if a["n"] > 1 and b["n"] > 1 and a["high"] >= b["low"]:
+            return f"{best} (tie with {done[1][1]})"
+    return best
+
+
+def _f(iv: dict[str, Any] | None, spec: str = ".1f") -> str:
+    if not iv or not iv.get("n"):
+        return "-"
+    if iv["n"] < 2:
+        return f"{iv['mean']:{spec}} (n=1)"
+    return f"{iv['mean']:{spec}} ± {iv['half_width']:{spec}}"
+
+
+def run_cell(d: Path, nodes: int, spread: float, bw: float, args: argparse.Namespace) -> dict[str, Any]:
+    """One harness run of the schemes on one cell; its summary (resumed when present)."""
+    from experiments import train as harness
+
+    done = [x for x in d.glob("train-*") if (x / "summary.json").exists()] if d.exists() else []
+    if done:
+        return json.loads((done[0] / "summary.json").read_text())
+    d.mkdir(parents=True, exist_ok=True)
+    workers = [f"h{i + 2}" for i in range(nodes)]  # h1 is nic-lan's PS host
+    argv = ["--scheme", args.schemes, "--reference", "ring" if "ring" in args.schemes else args.schemes.split(",")[0],
+            "--topo", f"nic-lan:{nodes + 1}", "--workers", str(nodes), "--bw", f"{bw:.4g}", "--seeds", str(args.seeds),
+            "--epochs", str(args.epochs), "--out-dir", str(d)]
+    for h, f in zip(workers, spread_factors(nodes, spread), strict=True):
+        if f > 1.0:
+            argv += ["--slow", f"{h}={f:.4g}"]
+    if args.target:
+        argv += ["--target", args.target]
+    harness.main(argv)
+    (run_dir,) = [x for x in d.iterdir() if x.name.startswith("train-")]
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def print_table(cells: list[dict[str, Any]], schemes: list[str], args: argparse.Namespace,
+                compute_s: float, parameters: int, accuracy: float) -> Table:
+    """One row per cell: each scheme's time to target (and bound), the winner."""
+    t = Table(title=f"Token broadcast vs ring all-reduce vs PS on one LAN of P4 NICs: digits CNN "
+                    f"({parameters:,} parameters), real compute ({compute_s * 1e3:.1f} ms a step measured "
+                    f"here, fastest rank), {args.epochs} epochs, {args.seeds} seeds (mean ± 95 % CI); "
+                    f"time to {accuracy:.0%} test accuracy in s [bound]; ring is the reference")
+    for col in ("nodes", "spread", "comp/comm", "link Mbit/s", *schemes, "winner", "cpu-bound runs"):
+        t.add_column(col, justify="right" if col not in ("winner",) else "left")
+    for c in cells:
+        rows = {r["scheme"]: r for r in c["summary"]["schemes"]}
+        cols = []
+        for s in schemes:
+            r = rows.get(s)
+            if not r:
+                cols.append("-")
+                continue
+            reached = f"{r['reached']}/{r['runs']}"
+            ratio = "" if r.get("ratio_to_reference") is None else f", ÷ring {_f(r['ratio_to_reference'], '.2f')}"
+            cols.append(f"{_f(r['time_to_target_s'])} [{_f(r['bound_to_target_s'])}] ({reached}{ratio})")
+        cpu = sum(r.get("cpu_bound_runs", 0) for r in rows.values())
+        t.add_row(str(c["nodes"]), f"{c['spread']:g}x", f"{c['ratio']:g}", f"{c['bw']:.3g}", *cols,
+                  winner(rows), str(cpu))
+    return t
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure compute, run every cell, print the grid."""
+    p = argparse.ArgumentParser(prog="python -m bench.token_grid", description=__doc__.splitlines()[0])
+    p.add_argument("--nodes", default="4,8", help="training nodes per cell (default 4,8)")
+    p.add_argument("--spread", default="1,2,4", help="slowest/fastest node speed (default 1,2,4)")
+    p.add_argument("--ratio", default="0.1,1,10", help="compute/communication ratios (default 0.1,1,10)")
+    p.add_argument("--seeds", type=int, default=3, help="seeds per scheme and cell (default 3)")
+    p.add_argument("--epochs", type=int, default=4, help="epochs per run (default 4)")
+    p.add_argument("--schemes", default=",".join(SCHEMES), help="schemes (default token,ring,ps)")
+    p.add_argument("--compute", type=float, default=0.0,
+                   help="per-step compute (s) that sets the link rates (default: measured here)")
+    p.add_argument("--target", default=None, help="embedded or bmv2 (default: the harness's)")
+    p.add_argument("--out-dir", "--resume", dest="out_dir", default=None,
+                   help="where the cells' harness runs go; cells already there are skipped "
+                        "(default: a temporary directory)")
+    args = p.parse_args(argv)
+    try:
+        nodes = [int(x) for x in args.nodes.split(",") if x.strip()]
+        spreads = [float(x) for x in args.spread.split(",") if x.strip()]
+        ratios = [float(x) for x in args.ratio.split(",") if x.strip()]
+    except ValueError as e:
+        p.error(f"--nodes, --spread and --ratio take comma-separated numbers: {e}")
+    if not nodes or min(nodes) < 2 or not spreads or min(spreads) < 1 or not ratios or min(ratios) <= 0:
+        p.error("--nodes >= 2, --spread >= 1 and --ratio > 0, each at least one value")
+    schemes = [s.strip() for s in args.schemes.split(",") if s.strip()]
+    if not schemes or set(schemes) - set(SCHEMES):
+        p.error(f"--schemes: a subset of {','.join(SCHEMES)}")
+    args.schemes = ",".join(schemes)
+    if os.geteuid() != 0:
+        print("token_grid needs root (network namespaces)", file=sys.stderr)
+        return 0
+    from targets.launch import resolve_target
+
+    compute_s, parameters = measure_compute()
+    if args.compute > 0:
+        compute_s = args.compute
+    out = Path(args.out_dir or tempfile.mkdtemp(prefix="gradnet-tokengrid-"))
+    out.mkdir(parents=True, exist_ok=True)
+    console.print(f"compute {compute_s * 1e3:.2f} ms a step (digits CNN, batch {BATCH}); "
+                  f"{len(nodes) * len(spreads) * len(ratios)} cells; runs in {out}")
+    cells: list[dict[str, Any]] = []
+    accuracy = 0.0
+    for n in nodes:
+        for s in spreads:
+            for r in ratios:
+                bw = link_rate(r, compute_s, parameters)
+                console.print(f"[bold]cell: {n} nodes, spread {s:g}x, compute/comm {r:g} -> {bw:.3g} Mbit/s[/bold]")
+                summary = run_cell(out / f"n{n}-s{s:g}-r{r:g}", n, s, bw, args)
+                accuracy = summary["manifest"]["target_accuracy"]
+                cells.append({"nodes": n, "spread": s, "ratio": r, "bw": bw, "summary": summary})
+    (out / "token_grid.json").write_text(json.dumps(
+        {"compute_s": compute_s, "parameters": parameters, "target": resolve_target(args.target),
+         "cells": [{k: v for k, v in c.items() if k != "summary"} | {"schemes": c["summary"]["schemes"]}
+                   for c in cells]}, indent=1))
+    console.print(print_table(cells, schemes, args, compute_s, parameters, accuracy))
+    console.print(f"runs: {out}; table data: {out / 'token_grid.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
