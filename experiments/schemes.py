@@ -103,7 +103,7 @@ def run_scheme(net: Any, topo: Topology, plan: dict[str, Any], grads: list[np.nd
     plan_path.write_text(json.dumps(plan))
     res = SchemeResult(scheme, topo.name, s_count, plan["values"], bw_mbit,
                        model_s=line_rate_model(scheme, s_count, plan["values"], bw_mbit,
-                                               plan.get("n", 0), plan.get("k", 0)))
+                                               plan.get("n", 0), plan.get("k", plan.get("rails", 0))))
     procs = []
     for s, host in enumerate(plan["hosts"]):
         gpath = d / f"grad-{s}.npy"
