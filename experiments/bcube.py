@@ -76,58 +76,6 @@ KNOB_TEXT = {"bml": "pieces per parameter set", "rail_ring": "pieces per chunk",
 TUNE_SEED = 10_000
 
 
-def run_bml(n: int, k: int, bw: float, values: int, grads: list[np.ndarray], scale_bits: int,
-            run_dir: Path, target: str | None, link_loss: float = 0.0, max_time: float = 300.0,
-            pipeline: int = 1, log: Any = _log,
-            loss: Mapping[tuple[str, int], float] | None = None) -> tuple[SchemeResult, dict[str, Any]]:
-    """BML on a fresh BCube(n, k); returns the result and the switches' drop counters.
-
-    ``link_loss`` > 0 puts that loss rate on one link of every level (the first switch of
-    the level, towards its first server); ``loss``: ``{(switch, port): rate}`` besides
-    (``--loss``; it wins on the same port)."""
-    from topologies.network import Network
-
-    topo = bcube_network_topology(n, k, bw)
-    loss_spec = {}
-    if link_loss:
-        for lvl in range(k):
-            sw = next(s for s in topo.switches() if topo.node(s)["level"] == lvl)
-            loss_spec[sw, 1] = link_loss
-    loss_spec.update(loss or {})
-    with Network(topo, target=target, log=log) as net:
-        rep = deploy(topo, net.grpc_addresses(), loss=loss_spec)
-        log(f"BCube({n}, {k}): forward.p4 deployed ({rep}); loss {loss_spec or 'none'}")
-        prepare_hosts(net, topo.hosts())
-        plan = bcube_plan(topo, n, k, values, scale_bits, pipeline=pipeline)
-        res = run_scheme(net, topo, plan, grads, run_dir, bw, max_time, log)
-        counters = read_counters(topo, net.grpc_addresses())
-    return res, counters
-
-
-def run_baselines(servers: int | list[int], bw: float, values: int,
-                  grads: list[np.ndarray] | dict[int, list[np.ndarray]], scale_bits: int | dict[int, int],
-                  schemes: list[str], run_dir: Path, target: str | None, fabric_x: float,
-                  max_time: float = 300.0, log: Any = _log) -> list[SchemeResult]:
-    """The baselines on one fat-tree. ``servers`` may be a list of server counts (one
-    network for all; ``grads`` and ``scale_bits`` then map each count to its own)."""
-    from topologies.network import Network
-
-    counts = [servers] if isinstance(servers, int) else list(servers)
-    gmap = grads if isinstance(grads, dict) else {counts[0]: grads}
-    bmap = scale_bits if isinstance(scale_bits, dict) else {counts[0]: scale_bits}
-    topo = baseline_fat_tree(max(counts), bw, fabric_x)
-    out = []
-    with Network(topo, target=target, log=log) as net:
-        deploy(topo, net.grpc_addresses())
-        prepare_hosts(net, topo.hosts()[:max(counts)])
-        for count in counts:
-            for scheme in schemes:
-                plan = fat_tree_plan(topo, scheme, count, values, bmap[count])
-                out.append(run_scheme(net, topo, plan, gmap[count], run_dir / f"s{count}",
-                                      bw, max_time, log))
-    return out
-
-
 # ----------------------------------------------------------------------------- comparison
 @dataclass
 class Comparison:
