@@ -338,7 +338,8 @@ def plot(path: Path, results: list[SchemeResult], bw: float) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    names = [LABELS.get(r.scheme, r.scheme).replace(" (", "\n(") for r in results]
+    names = [LABELS.get(r.scheme, r.scheme).replace(" (", "\n(").replace("k-rail ", "k-rail\n")
+             for r in results]
     x = np.arange(len(results))
     axes[0].bar(x - 0.2, [r.seconds for r in results], 0.4, label="measured", color="tab:blue")
     axes[0].bar(x + 0.2, [r.model_s for r in results], 0.4, label="line-rate model", color="tab:gray")
@@ -351,13 +352,14 @@ def plot(path: Path, results: list[SchemeResult], bw: float) -> None:
             continue  # tens of seconds at a low rate: it would flatten the others
         grid, per_level = utilisation(r, bw)
         for lvl, u in enumerate(per_level):
-            label = f"BML level {lvl} NICs" if r.scheme == "bml" else f"{r.scheme} NIC"
+            label = (f"BML level {lvl} NICs" if r.scheme == "bml" else
+                     f"{r.scheme} rail {lvl} NICs" if len(per_level) > 1 else f"{r.scheme} NIC")
             axes[1].plot(grid, u, label=label, linestyle="-" if r.scheme == "bml" else "--")
     axes[1].set_xlabel("time since start (s)")
     axes[1].set_ylabel("mean NIC send utilisation")
     axes[1].set_ylim(0, 1.2)
     axes[1].legend(fontsize=7)
-    fig.suptitle(f"gradnet: BML on BCube vs fat-tree baselines ({bw:g} Mbit/s links)")
+    fig.suptitle(f"gradnet: BML on BCube vs k-rail and fat-tree baselines ({bw:g} Mbit/s links)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
