@@ -16,8 +16,9 @@ Each technique's command group lives in its own module beside its controller twi
 ``bcube_cli.py``, ``token_cli.py``, ``net_cli.py``), registered through ``TECHNIQUE_CLIS``.
 
 TOPO is a builder spec (``fat-tree:4``, ``leaf-spine:2,4,2``, ``bcube:4,2``, ``star:4``,
-``linear:3`` or ``linear:3,2``; keyword arguments too: ``fat-tree:4,bw=10``) or a topology
-file (JSON/YAML, see ``topologies/README.md``). Bad input ends with a one-line message
+``linear:3`` or ``linear:3,2``, the k-rail ``rail-leaf-spine:2,2,3,3`` or
+``rail-fat-tree:2,4``; keyword arguments too: ``fat-tree:4,bw=10``) or a topology file
+(JSON/YAML, see ``topologies/README.md``). Bad input ends with a one-line message
 and exit status 2.
 """
 

@@ -1,7 +1,7 @@
 """Run one synchronization scheme's agents on a live network and check the sum.
 
 The plans come from :mod:`controller.bcube` (BML on a BCube; ring, single PS and sharded
-PS on a fat-tree); this module starts ``AGENTS[scheme]`` on every server with the plan,
+PS on a fat-tree; k concurrent rings or sharded PSs on a k-rail network); this module starts ``AGENTS[scheme]`` on every server with the plan,
 waits for them, checks each server's result against the exact sum and reads the NIC and
 switch-port byte counters. Used by ``--mode bcube`` and ``--mode compare``.
 """
@@ -103,7 +103,7 @@ def run_scheme(net: Any, topo: Topology, plan: dict[str, Any], grads: list[np.nd
     plan_path.write_text(json.dumps(plan))
     res = SchemeResult(scheme, topo.name, s_count, plan["values"], bw_mbit,
                        model_s=line_rate_model(scheme, s_count, plan["values"], bw_mbit,
-                                               plan.get("n", 0), plan.get("k", 0)))
+                                               plan.get("n", 0), plan.get("k", plan.get("rails", 0))))
     procs = []
     for s, host in enumerate(plan["hosts"]):
         gpath = d / f"grad-{s}.npy"

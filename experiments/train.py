@@ -16,11 +16,14 @@ ps        the INA agents with no aggregating switch (every gradient to the PS) i
 ina       in-network aggregation (greedy + LP placement, ``--budget``)         ina.p4
 ring      ring all-reduce over TCP (``hosts.bml.collective``)                  forward.p4
 bml       BCube hierarchical synchronization on BCube(n, k), n^k = workers     forward.p4
+rail_ring k concurrent rings, one per rail of a k-rail network (BML's NIC count) forward.p4
 ========= ==================================================================== ==========
 
 gloo, ps, ina and ring run on one topology (``--topo``, default a star of the workers
 and a PS host); bml needs its own BCube with the same number of training hosts and the
-same per-NIC link rate, so each of its hosts has k NICs (the table says so). ``--slow``
+same per-NIC link rate, so each of its hosts has k NICs (the table says so); rail_ring
+(not in the default set: ``--scheme bml,rail_ring,...``) gives ring all-reduce the same
+k NICs per host, NIC j into rail j's own leaf-spine, k rings at once on 1/k each. ``--slow``
 names a training host of the shared topology; on the BCube the same rank is slowed.
 
 Per scheme it reports, as mean and 95 % confidence interval over the seeds (Student t):
@@ -76,11 +79,14 @@ from experiments.runner import log as _log
 console = TableConsole()
 
 # Every scheme the harness knows, in the issue's order; those it runs today.
-ALL_SCHEMES = ("ps", "ring", "ina", "ndn", "bml", "token", "differentiated", "gloo")
-BUILTIN_SCHEMES = ("gloo", "ps", "ina", "ring", "bml")
+ALL_SCHEMES = ("ps", "ring", "ina", "ndn", "bml", "rail_ring", "token", "differentiated", "gloo")
+BUILTIN_SCHEMES = ("gloo", "ps", "ina", "ring", "bml", "rail_ring")
 P4_PROGRAM = {"gloo": "forward.p4", "ps": "ina.p4 (no aggregator used)", "ina": "ina.p4",
-              "ring": "forward.p4", "bml": "forward.p4"}
-DEFAULT_SCHEMES = ALL_SCHEMES
+              "ring": "forward.p4", "bml": "forward.p4", "rail_ring": "forward.p4"}
+# rail_ring (BML's same-NIC-count baseline) on request: --scheme bml,rail_ring
+DEFAULT_SCHEMES = tuple(s for s in ALL_SCHEMES if s != "rail_ring")
+#: Schemes that sum through hosts.bml.collective with a plan file.
+COLLECTIVE_SCHEMES = ("ring", "bml", "rail_ring")
 CPU_BOUND_RATIO = 2.0  # measured sync time above this multiple of the line-rate bound
 
 # Schemes whose agents train with their own loop plug in as a module of this package (see
@@ -290,19 +296,23 @@ def make_plan(args: argparse.Namespace) -> Plan:
     except DeployError as e:
         raise HarnessError(str(e)) from None
     shared = Setting(topo, ps, workers, float(args.bw))
-    settings = {s: shared for s in schemes if s != "bml"}
-    if "bml" in schemes:
-        from controller.bcube import bcube_network_topology, bcube_shape
+    settings = {s: shared for s in schemes if s not in ("bml", "rail_ring")}
+    for own in [s for s in ("bml", "rail_ring") if s in schemes]:
+        from controller.bcube import baseline_rails, bcube_network_topology, bcube_shape
 
         shape = bcube_shape(args.workers)
         if shape is None:
-            raise HarnessError(f"--scheme bml: BCube(n, k) has n^k servers (n, k >= 2); --workers "
+            raise HarnessError(f"--scheme {own}: BCube(n, k) has n^k servers (n, k >= 2); --workers "
                                f"{args.workers} is not one (4, 8, 9, 16, 25, 27, ...)")
         if loss:
-            raise HarnessError("--loss names ports of the shared topology, and bml runs on its own "
-                               "BCube: run bml without --loss (or the others without bml)")
-        btopo = bcube_network_topology(*shape, float(args.bw))
-        settings["bml"] = Setting(btopo, None, btopo.hosts(), shape[1] * float(args.bw))
+            raise HarnessError(f"--loss names ports of the shared topology, and {own} runs on its "
+                               f"own network: run {own} without --loss (or the others without it)")
+        if own == "bml":
+            btopo = bcube_network_topology(*shape, float(args.bw))
+        else:  # the same NIC count as BML's BCube for these workers: k rails
+            btopo = baseline_rails(args.workers, shape[1], float(args.bw))
+        settings[own] = Setting(btopo, None, btopo.hosts()[:args.workers],
+                                shape[1] * float(args.bw))
     for s in schemes:
         if s in PLUGINS:
             settings[s] = _plugin(s).setting(args, shared)
@@ -351,12 +361,14 @@ def _trainer_argv(args: argparse.Namespace, plan: Plan, setting: Setting, scheme
 def collective_plan(setting: Setting, scheme: str, values: int) -> dict[str, Any]:
     """The ring or BML plan of the training hosts (``controller.bcube``), for ``values``
     parameters at the INA jobs' fixed-point scale."""
-    from controller.bcube import bcube_plan, bcube_shape, fat_tree_plan
+    from controller.bcube import bcube_plan, bcube_shape, fat_tree_plan, rail_plan
 
     scale_bits = 16
     if scheme == "bml":
         n, k = bcube_shape(len(setting.workers)) or (0, 0)
         return bcube_plan(setting.topo, n, k, values, scale_bits)
+    if scheme == "rail_ring":
+        return rail_plan(setting.topo, scheme, len(setting.workers), values, scale_bits)
     plan = fat_tree_plan(setting.topo, scheme, len(setting.workers), values, scale_bits)
     # the training hosts, not the topology's first hosts (the first one is the PS)
     plan["hosts"] = list(setting.workers)
@@ -394,7 +406,7 @@ def run_trainers(net: Any, args: argparse.Namespace, plan: Plan, scheme: str, se
     topo = setting.topo
     ps_proc = conf = None
     t0 = time.monotonic()
-    if scheme in ("ring", "bml"):
+    if scheme in COLLECTIVE_SCHEMES:
         conf = d / "plan.json"
         conf.write_text(json.dumps(collective_plan(setting, scheme, plan.parameters)))
     if job is not None:

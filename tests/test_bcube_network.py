@@ -15,11 +15,14 @@ import pytest
 
 from controller.bcube import (
     baseline_fat_tree,
+    baseline_rails,
     bcube_network_topology,
     bcube_plan,
     choose_scale_bits,
     fat_tree_plan,
     gradients,
+    line_rate_model,
+    rail_plan,
 )
 from controller.deploy import deploy, read_counters
 from experiments.runner import prepare_hosts
@@ -120,3 +123,45 @@ def test_baselines_exact_sums_on_fat_tree(tmp_path: Path) -> None:
             res = run_scheme(net, topo, plan, grads, tmp_path, BW, max_time=120)
             assert res.exact, f"{scheme}: {res.mismatches} elements differ from the exact sum"
             assert res.switch_hops > 1.5  # fat-tree paths cross several switches
+
+
+def test_rail_baselines_exact_sums_per_rail(tmp_path: Path) -> None:
+    """BML's NIC count without BCube: 4 servers with 2 NICs, NIC j in rail j's own
+    leaf-spine; k concurrent rings and sharded PSs, one per rail on half the gradient,
+    end with the exact sum on every server, and each rail carried its half."""
+    from topologies.network import Network
+
+    servers, rails = 4, 2
+    topo = baseline_rails(servers, rails, BW)
+    grads = gradients(servers, 10_001, seed=23)
+    bits = choose_scale_bits(grads)
+    with Network(topo, run_dir=str(tmp_path / "net")) as net:
+        deploy(topo, net.grpc_addresses())
+        prepare_hosts(net, topo.hosts())
+        # each NIC reaches its peers' NIC on its own rail (leaf-spine: 1 or 3 switches)
+        out = net.host("h1").cmd("; ".join(
+            f"ping -c1 -W2 -I {topo.host_ip('h1', j)} {topo.host_ip(h, j)}"
+            for j in range(rails) for h in topo.hosts()[1:]))
+        assert out.count(" 0% packet loss") == rails * (servers - 1), out
+        for scheme in ("rail_ring", "rail_sharded_ps"):
+            before = {sw: c for sw, c in _rail_switch_rx(net, topo).items()}
+            plan = rail_plan(topo, scheme, servers, grads[0].size, bits, pieces=2)
+            assert plan["rails"] == rails
+            res = run_scheme(net, topo, plan, grads, tmp_path, BW, max_time=120)
+            assert res.exact, f"{scheme}: {res.mismatches} elements differ from the exact sum"
+            assert res.model_s == pytest.approx(
+                line_rate_model("ring", servers, grads[0].size, BW) / rails, rel=0.01)
+            for rep in res.reports:  # both NICs of every server carried about half
+                sent = [rep["tx_payload"][str(j)] for j in range(rails)]
+                assert min(sent) > 0.9 * max(sent), (scheme, sent)
+            after = _rail_switch_rx(net, topo)
+            for j in range(rails):  # and the traffic of rail j crossed rail j's switches
+                got = sum(after[sw] - before[sw] for sw in topo.switches()
+                          if topo.node(sw)["rail"] == j)
+                assert got > 0.9 * sum(r["tx_payload"][str(j)] for r in res.reports), (scheme, j)
+
+
+def _rail_switch_rx(net, topo) -> dict[str, int]:  # noqa: ANN001
+    from experiments.schemes import switch_port_bytes
+
+    return switch_port_bytes(net, topo)

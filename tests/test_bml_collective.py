@@ -104,6 +104,24 @@ def test_baselines_twenty_rounds_exact_and_identical(scheme: str, servers: int) 
     _check_rounds(plan, rounds=20, seed=servers)
 
 
+@pytest.mark.parametrize(("scheme", "servers", "rails", "pieces"),
+                         [("rail_ring", 4, 2, 4), ("rail_sharded_ps", 4, 2, 8),
+                          ("rail_ring", 3, 3, 1), ("rail_sharded_ps", 2, 3, 2)])
+def test_rail_baselines_twenty_rounds_exact(scheme: str, servers: int, rails: int,
+                                            pieces: int) -> None:
+    """k concurrent rings / sharded PSs, one per rail on 1/k of the vector: exact sums,
+    and every rail's connections carried its part."""
+    plan = loopback_plan(scheme, 1001, SCALE, _free_port(), servers=servers, rails=rails,
+                         pieces=pieces)
+    _check_rounds(plan, rounds=20, seed=servers + rails)
+    plan2 = dict(plan, port=_free_port())
+    results, errors = _run_servers(
+        plan2, lambda c: (c.allreduce(np.ones(1001, np.float32)), c.stats())[1])
+    assert errors == [None] * servers
+    for st in results:
+        assert len(st["tx_bytes"]) == rails and all(v > 0 for v in st["tx_bytes"].values()), st
+
+
 @pytest.mark.parametrize(("n", "k", "pipeline"), [(2, 2, 1), (3, 2, 2), (2, 3, 1)])
 def test_bml_twenty_rounds_exact_and_identical(n: int, k: int, pipeline: int) -> None:
     plan = loopback_plan("bml", 777, SCALE, _free_port(), n=n, k=k, pipeline=pipeline)

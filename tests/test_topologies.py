@@ -23,6 +23,8 @@ from topologies import (
     linear,
     load,
     mac_for_ip,
+    rail_fat_tree,
+    rail_leaf_spine,
     star,
 )
 from topologies.base import CPU_PORT, MAX_IFNAME
@@ -39,6 +41,8 @@ def all_builders() -> list[Topology]:
         bcube(2, 1),
         bcube(4, 2),
         bcube(3, 3),
+        rail_fat_tree(2, 4),
+        rail_leaf_spine(3, 2, 3, 3),
         star(5),
         linear(4, 2),
         linear(1),
@@ -224,6 +228,43 @@ def test_leaf_spine_structure() -> None:
         assert [topo.peer(leaf, 6 + j)[0] for j in range(3)] == spines
     for spine in spines:
         assert [topo.peer(spine, i + 1)[0] for i in range(4)] == leaves
+
+
+def test_rail_networks_copy_the_one_rail_topology_per_nic() -> None:
+    from controller.cli import parse_topology
+    from controller.routing import compute_routes
+
+    one = leaf_spine(2, 3, 3, bw=7)
+    topo = parse_topology("rail-leaf-spine:2,2,3,3,bw=7")
+    assert topo.name == "rail2-leaf_spine-2x3x3"
+    m = len(one.switches())
+    assert len(topo.switches()) == 2 * m and topo.hosts() == one.hosts()
+    for j in range(2):
+        for i, sw in enumerate(one.switches()):
+            copy = f"s{j * m + i + 1}"
+            data = topo.node(copy)
+            assert data["rail"] == j and data["role"] == one.node(sw)["role"]
+            for port, peer in one.ports(sw).items():  # same ports, same peers (renamed)
+                got, _ = topo.peer(copy, port)
+                want = peer if one.is_host(peer) else f"s{j * m + one.switches().index(peer) + 1}"
+                assert got == want
+    for h in topo.hosts():
+        nics = topo.node(h)["ifaces"]
+        assert [n["ip"].split(".")[1] for n in nics] == ["0", "1"]
+        assert [topo.node(n["switch"])["rail"] for n in nics] == [0, 1]
+    assert all(c == 7.0 for *_, c in topo.links())
+    # a switch routes to every NIC of its own rail and to none of the other rail
+    routes = compute_routes(topo)
+    for sw in topo.switches():
+        rail = topo.node(sw)["rail"]
+        nics = {topo.host_by_ip(r.ip)[1] for r in routes[sw].routes}
+        assert nics == {rail} and len(routes[sw].routes) == 9
+        assert len(routes[sw].unreachable) == 9
+    assert len(rail_fat_tree(3, 4).switches()) == 60
+    with pytest.raises(TopologyError, match="rails: must be >= 1"):
+        rail_leaf_spine(0, 1, 1, 1)
+    with pytest.raises(TopologyError, match="rails: must be <= 16"):
+        rail_leaf_spine(17, 1, 1, 1)
 
 
 def test_star_and_linear() -> None:

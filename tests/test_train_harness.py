@@ -71,6 +71,18 @@ def test_bml_runs_on_a_bcube_with_the_same_training_hosts():
     assert ring["hosts"] == gloo.workers and ring["values"] == 100
 
 
+def test_rail_ring_has_bmls_nic_count_on_its_own_rails():
+    plan = harness.make_plan(_args("--scheme", "bml,rail_ring", "--workers", "4", "--bw", "10",
+                                   "--reference", "rail_ring"))
+    bml, rail = plan.settings["bml"], plan.settings["rail_ring"]
+    assert len(rail.workers) == 4 and rail.ps is None and rail.topo.name != bml.topo.name
+    assert rail.nic_mbit == bml.nic_mbit == 20.0  # 2 NICs a host on both
+    p = harness.collective_plan(rail, "rail_ring", 100)
+    assert p["rails"] == 2 and p["hosts"] == rail.workers
+    assert all(len(ips) == 2 for ips in p["ips"])
+    assert "rail_ring" not in harness.DEFAULT_SCHEMES  # on request only
+
+
 def test_dry_run_prints_the_plan_and_starts_nothing(capsys, tmp_path):
     rc = harness.main(["--dry-run", "--scheme", "gloo,ina", "--seeds", "2", "--out-dir", str(tmp_path)])
     out = capsys.readouterr().out

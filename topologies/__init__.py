@@ -10,7 +10,16 @@ from .base import (
     host_address,
     mac_for_ip,
 )
-from .builders import BUILDERS, bcube, fat_tree, leaf_spine, linear, star
+from .builders import (
+    BUILDERS,
+    bcube,
+    fat_tree,
+    leaf_spine,
+    linear,
+    rail_fat_tree,
+    rail_leaf_spine,
+    star,
+)
 from .fileformat import load, loads
 
 __all__ = [
@@ -29,5 +38,7 @@ __all__ = [
     "load",
     "loads",
     "mac_for_ip",
+    "rail_fat_tree",
+    "rail_leaf_spine",
     "star",
 ]

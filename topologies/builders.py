@@ -171,6 +171,55 @@ def bcube(n: int, k: int, bw: float = DEFAULT_BW) -> Topology:
     return topo
 
 
+def _railed(rails: int, rail: Topology, name: str) -> Topology:
+    """``rails`` copies of the one-NIC topology ``rail``, sharing its hosts: host ``hI``
+    gets one NIC per rail, NIC ``j`` (``hI-eth<j>``, address ``10.j.x.y``) on rail ``j``'s
+    copy of the switch ``hI`` hangs off in ``rail``. Rail ``j``'s switches are
+    ``rail``'s switches renumbered after rail ``j-1``'s (``s(j*M + I)`` for ``sI``), with
+    the same roles, attributes and port numbers, plus attribute ``rail = j``; link rates
+    are ``rail``'s. No link joins two rails: a packet stays on the rail of the NIC that
+    sent it."""
+    if rails > 16:
+        raise TopologyError(f"must be <= 16 (NICs per host), got {rails}", field="rails")
+    topo = Topology(name, bw=rail.default_bw)
+    skip = {"kind", "role", "index", "ifaces", "device_id", "grpc_port", "name"}
+    for h in rail.hosts():
+        topo.add_host(h, **{a: v for a, v in rail.node(h).items() if a not in skip})
+    m = len(rail.switches())
+    for j in range(rails):
+        names = {}
+        for i, sw in enumerate(rail.switches()):
+            data = rail.node(sw)
+            names[sw] = topo.add_switch(f"s{j * m + i + 1}", role=data["role"], rail=j,
+                                        **{a: v for a, v in data.items() if a not in skip})
+        for ln in rail.links():
+            a = ln.a if rail.is_host(ln.a) else names[ln.a]
+            b = ln.b if rail.is_host(ln.b) else names[ln.b]
+            topo.add_link(a, b, bw=ln.capacity,
+                          port_a=j if rail.is_host(ln.a) else ln.port_a,
+                          port_b=j if rail.is_host(ln.b) else ln.port_b)
+    topo.validate()
+    return topo
+
+
+def rail_fat_tree(rails: int, k: int, bw: float = DEFAULT_BW) -> Topology:
+    """A ``rails``-rail network of k-ary fat-trees: every host has ``rails`` NICs, NIC
+    ``j`` in fat-tree ``j`` (see :func:`_railed` for names, addresses and ports; each
+    rail is exactly :func:`fat_tree`'s ``k``, switches ``s(j*5k²/4 + 1)..``)."""
+    rails = _int_arg(rails, "rails", 1)
+    return _railed(rails, fat_tree(k, bw=bw), f"rail{rails}-fat_tree-k{k}")
+
+
+def rail_leaf_spine(rails: int, spines: int, leaves: int, hosts_per_leaf: int,
+                    bw: float = DEFAULT_BW) -> Topology:
+    """A ``rails``-rail network of leaf-spines: every host has ``rails`` NICs, NIC ``j``
+    in leaf-spine ``j`` (each rail exactly :func:`leaf_spine`'s, its switches numbered
+    after the previous rail's; see :func:`_railed`)."""
+    rails = _int_arg(rails, "rails", 1)
+    return _railed(rails, leaf_spine(spines, leaves, hosts_per_leaf, bw=bw),
+                   f"rail{rails}-leaf_spine-{spines}x{leaves}x{hosts_per_leaf}")
+
+
 def star(n: int, bw: float = DEFAULT_BW) -> Topology:
     """``n`` hosts on one switch ``s1`` (role ``switch``); host ``hI`` is on port ``I``."""
     n = _int_arg(n, "n", 1)
@@ -233,6 +282,8 @@ BUILDERS: dict[str, Callable[..., Topology]] = {
     "fat_tree": fat_tree,
     "leaf_spine": leaf_spine,
     "bcube": bcube,
+    "rail_fat_tree": rail_fat_tree,
+    "rail_leaf_spine": rail_leaf_spine,
     "star": star,
     "linear": linear,
     "nic_lan": nic_lan,

@@ -9,9 +9,11 @@ bcube`` group; :mod:`experiments.schemes` runs a plan's agents.
 from controller.bcube.deployment import (
     AGENTS,
     MAX_SCALE_BITS,
+    RAIL_FABRICS,
     SCHEMES,
     WIRE_PER_PAYLOAD,
     baseline_fat_tree,
+    baseline_rails,
     bcube_network_topology,
     bcube_plan,
     bcube_shape,
@@ -21,11 +23,13 @@ from controller.bcube.deployment import (
     gradients,
     line_rate_model,
     nic_payload_bytes,
+    rail_plan,
 )
 
 __all__ = [
     "AGENTS",
     "baseline_fat_tree",
+    "baseline_rails",
     "bcube_network_topology",
     "bcube_shape",
     "bcube_plan",
@@ -36,6 +40,8 @@ __all__ = [
     "line_rate_model",
     "MAX_SCALE_BITS",
     "nic_payload_bytes",
+    "RAIL_FABRICS",
+    "rail_plan",
     "SCHEMES",
     "WIRE_PER_PAYLOAD",
 ]

@@ -5,8 +5,9 @@
 
 ``schedule`` prints, per thread (parameter set), the level of every stage and the slice
 each server reduces there (``--server`` instead lists that server's exchanges: peers,
-what it sends and receives). ``model`` prints the line-rate time of BML and of the
-fat-tree baselines for the same server count. ``python -m experiments --mode
+what it sends and receives). ``model`` prints the line-rate time of BML, of the
+fat-tree baselines for the same server count, and of the k-rail baselines
+(``rail_ring``, ``rail_sharded_ps``: k NICs per server, one ring or sharded PS per rail). ``python -m experiments --mode
 bcube`` runs them for real.
 """
 

@@ -8,7 +8,10 @@
 * :func:`run_scheme` -- run one scheme on a running :class:`topologies.network.Network`:
   start one agent per server, release them together, check every server's result
   element by element against the exact fixed-point sum, read switch port counters;
-* :func:`bcube_network_topology` / :func:`baseline_fat_tree` -- the two networks.
+* :func:`bcube_network_topology` / :func:`baseline_fat_tree` / :func:`baseline_rails` --
+  the networks: BCube, the one-NIC fat-tree, and the k-rail network (every server ``k``
+  NICs, NIC ``j`` into rail ``j``'s own leaf-spine or fat-tree) whose ``k`` concurrent
+  rings or sharded PSs (:func:`rail_plan`) have BML's NIC count.
 
 BCube needs no BCube-specific data plane: ``forward.p4`` with
 :func:`controller.routing.compute_routes` gives every switch a /32 route to each NIC on
@@ -18,21 +21,24 @@ one switch. Loss is the egress ``LinkEmulation`` stage (``loss={(switch, port): 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from hosts.bml.schedule import BcubeSchedule, ScheduleError, cut
+from hosts.bml.schedule import DEFAULT_PIECES, RAIL_SCHEMES, BcubeSchedule, ScheduleError, cut
 from hosts.fixedpoint import max_scale_bits, quantize
 from hosts.packets import BCUBE_HEADER_LEN, BCUBE_TCP_PORT
-from topologies import bcube, fat_tree
+from topologies import bcube, fat_tree, rail_fat_tree, rail_leaf_spine
 from topologies.base import Topology
 
 __all__ = [
     "AGENTS",
     "SCHEMES",
     "WIRE_PER_PAYLOAD",
+    "RAIL_FABRICS",
     "baseline_fat_tree",
+    "baseline_rails",
     "bcube_network_topology",
     "bcube_shape",
     "bcube_plan",
@@ -42,11 +48,15 @@ __all__ = [
     "gradients",
     "line_rate_model",
     "nic_payload_bytes",
+    "rail_plan",
 ]
 
 #: Agent module per scheme.
 AGENTS = {"bml": "hosts.bml", "sharded_ps": "hosts.bml.baselines",
-          "ring": "hosts.bml.baselines", "ps": "hosts.bml.baselines"}
+          "ring": "hosts.bml.baselines", "ps": "hosts.bml.baselines",
+          "rail_ring": "hosts.bml.baselines", "rail_sharded_ps": "hosts.bml.baselines"}
+#: Fabrics a k-rail network's rails can be (``baseline_rails``).
+RAIL_FABRICS = ("leaf-spine", "fat-tree")
 SCHEMES = tuple(AGENTS)
 #: Wire bytes per payload byte on a loaded link direction: a full TCP segment carries
 #: 1448 payload bytes in a 1514-byte frame (14 Ethernet + 20 IP + 32 TCP with
@@ -81,14 +91,40 @@ def baseline_fat_tree(servers: int, bw: float, fabric_x: float = 4.0) -> Topolog
     switch links ``fabric_x * bw`` (an ideal non-blocking fabric, the BML paper's
     assumption: ECMP hash collisions would otherwise make the baselines slower than
     any host-link model)."""
+    return _fast_fabric(fat_tree(_fat_tree_k(servers), bw=bw), bw, fabric_x)
+
+
+def _fat_tree_k(servers: int) -> int:
     k = 4
     while k**3 // 4 < servers:
         k += 2
-    topo = fat_tree(k, bw=bw)
+    return k
+
+
+def _fast_fabric(topo: Topology, bw: float, fabric_x: float) -> Topology:
     for u, v, data in topo.graph.edges(data=True):
         if topo.is_switch(u) and topo.is_switch(v):
             data["capacity"] = float(bw * fabric_x)
     return topo
+
+
+def baseline_rails(servers: int, rails: int, bw: float, fabric_x: float = 4.0,
+                   fabric: str = "leaf-spine") -> Topology:
+    """A ``rails``-rail network for ``servers`` servers: every server ``rails`` NICs at
+    ``bw`` Mbit/s (BCube's NIC count and rate), NIC ``j`` into rail ``j``'s own fabric,
+    switch-to-switch links ``fabric_x * bw`` (non-blocking, as :func:`baseline_fat_tree`).
+
+    ``fabric``: ``leaf-spine`` (default; 2 spines, ``ceil(sqrt(S))`` servers per leaf:
+    at most 3 switches on a path, which spares the 2-core machine's Python switches) or
+    ``fat-tree`` (the smallest k-ary fat-tree per rail, the one-NIC baseline's)."""
+    if fabric == "fat-tree":
+        topo = rail_fat_tree(rails, _fat_tree_k(servers), bw=bw)
+    elif fabric == "leaf-spine":
+        per_leaf = max(2, math.isqrt(servers - 1) + 1)
+        topo = rail_leaf_spine(rails, 2, -(-servers // per_leaf), per_leaf, bw=bw)
+    else:
+        raise ValueError(f"unknown rail fabric {fabric!r} (choose from {', '.join(RAIL_FABRICS)})")
+    return _fast_fabric(topo, bw, fabric_x)
 
 
 # ----------------------------------------------------------------------------- plans
@@ -145,11 +181,41 @@ def fat_tree_plan(topo: Topology, scheme: str, servers: int, values: int, scale_
     }
 
 
+def rail_plan(topo: Topology, scheme: str, servers: int, values: int, scale_bits: int,
+              port: int = BCUBE_TCP_PORT, pieces: int | None = None) -> dict[str, Any]:
+    """A k-rail plan (``rail_ring`` or ``rail_sharded_ps``) on the first ``servers`` hosts
+    of a rail network: ``rails`` = the hosts' NIC count, server ``s``'s rail-``j`` address
+    and interface are its NIC ``j``'s; ``pieces`` per chunk (ring) or shard (PS) on
+    each rail."""
+    if scheme not in RAIL_SCHEMES:
+        raise ValueError(f"unknown k-rail baseline {scheme!r} (choose from {', '.join(RAIL_SCHEMES)})")
+    hosts = topo.hosts()[:servers]
+    if len(hosts) < servers or servers < 2:
+        raise ValueError(f"{topo.name} cannot host {servers} servers")
+    rails = len(topo.node(hosts[0])["ifaces"])
+    if rails < 1 or any(len(topo.node(h)["ifaces"]) != rails for h in hosts):
+        raise ValueError(f"{topo.name}: servers must all have the same number of NICs")
+    return {
+        "scheme": scheme, "servers": servers, "values": values, "scale_bits": scale_bits,
+        "port": port, "hosts": hosts, "rails": rails,
+        "pieces": pieces or DEFAULT_PIECES[scheme],
+        "ips": [[topo.host_ip(h, j) for j in range(rails)] for h in hosts],
+        "ifaces": [[topo.iface(h, j)["name"] for j in range(rails)] for h in hosts],
+    }
+
+
 # ----------------------------------------------------------------------------- model
 def nic_payload_bytes(scheme: str, servers: int, values: int, n: int = 0, k: int = 0) -> int:
     """Bytes (message headers included) the busiest NIC must carry one after the other:
-    the larger of its two directions when they overlap, their sum for the single PS."""
+    the larger of its two directions when they overlap, their sum for the single PS.
+    The k-rail schemes take ``k`` as the rail count: rail ``j`` carries part ``j`` of
+    ``k`` contiguous parts, as a ring or sharded PS of its own."""
     h = BCUBE_HEADER_LEN
+    if scheme in RAIL_SCHEMES:
+        if k < 1:
+            raise ValueError(f"{scheme} needs the rail count k >= 1, got {k}")
+        return max(nic_payload_bytes(RAIL_SCHEMES[scheme], servers, b - a)
+                   for a, b in cut((0, values), k))
     if scheme == "bml":
         sched = BcubeSchedule(n, k, values)
         # headers: one message per peer per stage per thread on each level's NIC
@@ -169,6 +235,7 @@ def line_rate_model(scheme: str, servers: int, values: int, bw_mbit: float,
     """Seconds when the busiest NIC direction runs at ``bw_mbit`` Mbit/s (docs/bcube.md).
 
     BML: the k threads use the k NICs in parallel, each NIC carries ``2 M (1 - 1/S) / k``;
+    k-rail ring and sharded PS (``k`` = rails) the same, one ring or PS per NIC on ``M/k``;
     sharded PS and ring: ``2 M (1 - 1/S)`` on the one NIC; single PS: its NIC receives
     ``(S - 1) M`` then sends ``(S - 1) M`` (the sends wait for the whole sum).
     """

@@ -158,6 +158,8 @@ def serve(plan: dict[str, Any], me: int, links: list[Link], algorithm: Algorithm
     buf = q.copy()
     algorithm(ctx, buf)
     end = time.time()
+    for c in conns.values():  # every FIN queued first: no two servers wait on each other's
+        c.send_fin()
     for c in conns.values():
         c.finish(timeout=10.0)
     after = NicSampler.read()

@@ -12,62 +12,76 @@ Same plan, fixed point, framing, TCP transport and start protocol as the BML age
   neighbour, pipelined in pieces.
 * ``ps`` -- a single parameter server (server 0, also a worker), as in the INA work:
   everyone pushes the whole gradient to it, it sends the sum back.
+* ``rail_ring`` / ``rail_sharded_ps`` -- the same NIC count as BML on a BCube: on a
+  k-rail network (``plan['rails'] = k``, every server one NIC per rail, NIC ``j`` in
+  rail ``j``'s own fabric) the gradient is cut into ``k`` contiguous parts and part ``j``
+  runs its own ring (or sharded PS) over rail ``j`` in its own Python thread, all ``k``
+  at once; the messages of rail ``j`` carry ``thread`` numbers of their own so the
+  rails never share an inbox key.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import threading
 from typing import Any
 
 import numpy as np
 
 from hosts.bml.agent import Algorithm, Ctx, agent_parser, load_plan, serve
-from hosts.bml.schedule import cut
+from hosts.bml.schedule import DEFAULT_PIECES, RAIL_SCHEMES, cut
 from hosts.bml.transport import Link
 from hosts.packets import BcubeMsg
 
-__all__ = ["SCHEMES", "algorithm_for", "links_for", "main", "ring", "sharded_ps", "single_ps"]
+__all__ = ["DEFAULT_PIECES", "RAIL_SCHEMES", "SCHEMES", "algorithm_for", "links_for", "main",
+           "on_rails", "plan_rails", "ring", "sharded_ps", "single_ps"]
 
 
-def sharded_ps(ctx: Ctx, buf: np.ndarray, servers: int, chunks: int = 8) -> None:
+def sharded_ps(ctx: Ctx, buf: np.ndarray, servers: int, chunks: int = 8, *, level: int = 0,
+               rng: tuple[int, int] | None = None, thread: int = 0) -> None:
     """Sharded PS: push shards, sum the own shard, send the sum back (PULL).
 
     Every shard goes in ``chunks`` pieces (``stage`` = piece number), and the owner sends
     a piece's sum back as soon as all its contributions are in, as PS implementations
     slice their keys: the pulls of early pieces overlap the pushes of later ones, so a
-    server's uplink does not idle while the last pushes to its shard trickle in."""
+    server's uplink does not idle while the last pushes to its shard trickle in.
+
+    ``rng`` (default all of ``buf``) is the part synchronised, over the connections of
+    ``level`` (the NIC / rail), with message ``thread`` = ``thread``."""
     me = ctx.server
-    shards = cut((0, buf.size), servers)
+    shards = cut(rng or (0, buf.size), servers)
     others = [(me + i) % servers for i in range(1, servers)]  # staggered: no hot receiver
     pieces = [cut(sh, chunks) for sh in shards]
     for c in range(chunks):
         for t in others:
             a, b = pieces[t][c]
-            ctx.conn(0, t).send(BcubeMsg.PUSH, 0, c, a, buf[a:b])
+            ctx.conn(level, t).send(BcubeMsg.PUSH, thread, c, a, buf[a:b])
     for c in range(chunks):
         a, b = pieces[me][c]
         for t in others:
-            buf[a:b] += ctx.receive(BcubeMsg.PUSH, 0, c, t, (a, b))
+            buf[a:b] += ctx.receive(BcubeMsg.PUSH, thread, c, t, (a, b))
         for t in others:
-            ctx.conn(0, t).send(BcubeMsg.PULL, 0, c, a, buf[a:b])
+            ctx.conn(level, t).send(BcubeMsg.PULL, thread, c, a, buf[a:b])
     for c in range(chunks):
         for t in others:
-            buf[slice(*pieces[t][c])] = ctx.receive(BcubeMsg.PULL, 0, c, t, pieces[t][c])
+            buf[slice(*pieces[t][c])] = ctx.receive(BcubeMsg.PULL, thread, c, t, pieces[t][c])
 
 
-def ring(ctx: Ctx, buf: np.ndarray, servers: int, pieces: int = 4) -> None:
+def ring(ctx: Ctx, buf: np.ndarray, servers: int, pieces: int = 4, *, level: int = 0,
+         rng: tuple[int, int] | None = None, thread: int = 0) -> None:
     """Ring all-reduce: ``S - 1`` reduce-scatter then ``S - 1`` all-gather steps of one
     chunk (``1/S``) each to the right neighbour.
 
     Pipelined as ring implementations do: every chunk travels in ``pieces`` pieces
-    (message ``thread`` = piece, ``stage`` = step), and a piece received at step ``u`` is
-    forwarded at step ``u + 1`` at once (it is the next step's chunk), so a step's
-    latency is paid per piece, not per chunk."""
+    (message ``thread`` = ``thread`` + piece, ``stage`` = step), and a piece received at
+    step ``u`` is forwarded at step ``u + 1`` at once (it is the next step's chunk), so a
+    step's latency is paid per piece, not per chunk. ``rng`` (default all of ``buf``) is
+    the part synchronised, over the connections of ``level`` (the NIC / rail)."""
     me = ctx.server
     s = servers
     right, left = (me + 1) % s, (me - 1) % s
-    chunks = cut((0, buf.size), s)
+    chunks = cut(rng or (0, buf.size), s)
     parts = [cut(ch, pieces) for ch in chunks]
     steps = 2 * (s - 1)
 
@@ -79,19 +93,19 @@ def ring(ctx: Ctx, buf: np.ndarray, servers: int, pieces: int = 4) -> None:
 
     def send(u: int, c: int) -> None:
         a, b = parts[sent_chunk(u)][c]
-        ctx.conn(0, right).send(msg(u), c, u, a, buf[a:b])
+        ctx.conn(level, right).send(msg(u), thread + c, u, a, buf[a:b])
 
     for c in range(pieces):
         send(0, c)
     for u in range(steps):
         got = sent_chunk(u + 1) if u + 1 < steps else (me - (u - s + 1)) % s
         for c in range(pieces):
-            rng = parts[got][c]
-            vals = ctx.receive(msg(u), c, u, left, rng)
+            part = parts[got][c]
+            vals = ctx.receive(msg(u), thread + c, u, left, part)
             if u < s - 1:
-                buf[slice(*rng)] += vals
+                buf[slice(*part)] += vals
             else:
-                buf[slice(*rng)] = vals
+                buf[slice(*part)] = vals
             if u + 1 < steps:
                 send(u + 1, c)  # what step u brought in is what step u + 1 sends on
 
@@ -109,41 +123,92 @@ def single_ps(ctx: Ctx, buf: np.ndarray, servers: int) -> None:
         ctx.conn(0, w).send(BcubeMsg.PULL, 0, 1, 0, buf)
 
 
-SCHEMES = {"sharded_ps": sharded_ps, "ring": ring, "ps": single_ps}
+def on_rails(ctx: Ctx, buf: np.ndarray, rails: int, one_rail: Any) -> None:
+    """Run ``one_rail(level=j, rng=part j)`` for the ``rails`` contiguous parts of
+    ``buf`` at once, one Python thread per rail (sockets release the GIL, so the ``k``
+    NICs send together, as BML's ``k`` threads do); the first error is raised."""
+    errors: list[BaseException] = []
+
+    def run(j: int, rng: tuple[int, int]) -> None:
+        try:
+            one_rail(j, rng)
+        except BaseException as exc:  # noqa: BLE001 (raised below)
+            errors.append(exc)
+            ctx.inbox.fail(exc)
+
+    threads = [threading.Thread(target=run, args=(j, rng), name=f"rail-{j}")
+               for j, rng in enumerate(cut((0, buf.size), rails))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+SCHEMES = {"sharded_ps": sharded_ps, "ring": ring, "ps": single_ps,
+           "rail_sharded_ps": sharded_ps, "rail_ring": ring}
+
+
+def plan_rails(plan: dict[str, Any]) -> int:
+    """NICs (rails) a plan's scheme uses: ``plan['rails']`` for the k-rail schemes, else
+    1; ValueError when out of 1..16."""
+    rails = int(plan.get("rails", 1)) if plan["scheme"] in RAIL_SCHEMES else 1
+    if not 1 <= rails <= 16:
+        raise ValueError(f"plan rails must be in 1..16, got {rails}")
+    return rails
 
 
 def algorithm_for(plan: dict[str, Any]) -> Algorithm:
-    """The algorithm of baseline ``plan['scheme']`` with the plan's ``pieces``;
-    ValueError for pieces outside 1..255 (the 8-bit thread/stage fields)."""
+    """The algorithm of baseline ``plan['scheme']`` with the plan's ``pieces`` (and
+    ``rails`` for the k-rail schemes); ValueError for pieces outside 1..255 (the 8-bit
+    thread/stage fields; a k-rail ring needs ``rails * pieces <= 256``)."""
     s = plan["servers"]
-    fn = SCHEMES[plan["scheme"]]
-    if plan["scheme"] in ("sharded_ps", "ring"):
-        chunks = int(plan.get("pieces", 8 if plan["scheme"] == "sharded_ps" else 4))
-        if not 1 <= chunks <= 255:
-            raise ValueError(f"plan pieces must be in 1..255, got {chunks}")
-
-        def algo(ctx: Ctx, buf: np.ndarray) -> None:
-            fn(ctx, buf, s, chunks)
-    else:
+    scheme = plan["scheme"]
+    fn = SCHEMES[scheme]
+    if scheme not in DEFAULT_PIECES:
 
         def algo(ctx: Ctx, buf: np.ndarray) -> None:
             fn(ctx, buf, s)
+
+        return algo
+    chunks = int(plan.get("pieces", DEFAULT_PIECES[scheme]))
+    if not 1 <= chunks <= 255:
+        raise ValueError(f"plan pieces must be in 1..255, got {chunks}")
+    rails = plan_rails(plan)
+    if scheme not in RAIL_SCHEMES:
+
+        def algo(ctx: Ctx, buf: np.ndarray) -> None:
+            fn(ctx, buf, s, chunks)
+
+        return algo
+    # thread numbers: a ring's rail j uses j*pieces .. j*pieces + pieces - 1, a sharded
+    # PS's rail j thread j (its stage field counts the pieces)
+    per_rail = chunks if fn is ring else 1
+    if rails * per_rail > 256:
+        raise ValueError(f"rails * pieces must be <= 256 (8-bit thread field), got "
+                         f"{rails} * {chunks}")
+
+    def algo(ctx: Ctx, buf: np.ndarray) -> None:
+        on_rails(ctx, buf, rails, lambda j, rng: fn(ctx, buf, s, chunks, level=j, rng=rng,
+                                                    thread=j * per_rail))
 
     return algo
 
 
 def links_for(plan: dict[str, Any], me: int) -> list[Link]:
-    """The connections scheme ``plan['scheme']`` needs (all on NIC 0)."""
+    """The connections scheme ``plan['scheme']`` needs: on NIC 0, or for a k-rail scheme
+    the same peers on every rail ``j`` from NIC ``j``."""
     s = plan["servers"]
     ips = plan["ips"]
-    scheme = plan["scheme"]
+    scheme = RAIL_SCHEMES.get(plan["scheme"], plan["scheme"])
     if scheme == "sharded_ps":
         peers = [p for p in range(s) if p != me]
     elif scheme == "ring":
         peers = sorted({(me + 1) % s, (me - 1) % s} - {me})
     else:
         peers = list(range(1, s)) if me == 0 else [0]
-    return [Link(0, p, ips[me][0], ips[p][0]) for p in peers]
+    return [Link(j, p, ips[me][j], ips[p][j]) for j in range(plan_rails(plan)) for p in peers]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -95,7 +95,7 @@ from hosts.packets import BCUBE_TCP_PORT
 from .agent import Algorithm, Ctx, bml_algorithm, bml_links
 from .baselines import SCHEMES as BASELINES
 from .baselines import algorithm_for, links_for
-from .schedule import BcubeSchedule
+from .schedule import DEFAULT_PIECES, RAIL_SCHEMES, BcubeSchedule
 from .transport import Inbox, NicSampler, PeerConn, TransportError, connect_mesh
 
 __all__ = ["SCHEMES", "Collective", "TransportError", "loopback_plan", "main", "round_vector"]
@@ -253,18 +253,18 @@ class Collective:
 # ----------------------------------------------------------------------------- helpers
 def loopback_plan(scheme: str, values: int, scale_bits: int, port: int, *,
                   servers: int = 0, n: int = 0, k: int = 0,
-                  pieces: int | None = None, pipeline: int = 1) -> dict[str, Any]:
+                  pieces: int | None = None, pipeline: int = 1, rails: int = 1) -> dict[str, Any]:
     """A plan on this machine's loopback (tests, or a training run without Mininet):
     server ``s`` is ``127.<level + 1>.<s // 256>.<s % 256 + 1>`` on each level, all on
     ``port`` (Linux answers on all of 127/8). ``bml``: BCube(``n``, ``k``); baselines:
-    ``servers`` servers, one level."""
+    ``servers`` servers, one level (``rails`` levels for the k-rail schemes)."""
     if scheme == "bml":
         BcubeSchedule(n, k, values)
         servers, levels = n**k, k
     elif scheme in BASELINES:
         if servers < 2:
             raise ValueError(f"{scheme} needs servers >= 2, got {servers}")
-        levels = 1
+        levels = rails if scheme in RAIL_SCHEMES else 1
     else:
         raise ValueError(f"unknown scheme {scheme!r} (choose from {', '.join(SCHEMES)})")
     plan: dict[str, Any] = {
@@ -276,8 +276,10 @@ def loopback_plan(scheme: str, values: int, scale_bits: int, port: int, *,
     }
     if scheme == "bml":
         plan.update(n=n, k=k, pipeline=pipeline)
-    else:
-        plan["pieces"] = pieces or (8 if scheme == "sharded_ps" else 4)
+    elif scheme in DEFAULT_PIECES:
+        plan["pieces"] = pieces or DEFAULT_PIECES[scheme]
+        if scheme in RAIL_SCHEMES:
+            plan["rails"] = rails
     return plan
 
 

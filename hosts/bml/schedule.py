@@ -21,6 +21,11 @@ different NICs.
 
 Slices need not be equal: a range ``[a, b)`` is cut at ``a + (b - a) * d // N``, so any
 ``N`` and any length work (empty slices included).
+
+The baselines' vocabulary lives here too (the controller plans them, the agents run
+them): :data:`RAIL_SCHEMES`, the k-rail baselines (part ``j`` of ``k`` contiguous parts,
+``cut((0, values), k)[j]``, runs the named one-NIC algorithm on rail ``j``), and
+:data:`DEFAULT_PIECES`.
 """
 
 from __future__ import annotations
@@ -32,7 +37,9 @@ from typing import Literal
 import numpy as np
 
 __all__ = [
+    "DEFAULT_PIECES",
     "MAX_SERVERS",
+    "RAIL_SCHEMES",
     "BcubeSchedule",
     "Exchange",
     "ScheduleError",
@@ -44,6 +51,11 @@ __all__ = [
 MAX_SERVERS = 256 * 254
 
 Range = tuple[int, int]
+
+#: The k-rail baselines and the one-NIC algorithm each runs on each rail.
+RAIL_SCHEMES = {"rail_ring": "ring", "rail_sharded_ps": "sharded_ps"}
+#: Default pieces per shard (sharded PS) or per chunk (ring), k-rail or not.
+DEFAULT_PIECES = {"sharded_ps": 8, "ring": 4, "rail_sharded_ps": 8, "rail_ring": 4}
 
 
 class ScheduleError(ValueError):

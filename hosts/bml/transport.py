@@ -81,6 +81,7 @@ class Inbox:
         self._msgs: dict[tuple[int, int, int, int, int], tuple[int, np.ndarray]] = {}
         self._error: BaseException | None = None
         self._gone: dict[int, BaseException] = {}  # sender -> why nothing more comes
+        self._open: dict[int, int] = {}  # sender -> connections from it not yet ended
 
     def put(self, hdr: BcubeHeader, values: np.ndarray, rnd: int = 0) -> None:
         """File one message of round ``rnd`` (a second one under the same round and key is
@@ -99,10 +100,22 @@ class Inbox:
                 self._error = exc
             self._cond.notify_all()
 
-    def sender_gone(self, sender: int, exc: BaseException) -> None:
-        """No more messages will come from ``sender``: a wait for one raises ``exc``
-        (the others go on: a peer that closed after its last round is no error)."""
+    def opened(self, sender: int) -> None:
+        """One more connection from ``sender`` feeds this inbox."""
         with self._cond:
+            self._open[sender] = self._open.get(sender, 0) + 1
+
+    def sender_gone(self, sender: int, exc: BaseException, clean: bool = False) -> None:
+        """No more messages will come from ``sender``: a wait for one raises ``exc``
+        (the others go on: a peer that closed after its last round is no error).
+        ``clean``: one connection from ``sender`` ended with a FIN; the sender is gone
+        only once all its connections have (a k-rail peer has one per rail, and one
+        rail's FIN may overtake another rail's last messages)."""
+        with self._cond:
+            if clean and sender in self._open:
+                self._open[sender] -= 1
+                if self._open[sender] > 0:
+                    return
             self._gone.setdefault(sender, exc)
             self._cond.notify_all()
 
@@ -149,6 +162,7 @@ class PeerConn:
 
     def start(self) -> None:
         """Start the reader and writer threads."""
+        self.inbox.opened(self.peer)
         for fn, name in ((self._reader, "rx"), (self._writer, "tx")):
             t = threading.Thread(target=fn, name=f"{name}-l{self.level}-p{self.peer}", daemon=True)
             t.start()
@@ -215,7 +229,7 @@ class PeerConn:
             if self.fail_on_eof:
                 self.inbox.sender_gone(self.peer, TransportError(
                     f"server {self.me}: server {self.peer} (level {self.level}) closed the "
-                    "connection"))
+                    "connection"), clean=True)
         except (OSError, ValueError) as e:
             err = e if isinstance(e, TransportError) else TransportError(
                 f"receive from server {self.peer} (level {self.level}): {e}")
