@@ -137,7 +137,8 @@ def print_table(cells: list[dict[str, Any]], schemes: list[str], args: argparse.
                     f"({parameters:,} parameters), real compute ({compute_s * 1e3:.1f} ms a step measured "
                     f"here, fastest rank), {args.epochs} epochs, {args.seeds} seeds (mean ± 95 % CI); "
                     f"time to {accuracy:.0%} test accuracy in s [bound]; ring is the reference")
-    for col in ("nodes", "spread", "comp/comm", "link Mbit/s", *schemes, "winner", "cpu-bound runs"):
+    for col in ("nodes", "spread", "comp/comm", "link Mbit/s", "compute ms/step in runs", *schemes, "winner",
+                "cpu-bound runs"):
         t.add_column(col, justify="right" if col not in ("winner",) else "left")
     for c in cells:
         rows = {r["scheme"]: r for r in c["summary"]["schemes"]}
@@ -151,7 +152,11 @@ def print_table(cells: list[dict[str, Any]], schemes: list[str], args: argparse.
             ratio = "" if r.get("ratio_to_reference") is None else f", ÷ring {_f(r['ratio_to_reference'], '.2f')}"
             cols.append(f"{_f(r['time_to_target_s'])} [{_f(r['bound_to_target_s'])}] ({reached}{ratio})")
         cpu = sum(r.get("cpu_bound_runs", 0) for r in rows.values())
-        t.add_row(str(c["nodes"]), f"{c['spread']:g}x", f"{c['ratio']:g}", f"{c['bw']:.3g}", *cols,
+        # the compute the runs measured (rank 0, the fastest; all schemes): the grid's ratio
+        # is set from the in-process figure, the agents' steps cost more on a loaded machine
+        comp = [r["compute_s_per_iter"]["mean"] for r in rows.values() if (r.get("compute_s_per_iter") or {}).get("n")]
+        t.add_row(str(c["nodes"]), f"{c['spread']:g}x", f"{c['ratio']:g}", f"{c['bw']:.3g}",
+                  f"{1e3 * min(comp):.1f}-{1e3 * max(comp):.1f}" if comp else "-", *cols,
                   winner(rows), str(cpu))
     return t
 
