@@ -55,7 +55,8 @@ class Gpu:
     def __init__(self, args: argparse.Namespace) -> None:
         self.a = args
         hosts = json.loads(args.hosts) if args.hosts else {}
-        self.face = nc.make_face(args.transport, args.iface, hosts)
+        self.face = nc.make_face(args.transport, args.iface, hosts, me=args.me, ps=args.ps,
+                                 group=args.group)
         self.req = nc.Requester(self.face, timeout=args.timeout)
         self.me, self.ps, self.train = args.me, args.ps, args.train
         self.work: nc.HarnessWork | None = None
@@ -98,6 +99,7 @@ class Gpu:
         self.subscribe_s: float | None = None      # ... to its ack (subscription latency)
         self.next_refresh: float | None = None     # soft state: the next refresh Interest
         self.refreshes = 0
+        self.version_at: dict[int, float] = {}      # version -> monotonic time it was complete
         self.trainer: nc.DigitsTrainer | None = None   # digits: made when a task is accepted
 
     def n(self, *parts: str | bytes) -> list[bytes]:
@@ -125,6 +127,8 @@ class Gpu:
             # the subscription ends now, not when its soft state expires in the switches
             self.face.send(nc.interest_packet(self.n(nc.UNSUBSCRIBE_MARKER, self.ps, self.train, self.me)),
                            kind="unsubscribe")
+        if isinstance(self.face, nc.TcpFace):
+            self.face.close()              # hand what is queued to the kernel first
         return self.summary()
 
     def refresh(self) -> None:
@@ -279,6 +283,7 @@ class Gpu:
         # A complete version: the newest one wins (async versions may arrive out of order).
         self.params = nc.join_segments(parts, self.a.values)
         self.version = v
+        self.version_at[v] = time.monotonic()   # when this GPU had the whole version
         for old in [x for x in self.updates if x <= v]:
             del self.updates[old]
         for seg_ in range(self.nseg):
@@ -350,6 +355,7 @@ class Gpu:
             "segments_recovered": sum(len(s) for s in self.recovered.values()),
             "probes_fired": self.probes_fired, "delays": self.delays,
             "subscribe_s": self.subscribe_s, "refreshes": self.refreshes,
+            "version_at": self.version_at,
             "retransmissions": self.req.retransmissions,
             "tx_bytes": st.tx_bytes, "rx_bytes": st.rx_bytes,
         }
@@ -362,7 +368,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu-index", type=int, default=0, help="index for the synthetic gradient")
     p.add_argument("--ps", required=True, help="the PS's name")
     p.add_argument("--train", default="train")
-    p.add_argument("--transport", choices=["ndn", "ip"], default="ndn")
+    p.add_argument("--transport", choices=list(nc.TRANSPORTS), default="ndn",
+                   help="ndn (ndn.p4), ip (UDP unicast), ipmc (UDP; updates come to --group), tcp")
+    p.add_argument("--group", default="", help="ipmc: the IP multicast group to join")
     p.add_argument("--iface", default="")
     p.add_argument("--hosts", default="", help="JSON {host: ip} (ip transport)")
     p.add_argument("--mode", choices=["sync", "async"], default="sync")

@@ -16,7 +16,12 @@ Every step of the seed's claim 1, from the PS's side, names with PS ``P``, train
      versions (holding those for a version not computed yet).
 
 With ``--transport ip`` the same agent is the IP-unicast baseline: NDN packets in UDP,
-and each update sent once per subscribed GPU.
+and each update sent once per subscribed GPU. ``--transport ipmc``: the IP-multicast
+baseline, the same over UDP but each update sent ONCE to the IP multicast group
+``--group``, which ``forward.p4`` replicates along the tree the controller installed
+(``controller/ip_multicast.py``); lost updates are fetched by unicast recovery Interests
+(step 9) as in the other two. ``--transport tcp``: the TCP baseline, the same packets over
+one kernel TCP connection per GPU, each update sent once per GPU.
 Prints one JSON summary line; ``--out DIR`` keeps the parameters of every version.
 
 ``--train-model NAME`` (synchronous only) trains the time-to-accuracy harness's work
@@ -49,7 +54,8 @@ class ParameterServer:
     def __init__(self, args: argparse.Namespace) -> None:
         self.a = args
         hosts = json.loads(args.hosts) if args.hosts else {}
-        self.face = nc.make_face(args.transport, args.iface, hosts)
+        self.face = nc.make_face(args.transport, args.iface, hosts, me=args.me, ps=args.me,
+                                 group=args.group)
         self.gpus: list[str] = [g for g in args.gpus.split(",") if g]
         # 16 outstanding segments per GPU: every GPU's gradient flows at once, none bursts
         self.req = nc.Requester(self.face, timeout=args.timeout, window=max(64, 16 * len(self.gpus)))
@@ -90,6 +96,7 @@ class ParameterServer:
         self.applied: list[tuple[str, int]] = []
         self.applied_sum = np.zeros(args.values, dtype=np.float64)
         self.round_start = 0.0
+        self.train_start: float | None = None           # monotonic: training started
         self.bytes_at_round = dict(self.face.stats.by_kind)
         self.recovery_answers = 0
         self.out = Path(args.out) if args.out else None
@@ -131,6 +138,7 @@ class ParameterServer:
                         self.req.satisfied(self.n(g, self.me, self.train))
                     if self.accepted and all(g in self.subscribers for g in self.accepted):
                         started = True
+                        self.hold_start()
                         self.start_training()
                     elif not self.accepted and len(self.answered) == len(self.gpus):
                         break
@@ -147,6 +155,8 @@ class ParameterServer:
             for p in self.face.recv(0.05):
                 self.handle(p)
                 quiet_since = time.monotonic()
+        if isinstance(self.face, nc.TcpFace):
+            self.face.close(linger=60.0)   # hand the last update to the kernel before leaving
         return self.summary()
 
     def finished(self) -> bool:
@@ -182,7 +192,7 @@ class ParameterServer:
                     elif v > self.version:
                         held = self.held.setdefault((v, seg), [])
                         # NDN: one Data answers every GPU the switches' PITs aggregated
-                        if self.a.transport == "ip" or not held:
+                        if self.a.transport != "ndn" or not held:
                             held.append(p.source)
         else:
             if len(name) == 3 and nc.comp_str(name[1]) == self.me:   # step 2.2 answer
@@ -195,6 +205,18 @@ class ParameterServer:
                                  p.content, name)
 
     # ------------------------------------------------------------------ training
+    def hold_start(self) -> None:
+        """``--hold-start PATH``: say so on stdout and serve packets until PATH exists (the
+        experiment reads the switches' counters in between, so that they count the
+        training alone, not the set-up)."""
+        if not self.a.hold_start:
+            return
+        print(json.dumps({"event": "ready_to_train"}), flush=True)
+        end = time.monotonic() + 60.0
+        while not Path(self.a.hold_start).exists() and time.monotonic() < end:
+            for p in self.face.recv(0.01):
+                self.handle(p)
+
     def start_training(self) -> None:
         now = time.monotonic()
         if self.work is not None:     # rank order: the sum's order, whoever answered first
@@ -203,6 +225,7 @@ class ParameterServer:
             self.evaluate(0)
             now = time.monotonic()
         self.round_start = now
+        self.train_start = now
         self.bytes_at_round = dict(self.face.stats.by_kind)
         for g in self.accepted:
             self.step[g] = 0
@@ -275,7 +298,12 @@ class ParameterServer:
         v = self.version
         self.history[v] = self.params
         segs = nc.segments(self.params)
-        dests = [None] if self.a.transport == "ndn" else list(self.subscribers.values())
+        if self.a.transport == "ndn":
+            dests: list[Any] = [None]
+        elif self.a.transport == "ipmc":     # once, to the group: the switches replicate
+            dests = [(self.a.group, nc.UDP_PORT)]
+        else:
+            dests = list(self.subscribers.values())
         for seg, content in enumerate(segs):
             pkt = nc.data_packet(self.n(b"*distribute*", self.me, self.train, f"v={v}", f"seg={seg}"),
                                  content, self.nseg - 1)
@@ -287,7 +315,7 @@ class ParameterServer:
         if self.a.mode == "sync":
             by = self.face.stats.by_kind
             delta = {k: by.get(k, 0) - self.bytes_at_round.get(k, 0) for k in by}
-            self.rounds.append({"version": v, "seconds": now - self.round_start,
+            self.rounds.append({"version": v, "seconds": now - self.round_start, "sent_at": now,
                                 "tx_bytes": {k: d for k, d in delta.items() if d},
                                 "distribute_bytes": delta.get("distribute", 0),
                                 "tx_total": sum(delta.values())})
@@ -330,6 +358,7 @@ class ParameterServer:
             "subscribed": sorted(self.subscribers), "version": self.version,
             "segments": self.nseg, "rounds": self.rounds, "applied": self.applied,
             "estimates": self.est, "retransmissions": self.req.retransmissions,
+            "train_start": self.train_start,
             "recovery_answers": self.recovery_answers,
             "tx_bytes": st.tx_bytes, "tx_packets": st.tx_packets, "tx_by_kind": st.by_kind,
             "tx_packets_by_kind": st.packets_by_kind,
@@ -343,7 +372,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--me", required=True, help="this PS's name (its host name, e.g. h1)")
     p.add_argument("--gpus", required=True, help="comma-separated GPU names (host names)")
     p.add_argument("--train", default="train", help="training name (default train)")
-    p.add_argument("--transport", choices=["ndn", "ip"], default="ndn")
+    p.add_argument("--transport", choices=list(nc.TRANSPORTS), default="ndn",
+                   help="ndn (ndn.p4), ip (UDP unicast), ipmc (UDP, updates to --group), tcp")
+    p.add_argument("--group", default="", help="ipmc: the IP multicast group of the updates")
     p.add_argument("--iface", default="", help="the host's interface (ndn transport, NIC counters)")
     p.add_argument("--hosts", default="", help="JSON {host: ip} (ip transport)")
     p.add_argument("--mode", choices=["sync", "async"], default="sync")
@@ -361,6 +392,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="at the end, serve recovery Interests until this long without any (s)")
     p.add_argument("--max-time", type=float, default=120.0)
     p.add_argument("--out", default="", help="directory for params-v<k>.npy")
+    p.add_argument("--hold-start", default="", metavar="PATH",
+                   help="before the first round, print a ready_to_train line and wait until "
+                        "PATH exists (at most 60 s)")
     nc.add_harness_args(p, "ps")
     return p
 
