@@ -99,6 +99,8 @@ class ParameterServer:
         self.train_start: float | None = None           # monotonic: training started
         self.bytes_at_round = dict(self.face.stats.by_kind)
         self.recovery_answers = 0
+        self.seg_cache: dict[int, list[bytes]] = {}    # version -> its segments (few kept)
+        self.recovery_deferred = 0                      # ipmc: recovery asks for a future version
         self.out = Path(args.out) if args.out else None
         self.train_t0 = 0.0                             # --train-model: the training clock
         self.eval_s = 0.0
@@ -181,14 +183,20 @@ class ParameterServer:
                 if nc.Component.get_type(third) == nc.Component.TYPE_GENERIC:   # step 3.2
                     seg = nc.seg_of(name)
                     if 0 <= seg < self.nseg:
-                        self.send_data(name, nc.segments(self.history[0])[seg], p.source, "content",
+                        self.send_data(name, self.segment(0, seg), p.source, "content",
                                        final=self.nseg - 1)
                 else:                                         # step 9: recovery
                     v, seg = nc.version_of(third), nc.seg_of(name)
                     if v in self.history and 0 <= seg < self.nseg:
                         self.recovery_answers += 1
-                        self.send_data(name, nc.segments(self.history[v])[seg], p.source,
+                        self.send_data(name, self.segment(v, seg), p.source,
                                        "recovery", final=self.nseg - 1)
+                    elif v > self.version and self.a.transport == "ipmc":
+                        # IP multicast: the update is about to go to the whole group; a
+                        # unicast copy now would double it (a GPU whose probe timer fired
+                        # early). Its Interest is retransmitted and answered once the
+                        # version is out, for the segments it then still misses.
+                        self.recovery_deferred += 1
                     elif v > self.version:
                         held = self.held.setdefault((v, seg), [])
                         # NDN: one Data answers every GPU the switches' PITs aggregated
@@ -203,6 +211,17 @@ class ParameterServer:
             elif len(name) == 5 and nc.comp_str(name[1]) == self.me:  # step 5.2 answer
                 self.on_gradient(nc.comp_str(name[0]), nc.version_of(name[3]), nc.seg_of(name),
                                  p.content, name)
+
+    def segment(self, v: int, seg: int) -> bytes:
+        """Segment ``seg`` of version ``v``'s parameters. The segments of the versions
+        asked for are cut once and kept (cutting a 1M-value model for every Interest
+        made the PS fall behind its GPUs' Interests)."""
+        segs = self.seg_cache.get(v)
+        if segs is None:
+            segs = self.seg_cache[v] = nc.segments(self.history[v])
+            while len(self.seg_cache) > 3:              # version 0 and the newest ones
+                del self.seg_cache[next(k for k in self.seg_cache if k not in (0, v))]
+        return segs[seg]
 
     # ------------------------------------------------------------------ training
     def hold_start(self) -> None:
@@ -297,7 +316,9 @@ class ParameterServer:
         self.version += 1
         v = self.version
         self.history[v] = self.params
-        segs = nc.segments(self.params)
+        segs = self.seg_cache[v] = nc.segments(self.params)
+        while len(self.seg_cache) > 3:                  # version 0 and the newest ones
+            del self.seg_cache[next(k for k in self.seg_cache if k not in (0, v))]
         if self.a.transport == "ndn":
             dests: list[Any] = [None]
         elif self.a.transport == "ipmc":     # once, to the group: the switches replicate
@@ -359,7 +380,7 @@ class ParameterServer:
             "segments": self.nseg, "rounds": self.rounds, "applied": self.applied,
             "estimates": self.est, "retransmissions": self.req.retransmissions,
             "train_start": self.train_start,
-            "recovery_answers": self.recovery_answers,
+            "recovery_answers": self.recovery_answers, "recovery_deferred": self.recovery_deferred,
             "tx_bytes": st.tx_bytes, "tx_packets": st.tx_packets, "tx_by_kind": st.by_kind,
             "tx_packets_by_kind": st.packets_by_kind,
             "nic_tx_bytes": tx, "nic_tx_packets": txp, "nic_rx_bytes": rx, "nic_rx_packets": rxp,
