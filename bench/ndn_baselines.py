@@ -72,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "the emulated switches move about 1,000 packets/s on a busy 2-core machine, so "
                         "5 GPUs' windows of 64 segments take up to a second to come back, and the "
                         "agents' 0.5 s made the 1M-value model's set-up a retransmission storm)")
+    p.add_argument("--probe-gap", type=float, default=0.3, metavar="S",
+                   help="every UDP scheme's GPUs: a probe timer that fires while the update is "
+                        "still arriving waits until no segment came for S s (default 0.3; 0: the "
+                        "agents' default, fetch at once)")
     p.add_argument("--max-time", type=float, default=300.0, help="bound on each run (s)")
     p.add_argument("--target", default=None, help="auto|embedded|bmv2")
     p.add_argument("--out-dir", default="results", help="results go to DIR/ndn-baselines-<time>/")
@@ -115,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                                      rounds=rounds, values=values, seed=seed,
                                      compute_time=args.compute_time, max_time=args.max_time,
                                      timeout=max(args.interest_timeout, interest_timeout(n, args.bw)),
-                                     probe=probe_for(n, values, args.bw))
+                                     probe=probe_for(n, values, args.bw), probe_gap=args.probe_gap)
                     final = res.ps.get("version", 0) or rounds
                     link, busiest = res.busiest_link
                     row = {"values": values, "seed": seed, "scheme": sc, "rounds": rounds,

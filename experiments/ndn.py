@@ -7,13 +7,18 @@ On a fat-tree (default k=4, 20 P4 switches, 16 hosts):
    from packet-ins); PS on ``h1``, GPUs on the other hosts
    (``--busy`` ones decline); synchronous rounds; the PS sends each update once and the
    switches replicate it; optional loss on one GPU's link, recovered by its probe timer;
-2. IP baseline: ``forward.p4`` on every switch, the same agents over UDP with the same
-   gradients, the PS sending each update once per GPU;
+2. IP baselines (``--baselines``, default all three): ``forward.p4`` on every switch, the
+   same agents with the same gradients over UDP, the PS sending each update once per GPU
+   (IP unicast); over UDP to an IP multicast group whose tree the controller installs
+   (IP multicast, lost updates fetched by unicast after the probe timer); over one TCP
+   connection per GPU (TCP PS);
 3. NDN asynchronous run (the PS updates per received gradient);
 4. checks: every GPU's parameters bit-exact with the PS's, the PS's equal to an
    independent replay of the training, async applies each gradient exactly once;
 5. tables: PS egress bytes per round (distribution and total), round times, probe
-   recoveries; JSON and a plot in ``results/ndn-<time>/``.
+   recoveries; per scheme the round time including distribution with its line-rate
+   bound and the bytes every link carried (switch port counters); JSON and a plot in
+   ``results/ndn-<time>/``.
 """
 
 from __future__ import annotations
@@ -149,7 +154,7 @@ def run_agents(net: Any, topo: Topology, run_dir: Path, *, transport: str, ps: s
                compute_time: float = 0.2, late: dict[str, float] | None = None,
                max_time: float = 120.0, timeout: float = 0.5, model: str = "synthetic",
                gradient_dir: Path | None = None, group: str = "", probe: float | None = None,
-               on_start: Any = None) -> NdnRunResult:
+               probe_gap: float = 0.0, on_start: Any = None) -> NdnRunResult:
     """Start the PS and the GPUs in their hosts, wait, and check the results.
 
     ``late`` delays some GPUs' start (seconds), e.g. to subscribe after the others.
@@ -157,7 +162,7 @@ def run_agents(net: Any, topo: Topology, run_dir: Path, *, transport: str, ps: s
     replay check then: the caller checks the PS's parameters against those gradients).
     ``transport``: ``ndn``, ``ip``, ``ipmc`` (updates to the multicast ``group``) or
     ``tcp``. ``probe``: the GPUs' probe timer (initial and maximum, s; default the
-    agents' 2 s). ``on_start``: called once every GPU has subscribed, just before the
+    agents' 2 s); ``probe_gap``: the GPUs' ``--probe-gap`` (0: off). ``on_start``: called once every GPU has subscribed, just before the
     first round (the PS waits for it), e.g. to read the switches' counters.
     """
     import sys as _sys
@@ -172,7 +177,8 @@ def run_agents(net: Any, topo: Topology, run_dir: Path, *, transport: str, ps: s
     n_accept = len([g for g in gpus if g not in busy])
     common_gpu = ["--world", str(n_accept),
                   *(["--gradient-dir", str(gradient_dir)] if gradient_dir else []),
-                  *(["--probe-init", str(probe), "--probe-max", str(probe)] if probe else [])]
+                  *(["--probe-init", str(probe), "--probe-max", str(probe)] if probe else []),
+                  *(["--probe-gap", str(probe_gap)] if probe_gap else [])]
     hold = run_dir / "start-training"
     hold.unlink(missing_ok=True)
     py = _sys.executable
@@ -466,6 +472,27 @@ def ratios_table(ndn: NdnRunResult, ip: NdnRunResult, n: int) -> Table:
     return r
 
 
+def schemes_table(runs: dict[str, NdnRunResult], n: int, values: int, bw: float,
+                  compute_time: float) -> Table:
+    """One run per scheme: the round time including distribution with the scheme's
+    line-rate bound, and the bytes the links carried per round (switch port counters)."""
+    t = Table(title=f"NDN vs its baselines, one run each ({n} GPUs, {values:,} values, {bw:g} Mbit/s)")
+    for col in ("scheme", "round s incl. distribution", "bound s", "all links B/round",
+                "busiest link", "busiest B/round", "exact"):
+        t.add_column(col, justify="left" if col in ("scheme", "busiest link") else "right")
+    for key, r in runs.items():
+        sc = key.split("-")[0]
+        if not key.endswith("-sync") or sc not in SCHEMES:
+            continue
+        final = r.ps.get("version", 0) or 1
+        link, busiest = r.busiest_link
+        incl = r.round_seconds_incl
+        t.add_row(SCHEMES[sc], f"{incl:.2f}" if incl is not None else "-",
+                  f"{scheme_bound(sc, n, values, bw, compute_time):.2f}", f"{r.fabric_bytes / final:,.0f}",
+                  link, f"{busiest / final:,.0f}", "yes" if r.exact else "NO")
+    return t
+
+
 def round_bound(n_gpus: int, values: int, bw_mbps: float, compute_time: float) -> float:
     """A sync round's line-rate bound (s), the same for every scheme: the compute step,
     then every GPU's gradient into the PS (payload bytes only) over the PS's access link
@@ -526,6 +553,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu-loss", type=float, default=0.05, metavar="RATE",
                    help="loss rate on the first GPU's link, toward it (default 0.05; 0: none)")
     p.add_argument("--no-async", action="store_true", help="skip the asynchronous run")
+    p.add_argument("--baselines", default="ip,ipmc,tcp", metavar="S,S,...",
+                   help="baselines beside NDN: ip (unicast UDP, always run), ipmc (IP multicast), "
+                        "tcp (TCP PS) (default all three)")
     p.add_argument("--subscriptions", choices=["switch", "controller"], default="switch",
                    help="who keeps the persistent PIT: the switches' data plane (default) or the "
                         "controller from packet-ins (the older way, to compare)")
@@ -578,13 +608,17 @@ def main(argv: list[str]) -> int:
     _log(f"{topo.name}: PS {ps}, {len(gpus)} GPUs ({len(busy)} busy: {', '.join(busy) or '-'}), "
          f"{args.model} model, {values} float32 values, {args.rounds} sync rounds, loss {args.gpu_loss:g} toward {lossy}"
          + (f"; port loss {', '.join(f'{sw}:{pt}={r:g}' for (sw, pt), r in loss.items())}" if args.loss else ""))
+    baselines = [b for b in args.baselines.split(",") if b]
+    if any(b not in ("ip", "ipmc", "tcp") for b in baselines):
+        parser.error(f"--baselines: choose from ip, ipmc, tcp, got {args.baselines!r}")
     runs: dict[str, NdnRunResult] = {}
     with Network(topo, target=args.target, log=_log) as net:
-        runs["ndn-sync"] = run_ndn(net, topo, run_dir / "ndn-sync", loss, mode="sync",
-                                   subscriptions=args.subscriptions, **kw)
+        runs["ndn-sync"] = run_scheme(net, topo, run_dir / "ndn-sync", "ndn", loss, mode="sync",
+                                      subscriptions=args.subscriptions, **kw)
         _log(f"NDN sync: {runs['ndn-sync'].seconds:.1f} s, exact: {runs['ndn-sync'].exact}")
-        runs["ip-sync"] = run_ip(net, topo, run_dir / "ip-sync", loss, mode="sync", **kw)
-        _log(f"IP sync: {runs['ip-sync'].seconds:.1f} s, exact: {runs['ip-sync'].exact}")
+        for b in ["ip", *[b for b in baselines if b != "ip"]]:
+            runs[f"{b}-sync"] = run_scheme(net, topo, run_dir / f"{b}-sync", b, loss, mode="sync", **kw)
+            _log(f"{SCHEMES[b]} sync: {runs[f'{b}-sync'].seconds:.1f} s, exact: {runs[f'{b}-sync'].exact}")
         if not args.no_async:
             runs["ndn-async"] = run_ndn(net, topo, run_dir / "ndn-async", loss, mode="async",
                                         subscriptions=args.subscriptions, **kw)
@@ -622,6 +656,7 @@ def main(argv: list[str]) -> int:
                "round_time_ratio": (runs["ndn-sync"].round_seconds / runs["ip-sync"].round_seconds
                                     if runs["ip-sync"].round_seconds else None)}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    console.print(schemes_table(runs, n, values, args.bw, args.compute_time))
     bound = round_bound(n, values, args.bw, args.compute_time)
     _log(f"line-rate bound per sync round (compute, then {n} gradients in and one update out "
          f"over the PS's {args.bw:g} Mbit/s link, payload only): {bound:.3f} s; measured NDN "

@@ -90,6 +90,7 @@ class Gpu:
         self.probe_at: float | None = None
         self.probe_version = 0
         self.probes_fired = 0
+        self.update_rx_at = 0.0                          # last update segment by distribution
         self.via_distribute = 0
         self.sent_sum = np.zeros(args.values, dtype=np.float64)
         self.gradients_sent = 0
@@ -278,6 +279,8 @@ class Gpu:
         parts[seg] = content
         if probe:
             self.recovered.setdefault(v, set()).add(seg)
+        else:
+            self.update_rx_at = time.monotonic()
         if len(parts) < self.nseg:
             return
         # A complete version: the newest one wins (async versions may arrive out of order).
@@ -315,8 +318,14 @@ class Gpu:
         v = self.probe_version
         if v <= self.version:
             return
-        self.probes_fired += 1
         have = self.updates.get(v, {})
+        gap = self.a.probe_gap
+        if gap > 0 and have and time.monotonic() - self.update_rx_at < gap:
+            # the update is still arriving (a segment came less than --probe-gap ago):
+            # fetch only what is still missing once it has been quiet that long
+            self.probe_at = self.update_rx_at + gap
+            return
+        self.probes_fired += 1
         for seg in range(self.nseg):
             if seg not in have:
                 self.req.express(self.n(self.ps, self.train, f"v={v}", f"seg={seg}"), "probe")
@@ -392,6 +401,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--probe-factor", type=float, default=1.5)
     p.add_argument("--probe-min", type=float, default=0.3)
     p.add_argument("--probe-max", type=float, default=2.0)
+    p.add_argument("--probe-gap", type=float, default=0.0, metavar="S",
+                   help="when the probe timer fires while the update is still arriving (a "
+                        "segment less than S s ago), wait until it has been quiet for S s "
+                        "before fetching the missing segments (0: fetch at once, the default)")
     p.add_argument("--linger", type=float, default=5.0, help="declined: exit after this quiet time")
     p.add_argument("--refresh", type=float, default=2.0,
                    help="re-send the subscribe Interest every S seconds while training (soft state; "
