@@ -79,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-time", type=float, default=300.0, help="bound on each run (s)")
     p.add_argument("--target", default=None, help="auto|embedded|bmv2")
     p.add_argument("--out-dir", default="results", help="results go to DIR/ndn-baselines-<time>/")
+    p.add_argument("--from-rows", default="", metavar="FILE,FILE,...",
+                   help="run nothing: print the tables of earlier runs' rows.json files (a later "
+                        "file's row replaces an earlier one of the same size, seed and scheme)")
     return p
 
 
@@ -91,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     from topologies.network import Network
 
     schemes = [s for s in args.schemes.split(",") if s]
+    if args.from_rows:
+        return print_tables(args, schemes)
     bad = [s for s in schemes if s not in SCHEMES]
     if bad:
         print(f"unknown scheme(s) {bad}: choose from {', '.join(SCHEMES)}", file=sys.stderr)
@@ -145,6 +150,19 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[red]{r['values']} seed {r['seed']} {r['scheme']}: not exact: {r['problems']}[/red]")
     console.print(f"results: {out}/rows.json, tables.txt")
     return 1 if bad_rows else 0
+
+
+def print_tables(args: argparse.Namespace, schemes: list[str]) -> int:
+    """``--from-rows``: the tables of saved rows (replaced by later files' rows)."""
+    merged: dict[tuple[int, int, str], dict[str, Any]] = {}
+    for f in args.from_rows.split(","):
+        for r in json.loads(Path(f).read_text()):
+            merged[r["values"], r["seed"], r["scheme"]] = r
+    rows = list(merged.values())
+    n = len(leaf_spine(2, 2, 3).hosts()) - 1
+    for values in sorted({r["values"] for r in rows}):
+        console.print(size_table(rows, values, schemes, n, args))
+    return 0 if all(r["exact"] for r in rows) else 1
 
 
 def size_table(rows: list[dict[str, Any]], values: int, schemes: list[str], n: int,

@@ -354,13 +354,17 @@ class UdpFace:
                 raise
         self.stats.count_tx(len(pkt) + self.HEADER, kind)
 
-    def recv(self, timeout: float) -> Iterator[Packet]:
-        """As :meth:`EthernetFace.recv`."""
+    def recv(self, timeout: float, budget: float = 0.05) -> Iterator[Packet]:
+        """As :meth:`EthernetFace.recv`, but draining for at most ``budget`` s: the
+        agent's handlers may wait for the NIC's queue (``send``), and an endless stream of
+        Interests would otherwise keep its timers (retransmissions, the assignment
+        deadline) from running; what is left stays queued for the next call."""
         import socket
 
         if not wait_readable(self.sock, timeout):
             return
-        while True:
+        end = time.monotonic() + budget
+        while time.monotonic() < end:
             try:
                 buf, addr = self.sock.recvfrom(65536, socket.MSG_DONTWAIT)
             except (BlockingIOError, InterruptedError):
