@@ -174,17 +174,20 @@ def size_table(rows: list[dict[str, Any]], values: int, schemes: list[str], n: i
     t = Table(title=f"{values:,} float32 values ({values * 4 / 1e6:.2f} MB), {n} GPUs, leaf-spine 2x2, "
                     f"{args.bw:g} Mbit/s links, {rounds} sync rounds, {len({r['seed'] for r in mine})} seeds"
                     + (f", {args.loss:.0%} loss on a fabric link" if args.loss else "")
-                    + ": mean ± 95 % CI")
+                    + ": mean ± 95 % CI over the exact runs")
     for col in ("scheme", "round s (incl. distribution)", "bound s", "time / NDN", "all links MB/round",
                 "bytes / NDN", "busiest link MB/round", "busiest link", "exact"):
         t.add_column(col, justify="left" if col in ("scheme", "busiest link") else "right")
 
     def by_seed(sc: str, key: str) -> dict[int, float | None]:
-        return {r["seed"]: r[key] for r in mine if r["scheme"] == sc}
+        return {r["seed"]: r[key] for r in mine if r["scheme"] == sc and r["exact"]}
 
     for sc in schemes:
-        rs = [r for r in mine if r["scheme"] == sc]
+        runs = [r for r in mine if r["scheme"] == sc]
+        rs = [r for r in runs if r["exact"]]     # a failed run's time and bytes mean nothing
         if not rs:
+            if runs:
+                t.add_row(SCHEMES[sc], *["-"] * 7, f"0/{len(runs)}")
             continue
         links = sorted({r["busiest_link"] for r in rs})
         same = "ndn" in schemes and sc != "ndn"
@@ -197,7 +200,7 @@ def size_table(rows: list[dict[str, Any]], values: int, schemes: list[str], n: i
                                                 by_seed("ndn", "fabric_bytes_per_round")))
                   if same else "1",
                   format_interval(mean_ci(r["busiest_bytes_per_round"] / 1e6 for r in rs), ".3f"),
-                  ", ".join(links), f"{sum(r['exact'] for r in rs)}/{len(rs)}")
+                  ", ".join(links), f"{len(rs)}/{len(runs)}")
     return t
 
 
