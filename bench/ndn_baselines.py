@@ -88,18 +88,18 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run every scheme for every size and seed; print one table per size."""
     args = build_parser().parse_args(argv)
+    schemes = [s for s in args.schemes.split(",") if s]
+    bad = [s for s in schemes if s not in SCHEMES]
+    if bad:
+        print(f"unknown scheme(s) {bad}: choose from {', '.join(SCHEMES)}", file=sys.stderr)
+        return 2
+    if args.from_rows:
+        return print_tables(args, schemes)
     if os.geteuid() != 0:
         print("ndn-baselines needs root (network namespaces)", file=sys.stderr)
         return 2
     from topologies.network import Network
 
-    schemes = [s for s in args.schemes.split(",") if s]
-    if args.from_rows:
-        return print_tables(args, schemes)
-    bad = [s for s in schemes if s not in SCHEMES]
-    if bad:
-        print(f"unknown scheme(s) {bad}: choose from {', '.join(SCHEMES)}", file=sys.stderr)
-        return 2
     sizes = [int(x) for x in args.sizes.split(",") if x]
     topo = leaf_spine(2, 2, 3, bw=args.bw)
     hosts = topo.hosts()

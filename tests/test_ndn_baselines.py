@@ -55,3 +55,28 @@ def test_bounds_count_one_update_copy_for_multicast_schemes() -> None:
     assert scheme_bound("tcp", 5, 100_000, 20, 0.2) == scheme_bound("ip", 5, 100_000, 20, 0.2)
     assert probe_for(5, 3818, 20) == 2.0                 # the agents' default for small models
     assert probe_for(5, 1_000_000, 20) > 2 * 10 * 1.6    # twice a unicast round's link time
+
+
+def test_bench_table_pairs_by_seed_and_leaves_failed_runs_out(tmp_path, capsys) -> None:  # noqa: ANN001
+    """``bench ndn-baselines --from-rows``: means over the exact runs, ratios to NDN paired
+    by seed, a later file's row replacing an earlier one (a rerun)."""
+    import json
+
+    from bench.ndn_baselines import main
+
+    def row(seed: int, scheme: str, t: float, b: float, exact: bool = True) -> dict:
+        return {"values": 1000, "seed": seed, "scheme": scheme, "rounds": 2, "exact": exact,
+                "problems": [], "round_s": t, "bound_s": 0.5, "fabric_bytes_per_round": b,
+                "busiest_link": "s3->h1", "busiest_bytes_per_round": b / 4}
+
+    first = [row(0, "ndn", 1.0, 100.0), row(1, "ndn", 2.0, 100.0),
+             row(0, "ip", 2.0, 150.0), row(1, "ip", 99.0, 1.0, exact=False)]
+    rerun = [row(1, "ip", 4.0, 150.0)]
+    (tmp_path / "a.json").write_text(json.dumps(first))
+    (tmp_path / "b.json").write_text(json.dumps(rerun))
+    assert main(["--from-rows", f"{tmp_path / 'a.json'}", "--schemes", "ndn,ip"]) == 1   # a failed run
+    out = capsys.readouterr().out
+    assert "1/2" in out                                   # IP: one exact run of two
+    assert main(["--from-rows", f"{tmp_path / 'a.json'},{tmp_path / 'b.json'}", "--schemes", "ndn,ip"]) == 0
+    out = capsys.readouterr().out
+    assert "2.00 ± 0.00" in out and "1.50 ± 0.00" in out   # time / NDN 2, 2; bytes / NDN 1.5, 1.5
