@@ -1,7 +1,8 @@
 """``make bench``: every benchmark, one after the other (tables and ratios).
 
-    python -m bench [placement] [target] [ina] [ina-scale] [ina-bfp] [ina-train] [ndn] [differentiated]
-                    [differentiated-ablation] [differentiated-replay] [bcube] [token] [token-grid] [train] [ddp]
+    python -m bench [placement] [target] [ina] [ina-scale] [ina-bfp] [ina-train] [ndn] [ndn-baselines]
+                    [differentiated] [differentiated-ablation] [differentiated-replay] [bcube] [token]
+                    [token-grid] [train] [ddp]
                     [fuzz] [fuzz-config] [fuzz-p4rt] [loss] [simulate]
 
 With no names, runs all of them. Each is also runnable alone:
@@ -23,6 +24,7 @@ BENCHES = {
     "ina-bfp": "bench.ina_bfp_bench",
     "ina-train": "bench.ina_train_bench",
     "ndn": "bench.ndn_bench",
+    "ndn-baselines": "bench.ndn_baselines",
     "differentiated": "bench.differentiated_bench",
     "differentiated-ablation": "bench.differentiated_ablation",
     "differentiated-replay": "bench.differentiated_replay",

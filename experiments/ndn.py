@@ -7,13 +7,18 @@ On a fat-tree (default k=4, 20 P4 switches, 16 hosts):
    from packet-ins); PS on ``h1``, GPUs on the other hosts
    (``--busy`` ones decline); synchronous rounds; the PS sends each update once and the
    switches replicate it; optional loss on one GPU's link, recovered by its probe timer;
-2. IP baseline: ``forward.p4`` on every switch, the same agents over UDP with the same
-   gradients, the PS sending each update once per GPU;
+2. IP baselines (``--baselines``, default all three): ``forward.p4`` on every switch, the
+   same agents with the same gradients over UDP, the PS sending each update once per GPU
+   (IP unicast); over UDP to an IP multicast group whose tree the controller installs
+   (IP multicast, lost updates fetched by unicast after the probe timer); over one TCP
+   connection per GPU (TCP PS);
 3. NDN asynchronous run (the PS updates per received gradient);
 4. checks: every GPU's parameters bit-exact with the PS's, the PS's equal to an
    independent replay of the training, async applies each gradient exactly once;
 5. tables: PS egress bytes per round (distribution and total), round times, probe
-   recoveries; JSON and a plot in ``results/ndn-<time>/``.
+   recoveries; per scheme the round time including distribution with its line-rate
+   bound and the bytes every link carried (switch port counters); JSON and a plot in
+   ``results/ndn-<time>/``.
 """
 
 from __future__ import annotations
@@ -56,6 +61,9 @@ class NdnRunResult:
     exact: bool = False
     problems: list[str] = field(default_factory=list)
     switches: dict[str, Any] = field(default_factory=dict)
+    #: bytes per directed link ``a->b`` during the training (the first round's start to
+    #: the end), from the switches' port counters; empty when not measured
+    link_bytes: dict[str, int] = field(default_factory=dict)
 
     @property
     def accepted(self) -> list[str]:
@@ -79,6 +87,38 @@ class NdnRunResult:
     def round_seconds(self) -> float:
         r = self.ps.get("rounds") or []
         return float(np.mean([x["seconds"] for x in r])) if r else 0.0
+
+    @property
+    def train_seconds(self) -> float | None:
+        """Synchronous training time INCLUDING the last distribution: from the first
+        round's start at the PS to the moment the last GPU held the final version (one
+        monotonic clock for every namespace of the machine). None if a GPU never got it."""
+        t0, final = self.ps.get("train_start"), self.ps.get("version", 0)
+        if t0 is None or not final:
+            return None
+        got = [g.get("version_at", {}).get(str(final)) for n, g in self.gpus.items() if n in self.accepted]
+        if not got or any(t is None for t in got):
+            return None
+        return max(got) - t0
+
+    @property
+    def round_seconds_incl(self) -> float | None:
+        """Mean round time including distribution (:attr:`train_seconds` / rounds)."""
+        t, final = self.train_seconds, self.ps.get("version", 0)
+        return t / final if t is not None and final else None
+
+    @property
+    def fabric_bytes(self) -> int:
+        """Bytes over every directed link during the training (switch port counters)."""
+        return sum(self.link_bytes.values())
+
+    @property
+    def busiest_link(self) -> tuple[str, int]:
+        """The directed link that carried the most bytes, and those bytes."""
+        if not self.link_bytes:
+            return "-", 0
+        k = max(self.link_bytes, key=lambda x: self.link_bytes[x])
+        return k, self.link_bytes[k]
 
 
 def _finish(proc: Any, base: Path, timeout: float) -> tuple[int, dict[str, Any] | None, str]:
@@ -113,12 +153,17 @@ def run_agents(net: Any, topo: Topology, run_dir: Path, *, transport: str, ps: s
                steps: int = 3, values: int = 3818, seed: int = 0, lr: float = 0.1,
                compute_time: float = 0.2, late: dict[str, float] | None = None,
                max_time: float = 120.0, timeout: float = 0.5, model: str = "synthetic",
-               gradient_dir: Path | None = None) -> NdnRunResult:
+               gradient_dir: Path | None = None, group: str = "", probe: float | None = None,
+               probe_gap: float = 0.0, on_start: Any = None) -> NdnRunResult:
     """Start the PS and the GPUs in their hosts, wait, and check the results.
 
     ``late`` delays some GPUs' start (seconds), e.g. to subscribe after the others.
     ``gradient_dir``: GPU ``i`` sends ``grad-<i>.npy`` from there as every gradient (no
     replay check then: the caller checks the PS's parameters against those gradients).
+    ``transport``: ``ndn``, ``ip``, ``ipmc`` (updates to the multicast ``group``) or
+    ``tcp``. ``probe``: the GPUs' probe timer (initial and maximum, s; default the
+    agents' 2 s); ``probe_gap``: the GPUs' ``--probe-gap`` (0: off). ``on_start``: called once every GPU has subscribed, just before the
+    first round (the PS waits for it), e.g. to read the switches' counters.
     """
     import sys as _sys
 
@@ -128,10 +173,14 @@ def run_agents(net: Any, topo: Topology, run_dir: Path, *, transport: str, ps: s
     common = ["--train", "train", "--transport", transport, "--hosts", json.dumps(hosts),
               "--mode", mode, "--rounds", str(rounds), "--steps", str(steps),
               "--values", str(values), "--seed", str(seed), "--max-time", str(max_time),
-              "--timeout", str(timeout), "--model", model]
+              "--timeout", str(timeout), "--model", model, *(["--group", group] if group else [])]
     n_accept = len([g for g in gpus if g not in busy])
     common_gpu = ["--world", str(n_accept),
-                  *(["--gradient-dir", str(gradient_dir)] if gradient_dir else [])]
+                  *(["--gradient-dir", str(gradient_dir)] if gradient_dir else []),
+                  *(["--probe-init", str(probe), "--probe-max", str(probe)] if probe else []),
+                  *(["--probe-gap", str(probe_gap)] if probe_gap else [])]
+    hold = run_dir / "start-training"
+    hold.unlink(missing_ok=True)
     py = _sys.executable
     procs: dict[str, Any] = {}
     late = late or {}
@@ -148,7 +197,8 @@ def run_agents(net: Any, topo: Topology, run_dir: Path, *, transport: str, ps: s
     psp = spawn(net.host(ps), run_dir / "ps", [
         py, "-m", "hosts.ndn.ps", "--me", ps, "--gpus", ",".join(gpus), "--iface",
         topo.iface(ps)["name"], "--lr", str(lr), "--out", str(run_dir / "ps"),
-        "--assign-timeout", str(max(15.0, max(late.values(), default=0) + 10)), *common])
+        "--assign-timeout", str(max(15.0, max(late.values(), default=0) + 10)), *common,
+        *(["--hold-start", str(hold)] if on_start else [])])
     for g, delay in sorted(late.items(), key=lambda kv: kv[1]):
         time.sleep(max(0.0, t0 + delay - time.monotonic()))
         procs[g] = spawn(net.host(g), run_dir / f"gpu-{g}", [
@@ -156,6 +206,15 @@ def run_agents(net: Any, topo: Topology, run_dir: Path, *, transport: str, ps: s
             "--iface", topo.iface(g)["name"], "--compute-time", str(compute_time),
             "--final-version", str(n_accept * steps), "--out", str(run_dir / f"params-{g}.npy"),
             *(["--busy"] if g in busy else []), *common, *common_gpu])
+    if on_start:
+        out = (run_dir / "ps").with_suffix(".out")
+        end = time.monotonic() + max_time
+        while time.monotonic() < end and psp.poll() is None:
+            if b"ready_to_train" in out.read_bytes():
+                on_start()
+                break
+            time.sleep(0.02)
+        hold.touch()
     results: dict[str, dict[str, Any]] = {}
     problems: list[str] = []
     rc, ps_sum, err = _finish(psp, run_dir / "ps", max_time + 30)
@@ -271,6 +330,118 @@ def run_ip(net: Any, topo: Topology, run_dir: Path, loss: dict[tuple[str, int], 
     return run_agents(net, topo, run_dir, transport="ip", **kw)
 
 
+def switch_port_bytes(net: Any, topo: Topology) -> dict[tuple[str, int], tuple[int, int]]:
+    """``{(switch, port): (tx bytes, rx bytes)}`` of every switch port: the interface
+    counters in each switch's namespace (what the switch sent on and received from each
+    link; a frame the link's queue dropped is not counted as sent)."""
+    out: dict[tuple[str, int], tuple[int, int]] = {}
+    for sw in topo.switches():
+        text = net.switch(sw).cmd("ip -j -s link show 2>/dev/null")
+        try:
+            links = json.loads(text)
+        except ValueError:
+            continue
+        for ln in links:
+            name = ln.get("ifname", "").split("@")[0]
+            if not name.startswith(f"{sw}-eth") or "stats64" not in ln:
+                continue
+            st = ln["stats64"]
+            out[sw, int(name[len(sw) + 4:])] = (int(st["tx"]["bytes"]), int(st["rx"]["bytes"]))
+    return out
+
+
+def link_bytes(topo: Topology, before: dict[tuple[str, int], tuple[int, int]],
+               after: dict[tuple[str, int], tuple[int, int]]) -> dict[str, int]:
+    """Bytes per directed link ``a->b`` between two :func:`switch_port_bytes` readings:
+    a switch's sent bytes on its port, or for a host's uplink what the switch's port
+    received."""
+    def delta(sw: str, port: int, i: int) -> int:
+        return after.get((sw, port), (0, 0))[i] - before.get((sw, port), (0, 0))[i]
+
+    out: dict[str, int] = {}
+    for ln in topo.links():
+        for a, pa, b, pb in ((ln.a, ln.port_a, ln.b, ln.port_b), (ln.b, ln.port_b, ln.a, ln.port_a)):
+            sent = delta(a, pa, 0) if topo.is_switch(a) else delta(b, pb, 1)
+            if sent > 0:
+                out[f"{a}->{b}"] = sent
+    return out
+
+
+#: the schemes of the baseline comparison (issue 23), in table order
+SCHEMES = {"ndn": "NDN (persistent PIT)", "ip": "IP unicast UDP", "ipmc": "IP multicast UDP",
+           "tcp": "TCP PS"}
+
+
+def run_ipmc(net: Any, topo: Topology, run_dir: Path, loss: dict[tuple[str, int], float],
+             group: str = "", **kw: Any) -> NdnRunResult:
+    """The IP-multicast PS baseline: ``forward.p4`` with the controller's multicast tree
+    from the PS to the GPUs that will subscribe (``controller/ip_multicast.py``), the same
+    agents over UDP, each update sent once to the group; lost updates fetched by unicast
+    recovery Interests after the probe timer (step 9, as NDN)."""
+    from controller.ip_multicast import DEFAULT_GROUP, deploy_multicast
+
+    group = group or DEFAULT_GROUP
+    members = [g for g in kw["gpus"] if g not in kw.get("busy", ())]
+    rep, tree = deploy_multicast(topo, net.grpc_addresses(), kw["ps"], members, group=group, loss=loss)
+    _log(f"forward.p4 deployed with multicast group {group} ({len(tree)} switches on its tree): {rep}")
+    return run_agents(net, topo, run_dir, transport="ipmc", group=group, **kw)
+
+
+def run_tcp(net: Any, topo: Topology, run_dir: Path, loss: dict[tuple[str, int], float],
+            **kw: Any) -> NdnRunResult:
+    """The TCP PS baseline: ``forward.p4``, the same agents over one kernel TCP connection
+    per GPU, each update sent once per GPU. TCP repairs losses, so the agents' own
+    retransmission and probe timers are set beyond the run (nothing is sent twice by them)."""
+    from experiments.runner import prepare_hosts
+
+    rep = deploy_forward(topo, net.grpc_addresses(), loss=loss)
+    _log(f"forward.p4 deployed: {rep}")
+    prepare_hosts(net, [kw["ps"], *kw["gpus"]])
+    kw = {**kw, "timeout": 1e6, "probe": 1e6}
+    return run_agents(net, topo, run_dir, transport="tcp", **kw)
+
+
+def run_scheme(net: Any, topo: Topology, run_dir: Path, scheme: str,
+               loss: dict[tuple[str, int], float], **kw: Any) -> NdnRunResult:
+    """Run one scheme of :data:`SCHEMES` and measure the bytes every link carried during
+    the training (:attr:`NdnRunResult.link_bytes`, from the switches' port counters)."""
+    snap: dict[str, Any] = {}
+
+    def on_start() -> None:
+        snap["before"] = switch_port_bytes(net, topo)
+
+    fn = {"ndn": run_ndn, "ip": run_ip, "ipmc": run_ipmc, "tcp": run_tcp}[scheme]
+    res = fn(net, topo, run_dir, loss, on_start=on_start, **kw)
+    if "before" in snap:
+        res.link_bytes = link_bytes(topo, snap["before"], switch_port_bytes(net, topo))
+    return res
+
+
+def scheme_bound(scheme: str, n_gpus: int, values: int, bw_mbps: float, compute_time: float) -> float:
+    """A synchronous round's line-rate bound (s) for ``scheme``: the compute step, every
+    GPU's gradient into the PS over its access link, then the update out of it: once
+    (NDN, IP multicast: the switches replicate) or once per GPU (IP unicast, TCP).
+    Payload bytes only (float32 values), so every scheme's real time is above it."""
+    copies = 1 if scheme in ("ndn", "ipmc") else n_gpus
+    return compute_time + (n_gpus + copies) * values * 4 / (bw_mbps * 1e6 / 8)
+
+
+def probe_for(n_gpus: int, values: int, bw_mbps: float) -> float:
+    """The GPUs' probe timer for a model of ``values`` (s): twice the time the PS's link
+    needs for a unicast round (every gradient in, every copy out), at least the agents'
+    default of 2 s, so that a large update still on its way is not fetched again."""
+    return max(2.0, 1.0 + 2 * 2 * n_gpus * values * 4 * 8 / (bw_mbps * 1e6))
+
+
+def interest_timeout(n_gpus: int, bw_mbps: float) -> float:
+    """The Interest retransmission timeout: long enough for every GPU's window of 64
+    segments to cross the PS's link (as ``experiments.compare.ndn_timeout``)."""
+    from hosts.ndn.common import SEGMENT_VALUES
+
+    drain = n_gpus * 64 * SEGMENT_VALUES * 4 * 8 / (bw_mbps * 1e6)
+    return min(3.5, max(0.5, 1.2 * drain))
+
+
 def _table(sync_ndn: NdnRunResult, sync_ip: NdnRunResult, n: int) -> None:
     t = Table(title="NDN PS with a persistent PIT vs IP-unicast PS (same gradients, same network)")
     for col in ("round", "NDN round s", "IP round s", "NDN PS egress B", "IP PS egress B",
@@ -299,6 +470,27 @@ def ratios_table(ndn: NdnRunResult, ip: NdnRunResult, n: int) -> Table:
     if ip.round_seconds:
         r.add_row("round time", f"{ndn.round_seconds / ip.round_seconds:.2f}", "< 1 is faster")
     return r
+
+
+def schemes_table(runs: dict[str, NdnRunResult], n: int, values: int, bw: float,
+                  compute_time: float) -> Table:
+    """One run per scheme: the round time including distribution with the scheme's
+    line-rate bound, and the bytes the links carried per round (switch port counters)."""
+    t = Table(title=f"NDN vs its baselines, one run each ({n} GPUs, {values:,} values, {bw:g} Mbit/s)")
+    for col in ("scheme", "round s incl. distribution", "bound s", "all links B/round",
+                "busiest link", "busiest B/round", "exact"):
+        t.add_column(col, justify="left" if col in ("scheme", "busiest link") else "right")
+    for key, r in runs.items():
+        sc = key.split("-")[0]
+        if not key.endswith("-sync") or sc not in SCHEMES:
+            continue
+        final = r.ps.get("version", 0) or 1
+        link, busiest = r.busiest_link
+        incl = r.round_seconds_incl
+        t.add_row(SCHEMES[sc], f"{incl:.2f}" if incl is not None else "-",
+                  f"{scheme_bound(sc, n, values, bw, compute_time):.2f}", f"{r.fabric_bytes / final:,.0f}",
+                  link, f"{busiest / final:,.0f}", "yes" if r.exact else "NO")
+    return t
 
 
 def round_bound(n_gpus: int, values: int, bw_mbps: float, compute_time: float) -> float:
@@ -361,6 +553,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu-loss", type=float, default=0.05, metavar="RATE",
                    help="loss rate on the first GPU's link, toward it (default 0.05; 0: none)")
     p.add_argument("--no-async", action="store_true", help="skip the asynchronous run")
+    p.add_argument("--baselines", default="ip,ipmc,tcp", metavar="S,S,...",
+                   help="baselines beside NDN: ip (unicast UDP, always run), ipmc (IP multicast), "
+                        "tcp (TCP PS) (default all three)")
     p.add_argument("--subscriptions", choices=["switch", "controller"], default="switch",
                    help="who keeps the persistent PIT: the switches' data plane (default) or the "
                         "controller from packet-ins (the older way, to compare)")
@@ -413,13 +608,17 @@ def main(argv: list[str]) -> int:
     _log(f"{topo.name}: PS {ps}, {len(gpus)} GPUs ({len(busy)} busy: {', '.join(busy) or '-'}), "
          f"{args.model} model, {values} float32 values, {args.rounds} sync rounds, loss {args.gpu_loss:g} toward {lossy}"
          + (f"; port loss {', '.join(f'{sw}:{pt}={r:g}' for (sw, pt), r in loss.items())}" if args.loss else ""))
+    baselines = [b for b in args.baselines.split(",") if b]
+    if any(b not in ("ip", "ipmc", "tcp") for b in baselines):
+        parser.error(f"--baselines: choose from ip, ipmc, tcp, got {args.baselines!r}")
     runs: dict[str, NdnRunResult] = {}
     with Network(topo, target=args.target, log=_log) as net:
-        runs["ndn-sync"] = run_ndn(net, topo, run_dir / "ndn-sync", loss, mode="sync",
-                                   subscriptions=args.subscriptions, **kw)
+        runs["ndn-sync"] = run_scheme(net, topo, run_dir / "ndn-sync", "ndn", loss, mode="sync",
+                                      subscriptions=args.subscriptions, **kw)
         _log(f"NDN sync: {runs['ndn-sync'].seconds:.1f} s, exact: {runs['ndn-sync'].exact}")
-        runs["ip-sync"] = run_ip(net, topo, run_dir / "ip-sync", loss, mode="sync", **kw)
-        _log(f"IP sync: {runs['ip-sync'].seconds:.1f} s, exact: {runs['ip-sync'].exact}")
+        for b in ["ip", *[b for b in baselines if b != "ip"]]:
+            runs[f"{b}-sync"] = run_scheme(net, topo, run_dir / f"{b}-sync", b, loss, mode="sync", **kw)
+            _log(f"{SCHEMES[b]} sync: {runs[f'{b}-sync'].seconds:.1f} s, exact: {runs[f'{b}-sync'].exact}")
         if not args.no_async:
             runs["ndn-async"] = run_ndn(net, topo, run_dir / "ndn-async", loss, mode="async",
                                         subscriptions=args.subscriptions, **kw)
@@ -457,6 +656,7 @@ def main(argv: list[str]) -> int:
                "round_time_ratio": (runs["ndn-sync"].round_seconds / runs["ip-sync"].round_seconds
                                     if runs["ip-sync"].round_seconds else None)}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    console.print(schemes_table(runs, n, values, args.bw, args.compute_time))
     bound = round_bound(n, values, args.bw, args.compute_time)
     _log(f"line-rate bound per sync round (compute, then {n} gradients in and one update out "
          f"over the PS's {args.bw:g} Mbit/s link, payload only): {bound:.3f} s; measured NDN "

@@ -79,12 +79,14 @@ from experiments.runner import log as _log
 console = TableConsole()
 
 # Every scheme the harness knows, in the issue's order; those it runs today.
-ALL_SCHEMES = ("ps", "ring", "ina", "ndn", "bml", "rail_ring", "token", "differentiated", "gloo")
+ALL_SCHEMES = ("ps", "ring", "ina", "ndn", "bml", "rail_ring", "token", "differentiated", "gloo",
+               "ndn-ipmc", "ndn-tcp")
 BUILTIN_SCHEMES = ("gloo", "ps", "ina", "ring", "bml", "rail_ring")
 P4_PROGRAM = {"gloo": "forward.p4", "ps": "ina.p4 (no aggregator used)", "ina": "ina.p4",
               "ring": "forward.p4", "bml": "forward.p4", "rail_ring": "forward.p4"}
-# rail_ring (BML's same-NIC-count baseline) on request: --scheme bml,rail_ring
-DEFAULT_SCHEMES = tuple(s for s in ALL_SCHEMES if s != "rail_ring")
+# on request only: rail_ring (BML's same-NIC-count baseline: --scheme bml,rail_ring), and
+# ndn-ipmc and ndn-tcp (NDN's IP-multicast and TCP baselines, issue 23)
+DEFAULT_SCHEMES = tuple(s for s in ALL_SCHEMES if s not in ("rail_ring", "ndn-ipmc", "ndn-tcp"))
 #: Schemes that sum through hosts.bml.collective with a plan file.
 COLLECTIVE_SCHEMES = ("ring", "bml", "rail_ring")
 CPU_BOUND_RATIO = 2.0  # measured sync time above this multiple of the line-rate bound
@@ -92,6 +94,7 @@ CPU_BOUND_RATIO = 2.0  # measured sync time above this multiple of the line-rate
 # Schemes whose agents train with their own loop plug in as a module of this package (see
 # "Plugins" in the module doc); one that is not there yet is reported as pending.
 PLUGINS = {"token": "experiments.train_token", "ndn": "experiments.train_ndn",
+           "ndn-ipmc": "experiments.train_ndn_ipmc", "ndn-tcp": "experiments.train_ndn_tcp",
            "differentiated": "experiments.train_differentiated"}
 
 

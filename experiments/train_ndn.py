@@ -113,6 +113,41 @@ def deploy(net: Any, setting: Setting, args: argparse.Namespace, plan: Plan) -> 
     _log(f"ndn.p4 deployed: {rep}")
 
 
+def baseline_setting(args: argparse.Namespace, shared: Setting) -> Setting:
+    """The IP baselines (``train_ndn_ipmc``, ``train_ndn_tcp``): the shared topology; the
+    agents still name their packets as NDN does, so only the name bounds apply."""
+    from hosts.ndn.common import NameBoundsError, check_name, name_of
+
+    if shared.ps is None:
+        raise HarnessError("ndn baselines: the topology has no PS host")
+    for w in shared.workers:
+        try:
+            check_name(name_of(w, shared.ps, training_name(args.seed + args.seeds), f"v={2**31}",
+                               f"seg={2**31}"))
+        except NameBoundsError as e:
+            raise HarnessError(f"ndn baselines: {e}") from None
+    return shared
+
+
+def deploy_baseline(transport: str, net: Any, setting: Setting, plan: Plan) -> None:
+    """``forward.p4`` for an IP baseline: with the multicast tree from the PS to every
+    GPU (``ipmc``), or plain (``tcp``)."""
+    from controller.deploy import deploy as deploy_forward
+    from experiments.runner import prepare_hosts
+
+    assert setting.ps is not None
+    if transport == "ipmc":
+        from controller.ip_multicast import deploy_multicast
+
+        rep, tree = deploy_multicast(setting.topo, net.grpc_addresses(), setting.ps,
+                                     list(setting.workers), loss=plan.loss)
+        _log(f"forward.p4 deployed with the multicast tree ({len(tree)} switches): {rep}")
+    else:
+        rep = deploy_forward(setting.topo, net.grpc_addresses(), loss=plan.loss)
+        _log(f"forward.p4 deployed: {rep}")
+    prepare_hosts(net, [setting.ps])
+
+
 def _nic_rx_bytes(net: Any, host: str, iface: str) -> int:
     out = net.host(host).cmd("cat /proc/net/dev")
     for line in out.splitlines():
@@ -121,24 +156,37 @@ def _nic_rx_bytes(net: Any, host: str, iface: str) -> int:
     return 0
 
 
-def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: int, d: Path) -> RunRecord:
-    """One synchronous training run of the NDN PS and its GPUs (see the module doc)."""
+def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: int, d: Path,
+        transport: str = "ndn", scheme: str = "ndn") -> RunRecord:
+    """One synchronous training run of the NDN PS and its GPUs (see the module doc);
+    ``transport`` ``ipmc`` or ``tcp``: the same agents as an IP baseline (``scheme``)."""
+    import json
+
+    from controller.ip_multicast import DEFAULT_GROUP
     from controller.ndn import NdnDeployment
 
-    rec = RunRecord("ndn", seed)
+    rec = RunRecord(scheme, seed)
     topo, ps, gpus = setting.topo, setting.ps, list(setting.workers)
     assert ps is not None
     rounds = args.epochs * plan.steps_per_epoch
     name = training_name(seed)
     bound = args.max_time + 30     # the agents' own bound; finish() kills at max_time + 60
-    common = ["--train", name, "--transport", "ndn", "--mode", "sync", "--rounds", str(rounds),
+    ip = {"--hosts": json.dumps({h: topo.host_ip(h) for h in topo.hosts()})} if transport != "ndn" else {}
+    if transport == "ipmc":
+        ip["--group"] = DEFAULT_GROUP
+    if transport == "tcp":        # TCP repairs losses: no application retransmission
+        ip["--timeout"] = "1000000"
+    gpu_timers = ["--probe-init", "1000000", "--probe-max", "1000000"] if transport == "tcp" else []
+    common = ["--train", name, "--transport", transport, *[x for kv in ip.items() for x in kv],
+              "--mode", "sync", "--rounds", str(rounds),
               "--values", str(plan.parameters), "--seed", str(seed), "--max-time", repr(bound),
               "--train-model", args.model, "--data", args.data, "--batch", str(args.batch),
               "--steps-per-epoch", str(plan.steps_per_epoch), "--eval-every", str(plan.eval_every)]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     py = sys.executable
     dep = NdnDeployment(topo, net.grpc_addresses())
-    dep.start_manager(d / "persistent-pit.json")
+    if transport == "ndn":
+        dep.start_manager(d / "persistent-pit.json")
     t0 = time.monotonic()
     deadline = t0 + args.max_time + 60
     try:
@@ -146,7 +194,8 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
         procs = [spawn(net.host(g), d / f"gpu{rank}", [
             py, "-m", "hosts.ndn.gpu", "--me", g, "--gpu-index", str(rank), "--ps", ps,
             "--iface", topo.iface(g)["name"], "--world", str(len(gpus)),
-            "--slow", repr(plan.slow.get(g, 1.0)), "--compute-time", repr(args.compute_time), *common],
+            "--slow", repr(plan.slow.get(g, 1.0)), "--compute-time", repr(args.compute_time), *common,
+            *gpu_timers],
             env=env) for rank, g in enumerate(gpus)]
         time.sleep(0.3)
         psp = spawn(net.host(ps), d / "ps", [

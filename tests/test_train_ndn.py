@@ -93,3 +93,25 @@ def test_ndn_trains_the_same_model_as_gloo(tmp_path):
     assert ndn["final_accuracy"] > 0.1                                    # above chance (10 classes)
     assert ndn["compute_s_per_iter"] > 0 and ndn["sync_s_per_iter"] > 0
     assert ndn["ps_rx_bytes"] > 8 * 3 * 3818 * 4                          # every gradient reached the PS
+
+
+@pytest.mark.net
+@pytest.mark.slow
+@pytest.mark.skipif(_reason is not None, reason=_reason or "")
+@pytest.mark.timeout(300)
+def test_ndn_ip_baselines_train_the_same_model(tmp_path):
+    """NDN's IP-multicast and TCP baselines (issue 23) in the harness: the same digits CNN
+    from the same initial weights, every GPU's weights identical with the PS's at every
+    evaluation, the same final model (the same gradients summed in the same order)."""
+    rc = harness.main(["--scheme", "ndn-ipmc,ndn-tcp", "--reference", "ndn-tcp", "--seeds", "1",
+                       "--workers", "2", "--epochs", "1", "--max-steps", "4", "--eval-every", "2",
+                       "--target-accuracy", "0.15", "--target", TARGET, "--out-dir", str(tmp_path)])
+    (run_dir,) = tmp_path.iterdir()
+    runs = {r["scheme"]: r for r in json.loads((run_dir / "summary.json").read_text())["runs"]}
+    assert rc == 0, {s: r["error"] for s, r in runs.items()}
+    for r in runs.values():
+        assert r["ok"] and r["models_identical"] and r["iterations"] == 4, r["error"]
+        assert [p["step"] for p in r["curve"]] == [0, 2, 4]
+    assert runs["ndn-ipmc"]["final_weights"] == runs["ndn-tcp"]["final_weights"]
+    assert runs["ndn-ipmc"]["curve"] == [dict(p, t=q["t"]) for p, q in
+                                         zip(runs["ndn-tcp"]["curve"], runs["ndn-ipmc"]["curve"], strict=True)]

@@ -40,7 +40,7 @@ from ndn.encoding import (
     parse_tl_num,
 )
 
-from hosts.net import drain, packet_socket, udp_socket
+from hosts.net import drain, packet_socket, udp_socket, wait_readable
 
 __all__ = [
     "ETHERTYPE_NDN",
@@ -49,6 +49,7 @@ __all__ = [
     "EthernetFace",
     "NameBoundsError",
     "Packet",
+    "TcpFace",
     "UdpFace",
     "data_packet",
     "decode",
@@ -285,19 +286,42 @@ class EthernetFace:
 
 
 class UdpFace:
-    """NDN packets in UDP datagrams (port 6363), addressed by host: the IP baseline.
+    """NDN packets in UDP datagrams (port 6363), addressed by host: the IP baselines.
 
     ``hosts`` maps host names (the first name component of an Interest) to IP addresses.
     A Data answers its Interest's sender; a distribute Data goes to every address in
-    ``dest`` (the PS's subscribers), one datagram each.
+    ``dest`` (the PS's subscribers), one datagram each (IP unicast), or once to an IP
+    multicast group (``--transport ipmc``: the PS sends to ``(group, 6363)``).
+
+    ``group``: this host joins the IP multicast group ``group`` on its address
+    ``hosts[me]`` (IGMP join: the NIC accepts the group's MAC and the kernel delivers the
+    group's datagrams to this socket) and sends multicast out of that address with a TTL
+    that crosses the fabric (the default TTL of 1 would be dropped by forward.p4).
+
+    Sends are paced by the NIC's queue: with ``IP_RECVERR`` a full queue answers
+    ``ENOBUFS`` instead of dropping the datagram silently, and the send waits for it to
+    drain (as :class:`EthernetFace` does), so a large update is not lost in the sender's
+    own qdisc.
     """
 
     HEADER = 14 + 20 + 8   # Ethernet + IPv4 + UDP, for byte counts comparable with Ethernet
 
-    def __init__(self, hosts: Mapping[str, str], rcvbuf: int = 16 << 20) -> None:
+    def __init__(self, hosts: Mapping[str, str], rcvbuf: int = 16 << 20, group: str = "",
+                 me: str = "") -> None:
+        import socket
+
         self.hosts = dict(hosts)
         self.sock = udp_socket("0.0.0.0", UDP_PORT, rcvbuf=rcvbuf, sndbuf=4 << 20, force=False,
                                blocking=True)
+        self.sock.setsockopt(socket.IPPROTO_IP, _IP_RECVERR, 1)
+        self.group = group
+        if group:
+            local = self.hosts.get(me, "0.0.0.0")
+            mreq = socket.inet_aton(group) + socket.inet_aton(local)
+            self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)
+            self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(local))
+            self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 16)
+            self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
         self.stats = FaceStats()
 
     def address_of(self, name: list[bytes]) -> tuple[str, int]:
@@ -315,17 +339,41 @@ class UdpFace:
             p = decode(pkt)
             assert p is not None
             dest = self.address_of(p.name)
-        for _ in range(50):
+        for attempt in range(2000):
             try:
                 self.sock.sendto(pkt, dest)
                 break
             except BlockingIOError:  # pragma: no cover - only with a full send buffer
                 time.sleep(0.001)
+            except OSError as e:
+                if e.errno == errno.ENOBUFS and attempt < 1999:
+                    time.sleep(0.002)           # the NIC's queue is full: let it drain
+                    continue
+                if e.errno in _UDP_SOFT_ERRORS:  # an ICMP error of an earlier datagram
+                    continue
+                raise
         self.stats.count_tx(len(pkt) + self.HEADER, kind)
 
-    def recv(self, timeout: float) -> Iterator[Packet]:
-        """As :meth:`EthernetFace.recv`."""
-        for buf, addr in drain(self.sock, timeout):
+    def recv(self, timeout: float, budget: float = 0.05) -> Iterator[Packet]:
+        """As :meth:`EthernetFace.recv`, but draining for at most ``budget`` s: the
+        agent's handlers may wait for the NIC's queue (``send``), and an endless stream of
+        Interests would otherwise keep its timers (retransmissions, the assignment
+        deadline) from running; what is left stays queued for the next call."""
+        import socket
+
+        if not wait_readable(self.sock, timeout):
+            return
+        end = time.monotonic() + budget
+        while time.monotonic() < end:
+            try:
+                buf, addr = self.sock.recvfrom(65536, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                # IP_RECVERR reports ICMP errors (a host whose agent has already left)
+                if e.errno in _UDP_SOFT_ERRORS:
+                    continue
+                raise
             self.stats.rx_bytes += len(buf) + self.HEADER
             self.stats.rx_packets += 1
             p = decode(buf, source=addr)
@@ -334,6 +382,179 @@ class UdpFace:
 
     def close(self) -> None:
         self.sock.close()
+
+
+#: linux/in.h (Python's socket module does not name it)
+_IP_RECVERR = 11
+#: errors a UDP socket with IP_RECVERR reports for earlier datagrams (ICMP): not fatal
+_UDP_SOFT_ERRORS = (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EHOSTDOWN)
+
+
+class TcpFace:
+    """NDN packets over the kernel's TCP: the TCP parameter-server baseline.
+
+    One connection per GPU: every GPU connects to the PS (``ps``, port 6363); each NDN
+    packet travels as a 4-byte big-endian length and the packet. The PS (``listen``)
+    addresses a GPU by its IP (a packet's ``source`` is its connection's peer IP); a
+    packet for a GPU that has not connected yet waits until it does. Sockets are
+    non-blocking with a send buffer per connection, flushed whenever the agent receives,
+    so neither side ever blocks on a full window while the other sends (no deadlock).
+    TCP recovers losses itself: the agents run with retransmission and probe timers far
+    beyond a round (experiments/ndn.py), so nothing is sent twice by the application.
+    """
+
+    HEADER = 14 + 20 + 32 + 4   # Ethernet + IPv4 + TCP with timestamps + the length prefix
+
+    def __init__(self, hosts: Mapping[str, str], me: str, ps: str, listen: bool,
+                 connect_timeout: float = 60.0) -> None:
+        import socket
+
+        self.hosts = dict(hosts)
+        self.stats = FaceStats()
+        self.listen = listen
+        self.conns: dict[str, socket.socket] = {}      # peer ip -> connection
+        self.inbuf: dict[str, bytearray] = {}
+        self.outbuf: dict[str, bytearray] = {}
+        self.lsock: socket.socket | None = None
+        self.ps_ip = self.hosts.get(ps, "")
+        if listen:
+            ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            ls.bind(("0.0.0.0", UDP_PORT))
+            ls.listen(256)
+            ls.setblocking(False)
+            self.lsock = ls
+        else:
+            if not self.ps_ip:
+                raise ValueError(f"no address for the PS {ps!r}")
+            deadline = time.monotonic() + connect_timeout
+            while True:
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                s.settimeout(1.0)
+                try:
+                    s.connect((self.ps_ip, UDP_PORT))
+                    break
+                except OSError:
+                    s.close()
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+            self._add(self.ps_ip, s)
+
+    def _add(self, ip: str, s: Any) -> None:
+        import socket
+
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.setblocking(False)
+        old = self.conns.get(ip)
+        if old is not None:
+            old.close()
+        self.conns[ip] = s
+        self.inbuf[ip] = bytearray()
+        self.outbuf.setdefault(ip, bytearray())
+
+    def address_of(self, name: list[bytes]) -> str:
+        """The IP an Interest for ``name`` goes to (its first component after any marker)."""
+        if not self.listen:
+            return self.ps_ip
+        i = 1 if marker(name) else 0
+        host = bytes(Component.get_value(name[i])).decode()
+        try:
+            return self.hosts[host]
+        except KeyError:
+            raise ValueError(f"no address for NDN name prefix /{host}") from None
+
+    def send(self, pkt: bytes, dest: Any = None, kind: str = "other") -> None:
+        """Queue ``pkt`` on the connection to ``dest`` (an IP, or ``(ip, port)``), or to the
+        host the Interest's name starts with; a GPU sends everything to the PS."""
+        if not self.listen:
+            ip = self.ps_ip
+        elif dest is None:
+            p = decode(pkt)
+            assert p is not None
+            ip = self.address_of(p.name)
+        else:
+            ip = dest[0] if isinstance(dest, tuple) else str(dest)
+        self.outbuf.setdefault(ip, bytearray()).extend(struct.pack("!I", len(pkt)) + pkt)
+        self.stats.count_tx(len(pkt) + self.HEADER, kind)
+        self._flush(ip)
+
+    def _flush(self, ip: str) -> None:
+        s = self.conns.get(ip)
+        buf = self.outbuf.get(ip)
+        if s is None or not buf:
+            return
+        try:
+            n = s.send(buf)
+        except (BlockingIOError, InterruptedError):
+            return
+        del buf[:n]
+
+    def recv(self, timeout: float) -> Iterator[Packet]:
+        """Wait up to ``timeout`` s for data (sending queued bytes meanwhile), then yield
+        every whole packet received."""
+        import select
+
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            by_sock = {s: ip for ip, s in self.conns.items()}
+            rl = list(by_sock) + ([self.lsock] if self.lsock is not None else [])
+            wl = [s for s, ip in by_sock.items() if self.outbuf.get(ip)]
+            r, w, _ = select.select(rl, wl, [], max(0.0, deadline - time.monotonic()))
+            for s in w:
+                self._flush(by_sock[s])
+            got = False
+            for s in r:
+                if s is self.lsock:
+                    try:
+                        c, (ip, _) = s.accept()
+                    except (BlockingIOError, InterruptedError):
+                        continue
+                    self._add(ip, c)
+                    self._flush(ip)
+                    continue
+                ip = by_sock[s]
+                try:
+                    chunk = s.recv(1 << 20)
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:
+                    chunk = b""
+                if not chunk:                      # the peer closed
+                    s.close()
+                    self.conns.pop(ip, None)
+                    continue
+                got = True
+                buf = self.inbuf[ip]
+                buf.extend(chunk)
+                while len(buf) >= 4:
+                    n = struct.unpack_from("!I", buf)[0]
+                    if len(buf) < 4 + n:
+                        break
+                    pkt = bytes(buf[4:4 + n])
+                    del buf[:4 + n]
+                    self.stats.rx_bytes += n + self.HEADER
+                    self.stats.rx_packets += 1
+                    p = decode(pkt, source=(ip, UDP_PORT))
+                    if p is not None:
+                        yield p
+            if got or time.monotonic() >= deadline:
+                return
+
+    def pending_bytes(self) -> int:
+        """Bytes queued but not yet handed to the kernel."""
+        return sum(len(b) for b in self.outbuf.values())
+
+    def close(self, linger: float = 10.0) -> None:
+        """Hand every queued byte to the kernel (up to ``linger`` s), then close."""
+        end = time.monotonic() + linger
+        while self.pending_bytes() and time.monotonic() < end:
+            for _ in self.recv(0.05):
+                pass
+        for s in self.conns.values():
+            s.close()
+        if self.lsock is not None:
+            self.lsock.close()
 
 
 def name_of(*parts: str | bytes) -> list[bytes]:
@@ -358,13 +579,26 @@ def version_of(c: bytes) -> int:
     return Component.to_number(c)
 
 
-def make_face(transport: str, iface: str, hosts: Mapping[str, str]) -> EthernetFace | UdpFace:
-    """``ndn`` -> :class:`EthernetFace` on ``iface``; ``ip`` -> :class:`UdpFace`."""
+def make_face(transport: str, iface: str, hosts: Mapping[str, str], *, me: str = "",
+              ps: str = "", group: str = "") -> EthernetFace | UdpFace | TcpFace:
+    """``ndn`` -> :class:`EthernetFace` on ``iface``; ``ip`` -> :class:`UdpFace`;
+    ``ipmc`` -> :class:`UdpFace` joined to the IP multicast group ``group``; ``tcp`` ->
+    :class:`TcpFace` (the PS ``ps`` listens, every other agent connects to it)."""
     if transport == "ndn":
         return EthernetFace(iface)
     if transport == "ip":
         return UdpFace(hosts)
-    raise ValueError(f"transport must be ndn or ip, got {transport!r}")
+    if transport == "ipmc":
+        if not group:
+            raise ValueError("--transport ipmc needs --group (an IP multicast address)")
+        return UdpFace(hosts, group=group, me=me)
+    if transport == "tcp":
+        return TcpFace(hosts, me, ps, listen=me == ps)
+    raise ValueError(f"transport must be ndn, ip, ipmc or tcp, got {transport!r}")
+
+
+#: the agents' --transport choices: NDN, and the IP baselines (unicast UDP, IP multicast, TCP)
+TRANSPORTS = ("ndn", "ip", "ipmc", "tcp")
 
 
 class Requester:

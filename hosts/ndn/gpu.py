@@ -55,7 +55,8 @@ class Gpu:
     def __init__(self, args: argparse.Namespace) -> None:
         self.a = args
         hosts = json.loads(args.hosts) if args.hosts else {}
-        self.face = nc.make_face(args.transport, args.iface, hosts)
+        self.face = nc.make_face(args.transport, args.iface, hosts, me=args.me, ps=args.ps,
+                                 group=args.group)
         self.req = nc.Requester(self.face, timeout=args.timeout)
         self.me, self.ps, self.train = args.me, args.ps, args.train
         self.work: nc.HarnessWork | None = None
@@ -89,6 +90,7 @@ class Gpu:
         self.probe_at: float | None = None
         self.probe_version = 0
         self.probes_fired = 0
+        self.update_rx_at = 0.0                          # last update segment by distribution
         self.via_distribute = 0
         self.sent_sum = np.zeros(args.values, dtype=np.float64)
         self.gradients_sent = 0
@@ -98,6 +100,7 @@ class Gpu:
         self.subscribe_s: float | None = None      # ... to its ack (subscription latency)
         self.next_refresh: float | None = None     # soft state: the next refresh Interest
         self.refreshes = 0
+        self.version_at: dict[int, float] = {}      # version -> monotonic time it was complete
         self.trainer: nc.DigitsTrainer | None = None   # digits: made when a task is accepted
 
     def n(self, *parts: str | bytes) -> list[bytes]:
@@ -125,6 +128,8 @@ class Gpu:
             # the subscription ends now, not when its soft state expires in the switches
             self.face.send(nc.interest_packet(self.n(nc.UNSUBSCRIBE_MARKER, self.ps, self.train, self.me)),
                            kind="unsubscribe")
+        if isinstance(self.face, nc.TcpFace):
+            self.face.close()              # hand what is queued to the kernel first
         return self.summary()
 
     def refresh(self) -> None:
@@ -274,11 +279,14 @@ class Gpu:
         parts[seg] = content
         if probe:
             self.recovered.setdefault(v, set()).add(seg)
+        else:
+            self.update_rx_at = time.monotonic()
         if len(parts) < self.nseg:
             return
         # A complete version: the newest one wins (async versions may arrive out of order).
         self.params = nc.join_segments(parts, self.a.values)
         self.version = v
+        self.version_at[v] = time.monotonic()   # when this GPU had the whole version
         for old in [x for x in self.updates if x <= v]:
             del self.updates[old]
         for seg_ in range(self.nseg):
@@ -310,8 +318,14 @@ class Gpu:
         v = self.probe_version
         if v <= self.version:
             return
-        self.probes_fired += 1
         have = self.updates.get(v, {})
+        gap = self.a.probe_gap
+        if gap > 0 and have and time.monotonic() - self.update_rx_at < gap:
+            # the update is still arriving (a segment came less than --probe-gap ago):
+            # fetch only what is still missing once it has been quiet that long
+            self.probe_at = self.update_rx_at + gap
+            return
+        self.probes_fired += 1
         for seg in range(self.nseg):
             if seg not in have:
                 self.req.express(self.n(self.ps, self.train, f"v={v}", f"seg={seg}"), "probe")
@@ -350,6 +364,7 @@ class Gpu:
             "segments_recovered": sum(len(s) for s in self.recovered.values()),
             "probes_fired": self.probes_fired, "delays": self.delays,
             "subscribe_s": self.subscribe_s, "refreshes": self.refreshes,
+            "version_at": self.version_at,
             "retransmissions": self.req.retransmissions,
             "tx_bytes": st.tx_bytes, "rx_bytes": st.rx_bytes,
         }
@@ -362,7 +377,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu-index", type=int, default=0, help="index for the synthetic gradient")
     p.add_argument("--ps", required=True, help="the PS's name")
     p.add_argument("--train", default="train")
-    p.add_argument("--transport", choices=["ndn", "ip"], default="ndn")
+    p.add_argument("--transport", choices=list(nc.TRANSPORTS), default="ndn",
+                   help="ndn (ndn.p4), ip (UDP unicast), ipmc (UDP; updates come to --group), tcp")
+    p.add_argument("--group", default="", help="ipmc: the IP multicast group to join")
     p.add_argument("--iface", default="")
     p.add_argument("--hosts", default="", help="JSON {host: ip} (ip transport)")
     p.add_argument("--mode", choices=["sync", "async"], default="sync")
@@ -384,6 +401,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--probe-factor", type=float, default=1.5)
     p.add_argument("--probe-min", type=float, default=0.3)
     p.add_argument("--probe-max", type=float, default=2.0)
+    p.add_argument("--probe-gap", type=float, default=0.0, metavar="S",
+                   help="when the probe timer fires while the update is still arriving (a "
+                        "segment less than S s ago), wait until it has been quiet for S s "
+                        "before fetching the missing segments (0: fetch at once, the default)")
     p.add_argument("--linger", type=float, default=5.0, help="declined: exit after this quiet time")
     p.add_argument("--refresh", type=float, default=2.0,
                    help="re-send the subscribe Interest every S seconds while training (soft state; "

@@ -16,7 +16,12 @@ Every step of the seed's claim 1, from the PS's side, names with PS ``P``, train
      versions (holding those for a version not computed yet).
 
 With ``--transport ip`` the same agent is the IP-unicast baseline: NDN packets in UDP,
-and each update sent once per subscribed GPU.
+and each update sent once per subscribed GPU. ``--transport ipmc``: the IP-multicast
+baseline, the same over UDP but each update sent ONCE to the IP multicast group
+``--group``, which ``forward.p4`` replicates along the tree the controller installed
+(``controller/ip_multicast.py``); lost updates are fetched by unicast recovery Interests
+(step 9) as in the other two. ``--transport tcp``: the TCP baseline, the same packets over
+one kernel TCP connection per GPU, each update sent once per GPU.
 Prints one JSON summary line; ``--out DIR`` keeps the parameters of every version.
 
 ``--train-model NAME`` (synchronous only) trains the time-to-accuracy harness's work
@@ -49,7 +54,8 @@ class ParameterServer:
     def __init__(self, args: argparse.Namespace) -> None:
         self.a = args
         hosts = json.loads(args.hosts) if args.hosts else {}
-        self.face = nc.make_face(args.transport, args.iface, hosts)
+        self.face = nc.make_face(args.transport, args.iface, hosts, me=args.me, ps=args.me,
+                                 group=args.group)
         self.gpus: list[str] = [g for g in args.gpus.split(",") if g]
         # 16 outstanding segments per GPU: every GPU's gradient flows at once, none bursts
         self.req = nc.Requester(self.face, timeout=args.timeout, window=max(64, 16 * len(self.gpus)))
@@ -90,8 +96,11 @@ class ParameterServer:
         self.applied: list[tuple[str, int]] = []
         self.applied_sum = np.zeros(args.values, dtype=np.float64)
         self.round_start = 0.0
+        self.train_start: float | None = None           # monotonic: training started
         self.bytes_at_round = dict(self.face.stats.by_kind)
         self.recovery_answers = 0
+        self.seg_cache: dict[int, list[bytes]] = {}    # version -> its segments (few kept)
+        self.recovery_deferred = 0                      # ipmc: recovery asks for a future version
         self.out = Path(args.out) if args.out else None
         self.train_t0 = 0.0                             # --train-model: the training clock
         self.eval_s = 0.0
@@ -131,6 +140,7 @@ class ParameterServer:
                         self.req.satisfied(self.n(g, self.me, self.train))
                     if self.accepted and all(g in self.subscribers for g in self.accepted):
                         started = True
+                        self.hold_start()
                         self.start_training()
                     elif not self.accepted and len(self.answered) == len(self.gpus):
                         break
@@ -147,6 +157,8 @@ class ParameterServer:
             for p in self.face.recv(0.05):
                 self.handle(p)
                 quiet_since = time.monotonic()
+        if isinstance(self.face, nc.TcpFace):
+            self.face.close(linger=60.0)   # hand the last update to the kernel before leaving
         return self.summary()
 
     def finished(self) -> bool:
@@ -171,18 +183,24 @@ class ParameterServer:
                 if nc.Component.get_type(third) == nc.Component.TYPE_GENERIC:   # step 3.2
                     seg = nc.seg_of(name)
                     if 0 <= seg < self.nseg:
-                        self.send_data(name, nc.segments(self.history[0])[seg], p.source, "content",
+                        self.send_data(name, self.segment(0, seg), p.source, "content",
                                        final=self.nseg - 1)
                 else:                                         # step 9: recovery
                     v, seg = nc.version_of(third), nc.seg_of(name)
                     if v in self.history and 0 <= seg < self.nseg:
                         self.recovery_answers += 1
-                        self.send_data(name, nc.segments(self.history[v])[seg], p.source,
+                        self.send_data(name, self.segment(v, seg), p.source,
                                        "recovery", final=self.nseg - 1)
+                    elif v > self.version and self.a.transport == "ipmc":
+                        # IP multicast: the update is about to go to the whole group; a
+                        # unicast copy now would double it (a GPU whose probe timer fired
+                        # early). Its Interest is retransmitted and answered once the
+                        # version is out, for the segments it then still misses.
+                        self.recovery_deferred += 1
                     elif v > self.version:
                         held = self.held.setdefault((v, seg), [])
                         # NDN: one Data answers every GPU the switches' PITs aggregated
-                        if self.a.transport == "ip" or not held:
+                        if self.a.transport != "ndn" or not held:
                             held.append(p.source)
         else:
             if len(name) == 3 and nc.comp_str(name[1]) == self.me:   # step 2.2 answer
@@ -194,7 +212,30 @@ class ParameterServer:
                 self.on_gradient(nc.comp_str(name[0]), nc.version_of(name[3]), nc.seg_of(name),
                                  p.content, name)
 
+    def segment(self, v: int, seg: int) -> bytes:
+        """Segment ``seg`` of version ``v``'s parameters. The segments of the versions
+        asked for are cut once and kept (cutting a 1M-value model for every Interest
+        made the PS fall behind its GPUs' Interests)."""
+        segs = self.seg_cache.get(v)
+        if segs is None:
+            segs = self.seg_cache[v] = nc.segments(self.history[v])
+            while len(self.seg_cache) > 3:              # version 0 and the newest ones
+                del self.seg_cache[next(k for k in self.seg_cache if k not in (0, v))]
+        return segs[seg]
+
     # ------------------------------------------------------------------ training
+    def hold_start(self) -> None:
+        """``--hold-start PATH``: say so on stdout and serve packets until PATH exists (the
+        experiment reads the switches' counters in between, so that they count the
+        training alone, not the set-up)."""
+        if not self.a.hold_start:
+            return
+        print(json.dumps({"event": "ready_to_train"}), flush=True)
+        end = time.monotonic() + 60.0
+        while not Path(self.a.hold_start).exists() and time.monotonic() < end:
+            for p in self.face.recv(0.01):
+                self.handle(p)
+
     def start_training(self) -> None:
         now = time.monotonic()
         if self.work is not None:     # rank order: the sum's order, whoever answered first
@@ -203,6 +244,7 @@ class ParameterServer:
             self.evaluate(0)
             now = time.monotonic()
         self.round_start = now
+        self.train_start = now
         self.bytes_at_round = dict(self.face.stats.by_kind)
         for g in self.accepted:
             self.step[g] = 0
@@ -274,8 +316,15 @@ class ParameterServer:
         self.version += 1
         v = self.version
         self.history[v] = self.params
-        segs = nc.segments(self.params)
-        dests = [None] if self.a.transport == "ndn" else list(self.subscribers.values())
+        segs = self.seg_cache[v] = nc.segments(self.params)
+        while len(self.seg_cache) > 3:                  # version 0 and the newest ones
+            del self.seg_cache[next(k for k in self.seg_cache if k not in (0, v))]
+        if self.a.transport == "ndn":
+            dests: list[Any] = [None]
+        elif self.a.transport == "ipmc":     # once, to the group: the switches replicate
+            dests = [(self.a.group, nc.UDP_PORT)]
+        else:
+            dests = list(self.subscribers.values())
         for seg, content in enumerate(segs):
             pkt = nc.data_packet(self.n(b"*distribute*", self.me, self.train, f"v={v}", f"seg={seg}"),
                                  content, self.nseg - 1)
@@ -287,7 +336,7 @@ class ParameterServer:
         if self.a.mode == "sync":
             by = self.face.stats.by_kind
             delta = {k: by.get(k, 0) - self.bytes_at_round.get(k, 0) for k in by}
-            self.rounds.append({"version": v, "seconds": now - self.round_start,
+            self.rounds.append({"version": v, "seconds": now - self.round_start, "sent_at": now,
                                 "tx_bytes": {k: d for k, d in delta.items() if d},
                                 "distribute_bytes": delta.get("distribute", 0),
                                 "tx_total": sum(delta.values())})
@@ -330,7 +379,8 @@ class ParameterServer:
             "subscribed": sorted(self.subscribers), "version": self.version,
             "segments": self.nseg, "rounds": self.rounds, "applied": self.applied,
             "estimates": self.est, "retransmissions": self.req.retransmissions,
-            "recovery_answers": self.recovery_answers,
+            "train_start": self.train_start,
+            "recovery_answers": self.recovery_answers, "recovery_deferred": self.recovery_deferred,
             "tx_bytes": st.tx_bytes, "tx_packets": st.tx_packets, "tx_by_kind": st.by_kind,
             "tx_packets_by_kind": st.packets_by_kind,
             "nic_tx_bytes": tx, "nic_tx_packets": txp, "nic_rx_bytes": rx, "nic_rx_packets": rxp,
@@ -343,7 +393,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--me", required=True, help="this PS's name (its host name, e.g. h1)")
     p.add_argument("--gpus", required=True, help="comma-separated GPU names (host names)")
     p.add_argument("--train", default="train", help="training name (default train)")
-    p.add_argument("--transport", choices=["ndn", "ip"], default="ndn")
+    p.add_argument("--transport", choices=list(nc.TRANSPORTS), default="ndn",
+                   help="ndn (ndn.p4), ip (UDP unicast), ipmc (UDP, updates to --group), tcp")
+    p.add_argument("--group", default="", help="ipmc: the IP multicast group of the updates")
     p.add_argument("--iface", default="", help="the host's interface (ndn transport, NIC counters)")
     p.add_argument("--hosts", default="", help="JSON {host: ip} (ip transport)")
     p.add_argument("--mode", choices=["sync", "async"], default="sync")
@@ -361,6 +413,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="at the end, serve recovery Interests until this long without any (s)")
     p.add_argument("--max-time", type=float, default=120.0)
     p.add_argument("--out", default="", help="directory for params-v<k>.npy")
+    p.add_argument("--hold-start", default="", metavar="PATH",
+                   help="before the first round, print a ready_to_train line and wait until "
+                        "PATH exists (at most 60 s)")
     nc.add_harness_args(p, "ps")
     return p
 
