@@ -10,7 +10,7 @@ P4_TEST_PROGRAMS := $(wildcard tests/p4/*.p4)
 APT_PACKAGES := mininet iproute2 ethtool iputils-ping procps tcpdump libpcap0.8 openssl
 export TARGET
 
-.PHONY: all deps apt venv p4rt-shell run compare compare-full compare-sync simulate test bench p4 p4-gen lint clean help run-%
+.PHONY: all deps apt venv p4rt-shell run compare compare-full compare-sync simulate test test-long bench p4 p4-gen lint clean help run-%
 all: help
 
 help:
@@ -22,7 +22,8 @@ help:
 	@echo "make run-MODE one technique's experiment: run-ndn, run-differentiated, run-bcube, run-token (ARGS=...)"
 	@echo "             shared options (--workers --bw --loss --seed --max-time --target --out-dir): \"common options\" of --help"
 	@echo "make simulate the sync-time scale table in ns-3: PS, ring, INA on fat-trees (ARGS=...)"
-	@echo "make test     run the test suite"
+	@echo "make test     run the test suite (under 20 min here)"
+	@echo "make test-long  the long tier: second sizes, soaks and harness runs the suite leaves out"
 	@echo "make bench    run the benchmarks (tables and ratios)"
 	@echo "make p4       make p4-gen, then recompile p4src/*.p4 and tests/p4/*.p4 with p4c into build/"
 	@echo "make p4-gen   regenerate the P4 value lanes (p4src/gen_lanes.py; no p4c needed)"
@@ -77,6 +78,9 @@ simulate: deps
 
 test: deps
 	$(PY) -m pytest -q -ra
+
+test-long: deps
+	$(PY) -m pytest -q -ra -m long
 
 bench: deps
 	$(PY) -m bench

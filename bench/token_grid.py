@@ -29,6 +29,9 @@ winner: the lowest mean, marked ``tie`` when its interval overlaps the runner-up
 
     python -m bench.token_grid [--nodes 4,8] [--spread 1,2,4] [--ratio 0.1,1,10] [--seeds 3]
                                [--epochs 4] [--schemes token,ring,ps] [--out-dir DIR]
+
+``--epochs`` counts epochs at 4 nodes; other node counts train the same number of steps
+(8 nodes: twice the epochs, each rank's shard being half as large).
 """
 
 from __future__ import annotations
@@ -85,6 +88,13 @@ def link_rate(ratio: float, compute_s: float, parameters: int) -> float:
     return ratio * parameters * 32 / compute_s / 1e6
 
 
+def epochs_for(epochs: int, nodes: int) -> int:
+    """Epochs for ``nodes`` ranks that give as many steps as ``epochs`` at 4 ranks: each
+    rank's shard, and so its steps per epoch, shrinks as 1/nodes (8 nodes at 4 epochs
+    would take 44 steps and often stop short of the target)."""
+    return max(1, -(-epochs * nodes // 4))
+
+
 def winner(rows: dict[str, dict[str, Any]]) -> str:
     """The scheme with the lowest mean time to target; ``tie`` with the runner-up when
     their 95 % intervals overlap; ``-`` when no scheme reached the target."""
@@ -119,7 +129,7 @@ def run_cell(d: Path, nodes: int, spread: float, bw: float, args: argparse.Names
     workers = [f"h{i + 2}" for i in range(nodes)]  # h1 is nic-lan's PS host
     argv = ["--scheme", args.schemes, "--reference", "ring" if "ring" in args.schemes else args.schemes.split(",")[0],
             "--topo", f"nic-lan:{nodes + 1}", "--workers", str(nodes), "--bw", f"{bw:.4g}", "--seeds", str(args.seeds),
-            "--epochs", str(args.epochs), "--out-dir", str(d)]
+            "--epochs", str(epochs_for(args.epochs, nodes)), "--out-dir", str(d)]
     for h, f in zip(workers, spread_factors(nodes, spread), strict=True):
         if f > 1.0:
             argv += ["--slow", f"{h}={f:.4g}"]
@@ -135,7 +145,8 @@ def print_table(cells: list[dict[str, Any]], schemes: list[str], args: argparse.
     """One row per cell: each scheme's time to target (and bound), the winner."""
     t = Table(title=f"Token broadcast vs ring all-reduce vs PS on one LAN of P4 NICs: digits CNN "
                     f"({parameters:,} parameters), real compute ({compute_s * 1e3:.1f} ms a step measured "
-                    f"here, fastest rank), {args.epochs} epochs, {args.seeds} seeds (mean ± 95 % CI); "
+                    f"here, fastest rank), {args.epochs} epochs at 4 nodes (the same steps at every "
+                    f"node count), {args.seeds} seeds (mean ± 95 % CI); "
                     f"time to {accuracy:.0%} test accuracy in s \\[bound] (reached, paired ratio to ring); "
                     f"x bound: each scheme's sync time per step over its line-rate bound")
     for col in ("nodes", "spread", "comp/comm", "link Mbit/s", "compute ms/step in runs", *schemes, "winner",
@@ -174,7 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--spread", default="1,2,4", help="slowest/fastest node speed (default 1,2,4)")
     p.add_argument("--ratio", default="0.1,1,10", help="compute/communication ratios (default 0.1,1,10)")
     p.add_argument("--seeds", type=int, default=3, help="seeds per scheme and cell (default 3)")
-    p.add_argument("--epochs", type=int, default=4, help="epochs per run (default 4)")
+    p.add_argument("--epochs", type=int, default=4,
+                   help="epochs per run at 4 nodes, scaled with the node count so every cell trains "
+                        "the same number of steps (default 4: 8 epochs at 8 nodes)")
     p.add_argument("--schemes", default=",".join(SCHEMES), help="schemes (default token,ring,ps)")
     p.add_argument("--compute", type=float, default=0.0,
                    help="per-step compute (s) that sets the link rates (default: measured here)")

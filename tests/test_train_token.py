@@ -156,3 +156,4 @@ def test_token_grid_cells_rates_spreads_and_winner():
     assert [len(lan.hosts()), len(lan.switches())] == [5, 6]
     assert tok.name == "token_lan-4" and [len(tok.hosts()), len(tok.switches())] == [4, 5]
     assert tok.port("nic1", "h1") == lan.port("nic1", "h1") and tok.port("lan", "nic4") == lan.port("lan", "nic4")
+    assert g.epochs_for(4, 4) == 4 and g.epochs_for(4, 8) == 8 and g.epochs_for(1, 2) == 1
