@@ -95,6 +95,7 @@ def test_ndn_trains_the_same_model_as_gloo(tmp_path):
     assert ndn["ps_rx_bytes"] > 8 * 3 * 3818 * 4                          # every gradient reached the PS
 
 
+@pytest.mark.long  # the suite checks the baselines bit-exact in test_ndn_baselines_network
 @pytest.mark.net
 @pytest.mark.slow
 @pytest.mark.skipif(_reason is not None, reason=_reason or "")

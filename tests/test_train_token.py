@@ -108,6 +108,7 @@ def test_gloo_ring_ps_and_token_train_the_same_work_on_one_lan(tmp_path: Path):
     assert runs["ps"]["ps_rx_bytes"] > 0
 
 
+@pytest.mark.long  # the suite checks chunked exact sums in test_token_chunks
 @pytest.mark.net
 @pytest.mark.slow
 @pytest.mark.timeout(300)
