@@ -633,6 +633,11 @@ void InstallRoutes(NodeContainer& nodes, const std::vector<std::vector<int>>& ad
 // One route pinned: node u sends to address dst through interface itf (the LP's path to an
 // aggregating switch, controller/routing.py's loopback_paths).
 void PinRoute(uint32_t u, uint32_t dst, uint32_t itf) { g_rt[u]->table[dst] = itf; }
+// The interface node u sends to dst through (-1: none; hosts: their first NIC).
+int32_t RouteOf(uint32_t u, uint32_t dst) {
+  auto it = g_rt[u]->table.find(dst);
+  return it != g_rt[u]->table.end() ? (int32_t)it->second : g_rt[u]->default_if;
+}
 
 // Applications are made here and handed to Python as raw pointers (the node owns them):
 // attributes set through cppyy on an ns3::Ptr proxy would land on the proxy, not the object.
