@@ -7,7 +7,10 @@ against the emulator.
 2. ``--placement``: INA's sync time vs its budget K on fat-trees ``--placement-k`` (every
    host but the PS a worker), K switches placed by the greedy + LP, at random and
    ToR-first (``--methods``), each with its line-rate bound and the LP's prediction.
-3. ``--validate``: ``make compare-sync``'s PS, INA and ring on the emulator (needs root)
+3. ``--bcube``: BML on BCube(n, k) (``--bcube-sizes``) against the sharded PS and ring
+   all-reduce on the fat-tree of the same servers (experiments/bcube.py's baselines), all
+   over ns-3 TCP, each with its line-rate bound.
+4. ``--validate``: ``make compare-sync``'s PS, INA and ring on the emulator (needs root)
    at each of ``--validate-bw`` Mbit/s, then the same inputs in ns-3; one table with both
    sync times and the error. ``--validate-summary FILE`` compares an existing
    ``summary.json`` instead of running the emulator.
@@ -16,6 +19,7 @@ against the emulator.
                               [--budget 4] [--schemes ps,ring,ina]
                               [--placement [--placement-k 8,16] [--budgets 0,1,2,4,8,16]
                                            [--methods greedy,random,tor-first]]
+                              [--bcube [--bcube-sizes 8x2,4x3,16x2] [--bcube-values V]]
                               [--validate [--validate-bw 2,5,10] | --validate-summary FILE]
 """
 
@@ -100,6 +104,32 @@ def placement(args: argparse.Namespace) -> int:
     return 0
 
 
+def bcube(args: argparse.Namespace) -> int:
+    """BML on BCube vs the sharded PS and ring on the same servers' fat-tree."""
+    from sim.bml import bcube_rows
+
+    v = args.bcube_values
+    t = Table(title=f"ns-3: BML on BCube(n,k) vs sharded PS and ring on the fat-tree of the same "
+                    f"servers (fabric x4), one gradient of {v:,} values ({4 * v // 1024} KiB), "
+                    f"links {args.gbps:g} Gbit/s, TCP")
+    for c in ("BCube", "servers", "scheme", "sync ms", "bound ms", "sync/bound", "busiest link",
+              "BML / scheme", "wall s"):
+        t.add_column(c, justify="left" if c in ("scheme", "busiest link", "BCube") else "right")
+    for size in args.bcube_sizes.split(","):
+        n, k = (int(x) for x in size.split("x"))
+        rows = bcube_rows(n, k, v, args.gbps, max_time=args.max_time)
+        bml = next((r.seconds for r in rows if r.scheme == "bml"), None)
+        for r in rows:
+            ratio = "-" if r.seconds is None else f"{r.seconds / r.bound_s:.2f}"
+            rel = "-" if bml is None or r.seconds is None else f"{bml / r.seconds:.2f}"
+            t.add_row(f"({n},{k})", str(r.servers), r.scheme, _sync(r.seconds, args.max_time),
+                      _us(r.bound_s), ratio, r.bound_link, rel, f"{r.wall_s:.1f}")
+            console.print(f"[dim]BCube({n},{k}) {r.scheme}: {_us(r.seconds)} ms (bound "
+                          f"{_us(r.bound_s)}), wall {r.wall_s:.1f} s[/dim]")
+    console.print(t)
+    return 0
+
+
 def validate(args: argparse.Namespace) -> int:
     """The validation table: emulator vs ns-3."""
     from sim.validate import validate_summary
@@ -164,6 +194,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--values-k16", type=int, default=0,
                    help="--placement: gradient length at k=16 (default: --values)")
     p.add_argument("--seed", type=int, default=0, help="--placement: the random placement's seed")
+    p.add_argument("--bcube", action="store_true",
+                   help="BML on BCube vs sharded PS and ring instead")
+    p.add_argument("--bcube-sizes", default="8x2,4x3,16x2", help="BCube NxK sizes (--bcube)")
+    p.add_argument("--bcube-values", type=int, default=262144,
+                   help="--bcube: gradient length (default 262144 = 1 MiB)")
     p.add_argument("--validate", action="store_true", help="the validation table instead")
     p.add_argument("--validate-bw", default="2,5,10")
     p.add_argument("--validate-workers", type=int, default=4)
@@ -179,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         return validate(args)
     if args.placement:
         return placement(args)
+    if args.bcube:
+        return bcube(args)
     return scale(args)
 
 
