@@ -9,6 +9,7 @@ retransmission timeout. Per-packet work is C++ (sim/model.cc); Python only build
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -47,16 +48,37 @@ class SimResult:
         return asdict(self)
 
 
+#: loss: one rate on every link, or the emulator's ``--loss SW:PORT=RATE`` specs as
+#: ``{(switch, port): rate}`` (a switch egress port: the packets it sends there)
+Loss = float | Mapping[tuple[str, int], float]
+
+
+def _loss(topo: Topology, loss: Loss) -> tuple[float, dict[tuple[str, int], float]]:
+    if not isinstance(loss, Mapping):
+        if not 0.0 <= float(loss) < 1.0:
+            raise SimError(f"loss must be in [0, 1), got {loss}")
+        return float(loss), {}
+    out: dict[tuple[str, int], float] = {}
+    for (sw, port), rate in loss.items():
+        if sw not in topo.graph or not topo.is_switch(sw):
+            raise SimError(f"loss on {sw}:{port}: unknown switch {sw!r}")
+        if port not in topo.ports(sw):
+            raise SimError(f"loss on {sw}:{port}: {sw} has no port {port}")
+        if not 0.0 <= float(rate) < 1.0:
+            raise SimError(f"loss on {sw}:{port} must be in [0, 1), got {rate}")
+        out[(sw, int(port))] = float(rate)
+    return 0.0, out
+
+
 class Ns3Network:
     """``topo`` as ns-3 nodes and point-to-point links, static shortest-path host routes
     (``pins`` ``{switch: {other switch: neighbour}}``: the routes to those switches'
     addresses pinned to one next hop each, as controller/routing.py's ``loopback_paths``)."""
 
-    def __init__(self, topo: Topology, loss: float = 0.0, delay_us: float = 1.0,
+    def __init__(self, topo: Topology, loss: Loss = 0.0, delay_us: float = 1.0,
                  queue_packets: int = 1000,
                  pins: dict[str, dict[str, str]] | None = None) -> None:
-        if not 0.0 <= loss < 1.0:
-            raise SimError(f"loss must be in [0, 1), got {loss}")
+        rate_all, port_loss = _loss(topo, loss)
         ns, g = load()
         self.ns, self.g, self.topo = ns, g, topo
         ns.Simulator.Destroy()
@@ -101,11 +123,15 @@ class Ns3Network:
                 self.rates[(u, v)] = link.capacity * 1e6
                 g.CountTx(devs.Get(j), len(self.tx_order))
                 self.tx_order.append((u, v))
-                if loss > 0:
+                # packets u sends to v are lost at v's device: the rate of u's egress port
+                # toward v where --loss names it, else the rate on every link
+                rate = port_loss.get((u, topo.port(u, v)), rate_all) if topo.is_switch(u) \
+                    else rate_all
+                if rate > 0:
                     em = ns.CreateObject[ns.RateErrorModel]()
-                    em.SetAttribute("ErrorRate", ns.DoubleValue(loss))
+                    em.SetAttribute("ErrorRate", ns.DoubleValue(rate))
                     em.SetAttribute("ErrorUnit", ns.StringValue("ERROR_UNIT_PACKET"))
-                    devs.Get(j).SetAttribute("ReceiveErrorModel", ns.PointerValue(em))
+                    devs.Get(1 - j).SetAttribute("ReceiveErrorModel", ns.PointerValue(em))
                     self._em.append(em)
         std = __import__("cppyy").gbl.std
         vv = std.vector[std.vector[int]]
@@ -240,7 +266,7 @@ def _stop_at(ns: Any, seconds: float) -> None:
 
 def run_ina(topo: Topology, policy: dict[str, Any], values: int, *, window: int = 32,
             timeout: float = 1.0, max_backoff: float = 1.0, aggregators: int = 1024,
-            aging_s: float = 1.0, loss: float = 0.0, max_time: float = 300.0,
+            aging_s: float = 1.0, loss: Loss = 0.0, max_time: float = 300.0,
             scheme: str | None = None, pin_routes: bool = True) -> SimResult:
     """PS (policy without ``sd``) or INA (the placement's policy) over UDP, one gradient.
 
@@ -342,7 +368,7 @@ def _cut(a: int, b: int, parts: int) -> list[tuple[int, int]]:
 
 
 def run_ring(topo: Topology, peers: list[str], values: int, *, pieces: int = 4,
-             loss: float = 0.0, max_time: float = 300.0) -> SimResult:
+             loss: Loss = 0.0, max_time: float = 300.0) -> SimResult:
     """Ring all-reduce of ``values`` int32 values among ``peers`` over ns-3 TCP, every chunk
     in ``pieces`` pieces (hosts/bml/baselines.py:ring)."""
     n = len(peers)

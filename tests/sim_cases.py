@@ -58,6 +58,14 @@ def issue26_cases() -> dict[str, Any]:
                        for s, hops in pins.items() for u, v in hops.items()])
         net.ns.Simulator.Destroy()
     out["pins"] = {"pinned": routes[0], "hashed": routes[1]}
+    # per-port loss (the emulator's --loss SW:PORT=RATE): the PS's ToR port toward the PS,
+    # and a port no packet of the run crosses (the last edge switch toward the last host)
+    tor = next(iter(topo.graph[ps]))
+    idle = next(iter(topo.graph[h[-1]]))
+    pol = policy_dict(topo, ps, ws[:4], 0, 2.0, 640, aggregate=False)
+    out["loss"] = {name: run_ina(topo, pol, 640, loss=spec).as_dict() for name, spec in (
+        ("none", 0.0), ("ps_port", {(tor, topo.port(tor, ps)): 0.2}),
+        ("idle_port", {(idle, topo.port(idle, h[-1])): 0.5}))}
     bml = run_bml(3, 2, 4608, 0.002, max_time=30)
     out["bml"] = bml.as_dict()
     ft = baseline_fat_tree(9, 2.0, 4.0)

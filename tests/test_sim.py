@@ -159,3 +159,14 @@ def test_bml_on_bcube_crosses_one_switch_and_beats_the_sharded_ps(issue26):
     assert bml["bound_link"].startswith("h") or bml["bound_link"].split("->")[1].startswith("h")
     assert bml["bound_bytes"] < 0.6 * sps["bound_bytes"]
     assert bml["seconds"] < 0.8 * sps["seconds"]
+
+
+@needs_ns3
+def test_per_port_loss_drops_where_the_spec_says(issue26):
+    """``--loss SW:PORT=RATE`` as in the emulator: 20 % on the PS's ToR port toward the PS
+    makes workers retransmit (and still finish); 50 % on a port the run never uses changes
+    nothing."""
+    none, ps_port, idle = (issue26["loss"][k] for k in ("none", "ps_port", "idle_port"))
+    assert none["retransmissions"] == 0 and ps_port["retransmissions"] > 0
+    assert ps_port["seconds"] is not None and ps_port["seconds"] > none["seconds"]
+    assert idle["seconds"] == none["seconds"] and idle["counters"] == none["counters"]
