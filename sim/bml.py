@@ -20,7 +20,7 @@ from typing import Any
 from hosts.bml.schedule import BcubeSchedule, cut
 from topologies import Topology, bcube
 
-from .core import Ns3Network, SimError, SimResult, run_ring
+from .core import Loss, Ns3Network, SimError, SimResult, run_ring
 
 MSG_PORT = 42000
 GO_S = 0.01  # every server starts at this simulated time, its connections up
@@ -74,12 +74,29 @@ def _mid(thread: int, stage: int) -> int:
     return thread * 64 + stage
 
 
+def bcube_size(topo: Topology) -> tuple[int, int]:
+    """``(n, k)`` of a BCube topology (``topologies.bcube``: servers carry ``digits``)."""
+    hosts = topo.hosts()
+    digits = topo.graph.nodes[hosts[0]].get("digits") if hosts else None
+    if not digits:
+        raise SimError("BML needs a BCube topology (bcube:N,K)")
+    k = len(digits)
+    n = round(len(hosts) ** (1.0 / k))
+    if n**k != len(hosts):
+        raise SimError(f"{len(hosts)} servers are not N**{k}")
+    return n, k
+
+
 def run_bml(n: int, k: int, values: int, gbps: float = 100.0, *, max_time: float = 60.0,
-            pipeline: int = 1) -> SimResult:
-    """BML's all-reduce of ``values`` int32 values on BCube(``n``, ``k``), links ``gbps``."""
-    sched = BcubeSchedule(n, k, values)
-    topo = bcube(n, k, bw=gbps * 1000.0)
-    net = Ns3Network(topo)
+            pipeline: int = 1, topo: Topology | None = None, loss: Loss = 0.0) -> SimResult:
+    """BML's all-reduce of ``values`` int32 values on BCube(``n``, ``k``), links ``gbps``
+    (or on ``topo``, a ``bcube:N,K`` topology with its own link rates)."""
+    try:
+        sched = BcubeSchedule(n, k, values)
+    except ValueError as e:
+        raise SimError(str(e)) from None
+    topo = topo or bcube(n, k, bw=gbps * 1000.0)
+    net = Ns3Network(topo, loss=loss)
     hosts = topo.hosts()
     nic: dict[tuple[int, int], int] = {}  # (server, level) -> address
     for s, h in enumerate(hosts):
@@ -109,12 +126,12 @@ def run_bml(n: int, k: int, values: int, gbps: float = 100.0, *, max_time: float
 
 
 def run_sharded_ps(topo: Topology, servers: list[str], values: int, *, chunks: int = 8,
-                   max_time: float = 60.0) -> SimResult:
+                   max_time: float = 60.0, loss: Loss = 0.0) -> SimResult:
     """hosts/bml/baselines.py:sharded_ps among ``servers`` (one NIC each)."""
     s_n = len(servers)
     if s_n < 2 or values < s_n * chunks:
         raise SimError("the sharded PS needs 2 servers and values >= servers * chunks")
-    net = Ns3Network(topo)
+    net = Ns3Network(topo, loss=loss)
     pieces = [cut(sh, chunks) for sh in cut((0, values), s_n)]
     push, pull = 0, 1 << 16
     programs: dict[str, tuple[list[Conn], list[Step]]] = {}

@@ -1,6 +1,7 @@
-"""``gradctl simulate``: one gradient synchronization of PS, ring or INA in ns-3.
+"""``gradctl simulate``: one gradient synchronization of PS, ring, INA, BML or the sharded PS
+in ns-3.
 
-    gradctl simulate TOPO --scheme ps|ina|ring [--ps H] [--workers N | --policy FILE]
+    gradctl simulate TOPO --scheme ps|ina|ring|bml|sharded_ps [--ps H] [--workers N | --policy FILE]
                      [--values V] [--budget K] [--capacity C] [--window W] [--timeout S]
                      [--aggregators A] [--loss RATE | --loss SW:PORT=RATE ...] [--json]
 
@@ -71,7 +72,17 @@ def _run(args: argparse.Namespace) -> int:
         if not 2 <= n <= len(others):
             raise UsageError(f"--workers must be in 2..{len(others)} here, got {n}")
         workers = others[:n]
-        if args.scheme == "ring":
+        if args.scheme == "bml":
+            from .bml import bcube_size, run_bml
+
+            bn, bk = bcube_size(topo)
+            res = run_bml(bn, bk, args.values, topo=topo, loss=loss, max_time=args.max_time)
+        elif args.scheme == "sharded_ps":
+            from .bml import run_sharded_ps
+
+            res = run_sharded_ps(topo, [ps, *workers][:n], args.values, loss=loss,
+                                 max_time=args.max_time)
+        elif args.scheme == "ring":
             res = run_ring(topo, [ps, *workers][:n], args.values, loss=loss,
                            max_time=args.max_time)
         else:
@@ -97,10 +108,12 @@ def _run(args: argparse.Namespace) -> int:
 
 def register(sub: Any, topo_help: str) -> None:
     """Add ``gradctl simulate`` to gradctl's subcommands."""
-    p = sub.add_parser("simulate", help="one gradient sync (PS, ring, INA) in ns-3",
+    p = sub.add_parser("simulate", help="one gradient sync (PS, ring, INA, BML, sharded PS) in ns-3",
                        description=__doc__.splitlines()[0])
     p.add_argument("topology", metavar="TOPO", help=topo_help)
-    p.add_argument("--scheme", choices=("ps", "ina", "ring"), default="ina")
+    p.add_argument("--scheme", choices=("ps", "ina", "ring", "bml", "sharded_ps"), default="ina",
+                   help="bml: on a bcube:N,K topology, every server; sharded_ps and ring: "
+                        "--workers peers starting at --ps")
     p.add_argument("--ps", help="the PS host (default: the first host; ring: the first peer)")
     p.add_argument("--workers", type=int, help="workers N (default: every other host)")
     p.add_argument("--policy", help="routing-policy JSON (docs/ina_policy.md) instead of planning")

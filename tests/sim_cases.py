@@ -4,6 +4,8 @@ and cling next to the rest of the suite."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import sys
 from typing import Any
@@ -34,6 +36,7 @@ def issue26_cases() -> dict[str, Any]:
     """Placement methods (INA vs budget K), routes pinned to the LP's paths, BML on a
     BCube against the sharded PS (docs/simulation.md)."""
     from controller.bcube import baseline_fat_tree
+    from controller.cli import main
     from sim.bml import run_bml, run_sharded_ps
     from sim.core import Ns3Network, loopback_paths, run_ina
     from sim.plan import METHODS, policy_dict
@@ -68,6 +71,10 @@ def issue26_cases() -> dict[str, Any]:
         ("idle_port", {(idle, topo.port(idle, h[-1])): 0.5}))}
     bml = run_bml(3, 2, 4608, 0.002, max_time=30)
     out["bml"] = bml.as_dict()
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        main(["simulate", "bcube:3,2,bw=2", "--scheme", "bml", "--values", "4608", "--json"])
+    out["bml_cli"] = json.loads(buf.getvalue())
     ft = baseline_fat_tree(9, 2.0, 4.0)
     out["sharded_ps"] = run_sharded_ps(ft, ft.hosts()[:9], 4608, max_time=30).as_dict()
     return out

@@ -159,6 +159,8 @@ def test_bml_on_bcube_crosses_one_switch_and_beats_the_sharded_ps(issue26):
     assert bml["bound_link"].startswith("h") or bml["bound_link"].split("->")[1].startswith("h")
     assert bml["bound_bytes"] < 0.6 * sps["bound_bytes"]
     assert bml["seconds"] < 0.8 * sps["seconds"]
+    # gradctl simulate bcube:3,2,bw=2 --scheme bml runs the same simulation
+    assert issue26["bml_cli"]["seconds"] == bml["seconds"]
 
 
 @needs_ns3
