@@ -4,13 +4,22 @@ against the emulator.
 1. Scale table (default): PS, ring all-reduce and INA with 16 -> 1,023 workers on the
    smallest fat-tree holding them (up to k=16, all links ``--gbps``), one gradient of
    ``--values`` values; each row with its line-rate bound.
-2. ``--validate``: ``make compare-sync``'s PS, INA and ring on the emulator (needs root)
+2. ``--placement``: INA's sync time vs its budget K on fat-trees ``--placement-k`` (every
+   host but the PS a worker), K switches placed by the greedy + LP, at random and
+   ToR-first (``--methods``), each with its line-rate bound and the LP's prediction.
+3. ``--bcube``: BML on BCube(n, k) (``--bcube-sizes``) against the sharded PS and ring
+   all-reduce on the fat-tree of the same servers (experiments/bcube.py's baselines), all
+   over ns-3 TCP, each with its line-rate bound.
+4. ``--validate``: ``make compare-sync``'s PS, INA and ring on the emulator (needs root)
    at each of ``--validate-bw`` Mbit/s, then the same inputs in ns-3; one table with both
    sync times and the error. ``--validate-summary FILE`` compares an existing
    ``summary.json`` instead of running the emulator.
 
     python -m bench.sim_bench [--workers 16,64,256,1023] [--gbps 100] [--values 32768]
                               [--budget 4] [--schemes ps,ring,ina]
+                              [--placement [--placement-k 8,16] [--budgets 0,1,2,4,8,16]
+                                           [--methods greedy,random,tor-first]]
+                              [--bcube [--bcube-sizes 8x2,4x3,16x2] [--bcube-values V]]
                               [--validate [--validate-bw 2,5,10] | --validate-summary FILE]
 """
 
@@ -61,6 +70,62 @@ def scale(args: argparse.Namespace) -> int:
                       ratio, str(r.retransmissions), f"{r.wall_s:.1f}", r.note)
             console.print(f"[dim]{r.scheme} {r.workers} workers k={r.k}: {_us(r.seconds)} ms "
                           f"(bound {_us(r.bound_s)} ms), wall {r.wall_s:.1f} s[/dim]")
+    console.print(t)
+    return 0
+
+
+def placement(args: argparse.Namespace) -> int:
+    """INA's time vs budget K: greedy + LP vs random vs ToR-first placement."""
+    from sim.scale import budget_rows
+
+    methods = tuple(m for m in args.methods.split(",") if m)
+    budgets = tuple(int(x) for x in args.budgets.split(","))
+    t = Table(title=f"ns-3: INA vs budget K, one gradient of {args.values:,} values "
+                    f"({4 * args.values // 1024} KiB), fat-tree links and switch capacity "
+                    f"{args.gbps:g} Gbit/s, window {args.window}, RTO {args.timeout:g} s, at "
+                    f"most {args.max_time:g} simulated s; LP ms = the gradient at the LP's "
+                    f"per-worker rate")
+    for c in ("k", "workers", "K", "placement", "sync ms", "bound ms", "sync/bound", "LP ms",
+              "retx", "wall s", "aggregating (s_d last)"):
+        t.add_column(c, justify="left" if c in ("placement", "aggregating (s_d last)") else "right")
+    for k in (int(x) for x in args.placement_k.split(",")):
+        values = args.values if k < 16 or not args.values_k16 else args.values_k16
+        for r in budget_rows(k, budgets, methods, args.gbps, values, window=args.window,
+                             timeout=args.timeout, max_time=args.max_time, seed=args.seed):
+            ratio = "-" if r.seconds is None else f"{r.seconds / r.bound_s:.2f}"
+            agg = r.aggregating if len(r.aggregating) <= 5 else [*r.aggregating[:4], "...",
+                                                                  r.aggregating[-1]]
+            t.add_row(str(r.k), str(r.workers), str(r.budget), r.method,
+                      _sync(r.seconds, args.max_time), _us(r.bound_s), ratio, _us(r.lp_s),
+                      str(r.retransmissions), f"{r.wall_s:.1f}", " ".join(agg))
+            console.print(f"[dim]k={k} K={r.budget} {r.method}: {_us(r.seconds)} ms (bound "
+                          f"{_us(r.bound_s)}, LP {_us(r.lp_s)}), wall {r.wall_s:.1f} s[/dim]")
+    console.print(t)
+    return 0
+
+
+def bcube(args: argparse.Namespace) -> int:
+    """BML on BCube vs the sharded PS and ring on the same servers' fat-tree."""
+    from sim.bml import bcube_rows
+
+    v = args.bcube_values
+    t = Table(title=f"ns-3: BML on BCube(n,k) vs sharded PS and ring on the fat-tree of the same "
+                    f"servers (fabric x4), one gradient of {v:,} values ({4 * v // 1024} KiB), "
+                    f"links {args.gbps:g} Gbit/s, TCP")
+    for c in ("BCube", "servers", "scheme", "sync ms", "bound ms", "sync/bound", "busiest link",
+              "BML / scheme", "wall s"):
+        t.add_column(c, justify="left" if c in ("scheme", "busiest link", "BCube") else "right")
+    for size in args.bcube_sizes.split(","):
+        n, k = (int(x) for x in size.split("x"))
+        rows = bcube_rows(n, k, v, args.gbps, max_time=args.max_time)
+        bml = next((r.seconds for r in rows if r.scheme == "bml"), None)
+        for r in rows:
+            ratio = "-" if r.seconds is None else f"{r.seconds / r.bound_s:.2f}"
+            rel = "-" if bml is None or r.seconds is None else f"{bml / r.seconds:.2f}"
+            t.add_row(f"({n},{k})", str(r.servers), r.scheme, _sync(r.seconds, args.max_time),
+                      _us(r.bound_s), ratio, r.bound_link, rel, f"{r.wall_s:.1f}")
+            console.print(f"[dim]BCube({n},{k}) {r.scheme}: {_us(r.seconds)} ms (bound "
+                          f"{_us(r.bound_s)}), wall {r.wall_s:.1f} s[/dim]")
     console.print(t)
     return 0
 
@@ -120,6 +185,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-time", type=float, default=5.0,
                    help="simulated seconds a run may take (default 5: an incast collapse "
                         "shows as unfinished instead of minutes of retransmissions)")
+    p.add_argument("--placement", action="store_true",
+                   help="INA's time vs budget K per placement method instead")
+    p.add_argument("--placement-k", default="8,16", help="fat-tree arities (--placement)")
+    p.add_argument("--budgets", default="0,1,2,4,8,16", help="budgets K (--placement)")
+    p.add_argument("--methods", default="greedy,random,tor-first",
+                   help="placement methods (--placement; sim/plan.py:METHODS)")
+    p.add_argument("--values-k16", type=int, default=0,
+                   help="--placement: gradient length at k=16 (default: --values)")
+    p.add_argument("--seed", type=int, default=0, help="--placement: the random placement's seed")
+    p.add_argument("--bcube", action="store_true",
+                   help="BML on BCube vs sharded PS and ring instead")
+    p.add_argument("--bcube-sizes", default="8x2,4x3,16x2", help="BCube NxK sizes (--bcube)")
+    p.add_argument("--bcube-values", type=int, default=262144,
+                   help="--bcube: gradient length (default 262144 = 1 MiB)")
     p.add_argument("--validate", action="store_true", help="the validation table instead")
     p.add_argument("--validate-bw", default="2,5,10")
     p.add_argument("--validate-workers", type=int, default=4)
@@ -133,6 +212,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.validate or args.validate_summary:
         return validate(args)
+    if args.placement:
+        return placement(args)
+    if args.bcube:
+        return bcube(args)
     return scale(args)
 
 

@@ -1,8 +1,9 @@
-"""``gradctl simulate``: one gradient synchronization of PS, ring or INA in ns-3.
+"""``gradctl simulate``: one gradient synchronization of PS, ring, INA, BML or the sharded PS
+in ns-3.
 
-    gradctl simulate TOPO --scheme ps|ina|ring [--ps H] [--workers N | --policy FILE]
+    gradctl simulate TOPO --scheme ps|ina|ring|bml|sharded_ps [--ps H] [--workers N | --policy FILE]
                      [--values V] [--budget K] [--capacity C] [--window W] [--timeout S]
-                     [--aggregators A] [--loss P] [--json]
+                     [--aggregators A] [--loss RATE | --loss SW:PORT=RATE ...] [--json]
 
 The inputs are the emulator's: TOPO (spec or file, link rates in Mbit/s), the placement and
 routing policy ``gradctl place``/``gradctl ina deploy`` compute (``--policy FILE``: the JSON
@@ -19,6 +20,29 @@ from pathlib import Path
 from typing import Any
 
 
+def _loss_arg(specs: list[str]) -> Any:
+    """``--loss`` values: one plain RATE (every link) or ``SW:PORT=RATE`` specs."""
+    from controller.cli import UsageError
+
+    if not specs:
+        return 0.0
+    if len(specs) == 1 and ":" not in specs[0]:
+        try:
+            return float(specs[0])
+        except ValueError:
+            raise UsageError(f"bad --loss {specs[0]!r}: a rate or SW:PORT=RATE") from None
+    out: dict[tuple[str, int], float] = {}
+    for spec in specs:
+        try:
+            where, rate = spec.split("=", 1)
+            sw, port = where.rsplit(":", 1)
+            out[(sw, int(port))] = float(rate)
+        except ValueError:
+            raise UsageError(f"bad --loss {spec!r}: expected SW:PORT=RATE, e.g. s1:2=0.05 "
+                             "(one plain RATE alone puts it on every link)") from None
+    return out
+
+
 def _run(args: argparse.Namespace) -> int:
     from controller.cli import UsageError, parse_topology
     from controller.placement import PlacementError
@@ -28,6 +52,7 @@ def _run(args: argparse.Namespace) -> int:
     from .plan import policy_dict
 
     topo = parse_topology(args.topology)
+    loss = _loss_arg(args.loss)
     if args.values < 1 or args.window < 1 or args.aggregators < 1 or args.timeout <= 0:
         raise UsageError("--values, --window and --aggregators must be >= 1, --timeout > 0")
     if not 0 < args.max_time <= 1e6:
@@ -47,15 +72,25 @@ def _run(args: argparse.Namespace) -> int:
         if not 2 <= n <= len(others):
             raise UsageError(f"--workers must be in 2..{len(others)} here, got {n}")
         workers = others[:n]
-        if args.scheme == "ring":
-            res = run_ring(topo, [ps, *workers][:n], args.values, loss=args.loss,
+        if args.scheme == "bml":
+            from .bml import bcube_size, run_bml
+
+            bn, bk = bcube_size(topo)
+            res = run_bml(bn, bk, args.values, topo=topo, loss=loss, max_time=args.max_time)
+        elif args.scheme == "sharded_ps":
+            from .bml import run_sharded_ps
+
+            res = run_sharded_ps(topo, [ps, *workers][:n], args.values, loss=loss,
+                                 max_time=args.max_time)
+        elif args.scheme == "ring":
+            res = run_ring(topo, [ps, *workers][:n], args.values, loss=loss,
                            max_time=args.max_time)
         else:
             if not args.policy:
                 pol = policy_dict(topo, ps, workers, args.budget, args.capacity, args.values,
                                   aggregate=args.scheme == "ina")
             res = run_ina(topo, pol, args.values, window=args.window, timeout=args.timeout,
-                          aggregators=args.aggregators, loss=args.loss, max_time=args.max_time,
+                          aggregators=args.aggregators, loss=loss, max_time=args.max_time,
                           scheme=args.scheme)
     except (SimError, Ns3Missing, PlacementError) as e:
         raise UsageError(str(e)) from None
@@ -73,10 +108,12 @@ def _run(args: argparse.Namespace) -> int:
 
 def register(sub: Any, topo_help: str) -> None:
     """Add ``gradctl simulate`` to gradctl's subcommands."""
-    p = sub.add_parser("simulate", help="one gradient sync (PS, ring, INA) in ns-3",
+    p = sub.add_parser("simulate", help="one gradient sync (PS, ring, INA, BML, sharded PS) in ns-3",
                        description=__doc__.splitlines()[0])
     p.add_argument("topology", metavar="TOPO", help=topo_help)
-    p.add_argument("--scheme", choices=("ps", "ina", "ring"), default="ina")
+    p.add_argument("--scheme", choices=("ps", "ina", "ring", "bml", "sharded_ps"), default="ina",
+                   help="bml: on a bcube:N,K topology, every server; sharded_ps and ring: "
+                        "--workers peers starting at --ps")
     p.add_argument("--ps", help="the PS host (default: the first host; ring: the first peer)")
     p.add_argument("--workers", type=int, help="workers N (default: every other host)")
     p.add_argument("--policy", help="routing-policy JSON (docs/ina_policy.md) instead of planning")
@@ -87,7 +124,9 @@ def register(sub: Any, topo_help: str) -> None:
     p.add_argument("--window", type=int, default=32, help="outstanding fragments (default 32)")
     p.add_argument("--timeout", type=float, default=1.0, help="first retransmission timeout s")
     p.add_argument("--aggregators", type=int, default=1024, help="aggregator slots a switch")
-    p.add_argument("--loss", type=float, default=0.0, help="packet loss rate on every link")
+    p.add_argument("--loss", action="append", default=[], metavar="RATE|SW:PORT=RATE",
+                   help="packet loss: RATE on every link, or SW:PORT=RATE on one switch egress "
+                        "port as the emulator's --loss (repeatable)")
     p.add_argument("--max-time", type=float, default=300.0, help="simulated seconds at most")
     p.add_argument("--json", action="store_true", help="one JSON line")
     p.set_defaults(func=_run)

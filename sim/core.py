@@ -9,6 +9,7 @@ retransmission timeout. Per-packet work is C++ (sim/model.cc); Python only build
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -47,13 +48,37 @@ class SimResult:
         return asdict(self)
 
 
-class Ns3Network:
-    """``topo`` as ns-3 nodes and point-to-point links, static shortest-path host routes."""
+#: loss: one rate on every link, or the emulator's ``--loss SW:PORT=RATE`` specs as
+#: ``{(switch, port): rate}`` (a switch egress port: the packets it sends there)
+Loss = float | Mapping[tuple[str, int], float]
 
-    def __init__(self, topo: Topology, loss: float = 0.0, delay_us: float = 1.0,
-                 queue_packets: int = 1000) -> None:
-        if not 0.0 <= loss < 1.0:
+
+def _loss(topo: Topology, loss: Loss) -> tuple[float, dict[tuple[str, int], float]]:
+    if not isinstance(loss, Mapping):
+        if not 0.0 <= float(loss) < 1.0:
             raise SimError(f"loss must be in [0, 1), got {loss}")
+        return float(loss), {}
+    out: dict[tuple[str, int], float] = {}
+    for (sw, port), rate in loss.items():
+        if sw not in topo.graph or not topo.is_switch(sw):
+            raise SimError(f"loss on {sw}:{port}: unknown switch {sw!r}")
+        if port not in topo.ports(sw):
+            raise SimError(f"loss on {sw}:{port}: {sw} has no port {port}")
+        if not 0.0 <= float(rate) < 1.0:
+            raise SimError(f"loss on {sw}:{port} must be in [0, 1), got {rate}")
+        out[(sw, int(port))] = float(rate)
+    return 0.0, out
+
+
+class Ns3Network:
+    """``topo`` as ns-3 nodes and point-to-point links, static shortest-path host routes
+    (``pins`` ``{switch: {other switch: neighbour}}``: the routes to those switches'
+    addresses pinned to one next hop each, as controller/routing.py's ``loopback_paths``)."""
+
+    def __init__(self, topo: Topology, loss: Loss = 0.0, delay_us: float = 1.0,
+                 queue_packets: int = 1000,
+                 pins: dict[str, dict[str, str]] | None = None) -> None:
+        rate_all, port_loss = _loss(topo, loss)
         ns, g = load()
         self.ns, self.g, self.topo = ns, g, topo
         ns.Simulator.Destroy()
@@ -74,6 +99,8 @@ class Ns3Network:
         adj: list[list[int]] = [[] for _ in names]
         ifc: list[list[int]] = [[] for _ in names]
         self.first_addr: dict[str, int] = {}
+        self.addr: dict[tuple[str, str], int] = {}  # (u, v): u's address on its link to v
+        self.ifc: dict[tuple[str, str], int] = {}  # (u, v): u's interface toward v
         self.devices: dict[tuple[str, str], Any] = {}
         self.rates: dict[tuple[str, str], float] = {}
         self.tx_order: list[tuple[str, str]] = []
@@ -90,15 +117,21 @@ class Ns3Network:
                 adj[self.index[u]].append(self.index[v])
                 ifc[self.index[u]].append(int(k))
                 self.first_addr.setdefault(u, int(ifs.GetAddress(j).Get()))
+                self.addr[(u, v)] = int(ifs.GetAddress(j).Get())
+                self.ifc[(u, v)] = int(k)
                 self.devices[(u, v)] = devs.Get(j)
                 self.rates[(u, v)] = link.capacity * 1e6
                 g.CountTx(devs.Get(j), len(self.tx_order))
                 self.tx_order.append((u, v))
-                if loss > 0:
+                # packets u sends to v are lost at v's device: the rate of u's egress port
+                # toward v where --loss names it, else the rate on every link
+                rate = port_loss.get((u, topo.port(u, v)), rate_all) if topo.is_switch(u) \
+                    else rate_all
+                if rate > 0:
                     em = ns.CreateObject[ns.RateErrorModel]()
-                    em.SetAttribute("ErrorRate", ns.DoubleValue(loss))
+                    em.SetAttribute("ErrorRate", ns.DoubleValue(rate))
                     em.SetAttribute("ErrorUnit", ns.StringValue("ERROR_UNIT_PACKET"))
-                    devs.Get(j).SetAttribute("ReceiveErrorModel", ns.PointerValue(em))
+                    devs.Get(1 - j).SetAttribute("ReceiveErrorModel", ns.PointerValue(em))
                     self._em.append(em)
         std = __import__("cppyy").gbl.std
         vv = std.vector[std.vector[int]]
@@ -106,9 +139,24 @@ class Ns3Network:
         for u in range(len(names)):
             adj_c.push_back(std.vector[int](adj[u]))
             ifc_c.push_back(std.vector[int](ifc[u]))
-        dst = std.vector["uint32_t"]([self.first_addr.get(n, 0) for n in names])
+        nics: dict[str, list[tuple[str, int]]] = {}
+        for (u, v), a in self.addr.items():
+            nics.setdefault(u, []).append((v, a))
+        dsts: list[tuple[int, int, int]] = []  # (address, owner, attachment switch or -1)
+        for u in names:
+            if topo.is_host(u):
+                dsts += [(a, self.index[u], self.index[v]) for v, a in nics.get(u, [])]
+            elif u in self.first_addr:
+                dsts.append((self.first_addr[u], self.index[u], -1))
         is_host = std.vector[int]([1 if topo.is_host(n) else 0 for n in names])
-        g.InstallRoutes(self.nodes, adj_c, ifc_c, dst, is_host)
+        g.InstallRoutes(self.nodes, adj_c, ifc_c, std.vector["uint32_t"]([a for a, _, _ in dsts]),
+                        std.vector[int]([o for _, o, _ in dsts]),
+                        std.vector[int]([t for _, _, t in dsts]), is_host)
+        self.pinned = 0
+        for s, hops in (pins or {}).items():
+            for u, v in hops.items():
+                g.PinRoute(self.index[u], self.first_addr[s], self.ifc[(u, v)])
+                self.pinned += 1
 
     def busiest(self) -> tuple[float, str, int]:
         """``(seconds, "u->v", bytes)``: the link whose transmitted bytes take longest at
@@ -197,6 +245,20 @@ def _path(topo: Topology, a: str, b: str) -> list[str]:
     return nx.shortest_path(topo.graph, a, b)
 
 
+def loopback_paths(topo: Topology, ps: str, workers: list[str],
+                   switches: list[str]) -> dict[str, dict[str, str]]:
+    """``{switch: {other switch: next hop}}`` toward each aggregating switch: the paths the
+    placement's LP counts its link loads on (``PlacementProblem.next_hops_toward``, BFS
+    trees of the graph alone), which controller/ina/deployment.py pins the emulator's
+    loopback routes to."""
+    if not switches:
+        return {}
+    from controller.placement import PlacementProblem
+
+    prob = PlacementProblem(topo, ps, workers, 0, math.inf)
+    return {s: prob.next_hops_toward(s) for s in switches}
+
+
 def _stop_at(ns: Any, seconds: float) -> None:
     ns.Simulator.Stop(ns.Seconds(seconds))
     ns.Simulator.Run()
@@ -204,9 +266,13 @@ def _stop_at(ns: Any, seconds: float) -> None:
 
 def run_ina(topo: Topology, policy: dict[str, Any], values: int, *, window: int = 32,
             timeout: float = 1.0, max_backoff: float = 1.0, aggregators: int = 1024,
-            aging_s: float = 1.0, loss: float = 0.0, max_time: float = 300.0,
-            scheme: str | None = None) -> SimResult:
-    """PS (policy without ``sd``) or INA (the placement's policy) over UDP, one gradient."""
+            aging_s: float = 1.0, loss: Loss = 0.0, max_time: float = 300.0,
+            scheme: str | None = None, pin_routes: bool = True) -> SimResult:
+    """PS (policy without ``sd``) or INA (the placement's policy) over UDP, one gradient.
+
+    ``pin_routes`` (default): the routes toward every aggregating switch follow the paths
+    the LP counted its loads on (:func:`loopback_paths`), as the emulator installs them;
+    False: the fixed hash spread of every other route."""
     pol = _check_policy(topo, policy)
     nf, workers, ps = pol["nf"], pol["workers"], pol["ps"]
     if math.ceil(values / INA_VALUES) != nf:
@@ -214,13 +280,14 @@ def run_ina(topo: Topology, policy: dict[str, Any], values: int, *, window: int 
                        f"the policy has {nf}")
     if window < 1 or timeout <= 0 or aggregators < 1:
         raise SimError("window and aggregators must be >= 1, timeout > 0")
-    net = Ns3Network(topo, loss=loss)
-    ns, g = net.ns, net.g
-    g.ResetStats(len(workers))
-    payload = INA_HDR + 4 * INA_VALUES + ETH_EXTRA
     sd_id = pol["sd"]
     used_ids = sorted({t for r in pol["tags"] for t in r if t} | ({sd_id} if sd_id else set()))
     sw_of = {i: topo.switch_by_id(i) for i in used_ids}
+    pins = loopback_paths(topo, ps, workers, list(sw_of.values())) if pin_routes else None
+    net = Ns3Network(topo, loss=loss, pins=pins)
+    ns, g = net.ns, net.g
+    g.ResetStats(len(workers))
+    payload = INA_HDR + 4 * INA_VALUES + ETH_EXTRA
 
     # switches: the aggregating ones and every switch of the RESULT tree
     tree_children: dict[str, list[str]] = {}
@@ -301,7 +368,7 @@ def _cut(a: int, b: int, parts: int) -> list[tuple[int, int]]:
 
 
 def run_ring(topo: Topology, peers: list[str], values: int, *, pieces: int = 4,
-             loss: float = 0.0, max_time: float = 300.0) -> SimResult:
+             loss: Loss = 0.0, max_time: float = 300.0) -> SimResult:
     """Ring all-reduce of ``values`` int32 values among ``peers`` over ns-3 TCP, every chunk
     in ``pieces`` pieces (hosts/bml/baselines.py:ring)."""
     n = len(peers)

@@ -371,6 +371,156 @@ class RingPeer : public Application {
   }
 };
 
+// ------------------------------------------------------------------ framed messages over TCP
+// hosts/bml/transport.py: one TCP connection per (NIC, peer), messages framed by a 16-byte
+// header (hosts/packets.py:BCUBE_HEADER; here: message id and body length). A host runs
+// threads of steps (hosts/bml/agent.py:run_bml's threads, the sharded PS's loop); a step
+// waits until `count` messages of each id it names are in, then queues its sends, each on
+// its connection in order. Python turns the schedule into the flat arrays below.
+static const uint32_t MSG_HDR = 16;
+class MsgHost : public Application {
+ public:
+  uint16_t port = 42000;
+  double go_s = 0.01;  // every host starts its threads here, after the connections are up
+  std::vector<Ipv4Address> conn_local, conn_remote;  // connection c: bind, connect to
+  // steps, in thread order: step i belongs to thread step_thread[i]; its waits are
+  // wait_id/wait_count[wait_off[i] .. wait_off[i+1]), its sends send_conn/bytes/id
+  // [send_off[i] .. send_off[i+1])
+  std::vector<uint32_t> step_thread, wait_off, wait_id, wait_count, send_off, send_conn,
+      send_bytes, send_id;
+  double start_s = -1, done_s = -1;
+  uint32_t connected = 0;
+
+  void StartApplication() override {
+    lsock = Socket::CreateSocket(GetNode(), TcpSocketFactory::GetTypeId());
+    lsock->Bind(InetSocketAddress(Ipv4Address::GetAny(), port));
+    lsock->Listen();
+    lsock->SetAcceptCallback(MakeNullCallback<bool, Ptr<Socket>, const Address&>(),
+                             MakeCallback(&MsgHost::Accept, this));
+    out.resize(conn_remote.size());
+    for (size_t c = 0; c < conn_remote.size(); c++) {
+      Ptr<Socket> s = Socket::CreateSocket(GetNode(), TcpSocketFactory::GetTypeId());
+      s->Bind(InetSocketAddress(conn_local[c], 0));
+      s->SetConnectCallback(MakeCallback(&MsgHost::Connected, this),
+                            MakeNullCallback<void, Ptr<Socket>>());
+      s->SetSendCallback(MakeCallback(&MsgHost::Pump, this));
+      s->Connect(InetSocketAddress(conn_remote[c], port));
+      out[c].sock = s;
+      by_sock[PeekPointer(s)] = (uint32_t)c;
+    }
+    // threads: the first step of each
+    uint32_t nthreads = 0;
+    for (uint32_t t : step_thread) nthreads = std::max(nthreads, t + 1);
+    cur.assign(nthreads, UINT32_MAX);
+    last.assign(nthreads, 0);
+    for (uint32_t i = 0; i < step_thread.size(); i++) {
+      uint32_t t = step_thread[i];
+      if (cur[t] == UINT32_MAX) cur[t] = i;
+      last[t] = i + 1;
+    }
+    Simulator::Schedule(Seconds(go_s) - Simulator::Now(), &MsgHost::Go, this);
+  }
+  void StopApplication() override {}
+
+ private:
+  struct Out { Ptr<Socket> sock; std::deque<std::pair<uint32_t, uint32_t>> q;  // (id, bytes)
+               uint32_t hdr_left = 0, body_left = 0; };
+  struct In { uint32_t have = 0; uint8_t hdr[MSG_HDR]; uint64_t body_left = 0; uint32_t id = 0; };
+  Ptr<Socket> lsock;
+  std::vector<Out> out;
+  std::map<Socket*, uint32_t> by_sock;
+  std::map<Socket*, In> ins;
+  std::unordered_map<uint32_t, uint32_t> got;  // message id -> messages fully in
+  std::vector<uint32_t> cur, last;              // per thread: next step, end
+  bool started = false;
+  std::vector<uint8_t> buf;
+
+  void Connected(Ptr<Socket>) { connected++; }
+  void Go() {
+    started = true;
+    start_s = Simulator::Now().GetSeconds();
+    Advance();
+  }
+  void Advance() {
+    bool all = true;
+    for (size_t t = 0; t < cur.size(); t++) {
+      while (cur[t] < last[t] && step_thread[cur[t]] == t) {
+        uint32_t i = cur[t];
+        bool ok = true;
+        for (uint32_t w = wait_off[i]; w < wait_off[i + 1]; w++) {
+          auto it = got.find(wait_id[w]);
+          if (it == got.end() || it->second < wait_count[w]) { ok = false; break; }
+        }
+        if (!ok) break;
+        for (uint32_t x = send_off[i]; x < send_off[i + 1]; x++) {
+          Out& o = out[send_conn[x]];
+          o.q.push_back({send_id[x], send_bytes[x]});
+          if (o.q.size() == 1) Pump(o.sock, 0);
+        }
+        // the next step of this thread: the next index with the same thread
+        uint32_t j = i + 1;
+        while (j < last[t] && step_thread[j] != t) j++;
+        cur[t] = j;
+      }
+      if (cur[t] < last[t]) all = false;
+    }
+    if (all && done_s < 0) done_s = Simulator::Now().GetSeconds();
+  }
+  void Pump(Ptr<Socket> s, uint32_t) {
+    Out& o = out[by_sock[PeekPointer(s)]];
+    while (!o.q.empty()) {
+      if (o.hdr_left == 0 && o.body_left == 0) { o.hdr_left = MSG_HDR; o.body_left = o.q.front().second; }
+      if (o.hdr_left) {
+        if (s->GetTxAvailable() < MSG_HDR) return;
+        uint8_t h[MSG_HDR] = {0};
+        std::memcpy(h, &o.q.front().first, 4);
+        std::memcpy(h + 4, &o.q.front().second, 4);
+        if (s->Send(Create<Packet>(h, MSG_HDR)) < 0) return;
+        o.hdr_left = 0;
+      }
+      while (o.body_left > 0) {
+        uint32_t n = std::min<uint32_t>(o.body_left, std::min<uint32_t>(s->GetTxAvailable(), 65536));
+        if (n == 0) return;
+        int r = s->Send(Create<Packet>(n));
+        if (r <= 0) return;
+        o.body_left -= (uint32_t)r;
+      }
+      o.q.pop_front();
+    }
+  }
+  void Accept(Ptr<Socket> s, const Address&) {
+    ins[PeekPointer(s)] = In();
+    s->SetRecvCallback(MakeCallback(&MsgHost::Recv, this));
+  }
+  void Recv(Ptr<Socket> s) {
+    In& st = ins[PeekPointer(s)];
+    Ptr<Packet> p;
+    bool any = false;
+    while ((p = s->Recv())) {
+      uint32_t n = p->GetSize();
+      buf.resize(n);
+      p->CopyData(buf.data(), n);
+      uint32_t at = 0;
+      while (at < n) {
+        if (st.have < MSG_HDR) {
+          uint32_t take = std::min(MSG_HDR - st.have, n - at);
+          std::memcpy(st.hdr + st.have, buf.data() + at, take);
+          st.have += take; at += take;
+          if (st.have < MSG_HDR) break;
+          uint32_t len;
+          std::memcpy(&st.id, st.hdr, 4);
+          std::memcpy(&len, st.hdr + 4, 4);
+          st.body_left = len;
+        }
+        uint64_t take = std::min<uint64_t>(st.body_left, n - at);
+        st.body_left -= take; at += (uint32_t)take;
+        if (st.body_left == 0) { got[st.id]++; st.have = 0; any = true; }
+      }
+    }
+    if (any && started) Advance();
+  }
+};
+
 // ------------------------------------------------------------------ routing
 // Static host routes in a hash table: ns-3's Ipv4StaticRouting scans its route list per
 // packet, which at k=16 (1,344 destinations a switch) costs more than everything else.
@@ -417,46 +567,76 @@ class HashRouting : public Ipv4RoutingProtocol {
   Ptr<Ipv4> ipv4;
 };
 
-// Shortest-path host routes for every node toward every destination; ties between
-// equal-cost next hops broken by a hash of (node, destination), a fixed ECMP-like spread.
-// adj[u]: neighbours; ifc[u][i]: u's interface index toward adj[u][i]; dst_addr[d]: the
-// address of node d (hosts: their NIC; switches: the address they answer as switch IP).
+// Shortest-path host routes for every node toward every destination address; ties between
+// equal-cost next hops broken by a hash of (node, owner), a fixed ECMP-like spread.
+// adj[u]: neighbours; ifc[u][i]: u's interface index toward adj[u][i]. Destination i is
+// address dst_addr[i] of node dst_owner[i]; dst_attach[i] is the switch that address's NIC
+// hangs off (host NICs: one per link, so a BCube server's level-l address is reached
+// through its level-l switch only) or -1 (a switch's own address). Paths run through
+// switches only (hosts never forward, as in controller/routing.py); a host sends to an
+// address through its NIC nearest to it (a BCube server: the NIC on the peer's switch),
+// else through its first NIC.
+static std::vector<Ptr<HashRouting>> g_rt;
 void InstallRoutes(NodeContainer& nodes, const std::vector<std::vector<int>>& adj,
                    const std::vector<std::vector<int>>& ifc,
-                   const std::vector<uint32_t>& dst_addr, const std::vector<int>& is_host) {
+                   const std::vector<uint32_t>& dst_addr, const std::vector<int>& dst_owner,
+                   const std::vector<int>& dst_attach, const std::vector<int>& is_host) {
   size_t n = adj.size();
-  std::vector<Ptr<HashRouting>> rt(n);
+  g_rt.assign(n, nullptr);
   for (size_t u = 0; u < n; u++) {
-    rt[u] = CreateObject<HashRouting>();
+    g_rt[u] = CreateObject<HashRouting>();
     Ptr<Ipv4> ip = nodes.Get(u)->GetObject<Ipv4>();
     Ptr<Ipv4ListRouting> list = DynamicCast<Ipv4ListRouting>(ip->GetRoutingProtocol());
-    list->AddRoutingProtocol(rt[u], 100);
-    if (is_host[u] && !ifc[u].empty()) rt[u]->default_if = ifc[u][0];
+    list->AddRoutingProtocol(g_rt[u], 100);
+    if (is_host[u] && !ifc[u].empty()) g_rt[u]->default_if = ifc[u][0];
   }
   std::vector<int> dist(n);
   std::deque<int> q;
-  for (size_t d = 0; d < n; d++) {
-    if (!dst_addr[d]) continue;
+  for (size_t i = 0; i < dst_addr.size(); i++) {
+    int d = dst_owner[i], at = dst_attach[i];
+    uint32_t addr = dst_addr[i];
     std::fill(dist.begin(), dist.end(), -1);
-    dist[d] = 0; q.clear(); q.push_back((int)d);
+    dist[d] = 0; q.clear(); q.push_back(d);
     while (!q.empty()) {
       int u = q.front(); q.pop_front();
-      if (is_host[u] && u != (int)d) continue;  // never route through a host
-      for (int v : adj[u]) if (dist[v] < 0) { dist[v] = dist[u] + 1; q.push_back(v); }
+      if (is_host[u] && u != d) continue;  // never route through a host
+      for (int v : adj[u]) {
+        if (u == d && at >= 0 && v != at) continue;  // a NIC is reached through its switch
+        if (dist[v] < 0) { dist[v] = dist[u] + 1; q.push_back(v); }
+      }
     }
     for (size_t u = 0; u < n; u++) {
-      if (u == d || is_host[u] || dist[u] < 0) continue;
+      if ((int)u == d || dist[u] < 0) continue;
+      if (is_host[u]) continue;
       std::vector<int> cand;
-      for (size_t i = 0; i < adj[u].size(); i++) {
-        int v = adj[u][i];
-        if (dist[v] == dist[u] - 1 && (!is_host[v] || v == (int)d)) cand.push_back((int)i);
+      for (size_t j = 0; j < adj[u].size(); j++) {
+        int v = adj[u][j];
+        if (dist[v] == dist[u] - 1 && (!is_host[v] || v == d)) cand.push_back((int)j);
       }
       if (cand.empty()) continue;
       uint32_t hsh = (uint32_t)(u * 2654435761u) ^ (uint32_t)(d * 40503u);
       hsh ^= hsh >> 13;
-      rt[u]->table[dst_addr[d]] = (uint32_t)ifc[u][cand[hsh % cand.size()]];
+      g_rt[u]->table[addr] = (uint32_t)ifc[u][cand[hsh % cand.size()]];
+    }
+    for (size_t u = 0; u < n; u++) {  // hosts: the NIC on the switch nearest the address
+      if (!is_host[u] || (int)u == d || adj[u].size() < 2) continue;
+      int best = -1;
+      for (size_t j = 0; j < adj[u].size(); j++) {
+        int v = adj[u][j];
+        if (!is_host[v] && dist[v] >= 0 && (best < 0 || dist[v] < dist[adj[u][best]])) best = (int)j;
+      }
+      if (best >= 0 && ifc[u][best] != g_rt[u]->default_if)
+        g_rt[u]->table[addr] = (uint32_t)ifc[u][best];
     }
   }
+}
+// One route pinned: node u sends to address dst through interface itf (the LP's path to an
+// aggregating switch, controller/routing.py's loopback_paths).
+void PinRoute(uint32_t u, uint32_t dst, uint32_t itf) { g_rt[u]->table[dst] = itf; }
+// The interface node u sends to dst through (-1: none; hosts: their first NIC).
+int32_t RouteOf(uint32_t u, uint32_t dst) {
+  auto it = g_rt[u]->table.find(dst);
+  return it != g_rt[u]->table.end() ? (int32_t)it->second : g_rt[u]->default_if;
 }
 
 // Applications are made here and handed to Python as raw pointers (the node owns them):
@@ -471,6 +651,7 @@ Worker* AddWorker(Ptr<Node> n, double at) { return Add<Worker>(n, at); }
 Ps* AddPs(Ptr<Node> n, double at) { return Add<Ps>(n, at); }
 Switch* AddSwitch(Ptr<Node> n, double at) { return Add<Switch>(n, at); }
 RingPeer* AddRingPeer(Ptr<Node> n, double at) { return Add<RingPeer>(n, at); }
+MsgHost* AddMsgHost(Ptr<Node> n, double at) { return Add<MsgHost>(n, at); }
 
 // Bytes each device put on its link (frames, PPP header included), as the emulator's
 // interface counters: the busiest link's bytes at its rate is the line-rate bound.

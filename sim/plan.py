@@ -7,27 +7,50 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from controller.placement import PlacementProblem, greedy_placement, routing_policy
+from controller.placement import (
+    PlacementProblem,
+    greedy_placement,
+    random_placement,
+    routing_policy,
+    tor_first_placement,
+)
 from topologies import Topology
 
 INA_VALUES = 64
 
+#: Placement methods ``policy_dict`` takes (controller/placement): the seed's greedy + LP
+#: and two baselines, each evaluated by the same LP and turned into tags the same way.
+METHODS = ("greedy", "random", "tor-first")
+
 
 def policy_dict(topo: Topology, ps: str, workers: list[str], budget: int, capacity: float,
                 values: int, aggregate: bool = True, job_id: int = 1,
-                sd_only: bool = False) -> dict[str, Any]:
-    """``InaJob.plan(...).policy_dict()`` for any worker count: greedy + LP placement of
-    ``budget`` switches, the per-fragment routing policy; ``aggregate=False``: the PS
-    baseline (every tag 0, no ``s_d``), and so does ``budget=0`` here: "INA with K=0" is the
-    PS (the emulator's ``InaJob.plan`` with budget 0 still aggregates at ``s_d``, which the
-    placement keeps outside the budget: ask for that with ``budget=0, sd_only=True``)."""
+                sd_only: bool = False, method: str = "greedy", seed: int = 0) -> dict[str, Any]:
+    """``InaJob.plan(...).policy_dict()`` for any worker count: placement of ``budget``
+    switches (``method``: the greedy + LP, or the ``random`` (``seed``) / ``tor-first``
+    baselines, each with the LP's rates), the per-fragment routing policy;
+    ``aggregate=False``: the PS baseline (every tag 0, no ``s_d``), and so does
+    ``budget=0`` here: "INA with K=0" is the PS (the emulator's ``InaJob.plan`` with budget
+    0 still aggregates at ``s_d``, which the placement keeps outside the budget: ask for
+    that with ``budget=0, sd_only=True``).
+
+    Besides the agents' fields the dict carries ``aggregating`` (switch names), ``gamma``
+    (the LP's per-worker rate, Mbit/s) and ``method``."""
+    if method not in METHODS:
+        raise ValueError(f"placement method must be one of {', '.join(METHODS)}, got {method!r}")
     nf = math.ceil(values / INA_VALUES)
     d: dict[str, Any] = {"version": 1, "job": job_id, "ps": topo.host_ip(ps),
                          "workers": [topo.host_ip(w) for w in workers], "num_fragments": nf}
     if not aggregate or (budget == 0 and not sd_only):
         d.update(tags=0, sd=None)
         return d
-    placement = greedy_placement(PlacementProblem(topo, ps, workers, budget, capacity))
+    prob = PlacementProblem(topo, ps, workers, budget, capacity)
+    if method == "greedy":
+        placement = greedy_placement(prob)
+    elif method == "random":
+        placement = random_placement(prob, seed=seed)
+    else:
+        placement = tor_first_placement(prob)
     pol = routing_policy(placement, nf)
     ids = pol.switch_ids
     d["tags"] = [list(pol.tags[w]) for w in workers]
@@ -35,4 +58,6 @@ def policy_dict(topo: Topology, ps: str, workers: list[str], budget: int, capaci
     d["sd"] = {"id": ids[pol.tor]}
     d["partial_tags"] = {str(ids[s]): list(v) for s, v in pol.partial_tags.items() if any(v)}
     d["aggregating"] = [*placement.result.switches, pol.tor]
+    d["gamma"] = float(placement.gamma)
+    d["method"] = placement.method
     return d

@@ -69,3 +69,53 @@ def scale_rows(workers: int, schemes: tuple[str, ...] = ("ps", "ring", "ina"),
         rows.append(ScaleRow(k, workers, s, r.seconds, r.bound_s, r.retransmissions, plan_s,
                              time.monotonic() - t0, note))
     return rows
+
+
+#: bytes an INA packet puts on a simulated link: UDP payload (header, 64 values, the
+#: Ethernet bytes PPP lacks) + UDP 8 + IPv4 20 + PPP 2 (sim/core.py)
+INA_WIRE_BYTES = 20 + 4 * 64 + 12 + 8 + 20 + 2
+
+
+@dataclass
+class BudgetRow:
+    """INA with ``budget`` switches placed by ``method`` on one fat-tree."""
+
+    k: int
+    workers: int
+    budget: int
+    method: str
+    seconds: float | None
+    bound_s: float
+    lp_s: float  # the gradient at the LP's per-worker rate gamma
+    retransmissions: int
+    plan_s: float
+    wall_s: float
+    aggregating: list[str]
+    counters: dict[str, int]
+
+
+def budget_rows(k: int, budgets: tuple[int, ...], methods: tuple[str, ...] = ("greedy",),
+                gbps: float = 100.0, values: int = 32768, workers: int | None = None,
+                window: int = 32, timeout: float = 1.0, max_time: float = 5.0,
+                seed: int = 0) -> list[BudgetRow]:
+    """INA's sync time vs its budget K on fat-tree ``k`` (PS ``h1``, every other host a
+    worker unless ``workers``), all links ``gbps``, the switch capacity the link rate:
+    each K placed by each of ``methods`` (sim/plan.py:METHODS). K=0 is ``s_d`` alone (the
+    same for every method: one row)."""
+    mbit = gbps * 1000.0
+    topo = fat_tree(k, bw=mbit)
+    hosts = topo.hosts()
+    n = workers or len(hosts) - 1
+    ps, ws = hosts[0], hosts[1:n + 1]
+    rows = []
+    for kk in budgets:
+        for m in methods if kk else methods[:1]:
+            t0 = time.monotonic()
+            pol = policy_dict(topo, ps, ws, kk, mbit, values, sd_only=True, method=m, seed=seed)
+            plan_s = time.monotonic() - t0
+            r = run_ina(topo, pol, values, window=window, timeout=timeout, max_time=max_time)
+            lp_s = pol["num_fragments"] * INA_WIRE_BYTES * 8 / (pol["gamma"] * 1e6)
+            rows.append(BudgetRow(k, n, kk, m if kk else "-", r.seconds, r.bound_s, lp_s,
+                                  r.retransmissions, plan_s, time.monotonic() - t0,
+                                  pol["aggregating"], r.counters))
+    return rows

@@ -21,7 +21,7 @@ needs_ns3 = pytest.mark.skipif(not ns3env.available(),
 
 def _cases(*args: str) -> object:
     out = subprocess.run([sys.executable, "-m", "tests.sim_cases", *args], cwd=ROOT,
-                         check=True, capture_output=True, text=True, timeout=280)
+                         check=True, capture_output=True, text=True, timeout=600)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -41,10 +41,17 @@ def test_without_ns3_the_cli_says_how_to_install(monkeypatch, capsys):
 
 
 @pytest.fixture(scope="module")
-def small():
+def cases():
+    """Every simulation case in one child process (one import of ns-3, one compile of
+    the model: most of the time these tests take)."""
+    return _cases("small,issue26")
+
+
+@pytest.fixture(scope="module")
+def small(cases):
     """fat-tree k=4 at 2 Mbit/s (fabric 8), 4,096 values (64 fragments): PS h1 and 4
     workers (K=0 vs PS), 8 workers with K=2 (enough slots vs one)."""
-    return _cases("small")
+    return cases["small"]
 
 
 @needs_ns3
@@ -111,3 +118,57 @@ def test_simulated_sync_time_matches_the_emulator(tmp_path):
             assert r["sim_s"] <= r["emulator_s"] * (1 + tol), (s, r)
             continue
         assert abs(r["error"]) <= tol, (s, r)
+
+
+@pytest.fixture(scope="module")
+def issue26(cases):
+    """fat-tree k=4 at 2 Mbit/s, PS h1 and 15 workers, K=2 placed three ways; the pinned
+    routes; BML on BCube(3,2) and the sharded PS on its baseline fat-tree at 2 Mbit/s."""
+    return cases["issue26"]
+
+
+@needs_ns3
+def test_placement_methods_simulate_and_the_greedy_leads(issue26):
+    """Every placement method's policy runs to the end near its line-rate bound; the
+    greedy + LP has the largest LP rate and the shortest simulated sync time."""
+    pl = issue26["placement"]
+    for m, r in pl.items():
+        assert r["seconds"] is not None and r["seconds"] <= 1.1 * r["bound_s"], (m, r)
+    assert pl["greedy"]["gamma"] >= max(r["gamma"] for r in pl.values())
+    assert pl["greedy"]["seconds"] <= min(r["seconds"] for r in pl.values())
+    assert pl["greedy"]["aggregating"] != pl["tor-first"]["aggregating"]
+
+
+@needs_ns3
+def test_routes_to_aggregating_switches_follow_the_lps_paths(issue26):
+    """Pinned: every switch sends toward an aggregating switch through the neighbour the
+    LP's path names (controller/routing.py's loopback_paths); the hash alone would not."""
+    pinned, hashed = issue26["pins"]["pinned"], issue26["pins"]["hashed"]
+    assert pinned and all(got == want for got, want in pinned)
+    assert any(got != want for got, want in hashed)
+
+
+@needs_ns3
+def test_bml_on_bcube_crosses_one_switch_and_beats_the_sharded_ps(issue26):
+    """BML on BCube(3,2) over ns-3 TCP: every server finishes, every frame a server sends
+    crosses one switch (the busiest link is a server's NIC), and it takes less time than
+    the sharded PS on the same servers' fat-tree (1/k of its bytes per NIC)."""
+    bml, sps = issue26["bml"], issue26["sharded_ps"]
+    assert bml["seconds"] is not None and sps["seconds"] is not None
+    assert bml["counters"]["hosts_not_all_connected_at_go"] == 0
+    assert bml["bound_link"].startswith("h") or bml["bound_link"].split("->")[1].startswith("h")
+    assert bml["bound_bytes"] < 0.6 * sps["bound_bytes"]
+    assert bml["seconds"] < 0.8 * sps["seconds"]
+    # gradctl simulate bcube:3,2,bw=2 --scheme bml runs the same simulation
+    assert issue26["bml_cli"]["seconds"] == bml["seconds"]
+
+
+@needs_ns3
+def test_per_port_loss_drops_where_the_spec_says(issue26):
+    """``--loss SW:PORT=RATE`` as in the emulator: 20 % on the PS's ToR port toward the PS
+    makes workers retransmit (and still finish); 50 % on a port the run never uses changes
+    nothing."""
+    none, ps_port, idle = (issue26["loss"][k] for k in ("none", "ps_port", "idle_port"))
+    assert none["retransmissions"] == 0 and ps_port["retransmissions"] > 0
+    assert ps_port["seconds"] is not None and ps_port["seconds"] > none["seconds"]
+    assert idle["seconds"] == none["seconds"] and idle["counters"] == none["counters"]
