@@ -130,6 +130,104 @@ def bcube(args: argparse.Namespace) -> int:
     return 0
 
 
+def limits(args: argparse.Namespace) -> int:
+    """Where simulation stops: event rates, memory per node, what fits in an hour."""
+    from sim.limits import hour_budget, memory_rows
+    from sim.scale import scale_rows
+
+    schemes = tuple(s for s in args.schemes.split(",") if s)
+    t = Table(title=f"ns-3 cost measured here: one gradient of {args.values:,} values "
+                    f"({4 * args.values // 1024} KiB), fat-tree links {args.gbps:g} Gbit/s; "
+                    f"rates over the CPU time of Simulator.Run (wall time beside it)")
+    for c in ("k", "workers", "scheme", "sync ms", "events", "link frames", "CPU s", "wall s",
+              "events/CPU s", "frames/CPU s", "events / (worker x KiB)"):
+        t.add_column(c, justify="left" if c == "scheme" else "right")
+    last: dict[str, tuple[float, float]] = {}
+    kib = 4 * args.values / 1024
+    for n in (int(x) for x in args.limits_workers.split(",")):
+        for r in scale_rows(n, schemes, args.gbps, args.values, args.budget, args.window,
+                            args.timeout, max_time=args.max_time):
+            w = r.work
+            ev, fr, run = w.get("events", 0), w.get("link_packets", 0), w.get("cpu_s", 0.0)
+            rate = ev / run if run else 0.0
+            per = ev / (r.workers * kib)
+            last[r.scheme] = (rate, per)
+            t.add_row(str(r.k), str(r.workers), r.scheme, _sync(r.seconds, args.max_time),
+                      f"{ev:,.0f}", f"{fr:,.0f}", f"{run:.2f}", f"{w.get('run_s', 0.0):.2f}",
+                      f"{rate:,.0f}",
+                      f"{fr / run if run else 0:,.0f}", f"{per:,.1f}")
+            console.print(f"[dim]{r.scheme} k={r.k}: {ev:,.0f} events in {run:.2f} CPU s[/dim]")
+    console.print(t)
+    m = Table(title="ns-3 resident memory of a built fat-tree (nodes, links, static routes; "
+                    "VmRSS growth, one process, ascending k)")
+    for c in ("k", "hosts", "nodes", "links", "RSS growth MiB", "KiB / node"):
+        m.add_column(c, justify="right")
+    for r in memory_rows([int(x) for x in args.limits_k.split(",")], args.gbps):
+        m.add_row(str(r.k), f"{r.hosts:,}", f"{r.nodes:,}", f"{r.links:,}",
+                  f"{r.rss_kib / 1024:,.1f}", f"{r.per_node_kib:,.0f}")
+    console.print(m)
+    h = Table(title="EXTRAPOLATION: what one CPU hour of Simulator.Run holds at the rates of "
+                    "the largest run above (events proportional to workers x gradient bytes)")
+    for c in ("scheme", "events/CPU s", "events / (worker x KiB)", "worker x MiB in 1 h",
+              "1,023 workers: gradient MiB", "ResNet-50 (97.7 MiB): workers"):
+        h.add_column(c, justify="left" if c == "scheme" else "right")
+    for s, (rate, per) in last.items():
+        units = hour_budget(rate, per) / 1024  # worker x MiB
+        h.add_row(s, f"{rate:,.0f}", f"{per:,.1f}", f"{units:,.0f}", f"{units / 1023:,.1f}",
+                  f"{units / (25_600_000 * 4 / 2**20):,.0f}")
+    console.print(h)
+    return 0
+
+
+def extrapolate_models(args: argparse.Namespace) -> int:
+    """Real model sizes: fit time = a + b x size on the sizes that run, extrapolate."""
+    from sim.limits import MODELS, extrapolate, fit_line
+    from sim.scale import scale_rows
+
+    schemes = tuple(s for s in args.schemes.split(",") if s)
+    sizes = [int(x) for x in args.extrapolate_values.split(",")]
+    runs: dict[str, list] = {s: [] for s in schemes}
+    t = Table(title=f"ns-3 runs for the fit: {args.extrapolate_workers} workers, fat-tree "
+                    f"links {args.gbps:g} Gbit/s, INA K={args.budget}, window {args.window}")
+    for c in ("values", "KiB", "scheme", "sync ms", "bound ms", "fit ms (3 sizes)",
+              "error", "wall s"):
+        t.add_column(c, justify="left" if c == "scheme" else "right")
+    for v in sizes:
+        for r in scale_rows(args.extrapolate_workers, schemes, args.gbps, v, args.budget,
+                            args.window, args.timeout, max_time=args.max_time):
+            runs[r.scheme].append(r)
+            console.print(f"[dim]{r.scheme} {v} values: {_us(r.seconds)} ms, wall "
+                          f"{r.wall_s:.1f} s[/dim]")
+    fits = {}
+    for s, rows in runs.items():
+        ok = [r for r in rows if r.seconds is not None]
+        if len(ok) < 2:
+            console.print(f"{s}: fewer than two finished sizes, no fit")
+            continue
+        xs, ys = [4 * r.values for r in ok], [r.seconds for r in ok]
+        fits[s] = extrapolate(s, xs, ys, [r.bound_s for r in ok])
+        a, b = fit_line([float(x) for x in xs], ys)
+        for r in ok:
+            pred = a + b * 4 * r.values
+            t.add_row(f"{r.values:,}", f"{r.values // 256}", s, _us(r.seconds), _us(r.bound_s),
+                      _us(pred), f"{100 * (pred / r.seconds - 1):+.1f} %", f"{r.wall_s:.1f}")
+    console.print(t)
+    e = Table(title="EXTRAPOLATED (not simulated): sync time = a + b x gradient bytes, "
+                    "4 bytes a parameter, same topology, workers, window and link rate")
+    for c in ("scheme", "a ms", "b ns/KiB", "fit max |error|",
+              *(f"{m} ({n / 2**20:.0f} MiB) ms" for m, n in MODELS.items()),
+              *(f"{m} bound ms" for m in MODELS), *(f"{m} / bound" for m in MODELS)):
+        e.add_column(c, justify="left" if c == "scheme" else "right")
+    for s, f in fits.items():
+        e.add_row(s, f"{f.a * 1e3:.3f}", f"{f.b * 1024 * 1e9:,.1f}",
+                  f"{100 * f.worst_error:.1f} %",
+                  *(f"{f.predicted[m] * 1e3:,.1f}" for m in MODELS),
+                  *(f"{f.bound[m] * 1e3:,.1f}" for m in MODELS),
+                  *(f"{f.predicted[m] / f.bound[m]:.2f}" for m in MODELS))
+    console.print(e)
+    return 0
+
+
 def validate(args: argparse.Namespace) -> int:
     """The validation table: emulator vs ns-3."""
     from sim.validate import validate_summary
@@ -199,6 +297,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bcube-sizes", default="8x2,4x3,16x2", help="BCube NxK sizes (--bcube)")
     p.add_argument("--bcube-values", type=int, default=262144,
                    help="--bcube: gradient length (default 262144 = 1 MiB)")
+    p.add_argument("--limits", action="store_true",
+                   help="where simulation stops: event rates, memory per node, an hour's reach")
+    p.add_argument("--limits-workers", default="15,63,255",
+                   help="--limits: worker counts to time (smallest fat-tree each)")
+    p.add_argument("--limits-k", default="4,8,12,16", help="--limits: fat-trees to build")
+    p.add_argument("--extrapolate", action="store_true",
+                   help="ResNet-50/BERT-base gradients by a fit over sizes that run")
+    p.add_argument("--extrapolate-values", default="8192,32768,131072",
+                   help="--extrapolate: gradient lengths to simulate")
+    p.add_argument("--extrapolate-workers", type=int, default=15,
+                   help="--extrapolate: workers (default 15: fat-tree k=4)")
     p.add_argument("--validate", action="store_true", help="the validation table instead")
     p.add_argument("--validate-bw", default="2,5,10")
     p.add_argument("--validate-workers", type=int, default=4)
@@ -212,6 +321,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.validate or args.validate_summary:
         return validate(args)
+    if args.limits:
+        return limits(args)
+    if args.extrapolate:
+        return extrapolate_models(args)
     if args.placement:
         return placement(args)
     if args.bcube:

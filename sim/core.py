@@ -9,6 +9,7 @@ retransmission timeout. Per-packet work is C++ (sim/model.cc); Python only build
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -42,6 +43,8 @@ class SimResult:
     bound_bytes: int = 0
     retransmissions: int = 0
     counters: dict[str, int] = field(default_factory=dict)
+    #: what the run cost the simulator: ns-3 events, frames sent over all links
+    work: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """A plain dict (JSON)."""
@@ -168,6 +171,15 @@ class Ns3Network:
             if t > best[0]:
                 best = (t, f"{u}->{v}", b)
         return best
+
+    def work(self, run_s: float, cpu_s: float) -> dict[str, float]:
+        """What the run cost the simulator (read after a run, before ``Simulator.Destroy``):
+        ns-3 events executed, frames transmitted over all links (packet-hops), and the wall
+        and CPU seconds of ``Simulator.Run`` (``run_s``, ``cpu_s``: on a shared machine
+        the CPU seconds are the simulator's own rate)."""
+        return {"events": int(self.ns.Simulator.GetEventCount()),
+                "link_packets": int(self.g.TxPackets(len(self.tx_order))), "run_s": run_s,
+                "cpu_s": cpu_s}
 
     def node(self, name: str) -> Any:
         """The ns-3 node of ``name``."""
@@ -346,7 +358,9 @@ def run_ina(topo: Topology, policy: dict[str, Any], values: int, *, window: int 
         for i, s in sw_of.items():
             a.sw_ip[i] = net.ip(s)
         apps.append(a)
+    t0, c0 = time.monotonic(), time.process_time()
     _stop_at(ns, max_time)
+    run_s, cpu_s = time.monotonic() - t0, time.process_time() - c0
     done = [a.done_s - a.start_s if a.done_s >= 0 else None for a in apps]
     st = g.GetStats()
     counters = {k: int(getattr(st, k)) for k in (
@@ -356,7 +370,7 @@ def run_ina(topo: Topology, policy: dict[str, Any], values: int, *, window: int 
     name = scheme or ("ina" if sd_id else "ps")
     secs = None if any(d is None for d in done) else max(done)
     res = SimResult(name, len(workers), values, secs, bound, where, nbytes, counters["retx"],
-                    counters)
+                    counters, net.work(run_s, cpu_s))
     ns.Simulator.Destroy()
     return res
 
@@ -397,10 +411,12 @@ def run_ring(topo: Topology, peers: list[str], values: int, *, pieces: int = 4,
         a.right = net.ip(peers[(i + 1) % n])
         a.port = RING_PORT
         apps.append(a)
+    t0, c0 = time.monotonic(), time.process_time()
     _stop_at(ns, max_time)
+    run_s, cpu_s = time.monotonic() - t0, time.process_time() - c0
     done = [a.done_s - a.start_s if a.done_s >= 0 else None for a in apps]
     bound, where, nbytes = net.busiest()
     secs = None if any(d is None for d in done) else max(done)
-    res = SimResult("ring", n, values, secs, bound, where, nbytes)
+    res = SimResult("ring", n, values, secs, bound, where, nbytes, work=net.work(run_s, cpu_s))
     ns.Simulator.Destroy()
     return res

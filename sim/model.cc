@@ -655,14 +655,21 @@ MsgHost* AddMsgHost(Ptr<Node> n, double at) { return Add<MsgHost>(n, at); }
 
 // Bytes each device put on its link (frames, PPP header included), as the emulator's
 // interface counters: the busiest link's bytes at its rate is the line-rate bound.
-static std::vector<uint64_t> g_tx;
-static void OnTx(uint32_t idx, Ptr<const Packet> p) { g_tx[idx] += p->GetSize(); }
+// Frames per device too: the packet-hops simulated (docs/simulation.md, where simulation stops).
+static std::vector<uint64_t> g_tx, g_txp;
+static void OnTx(uint32_t idx, Ptr<const Packet> p) { g_tx[idx] += p->GetSize(); ++g_txp[idx]; }
 void CountTx(Ptr<NetDevice> dev, uint32_t idx) {
-  if (g_tx.size() <= idx) g_tx.resize(idx + 1, 0);
+  if (g_tx.size() <= idx) { g_tx.resize(idx + 1, 0); g_txp.resize(idx + 1, 0); }
   g_tx[idx] = 0;
+  g_txp[idx] = 0;
   dev->TraceConnectWithoutContext("PhyTxEnd", MakeBoundCallback(&OnTx, idx));
 }
 uint64_t TxBytes(uint32_t idx) { return idx < g_tx.size() ? g_tx[idx] : 0; }
+uint64_t TxPackets(uint32_t n) {  // frames sent by devices 0..n-1
+  uint64_t t = 0;
+  for (uint32_t i = 0; i < n && i < g_txp.size(); ++i) t += g_txp[i];
+  return t;
+}
 
 Stats GetStats() { return g_stats; }
 void ResetStats(uint32_t workers) { g_stats = Stats(); g_sets.Reset(workers); }

@@ -5,7 +5,7 @@ simulate``, ``make simulate``)."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from topologies import fat_tree
 
@@ -34,6 +34,8 @@ class ScaleRow:
     plan_s: float
     wall_s: float
     note: str = ""
+    values: int = 0
+    work: dict[str, float] = field(default_factory=dict)  # SimResult.work
 
 
 def scale_rows(workers: int, schemes: tuple[str, ...] = ("ps", "ring", "ina"),
@@ -67,7 +69,7 @@ def scale_rows(workers: int, schemes: tuple[str, ...] = ("ps", "ring", "ina"),
             r = run_ina(topo, pol, values, window=window, timeout=timeout, max_time=max_time,
                         scheme=s)
         rows.append(ScaleRow(k, workers, s, r.seconds, r.bound_s, r.retransmissions, plan_s,
-                             time.monotonic() - t0, note))
+                             time.monotonic() - t0, note, values, r.work))
     return rows
 
 

@@ -29,6 +29,8 @@ def small_cases() -> dict[str, Any]:
     h = topo.hosts()
     pol = policy_dict(topo, h[0], h[1:9], 2, 1000.0, 4096)
     out["exhaustion"] = [run_ina(topo, pol, 4096, aggregators=a).as_dict() for a in (1024, 1)]
+    from sim.limits import memory_rows  # where simulation stops: a built k=4 fat-tree's RSS
+    out["memory"] = [vars(r) for r in memory_rows([4])]
     return out
 
 

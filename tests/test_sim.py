@@ -84,6 +84,18 @@ def test_aggregator_exhaustion_falls_back_as_the_p4_program(small):
     assert c["results_mc"] == 64  # every RESULT through s_d's multicast tree
 
 
+@needs_ns3
+def test_runs_report_their_cost_to_the_simulator(small):
+    """Where simulation stops (sim/limits.py): every run counts its ns-3 events, the frames
+    its links sent and the wall time of Simulator.Run; a built topology's RSS is read."""
+    ps = small["k0"][0]
+    w = ps["work"]
+    assert w["events"] > w["link_packets"] >= 4 * 64 * 2 and w["run_s"] > 0
+    (mem,) = small["memory"]
+    assert (mem["k"], mem["hosts"], mem["nodes"], mem["links"]) == (4, 16, 36, 48)
+    assert mem["rss_kib"] >= 0
+
+
 NET = net_skip_reason("ina", "forward")
 
 
