@@ -87,12 +87,14 @@ class MemRow:
 
 def memory_rows(ks: list[int], gbps: float = 100.0) -> list[MemRow]:
     """Build fat-tree ``k`` for each ``k`` (ascending, one process) as ns-3 nodes, links and
-    static routes, and read VmRSS before and after. Memory freed by an earlier, smaller
+    static routes, and read VmRSS before and after (ns-3 already loaded). Memory freed by an earlier, smaller
     topology may be reused, so the growth is a lower bound for all but the first."""
     from topologies import fat_tree
 
     from .core import Ns3Network
+    from .ns3env import load
 
+    load()  # ns-3's import and the model's compile (about 0.7 GiB) before the first reading
     rows = []
     for k in sorted(ks):
         topo = fat_tree(k, bw=gbps * 1000.0)
