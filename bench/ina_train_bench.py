@@ -37,11 +37,9 @@ SCHEMES = ("ps", "ring", "ina")
 
 
 def _f(iv: dict[str, Any] | None, spec: str = ".3f") -> str:
-    if not iv or not iv.get("n"):
-        return "-"
-    if iv["n"] < 2:
-        return f"{iv['mean']:{spec}} (n=1)"
-    return f"{iv['mean']:{spec}} ± {iv['half_width']:{spec}}"
+    from experiments.train import fmt_interval
+
+    return fmt_interval(iv, spec)
 
 
 def rows_of(summary: dict[str, Any], bw: float) -> list[dict[str, Any]]:

@@ -111,11 +111,9 @@ def winner(rows: dict[str, dict[str, Any]]) -> str:
 
 
 def _f(iv: dict[str, Any] | None, spec: str = ".1f") -> str:
-    if not iv or not iv.get("n"):
-        return "-"
-    if iv["n"] < 2:
-        return f"{iv['mean']:{spec}} (n=1)"
-    return f"{iv['mean']:{spec}} ± {iv['half_width']:{spec}}"
+    from experiments.train import fmt_interval
+
+    return fmt_interval(iv, spec)
 
 
 def run_cell(d: Path, nodes: int, spread: float, bw: float, args: argparse.Namespace) -> dict[str, Any]:

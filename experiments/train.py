@@ -535,7 +535,9 @@ def summarize(records: list[RunRecord], plan: Plan, reference: str) -> list[dict
     return rows
 
 
-def _fmt(iv: dict[str, Any] | None, spec: str = ".2f", scale: float = 1.0) -> str:
+def fmt_interval(iv: dict[str, Any] | None, spec: str = ".2f", scale: float = 1.0) -> str:
+    """``mean ± half-width`` of a :func:`experiments.stats.mean_ci` dict (``(n=1)`` for one
+    value, ``-`` for none), the values times ``scale``; every harness-based table uses it."""
     if not iv or not iv.get("n"):
         return "-"
     m = iv["mean"] * scale
@@ -557,12 +559,12 @@ def print_table(rows: list[dict[str, Any]], plan: Plan, args: argparse.Namespace
         t.add_column(col, justify="left" if col == "scheme" else "right")
     for r in rows:
         reached = f"{r['reached']}/{r['runs']}" + (" [red](missed)[/red]" if r["missed"] else "")
-        t.add_row(r["scheme"], r["topology"], f"{r['nic_mbit']:g}", reached, _fmt(r["time_to_target_s"], ".1f"),
-                  _fmt(r["bound_to_target_s"], ".1f"),
-                  _fmt(r["ratio_to_reference"], ".2f") if r["ratio_to_reference"] else "1 (reference)",
-                  _fmt(r["final_accuracy"], ".3f"), _fmt(r["final_heldout"], ".3f"),
-                  _fmt(r["sync_s_per_iter"], ".3f"), _fmt(r["line_rate_bound_s_per_iter"], ".3f"),
-                  _fmt(r["compute_s_per_iter"], ".3f"), str(r["cpu_bound_runs"]))
+        t.add_row(r["scheme"], r["topology"], f"{r['nic_mbit']:g}", reached, fmt_interval(r["time_to_target_s"], ".1f"),
+                  fmt_interval(r["bound_to_target_s"], ".1f"),
+                  fmt_interval(r["ratio_to_reference"], ".2f") if r["ratio_to_reference"] else "1 (reference)",
+                  fmt_interval(r["final_accuracy"], ".3f"), fmt_interval(r["final_heldout"], ".3f"),
+                  fmt_interval(r["sync_s_per_iter"], ".3f"), fmt_interval(r["line_rate_bound_s_per_iter"], ".3f"),
+                  fmt_interval(r["compute_s_per_iter"], ".3f"), str(r["cpu_bound_runs"]))
     return t
 
 
