@@ -55,6 +55,7 @@ def test_skipped_schemes_are_listed() -> None:
     assert row.status.startswith("skipped") and "32768" in row.status
 
 
+@pytest.mark.long  # each scheme's sums are checked exactly by its own network tests
 @pytest.mark.net
 @pytest.mark.slow
 def test_compare_every_scheme_small(tmp_path: Path) -> None:
