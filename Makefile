@@ -22,7 +22,7 @@ help:
 	@echo "make run-MODE one technique's experiment: run-ndn, run-differentiated, run-bcube, run-token (ARGS=...)"
 	@echo "             shared options (--workers --bw --loss --seed --max-time --target --out-dir): \"common options\" of --help"
 	@echo "make simulate the sync-time scale table in ns-3: PS, ring, INA on fat-trees (ARGS=...)"
-	@echo "make test     run the test suite (under 20 min here)"
+	@echo "make test     run the test suite (kept under 20 min)"
 	@echo "make test-long  the long tier: second sizes, soaks and harness runs the suite leaves out"
 	@echo "make bench    run the benchmarks (tables and ratios)"
 	@echo "make p4       make p4-gen, then recompile p4src/*.p4 and tests/p4/*.p4 with p4c into build/"
