@@ -40,6 +40,7 @@ from experiments.accounting import Snapshot, time_split
 from experiments.runner import await_ready, finish, spawn
 from experiments.runner import log as _log
 from hosts.fixedpoint import bfp_reference, quantize
+from hosts.ina.worker import CONGESTION_MODES
 from topologies import fat_tree
 from topologies.base import Topology
 
@@ -306,7 +307,8 @@ def run_ina(args: argparse.Namespace) -> int:
             _log(f"{tag}: deployed: {len(dep.aggregators)} aggregating switches; {rep}")
             before = Snapshot.take(net)
             res = run_jobs(net, topo, list(zip(jobs, grads, strict=True)), run_dir, tag,
-                           args.window, args.timeout, args.max_time)
+                           args.window, args.timeout, args.max_time,
+                           worker_args=["--congestion", args.congestion])
             split = time_split(topo, before, Snapshot.take(net), {
                 "workers": sum(r.worker_cpu_s for r in res), "ps": sum(r.ps_cpu_s for r in res)})
             events = dep.read_events() if dep.aggregators else {}
@@ -441,6 +443,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=1.0,
                    help="worker retransmission timeout in seconds (default 1; not a bound on the "
                         "run: that is --max-time)")
+    p.add_argument("--congestion", choices=CONGESTION_MODES, default="fixed",
+                   help="workers' window: fixed (--window outstanding) or aimd (a congestion "
+                        "window up to --window, halved on a timeout; for incast at scale)")
     p.add_argument("--cli", action="store_true", help="open a Mininet CLI before teardown")
     opts.add_common(p, "ina", takes={
         "--seed": {"default": 1}, "--workers": {"default": "all", "hosts": True},

@@ -435,6 +435,27 @@ def test_loss_both_directions_exact(net):
     assert st.contributions == n_w * pol.num_fragments  # each value summed exactly once
 
 
+def test_aimd_window_exact_under_loss(net):
+    """Congestion "aimd": the window starts at 2, halves at most once per window of
+    sends on a timeout, and the sums stay exact. A timeout means loss or waiting for
+    another rank's lost fragment, so the loss-free worker may halve too."""
+    n_w, n = 3, INA_VALUES * 120
+    pol = Policy.ps_only(5, net(1), [net(2 + r) for r in range(n_w)], num_fragments(n))
+    grads = _grads(n_w, n, seed=5)
+    faults = iter([FaultInjection(drop_every=6), FaultInjection(drop_every=6), None])
+    rep, ps, out = _run([pol], {5: grads}, worker_kw={
+        "faults": lambda: next(faults), "congestion": "aimd", "window": 16})
+    _check_exact(pol, grads, ps, out)
+    lossy = [out[5, r][1] for r in range(n_w) if out[5, r][1].fault_drops]
+    clean = [out[5, r][1] for r in range(n_w) if not out[5, r][1].fault_drops]
+    assert len(lossy) == 2 and len(clean) == 1
+    # one decrease per window of sends at most: fewer decreases than losses
+    assert all(0 < st.window_decreases < st.fault_drops for st in lossy)
+    assert all(st.window_decreases <= st.retransmissions for st in lossy + clean)
+    with pytest.raises(ValueError, match="congestion"):
+        Worker(0, 1, 1, "127.0.0.1", congestion="cubic")
+
+
 def test_duplicates_exact(net):
     n_w, n = 3, INA_VALUES * 100
     pol = Policy.ps_only(3, net(1), [net(2 + r) for r in range(n_w)], num_fragments(n))

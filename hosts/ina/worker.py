@@ -84,6 +84,8 @@ __all__ = [
 ]
 
 _RECV_SIZE = 2048
+#: ``Worker(congestion=...)``: a fixed window, or AIMD (docs/ina.md, "Congestion window")
+CONGESTION_MODES = ("fixed", "aimd")
 
 
 # ============================================================================ worker
@@ -106,6 +108,7 @@ class WorkerStats:
     ignored: int = 0  # short, wrong type, wrong job, out of range, bad bitmap
     refused_source: int = 0  # a RESULT from an address not the job's PS or s_d (docs/trust.md)
     send_blocked: int = 0  # socket buffer full: waited for it to drain
+    window_decreases: int = 0  # congestion "aimd": times a timeout halved the window
     fault_drops: int = 0  # TEST ONLY: dropped by FaultInjection
     duration_s: float = 0.0
 
@@ -147,6 +150,11 @@ class Worker:
         number_format: "fixed" (``scale_bits`` for every value) or "bfp" (block
             floating point: ``allreduce`` agrees a shared exponent per block in the
             network first; docs/ina.md). Every worker of a job must use the same.
+        congestion: "fixed" (always ``window`` fragments outstanding) or "aimd" (a
+            congestion window up to ``window``: slow start from 2, halved once per
+            window of sends on a retransmission timeout, then +1 per window of
+            RESULTs; docs/ina.md, "Congestion window"). Under incast (many workers to
+            one PS) a fixed window overflows the PS's port queue every round.
     """
 
     def __init__(
@@ -169,6 +177,7 @@ class Worker:
         progress: Callable[[int, int], None] | None = None,
         result_sources: Iterable[str] | None = None,
         number_format: str = "fixed",
+        congestion: str = "fixed",
     ) -> None:
         if not 1 <= num_workers <= INA_MAX_WORKERS:
             raise ValueError(f"num_workers must be in 1..{INA_MAX_WORKERS}, got {num_workers}")
@@ -178,6 +187,9 @@ class Worker:
             raise ValueError(f"job_id must be in 0..255, got {job_id}")
         if window < 1 or timeout <= 0 or max_time <= 0:
             raise ValueError("window must be >= 1, timeout and max_time > 0")
+        if congestion not in CONGESTION_MODES:
+            raise ValueError(f"congestion must be one of {CONGESTION_MODES}, got {congestion!r}")
+        self.congestion = congestion
         if number_format not in NUMBER_FORMATS:
             raise ValueError(f"number_format must be one of {NUMBER_FORMATS}, got {number_format!r}")
         self.number_format = number_format
@@ -387,6 +399,13 @@ class Worker:
         hl, vl, pl = INA_HEADER_LEN, INA_VALUES_LEN, INA_PACKET_LEN
         ps_addr, timeout, max_backoff = self.ps_addr, self.timeout, self.max_backoff
         window = self.window
+        aimd = self.congestion == "aimd"
+        # congestion window (aimd): slow start to ssthresh, then additive increase; a
+        # timeout of a fragment sent after the last decrease halves it (once per window)
+        cwnd = float(min(2, window)) if aimd else float(window)
+        ssthresh = float(window)
+        seq_of: dict[int, int] = {}  # fragment -> send sequence number of its last send
+        recover = 0  # sends numbered below this were in flight at the last decrease
 
         result = bytearray(n_f * vl)
         done = bytearray(n_f)
@@ -402,7 +421,7 @@ class Worker:
             busy = False
             now = time.monotonic()
             # 1. first sends, up to the window
-            while outstanding < window and next_f < n_f and (
+            while outstanding < cwnd and next_f < n_f and (
                     next_f < lookahead or not lookahead or done[next_f - lookahead]):
                 f = next_f
                 pkt = pack(grad, job, rank, f + offset, tags[f], 0, bit, 1, fanin[f], flags[f],
@@ -413,6 +432,7 @@ class Worker:
                     st.send_blocked += 1
                     blocked = True
                     break
+                seq_of[f] = sent
                 sent += 1
                 next_f += 1
                 outstanding += 1
@@ -448,6 +468,8 @@ class Worker:
                     done[f] = 1
                     n_done += 1
                     outstanding -= 1
+                    if aimd and cwnd < window:
+                        cwnd = min(float(window), cwnd + (1.0 if cwnd < ssthresh else 1.0 / cwnd))
             # 3. timeouts -> retransmit straight to the PS
             now = time.monotonic()
             while timers and timers[0][0] <= now:
@@ -456,9 +478,14 @@ class Worker:
                     continue
                 k = attempts.get(f, 0) + 1
                 attempts[f] = k
+                if aimd and seq_of.get(f, 0) >= recover:
+                    ssthresh = cwnd = max(1.0, cwnd / 2)
+                    recover = sent
+                    st.window_decreases += 1
                 pkt = pack(grad, job, rank, f + offset, 0, 0, bit, 1, 0, retx, 0, exp_of[f])
                 try:
                     sendto(pkt + payload[f * vl:(f + 1) * vl], ps_addr)
+                    seq_of[f] = sent
                     sent += 1
                     retx_n += 1
                 except BlockingIOError:
@@ -555,7 +582,11 @@ def main(argv: Iterable[str] | None = None) -> int:
                     "format: fixed (--scale-bits) or bfp (block floating point)")
     ap.add_argument("--out-exp", help="block floating point: write each block's agreed "
                     "biased exponent (.npy, uint8; one row per round with --rounds)")
-    ap.add_argument("--window", type=int, default=64)
+    ap.add_argument("--window", type=int, default=64,
+                    help="most fragments outstanding (with --congestion aimd: the cap)")
+    ap.add_argument("--congestion", choices=CONGESTION_MODES, default="fixed",
+                    help="fixed: always --window outstanding; aimd: a congestion window "
+                    "(slow start, halved on a timeout) up to --window (default fixed)")
     ap.add_argument("--timeout", type=float, default=0.2, help="first retransmission timeout (s)")
     ap.add_argument("--max-backoff", type=float, default=1.0)
     ap.add_argument("--max-time", type=float, default=60.0, help="bound on the whole run (s)")
@@ -592,7 +623,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         grad = _load_gradient(args, policy.num_fragments * INA_VALUES)
         kw: dict[str, Any] = {
             "window": args.window, "timeout": args.timeout, "max_time": args.max_time,
-            "max_backoff": args.max_backoff,
+            "max_backoff": args.max_backoff, "congestion": args.congestion,
         }
         if args.scale_bits is not None:
             kw["scale_bits"] = args.scale_bits
@@ -636,7 +667,7 @@ def main(argv: Iterable[str] | None = None) -> int:
                                              worker.num_workers)[: res.size])
             else:
                 floats.append(worker.to_float(res))
-            for name in ("packets_sent", "retransmissions", "bytes_sent", "results",
+            for name in ("packets_sent", "retransmissions", "bytes_sent", "results", "window_decreases",
                          "duplicate_results", "stale_results", "ignored", "duration_s"):
                 totals[name] = totals.get(name, 0) + getattr(st, name)
         t_end = time.time()  # wall clock: comparable across the emulated hosts
