@@ -8,23 +8,29 @@ Each rank is ``python -m hosts.trainer`` in its Mininet host; only the line that
 gradients differs (see :mod:`hosts.trainer`), and every scheme's gradients cross the
 emulated network through its own agents and P4 programs:
 
-========= ==================================================================== ==========
-scheme    gradients summed by                                                  P4
-========= ==================================================================== ==========
-gloo      torch.distributed's all-reduce (gloo, TCP): the reference            forward.p4
-ps        the INA agents with no aggregating switch (every gradient to the PS) ina.p4
-ina       in-network aggregation (greedy + LP placement, ``--budget``)         ina.p4
-ring      ring all-reduce over TCP (``hosts.bml.collective``)                  forward.p4
-bml       BCube hierarchical synchronization on BCube(n, k), n^k = workers     forward.p4
-rail_ring k concurrent rings, one per rail of a k-rail network (BML's NIC count) forward.p4
-========= ==================================================================== ==========
+=============== ============================================================ ==========
+scheme          gradients summed by                                          P4
+=============== ============================================================ ==========
+gloo            torch.distributed's all-reduce (gloo, TCP): the reference    forward.p4
+ps              the INA agents with no aggregating switch (all to the PS)    ina.p4
+ina             in-network aggregation (greedy + LP placement, ``--budget``) ina.p4
+ring            ring all-reduce over TCP (``hosts.bml.collective``)          forward.p4
+bml             BCube hierarchical synchronization on BCube(n, k), n^k =     forward.p4
+                workers
+rail_ring       k concurrent rings, one per rail of a k-rail network (BML's  forward.p4
+                NIC count)
+rail_sharded_ps k concurrent sharded PSs, one per rail of the same k-rail    forward.p4
+                network
+=============== ============================================================ ==========
 
 gloo, ps, ina and ring run on one topology (``--topo``, default a star of the workers
 and a PS host); bml needs its own BCube with the same number of training hosts and the
 same per-NIC link rate, so each of its hosts has k NICs (the table says so); rail_ring
-(not in the default set: ``--scheme bml,rail_ring,...``) gives ring all-reduce the same
-k NICs per host, NIC j into rail j's own leaf-spine, k rings at once on 1/k each. ``--slow``
-names a training host of the shared topology; on the BCube the same rank is slowed.
+and rail_sharded_ps (not in the default set: ``--scheme bml,rail_ring,rail_sharded_ps``)
+give ring all-reduce and the sharded PS the same k NICs per host, NIC j into rail j's own
+leaf-spine, k rings or k sharded PSs at once on 1/k each (both on one k-rail network).
+``--slow`` names a training host of the shared topology; on the BCube and the rails the
+same rank is slowed.
 
 Per scheme it reports, as mean and 95 % confidence interval over the seeds (Student t):
 the time to ``--target-accuracy`` (read off rank 0's evaluations, interpolated), the
@@ -79,16 +85,19 @@ from experiments.runner import log as _log
 console = TableConsole()
 
 # Every scheme the harness knows, in the issue's order; those it runs today.
-ALL_SCHEMES = ("ps", "ring", "ina", "ndn", "bml", "rail_ring", "token", "differentiated", "gloo",
-               "ndn-ipmc", "ndn-tcp")
-BUILTIN_SCHEMES = ("gloo", "ps", "ina", "ring", "bml", "rail_ring")
+ALL_SCHEMES = ("ps", "ring", "ina", "ndn", "bml", "rail_ring", "rail_sharded_ps", "token",
+               "differentiated", "gloo", "ndn-ipmc", "ndn-tcp")
+BUILTIN_SCHEMES = ("gloo", "ps", "ina", "ring", "bml", "rail_ring", "rail_sharded_ps")
 P4_PROGRAM = {"gloo": "forward.p4", "ps": "ina.p4 (no aggregator used)", "ina": "ina.p4",
-              "ring": "forward.p4", "bml": "forward.p4", "rail_ring": "forward.p4"}
-# on request only: rail_ring (BML's same-NIC-count baseline: --scheme bml,rail_ring), and
+              "ring": "forward.p4", "bml": "forward.p4", "rail_ring": "forward.p4",
+              "rail_sharded_ps": "forward.p4"}
+#: BML's same-NIC-count baselines: k concurrent rings or sharded PSs on a k-rail network.
+RAIL_SCHEMES = ("rail_ring", "rail_sharded_ps")
+# on request only: the k-rail baselines (--scheme bml,rail_ring,rail_sharded_ps), and
 # ndn-ipmc and ndn-tcp (NDN's IP-multicast and TCP baselines, issue 23)
-DEFAULT_SCHEMES = tuple(s for s in ALL_SCHEMES if s not in ("rail_ring", "ndn-ipmc", "ndn-tcp"))
+DEFAULT_SCHEMES = tuple(s for s in ALL_SCHEMES if s not in (*RAIL_SCHEMES, "ndn-ipmc", "ndn-tcp"))
 #: Schemes that sum through hosts.bml.collective with a plan file.
-COLLECTIVE_SCHEMES = ("ring", "bml", "rail_ring")
+COLLECTIVE_SCHEMES = ("ring", "bml", *RAIL_SCHEMES)
 CPU_BOUND_RATIO = 2.0  # measured sync time above this multiple of the line-rate bound
 
 # Schemes whose agents train with their own loop plug in as a module of this package (see
@@ -299,8 +308,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
     except DeployError as e:
         raise HarnessError(str(e)) from None
     shared = Setting(topo, ps, workers, float(args.bw))
-    settings = {s: shared for s in schemes if s not in ("bml", "rail_ring")}
-    for own in [s for s in ("bml", "rail_ring") if s in schemes]:
+    settings = {s: shared for s in schemes if s not in ("bml", *RAIL_SCHEMES)}
+    for own in [s for s in ("bml", *RAIL_SCHEMES) if s in schemes]:
         from controller.bcube import baseline_rails, bcube_network_topology, bcube_shape
 
         shape = bcube_shape(args.workers)
@@ -310,6 +319,10 @@ def make_plan(args: argparse.Namespace) -> Plan:
         if loss:
             raise HarnessError(f"--loss names ports of the shared topology, and {own} runs on its "
                                f"own network: run {own} without --loss (or the others without it)")
+        rails = next((settings[r] for r in RAIL_SCHEMES if r in settings), None)
+        if own != "bml" and rails is not None:  # the k-rail schemes share one network
+            settings[own] = rails
+            continue
         if own == "bml":
             btopo = bcube_network_topology(*shape, float(args.bw))
         else:  # the same NIC count as BML's BCube for these workers: k rails
@@ -362,15 +375,15 @@ def _trainer_argv(args: argparse.Namespace, plan: Plan, setting: Setting, scheme
 
 
 def collective_plan(setting: Setting, scheme: str, values: int) -> dict[str, Any]:
-    """The ring or BML plan of the training hosts (``controller.bcube``), for ``values``
-    parameters at the INA jobs' fixed-point scale."""
+    """The ring, BML or k-rail plan of the training hosts (``controller.bcube``), for
+    ``values`` parameters at the INA jobs' fixed-point scale."""
     from controller.bcube import bcube_plan, bcube_shape, fat_tree_plan, rail_plan
 
     scale_bits = 16
     if scheme == "bml":
         n, k = bcube_shape(len(setting.workers)) or (0, 0)
         return bcube_plan(setting.topo, n, k, values, scale_bits)
-    if scheme == "rail_ring":
+    if scheme in RAIL_SCHEMES:
         return rail_plan(setting.topo, scheme, len(setting.workers), values, scale_bits)
     plan = fat_tree_plan(setting.topo, scheme, len(setting.workers), values, scale_bits)
     # the training hosts, not the topology's first hosts (the first one is the PS)

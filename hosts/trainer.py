@@ -16,7 +16,9 @@ sums the gradients over the ranks differs:
 * ``bml``: BCube hierarchical synchronization (seed 003) on a BCube, one NIC per level
   (``hosts.bml.collective``);
 * ``rail_ring``: BML's baseline with the same NIC count: k concurrent ring all-reduces,
-  one per rail of a k-rail network, each on 1/k of the gradient (``hosts.bml.collective``).
+  one per rail of a k-rail network, each on 1/k of the gradient (``hosts.bml.collective``);
+* ``rail_sharded_ps``: BML's other same-NIC-count baseline: k concurrent sharded PSs on
+  the same k-rail network, each on 1/k of the gradient (``hosts.bml.collective``).
 
 Every step: gradients of the batch (compute), their sum over the ranks (sync), the SGD
 step ``w <- w - lr * sum / N``. Since every rank applies the same sum, the models stay
@@ -49,7 +51,9 @@ from typing import Any
 
 import numpy as np
 
-SCHEMES = ("gloo", "ina", "ps", "ring", "bml", "rail_ring")
+SCHEMES = ("gloo", "ina", "ps", "ring", "bml", "rail_ring", "rail_sharded_ps")
+#: The schemes that sum through ``hosts.bml.collective`` and need ``--plan``.
+PLAN_SCHEMES = ("ring", "bml", "rail_ring", "rail_sharded_ps")
 
 
 def _emit(d: dict[str, Any]) -> None:
@@ -128,8 +132,8 @@ class CollectiveSum:
         self.coll.close()
 
 
-BACKENDS = {"gloo": GlooSum, "ina": InaSum, "ps": InaSum, "ring": CollectiveSum, "bml": CollectiveSum,
-            "rail_ring": CollectiveSum}
+BACKENDS = {"gloo": GlooSum, "ina": InaSum, "ps": InaSum,
+            **{s: CollectiveSum for s in PLAN_SCHEMES}}
 
 
 def weights_hash(model: Any) -> str:
@@ -159,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--master-addr", default="127.0.0.1", help="gloo: rank 0's address")
     ap.add_argument("--master-port", type=int, default=29500, help="gloo: rendezvous port")
     ap.add_argument("--policy", help="ina/ps: the job's policy file")
-    ap.add_argument("--plan", help="ring/bml/rail_ring: the plan file (controller.bcube)")
+    ap.add_argument("--plan", help=f"{'/'.join(PLAN_SCHEMES)}: the plan file (controller.bcube)")
     ap.add_argument("--timeout", type=float, default=120.0, help="bound on one synchronization (s)")
     return ap
 
@@ -170,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.scheme in ("ina", "ps") and not args.policy:
         print("--scheme ina/ps needs --policy", file=sys.stderr)
         return 2
-    if args.scheme in ("ring", "bml", "rail_ring") and not args.plan:
-        print("--scheme ring/bml/rail_ring needs --plan", file=sys.stderr)
+    if args.scheme in PLAN_SCHEMES and not args.plan:
+        print(f"--scheme {'/'.join(PLAN_SCHEMES)} needs --plan", file=sys.stderr)
         return 2
     if args.slow < 1.0 or args.compute_time < 0:
         print("--slow must be >= 1 and --compute-time >= 0", file=sys.stderr)

@@ -72,15 +72,86 @@ def test_bml_runs_on_a_bcube_with_the_same_training_hosts():
 
 
 def test_rail_ring_has_bmls_nic_count_on_its_own_rails():
-    plan = harness.make_plan(_args("--scheme", "bml,rail_ring", "--workers", "4", "--bw", "10",
-                                   "--reference", "rail_ring"))
+    plan = harness.make_plan(_args("--scheme", "bml,rail_ring,rail_sharded_ps", "--workers", "4",
+                                   "--bw", "10", "--reference", "rail_ring"))
     bml, rail = plan.settings["bml"], plan.settings["rail_ring"]
     assert len(rail.workers) == 4 and rail.ps is None and rail.topo.name != bml.topo.name
     assert rail.nic_mbit == bml.nic_mbit == 20.0  # 2 NICs a host on both
-    p = harness.collective_plan(rail, "rail_ring", 100)
-    assert p["rails"] == 2 and p["hosts"] == rail.workers
-    assert all(len(ips) == 2 for ips in p["ips"])
-    assert "rail_ring" not in harness.DEFAULT_SCHEMES  # on request only
+    assert plan.settings["rail_sharded_ps"] is rail  # both k-rail schemes: one network
+    for scheme, pieces in (("rail_ring", 4), ("rail_sharded_ps", 8)):
+        p = harness.collective_plan(rail, scheme, 100)
+        assert p["scheme"] == scheme and p["pieces"] == pieces
+        assert p["rails"] == 2 and p["hosts"] == rail.workers
+        assert all(len(ips) == 2 for ips in p["ips"])
+        assert scheme not in harness.DEFAULT_SCHEMES  # on request only
+        assert harness.p4_of(scheme) == "forward.p4"
+
+
+@pytest.mark.net
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_rail_ring_and_rail_sharded_ps_train_the_same_weights(tmp_path):
+    """Both k-rail baselines train the same work on one 2-rail leaf-spine. Both sum in
+    int32 fixed point (``hosts.bml.collective``: integer addition is exact whatever the
+    order, the float32 result a fixed function of the integer sum), so they must end with
+    bit-identical weights, and those must be the weights of the same SGD computed here in
+    process with each step's sum taken element by element from the ranks' quantized
+    gradients."""
+    reason = net_skip_reason("forward")
+    if reason:
+        pytest.skip(reason)
+    import numpy as np
+    import torch
+
+    from hosts import training as tr
+    from hosts.fixedpoint import dequantize, quantize
+    from hosts.trainer import weights_hash
+
+    seed, world, batch, steps, epochs = 0, 4, 16, 6, 2
+    argv = ["--scheme", "rail_ring,rail_sharded_ps", "--reference", "rail_ring", "--seeds", "1",
+            "--seed", str(seed), "--workers", str(world), "--epochs", str(epochs), "--batch", str(batch),
+            "--max-steps", str(steps), "--eval-every", "3", "--target-accuracy", "0.15", "--bw", "20",
+            "--max-time", "120", "--target", TARGET, "--out-dir", str(tmp_path)]
+    assert harness.main(argv) == 0
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.name.startswith("train-")]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    runs = {r["scheme"]: r for r in summary["runs"]}
+    assert set(runs) == {"rail_ring", "rail_sharded_ps"}
+    for scheme, r in runs.items():
+        assert r["ok"], r["error"]
+        assert r["models_identical"] and r["iterations"] == steps * epochs
+        assert [p["step"] for p in r["curve"]] == [0, 3, 6, 9, 12]
+        agents = run_dir / "agents" / f"{scheme}-seed{seed}"
+        plan = json.loads((agents / "plan.json").read_text())
+        assert plan["scheme"] == scheme and plan["rails"] == 2 and plan["scale_bits"] == 16
+        for rank in range(world):  # every rank synchronized every step through its plan
+            last = json.loads((agents / f"rank{rank}.out").read_text().strip().splitlines()[-1])
+            assert last["done"] and last["rounds"] == steps * epochs and last["bytes_sent"] > 0
+    ring, sps = runs["rail_ring"], runs["rail_sharded_ps"]
+    assert ring["final_weights"] and ring["final_weights"] == sps["final_weights"]
+    assert [p["accuracy"] for p in ring["curve"]] == [p["accuracy"] for p in sps["curve"]]
+    assert [p["heldout"] for p in ring["curve"]] == [p["heldout"] for p in sps["curve"]]
+    assert {row["scheme"]: row["topology"] for row in summary["schemes"]} == {
+        "rail_ring": "rail2-leaf_spine-2x2x2", "rail_sharded_ps": "rail2-leaf_spine-2x2x2"}
+
+    # the reference: the trainer's SGD in process, each sum the exact integer sum
+    torch.set_num_threads(1)
+    data, model = tr.load_data("digits", seed), tr.build_model("digits", seed)
+    like = tr.parameter_arrays(model)
+    lr = summary["manifest"]["lr"]
+    shards = [tr.worker_shard(data, r, world) for r in range(world)]
+    for epoch in range(epochs):
+        order = [tr.batches(*shards[r], batch, epoch, seed)[:steps] for r in range(world)]
+        for step in range(steps):
+            qs = [quantize(tr.flatten(tr.compute_gradients(model, *order[r][step])), 16, world)
+                  for r in range(world)]
+            total = np.zeros(qs[0].shape, dtype=np.int64)
+            for q in qs:
+                total += q
+            assert np.abs(total).max() <= np.iinfo(np.int32).max
+            summed = dequantize(total.astype(np.int32), 16)
+            tr.apply_gradients(model, tr.unflatten(summed, like), lr, scale=1.0 / world)
+    assert weights_hash(model) == ring["final_weights"]
 
 
 def test_dry_run_prints_the_plan_and_starts_nothing(capsys, tmp_path):
