@@ -629,12 +629,13 @@ def plot(run_dir: Path, records: list[RunRecord], rows: list[dict[str, Any]], pl
         colors.append("#4c8bd6" if not r["missed"] else "#d62728")
     ax.bar(names, means, yerr=errs, capsize=4, color=colors)
     bounds = [r["bound_to_target_s"]["mean"] if r["bound_to_target_s"]["n"] else np.nan for r in rows]
-    ax.scatter(names, bounds, marker="_", s=400, color="black", zorder=3,
-               label="bound: compute + line-rate sync of the steps to target")
+    if np.isfinite(bounds).any():  # an all-NaN scatter breaks matplotlib's tight_layout
+        ax.scatter(names, bounds, marker="_", s=400, color="black", zorder=3,
+                   label="bound: compute + line-rate sync of the steps to target")
+        ax.legend(fontsize=8)
     ax.tick_params(axis="x", labelrotation=30)
     ax.set_ylabel(f"time to {plan.target_accuracy:.0%} accuracy (s)" + dil)
     ax.set_title("time to accuracy, mean and 95 % CI over seeds")
-    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(run_dir / "time_to_accuracy.png", dpi=120)
     plt.close(fig)

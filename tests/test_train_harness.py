@@ -221,3 +221,19 @@ def test_gradctl_train_is_registered():
     out = subprocess.run([sys.executable, "-m", "controller.cli", "train", "--help"],
                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
     assert out.returncode == 0 and "--target-accuracy" in out.stdout and "--seeds" in out.stdout
+
+
+def test_plot_when_no_scheme_reaches_the_target(tmp_path: Path) -> None:
+    """Every run missed the target, so no bound is finite: both plots are still drawn
+    (an all-NaN bound scatter used to break matplotlib's tight_layout)."""
+    import argparse
+    from types import SimpleNamespace
+
+    from experiments.train import plot
+
+    none = {"mean": 0.0, "n": 0, "half_width": 0.0}
+    rows = [{"scheme": "ring", "time_to_target_s": none, "missed": [1], "bound_to_target_s": none}]
+    plan = SimpleNamespace(schemes=["ring"], target_accuracy=0.99, workers=["h2", "h3"])
+    plot(tmp_path, [], rows, plan, argparse.Namespace(compute_time=None, model="cnn", data="digits", bw=20.0))
+    assert (tmp_path / "time_to_accuracy.png").stat().st_size > 0
+    assert (tmp_path / "accuracy_vs_time.png").stat().st_size > 0
