@@ -38,6 +38,30 @@ def process_cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
+def process_rss_mib(pid: int) -> float | None:
+    """Resident memory of a live process in MiB (None if it is gone)."""
+    try:
+        for line in open(f"/proc/{pid}/status"):  # noqa: SIM115 (one short read)
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def switch_processes(net: Any) -> dict[str, int]:
+    """Name -> PID of every switch process of a running network (a group of embedded
+    switches sharing one process counts once, as ``switches-N``)."""
+    out: dict[str, int] = {}
+    for sw in net.net.switches:
+        pid = getattr(getattr(sw, "proc", None), "pid", None)
+        group = getattr(sw, "group", None)
+        name = f"switches-{group.index}" if group is not None else sw.name
+        if pid is not None:
+            out.setdefault(name, pid)
+    return out
+
+
 def _tx_bytes(node: Any) -> dict[str, int]:
     out = node.cmd("ip -j -s link show 2>/dev/null")
     try:
@@ -50,10 +74,12 @@ def _tx_bytes(node: Any) -> dict[str, int]:
 
 @dataclass
 class Snapshot:
-    """Interface tx bytes of every node and CPU seconds of every switch process."""
+    """Interface tx bytes of every node; CPU seconds and resident memory of every switch
+    process."""
 
     tx: dict[str, dict[str, int]] = field(default_factory=dict)
     cpu: dict[str, float] = field(default_factory=dict)
+    rss_mib: dict[str, float] = field(default_factory=dict)  # resident memory per switch process
 
     @classmethod
     def take(cls, net: Any) -> Snapshot:
@@ -61,14 +87,13 @@ class Snapshot:
         snap = cls()
         for node in (*net.net.hosts, *net.net.switches):
             snap.tx[node.name] = _tx_bytes(node)
-        for sw in net.net.switches:
-            pid = getattr(getattr(sw, "proc", None), "pid", None)
-            # switches that share a process (targets.launch.SwitchGroup) count once, by
-            # the group's name (its log file's)
-            group = getattr(sw, "group", None)
-            name = f"switches-{group.index}" if group is not None else sw.name
-            if pid is not None and name not in snap.cpu and (c := process_cpu_seconds(pid)) is not None:
+        # switches that share a process (targets.launch.SwitchGroup) count once, by the
+        # group's name (its log file's)
+        for name, pid in switch_processes(net).items():
+            if (c := process_cpu_seconds(pid)) is not None:
                 snap.cpu[name] = c
+            if (m := process_rss_mib(pid)) is not None:
+                snap.rss_mib[name] = m
         return snap
 
 
@@ -90,6 +115,7 @@ class TimeSplit:
             "busiest_link_bytes": self.busiest_bytes,
             "switch_cpu_s_total": round(sum(self.switch_cpu_s.values()), 3),
             "busiest_switch": busiest_sw,
+            "switch_cpu_s": {k: round(v, 3) for k, v in self.switch_cpu_s.items()},
             "busiest_switch_cpu_s": round(self.switch_cpu_s.get(busiest_sw, 0.0), 3)
             if busiest_sw else 0.0,
             "agent_cpu_s": {k: round(v, 3) for k, v in self.agent_cpu_s.items()},

@@ -62,6 +62,9 @@ class RunResult:
     switch_events: dict[str, dict[str, int]] = field(default_factory=dict)
     worker_cpu_s: float = 0.0  # summed over the job's workers, synchronization only (no start-up)
     ps_cpu_s: float = 0.0
+    worker_rss_mib: list[float] = field(default_factory=list)  # peak resident memory per worker
+    ps_rss_mib: float = 0.0
+    window_decreases: int = 0  # workers' congestion window halvings (--congestion aimd)
     split: dict[str, Any] = field(default_factory=dict)  # experiments.accounting.TimeSplit
 
 
@@ -161,8 +164,9 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
         else:
             expected = sum(quantize(g, job.scale_bits, len(grads)).astype(np.int64) for g in grads)
             expected = ((expected + 2**31) % 2**32 - 2**31).astype(np.int32)
-        retx = mismatches = 0
+        retx = mismatches = decreases = 0
         worker_cpu = 0.0
+        rss: list[float] = []
         failed = []
         t_ends: list[float | None] = []
         for rank, p in enumerate(procs):
@@ -172,6 +176,8 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
                 continue
             summary = json.loads(out.strip().splitlines()[-1])
             retx += int(summary.get("retransmissions", 0))
+            decreases += int(summary.get("window_decreases", 0))
+            rss.append(float(summary.get("max_rss_mib", 0.0)))
             worker_cpu += float(summary.get("sync_cpu_s", summary.get("cpu_s", 0.0)))
             t_ends.append(summary.get("t_end"))
             got = np.load(jdir / f"out-{rank}.npy")
@@ -195,6 +201,8 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
                                                  "duplicates", "overlaps")},
             retransmissions=retx, exact=mismatches == 0, mismatches=mismatches,
             worker_cpu_s=worker_cpu, ps_cpu_s=float(rep.get("sync_cpu_s", rep.get("cpu_s", 0.0))),
+            worker_rss_mib=rss, ps_rss_mib=float(rep.get("max_rss_mib", 0.0)),
+            window_decreases=decreases,
         ))
     return results
 
@@ -298,7 +306,13 @@ def run_ina(args: argparse.Namespace) -> int:
              f"gamma = {pl.gamma:.2f} Mbit/s per worker, solved in {pl.solve_time_s * 1000:.0f} ms")
     results: list[RunResult] = []
     aggregating = sorted({s for job in ina_jobs for s in job.aggregating_switches})
+    mem_before = _mem_available_mib()
+    t_net = time.monotonic()
+    after_runs: list[Snapshot] = []
     with Network(topo, target=args.target, log=_log) as net:
+        bring_up_s = time.monotonic() - t_net
+        up_snap = Snapshot.take(net)
+        mem_up = _mem_available_mib()
         addresses = net.grpc_addresses()
         switch_neighbors(net, topo, aggregating)
         for jobs, tag in ((ina_jobs, "ina"), (base_jobs, "ps")):
@@ -309,7 +323,8 @@ def run_ina(args: argparse.Namespace) -> int:
             res = run_jobs(net, topo, list(zip(jobs, grads, strict=True)), run_dir, tag,
                            args.window, args.timeout, args.max_time,
                            worker_args=["--congestion", args.congestion])
-            split = time_split(topo, before, Snapshot.take(net), {
+            after_runs.append(Snapshot.take(net))
+            split = time_split(topo, before, after_runs[-1], {
                 "workers": sum(r.worker_cpu_s for r in res), "ps": sum(r.ps_cpu_s for r in res)})
             events = dep.read_events() if dep.aggregators else {}
             for job, r in zip(jobs, res, strict=True):
@@ -324,6 +339,8 @@ def run_ina(args: argparse.Namespace) -> int:
     ina_res, base_res = results[:n_jobs], results[n_jobs:]
     for job, ina, base in zip(ina_jobs, ina_res, base_res, strict=True):
         _print_summary(job, ina, base, len(job.workers))
+    resources = _resources(topo, bring_up_s, up_snap, after_runs, mem_before, mem_up, results)
+    _print_resources(resources, results)
     first_pl = ina_jobs[0].placement
     assert first_pl is not None
     ina, base = ina_res[0], base_res[0]
@@ -339,11 +356,57 @@ def run_ina(args: argparse.Namespace) -> int:
                  for job, i, b in zip(ina_jobs, ina_res, base_res, strict=True)],
         "time_ratio": ina.seconds / base.seconds if base.seconds else None,
         "ps_bytes_ratio": ina.ps_rx_bytes / base.ps_rx_bytes if base.ps_rx_bytes else None,
+        "congestion": args.congestion, "window": args.window, "resources": resources,
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     _plot(run_dir / "ina_vs_ps.png", ina, base)
     console.print(f"results: {run_dir}/summary.json, tables.txt (+ .json, CSV), ina_vs_ps.png")
     return 0 if all(r.exact for r in results) else 1
+
+
+def _mem_available_mib() -> float:
+    """The machine's MemAvailable (``/proc/meminfo``) in MiB."""
+    for line in open("/proc/meminfo"):  # noqa: SIM115 (one short read)
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _resources(topo: Topology, bring_up_s: float, up: Snapshot, after: list[Snapshot],
+               mem_before: float, mem_up: float, results: list[RunResult]) -> dict[str, Any]:
+    """What the emulation cost: bring-up time, memory of the switch processes and the
+    agents, the machine's memory in use, CPU of each switch process per run."""
+    peak_rss = {k: max([up.rss_mib.get(k, 0.0), *(a.rss_mib.get(k, 0.0) for a in after)])
+                for k in up.rss_mib}
+    return {
+        "switches": len(topo.switches()), "hosts": len(topo.hosts()),
+        "switch_processes": len(up.rss_mib), "bring_up_s": round(bring_up_s, 2),
+        "switch_rss_mib": {k: round(v, 1) for k, v in peak_rss.items()},
+        "network_mem_mib": round(mem_before - mem_up, 1),
+        "runs": [{"mode": r.mode, "workers": len(r.worker_rss_mib),
+                  "worker_rss_mib_max": round(max(r.worker_rss_mib, default=0.0), 1),
+                  "worker_rss_mib_total": round(sum(r.worker_rss_mib), 1),
+                  "ps_rss_mib": round(r.ps_rss_mib, 1),
+                  "switch_cpu_s": r.split.get("switch_cpu_s", {})} for r in results],
+    }
+
+
+def _print_resources(res: dict[str, Any], results: list[RunResult]) -> None:
+    t = Table(title=f"what the emulation cost: {res['switches']} switches in "
+                    f"{res['switch_processes']} process(es), {res['hosts']} hosts; network up "
+                    f"in {res['bring_up_s']:.1f} s, {res['network_mem_mib']:,.0f} MiB of the "
+                    "machine's memory")
+    for col in ("run", "time (s)", "x bound", "switch CPU s, per process", "switch RSS MiB, per process",
+                "agents", "worker RSS MiB max / total", "PS RSS MiB", "window halvings"):
+        t.add_column(col, justify="left" if col in ("run",) else "right")
+    rss = " / ".join(f"{v:,.0f}" for v in res["switch_rss_mib"].values())
+    for r, rr in zip(results, res["runs"], strict=True):
+        cpu = " / ".join(f"{v:.1f}" for v in rr["switch_cpu_s"].values())
+        bound = r.split.get("line_rate_bound_s") or 0.0
+        t.add_row(r.mode, f"{r.seconds:.2f}", f"{r.seconds / bound:.1f}" if bound else "-", cpu, rss,
+                  str(rr["workers"] + 1), f"{rr['worker_rss_mib_max']:.0f} / {rr['worker_rss_mib_total']:,.0f}",
+                  f"{rr['ps_rss_mib']:.0f}", str(r.window_decreases))
+    console.print(t)
 
 
 def _print_summary(job: InaJob, ina: RunResult, base: RunResult, n: int) -> None:

@@ -452,6 +452,7 @@ def test_aimd_window_exact_under_loss(net):
     # one decrease per window of sends at most: fewer decreases than losses
     assert all(0 < st.window_decreases < st.fault_drops for st in lossy)
     assert all(st.window_decreases <= st.retransmissions for st in lossy + clean)
+    assert all(st.rto_s >= 0.05 for st in lossy + clean)  # from RTT samples, never below --timeout
     with pytest.raises(ValueError, match="congestion"):
         Worker(0, 1, 1, "127.0.0.1", congestion="cubic")
 

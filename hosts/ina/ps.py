@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -620,7 +621,8 @@ def main(argv: Iterable[str] | None = None) -> int:
         np.savez(args.out_int, **{f"job_{j}": ps.result(j) for j in ps.jobs})
     # cpu_s: the whole process; sync_cpu_s: serving only (start-up excluded)
     emit({**report.to_dict(), "cpu_s": round(time.process_time(), 3),
-          "sync_cpu_s": round(time.process_time() - cpu0, 3)})
+          "sync_cpu_s": round(time.process_time() - cpu0, 3),
+          "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)})
     if not args.json:
         for j, st in report.jobs.items():
             print(f"job {j}: {st.completed}/{st.fragments} fragments, {st.packets_in} packets "

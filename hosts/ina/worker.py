@@ -25,6 +25,7 @@ import argparse
 import hashlib
 import heapq
 import json
+import resource
 import select
 import sys
 import time
@@ -86,6 +87,7 @@ __all__ = [
 _RECV_SIZE = 2048
 #: ``Worker(congestion=...)``: a fixed window, or AIMD (docs/ina.md, "Congestion window")
 CONGESTION_MODES = ("fixed", "aimd")
+_MAX_RTO = 60.0  # RFC 6298's upper bound on the retransmission timeout
 
 
 # ============================================================================ worker
@@ -109,6 +111,7 @@ class WorkerStats:
     refused_source: int = 0  # a RESULT from an address not the job's PS or s_d (docs/trust.md)
     send_blocked: int = 0  # socket buffer full: waited for it to drain
     window_decreases: int = 0  # congestion "aimd": times a timeout halved the window
+    rto_s: float = 0.0  # congestion "aimd": the last retransmission timeout from the RTT
     fault_drops: int = 0  # TEST ONLY: dropped by FaultInjection
     duration_s: float = 0.0
 
@@ -150,11 +153,13 @@ class Worker:
         number_format: "fixed" (``scale_bits`` for every value) or "bfp" (block
             floating point: ``allreduce`` agrees a shared exponent per block in the
             network first; docs/ina.md). Every worker of a job must use the same.
-        congestion: "fixed" (always ``window`` fragments outstanding) or "aimd" (a
-            congestion window up to ``window``: slow start from 2, halved once per
-            window of sends on a retransmission timeout, then +1 per window of
-            RESULTs; docs/ina.md, "Congestion window"). Under incast (many workers to
-            one PS) a fixed window overflows the PS's port queue every round.
+        congestion: "fixed" (always ``window`` fragments outstanding, ``timeout``
+            fixed) or "aimd" (a congestion window up to ``window``: slow start from 2,
+            halved once per window of sends on a retransmission timeout, then +1 per
+            window of RESULTs; and a retransmission timeout from the measured RTT as
+            TCP's, never below ``timeout``; docs/ina.md, "Congestion window"). Under
+            incast (many workers to one PS) a fixed window overflows the PS's port
+            and a fixed timeout fires while packets still wait in its queue.
     """
 
     def __init__(
@@ -406,6 +411,10 @@ class Worker:
         ssthresh = float(window)
         seq_of: dict[int, int] = {}  # fragment -> send sequence number of its last send
         recover = 0  # sends numbered below this were in flight at the last decrease
+        # aimd: RTO = srtt + 4 rttvar (RFC 6298) from fragments sent once (Karn)
+        first_sent: dict[int, float] = {}
+        srtt = rttvar = 0.0
+        rto = timeout
 
         result = bytearray(n_f * vl)
         done = bytearray(n_f)
@@ -433,10 +442,12 @@ class Worker:
                     blocked = True
                     break
                 seq_of[f] = sent
+                if aimd:
+                    first_sent[f] = now
                 sent += 1
                 next_f += 1
                 outstanding += 1
-                heapq.heappush(timers, (now + timeout, f))
+                heapq.heappush(timers, (now + rto, f))
                 busy = True
             # 2. everything already received
             while True:
@@ -468,8 +479,18 @@ class Worker:
                     done[f] = 1
                     n_done += 1
                     outstanding -= 1
-                    if aimd and cwnd < window:
-                        cwnd = min(float(window), cwnd + (1.0 if cwnd < ssthresh else 1.0 / cwnd))
+                    if aimd:
+                        if cwnd < window:
+                            cwnd = min(float(window), cwnd + (1.0 if cwnd < ssthresh else 1.0 / cwnd))
+                        if f not in attempts:
+                            rtt = time.monotonic() - first_sent[f]
+                            if srtt == 0.0:
+                                srtt, rttvar = rtt, rtt / 2
+                            else:
+                                rttvar = 0.75 * rttvar + 0.25 * abs(srtt - rtt)
+                                srtt = 0.875 * srtt + 0.125 * rtt
+                            rto = min(max(timeout, srtt + 4 * rttvar), _MAX_RTO)
+                            st.rto_s = rto
             # 3. timeouts -> retransmit straight to the PS
             now = time.monotonic()
             while timers and timers[0][0] <= now:
@@ -482,6 +503,8 @@ class Worker:
                     ssthresh = cwnd = max(1.0, cwnd / 2)
                     recover = sent
                     st.window_decreases += 1
+                    # RFC 6298 5.5: back the timer off until the next valid RTT sample
+                    rto = min(2 * rto, _MAX_RTO)
                 pkt = pack(grad, job, rank, f + offset, 0, 0, bit, 1, 0, retx, 0, exp_of[f])
                 try:
                     sendto(pkt + payload[f * vl:(f + 1) * vl], ps_addr)
@@ -490,7 +513,8 @@ class Worker:
                     retx_n += 1
                 except BlockingIOError:
                     st.send_blocked += 1
-                heapq.heappush(timers, (now + min(timeout * (2 ** k), max_backoff), f))
+                cap = max(max_backoff, 4 * rto) if aimd else max_backoff
+                heapq.heappush(timers, (now + min(rto * (2 ** k), cap), f))
             if self.progress is not None and now - last_progress >= 0.1:
                 last_progress = now
                 self.progress(n_done, n_f)
@@ -699,7 +723,8 @@ def main(argv: Iterable[str] | None = None) -> int:
                "result_sha256_16": _digest(res),
                # cpu_s: the whole process, start-up included; sync_cpu_s: the allreduce
                "cpu_s": round(time.process_time(), 3),
-               "sync_cpu_s": round(time.process_time() - cpu0, 3), "t_end": t_end}
+               "sync_cpu_s": round(time.process_time() - cpu0, 3), "t_end": t_end,
+               "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
     if args.json:
         print(json.dumps(summary), flush=True)
     else:
