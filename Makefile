@@ -10,7 +10,7 @@ P4_TEST_PROGRAMS := $(wildcard tests/p4/*.p4)
 APT_PACKAGES := mininet iproute2 ethtool iputils-ping procps tcpdump libpcap0.8 openssl
 export TARGET
 
-.PHONY: all deps apt venv p4rt-shell run compare compare-full compare-sync simulate test test-long bench p4 p4-gen lint clean help run-%
+.PHONY: all deps apt venv p4rt-shell run compare compare-full compare-sync run-scale simulate test test-long bench p4 p4-gen lint clean help run-%
 all: help
 
 help:
@@ -21,6 +21,7 @@ help:
 	@echo "make compare-sync  every gradient-sync scheme on one gradient, once: one table, one plot"
 	@echo "make run-MODE one technique's experiment: run-ndn, run-differentiated, run-bcube, run-token (ARGS=...)"
 	@echo "             shared options (--workers --bw --loss --seed --max-time --target --out-dir): \"common options\" of --help"
+	@echo "make run-scale INA and its PS baseline on a k=8 fat-tree: 80 switches, 127 workers (ARGS=...)"
 	@echo "make simulate the sync-time scale table in ns-3: PS, ring, INA on fat-trees (ARGS=...)"
 	@echo "make test     run the test suite (kept under 20 min)"
 	@echo "make test-long  the long tier: second sizes, soaks and harness runs the suite leaves out"
@@ -69,6 +70,11 @@ compare-sync: deps
 
 # make run-ndn, run-differentiated, run-bcube, run-token: one technique's experiment
 # (ARGS="..." passes its options, e.g. make run-bcube ARGS="--n 2 --k 3").
+# make run-scale: INA and its PS baseline on a k=8 fat-tree (80 switches, 128 hosts,
+# 127 workers; links dilated to 0.2 Mbit/s; about 5 minutes).
+run-scale: deps
+	$(PY) -m experiments --preset k8 $(ARGS)
+
 run-%: deps
 	$(PY) -m experiments --mode $* $(ARGS)
 

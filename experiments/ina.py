@@ -306,13 +306,11 @@ def run_ina(args: argparse.Namespace) -> int:
              f"gamma = {pl.gamma:.2f} Mbit/s per worker, solved in {pl.solve_time_s * 1000:.0f} ms")
     results: list[RunResult] = []
     aggregating = sorted({s for job in ina_jobs for s in job.aggregating_switches})
-    mem_before = _mem_available_mib()
     t_net = time.monotonic()
     after_runs: list[Snapshot] = []
     with Network(topo, target=args.target, log=_log) as net:
         bring_up_s = time.monotonic() - t_net
         up_snap = Snapshot.take(net)
-        mem_up = _mem_available_mib()
         addresses = net.grpc_addresses()
         switch_neighbors(net, topo, aggregating)
         for jobs, tag in ((ina_jobs, "ina"), (base_jobs, "ps")):
@@ -339,7 +337,7 @@ def run_ina(args: argparse.Namespace) -> int:
     ina_res, base_res = results[:n_jobs], results[n_jobs:]
     for job, ina, base in zip(ina_jobs, ina_res, base_res, strict=True):
         _print_summary(job, ina, base, len(job.workers))
-    resources = _resources(topo, bring_up_s, up_snap, after_runs, mem_before, mem_up, results)
+    resources = _resources(topo, bring_up_s, up_snap, after_runs, results)
     _print_resources(resources, results)
     first_pl = ina_jobs[0].placement
     assert first_pl is not None
@@ -364,25 +362,17 @@ def run_ina(args: argparse.Namespace) -> int:
     return 0 if all(r.exact for r in results) else 1
 
 
-def _mem_available_mib() -> float:
-    """The machine's MemAvailable (``/proc/meminfo``) in MiB."""
-    for line in open("/proc/meminfo"):  # noqa: SIM115 (one short read)
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def _resources(topo: Topology, bring_up_s: float, up: Snapshot, after: list[Snapshot],
-               mem_before: float, mem_up: float, results: list[RunResult]) -> dict[str, Any]:
-    """What the emulation cost: bring-up time, memory of the switch processes and the
-    agents, the machine's memory in use, CPU of each switch process per run."""
+                results: list[RunResult]) -> dict[str, Any]:
+    """What the emulation cost: bring-up time, peak memory of the switch processes and
+    of the agents (each process's own peak, so shared pages count once per process),
+    CPU of each switch process per run."""
     peak_rss = {k: max([up.rss_mib.get(k, 0.0), *(a.rss_mib.get(k, 0.0) for a in after)])
                 for k in up.rss_mib}
     return {
         "switches": len(topo.switches()), "hosts": len(topo.hosts()),
         "switch_processes": len(up.rss_mib), "bring_up_s": round(bring_up_s, 2),
         "switch_rss_mib": {k: round(v, 1) for k, v in peak_rss.items()},
-        "network_mem_mib": round(mem_before - mem_up, 1),
         "runs": [{"mode": r.mode, "workers": len(r.worker_rss_mib),
                   "worker_rss_mib_max": round(max(r.worker_rss_mib, default=0.0), 1),
                   "worker_rss_mib_total": round(sum(r.worker_rss_mib), 1),
@@ -394,8 +384,7 @@ def _resources(topo: Topology, bring_up_s: float, up: Snapshot, after: list[Snap
 def _print_resources(res: dict[str, Any], results: list[RunResult]) -> None:
     t = Table(title=f"what the emulation cost: {res['switches']} switches in "
                     f"{res['switch_processes']} process(es), {res['hosts']} hosts; network up "
-                    f"in {res['bring_up_s']:.1f} s, {res['network_mem_mib']:,.0f} MiB of the "
-                    "machine's memory")
+                    f"in {res['bring_up_s']:.1f} s; memory: each process's peak resident set")
     for col in ("run", "time (s)", "x bound", "switch CPU s, per process", "switch RSS MiB, per process",
                 "agents", "worker RSS MiB max / total", "PS RSS MiB", "window halvings"):
         t.add_column(col, justify="left" if col in ("run",) else "right")
@@ -509,6 +498,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--congestion", choices=CONGESTION_MODES, default="fixed",
                    help="workers' window: fixed (--window outstanding) or aimd (a congestion "
                         "window up to --window, halved on a timeout; for incast at scale)")
+    p.add_argument("--preset", choices=sorted(PRESETS),
+                   help="a named set of the options above, which the command line's own "
+                        "override: k8 = a k=8 fat-tree (80 switches, 128 hosts), 127 workers, "
+                        "1024 values, 0.2 Mbit/s links (dilated), K=8, --congestion aimd "
+                        "(make run-scale)")
     p.add_argument("--cli", action="store_true", help="open a Mininet CLI before teardown")
     opts.add_common(p, "ina", takes={
         "--seed": {"default": 1}, "--workers": {"default": "all", "hosts": True},
@@ -520,10 +514,32 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: ``--preset NAME``: options put before the command line's own (which still win).
+#: k8 (``make run-scale``): a k=8 fat-tree, 80 switches and 128 hosts, one INA job of
+#: 127 workers and its PS baseline, links slowed to 0.2 Mbit/s so that the links and not
+#: the two emulating cores set the pace (a time dilation: read the times against
+#: their line-rate bounds, not as data-centre times), AIMD windows for the PS's incast.
+PRESETS: dict[str, list[str]] = {
+    "k8": ["--k", "8", "--values", "1024", "--bw", "0.2", "--budget", "8",
+           "--congestion", "aimd", "--max-time", "900"],
+}
+
+
+def _apply_preset(argv: list[str]) -> list[str]:
+    """Expand ``--preset NAME`` into its options, placed first so later ones override."""
+    for i, a in enumerate(argv):
+        name = a.split("=", 1)[1] if a.startswith("--preset=") else (
+            argv[i + 1] if a == "--preset" and i + 1 < len(argv) else None)
+        if name is not None:
+            rest = argv[:i] + argv[i + (1 if "=" in a else 2):]
+            return [*PRESETS.get(name, []), *rest, "--preset", name]
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
     """``--mode ina`` (the default) and ``--mode reach``."""
     parser = build_parser()
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(_apply_preset(list(sys.argv[1:] if argv is None else argv)))
     if args.mode == "reach" and args.loss:
         parser.error("--mode reach checks reachability on a loss-free network: it does not take --loss")
     if os.geteuid() != 0:

@@ -171,3 +171,16 @@ class Timers:
                 del self._due[key]
                 out.append(key)
         return out
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory in MiB (``VmHWM``). Not ``ru_maxrss``: that
+    keeps the peak of the process image before ``exec``, so an agent spawned by a large
+    launcher would report the launcher's memory."""
+    try:
+        for line in open("/proc/self/status"):  # noqa: SIM115 (one short read)
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0

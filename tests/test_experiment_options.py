@@ -56,6 +56,12 @@ def test_leaf_spine_two_concurrent_jobs(tmp_path: Path) -> None:
     # where the time went: a line-rate bound and the switches' CPU, for every run
     assert all(r["split"]["line_rate_bound_s"] > 0 and r["split"]["switch_cpu_s_total"] > 0
                for r in s["runs"])
+    # what the emulation cost: bring-up, memory and CPU of every switch process and agent
+    res = s["resources"]
+    assert res["switches"] == 4 and res["hosts"] == 6 and res["bring_up_s"] > 0
+    assert res["switch_rss_mib"] and all(v > 10 for v in res["switch_rss_mib"].values())
+    assert [r["workers"] for r in res["runs"]] == [2, 2, 2, 2]
+    assert all(0 < r["worker_rss_mib_max"] < 1024 and r["ps_rss_mib"] > 0 for r in res["runs"])
     assert {j["ps"] for j in s["jobs"]} == {"h1", "h2"}
     assert sorted(w for j in s["jobs"] for w in j["workers"]) == sorted(
         f"h{i}" for i in range(3, 7))
@@ -66,9 +72,10 @@ def test_topology_file_with_five_percent_loss(tmp_path: Path) -> None:
     # dumbbell: s1 port 10 is the bottleneck link towards s2
     rc = main(["--topo", str(ROOT / "topologies/examples/dumbbell.yaml"), "--values", "2048",
                "--budget", "1", "--loss", "s1:10=0.05", "--loss", "s2:10=0.05",
-               "--target", TARGET, "--out-dir", str(tmp_path)])
+               "--congestion", "aimd", "--target", TARGET, "--out-dir", str(tmp_path)])
     assert rc == 0
     s = _summary(tmp_path)
-    assert s["loss"] == {"s1:10": 0.05, "s2:10": 0.05}
+    assert s["loss"] == {"s1:10": 0.05, "s2:10": 0.05} and s["congestion"] == "aimd"
     assert all(r["exact"] for r in s["runs"])
     assert sum(r["retransmissions"] for r in s["runs"]) > 0  # the loss really bit
+    assert sum(r["window_decreases"] for r in s["runs"]) > 0  # and the AIMD window saw it

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -37,7 +36,7 @@ import numpy as np
 from hosts.ina.agent import FaultInjection, InaTimeoutError, open_ina_socket
 from hosts.ina.policy import Policy, PolicyError, default_switch_ip
 from hosts.ina.rounds import max_round_cycle
-from hosts.net import wait_readable
+from hosts.net import peak_rss_mib, wait_readable
 from hosts.packets import (
     INA_HEADER,
     INA_HEADER_LEN,
@@ -622,7 +621,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     # cpu_s: the whole process; sync_cpu_s: serving only (start-up excluded)
     emit({**report.to_dict(), "cpu_s": round(time.process_time(), 3),
           "sync_cpu_s": round(time.process_time() - cpu0, 3),
-          "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)})
+          "max_rss_mib": round(peak_rss_mib(), 1)})
     if not args.json:
         for j, st in report.jobs.items():
             print(f"job {j}: {st.completed}/{st.fragments} fragments, {st.packets_in} packets "

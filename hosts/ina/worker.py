@@ -25,7 +25,6 @@ import argparse
 import hashlib
 import heapq
 import json
-import resource
 import select
 import sys
 import time
@@ -58,6 +57,7 @@ from hosts.ina.policy import (
     default_switch_ip,
 )
 from hosts.ina.rounds import DEFAULT_REUSE_AFTER_S, FragmentCycle
+from hosts.net import peak_rss_mib
 from hosts.packets import (
     INA_HEADER,
     INA_HEADER_LEN,
@@ -414,7 +414,7 @@ class Worker:
         # aimd: RTO = srtt + 4 rttvar (RFC 6298) from fragments sent once (Karn)
         first_sent: dict[int, float] = {}
         srtt = rttvar = 0.0
-        rto = timeout
+        rto = rto_base = timeout  # rto: rto_base backed off (at most 4x) since the last sample
 
         result = bytearray(n_f * vl)
         done = bytearray(n_f)
@@ -489,7 +489,7 @@ class Worker:
                             else:
                                 rttvar = 0.75 * rttvar + 0.25 * abs(srtt - rtt)
                                 srtt = 0.875 * srtt + 0.125 * rtt
-                            rto = min(max(timeout, srtt + 4 * rttvar), _MAX_RTO)
+                            rto = rto_base = min(max(timeout, srtt + 4 * rttvar), _MAX_RTO)
                             st.rto_s = rto
             # 3. timeouts -> retransmit straight to the PS
             now = time.monotonic()
@@ -503,8 +503,10 @@ class Worker:
                     ssthresh = cwnd = max(1.0, cwnd / 2)
                     recover = sent
                     st.window_decreases += 1
-                    # RFC 6298 5.5: back the timer off until the next valid RTT sample
-                    rto = min(2 * rto, _MAX_RTO)
+                    # RFC 6298 5.5: back the timer off until the next valid RTT sample, but
+                    # at most 4x: a RESULT also waits for the other ranks, whose own
+                    # backoff would otherwise compound with this one without bound
+                    rto = min(2 * rto, 4 * rto_base, _MAX_RTO)
                 pkt = pack(grad, job, rank, f + offset, 0, 0, bit, 1, 0, retx, 0, exp_of[f])
                 try:
                     sendto(pkt + payload[f * vl:(f + 1) * vl], ps_addr)
@@ -513,7 +515,7 @@ class Worker:
                     retx_n += 1
                 except BlockingIOError:
                     st.send_blocked += 1
-                cap = max(max_backoff, 4 * rto) if aimd else max_backoff
+                cap = max(max_backoff, 4 * rto_base) if aimd else max_backoff
                 heapq.heappush(timers, (now + min(rto * (2 ** k), cap), f))
             if self.progress is not None and now - last_progress >= 0.1:
                 last_progress = now
@@ -724,7 +726,7 @@ def main(argv: Iterable[str] | None = None) -> int:
                # cpu_s: the whole process, start-up included; sync_cpu_s: the allreduce
                "cpu_s": round(time.process_time(), 3),
                "sync_cpu_s": round(time.process_time() - cpu0, 3), "t_end": t_end,
-               "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+               "max_rss_mib": round(peak_rss_mib(), 1)}
     if args.json:
         print(json.dumps(summary), flush=True)
     else:
