@@ -313,6 +313,7 @@ def run_ina(args: argparse.Namespace) -> int:
         up_snap = Snapshot.take(net)
         addresses = net.grpc_addresses()
         switch_neighbors(net, topo, aggregating)
+        congestion = {"ina": args.congestion, "ps": args.baseline_congestion or args.congestion}
         for jobs, tag in ((ina_jobs, "ina"), (base_jobs, "ps")):
             dep = InaDeployment(topo, addresses, jobs, loss=loss)
             rep = dep.deploy()
@@ -320,7 +321,7 @@ def run_ina(args: argparse.Namespace) -> int:
             before = Snapshot.take(net)
             res = run_jobs(net, topo, list(zip(jobs, grads, strict=True)), run_dir, tag,
                            args.window, args.timeout, args.max_time,
-                           worker_args=["--congestion", args.congestion])
+                           worker_args=["--congestion", congestion[tag]])
             after_runs.append(Snapshot.take(net))
             split = time_split(topo, before, after_runs[-1], {
                 "workers": sum(r.worker_cpu_s for r in res), "ps": sum(r.ps_cpu_s for r in res)})
@@ -355,6 +356,7 @@ def run_ina(args: argparse.Namespace) -> int:
         "time_ratio": ina.seconds / base.seconds if base.seconds else None,
         "ps_bytes_ratio": ina.ps_rx_bytes / base.ps_rx_bytes if base.ps_rx_bytes else None,
         "congestion": args.congestion, "window": args.window, "resources": resources,
+        "baseline_congestion": args.baseline_congestion or args.congestion,
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     _plot(run_dir / "ina_vs_ps.png", ina, base)
@@ -498,11 +500,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--congestion", choices=CONGESTION_MODES, default="fixed",
                    help="workers' window: fixed (--window outstanding) or aimd (a congestion "
                         "window up to --window, halved on a timeout; for incast at scale)")
+    p.add_argument("--baseline-congestion", choices=CONGESTION_MODES, default=None,
+                   help="the PS baseline's window, if not --congestion's (INA has no incast: "
+                        "its switches send the PS one packet per fragment; the PS baseline "
+                        "has N)")
     p.add_argument("--preset", choices=sorted(PRESETS),
                    help="a named set of the options above, which the command line's own "
                         "override: k8 = a k=8 fat-tree (80 switches, 128 hosts), 127 workers, "
-                        "1024 values, 0.2 Mbit/s links (dilated), K=8, --congestion aimd "
-                        "(make run-scale)")
+                        "1024 values, 0.2 Mbit/s links (dilated), K=8, "
+                        "--baseline-congestion aimd (make run-scale)")
     p.add_argument("--cli", action="store_true", help="open a Mininet CLI before teardown")
     opts.add_common(p, "ina", takes={
         "--seed": {"default": 1}, "--workers": {"default": "all", "hosts": True},
@@ -518,10 +524,11 @@ def build_parser() -> argparse.ArgumentParser:
 #: k8 (``make run-scale``): a k=8 fat-tree, 80 switches and 128 hosts, one INA job of
 #: 127 workers and its PS baseline, links slowed to 0.2 Mbit/s so that the links and not
 #: the two emulating cores set the pace (a time dilation: read the times against
-#: their line-rate bounds, not as data-centre times), AIMD windows for the PS's incast.
+#: their line-rate bounds, not as data-centre times), AIMD windows for the PS baseline's
+#: incast (INA keeps its fixed window: its switches send the PS one packet per fragment).
 PRESETS: dict[str, list[str]] = {
     "k8": ["--k", "8", "--values", "1024", "--bw", "0.2", "--budget", "8",
-           "--congestion", "aimd", "--max-time", "900"],
+           "--baseline-congestion", "aimd", "--max-time", "900"],
 }
 
 

@@ -79,3 +79,15 @@ def test_topology_file_with_five_percent_loss(tmp_path: Path) -> None:
     assert all(r["exact"] for r in s["runs"])
     assert sum(r["retransmissions"] for r in s["runs"]) > 0  # the loss really bit
     assert sum(r["window_decreases"] for r in s["runs"]) > 0  # and the AIMD window saw it
+
+
+def test_preset_k8_is_the_scale_run_and_the_command_line_wins() -> None:
+    """``--preset k8`` (make run-scale): a k=8 fat-tree, dilated links, AIMD for the PS
+    baseline only; an option given on the command line overrides the preset's."""
+    from experiments.ina import _apply_preset, build_parser
+
+    a = build_parser().parse_args(_apply_preset(["--preset", "k8"]))
+    assert (a.k, a.values, a.bw, a.budget, a.preset) == (8, 1024, 0.2, 8, "k8")
+    assert (a.congestion, a.baseline_congestion) == ("fixed", "aimd")
+    b = build_parser().parse_args(_apply_preset(["--bw", "0.1", "--preset=k8", "--budget", "4"]))
+    assert (b.k, b.bw, b.budget) == (8, 0.1, 4)  # wherever they stand

@@ -411,7 +411,7 @@ class Worker:
         ssthresh = float(window)
         seq_of: dict[int, int] = {}  # fragment -> send sequence number of its last send
         recover = 0  # sends numbered below this were in flight at the last decrease
-        # aimd: RTO = srtt + 4 rttvar (RFC 6298) from fragments sent once (Karn)
+        # aimd: RTO = srtt + 4 rttvar (RFC 6298), sampled from each fragment's first send
         first_sent: dict[int, float] = {}
         srtt = rttvar = 0.0
         rto = rto_base = timeout  # rto: rto_base backed off (at most 4x) since the last sample
@@ -482,15 +482,15 @@ class Worker:
                     if aimd:
                         if cwnd < window:
                             cwnd = min(float(window), cwnd + (1.0 if cwnd < ssthresh else 1.0 / cwnd))
-                        if f not in attempts:
-                            rtt = time.monotonic() - first_sent[f]
-                            if srtt == 0.0:
-                                srtt, rttvar = rtt, rtt / 2
-                            else:
-                                rttvar = 0.75 * rttvar + 0.25 * abs(srtt - rtt)
-                                srtt = 0.875 * srtt + 0.125 * rtt
-                            rto = rto_base = min(max(timeout, srtt + 4 * rttvar), _MAX_RTO)
-                            st.rto_s = rto
+                        # every RESULT is a sample, from the first send (docs/ina.md)
+                        rtt = time.monotonic() - first_sent[f]
+                        if srtt == 0.0:
+                            srtt, rttvar = rtt, rtt / 2
+                        else:
+                            rttvar = 0.75 * rttvar + 0.25 * abs(srtt - rtt)
+                            srtt = 0.875 * srtt + 0.125 * rtt
+                        rto = rto_base = min(max(timeout, srtt + 4 * rttvar), _MAX_RTO)
+                        st.rto_s = rto
             # 3. timeouts -> retransmit straight to the PS
             now = time.monotonic()
             while timers and timers[0][0] <= now:
