@@ -15,6 +15,7 @@ bytes per level, NIC byte counters, per-stage times and the NIC counter samples.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import threading
@@ -37,6 +38,7 @@ from .transport import (
     TransportError,
     connect_mesh,
     mark_ready,
+    run_threads,
     wait_for_go,
 )
 
@@ -91,38 +93,26 @@ def run_bml(sched: BcubeSchedule, ctx: Ctx, buf: np.ndarray, pipeline: int = 1) 
     instead of waiting for the slowest peer's whole slice, which keeps NICs busy when
     servers drift apart. ``pipeline == 1`` is the seed's k threads exactly.
     """
-    errors: list[BaseException] = []
-
     def thread(j: int, piece: int, rng: tuple[int, int]) -> None:
         tid = j * pipeline + piece
-        try:
-            for e in sched.exchanges(ctx.server, j, rng):
-                t0 = time.time()
-                msg = BcubeMsg.REDUCE if e.phase == "reduce" else BcubeMsg.GATHER
-                for peer, (a, b) in e.sends().items():
-                    ctx.conn(e.level, peer).send(msg, tid, e.stage, a, buf[a:b])
-                for peer, (a, b) in e.receives().items():
-                    vals = ctx.receive(msg, tid, e.stage, peer, (a, b))
-                    if e.phase == "reduce":
-                        buf[a:b] += vals  # int32 cannot overflow: quantize bounds |q| by S
-                    else:
-                        buf[a:b] = vals
-                ctx.log_stage(tid, e.stage, e.level, t0)
-        except BaseException as exc:  # noqa: BLE001 (reported by the caller)
-            errors.append(exc)
-            ctx.inbox.fail(exc)
+        for e in sched.exchanges(ctx.server, j, rng):
+            t0 = time.time()
+            msg = BcubeMsg.REDUCE if e.phase == "reduce" else BcubeMsg.GATHER
+            for peer, (a, b) in e.sends().items():
+                ctx.conn(e.level, peer).send(msg, tid, e.stage, a, buf[a:b])
+            for peer, (a, b) in e.receives().items():
+                vals = ctx.receive(msg, tid, e.stage, peer, (a, b))
+                if e.phase == "reduce":
+                    buf[a:b] += vals  # int32 cannot overflow: quantize bounds |q| by S
+                else:
+                    buf[a:b] = vals
+            ctx.log_stage(tid, e.stage, e.level, t0)
 
     if pipeline < 1 or sched.k * pipeline > 256:
         raise TransportError(f"pipeline must be in 1..{256 // sched.k} (8-bit thread field)")
-    threads = [threading.Thread(target=thread, args=(j, c, rng), name=f"bml-{j}.{c}")
-               for j in range(sched.k)
-               for c, rng in enumerate(cut(sched.parameter_set(j), pipeline))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+    run_threads(((f"bml-{j}.{c}", functools.partial(thread, j, c, rng))
+                 for j in range(sched.k)
+                 for c, rng in enumerate(cut(sched.parameter_set(j), pipeline))), ctx.inbox)
 
 
 def bml_algorithm(plan: dict[str, Any]) -> Algorithm:

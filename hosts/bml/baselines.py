@@ -22,16 +22,16 @@ Same plan, fixed point, framing, TCP transport and start protocol as the BML age
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
-import threading
 from typing import Any
 
 import numpy as np
 
 from hosts.bml.agent import Algorithm, Ctx, agent_parser, load_plan, serve
 from hosts.bml.schedule import DEFAULT_PIECES, RAIL_SCHEMES, cut
-from hosts.bml.transport import Link
+from hosts.bml.transport import Link, run_threads
 from hosts.packets import BcubeMsg
 
 __all__ = ["DEFAULT_PIECES", "RAIL_SCHEMES", "SCHEMES", "algorithm_for", "links_for", "main",
@@ -127,23 +127,8 @@ def on_rails(ctx: Ctx, buf: np.ndarray, rails: int, one_rail: Any) -> None:
     """Run ``one_rail(level=j, rng=part j)`` for the ``rails`` contiguous parts of
     ``buf`` at once, one Python thread per rail (sockets release the GIL, so the ``k``
     NICs send together, as BML's ``k`` threads do); the first error is raised."""
-    errors: list[BaseException] = []
-
-    def run(j: int, rng: tuple[int, int]) -> None:
-        try:
-            one_rail(j, rng)
-        except BaseException as exc:  # noqa: BLE001 (raised below)
-            errors.append(exc)
-            ctx.inbox.fail(exc)
-
-    threads = [threading.Thread(target=run, args=(j, rng), name=f"rail-{j}")
-               for j, rng in enumerate(cut((0, buf.size), rails))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+    run_threads(((f"rail-{j}", functools.partial(one_rail, j, rng))
+                 for j, rng in enumerate(cut((0, buf.size), rails))), ctx.inbox)
 
 
 SCHEMES = {"sharded_ps": sharded_ps, "ring": ring, "ps": single_ps,

@@ -27,7 +27,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -259,6 +259,29 @@ class PeerConn:
         for t in self._threads:
             t.join(max(0.0, end - time.monotonic()))
         self.sock.close()
+
+
+def run_threads(tasks: Iterable[tuple[str, Callable[[], None]]], inbox: Inbox) -> None:
+    """Run each ``(name, fn)`` in its own thread (sockets release the GIL, so a server's
+    NICs send together), wait for all, and raise the first error. A failing thread
+    fails ``inbox`` first, so threads blocked on a receive wake up instead of waiting
+    for a message that will never come."""
+    errors: list[BaseException] = []
+
+    def run(fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except BaseException as exc:  # noqa: BLE001 (raised below)
+            errors.append(exc)
+            inbox.fail(exc)
+
+    threads = [threading.Thread(target=run, args=(fn,), name=name) for name, fn in tasks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
 
 
 def _hello(me: int, level: int) -> bytes:
