@@ -50,8 +50,15 @@ const bit<16> GRADNET_NDN_UDP_PORT   = 6363;   /* 2: NDN over UDP (NFD's port) *
 #define DROP_REASON_NO_ROUTE       5
 #define DROP_REASON_COUNT          8
 
-/* In-network aggregation (docs/ina.md). */
+/* In-network aggregation (docs/ina.md). Values per packet: the default below
+ * unless the build defines another; make p4 compiles ina.p4 once per size
+ * (p4src/gen_lanes.py; docs/ina.md, "Values per packet"). */
+#ifndef INA_VALUES
 #define INA_VALUES 64
+#endif
+#if INA_VALUES != 64 && INA_VALUES != 128 && INA_VALUES != 256
+#error "INA_VALUES: not one of the generated sizes (p4src/gen_lanes.py)"
+#endif
 #ifndef NUM_AGGREGATORS
 #define NUM_AGGREGATORS 1024
 #endif
