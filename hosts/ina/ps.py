@@ -82,7 +82,7 @@ class JobStats:
     overlaps: int = 0  # bitmap overlaps it only in part: ignored
     late: int = 0  # for an already finished fragment
     count_mismatch: int = 0  # count field != popcount(bitmap) (accepted by bitmap)
-    short: int = 0  # shorter than this job's packets (values per packet): dropped
+    wrong_size: int = 0  # not this job's packet size (another values per packet): dropped
     refused_source: int = 0  # from no worker of the job (for its bit) and no job switch
     results_sent: int = 0
     result_resends: int = 0  # RESULT again for a RETX of a finished fragment
@@ -411,8 +411,8 @@ class ParameterServer:
         if jb is None:
             c.unknown_job += 1
             return
-        if len(data) < jb.packet_len:  # fewer values than the job's packets carry
-            jb.stats.short += 1
+        if len(data) != jb.packet_len:  # not the job's values per packet: never add part
+            jb.stats.wrong_size += 1
             return
         w, f = divmod(frag - jb.offset, jb.num_fragments)
         if not 0 <= w < jb.cycle:

@@ -105,7 +105,7 @@ class WorkerStats:
     results: int = 0  # fragments completed by a RESULT
     duplicate_results: int = 0
     stale_results: int = 0  # RESULT for a fragment not sent yet (older run, other offset)
-    ignored: int = 0  # short, wrong type, wrong job, out of range, bad bitmap
+    ignored: int = 0  # wrong size, wrong type, wrong job, out of range, bad bitmap
     refused_source: int = 0  # a RESULT from an address not the job's PS or s_d (docs/trust.md)
     send_blocked: int = 0  # socket buffer full: waited for it to drain
     window_decreases: int = 0  # congestion "aimd": times a timeout halved the window
@@ -459,7 +459,7 @@ class Worker:
                 if src[0] not in sources:  # only the job's PS (via s_d) sends RESULTs
                     st.refused_source += 1
                     continue
-                if len(data) < pl:
+                if len(data) != pl:  # not this job's values per packet
                     st.ignored += 1
                     continue
                 mt, j, _, frag, _, _, bm, _, _, _, _, mx = unpack_from(data)
