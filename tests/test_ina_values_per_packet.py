@@ -297,6 +297,67 @@ def test_sim_policy_follows_the_size() -> None:
         _check_policy(topo, {**d, "values_per_packet": 100})
 
 
+# ============================================================================ switch
+
+
+@pytest.mark.parametrize("v", SIZES)
+def test_embedded_switch_sums_its_size_and_refuses_others(v: int) -> None:
+    """The ina.p4 compiled for V values on the embedded target: two ranks' GRADs of V
+    values are summed lane by lane (every one of the V registers holds the exact sum,
+    and the complete aggregate leaves as a PARTIAL); a GRAD of any other size is
+    consumed whole (``ina_drops`` reason 5, wrong size) and changes no register: a
+    prefix is never summed, and its worker's retransmission to the PS is."""
+    from scapy.all import IP, UDP, Ether
+
+    from controller.ina import ina_program_path
+    from targets.embedded.state import TableEntry
+    from targets.embedded.switch import Switch
+    from tests.ina_probe import aggregator_index
+
+    sw = Switch(seed=1)
+    prog = sw.load_program(ina_program_path(v).read_bytes())
+    sw.install_program(prog)
+    a = "MyIngress.aggregator."
+    sw_ip, ps_ip = 0x0AFF0001, 0x0A000001
+    prog.tables[a + "ina_switch"].set_default(prog.action_call(
+        a + "ina_switch", a + "set_switch_identity", (1, sw_ip, 1, sw_ip)))
+    prog.tables[a + "ina_jobs"].insert(TableEntry((1,), prog.action_call(
+        a + "ina_jobs", a + "set_job", (ps_ip, 1001))))
+    adm = "MyIngress.admission.ina_fabric_ports"
+    prog.tables[adm].insert(TableEntry((1,), prog.action_call(
+        adm, "MyIngress.admission.fabric_port", ())))
+
+    def send(frag: int, rank: int, vals: np.ndarray) -> None:
+        pl = encode_ina(MsgType.GRAD, 1, rank, frag, 1, 0, 1 << rank, 1, 2, values=vals)
+        sw.process(1, bytes(Ether() / IP(src="10.0.0.2", dst="10.255.0.1")
+                            / UDP(sport=40000, dport=40000) / pl))
+
+    def lanes(frag: int) -> list[int]:
+        i = aggregator_index(1, frag)  # lanes agg_value_00..99, 100..255
+        return [prog.registers[f"{a}agg_value_{k:02d}"].read(i) for k in range(v)]
+
+    def reason(k: int) -> int:
+        return prog.counters[a + "ina_drops"].read(k)[0]
+
+    assert sum(r.startswith(a + "agg_value_") for r in prog.registers) == v
+    rng = np.random.default_rng(v)
+    x = [rng.integers(-(2**30), 2**30, v).astype(np.int32) for _ in range(2)]
+    send(7, 0, x[0])
+    assert reason(1) == 1  # absorbed, waiting for the second rank
+    send(7, 1, x[1])
+    want = (x[0].astype(np.int64) + x[1]).astype(np.int32).view(np.uint32).tolist()
+    assert lanes(7) == want  # every lane, no more
+    assert prog.counters[a + "ina_events"].read(1)[0] == 1  # the PARTIAL left
+    for other in SIZES:
+        if other == v:
+            continue
+        before = reason(5)
+        send(8, 0, np.ones(other, np.int32))
+        assert reason(5) == before + 1
+        assert not any(lanes(8)) and prog.registers[a + "agg_bitmap"].read(
+            aggregator_index(1, 8)) == 0
+
+
 # ============================================================================ network
 
 

@@ -612,7 +612,7 @@ def job_script(run_dir: str, job: Any, setup: dict[str, str], commands: dict[str
 
 
 EVENT_NAMES = ("added", "partial", "passed_on", "cleared", "result", "taken_over",
-               "absorbed", "duplicate", "unknown_job", "clear")
+               "absorbed", "duplicate", "unknown_job", "clear", "wrong_size")
 
 
 def policy_switches(topo: Topology, path: str) -> dict[str, str]:

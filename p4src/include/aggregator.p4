@@ -1753,6 +1753,11 @@ control Aggregator(inout headers_t hdr,
             if (hdr.ina.tag == meta.ina.switch_id) {
                 if (!ina_jobs.apply().hit) {
                     consume(INA_DROP_UNKNOWN_JOB);
+                } else if (hdr.ina.msg_type == INA_GRAD && hdr.udp.length != INA_GRAD_UDP_LEN) {
+                    /* not this program's values per packet: summing a prefix (or a
+                     * header whose values failed to parse) would be wrong; its worker
+                     * times out and resends to the PS, which sums it whole */
+                    consume(INA_DROP_WRONG_SIZE);
                 } else if (hdr.ina.msg_type == INA_GRAD) {
                     locate(hdr.ina.origin);
                     if (meta.ina.stored_key != 0 && meta.ina.aging_timeout != 0
