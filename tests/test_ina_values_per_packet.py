@@ -369,8 +369,10 @@ def test_256_values_per_packet_exact_through_switches(tmp_path: Path) -> None:
     runs the program compiled for 256 values (p4src/build/ina_v256.json); every element
     of every worker's result is the exact integer sum, the switches aggregated every
     fragment (the PS got one PARTIAL per fragment, no raw GRAD), and 5 % loss on the
-    workers' leaves is repaired exactly."""
-    from controller.ina import InaDeployment, InaJob
+    workers' leaves is repaired exactly. On switches loaded with the 64-value program by
+    mistake, the 256-value GRADs are consumed and counted (``wrong_size``), never
+    summed in part, and the workers' retransmissions to the PS give the exact sums."""
+    from controller.ina import InaDeployment, InaJob, ina_program_path
     from experiments.ina import run_jobs, switch_neighbors
     from tests.netenv import net_skip_reason
     from topologies import leaf_spine
@@ -404,5 +406,16 @@ def test_256_values_per_packet_exact_through_switches(tmp_path: Path) -> None:
                             timeout=0.5)
         assert lossy.exact, f"{lossy.mismatches} elements differ under loss"
         assert lossy.retransmissions > 0  # the loss happened and was repaired
+        # misconfigured: the switches run the 64-value program; every GRAD of 256 values
+        # is consumed there (counted wrong_size), and the retransmissions to the PS
+        # still give the exact sums
+        bad = InaDeployment(topo, network.grpc_addresses(), [job],
+                            ina_program=ina_program_path(64))
+        bad.deploy()
+        (mixed,) = run_jobs(network, topo, [(job, grads)], tmp_path, "v256-on-64", window=24,
+                            timeout=0.3)
+        assert mixed.exact, f"{mixed.mismatches} elements differ on the wrong program"
+        assert mixed.ps_packets["partial_in"] == 0
+        assert sum(e["wrong_size"] for e in bad.read_events().values()) >= len(workers) * 24
     w0 = np.load(tmp_path / "v256-job1" / "out-0.npy")
     assert w0.shape == (values,)
