@@ -182,6 +182,22 @@ def test_plan_writes_the_size_and_the_deployment_picks_its_program() -> None:
         InaDeployment(topo, addresses, [jobs[256], other])
 
 
+def test_command_lines_take_the_size() -> None:
+    from controller.cli import build_parser
+    from experiments.ina import build_parser as ina_parser
+
+    args = ina_parser().parse_args(["--values-per-packet", "256"])
+    assert args.values_per_packet == 256
+    assert ina_parser().parse_args([]).values_per_packet == 64
+    with pytest.raises(SystemExit):
+        ina_parser().parse_args(["--values-per-packet", "100"])
+    dep = ["ina", "deploy", "fat-tree:4", "--addresses", "a.yaml", "--ps", "h1", "--values", "9"]
+    assert build_parser().parse_args(dep).values_per_packet == 64
+    assert build_parser().parse_args([*dep, "--values-per-packet", "128"]).values_per_packet == 128
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*dep, "--values-per-packet", "96"])
+
+
 # ============================================================================ loopback
 
 
