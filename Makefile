@@ -27,6 +27,7 @@ help:
 	@echo "make test-long  the long tier: second sizes, soaks and harness runs the suite leaves out"
 	@echo "make bench    run the benchmarks (tables and ratios)"
 	@echo "make p4       make p4-gen, then recompile p4src/*.p4 and tests/p4/*.p4 with p4c into build/"
+	@echo "              (and ina.p4 once per other INA packet size: p4src/build/ina_v128.json, ina_v256.json)"
 	@echo "make p4-gen   regenerate the P4 value lanes (p4src/gen_lanes.py; no p4c needed)"
 	@echo "make lint     ruff"
 	@echo "make p4rt-shell  p4runtime-shell's own venv (.venv-p4rt-shell; gradctl net shell builds it too)"
@@ -96,6 +97,8 @@ bench: deps
 p4-gen:
 	$(PYTHON) p4src/gen_lanes.py
 
+# ina.p4 is compiled once more for every other INA packet size (gen_lanes.py
+# INA_VALUE_SIZES; docs/ina.md, "Values per packet"): build/ina_v<N>.json with -DINA_VALUES=N.
 p4: p4-gen
 	@command -v $(P4C) >/dev/null || { echo "p4c ($(P4C)) not found"; exit 1; }
 	@set -e; for f in $(P4_PROGRAMS) $(P4_TEST_PROGRAMS); do \
@@ -103,6 +106,12 @@ p4: p4-gen
 	  echo "p4c $$f -> $$out.json, $$out.p4info.txt"; \
 	  $(P4C) --arch v1model --std p4-16 -I p4src/include \
 	    --p4runtime-files $$out.p4info.txt -o $$out.json $$f; \
+	done
+	@set -e; for n in $$($(PYTHON) p4src/gen_lanes.py --variant-sizes); do \
+	  out=p4src/build/ina_v$$n; \
+	  echo "p4c -DINA_VALUES=$$n p4src/ina.p4 -> $$out.json, $$out.p4info.txt"; \
+	  $(P4C) --arch v1model --std p4-16 -I p4src/include -DINA_VALUES=$$n \
+	    --p4runtime-files $$out.p4info.txt -o $$out.json p4src/ina.p4; \
 	done
 
 lint: venv

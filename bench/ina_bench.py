@@ -8,11 +8,17 @@
    ``experiments/accounting.py``), time / bound for INA and PS, the INA/PS time ratio next
    to 2/N, and the CPU seconds of the busiest switch and of the agents.
 
+3. Values per packet (docs/ina.md): INA with 15 workers at 64, 128 and 256 values a
+   packet (``--vpp-sizes``), at each of ``--bound-bw``, on the embedded target (or
+   ``--target``): time against the line-rate bound, and the CPU per worker value of the
+   switch processes and of the agents (CPU seconds / (values x workers)).
+
 Every result is checked element by element against the exact sum.
 
     python -m bench.ina_bench [--workers 4,8,15] [--values 16384] [--bw 2] [--budget 2]
                               [--bound-bw 2,5,10] [--bound-values 65536]
-                              [--skip-bound | --only-bound]
+                              [--vpp-sizes 64,128,256]
+                              [--skip-bound | --only-bound] [--skip-vpp | --only-vpp]
 """
 
 from __future__ import annotations
@@ -46,14 +52,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bound-bw", default="2,5,10", help="link rates of the bound table (Mbit/s)")
     p.add_argument("--bound-values", type=int, default=65536,
                    help="gradient size of the bound table (default 65536, as make run)")
-    p.add_argument("--skip-bound", action="store_true", help="only the worker-count table")
+    p.add_argument("--skip-bound", action="store_true", help="no bound table")
     p.add_argument("--only-bound", action="store_true", help="only the bound table")
+    p.add_argument("--vpp-sizes", default="64,128,256",
+                   help="values per packet of the values-per-packet table (default 64,128,256)")
+    p.add_argument("--skip-vpp", action="store_true", help="no values-per-packet table")
+    p.add_argument("--only-vpp", action="store_true", help="only the values-per-packet table")
     args = p.parse_args(argv)
     if os.geteuid() != 0:
         print("ina_bench needs root (network namespaces)", file=sys.stderr)
         return 2
     if args.only_bound:
         return 0 if _bound(args, Path(tempfile.mkdtemp(prefix="gradnet-ina-bench-"))) else 1
+    if args.only_vpp:
+        return 0 if _vpp(args, Path(tempfile.mkdtemp(prefix="gradnet-ina-bench-"))) else 1
     from topologies.network import Network
 
     topo = fat_tree(4, bw=args.bw)
@@ -89,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     ok = all(i.exact and s.exact for _, i, s in rows)
     if not args.skip_bound:
         ok &= _bound(args, out)
+    if not args.skip_vpp:
+        ok &= _vpp(args, out)
     return 0 if ok else 1
 
 
@@ -151,6 +165,63 @@ def bound_table(bws: list[float], values: int, budget: int, targets: list[str],
                   "placement. CPU in seconds, the INA run's (the machine has 2 cores). Goal at "
                   "2 Mbit/s: INA x <= 1.5 and INA/PS <= 2/N.")
     return all(i.exact and p.exact for _, (i, _a), (p, _b), _t in rows)
+
+
+def _vpp(args: argparse.Namespace, out: Path) -> bool:
+    target = args.target if args.target not in (None, "auto") else "embedded"
+    return vpp_table([int(x) for x in args.vpp_sizes.split(",")],
+                     [float(x) for x in args.bound_bw.split(",")], args.bound_values,
+                     args.budget, target, out)
+
+
+def vpp_table(sizes: list[int], bws: list[float], values: int, budget: int, target: str,
+              out: Path) -> bool:
+    """INA with 15 workers at each values per packet and link rate (one network per rate),
+    against its line-rate bound, with the CPU each worker value cost the switches and the
+    agents."""
+    from experiments.accounting import Snapshot, time_split
+    from topologies.network import Network
+
+    rows = []
+    for bw in bws:
+        topo = fat_tree(4, bw=bw)
+        hosts = topo.hosts()
+        workers = hosts[1:]
+        rng = np.random.default_rng(7)
+        grads = [(rng.standard_normal(values) * 0.01).astype(np.float32) for _ in workers]
+        with Network(topo, target=target) as net:
+            switch_neighbors(net, topo, topo.switches())
+            for v in sizes:
+                console.print(f"[dim]{target}, {bw:g} Mbit/s, {v} values a packet ...[/dim]")
+                job = InaJob.plan(topo, hosts[0], workers, budget, 1000.0, values,
+                                  values_per_packet=v)
+                InaDeployment(topo, net.grpc_addresses(), [job]).deploy()
+                before = Snapshot.take(net)
+                (r,) = run_jobs(net, topo, [(job, grads)], out, f"vpp{v}-{bw:g}")
+                sp = time_split(topo, before, Snapshot.take(net),
+                                {"workers": r.worker_cpu_s, "ps": r.ps_cpu_s})
+                rows.append((bw, v, job.num_fragments, r, sp))
+    n = len(fat_tree(4).hosts()) - 1
+    t = Table(title=f"INA at 64, 128 and 256 values per packet, fat-tree k=4, {n} workers, "
+                    f"{values} values, {target} target")
+    for col in ("link", "values/packet", "fragments", "INA s", "bound s", "x bound",
+                "PS packets in", "switch CPU s", "agents CPU s", "switch ns/value",
+                "agents ns/value", "exact"):
+        t.add_column(col, justify="right")
+    for bw, v, nf, r, sp in rows:
+        sw = sum(sp.switch_cpu_s.values())
+        ag = r.worker_cpu_s + r.ps_cpu_s
+        per = 1e9 / (values * n)
+        t.add_row(f"{bw:g} Mbit/s", str(v), str(nf), f"{r.seconds:.2f}", f"{sp.bound_s:.2f}",
+                  f"{r.seconds / sp.bound_s:.2f}" if sp.bound_s else "-",
+                  f"{r.ps_rx_packets:,}", f"{sw:.1f}", f"{ag:.1f}", f"{sw * per:.0f}",
+                  f"{ag * per:.0f}", "yes" if r.exact else "NO")
+    console.print(t)
+    console.print("x bound = measured / line-rate bound (the busiest link's measured bytes at "
+                  "its capacity). ns/value: CPU seconds of all switch processes (agents: every "
+                  "worker's synchronization plus the PS's) per value of each worker's gradient. "
+                  "The machine has 2 cores.")
+    return all(r.exact for *_, r, _sp in rows)
 
 
 if __name__ == "__main__":

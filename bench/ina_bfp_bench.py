@@ -5,12 +5,15 @@ step each rank's gradient (the whole model, flattened as one DDP bucket) is summ
 ways: exactly (float64), as a float32 all-reduce does (float32 additions, rank order),
 by INA block floating point (``hosts.fixedpoint.bfp_reference``: the network returns
 exactly these integer sums, which the network tests check element by element), and by
-plain fixed point at scale 2^-16 where that does not overflow. Per 64-value block the
-error is measured normwise against the exact sum, relative to the block's largest
-magnitude over the ranks (docs/ina.md, "Block floating point"); the table gives the
-largest over blocks and steps, next to the documented bound.
+plain fixed point at scale 2^-16 where that does not overflow. Per block (one packet's
+values: 64 unless ``--values-per-packet``) the error is measured normwise against the
+exact sum, relative to the block's largest magnitude over the ranks (docs/ina.md, "Block
+floating point"); the table gives the largest over blocks and steps, next to the
+documented bound. With 128 or 256 values a block, the same error is also given relative
+to each 64-value window's largest magnitude: what coarser blocks cost the smaller values.
 
     python -m bench.ina_bfp_bench [--workers 2,8,64,256] [--steps 20] [--seed 0]
+                                  [--values-per-packet 64[,128,256]]
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ from hosts.fixedpoint import (
     num_fragments,
     quantize,
 )
-from hosts.packets import INA_VALUES
 
 
 @dataclass
@@ -45,17 +47,28 @@ class BfpErrors:
     fixed: float | None  # fixed point 2^-16 vs exact (None: overflowed at every step)
     fixed_refused: int  # steps at which fixed point 2^-16 would overflow
     bound: float  # hosts.fixedpoint.bfp_error_bound(N)
+    values_per_packet: int = 64  # the BFP block
+    bfp_64: float = 0.0  # BFP vs exact, relative to each 64-value window's largest
 
 
-def _blockwise(err: np.ndarray, peak: np.ndarray) -> float:
+def _peaks(grads: list[np.ndarray], block: int) -> np.ndarray:
+    """Per block of ``block`` values, the largest magnitude over the ranks."""
+    n_b = num_fragments(grads[0].size, block)
+    pad = n_b * block - grads[0].size
+    return np.max([np.abs(np.pad(g, (0, pad))).reshape(n_b, block).max(1) for g in grads],
+                  axis=0)
+
+
+def _blockwise(err: np.ndarray, peak: np.ndarray, block: int = 64) -> float:
     n_b = peak.size
-    e = np.pad(np.abs(err), (0, n_b * INA_VALUES - err.size)).reshape(n_b, INA_VALUES).max(1)
+    e = np.pad(np.abs(err), (0, n_b * block - err.size)).reshape(n_b, block).max(1)
     return float((e / np.where(peak > 0, peak, 1.0)).max())
 
 
 def measure(workers: int, steps: int, seed: int = 0, lr: float = 0.5,
-            batch: int = 16) -> BfpErrors:
-    """Train ``steps`` SGD steps of ``workers`` ranks and measure every step's sums."""
+            batch: int = 16, values_per_packet: int = 64) -> BfpErrors:
+    """Train ``steps`` SGD steps of ``workers`` ranks and measure every step's sums
+    (block floating point in blocks of ``values_per_packet`` values)."""
     import torch
 
     from hosts.training import (
@@ -74,7 +87,8 @@ def measure(workers: int, steps: int, seed: int = 0, lr: float = 0.5,
     shards = [worker_shard(data, r, workers) for r in range(workers)]
     per_epoch = min(len(batches(x, y, batch, 0, seed)) for x, y in shards)
     n_steps = steps
-    worst = {"bfp": 0.0, "float32": 0.0, "bfp_vs_float32": 0.0}
+    v = values_per_packet
+    worst = {"bfp": 0.0, "float32": 0.0, "bfp_vs_float32": 0.0, "bfp_64": 0.0}
     fixed_worst: float | None = None
     refused = 0
     shapes = None
@@ -90,20 +104,19 @@ def measure(workers: int, steps: int, seed: int = 0, lr: float = 0.5,
         f32 = grads[0].copy()
         for g in grads[1:]:
             f32 += g  # float32 additions, as a float32 all-reduce
-        n_b = num_fragments(exact.size)
-        pad = n_b * INA_VALUES - exact.size
-        peak = np.max([np.abs(np.pad(g, (0, pad))).reshape(n_b, INA_VALUES).max(1)
-                       for g in grads], axis=0)
-        sums, e = bfp_reference(grads, workers)
-        bfp = bfp_dequantize(sums.astype(np.int32), e, workers)[: exact.size]
-        worst["bfp"] = max(worst["bfp"], _blockwise(bfp - exact, peak))
-        worst["float32"] = max(worst["float32"], _blockwise(f32 - exact, peak))
+        peak, peak64 = _peaks(grads, v), _peaks(grads, 64)
+        sums, e = bfp_reference(grads, workers, v)
+        bfp = bfp_dequantize(sums.astype(np.int32), e, workers,
+                             values_per_packet=v)[: exact.size]
+        worst["bfp"] = max(worst["bfp"], _blockwise(bfp - exact, peak, v))
+        worst["bfp_64"] = max(worst["bfp_64"], _blockwise(bfp - exact, peak64, 64))
+        worst["float32"] = max(worst["float32"], _blockwise(f32 - exact, peak, v))
         worst["bfp_vs_float32"] = max(worst["bfp_vs_float32"],
-                                      _blockwise(bfp.astype(np.float64) - f32, peak))
+                                      _blockwise(bfp.astype(np.float64) - f32, peak, v))
         try:
             q = np.sum([quantize(g, 16, workers).astype(np.int64) for g in grads], axis=0)
             fx = dequantize(q.astype(np.int32), 16)
-            fixed_worst = max(fixed_worst or 0.0, _blockwise(fx - exact, peak))
+            fixed_worst = max(fixed_worst or 0.0, _blockwise(fx - exact, peak, v))
         except FixedPointOverflow:
             refused += 1
         # train on the BFP mean, as the DDP hook would
@@ -112,7 +125,8 @@ def measure(workers: int, steps: int, seed: int = 0, lr: float = 0.5,
         apply_gradients(model, [mean[offs[i]:offs[i + 1]].reshape(a.shape)
                                 for i, a in enumerate(shapes)], lr)
     return BfpErrors(workers, n_steps, worst["bfp"], worst["float32"],
-                     worst["bfp_vs_float32"], fixed_worst, refused, bfp_error_bound(workers))
+                     worst["bfp_vs_float32"], fixed_worst, refused, bfp_error_bound(workers),
+                     v, worst["bfp_64"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,7 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", default="2,8,64,256")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--values-per-packet", default="64",
+                   help="BFP block sizes (values per packet), e.g. 64,128,256 (default 64)")
     args = p.parse_args(argv)
+    sizes = [int(x) for x in args.values_per_packet.split(",")]
     from rich.table import Table
 
     from controller.output import TableConsole
@@ -130,16 +147,18 @@ def main(argv: list[str] | None = None) -> int:
     console = TableConsole()
     t = Table(title="INA block floating point on digits-CNN gradients: largest per-block "
                     "error / block's largest magnitude")
-    for col in ("ranks", "steps", "BFP vs exact", "bound", "float32 all-reduce vs exact",
+    for col in ("ranks", "values/packet", "steps", "BFP vs exact", "bound",
+                "BFP vs exact per 64", "float32 all-reduce vs exact",
                 "BFP vs float32", "fixed 2^-16 vs exact", "fixed refused"):
         t.add_column(col, justify="right")
     ok = True
     for n in (int(x) for x in args.workers.split(",")):
-        r = measure(n, args.steps, args.seed)
-        ok &= r.bfp <= r.bound
-        t.add_row(str(n), str(r.steps), f"{r.bfp:.2e}", f"{r.bound:.2e}", f"{r.float32:.2e}",
-                  f"{r.bfp_vs_float32:.2e}", "-" if r.fixed is None else f"{r.fixed:.2e}",
-                  str(r.fixed_refused))
+        for v in sizes:
+            r = measure(n, args.steps, args.seed, values_per_packet=v)
+            ok &= r.bfp <= r.bound
+            t.add_row(str(n), str(v), str(r.steps), f"{r.bfp:.2e}", f"{r.bound:.2e}",
+                      f"{r.bfp_64:.2e}", f"{r.float32:.2e}", f"{r.bfp_vs_float32:.2e}",
+                      "-" if r.fixed is None else f"{r.fixed:.2e}", str(r.fixed_refused))
     console.print(t)
     return 0 if ok else 1
 

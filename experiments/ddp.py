@@ -37,7 +37,7 @@ from experiments.ina import switch_neighbors
 from experiments.runner import finish, spawn
 from experiments.runner import log as _log
 from hosts.fixedpoint import bfp_error_bound
-from hosts.packets import INA_MAX_WORKERS
+from hosts.packets import INA_MAX_WORKERS, INA_VALUE_SIZES, INA_VALUES
 from topologies.base import Topology
 
 console = TableConsole()
@@ -138,8 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="INA hook and PS: rounds (buckets) before the fragment numbers repeat")
     ap.add_argument("--number-format", choices=("bfp", "fixed"), default="bfp",
                     help="how the INA hook sends values: bfp, block floating point (a shared "
-                         "exponent per 64 values, agreed in the network; default), or fixed "
-                         "(one scale 2^-16 for every value)")
+                         "exponent per packet's values, agreed in the network; default), or "
+                         "fixed (one scale 2^-16 for every value)")
+    ap.add_argument("--values-per-packet", type=int, choices=INA_VALUE_SIZES, default=INA_VALUES,
+                    metavar="V", help="values an INA packet carries: 64 (default), 128 or 256 "
+                    "(docs/ina.md)")
     opts.add_common(ap, "ddp", takes={
         "--seed": {"default": 0}, "--workers": {"default": 4}, "--bw": {"default": 20.0},
         "--loss": {}, "--max-time": {"default": 600.0}, "--target": {}, "--out-dir": {}},
@@ -184,10 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     values = _model_size(args.seed)
     try:
         fmt = args.number_format
+        vpp = args.values_per_packet
         jobs = {"ina-ps": InaJob.plan(topo, ps, workers, 0, 1000.0, values, aggregate=False,
-                                      number_format=fmt),
+                                      number_format=fmt, values_per_packet=vpp),
                 "ina": InaJob.plan(topo, ps, workers, args.budget, 1000.0, values,
-                                   number_format=fmt)}
+                                   number_format=fmt, values_per_packet=vpp)}
     except PlacementError as e:
         console.print(f"[red]error: {e}[/red]")
         return 2

@@ -41,6 +41,7 @@ from experiments.runner import await_ready, finish, spawn
 from experiments.runner import log as _log
 from hosts.fixedpoint import bfp_reference, quantize
 from hosts.ina.worker import CONGESTION_MODES
+from hosts.packets import INA_VALUE_SIZES, INA_VALUES
 from topologies import fat_tree
 from topologies.base import Topology
 
@@ -159,7 +160,7 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
     for job, grads, jdir, ps, procs in running:
         if job.number_format == "bfp":
             # the exact int sums at the agreed exponents (never wrap: headroom bits)
-            expected, _ = bfp_reference(grads, len(grads))
+            expected, _ = bfp_reference(grads, len(grads), job.values_per_packet)
             expected = expected[: grads[0].size].astype(np.int32)
         else:
             expected = sum(quantize(g, job.scale_bits, len(grads)).astype(np.int64) for g in grads)
@@ -291,12 +292,13 @@ def run_ina(args: argparse.Namespace) -> int:
     for j, (ps, workers) in enumerate(plan):
         grads.append(_gradients(len(workers), args.values, args.seed + j))
         ina_jobs.append(InaJob.plan(topo, ps, workers, args.budget, args.capacity, args.values,
-                                    job_id=j + 1))
+                                    job_id=j + 1, values_per_packet=args.values_per_packet))
         base_jobs.append(InaJob.plan(topo, ps, workers, 0, args.capacity, args.values,
-                                     job_id=j + 1, aggregate=False))
+                                     job_id=j + 1, aggregate=False,
+                                     values_per_packet=args.values_per_packet))
     bws = sorted({round(d["capacity"], 3) for _, _, d in topo.graph.edges(data=True)})
     _log(f"{topo.name}: {len(plan)} job(s), {args.values} values "
-         f"({ina_jobs[0].num_fragments} fragments/worker), links {', '.join(f'{b:g}' for b in bws)} "
+         f"({ina_jobs[0].num_fragments} fragments/worker of {args.values_per_packet} values), links {', '.join(f'{b:g}' for b in bws)} "
          f"Mbit/s" + (f", loss on {len(loss)} port(s)" if loss else ""))
     for job in ina_jobs:
         pl = job.placement
@@ -346,7 +348,8 @@ def run_ina(args: argparse.Namespace) -> int:
     summary = {
         "topology": topo.name, "bw_mbit": bws, "ps": plan[0][0], "workers": plan[0][1],
         "loss": {f"{s}:{p}": r for (s, p), r in loss.items()},
-        "values": args.values, "budget": args.budget, "placement": list(first_pl.switches),
+        "values": args.values, "values_per_packet": args.values_per_packet,
+        "budget": args.budget, "placement": list(first_pl.switches),
         "sd": first_pl.result.tor, "gamma": first_pl.gamma, "runs": [asdict(r) for r in results],
         "jobs": [{"job_id": job.job_id, "ps": job.ps, "workers": job.workers,
                   "placement": list(job.placement.switches) if job.placement else [],
@@ -491,6 +494,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=1, help="concurrent INA jobs (workers dealt "
                                                         "round-robin; default 1)")
     p.add_argument("--values", type=int, default=65536, help="gradient size in float32 values (default 65536)")
+    p.add_argument("--values-per-packet", type=int, choices=INA_VALUE_SIZES, default=INA_VALUES,
+                   metavar="V", help="values a packet carries: 64 (default), 128 or 256; the "
+                   "switches run the ina.p4 compiled for it (docs/ina.md)")
     p.add_argument("--budget", type=int, default=2, help="K programmable switches (default 2)")
     p.add_argument("--capacity", type=float, default=1000.0, help="switch capacity C in Mbit/s")
     p.add_argument("--window", type=int, default=32, help="outstanding fragments per worker")

@@ -7,7 +7,11 @@ worker keeps ``max |q| <= (2**31 - 1) // N``, which :func:`quantize` enforces: i
 clips, it raises :class:`FixedPointOverflow` naming the largest scale that would fit.
 Rounding is to nearest, ties to even (``numpy.rint``).
 
-Block floating point (``bfp_*``): every block of ``INA_VALUES`` values gets its own
+The packet size ``V`` (values per fragment: 64, 128 or 256, the job's
+``values_per_packet``) is a keyword of every function that cuts values into fragments;
+it defaults to 64 (``INA_VALUES``).
+
+Block floating point (``bfp_*``): every block of ``V`` values (one fragment's) gets its own
 scale from a shared exponent, the max over the workers of each one's block exponent
 (:func:`block_exponents`), agreed in the network before the values are summed. With
 ``h = ceil(log2 N)`` headroom bits a block whose agreed exponent is ``E`` (every value
@@ -21,7 +25,7 @@ import math
 
 import numpy as np
 
-from hosts.packets import INA_MAX_WORKERS, INA_VALUES
+from hosts.packets import INA_MAX_WORKERS, INA_VALUES, check_values_per_packet
 
 __all__ = [
     "BFP_EXP_BIAS",
@@ -129,15 +133,16 @@ def dequantize(q: np.ndarray, scale_bits: int, dtype: type = np.float32) -> np.n
     return out.astype(dtype, copy=False)
 
 
-def num_fragments(num_values: int) -> int:
-    """Fragments (packets of ``INA_VALUES`` values) needed for ``num_values`` values."""
-    return -(-num_values // INA_VALUES)
+def num_fragments(num_values: int, values_per_packet: int = INA_VALUES) -> int:
+    """Fragments (packets of ``values_per_packet`` values) needed for ``num_values`` values."""
+    return -(-num_values // check_values_per_packet(values_per_packet))
 
 
-def pad_to_fragments(q: np.ndarray) -> np.ndarray:
-    """``q`` flattened and zero-padded to a multiple of ``INA_VALUES`` (a new array)."""
+def pad_to_fragments(q: np.ndarray, values_per_packet: int = INA_VALUES) -> np.ndarray:
+    """``q`` flattened and zero-padded to a multiple of ``values_per_packet`` (a new array)."""
     flat = np.asarray(q).ravel()
-    out = np.zeros(num_fragments(flat.size) * INA_VALUES, dtype=flat.dtype)
+    out = np.zeros(num_fragments(flat.size, values_per_packet) * values_per_packet,
+                   dtype=flat.dtype)
     out[: flat.size] = flat
     return out
 
@@ -152,8 +157,8 @@ def headroom_bits(num_workers: int) -> int:
     return (num_workers - 1).bit_length()
 
 
-def _blocks(g: np.ndarray) -> np.ndarray:
-    """``g`` flat, float64, zero-padded to whole blocks, shape (blocks, INA_VALUES)."""
+def _blocks(g: np.ndarray, values_per_packet: int = INA_VALUES) -> np.ndarray:
+    """``g`` flat, float64, zero-padded to whole blocks, shape (blocks, values_per_packet)."""
     a = np.asarray(g)
     if a.dtype.kind != "f":
         raise ValueError(f"gradient must be floating point, got dtype {a.dtype}")
@@ -161,16 +166,17 @@ def _blocks(g: np.ndarray) -> np.ndarray:
     if flat.size and not np.isfinite(flat).all():
         bad = int(np.flatnonzero(~np.isfinite(flat))[0])
         raise ValueError(f"gradient has a non-finite value at element {bad}")
-    out = np.zeros((num_fragments(flat.size), INA_VALUES))
+    out = np.zeros((num_fragments(flat.size, values_per_packet), values_per_packet))
     out.ravel()[: flat.size] = flat
     return out
 
 
-def block_exponents(gradient: np.ndarray) -> np.ndarray:
-    """Each block's biased exponent (uint8): ``e + 127`` for the smallest ``e`` with
-    every ``|g| < 2^e`` (clamped to 1..255), 0 for an all-zero block. The max of the
-    workers' values is the block's shared exponent."""
-    peak = np.abs(_blocks(gradient)).max(axis=1) if np.size(gradient) else np.zeros(0)
+def block_exponents(gradient: np.ndarray, values_per_packet: int = INA_VALUES) -> np.ndarray:
+    """Each block's (``values_per_packet`` values) biased exponent (uint8): ``e + 127``
+    for the smallest ``e`` with every ``|g| < 2^e`` (clamped to 1..255), 0 for an
+    all-zero block. The max of the workers' values is the block's shared exponent."""
+    peak = (np.abs(_blocks(gradient, values_per_packet)).max(axis=1) if np.size(gradient)
+            else np.zeros(0))
     _, e = np.frexp(peak)  # peak = m * 2^e, 0.5 <= m < 1: peak < 2^e
     biased = np.clip(e.astype(np.int64) + BFP_EXP_BIAS, 1, 255)
     return np.where(peak > 0, biased, 0).astype(np.uint8)
@@ -184,16 +190,18 @@ def bfp_scale_bits(exponents: np.ndarray, num_workers: int) -> np.ndarray:
     return np.where(e > 0, s, 0)
 
 
-def bfp_quantize(gradient: np.ndarray, exponents: np.ndarray, num_workers: int) -> np.ndarray:
-    """The blocks of ``gradient`` as int32 at the agreed ``exponents`` (one per block,
-    each at least the block's own, see :func:`block_exponents`): shape
-    (blocks * INA_VALUES,), zero-padded. Raises ``ValueError`` if an exponent is below
-    the block's own (the sum could overflow), for NaN/inf and for a non-float input."""
-    b = _blocks(gradient)
+def bfp_quantize(gradient: np.ndarray, exponents: np.ndarray, num_workers: int,
+                 values_per_packet: int = INA_VALUES) -> np.ndarray:
+    """The blocks of ``gradient`` as int32 at the agreed ``exponents`` (one per block of
+    ``values_per_packet`` values, each at least the block's own, see
+    :func:`block_exponents`): shape (blocks * values_per_packet,), zero-padded. Raises
+    ``ValueError`` if an exponent is below the block's own (the sum could overflow),
+    for NaN/inf and for a non-float input."""
+    b = _blocks(gradient, values_per_packet)
     e = np.asarray(exponents, dtype=np.int64)
     if e.shape != (b.shape[0],):
         raise ValueError(f"need one exponent per block ({b.shape[0]}), got shape {e.shape}")
-    own = block_exponents(gradient).astype(np.int64)
+    own = block_exponents(gradient, values_per_packet).astype(np.int64)
     low = np.flatnonzero(e < own)
     if low.size:
         k = int(low[0])
@@ -203,11 +211,11 @@ def bfp_quantize(gradient: np.ndarray, exponents: np.ndarray, num_workers: int) 
 
 
 def bfp_dequantize(q: np.ndarray, exponents: np.ndarray, num_workers: int,
-                   dtype: type = np.float32) -> np.ndarray:
-    """Summed blocks ``q`` (int32, ``len(exponents) * INA_VALUES`` values) as floats:
-    ``q * 2^-S`` per block (float64, then cast to ``dtype``)."""
+                   dtype: type = np.float32, values_per_packet: int = INA_VALUES) -> np.ndarray:
+    """Summed blocks ``q`` (int32, ``len(exponents) * values_per_packet`` values) as
+    floats: ``q * 2^-S`` per block (float64, then cast to ``dtype``)."""
     s = bfp_scale_bits(exponents, num_workers)
-    blocks = np.asarray(q).astype(np.float64).reshape(s.size, INA_VALUES)
+    blocks = np.asarray(q).astype(np.float64).reshape(s.size, values_per_packet)
     return np.ldexp(blocks, -s[:, None]).ravel().astype(dtype, copy=False)
 
 
@@ -217,23 +225,27 @@ def bfp_error_bound(num_workers: int) -> float:
     worker has in the block: ``max_i |sum_i - exact_i| <= bound * M`` (docs/ina.md,
     "Block floating point"). Each worker rounds to half a step ``2^(E-30+h)`` with
     ``M >= 2^(E-1)`` (``N * 2^(h-30)`` in all), plus the float32 result's own rounding
-    (``|sum| <= N*M``: ``N * 2^-24``)."""
+    (``|sum| <= N*M``: ``N * 2^-24``). It holds for any block size (values per
+    packet); a larger block only makes ``M`` the largest of more values."""
     n = num_workers
     return n * 2.0 ** (headroom_bits(n) - 30) + n * 2.0**-24
 
 
-def bfp_reference(gradients: list[np.ndarray], num_workers: int
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def bfp_reference(gradients: list[np.ndarray], num_workers: int,
+                  values_per_packet: int = INA_VALUES) -> tuple[np.ndarray, np.ndarray]:
     """What a block-floating-point allreduce of ``gradients`` (one per rank) returns
     exactly: the int32 sums (int64 array, zero-padded to whole blocks) at the agreed
     exponents, and those exponents (the max over the ranks of each block's)."""
-    e = np.max([block_exponents(g) for g in gradients], axis=0)
-    sums = np.sum([bfp_quantize(g, e, num_workers).astype(np.int64) for g in gradients], axis=0)
+    v = values_per_packet
+    e = np.max([block_exponents(g, v) for g in gradients], axis=0)
+    sums = np.sum([bfp_quantize(g, e, num_workers, v).astype(np.int64) for g in gradients],
+                  axis=0)
     return sums, e
 
 
-def bfp_fragments(num_values: int) -> int:
+def bfp_fragments(num_values: int, values_per_packet: int = INA_VALUES) -> int:
     """Fragments a block-floating-point allreduce of ``num_values`` values sends: the
-    blocks plus ``min(BFP_LOOKAHEAD, blocks)`` exponent-only ones ahead of them."""
-    n_b = num_fragments(num_values)
+    blocks (of ``values_per_packet`` values) plus ``min(BFP_LOOKAHEAD, blocks)``
+    exponent-only ones ahead of them."""
+    n_b = num_fragments(num_values, values_per_packet)
     return n_b + min(BFP_LOOKAHEAD, n_b)

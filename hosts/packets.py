@@ -10,7 +10,9 @@ Two views of every format, which the tests keep identical byte for byte:
   tens of thousands.
 
 Technique 1, in-network aggregation (docs/ina.md): UDP port 40000, payload = 52-byte
-INA header (a 256-bit contributor bitmap) + 64 big-endian two's-complement int32 values.
+INA header (a 256-bit contributor bitmap) + V big-endian two's-complement int32 values,
+V = 64 (the default), 128 or 256 per job (``INA_VALUE_SIZES``; docs/ina.md, "Values per
+packet").
 
 Reserved for the other techniques (add their formats here, same two views):
 
@@ -39,21 +41,25 @@ __all__ = [
     "INA_BITMAP_BYTES",
     "INA_HEADER",
     "INA_HEADER_LEN",
+    "INA_MAX_VALUES",
     "INA_MAX_WORKERS",
     "INA_NO_EXP",
     "INA_PACKET_LEN",
     "INA_UDP_PORT",
     "INA_VALUES",
     "INA_VALUES_LEN",
+    "INA_VALUE_SIZES",
     "InaDecodeError",
     "InaFlags",
     "InaHeader",
     "MsgType",
     "NDN_UDP_PORT",
     "TOKEN_UDP_PORT",
+    "check_values_per_packet",
     "decode_ina",
     "decode_ina_header",
     "encode_ina",
+    "ina_packet_len",
 ]
 
 # UDP ports: mirror p4src/include/config.p4 (change both together).
@@ -82,7 +88,11 @@ class InaFlags(IntFlag):
     VIA_SD = 0x02  # the tagged switch sends its aggregate to s_d (merged again), not the PS
 
 
-INA_VALUES = 64  # values per packet (one fragment); p4src/include/config.p4 says the same
+#: Values per packet (one fragment) a job may choose, smallest (the default) first: one
+#: compiled ina.p4 each (p4src/gen_lanes.py INA_VALUE_SIZES says the same).
+INA_VALUE_SIZES = (64, 128, 256)
+INA_VALUES = INA_VALUE_SIZES[0]  # the default; p4src/include/config.p4 says the same
+INA_MAX_VALUES = INA_VALUE_SIZES[-1]
 INA_MAX_WORKERS = 256  # bitmap width: worker ranks 0..255
 INA_BITMAP_BYTES = INA_MAX_WORKERS // 8  # 32: the contributor bitmap on the wire
 #: ``max_exp`` of a block with no proposal (plain fixed point, or all zeros): 0 is below
@@ -128,12 +138,25 @@ class _InaHeaderCodec:
 
 INA_HEADER = _InaHeaderCodec()
 INA_HEADER_LEN = INA_HEADER.size  # 52
-INA_VALUES_LEN = 4 * INA_VALUES  # 256
-INA_PACKET_LEN = INA_HEADER_LEN + INA_VALUES_LEN  # 308: the UDP payload
+INA_VALUES_LEN = 4 * INA_VALUES  # 256 (default size)
+INA_PACKET_LEN = INA_HEADER_LEN + INA_VALUES_LEN  # 308: the UDP payload (default size)
 assert INA_HEADER_LEN == 52
 
 _BE_I32 = np.dtype(">i4")
-_ZERO_VALUES = bytes(INA_VALUES_LEN)
+
+
+def check_values_per_packet(values_per_packet: Any) -> int:
+    """``values_per_packet`` as an ``int`` if it is one of ``INA_VALUE_SIZES``, else
+    ``ValueError`` (a switch runs the ina.p4 compiled for one size)."""
+    if isinstance(values_per_packet, bool) or values_per_packet not in INA_VALUE_SIZES:
+        raise ValueError(f"values per packet must be one of {', '.join(map(str, INA_VALUE_SIZES))}, "
+                         f"got {values_per_packet!r}")
+    return int(values_per_packet)
+
+
+def ina_packet_len(values_per_packet: int = INA_VALUES) -> int:
+    """UDP payload bytes of an INA packet carrying values: 308, 564 or 1076."""
+    return INA_HEADER_LEN + 4 * check_values_per_packet(values_per_packet)
 
 
 class InaDecodeError(ValueError):
@@ -157,18 +180,22 @@ class InaHeader(NamedTuple):
     max_exp: int = 0
 
 
-def values_to_bytes(values: Any) -> bytes:
-    """INA_VALUES int32 values (array-like, or their wire bytes) -> wire bytes."""
+def values_to_bytes(values: Any, values_per_packet: int | None = None) -> bytes:
+    """``values_per_packet`` int32 values (array-like, or their wire bytes) -> wire bytes.
+    None: as many as ``values`` has if that is one of ``INA_VALUE_SIZES`` (zeros: 64)."""
+    v = None if values_per_packet is None else check_values_per_packet(values_per_packet)
     if values is None:
-        return _ZERO_VALUES
+        return bytes(4 * (v or INA_VALUES))
     if isinstance(values, bytes | bytearray | memoryview):
         b = bytes(values)
-        if len(b) != INA_VALUES_LEN:
-            raise ValueError(f"values must be {INA_VALUES_LEN} bytes, got {len(b)}")
+        want = [4 * v] if v else [4 * n for n in INA_VALUE_SIZES]
+        if len(b) not in want:
+            raise ValueError(f"values must be {' or '.join(map(str, want))} bytes, got {len(b)}")
         return b
     a = np.asarray(values)
-    if a.shape != (INA_VALUES,):
-        raise ValueError(f"values must have shape ({INA_VALUES},), got {a.shape}")
+    shapes = [(v,)] if v else [(n,) for n in INA_VALUE_SIZES]
+    if a.shape not in shapes:
+        raise ValueError(f"values must have shape {' or '.join(map(str, shapes))}, got {a.shape}")
     if a.dtype.kind not in "iu":
         raise ValueError(f"values must be integers (fixed point), got dtype {a.dtype}")
     if a.dtype.itemsize > 4 and (a.min() < -(2**31) or a.max() > 2**31 - 1):
@@ -190,10 +217,13 @@ def encode_ina(
     sd_fanin: int = 0,
     values: Any = None,
     max_exp: int = 0,
+    values_per_packet: int | None = None,
 ) -> bytes:
-    """One INA UDP payload: 308 bytes, or the 52-byte header alone for ``CLEAR``, which
-    carries no values. ``values``: 64 int32s, their 256 wire bytes, or None (zeros; must be
-    None for ``CLEAR``). Raises ``struct.error``/``ValueError`` on out-of-range fields."""
+    """One INA UDP payload: ``ina_packet_len(V)`` bytes (308 for 64 values), or the
+    52-byte header alone for ``CLEAR``, which carries no values. ``values``: V int32s,
+    their ``4·V`` wire bytes, or None (zeros; must be None for ``CLEAR``);
+    ``values_per_packet`` V: one of ``INA_VALUE_SIZES``, None = as many as ``values``
+    has (64 for zeros). Raises ``struct.error``/``ValueError`` on out-of-range fields."""
     hdr = INA_HEADER.pack(
         msg_type, job_id, worker_id, fragment, tag, origin, bitmap, count, fanin, flags,
         sd_fanin, max_exp,
@@ -202,28 +232,31 @@ def encode_ina(
         if values is not None:
             raise ValueError("a CLEAR carries no values")
         return hdr
-    return hdr + values_to_bytes(values)
+    return hdr + values_to_bytes(values, values_per_packet)
 
 
-def decode_ina_header(data: bytes | bytearray | memoryview) -> InaHeader:
-    """The header of an INA payload; raises ``InaDecodeError`` if it is too short (308
-    bytes, 52 for a ``CLEAR``)."""
-    if len(data) < INA_PACKET_LEN and not (
-            len(data) >= INA_HEADER_LEN and data[0] == MsgType.CLEAR):
-        raise InaDecodeError(f"INA packet is {len(data)} bytes, expected {INA_PACKET_LEN}")
+def decode_ina_header(data: bytes | bytearray | memoryview,
+                      values_per_packet: int = INA_VALUES) -> InaHeader:
+    """The header of an INA payload of ``values_per_packet`` values; raises
+    ``InaDecodeError`` if it is too short (``ina_packet_len``, 52 for a ``CLEAR``)."""
+    need = ina_packet_len(values_per_packet)
+    if len(data) < need and not (len(data) >= INA_HEADER_LEN and data[0] == MsgType.CLEAR):
+        raise InaDecodeError(f"INA packet is {len(data)} bytes, expected {need}")
     return InaHeader._make(INA_HEADER.unpack_from(data))
 
 
-def decode_ina(data: bytes | bytearray | memoryview) -> tuple[InaHeader, np.ndarray]:
-    """Header and values (native ``int32`` array of ``INA_VALUES``) of an INA payload.
+def decode_ina(data: bytes | bytearray | memoryview,
+               values_per_packet: int = INA_VALUES) -> tuple[InaHeader, np.ndarray]:
+    """Header and values (native ``int32`` array of ``values_per_packet``) of an INA
+    payload.
 
-    Bytes beyond 308 (e.g. Ethernet padding) are ignored; shorter input raises
-    ``InaDecodeError``. The message type is not checked here (receivers count unknown
-    types themselves). A ``CLEAR`` (header only) decodes with zeros."""
-    hdr = decode_ina_header(data)
-    if len(data) < INA_PACKET_LEN:  # a CLEAR
-        return hdr, np.zeros(INA_VALUES, np.int32)
-    vals = np.frombuffer(data, dtype=_BE_I32, count=INA_VALUES, offset=INA_HEADER_LEN)
+    Bytes beyond ``ina_packet_len`` (e.g. Ethernet padding) are ignored; shorter input
+    raises ``InaDecodeError``. The message type is not checked here (receivers count
+    unknown types themselves). A ``CLEAR`` (header only) decodes with zeros."""
+    hdr = decode_ina_header(data, values_per_packet)
+    if len(data) < ina_packet_len(values_per_packet):  # a CLEAR
+        return hdr, np.zeros(values_per_packet, np.int32)
+    vals = np.frombuffer(data, dtype=_BE_I32, count=values_per_packet, offset=INA_HEADER_LEN)
     return hdr, vals.astype(np.int32)
 
 
@@ -287,22 +320,25 @@ def _build_scapy_layers() -> dict[str, type[Packet]]:
         ]
 
     class INAValues(Packet):
-        """The 32 signed int32 fixed-point values that follow the INA header."""
+        """The signed int32 fixed-point values that follow the INA header: 64, 128 or
+        256 (``INA_VALUE_SIZES``); a dissected packet has as many as its payload holds."""
 
         name = "INAValues"
         fields_desc = [
             FieldListField(
                 "values",
                 [0] * INA_VALUES,
+                # no count: the rest of the payload (IP and UDP strip any Ethernet padding)
                 SignedIntField("v", 0),
-                count_from=lambda _pkt: INA_VALUES,
+                max_count=INA_MAX_VALUES,
             )
         ]
 
         def post_build(self, pkt: bytes, pay: bytes) -> bytes:
             # a short list would silently build a short packet: refuse instead
-            if len(self.values) != INA_VALUES:
-                raise ValueError(f"INAValues needs {INA_VALUES} values, got {len(self.values)}")
+            if len(self.values) not in INA_VALUE_SIZES:
+                raise ValueError(f"INAValues needs {' or '.join(map(str, INA_VALUE_SIZES))} "
+                                 f"values, got {len(self.values)}")
             return pkt + pay
 
     bind_layers(UDP, INA, dport=INA_UDP_PORT)

@@ -88,7 +88,8 @@ def _run(args: argparse.Namespace) -> int:
         else:
             if not args.policy:
                 pol = policy_dict(topo, ps, workers, args.budget, args.capacity, args.values,
-                                  aggregate=args.scheme == "ina")
+                                  aggregate=args.scheme == "ina",
+                                  values_per_packet=args.values_per_packet)
             res = run_ina(topo, pol, args.values, window=args.window, timeout=args.timeout,
                           aggregators=args.aggregators, loss=loss, max_time=args.max_time,
                           scheme=args.scheme)
@@ -118,6 +119,9 @@ def register(sub: Any, topo_help: str) -> None:
     p.add_argument("--workers", type=int, help="workers N (default: every other host)")
     p.add_argument("--policy", help="routing-policy JSON (docs/ina_policy.md) instead of planning")
     p.add_argument("--values", type=int, default=32768, help="gradient length (default 32768)")
+    p.add_argument("--values-per-packet", type=int, choices=(64, 128, 256), default=64,
+                   metavar="V", help="PS, INA: values a packet carries (64, 128 or 256; "
+                   "default 64; a --policy says its own)")
     p.add_argument("--budget", type=int, default=2, help="INA: aggregating switches K (default 2)")
     p.add_argument("--capacity", type=float, default=1000.0,
                    help="INA: switch capacity for the placement, Mbit/s (default 1000)")

@@ -18,7 +18,8 @@ from topologies import Topology
 
 from .ns3env import load
 
-INA_VALUES = 64  # hosts/packets.py: values per INA packet
+INA_VALUES = 64  # hosts/packets.py: values per INA packet, the default
+INA_VALUE_SIZES = (64, 128, 256)  # hosts/packets.py: the sizes a policy may choose
 INA_HDR = 20
 #: Ethernet header bytes the emulator's frames carry and ns-3's point-to-point frames (2-byte
 #: PPP header) do not: added to every INA payload so a packet costs a link what it costs there.
@@ -228,6 +229,10 @@ def _check_policy_fields(topo: Topology, policy: dict[str, Any]) -> dict[str, An
         raise SimError(f"policy lacks or mistypes {e}") from None
     if nf < 1 or not workers:
         raise SimError("policy needs workers and num_fragments >= 1")
+    vpp = policy.get("values_per_packet", INA_VALUES)
+    if isinstance(vpp, bool) or vpp not in INA_VALUE_SIZES:
+        raise SimError(f"policy values_per_packet {vpp!r} is not one of "
+                       f"{', '.join(map(str, INA_VALUE_SIZES))}")
     tags_in = policy.get("tags", 0)
     tags = [_row(tags_in if isinstance(tags_in, int) else r, nf, "tags")
             for r in (tags_in if isinstance(tags_in, list) else [tags_in] * len(workers))]
@@ -249,7 +254,7 @@ def _check_policy_fields(topo: Topology, policy: dict[str, Any]) -> dict[str, An
         if s not in fanin:
             fanin[s] = [sum(1 for r in tags if r[f] == s) for f in range(nf)]
     return {"ps": ps, "workers": workers, "nf": nf, "tags": tags, "sd": sd_id,
-            "fanin": fanin, "partial": partial}
+            "fanin": fanin, "partial": partial, "values_per_packet": int(vpp)}
 
 
 def _path(topo: Topology, a: str, b: str) -> list[str]:
@@ -287,8 +292,9 @@ def run_ina(topo: Topology, policy: dict[str, Any], values: int, *, window: int 
     False: the fixed hash spread of every other route."""
     pol = _check_policy(topo, policy)
     nf, workers, ps = pol["nf"], pol["workers"], pol["ps"]
-    if math.ceil(values / INA_VALUES) != nf:
-        raise SimError(f"{values} values make {math.ceil(values / INA_VALUES)} fragments; "
+    vpp = pol["values_per_packet"]  # values a packet carries: the policy's
+    if math.ceil(values / vpp) != nf:
+        raise SimError(f"{values} values make {math.ceil(values / vpp)} fragments of {vpp}; "
                        f"the policy has {nf}")
     if window < 1 or timeout <= 0 or aggregators < 1:
         raise SimError("window and aggregators must be >= 1, timeout > 0")
@@ -299,7 +305,7 @@ def run_ina(topo: Topology, policy: dict[str, Any], values: int, *, window: int 
     net = Ns3Network(topo, loss=loss, pins=pins)
     ns, g = net.ns, net.g
     g.ResetStats(len(workers))
-    payload = INA_HDR + 4 * INA_VALUES + ETH_EXTRA
+    payload = INA_HDR + 4 * vpp + ETH_EXTRA
 
     # switches: the aggregating ones and every switch of the RESULT tree
     tree_children: dict[str, list[str]] = {}

@@ -16,7 +16,7 @@ from controller.placement import (
 )
 from topologies import Topology
 
-INA_VALUES = 64
+INA_VALUES = 64  # values per packet by default (hosts/packets.py)
 
 #: Placement methods ``policy_dict`` takes (controller/placement): the seed's greedy + LP
 #: and two baselines, each evaluated by the same LP and turned into tags the same way.
@@ -25,7 +25,8 @@ METHODS = ("greedy", "random", "tor-first")
 
 def policy_dict(topo: Topology, ps: str, workers: list[str], budget: int, capacity: float,
                 values: int, aggregate: bool = True, job_id: int = 1,
-                sd_only: bool = False, method: str = "greedy", seed: int = 0) -> dict[str, Any]:
+                sd_only: bool = False, method: str = "greedy", seed: int = 0,
+                values_per_packet: int = INA_VALUES) -> dict[str, Any]:
     """``InaJob.plan(...).policy_dict()`` for any worker count: placement of ``budget``
     switches (``method``: the greedy + LP, or the ``random`` (``seed``) / ``tor-first``
     baselines, each with the LP's rates), the per-fragment routing policy;
@@ -34,13 +35,16 @@ def policy_dict(topo: Topology, ps: str, workers: list[str], budget: int, capaci
     0 still aggregates at ``s_d``, which the placement keeps outside the budget: ask for
     that with ``budget=0, sd_only=True``).
 
+    ``values_per_packet``: 64, 128 or 256 values a fragment (the policy key of the same name).
+
     Besides the agents' fields the dict carries ``aggregating`` (switch names), ``gamma``
     (the LP's per-worker rate, Mbit/s) and ``method``."""
     if method not in METHODS:
         raise ValueError(f"placement method must be one of {', '.join(METHODS)}, got {method!r}")
-    nf = math.ceil(values / INA_VALUES)
+    nf = math.ceil(values / values_per_packet)
     d: dict[str, Any] = {"version": 1, "job": job_id, "ps": topo.host_ip(ps),
-                         "workers": [topo.host_ip(w) for w in workers], "num_fragments": nf}
+                         "workers": [topo.host_ip(w) for w in workers], "num_fragments": nf,
+                         "values_per_packet": values_per_packet}
     if not aggregate or (budget == 0 and not sd_only):
         d.update(tags=0, sd=None)
         return d

@@ -73,9 +73,14 @@ def scale_rows(workers: int, schemes: tuple[str, ...] = ("ps", "ring", "ina"),
     return rows
 
 
-#: bytes an INA packet puts on a simulated link: UDP payload (header, 64 values, the
-#: Ethernet bytes PPP lacks) + UDP 8 + IPv4 20 + PPP 2 (sim/core.py)
-INA_WIRE_BYTES = 20 + 4 * 64 + 12 + 8 + 20 + 2
+def ina_wire_bytes(values_per_packet: int = 64) -> int:
+    """Bytes an INA packet puts on a simulated link: UDP payload (header, the values, the
+    Ethernet bytes PPP lacks) + UDP 8 + IPv4 20 + PPP 2 (sim/core.py)."""
+    return 20 + 4 * values_per_packet + 12 + 8 + 20 + 2
+
+
+#: :func:`ina_wire_bytes` of the default 64 values a packet
+INA_WIRE_BYTES = ina_wire_bytes()
 
 
 @dataclass

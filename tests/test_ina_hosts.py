@@ -138,6 +138,8 @@ def _run(
 
 
 def _check_exact(pol: Policy, grads: list[np.ndarray], ps: ParameterServer, out: dict) -> None:
+    """Every rank's int32 result and the PS's sums equal the exact integer sums, element
+    by element, in fragments of the policy's values per packet."""
     exp = _exact(grads, pol.num_workers)
     assert np.abs(exp).max() < 2**31
     n = exp.size
@@ -147,7 +149,7 @@ def _check_exact(pol: Policy, grads: list[np.ndarray], ps: ParameterServer, out:
         assert np.array_equal(res.astype(np.int64), exp)
         fl = dequantize(res, S)
         assert np.array_equal(fl, (exp / 2.0**S).astype(np.float32))
-        assert st.results == st.fragments == num_fragments(n)
+        assert st.results == st.fragments == num_fragments(n, pol.values_per_packet)
     assert np.array_equal(ps.result(pol.job)[:n].astype(np.int64), exp)
 
 
@@ -609,10 +611,11 @@ class _ModelSwitches(threading.Thread):
             for sk in ready:
                 s = by_sock[sk]
                 data = sk.recv(2048)
-                h, vals = decode_ina(data)
+                v = self.pol.values_per_packet  # the "program" of these switches
+                h, vals = decode_ina(data, v)
                 key = (s, h.job_id, h.fragment)
                 if h.msg_type == MsgType.GRAD and h.tag == s:
-                    a = self.aggs.setdefault(key, [0, 0, np.zeros(INA_VALUES, np.int32)])
+                    a = self.aggs.setdefault(key, [0, 0, np.zeros(v, np.int32)])
                     if not a[0] & h.bitmap:
                         a[0] |= h.bitmap
                         a[1] += h.count
@@ -642,11 +645,12 @@ class _ModelSwitches(threading.Thread):
             sk.close()
 
 
-def test_switch_tags_partials_sd_multicast_exact(net):
+@pytest.mark.parametrize("vpp", [64, 256])
+def test_switch_tags_partials_sd_multicast_exact(net, vpp):
     """Tags from a policy: fragments go to a model switch 5, to s_d (9) or to the PS;
     some of 5's aggregates are merged again at s_d (VIA_SD); partials, RESULT through
     s_d and CLEARs complete the job exactly and free every model aggregator. Worker 3
-    loses packets (retransmitted to the PS)."""
+    loses packets (retransmitted to the PS). With 64 and with 256 values a packet."""
     n_w, n_f = 4, 60
     f = np.arange(n_f)
     row01 = np.where(f % 3 == 0, 5, np.where(f % 3 == 1, 9, 0))
@@ -655,11 +659,11 @@ def test_switch_tags_partials_sd_multicast_exact(net):
     partial5 = np.where((f % 4 == 0) & (f % 3 != 1), 9, 0)  # where 5 aggregates f
     pol = Policy(job=8, ps=net(1), workers=tuple(net(2 + r) for r in range(n_w)),
                  num_fragments=n_f, tags=tags, switch_ips={5: net(50), 9: net(90)},
-                 sd=SwitchRef(9, net(90)), partial_tags={5: partial5})
+                 sd=SwitchRef(9, net(90)), partial_tags={5: partial5}, values_per_packet=vpp)
     assert pol.fanin[9][0] == 4 and pol.fanin[9][1] == 2  # merged workers count at s_d
     model = _ModelSwitches(pol, (net(1), PORT))
     model.start()
-    grads = _grads(n_w, n_f * INA_VALUES, seed=8)
+    grads = _grads(n_w, n_f * vpp - 3, seed=8)
     try:
         faults = iter([None, None, None, FaultInjection(drop_every=4)])
         # timeout well above the model's reaction time: a retransmission that overtakes

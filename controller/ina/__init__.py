@@ -21,6 +21,7 @@ from controller.ina.deployment import (
     MAX_WORKERS,
     InaDeployment,
     InaJob,
+    ina_program_path,
 )
 from controller.ina.result_fanout import (
     ResultFanout,
@@ -35,6 +36,7 @@ __all__ = [
     "INA_PROGRAM",
     "InaDeployment",
     "InaJob",
+    "ina_program_path",
     "MAX_WORKERS",
     "result_address",
     "result_rid",

@@ -59,10 +59,11 @@ class Aggregator(ControlBlock):
 
     async def read_events(self, session: Any) -> dict[str, int]:
         """``ina_events`` (``EVENT_NAMES``) and the consumed packets of ``ina_drops``
-        (absorbed, duplicate, unknown_job, clear), by name."""
+        (absorbed, duplicate, unknown_job, clear, wrong_size), by name."""
         cells = await session.read_counter(self.name("ina_events"))
         out = {n: cells.get(i, (0, 0))[0] for i, n in enumerate(EVENT_NAMES)}
         drops = await session.read_counter(self.name("ina_drops"))
-        for i, n in enumerate(["absorbed", "duplicate", "unknown_job", "clear"], start=1):
+        for i, n in enumerate(["absorbed", "duplicate", "unknown_job", "clear", "wrong_size"],
+                              start=1):
             out[n] = drops.get(i, (0, 0))[0]
         return out

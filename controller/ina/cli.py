@@ -31,6 +31,7 @@ from controller.cli import (
     parse_topology,
 )
 from controller.p4runtime import DeployError
+from hosts.packets import INA_VALUE_SIZES, INA_VALUES
 from topologies import Topology, TopologyError
 
 # ----------------------------------------------------------------------------- placement
@@ -448,7 +449,8 @@ def _plan(topo: Topology, spec: dict[str, Any]) -> Any:
         return InaJob.plan(topo, spec["ps"], spec["workers"], spec["budget"] or 0,
                            spec["capacity"] or 1.0, spec["values"], job_id=spec["job_id"],
                            scale_bits=spec["scale_bits"], aggregate=not spec["baseline"],
-                           number_format=spec.get("number_format", "fixed"))
+                           number_format=spec.get("number_format", "fixed"),
+                           values_per_packet=spec.get("values_per_packet", INA_VALUES))
     except (PlacementError, DeployError) as e:
         raise UsageError(f"job {spec['job_id']}: {e}") from None
 
@@ -477,7 +479,8 @@ def cmd_ina_deploy(args: argparse.Namespace) -> int:
         _placement_problem(topo, ps, workers, args.budget, args.capacity)
     spec = {"job_id": args.job_id, "ps": ps, "workers": workers, "budget": args.budget,
             "capacity": args.capacity, "values": args.values, "scale_bits": args.scale_bits,
-            "number_format": args.number_format, "baseline": args.baseline, "policy": str(policy_path), "ddp": args.ddp}
+            "number_format": args.number_format,
+            "values_per_packet": args.values_per_packet, "baseline": args.baseline, "policy": str(policy_path), "ddp": args.ddp}
     job = _plan(topo, spec)
     timeout_us = None
     if args.aggregator_timeout_ms is not None:
@@ -609,7 +612,7 @@ def job_script(run_dir: str, job: Any, setup: dict[str, str], commands: dict[str
 
 
 EVENT_NAMES = ("added", "partial", "passed_on", "cleared", "result", "taken_over",
-               "absorbed", "duplicate", "unknown_job", "clear")
+               "absorbed", "duplicate", "unknown_job", "clear", "wrong_size")
 
 
 def policy_switches(topo: Topology, path: str) -> dict[str, str]:
@@ -811,13 +814,18 @@ def register(sub: Any, topo_help: str) -> None:
     network_args(idep, topo_help)
     job_args(idep, required=False)
     idep.add_argument("--values", type=int, required=True, metavar="N",
-                      help="gradient size in values (64 values per fragment)")
+                      help="gradient size in values (--values-per-packet values a fragment)")
+    idep.add_argument("--values-per-packet", type=int, choices=INA_VALUE_SIZES,
+                      default=INA_VALUES, metavar="V",
+                      help="values a packet carries: 64 (default), 128 or 256; the switches "
+                           "load the ina.p4 compiled for it, so every job deployed on a network "
+                           "has the same (docs/ina.md)")
     idep.add_argument("--job-id", type=int, default=1, metavar="J", help="INA job id (default 1)")
     idep.add_argument("--scale-bits", type=int, default=16, metavar="S",
                       help="fixed-point scale 2^S (default 16)")
     idep.add_argument("--number-format", choices=("fixed", "bfp"), default="fixed",
                       help="how the workers send values: fixed (one scale 2^S) or bfp (block "
-                           "floating point: a shared exponent per 64 values, agreed in the "
+                           "floating point: a shared exponent per packet's values, agreed in the "
                            "network; no scale to choose; docs/ina.md)")
     idep.add_argument("--baseline", action="store_true",
                       help="no aggregation: every worker sends to the PS (PS baseline)")

@@ -26,6 +26,10 @@ switch-facing ports and, on a job member's first switch, the member (admission,
 docs/trust.md); all get routes to every host and to every aggregating switch's address;
 the switches of each job's RESULT tree (rooted at ``s_d``) get its multicast group, a
 route for its result address, and per-worker unicast rewrites at the leaves.
+
+Values per packet (docs/ina.md): a job's packets carry ``values_per_packet`` values (64,
+128 or 256), and a switch runs the ``ina.p4`` compiled for one size
+(:func:`ina_program_path`), so every job of one deployment has the same size.
 """
 
 from __future__ import annotations
@@ -53,23 +57,28 @@ from controller.placement import (
 )
 from controller.routing import compute_routes
 from hosts.fixedpoint import NUMBER_FORMATS, bfp_fragments
-from hosts.packets import INA_MAX_WORKERS, INA_UDP_PORT, INA_VALUES
+from hosts.packets import (
+    INA_MAX_WORKERS,
+    INA_UDP_PORT,
+    INA_VALUE_SIZES,
+    INA_VALUES,
+    check_values_per_packet,
+)
 from topologies.base import Topology
 
 INA_PROGRAM = REPO_ROOT / "p4src" / "build" / "ina.json"
 MAX_WORKERS = INA_MAX_WORKERS  # one bit per worker in the INA bitmap (256)
 
 
-
-
-
-
-
-
-
-
-
-
+def ina_program_path(values_per_packet: int = INA_VALUES) -> Path:
+    """The compiled ``ina.p4`` for ``values_per_packet`` values a packet: ``ina.json`` for
+    the default (64), ``ina_v<N>.json`` for the others (``make p4``: ``-DINA_VALUES=N``).
+    Raises :class:`DeployError` for a size no program is compiled for."""
+    try:
+        v = check_values_per_packet(values_per_packet)
+    except ValueError as e:
+        raise DeployError(str(e)) from None
+    return INA_PROGRAM if v == INA_VALUE_SIZES[0] else INA_PROGRAM.with_name(f"ina_v{v}.json")
 
 
 @dataclass
@@ -86,6 +95,9 @@ class InaJob:
     scale_bits: int = 16
     #: "fixed" or "bfp" (block floating point, docs/ina.md): written into the policy
     number_format: str = "fixed"
+    #: values per packet (64, 128 or 256; docs/ina.md): written into the policy, and the
+    #: deployment loads the ina.p4 compiled for it
+    values_per_packet: int = INA_VALUES
 
     @classmethod
     def plan(
@@ -100,13 +112,15 @@ class InaJob:
         scale_bits: int = 16,
         aggregate: bool = True,
         number_format: str = "fixed",
+        values_per_packet: int = INA_VALUES,
     ) -> InaJob:
         """Place ``budget`` switches (greedy + LP) and derive the per-fragment policy.
 
         ``aggregate=False`` plans the PS baseline: no switch aggregates anything.
         ``number_format="bfp"`` plans the fragments of a block-floating-point
         allreduce of ``num_values`` values (the blocks plus the exponent fragments ahead
-        of them, ``hosts.fixedpoint.bfp_fragments``).
+        of them, ``hosts.fixedpoint.bfp_fragments``). ``values_per_packet``: 64, 128 or
+        256 values a fragment (docs/ina.md, "Values per packet").
         """
         workers = list(workers)
         if not 1 <= len(workers) <= MAX_WORKERS:
@@ -117,16 +131,18 @@ class InaJob:
             raise DeployError("a gradient needs at least one value")
         if number_format not in NUMBER_FORMATS:
             raise DeployError(f"number format must be one of {NUMBER_FORMATS}, got {number_format!r}")
-        num_fragments = (bfp_fragments(num_values) if number_format == "bfp"
-                         else -(-num_values // INA_VALUES))
+        ina_program_path(values_per_packet)  # a size with a compiled program (DeployError)
+        v = int(values_per_packet)
+        num_fragments = (bfp_fragments(num_values, v) if number_format == "bfp"
+                         else -(-num_values // v))
         if not aggregate:
             return cls(job_id, topology, ps, workers, None, None, num_fragments, scale_bits,
-                       number_format)
+                       number_format, v)
         problem = PlacementProblem(topology, ps, workers, budget, switch_capacity)
         placement = greedy_placement(problem)
         policy = routing_policy(placement, num_fragments)
         return cls(job_id, topology, ps, workers, placement, policy, num_fragments, scale_bits,
-                   number_format)
+                   number_format, v)
 
     # -- derived ---------------------------------------------------------------------
     @property
@@ -155,6 +171,7 @@ class InaJob:
             "port": INA_UDP_PORT,
             "scale_bits": self.scale_bits,
             "format": self.number_format,
+            "values_per_packet": self.values_per_packet,
             "workers": [topo.host_ip(w) for w in self.workers],
             "num_fragments": self.num_fragments,
         }
@@ -182,9 +199,13 @@ class InaDeployment:
     """Install INA jobs (and plain forwarding everywhere else) on a running network."""
 
     def __init__(self, topology: Topology, addresses: Mapping[str, str], jobs: list[InaJob],
-                 ina_program: str | Path = INA_PROGRAM,
+                 ina_program: str | Path | None = None,
                  loss: Mapping[tuple[str, int], float] | None = None,
                  aggregator_timeout_us: int | None = None) -> None:
+        """``ina_program``: the compiled ina.p4 every ``ina.p4`` switch loads; None: the
+        one for the jobs' values per packet (:func:`ina_program_path`), which must be the
+        same for every job (``DeployError`` otherwise: a switch parses one size, and
+        every job's packets cross the switches that run admission)."""
         self.topology = topology
         # None: the program's default (INA_AGGREGATOR_TIMEOUT_US)
         self.aggregator_timeout_us = aggregator_timeout_us
@@ -196,6 +217,14 @@ class InaDeployment:
         sds = {j.sd for j in jobs if j.sd is not None}
         if len(sds) > 1:
             raise DeployError("all aggregating jobs must share one PS ToR switch (s_d)")
+        sizes = {j.values_per_packet for j in jobs}
+        if len(sizes) > 1:
+            raise DeployError("all jobs of one deployment must have the same values per packet "
+                              "(a switch runs the ina.p4 compiled for one size), got "
+                              + ", ".join(f"job {j.job_id}: {j.values_per_packet}" for j in jobs))
+        self.values_per_packet = sizes.pop() if sizes else INA_VALUES
+        if ina_program is None:
+            ina_program = ina_program_path(self.values_per_packet)
         self.aggregators = sorted({s for j in jobs for s in j.aggregating_switches},
                                   key=topology.device_id)
         # Admission (docs/trust.md) runs where hosts enter the fabric: every switch with a

@@ -15,7 +15,8 @@ the aggregating switches of the job's policy, then the PS, which must run with
 ``--rounds 0`` and the hook's ``--round-cycle``), and returns the sum divided by the
 world size, as DDP's default all-reduce hook does.
 
-- **Sized to the bucket.** A bucket of ``B`` values sends ``ceil(B/64)`` fragments, the
+- **Sized to the bucket.** A bucket of ``B`` values sends ``ceil(B/V)`` fragments (``V``
+  the policy's values per packet, 64 by default), the
   policy's first ones, not the job's ``F`` (the job is planned for the largest bucket,
   the whole model at most); the PS ends such a short round when the next one starts.
 - **Bounded, reused fragment numbers.** Round ``r`` (one bucket) uses the numbers
@@ -33,10 +34,10 @@ world size, as DDP's default all-reduce hook does.
 A bucket larger than the job (``InaHookState.capacity`` values) is refused with a clear
 error, never truncated. The policy's number format decides how values travel:
 
-- ``"bfp"`` (block floating point, what ``experiments/ddp.py`` plans): every block of 64
+- ``"bfp"`` (block floating point, what ``experiments/ddp.py`` plans): every block of ``V``
   values gets a shared exponent agreed in the network one step ahead, so no gradient is
   ever refused and nobody picks a scale; a bucket of ``B`` values then sends
-  ``ceil(B/64) + min(32, ceil(B/64))`` fragments (the exponent ones first). The error
+  ``ceil(B/V) + min(32, ceil(B/V))`` fragments (the exponent ones first). The error
   per block is at most ``hosts.fixedpoint.bfp_error_bound(N)`` times the block's
   largest magnitude (docs/ina.md, "Block floating point");
 - ``"fixed"``: one scale ``2^S`` from the policy; the sum is exact in fixed point, and
@@ -66,7 +67,6 @@ from hosts.fixedpoint import BFP_LOOKAHEAD, dequantize, quantize
 from hosts.ina.policy import Policy
 from hosts.ina.rounds import DEFAULT_REUSE_AFTER_S, FragmentCycle
 from hosts.ina.worker import Worker, WorkerStats
-from hosts.packets import INA_VALUES
 
 #: Rounds (buckets) before the hook's fragment numbers repeat. At a few buckets per
 #: step and tens of milliseconds a step, 1,024 rounds last far longer than
@@ -145,8 +145,8 @@ class InaHookState:
         if self.worker.number_format == "bfp":
             f = self.num_fragments
             blocks = f - BFP_LOOKAHEAD if f >= 2 * BFP_LOOKAHEAD else f // 2
-            return blocks * INA_VALUES
-        return self.num_fragments * INA_VALUES
+            return blocks * self.worker.values_per_packet
+        return self.num_fragments * self.worker.values_per_packet
 
     @property
     def fragment_space(self) -> int:
@@ -156,13 +156,13 @@ class InaHookState:
 
     def allreduce_sum(self, flat: np.ndarray) -> np.ndarray:
         """The sum over all ranks of ``flat`` (float32, at most ``capacity`` values), the
-        same on every rank (the RESULT is one multicast). Sends ``ceil(n/64)``
+        same on every rank (the RESULT is one multicast). Sends ``ceil(n/V)``
         fragments; runs on the caller's thread."""
         n = flat.size
         if n > self.capacity:
             raise ValueError(
                 f"gradient bucket of {n} values exceeds the INA job's {self.capacity} "
-                f"({self.num_fragments} fragments x {INA_VALUES}"
+                f"({self.num_fragments} fragments x {self.worker.values_per_packet}"
                 f"{' less the exponent fragments' if self.worker.number_format == 'bfp' else ''}"
                 f"): plan the job with --values >= {n} or lower DDP's bucket_cap_mb")
         if n == 0:

@@ -23,6 +23,8 @@ from hosts.fixedpoint import (
 from hosts.packets import (
     INA_MAX_WORKERS,
     INA_UDP_PORT,
+    INA_VALUE_SIZES,
+    INA_VALUES,
     InaFlags,
 )
 
@@ -139,6 +141,9 @@ class Policy:
     #: "fixed" (one scale ``2^scale_bits`` for every value) or "bfp" (block floating
     #: point: a shared exponent per fragment, agreed one round ahead; docs/ina.md)
     number_format: str = "fixed"
+    #: values per packet (fragment), one of ``INA_VALUE_SIZES``: every switch the job
+    #: crosses runs the ina.p4 compiled for it (docs/ina.md, "Values per packet")
+    values_per_packet: int = INA_VALUES
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workers", tuple(self.workers))
@@ -157,6 +162,11 @@ class Policy:
         _int(self.scale_bits, "scale_bits", 0, 62)
         if self.number_format not in NUMBER_FORMATS:
             raise PolicyError(f"format: {self.number_format!r} is not one of {NUMBER_FORMATS}")
+        if (isinstance(self.values_per_packet, bool)
+                or self.values_per_packet not in INA_VALUE_SIZES):
+            raise PolicyError(f"values_per_packet: {self.values_per_packet!r} is not one of "
+                              f"{', '.join(map(str, INA_VALUE_SIZES))}")
+        object.__setattr__(self, "values_per_packet", int(self.values_per_packet))
         n_w, n_f = len(self.workers), self.num_fragments
         if self.tags.shape != (n_w, n_f):
             raise PolicyError(f"tags: shape {self.tags.shape}, expected ({n_w}, {n_f})")
@@ -278,6 +288,7 @@ class Policy:
             scale_bits=_int(d.get("scale_bits", DEFAULT_SCALE_BITS), "scale_bits", 0, 62),
             partial_tags=id_map("partial_tags", 65535),
             number_format=str(d.get("format", "fixed")),
+            values_per_packet=d.get("values_per_packet", INA_VALUES),
         )
 
     @classmethod
@@ -298,6 +309,7 @@ class Policy:
             "port": self.port,
             "scale_bits": self.scale_bits,
             "format": self.number_format,
+            "values_per_packet": self.values_per_packet,
             "workers": list(self.workers),
             "num_fragments": self.num_fragments,
             "tags": [_compact(r) for r in self.tags],

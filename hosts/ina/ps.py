@@ -8,7 +8,8 @@ in, the PS sends ``RESULT`` (through ``s_d`` when the policy has one, else by un
 every worker) and ``CLEAR`` to every other switch the policy names for the fragment;
 a ``RETX`` ``GRAD`` for a finished fragment gets its ``RESULT`` again by unicast.
 
-Several jobs share one PS socket: all state is keyed by job id. Malformed input (short,
+Several jobs share one PS socket: all state is keyed by job id, the packet size (values
+per packet, the policy's ``values_per_packet``) included. Malformed input (short,
 unknown type, unknown job, fragment out of range, bad bitmap) is counted and dropped, and
 so is a contribution from an address that is neither the job's worker whose bit it
 carries nor one of the job's aggregating switches (docs/trust.md, "INA: admission").
@@ -46,13 +47,13 @@ from hosts.packets import (
     INA_VALUES,
     InaFlags,
     MsgType,
+    check_values_per_packet,
 )
 
 __all__ = ["JobStats", "PSCounters", "PSReport", "ParameterServer", "main"]
 
 _RECV_SIZE = 2048
 _BE_I32 = np.dtype(">i4")
-_ZERO_VALUES = bytes(4 * INA_VALUES)
 # plain ints: comparing with IntEnum members costs more on the per-packet path
 _GRAD, _PARTIAL = int(MsgType.GRAD), int(MsgType.PARTIAL)
 _RESULT, _CLEAR = int(MsgType.RESULT), int(MsgType.CLEAR)
@@ -81,6 +82,7 @@ class JobStats:
     overlaps: int = 0  # bitmap overlaps it only in part: ignored
     late: int = 0  # for an already finished fragment
     count_mismatch: int = 0  # count field != popcount(bitmap) (accepted by bitmap)
+    wrong_size: int = 0  # not this job's packet size (another values per packet): dropped
     refused_source: int = 0  # from no worker of the job (for its bit) and no job switch
     results_sent: int = 0
     result_resends: int = 0  # RESULT again for a RETX of a finished fragment
@@ -147,7 +149,10 @@ class _Job:
     round: int = 0  # the round being aggregated: wire fragment =
     #                 offset + (round mod cycle)·F + index
     round_done: int = 0  # fragments of this round finished
-    acc: np.ndarray = field(init=False)  # (F, 32) int32, wraps mod 2^32 like the switches
+    values_per_packet: int = INA_VALUES  # V: values a fragment carries
+    acc: np.ndarray = field(init=False)  # (F, V) int32, wraps mod 2^32 like the switches
+    packet_len: int = field(init=False)  # UDP payload bytes of a GRAD/PARTIAL: header + 4V
+    zero_values: bytes = field(init=False)  # 4V zero bytes
     have: list[int] = field(init=False)  # per fragment: bitmap summed so far
     # per fragment: max of the accepted packets' max_exp (block floating point)
     max_exp: list[int] = field(init=False)
@@ -163,7 +168,10 @@ class _Job:
         if not 2 <= self.cycle <= most:
             raise ValueError(f"job {self.job}: round cycle must be within 2..{most}, got "
                              f"{self.cycle}")
-        self.acc = np.zeros((self.num_fragments, INA_VALUES), dtype=np.int32)
+        v = self.values_per_packet = check_values_per_packet(self.values_per_packet)
+        self.acc = np.zeros((self.num_fragments, v), dtype=np.int32)
+        self.packet_len = INA_HEADER_LEN + 4 * v
+        self.zero_values = bytes(4 * v)
         self.have = [0] * self.num_fragments
         self.max_exp = [0] * self.num_fragments
 
@@ -274,7 +282,8 @@ class ParameterServer:
         ps = cls(first.job, first.num_workers, first.num_fragments, first, **kw)
         for p in rest:
             ps.add_job(p.job, p.num_workers, p.num_fragments, p,
-                       fragment_offset=kw.get("fragment_offset", 0))
+                       fragment_offset=kw.get("fragment_offset", 0),
+                       values_per_packet=p.values_per_packet)
         return ps
 
     def add_job(
@@ -286,8 +295,10 @@ class ParameterServer:
         *,
         worker_ips: Sequence[str] | None = None,
         fragment_offset: int = 0,
+        values_per_packet: int | None = None,
     ) -> None:
-        """Serve one more job (before ``run``)."""
+        """Serve one more job (before ``run``). ``values_per_packet``: the job's packet
+        size (default: the policy's, else 64)."""
         if job_id in self.jobs:
             raise ValueError(f"job {job_id} is already served by this PS")
         if policy is not None:
@@ -300,6 +311,10 @@ class ParameterServer:
                     f"{(policy.job, policy.num_workers, policy.num_fragments)}"
                 )
             worker_ips = policy.workers
+            if values_per_packet is not None and values_per_packet != policy.values_per_packet:
+                raise PolicyError(f"job {job_id}: {values_per_packet} values per packet, the "
+                                  f"policy says {policy.values_per_packet}")
+            values_per_packet = policy.values_per_packet
         if worker_ips is None or len(worker_ips) != num_workers:
             raise ValueError(f"job {job_id}: need {num_workers} worker addresses")
         if not 0 <= job_id <= 255 or not 1 <= num_workers <= INA_MAX_WORKERS or num_fragments < 1:
@@ -326,7 +341,7 @@ class ParameterServer:
         self.jobs[job_id] = _Job(
             job_id, num_workers, num_fragments, fragment_offset, (1 << num_workers) - 1,
             dsts, worker_bits, switches, clears, JobStats(job_id, num_workers, total),
-            self.rounds, self.cycle,
+            self.rounds, self.cycle, values_per_packet=values_per_packet or INA_VALUES,
         )
 
     def close(self) -> None:
@@ -349,7 +364,7 @@ class ParameterServer:
         return all(j.done or not j.in_progress for j in self.jobs.values())
 
     def result(self, job_id: int) -> np.ndarray:
-        """The job's aggregated int32 values, flat (``num_fragments * 32``)."""
+        """The job's aggregated int32 values, flat (``num_fragments * V``)."""
         return self.jobs[job_id].acc.ravel().copy()
 
     # ---------------------------------------------------------------- engine
@@ -381,7 +396,7 @@ class ParameterServer:
 
     def _handle(self, data: bytes, addr: tuple[str, int], now: float) -> None:
         c = self.counters
-        if len(data) < INA_PACKET_LEN:
+        if len(data) < INA_PACKET_LEN:  # shorter than any job's packets (64 values)
             if len(data) >= INA_HEADER_LEN and data[0] == _CLEAR:  # header-only, not ours
                 c.bad_type += 1
             else:
@@ -395,6 +410,9 @@ class ParameterServer:
         jb = self.jobs.get(job)
         if jb is None:
             c.unknown_job += 1
+            return
+        if len(data) != jb.packet_len:  # not the job's values per packet: never add part
+            jb.stats.wrong_size += 1
             return
         w, f = divmod(frag - jb.offset, jb.num_fragments)
         if not 0 <= w < jb.cycle:
@@ -441,8 +459,9 @@ class ParameterServer:
         retx = flags & _RETX
         if retx:
             st.retx_in += 1
+        zero = jb.zero_values
         values = jb.results.get(f) if r == jb.round else (
-            jb.prev_results.get(f, _ZERO_VALUES) if r == jb.round - 1 else _ZERO_VALUES)
+            jb.prev_results.get(f, zero) if r == jb.round - 1 else zero)
         if values is not None:  # already finished (this round's fragment, or an older round)
             st.late += 1
             if retx and mt == _GRAD:  # its RESULT was lost: unicast it again
@@ -472,7 +491,7 @@ class ParameterServer:
         if cnt != n:
             st.count_mismatch += 1
         row = jb.acc[f]
-        row += np.frombuffer(data, _BE_I32, INA_VALUES, INA_HEADER_LEN)  # wraps mod 2^32
+        row += np.frombuffer(data, _BE_I32, jb.values_per_packet, INA_HEADER_LEN)  # wraps mod 2^32
         have |= bm
         jb.have[f] = have
         if mx > jb.max_exp[f]:

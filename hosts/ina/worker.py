@@ -1,7 +1,8 @@
 """In-network-aggregation worker agent (docs/ina.md) and the routing-policy file
 (docs/ina_policy.md).
 
-A :class:`Worker` fragments one gradient into packets of 32 int32 fixed-point values,
+A :class:`Worker` fragments one gradient into packets of V int32 fixed-point values (the
+policy's ``values_per_packet``: 64, 128 or 256),
 sends fragment ``f`` as ``GRAD`` to the switch its policy tags ``f`` with (or to the
 PS for tag 0), keeps at most ``window`` fragments outstanding, resends a fragment
 that got no ``RESULT`` in time straight to the PS (tag 0, ``RETX``, exponential
@@ -62,12 +63,11 @@ from hosts.packets import (
     INA_HEADER,
     INA_HEADER_LEN,
     INA_MAX_WORKERS,
-    INA_PACKET_LEN,
     INA_UDP_PORT,
     INA_VALUES,
-    INA_VALUES_LEN,
     InaFlags,
     MsgType,
+    check_values_per_packet,
 )
 
 __all__ = [
@@ -107,7 +107,7 @@ class WorkerStats:
     results: int = 0  # fragments completed by a RESULT
     duplicate_results: int = 0
     stale_results: int = 0  # RESULT for a fragment not sent yet (older run, other offset)
-    ignored: int = 0  # short, wrong type, wrong job, out of range, bad bitmap
+    ignored: int = 0  # wrong size, wrong type, wrong job, out of range, bad bitmap
     refused_source: int = 0  # a RESULT from an address not the job's PS or s_d (docs/trust.md)
     send_blocked: int = 0  # socket buffer full: waited for it to drain
     window_decreases: int = 0  # congestion "aimd": times a timeout halved the window
@@ -160,6 +160,9 @@ class Worker:
             TCP's, never below ``timeout``; docs/ina.md, "Congestion window"). Under
             incast (many workers to one PS) a fixed window overflows the PS's port
             and a fixed timeout fires while packets still wait in its queue.
+        values_per_packet: V, the values per fragment (64, 128 or 256; the policy's):
+            every switch on the way must run the ina.p4 compiled for V, and block
+            floating point has one exponent per V values.
     """
 
     def __init__(
@@ -183,7 +186,9 @@ class Worker:
         result_sources: Iterable[str] | None = None,
         number_format: str = "fixed",
         congestion: str = "fixed",
+        values_per_packet: int = INA_VALUES,
     ) -> None:
+        self.values_per_packet = check_values_per_packet(values_per_packet)
         if not 1 <= num_workers <= INA_MAX_WORKERS:
             raise ValueError(f"num_workers must be in 1..{INA_MAX_WORKERS}, got {num_workers}")
         if not 0 <= rank < num_workers:
@@ -220,6 +225,7 @@ class Worker:
         kw.setdefault("bind_ip", policy.workers[rank])
         kw.setdefault("scale_bits", policy.scale_bits)
         kw.setdefault("number_format", policy.number_format)
+        kw.setdefault("values_per_packet", policy.values_per_packet)
         # s_d multicasts the PS's RESULT keeping the PS's address; s_d's own is allowed too
         kw.setdefault("result_sources", [policy.sd.ip] if policy.sd is not None else [])
         return cls(
@@ -272,7 +278,7 @@ class Worker:
     def wire_fragments(self, num_values: int) -> int:
         """Fragments one allreduce of ``num_values`` values sends (block floating point
         adds ``min(BFP_LOOKAHEAD, blocks)`` exponent-only ones)."""
-        n_b = num_fragments(num_values)
+        n_b = num_fragments(num_values, self.values_per_packet)
         return n_b + min(BFP_LOOKAHEAD, n_b) if self.number_format == "bfp" else n_b
 
     def allreduce_bfp(
@@ -287,7 +293,8 @@ class Worker:
         to the PS, exactly once) is as in fixed point."""
         g = np.asarray(gradient)
         n = g.size
-        own = block_exponents(g)  # validates (float, finite)
+        v = self.values_per_packet
+        own = block_exponents(g, v)  # validates (float, finite)
         n_b = own.size
         if n_b == 0:
             self.last_bfp = (np.zeros(0, np.int32), np.zeros(0, np.uint8))
@@ -297,14 +304,14 @@ class Worker:
         routing = self._routing(n_f, f"{n} values in block floating point ({n_b} blocks + "
                                      f"{look} exponent fragments)")
         self._check_offset(fragment_offset, n_f)
-        vl = INA_VALUES_LEN
+        vl = 4 * v
         payload = bytearray(n_f * vl)  # the first L fragments carry no values
         exps = own.tolist() + [0] * look
         agreed = [0] * n_b
         nw = self.num_workers
 
         blocks = g.ravel().astype(np.float64)
-        blocks = np.pad(blocks, (0, n_b * INA_VALUES - n)).reshape(n_b, INA_VALUES)
+        blocks = np.pad(blocks, (0, n_b * v - n)).reshape(n_b, v)
 
         def on_result(f: int, max_exp: int) -> None:
             # block f's shared exponent is in: its values go out in fragment f + L
@@ -318,11 +325,11 @@ class Worker:
 
         result = self._run(bytes(payload), n_f, routing, fragment_offset, exps=exps,
                            lookahead=look, on_result=on_result, mutable_payload=payload)
-        sums = np.frombuffer(result, dtype=">i4")[look * INA_VALUES:].astype(np.int32)
+        sums = np.frombuffer(result, dtype=">i4")[look * v:].astype(np.int32)
         e = np.array(agreed, dtype=np.uint8)
         self.last_bfp = (sums, e)
         self.stats.elements = n
-        return bfp_dequantize(sums, e, nw)[:n], self.stats
+        return bfp_dequantize(sums, e, nw, values_per_packet=v)[:n], self.stats
 
     def allreduce_fixed(
         self, q: np.ndarray, fragment_offset: int = 0
@@ -332,18 +339,18 @@ class Worker:
         ``fragment_offset`` is added to every fragment number on the wire: consecutive
         allreduces of one job should use disjoint ranges (e.g. ``iteration * F``) so
         a late packet of an earlier round never mixes into a later one. ``q`` may hold
-        fewer values than the job (``F * INA_VALUES``): then only its own
-        ``ceil(size / INA_VALUES)`` fragments are sent, the policy's first ones."""
+        fewer values than the job (``F * V``): then only its own ``ceil(size / V)``
+        fragments are sent, the policy's first ones."""
         q = np.asarray(q)
         if q.dtype != np.int32:
             raise ValueError(f"fixed-point values must be int32, got {q.dtype}")
         n = q.size
-        n_f = num_fragments(n)
+        n_f = num_fragments(n, self.values_per_packet)
         if n_f == 0:
             return np.zeros(0, dtype=np.int32), WorkerStats(self.rank, self.job_id)
         routing = self._routing(n_f, f"gradient of {n} values")
         self._check_offset(fragment_offset, n_f)
-        payload = pad_to_fragments(q).astype(">i4").tobytes()
+        payload = pad_to_fragments(q, self.values_per_packet).astype(">i4").tobytes()
         result = self._run(payload, n_f, routing, fragment_offset)
         out = np.frombuffer(result, dtype=">i4")[:n].astype(np.int32)
         self.stats.elements = n
@@ -355,11 +362,12 @@ class Worker:
         """The policy's first ``n_f`` fragments (a short allreduce, e.g. a DDP bucket
         smaller than the job, sends only those, routed and fanned in as planned)."""
         routing = self.policy or FragmentRouting.ps_only(n_f)
+        v = self.values_per_packet
         if routing.tags.size < n_f:
             raise ValueError(
                 f"{what} needs {n_f} fragments but the policy has {routing.tags.size}; "
-                f"use a gradient of {routing.tags.size * INA_VALUES} values at most in fixed "
-                f"point (padded to a multiple of {INA_VALUES}), fewer in block floating point"
+                f"use a gradient of {routing.tags.size * v} values at most in fixed "
+                f"point (padded to a multiple of {v}), fewer in block floating point"
             )
         return routing.prefix(n_f) if routing.tags.size > n_f else routing
 
@@ -401,7 +409,8 @@ class Worker:
         bit, full = 1 << rank, (1 << self.num_workers) - 1
         faults = self.faults
         sendto = sock.sendto if faults is None else (lambda d, a: faults.send(sock, d, a))
-        hl, vl, pl = INA_HEADER_LEN, INA_VALUES_LEN, INA_PACKET_LEN
+        hl, vl = INA_HEADER_LEN, 4 * self.values_per_packet
+        pl = hl + vl
         ps_addr, timeout, max_backoff = self.ps_addr, self.timeout, self.max_backoff
         window = self.window
         aimd = self.congestion == "aimd"
@@ -461,7 +470,7 @@ class Worker:
                 if src[0] not in sources:  # only the job's PS (via s_d) sends RESULTs
                     st.refused_source += 1
                     continue
-                if len(data) < pl:
+                if len(data) != pl:  # not this job's values per packet
                     st.ignored += 1
                     continue
                 mt, j, _, frag, _, _, bm, _, _, _, _, mx = unpack_from(data)
@@ -598,7 +607,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     src = ap.add_mutually_exclusive_group()
     src.add_argument("--gradient", help=".npy file with the float gradient")
     src.add_argument("--size", type=int, help="random gradient of N values (default: "
-                     f"num_fragments * {INA_VALUES})")
+                     "num_fragments * the policy's values_per_packet)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random gradient "
                     "(mixed with the rank)")
     ap.add_argument("--out", help="write the aggregated float32 gradient (.npy)")
@@ -646,7 +655,7 @@ def main(argv: Iterable[str] | None = None) -> int:
 
     try:
         policy = Policy.load(args.policy)
-        grad = _load_gradient(args, policy.num_fragments * INA_VALUES)
+        grad = _load_gradient(args, policy.num_fragments * policy.values_per_packet)
         kw: dict[str, Any] = {
             "window": args.window, "timeout": args.timeout, "max_time": args.max_time,
             "max_backoff": args.max_backoff, "congestion": args.congestion,
@@ -689,8 +698,9 @@ def main(argv: Iterable[str] | None = None) -> int:
             results.append(res)
             if worker.last_bfp is not None and worker.number_format == "bfp":
                 exps.append(worker.last_bfp[1])
-                floats.append(bfp_dequantize(worker.last_bfp[0], exps[-1],
-                                             worker.num_workers)[: res.size])
+                floats.append(bfp_dequantize(worker.last_bfp[0], exps[-1], worker.num_workers,
+                                             values_per_packet=worker.values_per_packet
+                                             )[: res.size])
             else:
                 floats.append(worker.to_float(res))
             for name in ("packets_sent", "retransmissions", "bytes_sent", "results", "window_decreases",
@@ -720,7 +730,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     if args.out_exp and exps:
         np.save(args.out_exp, exps[0] if args.rounds == 1 else np.stack(exps))
     summary = {"ok": True, **st.to_dict(), "scale_bits": worker.scale_bits,
-               "format": worker.number_format,
+               "format": worker.number_format, "values_per_packet": worker.values_per_packet,
                "rounds": args.rounds, "reuse_wait_s": round(cycle.waited_s, 3),
                "result_sha256_16": _digest(res),
                # cpu_s: the whole process, start-up included; sync_cpu_s: the allreduce

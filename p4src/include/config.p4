@@ -50,8 +50,18 @@ const bit<16> GRADNET_NDN_UDP_PORT   = 6363;   /* 2: NDN over UDP (NFD's port) *
 #define DROP_REASON_NO_ROUTE       5
 #define DROP_REASON_COUNT          8
 
-/* In-network aggregation (docs/ina.md). */
+/* In-network aggregation (docs/ina.md). Values per packet: the default below
+ * unless the build defines another; make p4 compiles ina.p4 once per size
+ * (p4src/gen_lanes.py; docs/ina.md, "Values per packet"). */
+#ifndef INA_VALUES
 #define INA_VALUES 64
+#endif
+#if INA_VALUES != 64 && INA_VALUES != 128 && INA_VALUES != 256
+#error "INA_VALUES: not one of the generated sizes (p4src/gen_lanes.py)"
+#endif
+/* UDP length of a GRAD of this program's size: UDP 8 + INA header 52 + values.
+ * A GRAD of another size (a job planned for another INA_VALUES) is not summed. */
+#define INA_GRAD_UDP_LEN (8 + 52 + 4 * INA_VALUES)
 #ifndef NUM_AGGREGATORS
 #define NUM_AGGREGATORS 1024
 #endif
@@ -73,6 +83,7 @@ const bit<32> INA_RESULT_ADDRESS_BASE = 0x0AFE0000;
 #define INA_DROP_DUPLICATE     2   /* contributor already in the aggregator */
 #define INA_DROP_UNKNOWN_JOB   3
 #define INA_DROP_CLEARED       4   /* CLEAR consumed */
+#define INA_DROP_WRONG_SIZE    5   /* GRAD of another values per packet */
 #define INA_DROP_REASON_COUNT  8
 
 #endif  /* _GRADNET_CONFIG_P4_ */
