@@ -1,6 +1,6 @@
 """``make bench``: every benchmark, one after the other (tables and ratios).
 
-    python -m bench [placement] [target] [ina] [ina-scale] [ina-k8] [ina-bfp] [ina-train] [ndn] [ndn-baselines]
+    python -m bench [placement] [target] [ina] [ina-scale] [ina-bfp] [ina-train] [ndn] [ndn-baselines]
                     [differentiated] [differentiated-ablation] [differentiated-replay] [bcube] [token]
                     [token-grid] [train] [ddp]
                     [fuzz] [fuzz-config] [fuzz-p4rt] [loss] [simulate]
@@ -21,7 +21,6 @@ BENCHES = {
     "target": "bench.target_bench",
     "ina": "bench.ina_bench",
     "ina-scale": "bench.ina_scale_bench",
-    "ina-k8": "bench.ina_k8_bench",
     "ina-bfp": "bench.ina_bfp_bench",
     "ina-train": "bench.ina_train_bench",
     "ndn": "bench.ndn_bench",

@@ -13,6 +13,11 @@
    ``--target``): time against the line-rate bound, and the CPU per worker value of the
    switch processes and of the agents (CPU seconds / (values x workers)).
 
+4. The k=8 fat-tree (``make run-scale``, ``python -m experiments --preset k8``): 80
+   switches, INA with 127 workers and its PS baseline, each time next to its bound,
+   with bring-up, memory and CPU per switch process (links dilated to 0.2 Mbit/s;
+   about 4 minutes; ``--skip-k8`` leaves it out, ``--only-k8`` runs it alone).
+
 Every result is checked element by element against the exact sum.
 
     python -m bench.ina_bench [--workers 4,8,15] [--values 16384] [--bw 2] [--budget 2]
@@ -58,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="values per packet of the values-per-packet table (default 64,128,256)")
     p.add_argument("--skip-vpp", action="store_true", help="no values-per-packet table")
     p.add_argument("--only-vpp", action="store_true", help="only the values-per-packet table")
+    p.add_argument("--skip-k8", action="store_true", help="no k=8 fat-tree run")
+    p.add_argument("--only-k8", action="store_true", help="only the k=8 fat-tree run")
     args = p.parse_args(argv)
     if os.geteuid() != 0:
         print("ina_bench needs root (network namespaces)", file=sys.stderr)
@@ -66,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if _bound(args, Path(tempfile.mkdtemp(prefix="gradnet-ina-bench-"))) else 1
     if args.only_vpp:
         return 0 if _vpp(args, Path(tempfile.mkdtemp(prefix="gradnet-ina-bench-"))) else 1
+    if args.only_k8:
+        return _k8(args, Path(tempfile.mkdtemp(prefix="gradnet-ina-bench-")))
     from topologies.network import Network
 
     topo = fat_tree(4, bw=args.bw)
@@ -103,7 +112,17 @@ def main(argv: list[str] | None = None) -> int:
         ok &= _bound(args, out)
     if not args.skip_vpp:
         ok &= _vpp(args, out)
+    if not args.skip_k8:
+        ok &= _k8(args, out) == 0
     return 0 if ok else 1
+
+
+def _k8(args: argparse.Namespace, out: Path) -> int:
+    """The k=8 preset of the experiment (its own tables); 0 when both runs are exact."""
+    from experiments.ina import main as ina_main
+
+    extra = ["--target", args.target] if args.target not in (None, "auto") else []
+    return ina_main(["--preset", "k8", "--out-dir", str(out / "k8"), *extra])
 
 
 def _bound(args: argparse.Namespace, out: Path) -> bool:
