@@ -40,7 +40,7 @@ from experiments.accounting import Snapshot, time_split
 from experiments.runner import await_ready, finish, spawn
 from experiments.runner import log as _log
 from hosts.fixedpoint import bfp_reference, quantize
-from hosts.ina.worker import CONGESTION_MODES
+from hosts.ina.worker import CONGESTION_MODES, MAX_RTO_FACTOR
 from hosts.packets import INA_VALUE_SIZES, INA_VALUES
 from topologies import fat_tree
 from topologies.base import Topology
@@ -106,6 +106,15 @@ def _gradients(n_workers: int, n_values: int, seed: int) -> list[np.ndarray]:
     return [(rng.standard_normal(n_values) * 0.01).astype(np.float32) for _ in range(n_workers)]
 
 
+def _linger(timeout: float, worker_args: list[str] | None) -> float:
+    """The PS's quiet time before it exits: longer than a worker's longest timer, so a
+    worker whose RESULT was lost still gets it again (with ``--congestion aimd`` a
+    timer may reach ``MAX_RTO_FACTOR`` x ``timeout``)."""
+    args = worker_args or []
+    aimd = any(a == "aimd" and i and args[i - 1] == "--congestion" for i, a in enumerate(args))
+    return max(3.0, (MAX_RTO_FACTOR + 2) * timeout if aimd else 3 * timeout)
+
+
 def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]]], run_dir: Path,
              tag: str, window: int = 32, timeout: float = 1.0, max_time: float = 300.0,
              worker_args: list[str] | None = None,
@@ -124,7 +133,7 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
                      "--iface", topo.iface(job.ps)["name"], "--ready",
                      # quiet time before exiting: longer than a worker's largest backoff,
                      # so a worker whose RESULT was lost still gets it again
-                     "--linger", str(max(3.0, 3 * timeout)),
+                     "--linger", str(_linger(timeout, worker_args)),
                      "--max-time", str(max_time)])
         started.append((job, grads, jdir, policy, ps))
     running = []

@@ -87,7 +87,8 @@ __all__ = [
 _RECV_SIZE = 2048
 #: ``Worker(congestion=...)``: a fixed window, or AIMD (docs/ina.md, "Congestion window")
 CONGESTION_MODES = ("fixed", "aimd")
-_MAX_RTO = 60.0  # RFC 6298's upper bound on the retransmission timeout
+#: congestion "aimd": every timer at most 8 x --timeout (a PS must linger longer)
+MAX_RTO_FACTOR = 8
 
 
 # ============================================================================ worker
@@ -420,10 +421,14 @@ class Worker:
         ssthresh = float(window)
         seq_of: dict[int, int] = {}  # fragment -> send sequence number of its last send
         recover = 0  # sends numbered below this were in flight at the last decrease
-        # aimd: RTO = srtt + 4 rttvar (RFC 6298), sampled from each fragment's first send
-        first_sent: dict[int, float] = {}
+        # aimd: RTO = srtt + 4 rttvar (RFC 6298), sampled from each fragment's last send
+        last_sent: dict[int, float] = {}
         srtt = rttvar = 0.0
         rto = rto_base = timeout  # rto: rto_base backed off (at most 4x) since the last sample
+        # every timer stays under MAX_RTO_FACTOR x --timeout: a RESULT waits for the other
+        # ranks, so one rank's long timer lengthens the others' samples, and unbounded
+        # the ranks' timers feed each other (docs/ina.md)
+        max_rto = MAX_RTO_FACTOR * timeout
 
         result = bytearray(n_f * vl)
         done = bytearray(n_f)
@@ -452,7 +457,7 @@ class Worker:
                     break
                 seq_of[f] = sent
                 if aimd:
-                    first_sent[f] = now
+                    last_sent[f] = now
                 sent += 1
                 next_f += 1
                 outstanding += 1
@@ -491,14 +496,14 @@ class Worker:
                     if aimd:
                         if cwnd < window:
                             cwnd = min(float(window), cwnd + (1.0 if cwnd < ssthresh else 1.0 / cwnd))
-                        # every RESULT is a sample, from the first send (docs/ina.md)
-                        rtt = time.monotonic() - first_sent[f]
+                        # every RESULT is a sample, from the last send (docs/ina.md)
+                        rtt = time.monotonic() - last_sent[f]
                         if srtt == 0.0:
                             srtt, rttvar = rtt, rtt / 2
                         else:
                             rttvar = 0.75 * rttvar + 0.25 * abs(srtt - rtt)
                             srtt = 0.875 * srtt + 0.125 * rtt
-                        rto = rto_base = min(max(timeout, srtt + 4 * rttvar), _MAX_RTO)
+                        rto = rto_base = min(max(timeout, srtt + 4 * rttvar), max_rto)
                         st.rto_s = rto
             # 3. timeouts -> retransmit straight to the PS
             now = time.monotonic()
@@ -515,16 +520,18 @@ class Worker:
                     # RFC 6298 5.5: back the timer off until the next valid RTT sample, but
                     # at most 4x: a RESULT also waits for the other ranks, whose own
                     # backoff would otherwise compound with this one without bound
-                    rto = min(2 * rto, 4 * rto_base, _MAX_RTO)
+                    rto = min(2 * rto, 4 * rto_base, max_rto)
                 pkt = pack(grad, job, rank, f + offset, 0, 0, bit, 1, 0, retx, 0, exp_of[f])
                 try:
                     sendto(pkt + payload[f * vl:(f + 1) * vl], ps_addr)
                     seq_of[f] = sent
+                    if aimd:
+                        last_sent[f] = now
                     sent += 1
                     retx_n += 1
                 except BlockingIOError:
                     st.send_blocked += 1
-                cap = max(max_backoff, 4 * rto_base) if aimd else max_backoff
+                cap = max(max_backoff, min(4 * rto_base, max_rto)) if aimd else max_backoff
                 heapq.heappush(timers, (now + min(rto * (2 ** k), cap), f))
             if self.progress is not None and now - last_progress >= 0.1:
                 last_progress = now
