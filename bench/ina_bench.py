@@ -33,6 +33,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rich.table import Table
@@ -125,6 +126,18 @@ def _k8(args: argparse.Namespace, out: Path) -> int:
     return ina_main(["--preset", "k8", "--out-dir", str(out / "k8"), *extra])
 
 
+def _timed_run(net: Any, topo: Any, job: InaJob, grads: list[np.ndarray], out: Path,
+               tag: str) -> tuple[Any, Any]:
+    """Deploy ``job``, run it once and return its result with where its time went."""
+    from experiments.accounting import Snapshot, time_split
+
+    InaDeployment(topo, net.grpc_addresses(), [job]).deploy()
+    before = Snapshot.take(net)
+    (r,) = run_jobs(net, topo, [(job, grads)], out, tag)
+    return r, time_split(topo, before, Snapshot.take(net),
+                         {"workers": r.worker_cpu_s, "ps": r.ps_cpu_s})
+
+
 def _bound(args: argparse.Namespace, out: Path) -> bool:
     from targets.launch import bmv2_available
 
@@ -138,7 +151,6 @@ def bound_table(bws: list[float], values: int, budget: int, targets: list[str],
                 out: Path) -> bool:
     """INA and PS with 15 workers at each link rate and target, against their line-rate
     bounds."""
-    from experiments.accounting import Snapshot, time_split
     from topologies.network import Network
 
     rows = []
@@ -155,12 +167,7 @@ def bound_table(bws: list[float], values: int, budget: int, targets: list[str],
                 console.print(f"[dim]{target}, {bw:g} Mbit/s, {mode} ...[/dim]")
                 job = InaJob.plan(topo, hosts[0], workers, budget, 1000.0, values,
                                   aggregate=aggregate)
-                InaDeployment(topo, net.grpc_addresses(), [job]).deploy()
-                before = Snapshot.take(net)
-                (r,) = run_jobs(net, topo, [(job, grads)], out, f"bound-{mode}{bw:g}")
-                sp = time_split(topo, before, Snapshot.take(net),
-                                {"workers": r.worker_cpu_s, "ps": r.ps_cpu_s})
-                res[mode] = (r, sp)
+                res[mode] = _timed_run(net, topo, job, grads, out, f"bound-{mode}{bw:g}")
         rows.append((bw, res["ina"], res["ps"], target))
     t = Table(title=f"INA and PS against their line-rate bounds, fat-tree k=4, 15 workers, "
                     f"{values} values (seconds)")
@@ -198,7 +205,6 @@ def vpp_table(sizes: list[int], bws: list[float], values: int, budget: int, targ
     """INA with 15 workers at each values per packet and link rate (one network per rate),
     against its line-rate bound, with the CPU each worker value cost the switches and the
     agents."""
-    from experiments.accounting import Snapshot, time_split
     from topologies.network import Network
 
     rows = []
@@ -214,11 +220,7 @@ def vpp_table(sizes: list[int], bws: list[float], values: int, budget: int, targ
                 console.print(f"[dim]{target}, {bw:g} Mbit/s, {v} values a packet ...[/dim]")
                 job = InaJob.plan(topo, hosts[0], workers, budget, 1000.0, values,
                                   values_per_packet=v)
-                InaDeployment(topo, net.grpc_addresses(), [job]).deploy()
-                before = Snapshot.take(net)
-                (r,) = run_jobs(net, topo, [(job, grads)], out, f"vpp{v}-{bw:g}")
-                sp = time_split(topo, before, Snapshot.take(net),
-                                {"workers": r.worker_cpu_s, "ps": r.ps_cpu_s})
+                r, sp = _timed_run(net, topo, job, grads, out, f"vpp{v}-{bw:g}")
                 rows.append((bw, v, job.num_fragments, r, sp))
     n = len(fat_tree(4).hosts()) - 1
     t = Table(title=f"INA at 64, 128 and 256 values per packet, fat-tree k=4, {n} workers, "
