@@ -29,6 +29,7 @@ import sys
 import time
 import zlib
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -144,3 +145,25 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def aggregating_switch(program: bytes) -> tuple[Any, Any]:
+    """An embedded switch running the INA ``program`` (BMv2 JSON) as the aggregating
+    switch 10.255.0.1 of job 1 (PS 10.0.0.1, RESULT multicast group 1001), with port 1
+    facing another switch, so admission lets each rank's GRADs through. Returns
+    ``(switch, program)`` for switch-level tests."""
+    from targets.embedded.state import TableEntry
+    from targets.embedded.switch import Switch
+
+    sw = Switch(seed=1)
+    prog = sw.load_program(program)
+    sw.install_program(prog)
+    a = "MyIngress.aggregator."
+    sw_ip, ps_ip = 0x0AFF0001, 0x0A000001
+    prog.tables[a + "ina_switch"].set_default(prog.action_call(
+        a + "ina_switch", a + "set_switch_identity", (1, sw_ip, 1, sw_ip)))
+    prog.tables[a + "ina_jobs"].insert(TableEntry((1,), prog.action_call(
+        a + "ina_jobs", a + "set_job", (ps_ip, 1001))))
+    adm = "MyIngress.admission.ina_fabric_ports"
+    prog.tables[adm].insert(TableEntry((1,), prog.action_call(adm, "MyIngress.admission.fabric_port", ())))
+    return sw, prog

@@ -129,21 +129,11 @@ def test_embedded_switch_takes_over_idle_aggregators() -> None:
     timeout, and never with the timeout 0."""
     from scapy.all import IP, UDP, Ether
 
-    from targets.embedded.state import TableEntry
-    from targets.embedded.switch import Switch
+    from tests.ina_probe import aggregating_switch
 
-    sw = Switch(seed=1)
-    prog = sw.load_program((ROOT / "p4src" / "build" / "ina.json").read_bytes())
-    sw.install_program(prog)
-    a = "MyIngress.aggregator."
-    sw_ip, ps_ip = 0x0AFF0001, 0x0A000001
-    prog.tables[a + "ina_switch"].set_default(prog.action_call(
-        a + "ina_switch", a + "set_switch_identity", (1, sw_ip, 1, sw_ip)))
-    prog.tables[a + "ina_jobs"].insert(TableEntry((1,), prog.action_call(
-        a + "ina_jobs", a + "set_job", (ps_ip, 1001))))
     # port 1 faces another switch: admission lets its GRADs (each a rank's own) through
-    adm = "MyIngress.admission.ina_fabric_ports"
-    prog.tables[adm].insert(TableEntry((1,), prog.action_call(adm, "MyIngress.admission.fabric_port", ())))
+    sw, prog = aggregating_switch((ROOT / "p4src" / "build" / "ina.json").read_bytes())
+    a = "MyIngress.aggregator."
     now = [10_000_000]
     sw._now_us = lambda: now[0]  # type: ignore[method-assign]
 

@@ -326,22 +326,10 @@ def test_embedded_switch_sums_its_size_and_refuses_others(v: int) -> None:
     from scapy.all import IP, UDP, Ether
 
     from controller.ina import ina_program_path
-    from targets.embedded.state import TableEntry
-    from targets.embedded.switch import Switch
-    from tests.ina_probe import aggregator_index
+    from tests.ina_probe import aggregating_switch, aggregator_index
 
-    sw = Switch(seed=1)
-    prog = sw.load_program(ina_program_path(v).read_bytes())
-    sw.install_program(prog)
+    sw, prog = aggregating_switch(ina_program_path(v).read_bytes())
     a = "MyIngress.aggregator."
-    sw_ip, ps_ip = 0x0AFF0001, 0x0A000001
-    prog.tables[a + "ina_switch"].set_default(prog.action_call(
-        a + "ina_switch", a + "set_switch_identity", (1, sw_ip, 1, sw_ip)))
-    prog.tables[a + "ina_jobs"].insert(TableEntry((1,), prog.action_call(
-        a + "ina_jobs", a + "set_job", (ps_ip, 1001))))
-    adm = "MyIngress.admission.ina_fabric_ports"
-    prog.tables[adm].insert(TableEntry((1,), prog.action_call(
-        adm, "MyIngress.admission.fabric_port", ())))
 
     def send(frag: int, rank: int, vals: np.ndarray) -> None:
         pl = encode_ina(MsgType.GRAD, 1, rank, frag, 1, 0, 1 << rank, 1, 2, values=vals)
