@@ -106,23 +106,22 @@ def _gradients(n_workers: int, n_values: int, seed: int) -> list[np.ndarray]:
     return [(rng.standard_normal(n_values) * 0.01).astype(np.float32) for _ in range(n_workers)]
 
 
-def _linger(timeout: float, worker_args: list[str] | None) -> float:
+def _linger(timeout: float, congestion: str) -> float:
     """The PS's quiet time before it exits: longer than a worker's longest timer, so a
     worker whose RESULT was lost still gets it again (with ``--congestion aimd`` a
     timer may reach ``MAX_RTO_FACTOR`` x ``timeout``)."""
-    args = worker_args or []
-    aimd = any(a == "aimd" and i and args[i - 1] == "--congestion" for i, a in enumerate(args))
-    return max(3.0, (MAX_RTO_FACTOR + 2) * timeout if aimd else 3 * timeout)
+    return max(3.0, (MAX_RTO_FACTOR + 2) * timeout if congestion == "aimd" else 3 * timeout)
 
 
 def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]]], run_dir: Path,
              tag: str, window: int = 32, timeout: float = 1.0, max_time: float = 300.0,
-             worker_args: list[str] | None = None,
+             worker_args: list[str] | None = None, congestion: str = "fixed",
              before_go: Callable[[], None] | None = None) -> list[RunResult]:
     """Run INA jobs at once (one PS process per job, one worker process per rank), wait,
     and check every worker's result against the exact integer sum of its job.
     ``before_go`` runs once every agent is ready, before any worker sends (tests inject
-    forged packets there, docs/trust.md)."""
+    forged packets there, docs/trust.md). ``congestion``: the workers' window (fixed or aimd,
+    ``hosts.ina.worker``); the PS lingers past the longest timer it allows."""
     started = []
     for job, grads in jobs:
         jdir = run_dir / f"{tag}-job{job.job_id}"
@@ -133,7 +132,7 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
                      "--iface", topo.iface(job.ps)["name"], "--ready",
                      # quiet time before exiting: longer than a worker's largest backoff,
                      # so a worker whose RESULT was lost still gets it again
-                     "--linger", str(_linger(timeout, worker_args)),
+                     "--linger", str(_linger(timeout, congestion)),
                      "--max-time", str(max_time)])
         started.append((job, grads, jdir, policy, ps))
     running = []
@@ -146,7 +145,8 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
                 [sys.executable, "-m", "hosts.ina.worker", "--policy", str(policy), "--rank", str(rank),
                  "--gradient", str(gpath), "--out-int", str(jdir / f"out-{rank}.npy"),
                  "--window", str(window), "--timeout", str(timeout), "--max-time", str(max_time),
-                 "--json", "--no-progress", "--ready-go", *(worker_args or [])], stdin=True))
+                 "--json", "--no-progress", "--ready-go", "--congestion", congestion,
+                 *(worker_args or [])], stdin=True))
         running.append((job, grads, jdir, ps, procs))
     # Python's start-up (a few hundred ms of CPU per agent) is not part of a
     # synchronization: every PS and worker sets up first, then all workers start at once.
@@ -332,7 +332,7 @@ def run_ina(args: argparse.Namespace) -> int:
             before = Snapshot.take(net)
             res = run_jobs(net, topo, list(zip(jobs, grads, strict=True)), run_dir, tag,
                            args.window, args.timeout, args.max_time,
-                           worker_args=["--congestion", congestion[tag]])
+                           congestion=congestion[tag])
             after_runs.append(Snapshot.take(net))
             split = time_split(topo, before, after_runs[-1], {
                 "workers": sum(r.worker_cpu_s for r in res), "ps": sum(r.ps_cpu_s for r in res)})
