@@ -57,13 +57,13 @@ run: deps
 	$(PY) -m experiments $(if $(CLI),--cli,)
 
 # make compare: the time-to-accuracy harness at small defaults (digits CNN, 3 seeds; a few
-# minutes). make compare-full: every scheme the harness runs, the larger model (up to an hour).
+# minutes). make compare-full: the same default schemes, the larger model (up to an hour).
 # make compare-sync: PS, ring, INA, NDN-PS, BML and the token LAN on one gradient, once.
 compare: deps
 	$(PY) -m experiments --mode train $(ARGS)
 
 compare-full: deps
-	@echo "make compare-full: every scheme, 3 seeds, the mlp model; about 35 minutes here (up to an hour)"
+	@echo "make compare-full: the default schemes, 3 seeds, the mlp model; about 35 minutes here (up to an hour)"
 	$(PY) -m experiments --mode train --model mlp --seeds 3 --epochs 4 $(ARGS)
 
 compare-sync: deps
@@ -84,7 +84,7 @@ simulate: deps
 	$(PY) -m bench.sim_bench $(ARGS)
 
 test: deps
-	$(PY) -m pytest -q -ra
+	$(PY) -m pytest -q -ra --durations=25
 
 test-long: deps
 	$(PY) -m pytest -q -ra -m long

@@ -5,9 +5,10 @@
                     [token-grid] [train] [ddp]
                     [fuzz] [fuzz-config] [fuzz-p4rt] [loss] [simulate]
 
-With no names, runs all of them. Each is also runnable alone:
-``python -m bench.placement_bench``, ``python -m bench.target_bench``,
-``python -m bench.ina_bench``.
+With no names, runs all of them. One name may be followed by its own options
+(``python -m bench token-grid --seeds 5 --out-dir DIR``; ``python -m bench NAME --help``
+lists them). Each is also runnable alone: ``python -m bench.placement_bench``,
+``python -m bench.target_bench``, ``python -m bench.ina_bench``.
 """
 
 from __future__ import annotations
@@ -43,11 +44,17 @@ BENCHES = {
 
 def main(argv: list[str] | None = None) -> int:
     """Run the named benchmarks (default: all)."""
-    names = list(sys.argv[1:] if argv is None else argv) or list(BENCHES)
+    args = list(sys.argv[1:] if argv is None else argv)
+    first_opt = next((i for i, a in enumerate(args) if a.startswith("-")), len(args))
+    names, options = args[:first_opt] or list(BENCHES), args[first_opt:]
     unknown = [n for n in names if n not in BENCHES]
-    if unknown or any(n in ("-h", "--help") for n in names):
+    if unknown or (options and len(names) != 1):
         print(__doc__)
-        return 2 if unknown else 0
+        if unknown:
+            print(f"unknown benchmark: {', '.join(unknown)}", file=sys.stderr)
+        elif options != ["-h"] and options != ["--help"]:
+            print("options go to one benchmark: python -m bench NAME [OPTIONS]", file=sys.stderr)
+        return 2 if unknown or options not in (["-h"], ["--help"]) else 0
     rc = 0
     for name in names:
         print(f"\n=== {name} ===", flush=True)
@@ -55,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: this technique has not landed yet ({BENCHES[name]})")
             continue
         mod = importlib.import_module(BENCHES[name])
-        rc |= mod.main([]) or 0
+        rc |= mod.main(options) or 0
     return rc
 
 

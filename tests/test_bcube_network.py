@@ -62,7 +62,7 @@ def _one_hop_pings(net, topo, sched: BcubeSchedule) -> None:  # noqa: ANN001
     assert "100% packet loss" in out
 
 
-@pytest.mark.parametrize(("n", "k"), [(2, 2), (3, 2), (2, 3)])
+@pytest.mark.parametrize(("n", "k"), [(2, 2), (3, 2), pytest.param(2, 3, marks=pytest.mark.long)])
 def test_bml_exact_sums_one_hop_and_loss(n: int, k: int, tmp_path: Path) -> None:
     from topologies.network import Network
 
@@ -108,6 +108,7 @@ def test_bml_exact_sums_one_hop_and_loss(n: int, k: int, tmp_path: Path) -> None
         assert res.switch_hops == pytest.approx(1.0, abs=1e-3)
 
 
+@pytest.mark.long  # the same ring / sharded-PS code runs per rail in test_rail_baselines_...
 def test_baselines_exact_sums_on_fat_tree(tmp_path: Path) -> None:
     from topologies.network import Network
 

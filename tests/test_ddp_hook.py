@@ -169,6 +169,7 @@ def _skip_reason() -> str | None:
     return net_skip_reason("ina")
 
 
+@pytest.mark.long  # the hook's sums: loopback tests above and test_buckets_... through the switch
 @pytest.mark.net
 @pytest.mark.slow
 @pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")

@@ -337,6 +337,7 @@ def _free_port() -> int:
         return port
 
 
+@pytest.mark.long  # the same agents train over the emulated switch in test_train_differentiated
 @pytest.mark.parametrize("mode", ["differentiated"])
 def test_training_on_loopback(tmp_path: Path, mode: str) -> None:
     """Real training, one epoch, PS and two workers as processes over loopback."""

@@ -245,6 +245,9 @@ def test_bmv2_priority_queues_protect_important_blocks(bmv2_net, tmp_path: Path)
     _check_partition(bmv2_net, tmp_path, "partition-bmv2")
 
 
+# the priority queues are checked packet by packet above (test_priorities_..., the static
+# partition) and training over the switch in test_clipped_training_matches_an_offline_replay
+@pytest.mark.long
 @pytest.mark.slow
 def test_training_over_the_congested_switch(net) -> None:  # noqa: ANN001
     """One epoch of real training per transport over the bottleneck: every run

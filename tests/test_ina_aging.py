@@ -336,6 +336,7 @@ def test_abandoned_fragment_with_the_same_numbers_is_not_added_to(net) -> None: 
 ROUNDS, CYCLE = 1000, 50
 
 
+@pytest.mark.long  # a soak: test_ddp_hook's buckets test reuses the numbers 31 times, capacity checked
 @pytest.mark.net
 @pytest.mark.slow
 def test_thousand_rounds_leave_capacity_unchanged(net) -> None:  # noqa: ANN001

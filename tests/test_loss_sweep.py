@@ -35,6 +35,9 @@ needs_net = pytest.mark.skipif(net_skip_reason("ina", "forward") is not None,
                                reason=net_skip_reason("ina", "forward") or "")
 
 
+# the suite checks sums under 5 % link loss per scheme (test_experiment_options, test_ndn_network,
+# test_bcube_network, test_token_network); this is `python -m bench loss` at one rate
+@pytest.mark.long
 @needs_net
 @pytest.mark.net
 @pytest.mark.parametrize("scheme", ["ina", "ring"])

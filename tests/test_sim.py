@@ -99,6 +99,7 @@ def test_runs_report_their_cost_to_the_simulator(small):
 NET = net_skip_reason("ina", "forward")
 
 
+@pytest.mark.long  # make compare-sync / python -m bench simulate; the model's parts are tested above
 @needs_ns3
 @pytest.mark.net
 @pytest.mark.slow

@@ -87,6 +87,7 @@ def test_rail_ring_has_bmls_nic_count_on_its_own_rails():
         assert harness.p4_of(scheme) == "forward.p4"
 
 
+@pytest.mark.long  # their sums per rail, exact: test_bcube_network.test_rail_baselines_...
 @pytest.mark.net
 @pytest.mark.slow
 @pytest.mark.timeout(300)
