@@ -134,8 +134,11 @@ def run_cell(d: Path, nodes: int, spread: float, bw: float, args: argparse.Names
     if args.target:
         argv += ["--target", args.target]
     harness.main(argv)
-    (run_dir,) = [x for x in d.iterdir() if x.name.startswith("train-")]
-    return json.loads((run_dir / "summary.json").read_text())
+    # an interrupted earlier attempt may have left a directory without a summary beside it
+    finished = sorted(x for x in d.glob("train-*") if (x / "summary.json").exists())
+    if not finished:
+        raise RuntimeError(f"the harness wrote no summary under {d}")
+    return json.loads((finished[-1] / "summary.json").read_text())
 
 
 def print_table(cells: list[dict[str, Any]], schemes: list[str], args: argparse.Namespace,
