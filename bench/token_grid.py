@@ -141,20 +141,14 @@ def run_cell(d: Path, nodes: int, spread: float, bw: float, args: argparse.Names
     return json.loads((finished[-1] / "summary.json").read_text())
 
 
-def print_table(cells: list[dict[str, Any]], schemes: list[str], args: argparse.Namespace,
-                compute_s: float, parameters: int, accuracy: float) -> Table:
-    """One row per cell: each scheme's time to target (and bound), the winner."""
-    t = Table(title=f"Token broadcast vs ring all-reduce vs PS on one LAN of P4 NICs: digits CNN "
-                    f"({parameters:,} parameters), real compute ({compute_s * 1e3:.1f} ms a step measured "
-                    f"here, fastest rank), {args.epochs} epochs at 4 nodes (the same steps at every "
-                    f"node count), {args.seeds} seeds (mean ± 95 % CI); "
-                    f"time to {accuracy:.0%} test accuracy in s \\[bound] (reached, paired ratio to ring); "
-                    f"x bound: each scheme's sync time per step over its line-rate bound")
-    for col in ("nodes", "spread", "comp/comm", "link Mbit/s", "compute ms/step in runs", *schemes, "winner",
-                "x bound " + "/".join(schemes)):
-        t.add_column(col, justify="right" if col not in ("winner",) else "left")
+def table_rows(cells: list[dict[str, Any]], schemes: list[str]) -> tuple[list[str], list[list[str]]]:
+    """The grid's header and one row per cell: each scheme's time to target (and bound),
+    the winner, and how far each scheme's sync ran above its line-rate bound."""
+    header = ["nodes", "spread", "comp/comm", "link Mbit/s", "compute ms/step in runs", *schemes, "winner",
+              "x bound " + "/".join(schemes)]
+    out = []
     for c in cells:
-        rows = {r["scheme"]: r for r in c["summary"]["schemes"]}
+        rows = {r["scheme"]: r for r in c["schemes"]}
         cols = []
         for s in schemes:
             r = rows.get(s)
@@ -173,10 +167,43 @@ def print_table(cells: list[dict[str, Any]], schemes: list[str], args: argparse.
         # the compute the runs measured (rank 0, the fastest; all schemes): the grid's ratio
         # is set from the in-process figure, the agents' steps cost more on a loaded machine
         comp = [r["compute_s_per_iter"]["mean"] for r in rows.values() if (r.get("compute_s_per_iter") or {}).get("n")]
-        t.add_row(str(c["nodes"]), f"{c['spread']:g}x", f"{c['ratio']:g}", f"{c['bw']:.3g}",
-                  f"{1e3 * min(comp):.1f}-{1e3 * max(comp):.1f}" if comp else "-", *cols,
-                  winner(rows), over)
+        out.append([str(c["nodes"]), f"{c['spread']:g}x", f"{c['ratio']:g}", f"{c['bw']:.3g}",
+                    f"{1e3 * min(comp):.1f}-{1e3 * max(comp):.1f}" if comp else "-", *cols,
+                    winner(rows), over])
+    return header, out
+
+
+def title(args: argparse.Namespace, compute_s: float, parameters: int, accuracy: float) -> str:
+    """What the grid's table shows, in one sentence."""
+    return (f"Token broadcast vs ring all-reduce vs PS on one LAN of P4 NICs: digits CNN "
+            f"({parameters:,} parameters), real compute ({compute_s * 1e3:.1f} ms a step measured "
+            f"here, fastest rank), {args.epochs} epochs at 4 nodes (the same steps at every "
+            f"node count), {args.seeds} seeds (mean ± 95 % CI); "
+            f"time to {accuracy:.0%} test accuracy in s [bound] (reached, paired ratio to ring); "
+            f"x bound: each scheme's sync time per step over its line-rate bound")
+
+
+def print_table(cells: list[dict[str, Any]], schemes: list[str], args: argparse.Namespace,
+                compute_s: float, parameters: int, accuracy: float) -> Table:
+    """The grid as a rich table, one row per cell."""
+    header, rows = table_rows(cells, schemes)
+    t = Table(title=title(args, compute_s, parameters, accuracy).replace("[bound]", "\\[bound]"))
+    for col in header:
+        t.add_column(col, justify="left" if col == "winner" else "right")
+    for row in rows:
+        t.add_row(*row)
     return t
+
+
+def markdown(cells: list[dict[str, Any]], schemes: list[str], args: argparse.Namespace,
+             compute_s: float, parameters: int, accuracy: float) -> str:
+    """The grid as a Markdown table (for a report), its title above it."""
+    header, rows = table_rows(cells, schemes)
+    lines = [title(args, compute_s, parameters, accuracy), "",
+             "| " + " | ".join(header) + " |",
+             "|" + "|".join("---" if h == "winner" else "---:" for h in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compute", type=float, default=0.0,
                    help="per-step compute (s) that sets the link rates (default: measured here)")
     p.add_argument("--target", default=None, help="embedded or bmv2 (default: the harness's)")
+    p.add_argument("--markdown", metavar="FILE", default=None,
+                   help="also write the table as Markdown to FILE")
     p.add_argument("--out-dir", "--resume", dest="out_dir", default=None,
                    help="where the cells' harness runs go; cells already there are skipped "
                         "(default: a temporary directory)")
@@ -238,12 +267,14 @@ def main(argv: list[str] | None = None) -> int:
                 console.print(f"[bold]cell: {n} nodes, spread {s:g}x, compute/comm {r:g} -> {bw:.3g} Mbit/s[/bold]")
                 summary = run_cell(out / f"n{n}-s{s:g}-r{r:g}", n, s, bw, args)
                 accuracy = summary["manifest"]["target_accuracy"]
-                cells.append({"nodes": n, "spread": s, "ratio": r, "bw": bw, "summary": summary})
+                cells.append({"nodes": n, "spread": s, "ratio": r, "bw": bw, "schemes": summary["schemes"]})
     (out / "token_grid.json").write_text(json.dumps(
         {"compute_s": compute_s, "parameters": parameters, "target": resolve_target(args.target),
-         "cells": [{k: v for k, v in c.items() if k != "summary"} | {"schemes": c["summary"]["schemes"]}
-                   for c in cells]}, indent=1))
+         "cells": cells}, indent=1))
     console.print(print_table(cells, schemes, args, compute_s, parameters, accuracy))
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(cells, schemes, args, compute_s, parameters, accuracy))
+        console.print(f"Markdown table: {args.markdown}")
     console.print(f"runs: {out}; table data: {out / 'token_grid.json'}")
     return 0
 

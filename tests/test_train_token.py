@@ -158,3 +158,32 @@ def test_token_grid_cells_rates_spreads_and_winner():
     assert tok.name == "token_lan-4" and [len(tok.hosts()), len(tok.switches())] == [4, 5]
     assert tok.port("nic1", "h1") == lan.port("nic1", "h1") and tok.port("lan", "nic4") == lan.port("lan", "nic4")
     assert g.epochs_for(4, 4) == 4 and g.epochs_for(4, 8) == 8 and g.epochs_for(1, 2) == 1
+
+
+def test_token_grid_markdown_rows_from_the_saved_cells():
+    import argparse
+
+    from bench import token_grid as g
+
+    def row(scheme: str, mean: float, ratio: float | None) -> dict:
+        iv = {"mean": mean, "low": mean - 1, "high": mean + 1, "n": 3, "half_width": 1.0}
+        r = {"scheme": scheme, "runs": 3, "reached": 3, "time_to_target_s": iv, "bound_to_target_s": iv,
+             "sync_s_per_iter": {"mean": 0.2, "n": 3}, "line_rate_bound_s_per_iter": {"mean": 0.1, "n": 3},
+             "compute_s_per_iter": {"mean": 0.002, "n": 3}}
+        if ratio is not None:
+            r["ratio_to_reference"] = {"mean": ratio, "low": ratio - 0.1, "high": ratio + 0.1, "n": 3,
+                                       "half_width": 0.1}
+        return r
+
+    cells = [{"nodes": 4, "spread": 2.0, "ratio": 0.1, "bw": 6.14,
+              "schemes": [row("token", 9.0, 2.0), row("ring", 4.5, None)]}]
+    header, rows = g.table_rows(cells, ["token", "ring"])
+    assert header[:5] == ["nodes", "spread", "comp/comm", "link Mbit/s", "compute ms/step in runs"]
+    (r,) = rows
+    assert r[:5] == ["4", "2x", "0.1", "6.14", "2.0-2.0"]
+    assert r[5].startswith("9.0 ± 1.0 [9.0 ± 1.0] (3/3, ÷ring 2.00 ± 0.10")
+    assert r[-2] == "ring" and r[-1] == "2.0/2.0"
+    md = g.markdown(cells, ["token", "ring"], argparse.Namespace(epochs=4, seeds=3), 0.002, 3818, 0.9)
+    lines = md.splitlines()
+    assert lines[2].startswith("| nodes | spread |") and lines[3].count("|") == len(header) + 1
+    assert lines[4].startswith("| 4 | 2x | 0.1 | 6.14 |")
