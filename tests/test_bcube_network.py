@@ -62,7 +62,8 @@ def _one_hop_pings(net, topo, sched: BcubeSchedule) -> None:  # noqa: ANN001
     assert "100% packet loss" in out
 
 
-@pytest.mark.parametrize(("n", "k"), [(2, 2), (3, 2), pytest.param(2, 3, marks=pytest.mark.long)])
+@pytest.mark.parametrize(("n", "k"), [(2, 2), pytest.param(3, 2, marks=pytest.mark.long),
+                                       pytest.param(2, 3, marks=pytest.mark.long)])
 def test_bml_exact_sums_one_hop_and_loss(n: int, k: int, tmp_path: Path) -> None:
     from topologies.network import Network
 

@@ -114,6 +114,7 @@ def test_place_all_methods_compares_with_the_milp(greedy: Any) -> None:
     assert milp and float(milp.group(2)) == pytest.approx(opt.gamma, abs=0.005)
 
 
+@pytest.mark.long  # the plot's flows are checked against the LP in test_plot_flows_add_up_to_the_lp_link_loads
 def test_place_plot_writes_a_png(tmp_path: Path) -> None:
     png = tmp_path / "placement.png"
     r = gradctl(*PLACE, "--plot", str(png))

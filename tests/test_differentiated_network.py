@@ -307,6 +307,7 @@ def _check_blocks(arrays: list[np.ndarray], out: Path, expected: dict[tuple[int,
             assert not r[m].any()
 
 
+@pytest.mark.long  # an ablation of python -m bench differentiated-ablation
 def test_important_only_sends_nothing_else(net) -> None:  # noqa: ANN001
     """Ablation "important only": the important blocks over TCP, no datagram at all; the
     PS rebuilds exactly those blocks, the others zero."""
@@ -318,6 +319,7 @@ def test_important_only_sends_nothing_else(net) -> None:  # noqa: ANN001
     assert all(w["sent_blocks"] == [2 * len(important), 0, 0, 0] for w in run.workers)  # 2 iterations
 
 
+@pytest.mark.long  # an ablation of python -m bench differentiated-ablation
 def test_random_importance_and_adaptive_share(net) -> None:  # noqa: ANN001
     """Ablations "random importance" (as many important blocks as the quantile gives,
     drawn by each worker's seeded generator) and "adaptive share" (the fewest blocks

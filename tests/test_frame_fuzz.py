@@ -41,7 +41,9 @@ def test_corpus_speaks_every_protocol_and_mutations_vary() -> None:
 
 @pytest.mark.net
 @pytest.mark.slow
-@pytest.mark.parametrize("program", frame_fuzz.PROGRAMS)
+# token's NIC and LAN programs: a second run of the same fuzz (python -m bench fuzz)
+@pytest.mark.parametrize("program", [pytest.param(p, marks=pytest.mark.long) if p == "token" else p
+                                     for p in frame_fuzz.PROGRAMS])
 def test_program_survives_fuzz_and_still_works(program: str, tmp_path: Path) -> None:
     needs = {"forward": ("forward", "ina"), "ina": ("ina",), "ndn": ("ndn",), "token": ("nic", "lan")}
     reason = net_skip_reason(*needs[program])

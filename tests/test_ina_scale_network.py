@@ -70,6 +70,7 @@ def spanning_gradients(n_w: int, blocks: int, seed: int) -> list[np.ndarray]:
             .astype(np.float32) for _ in range(n_w)]
 
 
+@pytest.mark.long  # a second size: the suite keeps the BFP test under loss
 def test_40_workers_exact_under_loss(net) -> None:  # noqa: ANN001
     network, topo, out = net
     workers = [f"h{i}" for i in range(3, 43)]  # 40 ranks: bits 0..39

@@ -365,6 +365,7 @@ def test_embedded_switch_sums_its_size_and_refuses_others(v: int) -> None:
 # ============================================================================ network
 
 
+@pytest.mark.long  # a second size: every INA network test runs 64 values; 256 are checked on the embedded switch above
 @pytest.mark.net
 @pytest.mark.slow
 def test_256_values_per_packet_exact_through_switches(tmp_path: Path) -> None:

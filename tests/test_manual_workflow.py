@@ -85,6 +85,7 @@ def _link_loss_entries(run_dir: str, switch: str, program: Path | None = None) -
 
 @pytest.mark.skipif(net_skip_reason("forward", "ina", "ndn") is not None,
                     reason=net_skip_reason("forward", "ina", "ndn") or "")
+@pytest.mark.long  # the printed-commands workflow runs in test_netctl; the README block is parsed above
 def test_manual_workflow(gradctl_path: dict[str, str], tmp_path: Path) -> None:
     lines = readme_workflow()
     body, down = lines[:-1], lines[-1]

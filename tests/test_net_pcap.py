@@ -25,6 +25,7 @@ def gradctl(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.long  # a tool for reading traces, not a sum
 def test_pcap_of_a_fabric_link(tmp_path: Path) -> None:
     r = gradctl("net", "up", "linear:2", "--target", TARGET)
     assert r.returncode == 0, r.stderr

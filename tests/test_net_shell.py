@@ -49,6 +49,7 @@ def held_net() -> str:
     _gradctl("net", "down", run_dir, timeout=120)
 
 
+@pytest.mark.long  # builds the p4runtime-shell venv (make p4rt-shell) first
 def test_net_shell_session(shell_venv: Path, held_net: str, tmp_path: Path) -> None:
     ready, deployed = tmp_path / "ready", tmp_path / "deployed"
     script = tmp_path / "session.py"

@@ -193,6 +193,7 @@ def ndn_net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, 
         network.stop()
 
 
+@pytest.mark.long  # the subscriptions rebuilt after a spine restart stay in the suite
 def test_ndn_training_survives_spine_restart(ndn_net) -> None:  # noqa: ANN001
     """Controller-assisted subscriptions: the spine on the PS -> GPU path dies after the
     GPUs subscribed: the watcher restarts it and replays its journal, which holds the
@@ -370,6 +371,7 @@ def test_token_run_survives_lan_switch_restart(token_net) -> None:  # noqa: ANN0
     assert all(s["stats"]["incomplete_frags"] == 0 for s in sums.values())
 
 
+@pytest.mark.long  # the token LAN restart test stays in the suite
 def test_token_nic_restart_fails_that_node_clearly_others_go_on(token_net) -> None:  # noqa: ANN001
     """A NIC's registers (roster, own number, sums) die with its process and no journal
     restores them: its node cannot take part again. The others declare it lost and

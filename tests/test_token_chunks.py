@@ -118,6 +118,7 @@ def test_flat_70000_values_sum_exactly_in_three_chunks(net) -> None:  # noqa: AN
     _no_stale_or_duplicate(run)
 
 
+@pytest.mark.long  # the chunked exact sums: test_flat_70000_values_sum_exactly_in_three_chunks
 def test_mlp_trains_in_four_chunks_with_exact_sums(net) -> None:  # noqa: ANN001
     dump = net[2] / "mlp-dump"
     common = ["--epochs", "1", "--batches", "3", "--batch-size", "32", "--cutoff", "1.0",

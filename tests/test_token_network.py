@@ -169,6 +169,7 @@ def test_slow_node_passes_then_broadcasts_and_killed_node_is_declared_lost(net) 
     assert sum(e["examples"] for e in taken.values()) == shard
 
 
+@pytest.mark.long  # a scenario: the suite keeps exact sums, loss repair and a lost node
 def test_standby_node_rejoins_after_the_batch(net) -> None:  # noqa: ANN001
     # frozen 1 s into training for longer than its detection (resend t + d*t, d <= 3),
     # while batches of >= 0.1 s leave plenty of training after it wakes up
@@ -188,6 +189,7 @@ def test_standby_node_rejoins_after_the_batch(net) -> None:  # noqa: ANN001
     assert last["n"] == 4
 
 
+@pytest.mark.long  # the 90 % cutoff test stays in the suite
 def test_cutoff_ends_batches_without_the_slowest_node(net) -> None:  # noqa: ANN001
     js = net[2] / "cutoff-json"
     run, _out, _dep = _run(net, "cutoff", "--cutoff", "0.7", "--grad-json", str(js), epochs=1,
@@ -211,6 +213,7 @@ def test_cutoff_ends_batches_without_the_slowest_node(net) -> None:  # noqa: ANN
         assert np.allclose(mean, np.mean(own, axis=0), atol=2.0**-15)
 
 
+@pytest.mark.long  # a scenario: the suite keeps exact sums, loss repair and a lost node
 def test_mass_departure_saves_the_model_and_stops(net) -> None:  # noqa: ANN001
     # compute held at 0.05 s per batch: 10 epochs of 10 batches outlast the kills at 2 s
     # however fast the emulated NICs are (with free-running compute, 5 epochs once ended
@@ -287,6 +290,7 @@ def test_cutoff_of_90_percent_ends_batches_with_one_slow_node_of_four(net) -> No
     assert slow in batches[-1]["contributors"]
 
 
+@pytest.mark.long  # a scenario: the suite keeps exact sums, loss repair and a lost node
 def test_a_kill_due_after_training_is_reported_as_such(net) -> None:  # noqa: ANN001
     # training (1 epoch) ends long before the kill is due: it is not a kill, h4 finished
     run, _out, _dep = _run(net, "latekill", "--cutoff", "1.0", kills={"h4": 60.0}, from_training=True)

@@ -121,6 +121,7 @@ def test_agents_train_the_harness_work_on_loopback() -> None:
     assert weights_hash(model) == summary["weights"]
 
 
+@pytest.mark.long  # differentiated training over the switch: test_differentiated_network's offline replay
 @pytest.mark.net
 @pytest.mark.slow
 @pytest.mark.timeout(300)

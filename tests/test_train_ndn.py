@@ -72,6 +72,7 @@ def test_harness_work_is_the_trainers():
 _reason = net_skip_reason("ndn", "forward")
 
 
+@pytest.mark.long  # NDN training over the fabric: test_ndn_network.test_digits_cnn_real_training
 @pytest.mark.net
 @pytest.mark.slow
 @pytest.mark.skipif(_reason is not None, reason=_reason or "")

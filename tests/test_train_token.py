@@ -72,6 +72,7 @@ def test_node_options_carry_the_harness_work():
     assert "--slowdowns" not in dil and dil[dil.index("--compute-fixed") + 1] == "0.5"
 
 
+@pytest.mark.long  # token's sums: test_token_network; ring and PS are harness schemes of test_train_harness
 @pytest.mark.net
 @pytest.mark.slow
 @pytest.mark.timeout(300)
