@@ -52,9 +52,11 @@ def main(argv: list[str] | None = None) -> int:
         print(__doc__)
         if unknown:
             print(f"unknown benchmark: {', '.join(unknown)}", file=sys.stderr)
-        elif options != ["-h"] and options != ["--help"]:
-            print("options go to one benchmark: python -m bench NAME [OPTIONS]", file=sys.stderr)
-        return 2 if unknown or options not in (["-h"], ["--help"]) else 0
+            return 2
+        if options in (["-h"], ["--help"]):
+            return 0
+        print("options go to one benchmark: python -m bench NAME [OPTIONS]", file=sys.stderr)
+        return 2
     rc = 0
     for name in names:
         print(f"\n=== {name} ===", flush=True)

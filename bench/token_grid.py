@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from controller.output import TableConsole
@@ -187,7 +188,7 @@ def print_table(cells: list[dict[str, Any]], schemes: list[str], args: argparse.
                 compute_s: float, parameters: int, accuracy: float) -> Table:
     """The grid as a rich table, one row per cell."""
     header, rows = table_rows(cells, schemes)
-    t = Table(title=title(args, compute_s, parameters, accuracy).replace("[bound]", "\\[bound]"))
+    t = Table(title=escape(title(args, compute_s, parameters, accuracy)))
     for col in header:
         t.add_column(col, justify="left" if col == "winner" else "right")
     for row in rows:
