@@ -10,7 +10,7 @@ P4_TEST_PROGRAMS := $(wildcard tests/p4/*.p4)
 APT_PACKAGES := mininet iproute2 ethtool iputils-ping procps tcpdump libpcap0.8 openssl
 export TARGET
 
-.PHONY: all deps apt venv p4rt-shell run compare compare-full compare-sync run-scale simulate test test-long bench p4 p4-gen lint clean help run-%
+.PHONY: all deps apt venv p4rt-shell docs run compare compare-full compare-sync run-scale simulate test test-long bench p4 p4-gen lint clean help run-%
 all: help
 
 help:
@@ -30,6 +30,7 @@ help:
 	@echo "              (and ina.p4 once per other INA packet size: p4src/build/ina_v128.json, ina_v256.json)"
 	@echo "make p4-gen   regenerate the P4 value lanes (p4src/gen_lanes.py; no p4c needed)"
 	@echo "make lint     ruff"
+	@echo "make docs     the documentation site: mkdocs build --strict into site/"
 	@echo "make p4rt-shell  p4runtime-shell's own venv (.venv-p4rt-shell; gradctl net shell builds it too)"
 	@echo "TARGET=auto|embedded|bmv2 picks the switch (auto: bmv2 when simple_switch_grpc exists)"
 
@@ -50,7 +51,7 @@ venv: $(VENV)/.stamp
 $(VENV)/.stamp: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,train,sim]'
+	$(PY) -m pip install -q -e '.[test,train,sim,docs]'
 	@touch $@
 
 run: deps
@@ -117,8 +118,12 @@ p4: p4-gen
 lint: venv
 	$(VENV)/bin/ruff check .
 
+# The documentation site (mkdocs.yml, docs/): the docs extra is part of the venv.
+docs: venv
+	$(VENV)/bin/mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache results logs
+	rm -rf $(VENV) .pytest_cache .ruff_cache results logs site
 
 # p4runtime-shell in its own venv (it pins protobuf<3.21); `gradctl net shell` builds it too.
 p4rt-shell: .venv-p4rt-shell/.stamp
