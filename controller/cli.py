@@ -38,6 +38,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from controller import registry
 from controller.output import TableConsole
 from controller.p4runtime import DeployError
 from controller.routing import RoutingError, SwitchRoutes, compute_routes
@@ -447,11 +448,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-# Command groups by module name (each has register(sub, topo_help)). ``experiments.train`` is
-# ``gradctl train``, the time-to-accuracy harness: an experiment, named here as a string so
-# the control plane never imports it.
-TECHNIQUE_CLIS = ["controller.ina.cli", "controller.net_cli", "controller.ndn.cli", "controller.qos.cli", "controller.bcube.cli",
-                  "controller.token.cli", "experiments.train", "sim.cli"]
+# Command groups by module name (each has register(sub, topo_help)), from the one
+# registry: ``experiments.train`` is ``gradctl train``, named there as a string so the
+# control plane never imports it.
+TECHNIQUE_CLIS = registry.TECHNIQUE_CLIS
 
 
 def main(argv: Sequence[str] | None = None) -> int:
