@@ -29,7 +29,6 @@ aggregating switch next to plain forwarders) reuses these classes unchanged::
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -51,6 +50,8 @@ from controller.p4runtime import (
 )
 from controller.routing import RoutingError, SwitchRoutes, compute_routes
 from topologies.base import Topology, TopologyError
+from topologies.spec import SpecError, check_loss_rate
+from topologies.spec import parse_loss as parse_loss_spec
 
 __all__ = [
     "DEFAULT_PROGRAM",
@@ -151,10 +152,10 @@ class PortMacs(ControlBlock):
 def loss_threshold(p: float) -> int:
     """The ``set_loss_rate`` threshold for loss probability ``p``: ``round(p * 2^32)``,
     capped at ``2^32 - 1`` (so ``p = 1`` drops all but one packet in 2^32)."""
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p):
-        raise DeployError(f"loss rate must be a number in [0, 1], got {p!r}")
-    if not 0.0 <= p <= 1.0:
-        raise DeployError(f"loss rate must be in [0, 1], got {p!r}")
+    try:
+        check_loss_rate(p)
+    except SpecError as e:
+        raise DeployError(str(e)) from None
     return min(round(p * 2**32), 2**32 - 1)
 
 
@@ -211,15 +212,12 @@ class PriorityClassifier(ControlBlock):
 
 
 def parse_loss(spec: str) -> tuple[tuple[str, int], float]:
-    """Parse ``SWITCH:PORT=RATE`` (e.g. ``s1:2=0.05``) into ``(("s1", 2), 0.05)``."""
+    """Parse ``SWITCH:PORT=RATE`` (e.g. ``s1:2=0.05``) into ``(("s1", 2), 0.05)``
+    (:func:`topologies.spec.parse_loss`; :class:`DeployError` with its message)."""
     try:
-        where, rate_s = spec.split("=", 1)
-        switch, port_s = where.rsplit(":", 1)
-        port, rate = int(port_s), float(rate_s)
-    except ValueError:
-        raise DeployError(f"bad loss spec {spec!r}: expected SWITCH:PORT=RATE, e.g. s1:2=0.05") from None
-    loss_threshold(rate)
-    return (switch, port), rate
+        return parse_loss_spec(spec)
+    except SpecError as e:
+        raise DeployError(str(e)) from None
 
 
 def check_loss(topo: Topology, loss: LossSpec) -> dict[tuple[str, int], float]:

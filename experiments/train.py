@@ -248,10 +248,11 @@ class Plan:
 
 def make_plan(args: argparse.Namespace) -> Plan:
     """Check the options against each other and the topology; raise HarnessError."""
-    from controller.cli import UsageError, parse_topology
+    from controller.cli import UsageError
     from controller.deploy import DeployError, check_loss
     from hosts import training as tr
     from topologies import TopologyError
+    from topologies.spec import parse_topology
 
     schemes = [s.strip() for s in args.scheme.split(",") if s.strip()]
     if not schemes:
