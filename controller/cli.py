@@ -12,7 +12,7 @@
                                               INA event counters of the job's switches
 
 This module holds the commands above and the helpers every group shares (``UsageError``,
-``network_args``, ``network_topology``, the held network's loss settings). Each other
+``network_args``, ``network_topology``; a held network's state is :mod:`controller.held`). Each other
 command group lives in its own module beside its controller twin
 (``controller/<technique>/cli.py`` next to ``controller/<technique>/deployment.py``, and
 ``controller/net_cli.py``, ``sim/cli.py``, ``experiments/train.py``), each with
@@ -42,6 +42,7 @@ from rich.console import Console
 from rich.table import Table
 
 from controller import registry
+from controller.held import held_loss, held_state, save_held_loss
 from controller.output import TableConsole
 from controller.p4runtime import DeployError
 from controller.routing import RoutingError, SwitchRoutes, compute_routes
@@ -157,25 +158,6 @@ def cmd_routes(args: argparse.Namespace) -> int:
     return 0
 
 
-HELD_LOSS_FILE = "loss.json"
-
-
-def held_state(run_dir: str | None) -> dict[str, Any] | None:
-    """``net.json`` of a network held by ``gradctl net up`` in ``run_dir`` (None when
-    ``run_dir`` is none or holds no such network, e.g. a test's bare run directory)."""
-    if not run_dir:
-        return None
-    path = os.path.join(run_dir, "net.json")
-    if not os.path.isfile(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            state = json.load(f)
-    except (OSError, ValueError) as e:
-        raise UsageError(f"{path}: unreadable network state ({e})") from None
-    return state if isinstance(state, dict) and state.get("topology") else None
-
-
 def network_topology(args: argparse.Namespace) -> Topology:
     """The topology of a command that talks to a running network.
 
@@ -196,32 +178,6 @@ def network_topology(args: argparse.Namespace) -> Topology:
         raise UsageError(f"TOPO {given!r} is not the network held in {args.run_dir} "
                          f"({state.get('spec')}); leave TOPO out or give that one")
     return held
-
-
-def held_loss(run_dir: str | None) -> dict[tuple[str, int], float]:
-    """The link emulation (``{(switch, port): rate}``) a held network runs with: its
-    ``net up --loss`` and later ``gradctl deploy --loss`` changes (``DIR/loss.json``);
-    every deploy against the run directory installs it again with its pipeline."""
-    if not run_dir or held_state(run_dir) is None:
-        return {}
-    path = os.path.join(run_dir, HELD_LOSS_FILE)
-    if not os.path.isfile(path):
-        return {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            specs = json.load(f)
-        return dict(parse_loss(f"{k}={v}") for k, v in specs.items())
-    except (OSError, ValueError, AttributeError) as e:
-        raise UsageError(f"{path}: unreadable loss settings ({e})") from None
-
-
-def save_held_loss(run_dir: str, loss: dict[tuple[str, int], float]) -> None:
-    """Record a held network's link emulation (see :func:`held_loss`)."""
-    path = os.path.join(run_dir, HELD_LOSS_FILE)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({f"{s}:{p}": r for (s, p), r in sorted(loss.items())}, f, indent=1)
-    os.replace(tmp, path)
 
 
 def _addresses(args: argparse.Namespace, topo: Topology) -> dict[str, str]:

@@ -174,8 +174,8 @@ def _holder_main(argv: list[str]) -> int:
     p.add_argument("--no-watch", action="store_true")
     args = p.parse_args(argv)
 
-    from controller.cli import save_held_loss
     from controller.deploy import deploy
+    from controller.held import save_held_loss
     from topologies.network import Network
     from topologies.spec import parse_loss, parse_topology
 
