@@ -12,14 +12,13 @@
                                               INA event counters of the job's switches
 
 This module holds the commands above and the helpers every group shares (``UsageError``,
-``network_args``, ``network_topology``; a held network's state is :mod:`controller.held`). Each other
-command group lives in its own module beside its controller twin
+``network_args``, ``network_topology``; a held network's state is :mod:`controller.held`).
+Each other command group lives in its own module beside its controller twin
 (``controller/<technique>/cli.py`` next to ``controller/<technique>/deployment.py``, and
 ``controller/net_cli.py``, ``sim/cli.py``, ``experiments/train.py``), each with
 ``register(sub, topo_help)``, listed in the one registry (``controller/registry.py``).
-TOPO is parsed by :func:`topologies.spec.parse_topology`.
 
-TOPO is a builder spec (``fat-tree:4``, ``leaf-spine:2,4,2``, ``bcube:4,2``, ``star:4``,
+TOPO (parsed by :func:`topologies.spec.parse_topology`) is a builder spec (``fat-tree:4``, ``leaf-spine:2,4,2``, ``bcube:4,2``, ``star:4``,
 ``linear:3`` or ``linear:3,2``, the k-rail ``rail-leaf-spine:2,2,3,3`` or
 ``rail-fat-tree:2,4``; keyword arguments too: ``fat-tree:4,bw=10``) or a topology file
 (JSON/YAML, see ``topologies/README.md``). Bad input ends with a one-line message
