@@ -235,7 +235,7 @@ def switch_neighbors(net: Any, topo: Topology, switches: list[str]) -> None:
 
 def _experiment_topology(args: argparse.Namespace) -> Topology:
     """``--topo`` (builder spec or file; ``--bw`` overrides every link) or fat-tree ``--k``."""
-    from controller.cli import parse_topology
+    from topologies.spec import parse_topology
 
     if not args.topo:
         return fat_tree(args.k, bw=args.bw)

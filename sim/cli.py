@@ -23,6 +23,7 @@ from typing import Any
 def _loss_arg(specs: list[str]) -> Any:
     """``--loss`` values: one plain RATE (every link) or ``SW:PORT=RATE`` specs."""
     from controller.cli import UsageError
+    from topologies.spec import SpecError, parse_loss
 
     if not specs:
         return 0.0
@@ -34,18 +35,17 @@ def _loss_arg(specs: list[str]) -> Any:
     out: dict[tuple[str, int], float] = {}
     for spec in specs:
         try:
-            where, rate = spec.split("=", 1)
-            sw, port = where.rsplit(":", 1)
-            out[(sw, int(port))] = float(rate)
-        except ValueError:
-            raise UsageError(f"bad --loss {spec!r}: expected SW:PORT=RATE, e.g. s1:2=0.05 "
-                             "(one plain RATE alone puts it on every link)") from None
+            where, rate = parse_loss(spec)
+        except SpecError as e:
+            raise UsageError(f"{e} (one plain RATE alone puts it on every link)") from None
+        out[where] = rate
     return out
 
 
 def _run(args: argparse.Namespace) -> int:
-    from controller.cli import UsageError, parse_topology
+    from controller.cli import UsageError
     from controller.placement import PlacementError
+    from topologies.spec import parse_topology
 
     from .core import SimError, run_ina, run_ring
     from .ns3env import Ns3Missing
