@@ -87,7 +87,7 @@ NOTES = {
              "bytes of training only; resends",
 }
 
-#: Values a token NIC holds (hosts.packets: TOKEN_MAX_FRAGS * TOKEN_VALUES).
+#: Values a token NIC holds (wire.token: TOKEN_MAX_FRAGS * TOKEN_VALUES).
 TOKEN_MAX_VALUES = 256 * 128
 
 

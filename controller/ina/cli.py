@@ -31,8 +31,8 @@ from controller.cli import (
     parse_topology,
 )
 from controller.p4runtime import DeployError
-from hosts.packets import INA_VALUE_SIZES, INA_VALUES
 from topologies import Topology, TopologyError
+from wire.ina import INA_VALUE_SIZES, INA_VALUES
 
 # ----------------------------------------------------------------------------- placement
 
@@ -618,7 +618,7 @@ EVENT_NAMES = ("added", "partial", "passed_on", "cleared", "result", "taken_over
 def policy_switches(topo: Topology, path: str) -> dict[str, str]:
     """``{switch: "S" | "s_d"}``: the aggregating switches a policy file names, by the
     topology's device ids (s_d last)."""
-    from hosts.ina.policy import Policy, PolicyError
+    from wire.ina_policy import Policy, PolicyError
 
     try:
         pol = Policy.load(path)
@@ -641,7 +641,7 @@ def policy_switches(topo: Topology, path: str) -> dict[str, str]:
 def policy_edges(topo: Topology, path: str) -> list[str]:
     """The first switches of a policy's PS and workers: where admission (docs/trust.md)
     holds the job's members."""
-    from hosts.ina.policy import Policy, PolicyError
+    from wire.ina_policy import Policy, PolicyError
 
     try:
         pol = Policy.load(path)

@@ -38,11 +38,10 @@ from pathlib import Path
 import numpy as np
 
 from hosts.net import udp_socket
-from hosts.packets import DIFF_LEVEL_IMPORTANT
+from wire.differentiated import DIFF_LEVEL_IMPORTANT, Kind, frame, params_body
 
 from .blocks import BlockLayout
 from .receiver import Receiver
-from .wire import Kind, frame, params_body
 from .worker import (
     add_common_args,
     check_common_args,

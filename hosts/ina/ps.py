@@ -35,10 +35,9 @@ from typing import Any
 import numpy as np
 
 from hosts.ina.agent import FaultInjection, InaTimeoutError, open_ina_socket
-from hosts.ina.policy import Policy, PolicyError, default_switch_ip
 from hosts.ina.rounds import max_round_cycle
 from hosts.net import peak_rss_mib, wait_readable
-from hosts.packets import (
+from wire.ina import (
     INA_HEADER,
     INA_HEADER_LEN,
     INA_MAX_WORKERS,
@@ -49,6 +48,7 @@ from hosts.packets import (
     MsgType,
     check_values_per_packet,
 )
+from wire.ina_policy import Policy, PolicyError, default_switch_ip
 
 __all__ = ["JobStats", "PSCounters", "PSReport", "ParameterServer", "main"]
 
