@@ -47,8 +47,8 @@ def corpus(src_mac: str, src_ip: str, peers: list[tuple[str, str]],
     out the token's formation frames (FORM_START, FORM_REPLY, ROSTER)."""
     from scapy.all import ARP, IP, TCP, UDP, Dot1Q, Ether, IPv6, Raw
 
-    from hosts.ndn.common import ETHERTYPE_NDN, NDN_MAC, data_packet, interest_packet
     from wire import ina, ports, token
+    from wire.ndn import ETHERTYPE_NDN, NDN_MAC, data_packet, interest_packet
 
     out: list[bytes] = []
     v = np.arange(ina.INA_VALUES, dtype=np.int32)

@@ -12,6 +12,7 @@ Each agent keeps its own protocol logic; what they all need from the kernel is h
   first datagram, then take every queued one without blocking.
 * :class:`Deadline` and :class:`Timers` -- bounded run times and retransmission timers
   (a heap of due times keyed by what is waiting).
+* :func:`nic_counters` -- an interface's byte and packet counters (``/proc/net/dev``).
 """
 
 from __future__ import annotations
@@ -184,3 +185,13 @@ def peak_rss_mib() -> float:
     except OSError:
         pass
     return 0.0
+
+
+def nic_counters(iface: str) -> tuple[int, int, int, int]:
+    """(rx_bytes, rx_packets, tx_bytes, tx_packets) of ``iface`` in this namespace."""
+    with open("/proc/net/dev") as f:
+        for line in f:
+            if ":" in line and line.split(":", 1)[0].strip() == iface:
+                v = line.split(":", 1)[1].split()
+                return int(v[0]), int(v[1]), int(v[8]), int(v[9])
+    return 0, 0, 0, 0
