@@ -183,14 +183,10 @@ def rss_kb(pid: int) -> int:
 
 def port_counts(sw: Any) -> tuple[int, int]:
     """Frames received and sent on the switch's own ports (its namespace's /proc/net/dev)."""
-    rx = tx = 0
-    for line in sw.cmd("cat /proc/net/dev").splitlines()[2:]:
-        name, _, rest = line.partition(":")
-        if name.strip() == "lo" or not rest:
-            continue
-        f = rest.split()
-        rx, tx = rx + int(f[1]), tx + int(f[9])
-    return rx, tx
+    from hosts.net import parse_net_dev
+
+    nics = [c for name, c in parse_net_dev(sw.cmd("cat /proc/net/dev")).items() if name != "lo"]
+    return sum(c.rx_packets for c in nics), sum(c.tx_packets for c in nics)
 
 
 def _network(program: str, target: str | None, run_dir: Path) -> tuple[Any, Any]:

@@ -149,11 +149,9 @@ def deploy_baseline(transport: str, net: Any, setting: Setting, plan: Plan) -> N
 
 
 def _nic_rx_bytes(net: Any, host: str, iface: str) -> int:
-    out = net.host(host).cmd("cat /proc/net/dev")
-    for line in out.splitlines():
-        if ":" in line and line.split(":", 1)[0].strip() == iface:
-            return int(line.split(":", 1)[1].split()[0])
-    return 0
+    from hosts.net import NicCounters, parse_net_dev
+
+    return parse_net_dev(net.host(host).cmd("cat /proc/net/dev")).get(iface, NicCounters()).rx_bytes
 
 
 def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: int, d: Path,

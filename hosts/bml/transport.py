@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from hosts.net import net_dev
 from wire.bcube import (
     BCUBE_HEADER_LEN,
     BcubeHeader,
@@ -386,12 +387,7 @@ class NicSampler:
     @staticmethod
     def read() -> dict[str, tuple[int, int]]:
         """``{iface: (rx_bytes, tx_bytes)}`` of the calling process's namespace."""
-        out = {}
-        for line in Path("/proc/net/dev").read_text().splitlines()[2:]:
-            name, _, rest = line.partition(":")
-            f = rest.split()
-            out[name.strip()] = (int(f[0]), int(f[8]))
-        return out
+        return {name: (c.rx_bytes, c.tx_bytes) for name, c in net_dev().items()}
 
     def sample(self) -> None:
         """Take one sample now."""
