@@ -19,6 +19,7 @@ import numpy as np
 from wire.ports import INA_UDP_PORT
 
 __all__ = [
+    "BE_I32",
     "INA_BITMAP_BYTES",
     "INA_HEADER",
     "INA_HEADER_LEN",
