@@ -46,6 +46,7 @@ __all__ = [
 #: big-endian int32: every technique's fixed-point values on the wire
 BE_I32 = np.dtype(">i4")
 
+
 class MsgType(IntEnum):
     """INA ``msg_type`` values."""
 
@@ -63,7 +64,8 @@ class InaFlags(IntFlag):
 
 
 #: Values per packet (one fragment) a job may choose, smallest (the default) first: one
-#: compiled ina.p4 each (p4src/gen_lanes.py INA_VALUE_SIZES says the same).
+#: compiled ina.p4 each (p4src/gen_lanes.py and p4src/include/config.p4 say the same;
+#: tests/test_wire_constants.py checks).
 INA_VALUE_SIZES = (64, 128, 256)
 INA_VALUES = INA_VALUE_SIZES[0]  # the default; p4src/include/config.p4 says the same
 INA_MAX_VALUES = INA_VALUE_SIZES[-1]
@@ -115,6 +117,7 @@ INA_HEADER_LEN = INA_HEADER.size  # 52
 INA_VALUES_LEN = 4 * INA_VALUES  # 256 (default size)
 INA_PACKET_LEN = INA_HEADER_LEN + INA_VALUES_LEN  # 308: the UDP payload (default size)
 assert INA_HEADER_LEN == 52
+
 
 def check_values_per_packet(values_per_packet: Any) -> int:
     """``values_per_packet`` as an ``int`` if it is one of ``INA_VALUE_SIZES``, else
