@@ -36,9 +36,9 @@ from experiments import options as opts
 from experiments.ina import switch_neighbors
 from experiments.runner import finish, spawn
 from experiments.runner import log as _log
-from hosts.fixedpoint import bfp_error_bound
-from hosts.packets import INA_MAX_WORKERS, INA_VALUE_SIZES, INA_VALUES
 from topologies.base import Topology
+from wire.fixedpoint import bfp_error_bound
+from wire.ina import INA_MAX_WORKERS, INA_VALUE_SIZES, INA_VALUES
 
 console = TableConsole()
 RUNS = ("gloo", "ina-ps", "ina")

@@ -39,11 +39,11 @@ from experiments import options as opts
 from experiments.accounting import Snapshot, time_split
 from experiments.runner import await_ready, finish, spawn
 from experiments.runner import log as _log
-from hosts.fixedpoint import bfp_reference, quantize
 from hosts.ina.worker import CONGESTION_MODES, MAX_RTO_FACTOR
-from hosts.packets import INA_VALUE_SIZES, INA_VALUES
 from topologies import fat_tree
 from topologies.base import Topology
+from wire.fixedpoint import bfp_reference, quantize
+from wire.ina import INA_VALUE_SIZES, INA_VALUES
 
 console = TableConsole()
 

@@ -156,7 +156,7 @@ def test_manual_ina_workflow_from_printed_commands(tmp_path: Path) -> None:
 
     import numpy as np
 
-    from hosts.fixedpoint import quantize
+    from wire.fixedpoint import quantize
 
     topo = "leaf-spine:2,2,2"
     r = gradctl("net", "up", topo, "--bw", "50", "--target", TARGET)

@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 
 from controller import registry
-from hosts.bml.schedule import DEFAULT_PIECES, RAIL_SCHEMES, BcubeSchedule, ScheduleError, cut
-from hosts.fixedpoint import max_scale_bits, quantize
-from hosts.packets import BCUBE_HEADER_LEN, BCUBE_TCP_PORT
 from topologies import bcube, fat_tree, rail_fat_tree, rail_leaf_spine
 from topologies.base import Topology
+from wire.bcube import BCUBE_HEADER_LEN, BCUBE_TCP_PORT
+from wire.bcube_schedule import DEFAULT_PIECES, RAIL_SCHEMES, BcubeSchedule, ScheduleError, cut
+from wire.fixedpoint import max_scale_bits, quantize
 
 __all__ = [
     "AGENTS",

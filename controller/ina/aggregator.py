@@ -8,6 +8,7 @@ import ipaddress
 from typing import Any
 
 from controller.p4runtime import ControlBlock, DeployError
+from wire.ina_policy import PolicyError, default_switch_ip
 
 #: ``INA_AGGREGATOR_TIMEOUT_US`` of ``p4src/include/config.p4``: what a switch uses until
 #: the controller writes another timeout.
@@ -20,10 +21,12 @@ DROP_NAMES = ("absorbed", "duplicate", "unknown_job", "clear", "wrong_size")
 
 
 def switch_ip(device_id: int) -> str:
-    """The address an aggregating switch answers: ``10.255.<id/256>.<id%256>``."""
-    if not 1 <= device_id <= 0xFFFF:
-        raise DeployError(f"device id {device_id} has no INA address")
-    return f"10.255.{device_id >> 8}.{device_id & 0xFF}"
+    """The address an aggregating switch answers (:func:`wire.ina_policy.default_switch_ip`:
+    ``10.255.<id/256>.<id%256>``); :class:`DeployError` for an id without one."""
+    try:
+        return default_switch_ip(device_id)
+    except PolicyError:
+        raise DeployError(f"device id {device_id} has no INA address") from None
 
 
 def _ip_int(ip: str) -> int:

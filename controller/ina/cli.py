@@ -44,9 +44,9 @@ from controller.ina.tables import (
     trace_table,
 )
 from controller.p4runtime import DeployError
-from hosts.packets import INA_VALUE_SIZES, INA_VALUES
 from topologies import Topology
 from topologies.spec import parse_topology
+from wire.ina import INA_VALUE_SIZES, INA_VALUES
 
 # ----------------------------------------------------------------------------- placement
 

@@ -29,16 +29,14 @@ import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from hosts.ina.agent import FaultInjection, InaTimeoutError, open_ina_socket
-from hosts.ina.policy import Policy, PolicyError, default_switch_ip
 from hosts.ina.rounds import max_round_cycle
-from hosts.net import peak_rss_mib, wait_readable
-from hosts.packets import (
+from hosts.net import net_dev, peak_rss_mib, wait_readable
+from wire.ina import (
     INA_HEADER,
     INA_HEADER_LEN,
     INA_MAX_WORKERS,
@@ -49,6 +47,7 @@ from hosts.packets import (
     MsgType,
     check_values_per_packet,
 )
+from wire.ina_policy import Policy, PolicyError, default_switch_ip
 
 __all__ = ["JobStats", "PSCounters", "PSReport", "ParameterServer", "main"]
 
@@ -204,11 +203,8 @@ class _Job:
 
 
 def _read_nic(iface: str) -> tuple[int, int] | None:
-    base = Path("/sys/class/net") / iface / "statistics"
-    try:
-        return int((base / "rx_bytes").read_text()), int((base / "rx_packets").read_text())
-    except (OSError, ValueError):
-        return None
+    c = net_dev().get(iface)
+    return None if c is None else (c.rx_bytes, c.rx_packets)
 
 
 class ParameterServer:

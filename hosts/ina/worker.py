@@ -35,7 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from hosts.fixedpoint import (
+from hosts.ina.agent import FaultInjection, InaTimeoutError, open_ina_socket
+from hosts.ina.rounds import DEFAULT_REUSE_AFTER_S, FragmentCycle
+from hosts.net import peak_rss_mib
+from wire.fixedpoint import (
     BFP_LOOKAHEAD,
     DEFAULT_SCALE_BITS,
     NUMBER_FORMATS,
@@ -48,18 +51,7 @@ from hosts.fixedpoint import (
     pad_to_fragments,
     quantize,
 )
-from hosts.ina.agent import FaultInjection, InaTimeoutError, open_ina_socket
-from hosts.ina.policy import (
-    FragmentRouting,
-    Policy,
-    PolicyError,
-    SwitchRef,
-    _ip,
-    default_switch_ip,
-)
-from hosts.ina.rounds import DEFAULT_REUSE_AFTER_S, FragmentCycle
-from hosts.net import peak_rss_mib
-from hosts.packets import (
+from wire.ina import (
     INA_HEADER,
     INA_HEADER_LEN,
     INA_MAX_WORKERS,
@@ -69,6 +61,7 @@ from hosts.packets import (
     MsgType,
     check_values_per_packet,
 )
+from wire.ina_policy import FragmentRouting, Policy, PolicyError, SwitchRef, _ip, default_switch_ip
 
 __all__ = [
     "FaultInjection",
