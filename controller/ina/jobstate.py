@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from controller.p4runtime import DeployError
-from hosts.packets import INA_VALUES
 from topologies import Topology, TopologyError
+from wire.ina import INA_VALUES
 
 __all__ = ["JOBS_FILE", "counter_job", "load_jobs", "plan_job", "policy_edges",
            "policy_switches", "save_jobs"]
@@ -62,7 +62,7 @@ def plan_job(topo: Topology, spec: dict[str, Any]) -> Any:
 
 
 def _load_policy(path: str) -> Any:
-    from hosts.ina.policy import Policy, PolicyError
+    from wire.ina_policy import Policy, PolicyError
 
     try:
         return Policy.load(path)
