@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gradnet-switch: cannot open interface: {e}", file=sys.stderr)
         return 2
 
-    from targets.embedded.p4runtime_server import P4RuntimeServer, ServerTls
+    from targets.embedded.p4runtime.server import P4RuntimeServer, ServerTls
 
     tls = None
     if args.grpc_server_ssl:

@@ -165,7 +165,7 @@ def run_fuzz(seconds: float, seed: int = 1, programs: tuple[str, ...] = PROGRAMS
     from finsy.proto import p4i, p4r, p4r_grpc
     from google.protobuf import text_format
 
-    from targets.embedded.p4runtime_server import P4RuntimeServer
+    from targets.embedded.p4runtime.server import P4RuntimeServer
     from targets.embedded.switch import Switch
 
     rng = random.Random(seed)
