@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from targets.embedded.compiler import (
+from targets.embedded.codegen.layout import (
     CLONE,
     CLONE_FL,
     EXIT,
@@ -34,8 +34,8 @@ from targets.embedded.compiler import (
     RECIRC,
     RESUBMIT,
     TRUNCATE,
-    Program,
 )
+from targets.embedded.compiler import Program
 from targets.embedded.state import PacketReplicationEngine, Replica
 
 log = logging.getLogger("gradnet.switch")
