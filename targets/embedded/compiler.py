@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from targets.embedded import state
+from targets.embedded import action_profiles, state
 from targets.embedded.codegen.actions import ActionsMixin
 from targets.embedded.codegen.deparser import DeparserMixin
 from targets.embedded.codegen.expressions import ExprMixin
@@ -115,9 +115,9 @@ class Program(LayoutMixin, ExprMixin, ActionsMixin, HashMixin, ParserMixin, Depa
         self._table_actions: dict[str, dict[str, ActionInfo]] = {}
         self._const_entries: list[tuple[state.Table, list[dict[str, Any]]]] = []
         self._deferred: list[tuple[str, dict[str, str | None], Callable[[str | None], str]]] = []
-        self.action_profiles: dict[str, state.ActionProfile] = {}
+        self.action_profiles: dict[str, action_profiles.ActionProfile] = {}
         self._profile_actions: dict[str, dict[str, ActionInfo]] = {}
-        self._selector_hashes: list[tuple[state.ActionProfile, str]] = []
+        self._selector_hashes: list[tuple[action_profiles.ActionProfile, str]] = []
         for a in self.spec.get("actions", []):
             self.actions_by_id[int(a["id"])].fn = self._gen_action(a)  # type: ignore[assignment]
         # which actions may stop the pipeline (a table with none needs no exit check)

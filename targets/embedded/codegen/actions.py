@@ -114,7 +114,13 @@ class ActionsMixin:
         """Append the statements of one primitive call to ``out``."""
         op = p["op"]
         a = p.get("parameters", [])
-        sm = self.sm
+        for gen in (self._header_primitive, self._extern_primitive, self._flow_primitive):
+            if gen(op, a, out, ind):
+                return
+        raise CompileError(f"unsupported primitive {op!r}")
+
+    def _header_primitive(self, op: str, a: list[Any], out: list[str], ind: str) -> bool:
+        """Assignments and header / header stack operations; False: not one of them."""
         if op == "assign_VL" or (op in ("assign", "modify_field") and self._varbit_len_slot(a[0]) is not None):
             # varbit = varbit (BMv2 assign_VL): value and current width
             dl, sl = self._varbit_len_slot(a[0]), self._varbit_len_slot(a[1])
@@ -166,14 +172,13 @@ class ActionsMixin:
             cnt = self.expr(a[1])
             fn = "_push" if op == "push" else "_pop"
             out.append(f"{ind}{fn}(F, {st.headers[0].base}, {len(st.headers)}, {st.stride}, {st.next_slot}, {cnt})")
-        elif op == "mark_to_drop":
-            out.append(f"{ind}F[{sm['egress_spec']}] = 511")
-            if sm.get("mcast_grp") is not None:
-                out.append(f"{ind}F[{sm['mcast_grp']}] = 0")
-        elif op == "exit":
-            out.append(f"{ind}F[{EXIT}] = 1")
-            out.append(f"{ind}return")
-        elif op == "modify_field_with_hash_based_offset":
+        else:
+            return False
+        return True
+
+    def _extern_primitive(self, op: str, a: list[Any], out: list[str], ind: str) -> bool:
+        """Hashes, random numbers, registers, counters and meters; False: not one of them."""
+        if op == "modify_field_with_hash_based_offset":
             calc = self._calc_fn(a[2]["value"])
             base, size = self.expr(a[1]), self.expr(a[3])
             # simple_switch treats a max of 0 as 1 (the result is then just base).
@@ -202,6 +207,21 @@ class ActionsMixin:
         elif op == "execute_meter":
             m = self._bind("_M", self.meters[a[0]["value"]])
             out.append(ind + self.store(a[2], f"{m}.execute({self.expr(a[1])}, F[{ILEN}], _now())"))
+        else:
+            return False
+        return True
+
+    def _flow_primitive(self, op: str, a: list[Any], out: list[str], ind: str) -> bool:
+        """Drop, exit, clone, resubmit, recirculate, digest, truncate, log and assert, and
+        the P4_14 arithmetic primitives; False: not one of them."""
+        sm = self.sm
+        if op == "mark_to_drop":
+            out.append(f"{ind}F[{sm['egress_spec']}] = 511")
+            if sm.get("mcast_grp") is not None:
+                out.append(f"{ind}F[{sm['mcast_grp']}] = 0")
+        elif op == "exit":
+            out.append(f"{ind}F[{EXIT}] = 1")
+            out.append(f"{ind}return")
         elif op == "clone_ingress_pkt_to_egress" or op == "clone_egress_pkt_to_egress":
             fl = self.expr(a[1]) if len(a) > 1 else "0"
             out.append(f"{ind}F[{CLONE}] = {FLAG} | ({self.expr(a[0])}); F[{CLONE_FL}] = {fl}")
@@ -227,7 +247,8 @@ class ActionsMixin:
             sign = "+" if op == "add" else "-"
             out.append(ind + self.store(a[0], f"{self.expr(a[1])} {sign} {self.expr(a[2])}"))
         else:
-            raise CompileError(f"unsupported primitive {op!r}")
+            return False
+        return True
 
     def _gen_action(self, a: dict[str, Any]) -> str:
         fname = f"_act{int(a['id'])}"

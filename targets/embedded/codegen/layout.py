@@ -105,6 +105,25 @@ class LayoutMixin:
 
     def _layout(self) -> None:
         spec = self.spec
+        slot = self._layout_headers(N_HIDDEN)
+        slot = self._layout_unions(slot)
+        self.nslots = slot
+        template = [0] * slot
+        for h in self.headers.values():
+            if h.metadata:
+                template[h.base] = 1
+        self.template = template
+        # names and codes checked by check_spec; codes reach generated code as ints only
+        self.errors = {name: int(code) for name, code in spec.get("errors", [])}
+        for name, code in (("NoError", 0), ("PacketTooShort", 1), ("NoMatch", 2),
+                           ("StackOutOfBounds", 3), ("HeaderTooShort", 4)):
+            self.errors.setdefault(name, code)
+        self.aliases = {a[0]: a[1] for a in spec.get("field_aliases", [])}
+        self._layout_standard_metadata()
+
+    def _layout_headers(self, slot: int) -> int:
+        """Headers, then header stacks from ``slot`` on; returns the next free slot."""
+        spec = self.spec
         types = {t["name"]: t for t in spec["header_types"]}
         self.headers: dict[str, HeaderLayout] = {}
         slot = N_HIDDEN
@@ -134,6 +153,11 @@ class LayoutMixin:
                     raise CompileError(f"header stack {s['name']} elements are not contiguous")
             self.stacks[s["name"]] = StackLayout(s["name"], hs, slot)
             slot += 1
+        return slot
+
+    def _layout_unions(self, slot: int) -> int:
+        """Header unions and header union stacks (from ``slot``); returns the next free slot."""
+        spec = self.spec
         # Header unions: making a member valid (extract, setValid, assignment from a
         # valid header) invalidates the others (BMv2 HeaderUnion::make_header_valid).
         by_hid = {h["id"]: self.headers[h["name"]] for h in spec.get("headers", [])}
@@ -154,18 +178,9 @@ class LayoutMixin:
                 raise CompileError(f"header union stack {us['name']}: elements are not laid out alike")
             self.union_stacks[us["name"]] = (elems, slot)
             slot += 1
-        self.nslots = slot
-        template = [0] * slot
-        for h in self.headers.values():
-            if h.metadata:
-                template[h.base] = 1
-        self.template = template
-        # names and codes checked by check_spec; codes reach generated code as ints only
-        self.errors = {name: int(code) for name, code in spec.get("errors", [])}
-        for name, code in (("NoError", 0), ("PacketTooShort", 1), ("NoMatch", 2),
-                           ("StackOutOfBounds", 3), ("HeaderTooShort", 4)):
-            self.errors.setdefault(name, code)
-        self.aliases = {a[0]: a[1] for a in spec.get("field_aliases", [])}
+        return slot
+
+    def _layout_standard_metadata(self) -> None:
         sm = self.headers.get("standard_metadata")
         if sm is None:
             raise CompileError("program has no standard_metadata (not a v1model program?)")

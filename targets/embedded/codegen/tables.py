@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from targets.embedded import state
+from targets.embedded import action_profiles, state
 from targets.embedded.codegen.layout import EXIT, ILEN, CompileError, json_int
 from targets.embedded.codegen.support import noop
 from targets.embedded.state import ActionCall
@@ -41,65 +41,8 @@ class TablesMixin:
             return (f"({follow(c.get('true_next'), depth + 1)} if {self.expr(c['expression'])} "
                     f"else {follow(c.get('false_next'), depth + 1)})")
 
-        tables_by_name = {t["name"]: t for t in pl["tables"]}
         for t in pl["tables"]:
-            tbl = self._make_table(t)
-            tname = self._bind("_T", tbl)
-            key_src = []
-            for k in t["key"]:
-                mt = k["match_type"]
-                if mt == "valid":
-                    key_src.append(f"F[{self.headers[k['target']].base}]")
-                    continue
-                s, w, _ = self.field_info(k["target"])
-                src = f"F[{s}]"
-                if k.get("mask"):
-                    src = f"({src} & {json_int(k['mask'])})"
-                key_src.append(src)
-            keyexpr = f"({', '.join(key_src)},)" if key_src else "()"
-            if tbl.profile is not None:
-                self._gen_indirect_node(t, tbl, tname, keyexpr, nodes[t["name"]], ref, follow)
-                self.tables[t["name"]] = tbl
-                continue
-            # Only an action that calls exit() can stop the pipeline here.
-            exits = any(self._action_exits.get(i, True) for i in t.get("action_ids", [])) or not t.get("action_ids")
-            exit_check = [f"    if F[{EXIT}]: return None"] if exits else []
-            if not key_src:
-                # A keyless table (p4c wraps every bare action call in one) always
-                # misses: its default action, which the control plane may change.
-                lines = [f"def {nodes[t['name']]}(F):", f"    c = {tname}.default"]
-                if t["name"] in self.direct_counters.values():
-                    lines.append(f"    {tname}.default_packets += 1; {tname}.default_bytes += F[{ILEN}]")
-                lines += ["    c.fn(F, c.params)", *exit_check, self._next_node(t, ref, follow, "c.name")]
-                self._src.append("\n".join(lines))
-                self.tables[t["name"]] = tbl
-                continue
-            lookup = f"{tname}.lookup({keyexpr})"
-            lines = [f"def {nodes[t['name']]}(F):",
-                     f"    e = {lookup}",
-                     "    if e is None:",
-                     f"        c = {tname}.default",
-                     ]
-            if t["name"] in self.direct_counters.values():
-                lines.append(f"        {tname}.default_packets += 1; {tname}.default_bytes += F[{ILEN}]")
-            lines += ["        c.fn(F, c.params)", "    else:", "        c = e.action"]
-            if t["name"] in self.direct_counters.values():
-                lines.append(f"        e.packets += 1; e.bytes += F[{ILEN}]")
-            dm = t.get("direct_meters")
-            if dm:
-                mspec = self._direct_meter_specs[dm]
-                target, _, _ = self.lvalue({"type": "field", "value": mspec["result_target"]})
-                unit = mspec.get("type", "packets")
-                if unit not in ("packets", "bytes"):
-                    raise CompileError(f"direct meter {dm}: unit {unit!r}")
-                # BMv2 runs the direct meter on a hit, before the action.
-                lines.insert(-1, f"        {target} = _dmx(e, {unit!r}, F[{ILEN}])")
-            lines.append("        c.fn(F, c.params)")
-            lines += exit_check
-            lines.append(self._next_node(t, ref, follow, "c.name"))
-            self._src.append("\n".join(lines))
-            self.tables[t["name"]] = tbl
-        del tables_by_name
+            self.tables[t["name"]] = self._gen_table_node(t, nodes[t["name"]], ref, follow)
         for c in pl.get("conditionals", []):
             lines = [f"def {nodes[c['name']]}(F):",
                      f"    return {follow(c['name'])}"]
@@ -109,6 +52,69 @@ class TablesMixin:
             raise CompileError(f"pipeline {pl['name']!r}")
         lines = [f"def _pipe_{pl['name']}(F):", f"    n = {follow(init)}", "    while n is not None:", "        n = n(F)"]
         self._src.append("\n".join(lines))
+
+    def _key_source(self, t: dict[str, Any]) -> list[str]:
+        """The expressions of a table's key fields, in key order."""
+        key_src = []
+        for k in t["key"]:
+            mt = k["match_type"]
+            if mt == "valid":
+                key_src.append(f"F[{self.headers[k['target']].base}]")
+                continue
+            s, w, _ = self.field_info(k["target"])
+            src = f"F[{s}]"
+            if k.get("mask"):
+                src = f"({src} & {json_int(k['mask'])})"
+            key_src.append(src)
+        return key_src
+
+    def _gen_table_node(self, t: dict[str, Any], fname: str, ref: Callable[[str | None], str],
+                        follow: Callable[[str | None], str]) -> state.Table:
+        """Generate the node function ``fname`` of table ``t``; returns the table."""
+        tbl = self._make_table(t)
+        tname = self._bind("_T", tbl)
+        key_src = self._key_source(t)
+        keyexpr = f"({', '.join(key_src)},)" if key_src else "()"
+        if tbl.profile is not None:
+            self._gen_indirect_node(t, tbl, tname, keyexpr, fname, ref, follow)
+            return tbl
+        # Only an action that calls exit() can stop the pipeline here.
+        exits = any(self._action_exits.get(i, True) for i in t.get("action_ids", [])) or not t.get("action_ids")
+        exit_check = [f"    if F[{EXIT}]: return None"] if exits else []
+        if not key_src:
+            # A keyless table (p4c wraps every bare action call in one) always
+            # misses: its default action, which the control plane may change.
+            lines = [f"def {fname}(F):", f"    c = {tname}.default"]
+            if t["name"] in self.direct_counters.values():
+                lines.append(f"    {tname}.default_packets += 1; {tname}.default_bytes += F[{ILEN}]")
+            lines += ["    c.fn(F, c.params)", *exit_check, self._next_node(t, ref, follow, "c.name")]
+            self._src.append("\n".join(lines))
+            return tbl
+        lookup = f"{tname}.lookup({keyexpr})"
+        lines = [f"def {fname}(F):",
+                 f"    e = {lookup}",
+                 "    if e is None:",
+                 f"        c = {tname}.default",
+                 ]
+        if t["name"] in self.direct_counters.values():
+            lines.append(f"        {tname}.default_packets += 1; {tname}.default_bytes += F[{ILEN}]")
+        lines += ["        c.fn(F, c.params)", "    else:", "        c = e.action"]
+        if t["name"] in self.direct_counters.values():
+            lines.append(f"        e.packets += 1; e.bytes += F[{ILEN}]")
+        dm = t.get("direct_meters")
+        if dm:
+            mspec = self._direct_meter_specs[dm]
+            target, _, _ = self.lvalue({"type": "field", "value": mspec["result_target"]})
+            unit = mspec.get("type", "packets")
+            if unit not in ("packets", "bytes"):
+                raise CompileError(f"direct meter {dm}: unit {unit!r}")
+            # BMv2 runs the direct meter on a hit, before the action.
+            lines.insert(-1, f"        {target} = _dmx(e, {unit!r}, F[{ILEN}])")
+        lines.append("        c.fn(F, c.params)")
+        lines += exit_check
+        lines.append(self._next_node(t, ref, follow, "c.name"))
+        self._src.append("\n".join(lines))
+        return tbl
 
     def _gen_indirect_node(self, t: dict[str, Any], tbl: state.Table, tname: str, keyexpr: str, fname: str,
                            ref: Callable[[str | None], str],
@@ -204,7 +210,7 @@ class TablesMixin:
     def _make_action_profiles(self, pl: dict[str, Any]) -> None:
         for ap in pl.get("action_profiles", []):
             sel = ap.get("selector")
-            prof = state.ActionProfile(ap["name"], int(ap.get("max_size", 0)), sel is not None)
+            prof = action_profiles.ActionProfile(ap["name"], int(ap.get("max_size", 0)), sel is not None)
             if sel is not None:
                 for e in sel["input"]:
                     if e["type"] != "field":

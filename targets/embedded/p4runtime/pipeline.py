@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from finsy.proto import p4i, p4r
 
-from targets.embedded import state
+from targets.embedded import action_profiles, state
 from targets.embedded.p4runtime.common import (
     SC,
     P4RuntimeError,
@@ -85,7 +85,7 @@ class TableInfo:
 class ProfileInfo:
     id: int
     name: str
-    profile: state.ActionProfile
+    profile: action_profiles.ActionProfile
     max_group_size: int
 
 

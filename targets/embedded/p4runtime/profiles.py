@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from finsy.proto import p4r
 
-from targets.embedded import state
+from targets.embedded import action_profiles, state
 from targets.embedded.p4runtime.common import SC, P4RuntimeError, ServiceBase, invalid_id
 from targets.embedded.p4runtime.pipeline import Pipeline, ProfileInfo, TableInfo, action_params
 from targets.embedded.state import StateError
@@ -59,7 +59,7 @@ class ProfilesMixin(ServiceBase):
         else:
             ap.modify_group(g.group_id, g.max_size, weights)
 
-    def _decode_indirect(self, pl: Pipeline, ti: TableInfo, te: p4r.TableEntry) -> state.IndirectRef:
+    def _decode_indirect(self, pl: Pipeline, ti: TableInfo, te: p4r.TableEntry) -> action_profiles.IndirectRef:
         """The member / group a table entry of an indirect table points at (a one-shot
         action set becomes a new hidden group)."""
         pi = self._profile(pl, ti.profile)
@@ -73,13 +73,13 @@ class ProfilesMixin(ServiceBase):
                        for a in te.action.action_profile_action_set.action_profile_actions]
             if pi.max_group_size > 0 and sum(w for _, w in actions) > pi.max_group_size:
                 raise P4RuntimeError(SC.RESOURCE_EXHAUSTED, "Sum of weights exceeds static max_group_size (from P4Info)")
-            ref = state.IndirectRef(group=ap.add_oneshot(actions))
+            ref = action_profiles.IndirectRef(group=ap.add_oneshot(actions))
         else:
             ap.use_mode("manual")
             if kind == "action_profile_member_id":
-                ref = state.IndirectRef(member=ap.member(te.action.action_profile_member_id))
+                ref = action_profiles.IndirectRef(member=ap.member(te.action.action_profile_member_id))
             elif kind == "action_profile_group_id":
-                ref = state.IndirectRef(group=ap.groups.get(te.action.action_profile_group_id))
+                ref = action_profiles.IndirectRef(group=ap.groups.get(te.action.action_profile_group_id))
             else:
                 raise P4RuntimeError(SC.INVALID_ARGUMENT, "Invalid table action type")
             if ref.member is None and ref.group is None:
@@ -91,13 +91,13 @@ class ProfilesMixin(ServiceBase):
         return ref
 
     @staticmethod
-    def _hold(ref: state.IndirectRef, n: int) -> None:
+    def _hold(ref: action_profiles.IndirectRef, n: int) -> None:
         target = ref.member if ref.member is not None else ref.group
         if target is not None:
             target.refs += n
 
     @staticmethod
-    def _release(ap: state.ActionProfile, ref: state.IndirectRef) -> None:
+    def _release(ap: action_profiles.ActionProfile, ref: action_profiles.IndirectRef) -> None:
         """Drop the hidden group of a one-shot action set."""
         if ref.group is not None and ref.group.oneshot is not None:
             ap.delete_oneshot(ref.group)
@@ -140,7 +140,7 @@ class ProfilesMixin(ServiceBase):
             self._hold(old.action, -1)  # type: ignore[arg-type]
             self._release(ap, old.action)  # type: ignore[arg-type]
 
-    def _encode_indirect(self, ref: state.IndirectRef) -> p4r.TableAction:
+    def _encode_indirect(self, ref: action_profiles.IndirectRef) -> p4r.TableAction:
         if ref.member is not None:
             return p4r.TableAction(action_profile_member_id=ref.member.id)
         g = ref.group

@@ -6,7 +6,7 @@ from typing import Any
 
 from finsy.proto import p4i, p4r
 
-from targets.embedded import state
+from targets.embedded import action_profiles, state
 from targets.embedded.p4runtime.common import (
     SC,
     P4RuntimeError,
@@ -223,7 +223,7 @@ class TablesMixin(ServiceBase):
                 te.match.add(field_id=f.id, range=p4r.FieldMatch.Range(low=encode_bytes(v[0]), high=encode_bytes(v[1])))
         if ti.needs_priority:
             te.priority = entry.priority
-        if isinstance(entry.action, state.IndirectRef):
+        if isinstance(entry.action, action_profiles.IndirectRef):
             action = self._encode_indirect(entry.action)
         else:
             action = self._encode_action(pl, entry.action)
