@@ -106,7 +106,6 @@ def _hoist_index_guards(lines: list[str]) -> list[str]:
     return out
 
 
-
 class ActionsMixin:
     """Generate one function per action."""
 

@@ -118,7 +118,6 @@ HASH_ALGOS: dict[str, Callable[[], Callable[[bytes], int]]] = {
 }
 
 
-
 class HashMixin:
     """Generate the functions computing calculations (hashes, checksums, selectors)."""
 

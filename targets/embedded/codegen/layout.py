@@ -99,7 +99,6 @@ def json_int(v: Any) -> int:
     raise CompileError(f"not a number: {v!r}")
 
 
-
 class LayoutMixin:
     """PHV layout, field references and the program's stateful objects."""
 

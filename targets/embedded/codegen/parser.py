@@ -72,7 +72,6 @@ def _emit_transitions(trans: list[tuple[str | None, str | None]], ind: str, out:
         out.append(f"{ind}  return o")
 
 
-
 class ParserMixin:
     """Generate the parser function."""
 

@@ -15,7 +15,6 @@ from targets.embedded.state import ActionCall
 _INLINE_DEPTH = 3
 
 
-
 class TablesMixin:
     """Generate the pipelines and build their tables."""
 

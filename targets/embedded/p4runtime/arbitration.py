@@ -48,7 +48,6 @@ class _Abort:
     error: P4RuntimeError
 
 
-
 class ArbitrationMixin(ServiceBase):
     """StreamChannel: arbitration, packet-out and digest acks in; arbitration, packet-in out."""
 

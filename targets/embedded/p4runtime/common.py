@@ -120,7 +120,6 @@ def abort(context: grpc.ServicerContext, e: P4RuntimeError, details: list[any_pb
     context.abort_with_status(_Status(e.code, e.message, details))
 
 
-
 class ServiceBase:
     """The state the service areas (mixins of ``P4RuntimeService``) share, and the
     checks every one of them makes."""

@@ -35,7 +35,6 @@ def digest_data(di: DigestInfo, sample: tuple[int, ...]) -> p4d.P4Data:
     return p4d.P4Data(struct=members) if di.kind == "struct" else p4d.P4Data(tuple=members)
 
 
-
 class DigestsMixin(ServiceBase):
     """Configure digests and stream DigestLists to the primaries."""
 
