@@ -1,7 +1,8 @@
 """Runtime state of the embedded target that the control plane reads and writes.
 
-Tables, register arrays, counters, meters and the packet replication engine (multicast
-groups and clone sessions). Values are plain Python integers; match keys are tuples with
+Tables, register arrays, counters, parser value sets and the packet replication engine
+(multicast groups and clone sessions); action profiles are in ``action_profiles``, meters
+in ``codegen.support``. Values are plain Python integers; match keys are tuples with
 one element per key field of the table, in the order of the BMv2 JSON (which is also the
 order of the match fields in P4Info):
 

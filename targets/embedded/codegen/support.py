@@ -106,6 +106,7 @@ def direct_meter_execute(entry: state.TableEntry, unit: str, length: int) -> int
 
 
 def signed(v: int, w: int) -> int:
+    """``v`` as a ``w``-bit two's complement value."""
     v &= (1 << w) - 1
     return v - (1 << w) if v >> (w - 1) else v
 
@@ -115,16 +116,19 @@ def noop(F: list[int], D: tuple[int, ...]) -> None:
 
 
 def sat_cast(v: int, w: int) -> int:
+    """``v`` saturated to a signed ``w``-bit range."""
     lo, hi = -(1 << (w - 1)), (1 << (w - 1)) - 1
     return lo if v < lo else hi if v > hi else v
 
 
 def usat_cast(v: int, w: int) -> int:
+    """``v`` saturated to an unsigned ``w``-bit range."""
     hi = (1 << w) - 1
     return 0 if v < 0 else hi if v > hi else v
 
 
 def stack_push(F: list[int], base: int, size: int, stride: int, nslot: int, count: int) -> None:
+    """push_front(count) on a header stack laid out from slot ``base``."""
     count = min(count, size)
     end = base + size * stride
     F[base + count * stride:end] = F[base:end - count * stride]
@@ -134,6 +138,7 @@ def stack_push(F: list[int], base: int, size: int, stride: int, nslot: int, coun
 
 
 def stack_pop(F: list[int], base: int, size: int, stride: int, nslot: int, count: int) -> None:
+    """pop_front(count) on a header stack laid out from slot ``base``."""
     count = min(count, size)
     end = base + size * stride
     F[base:end - count * stride] = F[base + count * stride:end]
@@ -167,6 +172,7 @@ def union_stack_pop(F: list[int], base: int, size: int, stride: int, nslot: int,
 
 
 def lookahead(pkt: bytes, o: int, off: int, w: int) -> int:
+    """``w`` bits at bit offset ``off`` past byte ``o`` of the packet (zero-padded)."""
     start = o * 8 + off
     nb = (start % 8 + w + 7) // 8
     chunk = int.from_bytes(pkt[start // 8:start // 8 + nb].ljust(nb, b"\x00"), "big")
@@ -174,6 +180,7 @@ def lookahead(pkt: bytes, o: int, off: int, w: int) -> int:
 
 
 def log_msg(fmt: str, args: list[int]) -> None:
+    """log_msg(): the format with each ``{}`` replaced by the next argument."""
     for a in args:
         fmt = fmt.replace("{}", str(a), 1)
     log.info("log_msg: %s", fmt)

@@ -46,6 +46,7 @@ class P4RuntimeError(Exception):
 
 
 def invalid_id() -> P4RuntimeError:
+    """The error PI answers for an unknown P4 id."""
     return P4RuntimeError(SC.INVALID_ARGUMENT, "Invalid P4 id")
 
 
@@ -83,10 +84,12 @@ def encode_bytes(value: int) -> bytes:
 
 
 def u128(msg: p4r.Uint128) -> int:
+    """A P4Runtime Uint128 (election id) as an int."""
     return (msg.high << 64) | msg.low
 
 
 def to_u128(v: int) -> p4r.Uint128:
+    """An int as a P4Runtime Uint128."""
     return p4r.Uint128(high=v >> 64, low=v & ((1 << 64) - 1))
 
 
@@ -103,6 +106,7 @@ def meter_config(c: p4r.MeterConfig) -> tuple[int, int, int, int] | None:
 
 
 def meter_config_msg(cfg: tuple[int, int, int, int]) -> p4r.MeterConfig:
+    """(cir, cburst, pir, pburst) as a MeterConfig message."""
     return p4r.MeterConfig(cir=cfg[0], cburst=cfg[1], pir=cfg[2], pburst=cfg[3])
 
 
@@ -117,6 +121,7 @@ class _Status:
 
 
 def abort(context: grpc.ServicerContext, e: P4RuntimeError, details: list[any_pb2.Any] | None = None) -> None:
+    """End the RPC with ``e``'s status (and ``details`` in grpc-status-details-bin)."""
     context.abort_with_status(_Status(e.code, e.message, details))
 
 

@@ -29,6 +29,7 @@ class DigestState:
 
 
 def digest_data(di: DigestInfo, sample: tuple[int, ...]) -> p4d.P4Data:
+    """One digest sample as P4Data, shaped as the P4Info digest type says."""
     if di.kind == "bitstring":
         return p4d.P4Data(bitstring=encode_bytes(sample[0]))
     members = p4d.P4StructLike(members=[p4d.P4Data(bitstring=encode_bytes(v)) for v in sample])
