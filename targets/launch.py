@@ -66,16 +66,11 @@ def switch_command(
     extra: list[str] | None = None,
     thrift_port: int | None = None,
     log_level: str = "info",
-    notifications: str | None = None,
 ) -> list[str]:
     """The argv that starts one switch; identical for both targets except argv[0].
 
     ``extra`` goes after the target options (after ``--``); ``thrift_port`` (BMv2's
-    runtime CLI server) and ``notifications`` (the path of BMv2's nanomsg notification
-    socket) are core options of BMv2, before ``--``, which the embedded target has no
-    use for. Without ``notifications`` BMv2 binds ``/tmp/bmv2-<device id>-notifications.ipc``,
-    one path for the whole machine: a second switch of the same device id (the ``s1``
-    of a second network) exits with "Address already in use". ``log_level`` is the
+    runtime CLI server) is a core option of BMv2, before ``--``. ``log_level`` is the
     ``-L`` of ``log_file`` (``trace``: BMv2's per-packet trace; ``$GRADNET_BMV2_LOG_LEVEL``
     sets it for every BMv2 switch, e.g. of ``gradctl net up``)."""
     if target == "embedded":
@@ -93,8 +88,6 @@ def switch_command(
             argv += ["--log-flush"]  # every line on disk at once: a trace is read while running
     if thrift_port is not None and target != "embedded":
         argv += ["--thrift-port", str(thrift_port)]
-    if notifications is not None and target != "embedded":
-        argv += ["--notifications-addr", f"ipc://{notifications}"]
     argv += [json_path] if json_path else ["--no-p4"]
     argv += ["--", "--grpc-server-addr", grpc_addr]
     if cpu_port is not None:
@@ -221,9 +214,6 @@ class P4Switch(Switch):
         # Run-time queue configuration (controller.qos): the embedded target's runtime-CLI
         # socket; BMv2's Thrift server listens on THRIFT_PORT inside this namespace.
         self.runtime_socket = str(self.run_dir / f"{name}.cli")
-        # BMv2's notification socket: in the run directory too (its default is one path
-        # per device id for the whole machine, which a second network's s1 cannot bind)
-        self.notifications = str(self.run_dir / f"{name}-notifications.ipc")
         self.log_file = str(self.run_dir / f"{name}.log")
         self.proc: subprocess.Popen | None = None
         self._ports: dict[int, str] = {}
@@ -245,7 +235,9 @@ class P4Switch(Switch):
             self.cmd(f"ethtool -K {intf.name} tx off rx off tso off gso off gro off >/dev/null 2>&1")
         self.cmd("ip link set lo up")
         self._ports = ports
-        self._clear_sockets()
+        sock = self.grpc_addr[5:]
+        if os.path.exists(sock):
+            os.unlink(sock)
         if self.group is not None:
             self.group.add(self, ports)  # the group's process starts once all have registered
             return
@@ -254,8 +246,7 @@ class P4Switch(Switch):
     def _launch(self, ports: dict[int, str]) -> None:
         extra = ["--runtime-socket", self.runtime_socket] if self.target == "embedded" else []
         argv = switch_command(self.target, ports, self.device_id, self.grpc_addr, self.json_path,
-                              CPU_PORT, self.log_file, self.priority_queues, extra, THRIFT_PORT,
-                              notifications=self.notifications)
+                              CPU_PORT, self.log_file, self.priority_queues, extra, THRIFT_PORT)
         log = open(self.log_file + ".out", "ab")  # noqa: SIM115 (closed in stop)
         env = repo_env()
         self._out = log
@@ -264,13 +255,6 @@ class P4Switch(Switch):
             # where controller.qos finds BMv2's Thrift server: in this PID's namespace
             Path(self.runtime_socket).with_suffix(".thrift").write_text(
                 f'{{"pid": {self.proc.pid}, "thrift_port": {THRIFT_PORT}}}\n')
-
-    def _clear_sockets(self) -> None:
-        """Remove this switch's sockets left by a process that died: they are in this
-        network's run directory, so they can belong to no other network."""
-        for path in (self.grpc_addr[5:], self.notifications):
-            if os.path.exists(path):
-                os.unlink(path)
 
     def process_alive(self) -> bool:
         """Whether this switch's process (its own, or its group's) runs."""
@@ -286,7 +270,9 @@ class P4Switch(Switch):
             stop_process(self.proc)
         if getattr(self, "_out", None):
             self._out.close()
-        self._clear_sockets()
+        sock = self.grpc_addr[5:]
+        if os.path.exists(sock):
+            os.unlink(sock)
         self._launch(self._ports)
         return [self.name]
 

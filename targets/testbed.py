@@ -114,8 +114,7 @@ class Testbed:
                 argv = switch_command(self.target, {i: f"p{i}" for i in range(1, self.nports + 1)},
                                       self.device_id, self.grpc_addr, self.json_path, self.cpu_port,
                                       self.log_file, self.priority_queues, self.extra_args,
-                                      log_level=self.log_level,
-                                      notifications=str(self.dir / "notifications.ipc"))
+                                      log_level=self.log_level)
                 self._out = open(self.dir / "switch.out", "wb")  # noqa: SIM115 (closed in stop)
                 self.proc = subprocess.Popen(["ip", "netns", "exec", self.ns_sw, *argv],
                                              stdout=self._out, stderr=subprocess.STDOUT, env=env)
