@@ -3,13 +3,15 @@
 Every node (hosts and switches) lives in its own network namespace, so nothing of a run
 touches the root namespace and concurrent runs cannot collide; each switch serves
 P4Runtime on a Unix socket in the run directory (``/tmp/gradnet-<run id>/``) next to its
-log. Teardown stops processes by PID and removes the namespaces' links, also when
-start-up fails half way.
+log and its other sockets, and a network holds a lock on its run directory while it
+runs, so two networks never share one. Teardown stops processes by PID and removes the
+namespaces' links, also when start-up fails half way.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import itertools
 import os
 import shlex
@@ -22,6 +24,9 @@ from typing import Any
 
 from targets.launch import P4Switch, SwitchGroup, TargetError, resolve_target
 from topologies.base import Topology
+
+#: held (flock) by the network that runs in a run directory
+LOCK_FILE = "network.lock"
 
 
 class NetworkError(RuntimeError):
@@ -76,11 +81,13 @@ class Network:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.log = log or (lambda msg: None)
         self.net: Any = None
+        self._lock: int | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, ready_timeout: float = 120.0) -> Network:
         """Create namespaces and links, launch the switches, wait for P4Runtime."""
         require_root()
+        self._lock = claim_run_dir(self.run_dir)
         from mininet.log import setLogLevel
         from mininet.net import Mininet
 
@@ -168,6 +175,9 @@ class Network:
         if self._own_dir:
             for sock in self.run_dir.glob("*.grpc"):
                 sock.unlink(missing_ok=True)
+        if self._lock is not None:
+            os.close(self._lock)  # releases the run directory
+            self._lock = None
 
     def __enter__(self) -> Network:
         return self.start()
@@ -205,6 +215,21 @@ class Network:
         from mininet.cli import CLI
 
         CLI(self.net)
+
+
+def claim_run_dir(run_dir: Path) -> int:
+    """Lock ``run_dir`` for one network (an exclusive ``flock`` on ``network.lock``,
+    released when the returned descriptor closes or the process ends). A second network
+    given the same directory fails here, before its switches would unlink the first's
+    sockets of the same names."""
+    fd = os.open(run_dir / LOCK_FILE, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise NetworkError(f"{run_dir} belongs to a running network: give each network "
+                           "a run directory of its own") from None
+    return fd
 
 
 class _TopoSwitch(P4Switch):
