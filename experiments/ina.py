@@ -40,7 +40,7 @@ from experiments.accounting import Snapshot, time_split
 from experiments.runner import await_ready, finish, spawn
 from experiments.runner import log as _log
 from hosts.fixedpoint import bfp_reference, quantize
-from hosts.ina.worker import CONGESTION_MODES, MAX_RTO_FACTOR
+from hosts.ina.congestion import CONGESTION_MODES, MAX_RTO_FACTOR
 from hosts.packets import INA_VALUE_SIZES, INA_VALUES
 from topologies import fat_tree
 from topologies.base import Topology
