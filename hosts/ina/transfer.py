@@ -95,6 +95,16 @@ class FragmentTransfer:
         self.timers: list[tuple[float, int]] = []  # (deadline, fragment), lazily deleted
         self.next_f = self.n_done = self.outstanding = self.sent = self.retx_n = 0
         self.blocked = False
+        # what the per-packet steps read, bound once (one tuple unpack per step, not a
+        # dozen attribute lookups: the steps run once per select wake-up)
+        w = worker
+        self._send_ctx = (self.cc, self.done, lookahead, n_f, self.vl, self.sendto, payload,
+                          self.timers, INA_HEADER.pack, self.grad_t, w.job_id, w.rank, self.bit,
+                          offset, self.tags, self.fanin, self.flags, self.sd_fanin, self.dest,
+                          self.exp_of, self.cc.seq_of, self.cc.last_sent, self.cc.aimd)
+        self._recv_ctx = (stats, self.cc, self.done, self.result, on_result, w.sock.recvfrom,
+                          w.result_sources, INA_HEADER.unpack_from, int(MsgType.RESULT), w.job_id,
+                          INA_HEADER_LEN, self.vl, self.pl, n_f, offset, self.full)
         self.t0 = time.monotonic()
 
     def run(self) -> bytearray:
@@ -134,36 +144,38 @@ class FragmentTransfer:
 
     def _send_new(self, now: float) -> bool:
         """First sends, up to the window; True when anything went out."""
-        cc, done, look, n_f, vl = self.cc, self.done, self.lookahead, self.n_f, self.vl
-        sendto, payload, header, heappush = self.sendto, self.payload, self._header, heapq.heappush
-        tags, fanin, flags, sd_fanin, dest = self.tags, self.fanin, self.flags, self.sd_fanin, self.dest
+        (cc, done, look, n_f, vl, sendto, payload, timers, pack, grad_t, job, rank, bit, offset,
+         tags, fanin, flags, sd_fanin, dest, exp_of, seq_of, last_sent, aimd) = self._send_ctx
+        heappush = heapq.heappush
         next_f, sent, outstanding = self.next_f, self.sent, self.outstanding
         busy = False
         while outstanding < cc.cwnd and next_f < n_f and (
                 next_f < look or not look or done[next_f - look]):
             f = next_f
-            pkt = header(f, tags[f], fanin[f], flags[f], sd_fanin[f])
+            pkt = pack(grad_t, job, rank, f + offset, tags[f], 0, bit, 1, fanin[f], flags[f],
+                       sd_fanin[f], exp_of[f])
             try:
                 sendto(pkt + payload[f * vl:(f + 1) * vl], dest[f])
             except BlockingIOError:
                 self.st.send_blocked += 1
                 self.blocked = True
                 break
-            cc.on_send(f, sent, now)
+            seq_of[f] = sent  # as cc.on_send, inline: this is the hot path
+            if aimd:
+                last_sent[f] = now
             sent += 1
             next_f += 1
             outstanding += 1
-            heappush(self.timers, (now + cc.rto, f))
+            heappush(timers, (now + cc.rto, f))
             busy = True
         self.next_f, self.sent, self.outstanding = next_f, sent, outstanding
         return busy
 
     def _receive(self) -> bool:
         """Everything already received; True when anything arrived."""
-        st, cc, done, result, on_result = self.st, self.cc, self.done, self.result, self.on_result
-        recvfrom, sources = self.w.sock.recvfrom, self.w.result_sources
-        unpack_from, result_t, job = INA_HEADER.unpack_from, int(MsgType.RESULT), self.w.job_id
-        hl, vl, pl, n_f, offset, full = INA_HEADER_LEN, self.vl, self.pl, self.n_f, self.offset, self.full
+        (st, cc, done, result, on_result, recvfrom, sources, unpack_from, result_t, job,
+         hl, vl, pl, n_f, offset, full) = self._recv_ctx
+        next_f, n_done, outstanding, aimd = self.next_f, self.n_done, self.outstanding, cc.aimd
         busy = False
         while True:
             try:
@@ -185,22 +197,26 @@ class FragmentTransfer:
                 st.ignored += 1
             elif done[f]:
                 st.duplicate_results += 1
-            elif f >= self.next_f:  # we have not contributed yet: not ours
+            elif f >= next_f:  # we have not contributed yet: not ours
                 st.stale_results += 1
             else:
                 result[f * vl:(f + 1) * vl] = data[hl:pl]
                 if on_result is not None:
                     on_result(f, mx)
                 done[f] = 1
-                self.n_done += 1
-                self.outstanding -= 1
-                if cc.aimd:
+                n_done += 1
+                outstanding -= 1
+                if aimd:
                     st.rto_s = cc.on_result(f)
+        self.n_done, self.outstanding = n_done, outstanding
         return busy
 
     def _retransmit_due(self, now: float) -> None:
         """Timeouts -> retransmit straight to the PS (tag 0, RETX, exponential backoff)."""
-        st, cc, timers, done, attempts, vl = self.st, self.cc, self.timers, self.done, self.attempts, self.vl
+        timers = self.timers
+        if not timers or timers[0][0] > now:  # the common case: nothing due
+            return
+        st, cc, done, attempts, vl = self.st, self.cc, self.done, self.attempts, self.vl
         ps_addr, retx = self.w.ps_addr, int(InaFlags.RETX)
         while timers and timers[0][0] <= now:
             f = heapq.heappop(timers)[1]
