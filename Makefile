@@ -10,7 +10,7 @@ P4_TEST_PROGRAMS := $(wildcard tests/p4/*.p4)
 APT_PACKAGES := mininet iproute2 ethtool iputils-ping procps tcpdump libpcap0.8 openssl
 export TARGET
 
-.PHONY: all deps apt venv p4rt-shell run compare compare-full compare-sync run-scale simulate test test-long bench p4 p4-gen lint clean help run-%
+.PHONY: all deps apt venv p4rt-shell docs run compare compare-full compare-sync run-scale simulate test test-long bench p4 p4-gen lint clean help run-%
 all: help
 
 help:
@@ -29,7 +29,12 @@ help:
 	@echo "make p4       make p4-gen, then recompile p4src/*.p4 and tests/p4/*.p4 with p4c into build/"
 	@echo "              (and ina.p4 once per other INA packet size: p4src/build/ina_v128.json, ina_v256.json)"
 	@echo "make p4-gen   regenerate the P4 value lanes (p4src/gen_lanes.py; no p4c needed)"
+<<<<<<< HEAD
 	@echo "make lint     ruff, then the size report (scripts/size_report.py)"
+=======
+	@echo "make lint     ruff"
+	@echo "make docs     the documentation site: mkdocs build --strict into site/"
+>>>>>>> main
 	@echo "make p4rt-shell  p4runtime-shell's own venv (.venv-p4rt-shell; gradctl net shell builds it too)"
 	@echo "TARGET=auto|embedded|bmv2 picks the switch (auto: bmv2 when simple_switch_grpc exists)"
 
@@ -50,7 +55,7 @@ venv: $(VENV)/.stamp
 $(VENV)/.stamp: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,train,sim]'
+	$(PY) -m pip install -q -e '.[test,train,sim,docs]'
 	@touch $@
 
 run: deps
@@ -120,8 +125,12 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(PY) scripts/size_report.py --warn
 
+# The documentation site (mkdocs.yml, docs/): the docs extra is part of the venv.
+docs: venv
+	$(VENV)/bin/mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache results logs
+	rm -rf $(VENV) .pytest_cache .ruff_cache results logs site
 
 # p4runtime-shell in its own venv (it pins protobuf<3.21); `gradctl net shell` builds it too.
 p4rt-shell: .venv-p4rt-shell/.stamp

@@ -17,29 +17,8 @@ import importlib
 import importlib.util
 import sys
 
-BENCHES = {
-    "placement": "bench.placement_bench",
-    "target": "bench.target_bench",
-    "ina": "bench.ina_bench",
-    "ina-scale": "bench.ina_scale_bench",
-    "ina-bfp": "bench.ina_bfp_bench",
-    "ina-train": "bench.ina_train_bench",
-    "ndn": "bench.ndn_bench",
-    "ndn-baselines": "bench.ndn_baselines",
-    "differentiated": "bench.differentiated_bench",
-    "differentiated-ablation": "bench.differentiated_ablation",
-    "differentiated-replay": "bench.differentiated_replay",
-    "bcube": "bench.bcube_bench",
-    "token": "bench.token_bench",
-    "token-grid": "bench.token_grid",
-    "train": "bench.train_bench",
-    "ddp": "bench.ddp_bench",
-    "fuzz": "bench.frame_fuzz",
-    "fuzz-config": "bench.config_fuzz_bench",
-    "fuzz-p4rt": "bench.p4rt_fuzz",
-    "loss": "bench.loss_bench",
-    "simulate": "bench.sim_bench",
-}
+# NAME -> module: entries of the one registry (controller/registry.py)
+from controller.registry import BENCHES
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from hosts.packets import INA_UDP_PORT
+from wire.ina import INA_UDP_PORT
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263

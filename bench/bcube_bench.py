@@ -34,7 +34,7 @@ from rich.table import Table
 from controller.output import TableConsole
 from experiments.bcube import LABELS, compare, print_comparison
 from experiments.stats import format_interval
-from hosts.bml.schedule import ScheduleError
+from wire.bcube_schedule import ScheduleError
 
 console = TableConsole()
 SCHEMES = ["bml", "rail_ring", "rail_sharded_ps", "sharded_ps", "ring"]

@@ -195,8 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("differentiated_ablation needs root (network namespaces)", file=sys.stderr)
         return 0
-    from hosts.differentiated.wire import NB_QUEUES
     from topologies.network import Network
+    from wire.differentiated import NB_QUEUES
 
     if args.byte_rate:  # the same unit of account: frames of FRAME bytes
         args.port_rate = args.byte_rate * 1e6 / 8 / FRAME

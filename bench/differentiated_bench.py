@@ -40,8 +40,8 @@ from rich.table import Table
 
 from controller.output import TableConsole
 from experiments.differentiated import QosSetup, TransportRun, configure, run_transport
-from hosts.differentiated.wire import NB_QUEUES, level_priority
 from topologies import star
+from wire.differentiated import NB_QUEUES, level_priority
 
 console = TableConsole()
 

@@ -47,11 +47,11 @@ def corpus(src_mac: str, src_ip: str, peers: list[tuple[str, str]],
     out the token's formation frames (FORM_START, FORM_REPLY, ROSTER)."""
     from scapy.all import ARP, IP, TCP, UDP, Dot1Q, Ether, IPv6, Raw
 
-    from hosts import packets as pk
-    from hosts.ndn.common import ETHERTYPE_NDN, NDN_MAC, data_packet, interest_packet
+    from wire import ina, ports, token
+    from wire.ndn import ETHERTYPE_NDN, NDN_MAC, data_packet, interest_packet
 
     out: list[bytes] = []
-    v = np.arange(pk.INA_VALUES, dtype=np.int32)
+    v = np.arange(ina.INA_VALUES, dtype=np.int32)
     ndn_dst = ":".join(f"{b:02x}" for b in NDN_MAC)
     for mac, ip in peers:
         eth = Ether(src=src_mac, dst=mac)
@@ -62,27 +62,27 @@ def corpus(src_mac: str, src_ip: str, peers: list[tuple[str, str]],
                 bytes(eth / Dot1Q(vlan=7) / IP(src=src_ip, dst=ip) / UDP(dport=7)),
                 bytes(eth / IPv6() / UDP(dport=7)),
                 bytes(Ether(src=src_mac, dst="ff:ff:ff:ff:ff:ff") / ARP(psrc=src_ip, pdst=ip))]
-        udp = eth / IP(src=src_ip, dst=ip) / UDP(sport=pk.INA_UDP_PORT, dport=pk.INA_UDP_PORT)
-        for t in pk.MsgType:
-            vals = None if t == pk.MsgType.CLEAR else v
-            out.append(bytes(udp / Raw(pk.encode_ina(int(t), 1, 0, 3, 0, 0, 1, 1, values=vals))))
-        out.append(bytes(udp / Raw(pk.encode_ina(int(pk.MsgType.GRAD), 1, 31, 2**31, 0, 0,
+        udp = eth / IP(src=src_ip, dst=ip) / UDP(sport=ina.INA_UDP_PORT, dport=ina.INA_UDP_PORT)
+        for t in ina.MsgType:
+            vals = None if t == ina.MsgType.CLEAR else v
+            out.append(bytes(udp / Raw(ina.encode_ina(int(t), 1, 0, 3, 0, 0, 1, 1, values=vals))))
+        out.append(bytes(udp / Raw(ina.encode_ina(int(ina.MsgType.GRAD), 1, 31, 2**31, 0, 0,
                                                  0xFFFFFFFF, 32, values=v))))
-        udp_ndn = eth / IP(src=src_ip, dst=ip) / UDP(sport=pk.NDN_UDP_PORT, dport=pk.NDN_UDP_PORT)
+        udp_ndn = eth / IP(src=src_ip, dst=ip) / UDP(sport=ports.NDN_UDP_PORT, dport=ports.NDN_UDP_PORT)
         out.append(bytes(udp_ndn / Raw(interest_packet("/h1/train/seg=0"))))
     ndn = Ether(src=src_mac, dst=ndn_dst, type=ETHERTYPE_NDN)
     for name in ("/h1/train", "/*insert*/h1/train", "/*distribute*/h1/train/v=1/seg=0",
                  "/h1/grad/v=1/seg=3"):
         out += [bytes(ndn / Raw(interest_packet(name))),
                 bytes(ndn / Raw(data_packet(name, bytes(range(200)), final_block=3)))]
-    smac = pk.mac_bytes(src_mac)
-    formation = {pk.TokenMsg.FORM_START, pk.TokenMsg.FORM_REPLY, pk.TokenMsg.ROSTER}
-    for t in pk.TokenMsg:
+    smac = token.mac_bytes(src_mac)
+    formation = {token.TokenMsg.FORM_START, token.TokenMsg.FORM_REPLY, token.TokenMsg.ROSTER}
+    for t in token.TokenMsg:
         if t in formation and not token_formation:
             continue
-        hdr = pk.TokenHeader(int(t), sender=1, batch=0, frag=0, nfrags=1)
-        values = np.arange(pk.TOKEN_VALUES, dtype=np.int32) if t == pk.TokenMsg.GRAD else None
-        out.append(pk.encode_token(hdr, smac, values=values))
+        hdr = token.TokenHeader(int(t), sender=1, batch=0, frag=0, nfrags=1)
+        values = np.arange(token.TOKEN_VALUES, dtype=np.int32) if t == token.TokenMsg.GRAD else None
+        out.append(token.encode_token(hdr, smac, values=values))
     return out
 
 
@@ -183,14 +183,10 @@ def rss_kb(pid: int) -> int:
 
 def port_counts(sw: Any) -> tuple[int, int]:
     """Frames received and sent on the switch's own ports (its namespace's /proc/net/dev)."""
-    rx = tx = 0
-    for line in sw.cmd("cat /proc/net/dev").splitlines()[2:]:
-        name, _, rest = line.partition(":")
-        if name.strip() == "lo" or not rest:
-            continue
-        f = rest.split()
-        rx, tx = rx + int(f[1]), tx + int(f[9])
-    return rx, tx
+    from hosts.net import parse_net_dev
+
+    nics = [c for name, c in parse_net_dev(sw.cmd("cat /proc/net/dev")).items() if name != "lo"]
+    return sum(c.rx_packets for c in nics), sum(c.tx_packets for c in nics)
 
 
 def _network(program: str, target: str | None, run_dir: Path) -> tuple[Any, Any]:

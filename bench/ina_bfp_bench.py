@@ -3,7 +3,7 @@
 N ranks train the digits CNN (``hosts/training.py``) with SGD on their shards; at every
 step each rank's gradient (the whole model, flattened as one DDP bucket) is summed four
 ways: exactly (float64), as a float32 all-reduce does (float32 additions, rank order),
-by INA block floating point (``hosts.fixedpoint.bfp_reference``: the network returns
+by INA block floating point (``wire.fixedpoint.bfp_reference``: the network returns
 exactly these integer sums, which the network tests check element by element), and by
 plain fixed point at scale 2^-16 where that does not overflow. Per block (one packet's
 values: 64 unless ``--values-per-packet``) the error is measured normwise against the
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hosts.fixedpoint import (
+from wire.fixedpoint import (
     FixedPointOverflow,
     bfp_dequantize,
     bfp_error_bound,
@@ -46,7 +46,7 @@ class BfpErrors:
     bfp_vs_float32: float  # BFP vs the float32 all-reduce
     fixed: float | None  # fixed point 2^-16 vs exact (None: overflowed at every step)
     fixed_refused: int  # steps at which fixed point 2^-16 would overflow
-    bound: float  # hosts.fixedpoint.bfp_error_bound(N)
+    bound: float  # wire.fixedpoint.bfp_error_bound(N)
     values_per_packet: int = 64  # the BFP block
     bfp_64: float = 0.0  # BFP vs exact, relative to each 64-value window's largest
 

@@ -24,8 +24,8 @@ import numpy as np
 from controller.ina import InaDeployment, InaJob
 from controller.output import TableConsole
 from experiments.ina import run_jobs, switch_neighbors
-from hosts.packets import INA_VALUES
 from topologies import leaf_spine
+from wire.ina import INA_VALUES
 
 
 def spanning(n_w: int, blocks: int, seed: int) -> list[np.ndarray]:

@@ -11,11 +11,14 @@
     gradctl ina counters TOPO --run-dir DIR --policy FILE
                                               INA event counters of the job's switches
 
-Each technique's command group lives in its own module beside its controller twin
-(``controller/ina/cli.py`` next to ``controller/ina/deployment.py``, ``ndn_cli.py``, ``qos_cli.py``,
-``bcube_cli.py``, ``token_cli.py``, ``net_cli.py``), registered through ``TECHNIQUE_CLIS``.
+This module holds the commands above and the helpers every group shares (``UsageError``,
+``network_args``, ``network_topology``; a held network's state is :mod:`controller.held`).
+Each other command group lives in its own module beside its controller twin
+(``controller/<technique>/cli.py`` next to ``controller/<technique>/deployment.py``, and
+``controller/net_cli.py``, ``sim/cli.py``, ``experiments/train.py``), each with
+``register(sub, topo_help)``, listed in the one registry (``controller/registry.py``).
 
-TOPO is a builder spec (``fat-tree:4``, ``leaf-spine:2,4,2``, ``bcube:4,2``, ``star:4``,
+TOPO (parsed by :func:`topologies.spec.parse_topology`) is a builder spec (``fat-tree:4``, ``leaf-spine:2,4,2``, ``bcube:4,2``, ``star:4``,
 ``linear:3`` or ``linear:3,2``, the k-rail ``rail-leaf-spine:2,2,3,3`` or
 ``rail-fat-tree:2,4``; keyword arguments too: ``fat-tree:4,bw=10``) or a topology file
 (JSON/YAML, see ``topologies/README.md``). Bad input ends with a one-line message
@@ -26,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import inspect
 import json
 import logging
 import os
@@ -38,85 +40,20 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from controller import registry
+from controller.held import held_loss, held_state, save_held_loss
 from controller.output import TableConsole
 from controller.p4runtime import DeployError
 from controller.routing import RoutingError, SwitchRoutes, compute_routes
-from topologies import BUILDERS, Topology, TopologyError, load
+from topologies import Topology, TopologyError
 from topologies.base import HOST_KIND
+from topologies.spec import SPEC_EXAMPLES, parse_loss, parse_topology
 
 PROG = "gradctl"
-SPEC_EXAMPLES = "fat-tree:4, leaf-spine:2,4,2, bcube:4,2, star:4, linear:3"
 
 
 class UsageError(Exception):
     """Bad input from the command line: reported as one line, exit status 2."""
-
-
-# ----------------------------------------------------------------------------- TOPO
-
-
-def _number(text: str) -> int | float:
-    try:
-        return int(text)
-    except ValueError:
-        return float(text)
-
-
-def parse_topology(spec: str) -> Topology:
-    """A topology from a builder spec (``fat-tree:4``, ``linear:3,2``, ``star:4,bw=10``)
-    or a topology file path; :class:`UsageError` with a clear message otherwise."""
-    if os.path.isdir(spec):
-        raise UsageError(f"topology file {spec!r} is a directory")
-    if os.path.isfile(spec):
-        try:
-            return load(spec)
-        except TopologyError as e:
-            raise UsageError(str(e)) from None
-    name, sep, argtext = spec.partition(":")
-    builder = BUILDERS.get(name.replace("-", "_"))
-    if builder is None:
-        if os.sep in spec or spec.endswith((".json", ".yaml", ".yml")):
-            raise UsageError(f"topology file {spec!r} not found")
-        known = ", ".join(sorted(b.replace("_", "-") for b in BUILDERS))
-        raise UsageError(
-            f"unknown topology {spec!r}: give BUILDER:ARGS ({SPEC_EXAMPLES}; builders: "
-            f"{known}) or a topology file"
-        )
-    params = [p for p in inspect.signature(builder).parameters.values()]
-    positional: list[Any] = []
-    keywords: dict[str, Any] = {}
-    for item in filter(None, (a.strip() for a in argtext.split(","))) if sep else ():
-        key, eq, value = item.partition("=")
-        try:
-            parsed = _number(value if eq else key)
-        except ValueError:
-            raise UsageError(f"topology {spec!r}: {item!r} is not a number") from None
-        if eq:
-            if key not in {p.name for p in params}:
-                raise UsageError(
-                    f"topology {spec!r}: {name} has no argument {key!r} "
-                    f"(arguments: {', '.join(p.name for p in params)})"
-                )
-            keywords[key] = parsed
-        elif keywords:
-            raise UsageError(f"topology {spec!r}: positional argument after keyword")
-        else:
-            positional.append(parsed)
-    usage = f"{name}:{','.join(p.name for p in params if p.default is inspect.Parameter.empty)}"
-    if len(positional) > len(params):
-        raise UsageError(f"topology {spec!r}: too many arguments (usage: {usage})")
-    for p, value in zip(params, positional, strict=False):
-        if p.name in keywords:
-            raise UsageError(f"topology {spec!r}: {p.name} given twice")
-        keywords[p.name] = value
-    missing = [p.name for p in params
-               if p.default is inspect.Parameter.empty and p.name not in keywords]
-    if missing:
-        raise UsageError(f"topology {spec!r}: missing {', '.join(missing)} (usage: {usage})")
-    try:
-        return builder(**keywords)
-    except TopologyError as e:
-        raise UsageError(f"topology {spec!r}: {e}") from None
 
 
 # ----------------------------------------------------------------------------- output
@@ -220,25 +157,6 @@ def cmd_routes(args: argparse.Namespace) -> int:
     return 0
 
 
-HELD_LOSS_FILE = "loss.json"
-
-
-def held_state(run_dir: str | None) -> dict[str, Any] | None:
-    """``net.json`` of a network held by ``gradctl net up`` in ``run_dir`` (None when
-    ``run_dir`` is none or holds no such network, e.g. a test's bare run directory)."""
-    if not run_dir:
-        return None
-    path = os.path.join(run_dir, "net.json")
-    if not os.path.isfile(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            state = json.load(f)
-    except (OSError, ValueError) as e:
-        raise UsageError(f"{path}: unreadable network state ({e})") from None
-    return state if isinstance(state, dict) and state.get("topology") else None
-
-
 def network_topology(args: argparse.Namespace) -> Topology:
     """The topology of a command that talks to a running network.
 
@@ -261,34 +179,6 @@ def network_topology(args: argparse.Namespace) -> Topology:
     return held
 
 
-def held_loss(run_dir: str | None) -> dict[tuple[str, int], float]:
-    """The link emulation (``{(switch, port): rate}``) a held network runs with: its
-    ``net up --loss`` and later ``gradctl deploy --loss`` changes (``DIR/loss.json``);
-    every deploy against the run directory installs it again with its pipeline."""
-    if not run_dir or held_state(run_dir) is None:
-        return {}
-    path = os.path.join(run_dir, HELD_LOSS_FILE)
-    if not os.path.isfile(path):
-        return {}
-    from controller.deploy import parse_loss
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            specs = json.load(f)
-        return dict(parse_loss(f"{k}={v}") for k, v in specs.items())
-    except (OSError, ValueError, AttributeError, DeployError) as e:
-        raise UsageError(f"{path}: unreadable loss settings ({e})") from None
-
-
-def save_held_loss(run_dir: str, loss: dict[tuple[str, int], float]) -> None:
-    """Record a held network's link emulation (see :func:`held_loss`)."""
-    path = os.path.join(run_dir, HELD_LOSS_FILE)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({f"{s}:{p}": r for (s, p), r in sorted(loss.items())}, f, indent=1)
-    os.replace(tmp, path)
-
-
 def _addresses(args: argparse.Namespace, topo: Topology) -> dict[str, str]:
     from controller.deploy import addresses_from_run_dir, load_addresses
 
@@ -299,7 +189,7 @@ def _addresses(args: argparse.Namespace, topo: Topology) -> dict[str, str]:
 
 def cmd_deploy(args: argparse.Namespace) -> int:
     """``gradctl deploy``."""
-    from controller.deploy import Program, deploy, parse_loss
+    from controller.deploy import Program, deploy
 
     topo = network_topology(args)
     # a held network keeps its link emulation across deploys; --loss changes it
@@ -447,11 +337,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-# Command groups by module name (each has register(sub, topo_help)). ``experiments.train`` is
-# ``gradctl train``, the time-to-accuracy harness: an experiment, named here as a string so
-# the control plane never imports it.
-TECHNIQUE_CLIS = ["controller.ina.cli", "controller.net_cli", "controller.ndn.cli", "controller.qos.cli", "controller.bcube.cli",
-                  "controller.token.cli", "experiments.train", "sim.cli"]
+# Command groups by module name (each has register(sub, topo_help)), from the one
+# registry: ``experiments.train`` is ``gradctl train``, named there as a string so the
+# control plane never imports it.
+TECHNIQUE_CLIS = registry.TECHNIQUE_CLIS
 
 
 def main(argv: Sequence[str] | None = None) -> int:

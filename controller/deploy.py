@@ -1,23 +1,14 @@
 """Deploy gradnet's forwarding data plane (``p4src/forward.p4``) onto a running network.
 
-One class per P4 control block of the program, each owning that control's tables (the
-layout microsoft/SwitchML's ``py/`` control plane uses):
-
-==================== ============================== ====================================
-class                P4 control instance            tables / counters
-==================== ============================== ====================================
-Forwarding           ``MyIngress.forwarding``       ``ipv4_routes``, ``ecmp_members``;
-                                                    ``ingress_drops``
-PriorityClassifier   ``MyIngress.priority_classifier`` ``dscp_priority``
-LinkEmulation        ``MyEgress.link_emulation``    ``link_loss``; ``link_emulation_drops``
-PortMacs             ``MyEgress.mac_rewrite``       ``port_macs``
-==================== ============================== ====================================
-
-:class:`Deployment` ties them together for a whole network: it connects to every switch
-in parallel (loading the program), installs routes, ECMP groups, port MACs, loss rates,
-DSCP priorities and multicast groups in batched WriteRequests, and reads counters back.
-Programs of later techniques include the same controls, so a per-switch program (e.g. an
-aggregating switch next to plain forwarders) reuses these classes unchanged::
+The program's control blocks have their controller twins in :mod:`controller.forward`
+(``Forwarding``, ``PriorityClassifier``, ``LinkEmulation``, ``PortMacs``: one module
+per block, each owning that block's tables; re-exported here). This module is the
+orchestration: :class:`Deployment` ties them together for a whole network: it connects
+to every switch in parallel (loading the program), installs routes, ECMP groups, port
+MACs, loss rates, DSCP priorities and multicast groups in batched WriteRequests, and
+reads counters back. Programs of later techniques include the same controls, so a
+per-switch program (e.g. an aggregating switch next to plain forwarders) reuses these
+classes unchanged::
 
     async with Deployment(topo, net.grpc_addresses()) as dep:
         await dep.install(loss={("s1", 2): 0.05})
@@ -29,7 +20,6 @@ aggregating switch next to plain forwarders) reuses these classes unchanged::
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -39,9 +29,16 @@ from typing import Any
 import yaml
 from finsy import P4MulticastGroupEntry, P4TableEntry
 
+from controller.forward import (
+    DROP_REASONS,
+    Forwarding,
+    LinkEmulation,
+    PortMacs,
+    PriorityClassifier,
+    loss_threshold,
+)
 from controller.p4runtime import (
     REPO_ROOT,
-    ControlBlock,
     DeployError,
     Program,
     SwitchSession,
@@ -51,6 +48,8 @@ from controller.p4runtime import (
 )
 from controller.routing import RoutingError, SwitchRoutes, compute_routes
 from topologies.base import Topology, TopologyError
+from topologies.spec import SpecError
+from topologies.spec import parse_loss as parse_loss_spec
 
 __all__ = [
     "DEFAULT_PROGRAM",
@@ -73,153 +72,19 @@ __all__ = [
 #: The forwarding program, as ``make p4`` writes it.
 DEFAULT_PROGRAM = REPO_ROOT / "p4src" / "build" / "forward.json"
 
-#: Index of ``ingress_drops`` -> reason (``DROP_REASON_*`` in p4src/include/config.p4).
-DROP_REASONS = {1: "parser_error", 2: "checksum_error", 3: "not_ipv4", 4: "ttl_expired",
-                5: "no_route"}
-
 LossSpec = Mapping[tuple[str, int], float]
-
-
-# ----------------------------------------------------------------------------- blocks
-
-
-class Forwarding(ControlBlock):
-    """``Forwarding`` (ingress): /32 routes, ECMP groups, drop counters."""
-
-    CONTROL = "MyIngress.forwarding"
-    TABLES = ("ipv4_routes", "ecmp_members", "ecmp_salt")
-    ACTIONS = ("set_next_hop", "set_ecmp_group", "drop", "set_ecmp_salt")
-    COUNTERS = ("ingress_drops",)
-
-    def route_entries(self, routes: SwitchRoutes) -> list[Any]:
-        """INSERT updates for every route and every ECMP group member of one switch.
-
-        Raises :class:`DeployError` when they do not fit the P4Info table sizes.
-        """
-        n_members = sum(g.size for g in routes.groups)
-        for table, need in (("ipv4_routes", len(routes.routes)), ("ecmp_members", n_members)):
-            size = self.table_size(table)
-            if size and need > size:
-                raise DeployError(
-                    f"{routes.switch}: {need} entries do not fit {self.name(table)} "
-                    f"(size {size})"
-                )
-        # A per-switch hash salt, so consecutive ECMP stages do not make the same
-        # choice for a flow (which would leave half the fat-tree core idle).
-        updates: list[Any] = [~self.default_entry("ecmp_salt", "set_ecmp_salt", salt=routes.device_id & 0xFFFF)]
-        for g in routes.groups:
-            for i, hop in enumerate(g.members):
-                updates.append(+self.entry(
-                    "ecmp_members",
-                    {"meta.ecmp_group_id": g.group_id, "meta.ecmp_member_index": i},
-                    "set_next_hop", dmac=hop.dmac, port=hop.port,
-                ))
-        for r in routes.routes:
-            match = {"hdr.ipv4.dst_addr": r.prefix}
-            if r.group_id is not None:
-                size = routes.group(r.group_id).size
-                updates.append(+self.entry("ipv4_routes", match, "set_ecmp_group",
-                                           group_id=r.group_id, group_size=size))
-            else:
-                assert r.next_hop is not None
-                updates.append(+self.entry("ipv4_routes", match, "set_next_hop",
-                                           dmac=r.next_hop.dmac, port=r.next_hop.port))
-        return updates
-
-    async def read_drops(self, session: SwitchSession) -> dict[str, int]:
-        """``{reason: packets}`` of ``ingress_drops`` (reasons without a name: ``reason<N>``)."""
-        cells = await session.read_counter(self.name("ingress_drops"))
-        return {DROP_REASONS.get(i, f"reason{i}"): p for i, (p, _) in sorted(cells.items()) if p}
-
-
-class PortMacs(ControlBlock):
-    """``PortMacs`` (egress): each port's source MAC."""
-
-    CONTROL = "MyEgress.mac_rewrite"
-    TABLES = ("port_macs",)
-    ACTIONS = ("set_source_mac",)
-
-    def mac_entries(self, macs: Mapping[int, str]) -> list[Any]:
-        """INSERT updates ``port -> set_source_mac(mac)``."""
-        return [
-            +self.entry("port_macs", {"standard_metadata.egress_port": port},
-                        "set_source_mac", smac=mac)
-            for port, mac in sorted(macs.items())
-        ]
-
-
-def loss_threshold(p: float) -> int:
-    """The ``set_loss_rate`` threshold for loss probability ``p``: ``round(p * 2^32)``,
-    capped at ``2^32 - 1`` (so ``p = 1`` drops all but one packet in 2^32)."""
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p):
-        raise DeployError(f"loss rate must be a number in [0, 1], got {p!r}")
-    if not 0.0 <= p <= 1.0:
-        raise DeployError(f"loss rate must be in [0, 1], got {p!r}")
-    return min(round(p * 2**32), 2**32 - 1)
-
-
-class LinkEmulation(ControlBlock):
-    """``LinkEmulation`` (egress): per-port random loss, and its drop counter."""
-
-    CONTROL = "MyEgress.link_emulation"
-    TABLES = ("link_loss",)
-    ACTIONS = ("set_loss_rate", "no_loss")
-    COUNTERS = ("link_emulation_drops",)
-
-    def loss_entry(self, port: int, p: float) -> Any:
-        """The ``link_loss`` entry of ``port`` (``no_loss`` when ``p`` is 0)."""
-        key = {"standard_metadata.egress_port": port}
-        t = loss_threshold(p)
-        if t == 0:
-            return self.entry("link_loss", key, "no_loss")
-        return self.entry("link_loss", key, "set_loss_rate", drop_threshold=t)
-
-    async def read_drops(
-        self, session: SwitchSession, ports: Iterable[int] | None = None
-    ) -> dict[int, int]:
-        """``{port: packets dropped by emulated loss}`` (every port with a nonzero count
-        when ``ports`` is None)."""
-        cells = await session.read_counter(self.name("link_emulation_drops"), ports)
-        if ports is None:
-            return {i: p for i, (p, _) in sorted(cells.items()) if p}
-        return {i: p for i, (p, _) in sorted(cells.items())}
-
-
-class PriorityClassifier(ControlBlock):
-    """``PriorityClassifier`` (ingress): DSCP -> egress queue priority."""
-
-    CONTROL = "MyIngress.priority_classifier"
-    TABLES = ("dscp_priority",)
-    ACTIONS = ("set_priority",)
-
-    def dscp_entries(self, rules: Mapping[int, int]) -> list[Any]:
-        """INSERT updates ``DSCP -> set_priority(prio)`` (ECN bits masked out)."""
-        updates = []
-        for dscp, prio in sorted(rules.items()):
-            if not (isinstance(dscp, int) and 0 <= dscp < 64):
-                raise DeployError(f"DSCP must be an int in 0..63, got {dscp!r}")
-            if not (isinstance(prio, int) and 0 <= prio < 8):
-                raise DeployError(f"priority must be an int in 0..7, got {prio!r}")
-            updates.append(+self.entry(
-                "dscp_priority", {"hdr.ipv4.diffserv": f"{dscp << 2:#04x}/&0xfc"},
-                "set_priority", priority=1, prio=prio,
-            ))
-        return updates
 
 
 # ----------------------------------------------------------------------------- inputs
 
 
 def parse_loss(spec: str) -> tuple[tuple[str, int], float]:
-    """Parse ``SWITCH:PORT=RATE`` (e.g. ``s1:2=0.05``) into ``(("s1", 2), 0.05)``."""
+    """Parse ``SWITCH:PORT=RATE`` (e.g. ``s1:2=0.05``) into ``(("s1", 2), 0.05)``
+    (:func:`topologies.spec.parse_loss`; :class:`DeployError` with its message)."""
     try:
-        where, rate_s = spec.split("=", 1)
-        switch, port_s = where.rsplit(":", 1)
-        port, rate = int(port_s), float(rate_s)
-    except ValueError:
-        raise DeployError(f"bad loss spec {spec!r}: expected SWITCH:PORT=RATE, e.g. s1:2=0.05") from None
-    loss_threshold(rate)
-    return (switch, port), rate
+        return parse_loss_spec(spec)
+    except SpecError as e:
+        raise DeployError(str(e)) from None
 
 
 def check_loss(topo: Topology, loss: LossSpec) -> dict[tuple[str, int], float]:

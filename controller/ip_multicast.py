@@ -6,7 +6,7 @@ changes: an ``ipv4_routes`` entry ``group/32 -> set_multicast_group(id)`` on eve
 of the tree, and a P4Runtime PRE multicast group ``id`` on each of them whose replicas
 (replication id 0, so ``result_fanout.p4`` leaves them alone) go to the switch's children
 in the tree and to its member hosts. The packets keep the group address and MAC down to
-the hosts, which join the group (``hosts.ndn.common.UdpFace(group=...)``).
+the hosts, which join the group (``hosts.ndn.faces.UdpFace(group=...)``).
 
 The tree is the shortest-path tree (over switches) from the source's edge switch to each
 member's edge switch, deterministic by device id. Membership is static: the controller

@@ -174,9 +174,10 @@ def _holder_main(argv: list[str]) -> int:
     p.add_argument("--no-watch", action="store_true")
     args = p.parse_args(argv)
 
-    from controller.cli import parse_topology, save_held_loss
-    from controller.deploy import deploy, parse_loss
+    from controller.deploy import deploy
+    from controller.held import save_held_loss
     from topologies.network import Network
+    from topologies.spec import parse_loss, parse_topology
 
     state = NetState(run_dir=args.run_dir, spec=args.spec, holder=Proc.of(os.getpid(), "holder"))
     state.save()
@@ -270,8 +271,7 @@ def net_up(spec: str, *, target: str | None = None, bw: float | None = None,
            loss: list[str] | None = None, deploy: bool = True, timeout: float = 300.0,
            progress: Any = None, watch: bool = True) -> NetState:
     """Start a network in the background and return its state once it is up."""
-    from controller.cli import parse_topology
-    from controller.deploy import parse_loss
+    from topologies.spec import parse_loss, parse_topology
 
     parse_topology(spec)  # bad specs fail here, before anything starts
     for s in loss or []:

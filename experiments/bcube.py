@@ -53,7 +53,7 @@ from experiments.runner import log as _log
 from experiments.runner import prepare_hosts
 from experiments.schemes import SchemeResult, run_scheme
 from experiments.stats import Interval, format_interval, mean_ci, paired_ratios
-from hosts.bml.schedule import ScheduleError
+from wire.bcube_schedule import ScheduleError
 
 # wide tables even when stdout is a file or pipe (Rich would fold them at 80 columns)
 console = TableConsole()
@@ -378,7 +378,7 @@ def _int_list(text: str) -> list[int]:
 def build_parser() -> argparse.ArgumentParser:
     """Options of ``--mode bcube``."""
     p = argparse.ArgumentParser(prog="python -m experiments --mode bcube",
-                                description=__doc__.splitlines()[0],
+                                description=" ".join(__doc__.split("\n\n")[0].split()),
                                 epilog="--bw: BCube, k-rail and fat-tree host links (default 1: "
                                        "links, not the 2-core CPU, limit); --loss names ports of "
                                        "the BCube (s1, s2, ...); the baselines run without loss.")
@@ -435,7 +435,7 @@ def main(argv: list[str]) -> int:
         p.error(str(e))
     if args.n**args.k > 32:
         p.error(f"BCube({args.n}, {args.k}) has {args.n**args.k} servers: at most 32 (int32 fixed "
-                "point with an exact sum, hosts.fixedpoint; and 2 CPU cores)")
+                "point with an exact sum, wire.fixedpoint; and 2 CPU cores)")
     if not 0.0 <= args.link_loss < 1.0:
         p.error("--link-loss must be in [0, 1)")
     if args.pieces is not None and not 1 <= args.pieces <= 64:

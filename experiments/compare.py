@@ -87,7 +87,7 @@ NOTES = {
              "bytes of training only; resends",
 }
 
-#: Values a token NIC holds (hosts.packets: TOKEN_MAX_FRAGS * TOKEN_VALUES).
+#: Values a token NIC holds (wire.token: TOKEN_MAX_FRAGS * TOKEN_VALUES).
 TOKEN_MAX_VALUES = 256 * 128
 
 
@@ -154,7 +154,7 @@ def ndn_timeout(args: argparse.Namespace) -> float:
     times over), capped below the Interests' 4 s lifetime."""
     if args.ndn_timeout:
         return float(args.ndn_timeout)
-    from hosts.ndn.common import SEGMENT_VALUES
+    from wire.ndn import SEGMENT_VALUES
 
     drain = args.workers * 64 * SEGMENT_VALUES * 4 * 8 / (args.bw * 1e6)
     return min(3.5, max(0.5, 1.2 * drain))
@@ -285,7 +285,7 @@ class _FatTreeRuns:
         """One synchronous NDN round with the same gradients, checked against a replay."""
         from experiments.accounting import Snapshot
         from experiments.ndn import run_ndn
-        from hosts.ndn.common import initial_params, sgd_step
+        from hosts.ndn.harness import initial_params, sgd_step
 
         args, net, topo, ps, workers, grads = self.args, self.net, self.topo, self.ps, self.workers, self.grads
         row = self.rows["ndn"]

@@ -36,9 +36,9 @@ from experiments import options as opts
 from experiments.ina import switch_neighbors
 from experiments.runner import finish, spawn
 from experiments.runner import log as _log
-from hosts.fixedpoint import bfp_error_bound
-from hosts.packets import INA_MAX_WORKERS, INA_VALUE_SIZES, INA_VALUES
 from topologies.base import Topology
+from wire.fixedpoint import bfp_error_bound
+from wire.ina import INA_MAX_WORKERS, INA_VALUE_SIZES, INA_VALUES
 
 console = TableConsole()
 RUNS = ("gloo", "ina-ps", "ina")
@@ -158,9 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         console.print("[red]the experiment needs root (network namespaces)[/red]")
         return 2
-    from controller.cli import UsageError, parse_topology
+    from controller.cli import UsageError
     from controller.deploy import DeployError, check_loss
+    from topologies import TopologyError
     from topologies.network import Network
+    from topologies.spec import parse_topology
 
     runs = [r.strip() for r in args.runs.split(",") if r.strip()]
     try:
@@ -178,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         if not 1 <= args.workers <= min(len(rest), INA_MAX_WORKERS):
             raise UsageError(f"--workers must be 1..{min(len(rest), INA_MAX_WORKERS)} on {topo.name}")
         loss = check_loss(topo, opts.loss_dict(args.loss))
-    except (UsageError, DeployError) as e:
+    except (UsageError, DeployError, TopologyError) as e:
         console.print(f"[red]error: {e}[/red]")
         return 2
     from controller.placement import PlacementError

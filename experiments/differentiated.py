@@ -43,15 +43,15 @@ from controller.qos.deployment import UNUSED_QUEUE_PPS
 from experiments import options as opts
 from experiments.runner import finish, last_json, prepare_hosts, spawn
 from experiments.runner import log as _log
-from hosts.differentiated.wire import (
+from topologies import star
+from topologies.base import Topology
+from wire.differentiated import (
     DSCP_BEST_EFFORT,
     DSCP_IMPORTANT,
     DSCP_LEVELS,
     NB_QUEUES,
     dscp_priority_map,
 )
-from topologies import star
-from topologies.base import Topology
 
 console = TableConsole()
 MODES = ("reliable", "unreliable", "differentiated")

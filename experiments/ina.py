@@ -46,11 +46,11 @@ from experiments.ina_results import (
 )
 from experiments.runner import await_ready, finish, spawn
 from experiments.runner import log as _log
-from hosts.fixedpoint import bfp_reference, quantize
 from hosts.ina.congestion import CONGESTION_MODES, MAX_RTO_FACTOR
-from hosts.packets import INA_VALUE_SIZES, INA_VALUES
 from topologies import fat_tree
 from topologies.base import Topology
+from wire.fixedpoint import bfp_reference, quantize
+from wire.ina import INA_VALUE_SIZES, INA_VALUES
 
 console = TableConsole()
 
@@ -239,7 +239,7 @@ def switch_neighbors(net: Any, topo: Topology, switches: list[str]) -> None:
 
 def _experiment_topology(args: argparse.Namespace) -> Topology:
     """``--topo`` (builder spec or file; ``--bw`` overrides every link) or fat-tree ``--k``."""
-    from controller.cli import parse_topology
+    from topologies.spec import parse_topology
 
     if not args.topo:
         return fat_tree(args.k, bw=args.bw)

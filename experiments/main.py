@@ -15,20 +15,12 @@ import sys
 
 from rich.console import Console
 
+# ``--mode`` -> module: an entry of the one registry (controller/registry.py). A mode's
+# module is imported only when chosen, so a missing optional dependency (torch) stays local.
+from controller.registry import MODES
+
 console = Console(stderr=True)
 
-# Imported only when chosen, so that a missing optional dependency (torch) stays local.
-MODES: dict[str, str] = {
-    "ina": "experiments.ina",
-    "reach": "experiments.ina",
-    "ndn": "experiments.ndn",
-    "differentiated": "experiments.differentiated",
-    "bcube": "experiments.bcube",
-    "token": "experiments.token",
-    "ddp": "experiments.ddp",
-    "compare": "experiments.compare",
-    "train": "experiments.train",
-}
 # The modes whose module takes the whole command line, ``--mode`` included.
 _KEEP_MODE = ("ina", "reach")
 

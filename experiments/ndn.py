@@ -75,7 +75,7 @@ def _finish(proc: Any, base: Path, timeout: float) -> tuple[int, dict[str, Any] 
 def expected_sync(values: int, seed: int, lr: float, gpus: list[str], indexes: dict[str, int],
                   rounds: int) -> list[np.ndarray]:
     """An independent replay of synchronous training: the parameters of every version."""
-    from hosts.ndn.common import initial_params, sgd_step, synthetic_gradient
+    from hosts.ndn.harness import initial_params, sgd_step, synthetic_gradient
 
     params = [initial_params(values, seed)]
     for r in range(rounds):
@@ -375,7 +375,7 @@ def probe_for(n_gpus: int, values: int, bw_mbps: float) -> float:
 def interest_timeout(n_gpus: int, bw_mbps: float) -> float:
     """The Interest retransmission timeout: long enough for every GPU's window of 64
     segments to cross the PS's link (as ``experiments.compare.ndn_timeout``)."""
-    from hosts.ndn.common import SEGMENT_VALUES
+    from wire.ndn import SEGMENT_VALUES
 
     drain = n_gpus * 64 * SEGMENT_VALUES * 4 * 8 / (bw_mbps * 1e6)
     return min(3.5, max(0.5, 1.2 * drain))

@@ -188,21 +188,14 @@ def add_alias(p: argparse.ArgumentParser, old: str, new: str, dest: str, *,
 
 
 def parse_loss_spec(spec: str) -> tuple[tuple[str, int], float]:
-    """``SW:PORT=RATE`` -> ``((sw, port), rate)``; ArgumentTypeError with a clear message."""
-    where, sep, rate_s = spec.partition("=")
-    switch, colon, port_s = where.rpartition(":")
+    """``SW:PORT=RATE`` -> ``((sw, port), rate)`` (:func:`topologies.spec.parse_loss`, the
+    one parser and checks every command shares); ArgumentTypeError with its message."""
+    from topologies.spec import SpecError, parse_loss
+
     try:
-        if not sep or not colon or not switch.strip():
-            raise ValueError
-        port, rate = int(port_s), float(rate_s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"bad loss spec {spec!r}: expected SWITCH:PORT=RATE, e.g. s1:2=0.05") from None
-    if not 0.0 <= rate <= 1.0:
-        raise argparse.ArgumentTypeError(f"bad loss spec {spec!r}: the rate must be in [0, 1]")
-    if port < 0:
-        raise argparse.ArgumentTypeError(f"bad loss spec {spec!r}: the port must be >= 0")
-    return (switch.strip(), port), rate
+        return parse_loss(spec)
+    except SpecError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def loss_dict(entries: Sequence[tuple[tuple[str, int], float]]) -> dict[tuple[str, int], float]:

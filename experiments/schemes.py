@@ -20,6 +20,7 @@ import numpy as np
 
 from controller.bcube import AGENTS, exact_sum, line_rate_model
 from experiments.runner import spawn
+from hosts.net import parse_net_dev
 from topologies.base import Topology
 
 
@@ -66,25 +67,21 @@ class SchemeResult:
         return out
 
 
-def _dev_bytes(node: Any, prefix: str, column: int) -> int:
-    """Sum of one ``/proc/net/dev`` column over ``node``'s interfaces named ``prefix*``
-    (read inside its namespace; column 0 is rx bytes, 8 is tx bytes)."""
-    total = 0
-    for line in node.cmd("cat /proc/net/dev").splitlines()[2:]:
-        name, _, rest = line.partition(":")
-        if name.strip().startswith(prefix):
-            total += int(rest.split()[column])
-    return total
+def _dev_bytes(node: Any, prefix: str, field: str) -> int:
+    """Sum of one counter (``rx_bytes``, ``tx_bytes``, ...) over ``node``'s interfaces
+    named ``prefix*`` (``/proc/net/dev`` read inside its namespace)."""
+    nics = parse_net_dev(node.cmd("cat /proc/net/dev"))
+    return sum(getattr(c, field) for name, c in nics.items() if name.startswith(prefix))
 
 
 def switch_port_bytes(net: Any, topo: Topology) -> dict[str, int]:
     """``{switch: bytes received on all its data ports}`` (kernel interface counters)."""
-    return {sw: _dev_bytes(net.switch(sw), f"{sw}-eth", 0) for sw in topo.switches()}
+    return {sw: _dev_bytes(net.switch(sw), f"{sw}-eth", "rx_bytes") for sw in topo.switches()}
 
 
 def host_sent_bytes(net: Any, hosts: list[str]) -> dict[str, int]:
     """``{host: bytes sent on all its NICs}`` (kernel interface counters)."""
-    return {h: _dev_bytes(net.host(h), f"{h}-eth", 8) for h in hosts}
+    return {h: _dev_bytes(net.host(h), f"{h}-eth", "tx_bytes") for h in hosts}
 
 
 def run_scheme(net: Any, topo: Topology, plan: dict[str, Any], grads: list[np.ndarray],

@@ -75,6 +75,7 @@ from typing import Any
 
 from rich.table import Table
 
+from controller import registry
 from controller.output import TableConsole
 from controller.p4runtime import REPO_ROOT
 from experiments.harness_records import HarnessError, Plan, RunRecord, Setting
@@ -85,6 +86,8 @@ from experiments.runner import log as _log
 from experiments.runner import prepare_hosts
 
 console = TableConsole()
+#: The module doc's first paragraph: the help text of ``gradctl train`` and of the mode.
+SUMMARY = __doc__.split("\n\n")[0]
 
 # Every scheme the harness knows, in the issue's order; those it runs today.
 ALL_SCHEMES = ("ps", "ring", "ina", "ndn", "bml", "rail_ring", "rail_sharded_ps", "token",
@@ -103,10 +106,9 @@ COLLECTIVE_SCHEMES = ("ring", "bml", *RAIL_SCHEMES)
 CPU_BOUND_RATIO = 2.0  # measured sync time above this multiple of the line-rate bound
 
 # Schemes whose agents train with their own loop plug in as a module of this package (see
-# "Plugins" in the module doc); one that is not there yet is reported as pending.
-PLUGINS = {"token": "experiments.train_token", "ndn": "experiments.train_ndn",
-           "ndn-ipmc": "experiments.train_ndn_ipmc", "ndn-tcp": "experiments.train_ndn_tcp",
-           "differentiated": "experiments.train_differentiated"}
+# "Plugins" in the module doc), registered in controller/registry.py; one that is not
+# there yet is reported as pending.
+PLUGINS = registry.PLUGINS
 
 
 def _plugin(scheme: str) -> Any:
@@ -139,7 +141,7 @@ def build_parser(add_help: bool = True, prog: str = "python -m experiments --mod
     (``experiments/options.py``)."""
     from experiments import options
 
-    p = argparse.ArgumentParser(prog=prog, add_help=add_help, description=__doc__.splitlines()[0],
+    p = argparse.ArgumentParser(prog=prog, add_help=add_help, description=SUMMARY,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scheme", default=",".join(DEFAULT_SCHEMES),
                    help=f"comma-separated subset of {','.join(ALL_SCHEMES)} (default "
@@ -205,8 +207,9 @@ def _check_schemes(args: argparse.Namespace) -> list[str]:
 
 def _topology(args: argparse.Namespace) -> tuple[Any, str, list[str]]:
     """``--topo`` at ``--bw``: (topology, PS host, training hosts)."""
-    from controller.cli import UsageError, parse_topology
+    from controller.cli import UsageError
     from topologies import TopologyError
+    from topologies.spec import parse_topology
 
     try:
         topo = parse_topology(args.topo or f"star:{args.workers + 1}")
@@ -583,5 +586,5 @@ def register(sub: Any, topo_help: str) -> None:
     """``gradctl train``: the same harness and options."""
     p = sub.add_parser("train", parents=[build_parser(add_help=False, prog="gradctl train")],
                        help="time to accuracy of every scheme on the same model and network",
-                       description=__doc__.splitlines()[0])
+                       description=SUMMARY)
     p.set_defaults(func=run)

@@ -64,7 +64,7 @@ from experiments.differentiated import QosSetup
 from experiments.runner import finish, json_lines, last_line, prepare_hosts, spawn
 from experiments.runner import log as _log
 from experiments.train import HarnessError, Plan, RunRecord, Setting
-from hosts.differentiated.wire import NB_QUEUES, dscp_priority_map
+from wire.differentiated import NB_QUEUES, dscp_priority_map
 
 P4 = "forward.p4 + priority queues"
 KILL_SUPPORTED = False

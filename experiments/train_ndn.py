@@ -2,7 +2,7 @@
 harness (``experiments/train.py``, "Plugins").
 
 The same work as every other scheme: the PS and the GPUs run with ``--train-model``
-(:class:`hosts.ndn.common.HarnessWork`), so the PS holds ``hosts.training.build_model(
+(:class:`hosts.ndn.harness.HarnessWork`), so the PS holds ``hosts.training.build_model(
 --model, seed)`` and sends its initial parameters to every GPU (the training content,
 step 3); GPU ``i`` (``i`` = its place in the shared topology's training hosts) computes the
 gradient of round r's batch of shard ``i`` of ``load_data(--data, seed)``, per-rank batch
@@ -82,7 +82,7 @@ def setting(args: argparse.Namespace, shared: Setting) -> Setting:
     when ndn.p4 cannot carry the training there (PIT in-ports, name bounds)."""
     from controller.ndn import fib_routes
     from controller.ndn.pit import PIT_PORTS
-    from hosts.ndn.common import NameBoundsError, check_name, name_of
+    from wire.ndn import NameBoundsError, check_name, name_of
 
     if shared.ps is None:
         raise HarnessError("ndn: the topology has no PS host")
@@ -116,7 +116,7 @@ def deploy(net: Any, setting: Setting, args: argparse.Namespace, plan: Plan) -> 
 def baseline_setting(args: argparse.Namespace, shared: Setting) -> Setting:
     """The IP baselines (``train_ndn_ipmc``, ``train_ndn_tcp``): the shared topology; the
     agents still name their packets as NDN does, so only the name bounds apply."""
-    from hosts.ndn.common import NameBoundsError, check_name, name_of
+    from wire.ndn import NameBoundsError, check_name, name_of
 
     if shared.ps is None:
         raise HarnessError("ndn baselines: the topology has no PS host")
@@ -149,11 +149,9 @@ def deploy_baseline(transport: str, net: Any, setting: Setting, plan: Plan) -> N
 
 
 def _nic_rx_bytes(net: Any, host: str, iface: str) -> int:
-    out = net.host(host).cmd("cat /proc/net/dev")
-    for line in out.splitlines():
-        if ":" in line and line.split(":", 1)[0].strip() == iface:
-            return int(line.split(":", 1)[1].split()[0])
-    return 0
+    from hosts.net import NicCounters, parse_net_dev
+
+    return parse_net_dev(net.host(host).cmd("cat /proc/net/dev")).get(iface, NicCounters()).rx_bytes
 
 
 def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: int, d: Path,

@@ -12,6 +12,8 @@ Each agent keeps its own protocol logic; what they all need from the kernel is h
   first datagram, then take every queued one without blocking.
 * :class:`Deadline` and :class:`Timers` -- bounded run times and retransmission timers
   (a heap of due times keyed by what is waiting).
+* :func:`net_dev`, :func:`nic_counters`, :func:`parse_net_dev` -- the interfaces' byte and
+  packet counters (``/proc/net/dev``; the one reader of them).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import select
 import socket
 import time
 from collections.abc import Callable, Hashable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 # Linux socket option numbers without a name in Python's socket module.
 SO_SNDBUFFORCE = getattr(socket, "SO_SNDBUFFORCE", 32)
@@ -184,3 +186,36 @@ def peak_rss_mib() -> float:
     except OSError:
         pass
     return 0.0
+
+
+class NicCounters(NamedTuple):
+    """An interface's kernel counters (``/proc/net/dev``)."""
+
+    rx_bytes: int = 0
+    rx_packets: int = 0
+    tx_bytes: int = 0
+    tx_packets: int = 0
+
+
+def parse_net_dev(text: str) -> dict[str, NicCounters]:
+    """``{iface: counters}`` from the text of ``/proc/net/dev`` (read here, or inside
+    another namespace with ``cat /proc/net/dev``)."""
+    out = {}
+    for line in text.splitlines():
+        name, sep, rest = line.partition(":")
+        f = rest.split()
+        if sep and len(f) >= 10 and f[0].isdigit():  # the two header lines have no ':'
+            out[name.strip()] = NicCounters(int(f[0]), int(f[1]), int(f[8]), int(f[9]))
+    return out
+
+
+def net_dev() -> dict[str, NicCounters]:
+    """The counters of every interface of this process's network namespace."""
+    with open("/proc/net/dev") as f:
+        return parse_net_dev(f.read())
+
+
+def nic_counters(iface: str) -> NicCounters:
+    """(rx_bytes, rx_packets, tx_bytes, tx_packets) of ``iface`` in this namespace (zeros
+    if it has none of that name)."""
+    return net_dev().get(iface, NicCounters())

@@ -13,8 +13,8 @@ the generator finds the run that starts at lane 0 in the file and replaces it, w
 its current length, with the lanes of the counts below. ``COUNT_LINES`` are the lines
 that state the counts to P4. With the counts below the output is byte-identical to the
 checked-in files, so the committed p4c outputs stay valid; tests/test_p4_lanes.py checks
-that, and that the counts equal hosts/packets.py's (this file imports nothing from the
-project).
+that, and tests/test_wire_constants.py that the counts equal wire/ina.py's and
+wire/token.py's (this file runs under plain python3 and imports nothing from the project).
 
 INA (technique 1) has several packet sizes, ``INA_VALUE_SIZES`` (docs/ina.md, "Values
 per packet"): its runs hold the lanes of the largest size, those beyond the smallest in
@@ -25,7 +25,7 @@ INA lanes are numbered with at least two digits (v00..v99, v100..v255), so the s
 size keeps its names whatever the largest is. The token NIC (technique 5) has one size,
 ``TOKEN_VALUES``, its lanes numbered with as many digits as the largest needs.
 
-To change the sizes: edit INA_VALUE_SIZES (or TOKEN_VALUES) here and in hosts/packets.py,
+To change the sizes: edit INA_VALUE_SIZES (or TOKEN_VALUES) here and in wire/ina.py (wire/token.py),
 then run ``make p4`` (regenerates, then recompiles with p4c). ``python3
 p4src/gen_lanes.py --check`` only reports files that differ; ``--variant-sizes`` prints
 the INA sizes ``make p4`` compiles besides the default.
@@ -40,11 +40,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 #: Values per INA packet (technique 1), smallest first: the first is the default
-#: (p4src/build/ina.json); hosts/packets.py INA_VALUE_SIZES.
+#: (p4src/build/ina.json); wire/ina.py INA_VALUE_SIZES.
 INA_VALUE_SIZES: tuple[int, ...] = (64, 128, 256)
-#: The default values per INA packet: hosts/packets.py INA_VALUES.
+#: The default values per INA packet: wire/ina.py INA_VALUES.
 INA_VALUES = INA_VALUE_SIZES[0]
-#: Values per token GRAD/READ frame (technique 5): hosts/packets.py TOKEN_VALUES.
+#: Values per token GRAD/READ frame (technique 5): wire/token.py TOKEN_VALUES.
 TOKEN_VALUES = 128
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -3,7 +3,7 @@ runs (experiments/bcube.py: the sharded PS and ring all-reduce on the smallest f
 as many servers, host links at the same rate, fabric links 4x).
 
 Every scheme runs over ns-3's TCP with framed messages (sim/model.cc:MsgHost): BML is
-hosts/bml/agent.py's schedule (:class:`hosts.bml.schedule.BcubeSchedule`: ``k`` threads
+hosts/bml/agent.py's schedule (:class:`wire.bcube_schedule.BcubeSchedule`: ``k`` threads
 per server, thread ``j`` reduce-scattering its parameter set level by level from level
 ``j``, then gathering in reverse), one TCP connection per (level, peer) as
 hosts/bml/transport.py opens them; a server's level-``l`` traffic leaves through its
@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from hosts.bml.schedule import BcubeSchedule, cut
 from topologies import Topology, bcube
+from wire.bcube_schedule import BcubeSchedule, cut
 
 from .core import Loss, Ns3Network, SimError, SimResult, run_ring
 

@@ -19,10 +19,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from wire.ina import INA_VALUE_SIZES, INA_VALUES
+
 
 def _loss_arg(specs: list[str]) -> Any:
     """``--loss`` values: one plain RATE (every link) or ``SW:PORT=RATE`` specs."""
     from controller.cli import UsageError
+    from topologies.spec import SpecError, parse_loss
 
     if not specs:
         return 0.0
@@ -34,18 +37,17 @@ def _loss_arg(specs: list[str]) -> Any:
     out: dict[tuple[str, int], float] = {}
     for spec in specs:
         try:
-            where, rate = spec.split("=", 1)
-            sw, port = where.rsplit(":", 1)
-            out[(sw, int(port))] = float(rate)
-        except ValueError:
-            raise UsageError(f"bad --loss {spec!r}: expected SW:PORT=RATE, e.g. s1:2=0.05 "
-                             "(one plain RATE alone puts it on every link)") from None
+            where, rate = parse_loss(spec)
+        except SpecError as e:
+            raise UsageError(f"{e} (one plain RATE alone puts it on every link)") from None
+        out[where] = rate
     return out
 
 
 def _run(args: argparse.Namespace) -> int:
-    from controller.cli import UsageError, parse_topology
+    from controller.cli import UsageError
     from controller.placement import PlacementError
+    from topologies.spec import parse_topology
 
     from .core import SimError, run_ina, run_ring
     from .ns3env import Ns3Missing
@@ -119,9 +121,10 @@ def register(sub: Any, topo_help: str) -> None:
     p.add_argument("--workers", type=int, help="workers N (default: every other host)")
     p.add_argument("--policy", help="routing-policy JSON (docs/ina_policy.md) instead of planning")
     p.add_argument("--values", type=int, default=32768, help="gradient length (default 32768)")
-    p.add_argument("--values-per-packet", type=int, choices=(64, 128, 256), default=64,
-                   metavar="V", help="PS, INA: values a packet carries (64, 128 or 256; "
-                   "default 64; a --policy says its own)")
+    p.add_argument("--values-per-packet", type=int, choices=INA_VALUE_SIZES, default=INA_VALUES,
+                   metavar="V", help="PS, INA: values a packet carries "
+                   f"({', '.join(map(str, INA_VALUE_SIZES))}; default {INA_VALUES}; "
+                   "a --policy says its own)")
     p.add_argument("--budget", type=int, default=2, help="INA: aggregating switches K (default 2)")
     p.add_argument("--capacity", type=float, default=1000.0,
                    help="INA: switch capacity for the placement, Mbit/s (default 1000)")

@@ -15,12 +15,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from topologies import Topology
+from wire.ina import INA_HEADER_LEN, INA_VALUE_SIZES, INA_VALUES
 
 from .ns3env import load
 
-INA_VALUES = 64  # hosts/packets.py: values per INA packet, the default
-INA_VALUE_SIZES = (64, 128, 256)  # hosts/packets.py: the sizes a policy may choose
-INA_HDR = 20
 #: Ethernet header bytes the emulator's frames carry and ns-3's point-to-point frames (2-byte
 #: PPP header) do not: added to every INA payload so a packet costs a link what it costs there.
 ETH_EXTRA = 12
@@ -305,7 +303,7 @@ def run_ina(topo: Topology, policy: dict[str, Any], values: int, *, window: int 
     net = Ns3Network(topo, loss=loss, pins=pins)
     ns, g = net.ns, net.g
     g.ResetStats(len(workers))
-    payload = INA_HDR + 4 * vpp + ETH_EXTRA
+    payload = INA_HEADER_LEN + 4 * vpp + ETH_EXTRA
 
     # switches: the aggregating ones and every switch of the RESULT tree
     tree_children: dict[str, list[str]] = {}
@@ -331,7 +329,7 @@ def run_ina(topo: Topology, policy: dict[str, Any], values: int, *, window: int 
         models[s] = m
     psapp = g.AddPs(net.node(ps), 0.0)
     psapp.workers, psapp.frags, psapp.payload = len(workers), nf, payload
-    psapp.clear_size = INA_HDR + ETH_EXTRA
+    psapp.clear_size = INA_HEADER_LEN + ETH_EXTRA
     psapp.has_sd = bool(sd_id)
     if sd_id:
         psapp.sd_id, psapp.sd_ip = sd_id, net.ip(sw_of[sd_id])
@@ -382,7 +380,7 @@ def run_ina(topo: Topology, policy: dict[str, Any], values: int, *, window: int 
 
 
 def _cut(a: int, b: int, parts: int) -> list[tuple[int, int]]:
-    """hosts/bml/schedule.py:cut: ``[a, b)`` in ``parts`` ranges differing by at most one."""
+    """wire/bcube_schedule.py:cut: ``[a, b)`` in ``parts`` ranges differing by at most one."""
     bounds = [a + (b - a) * d // parts for d in range(parts + 1)]
     return [(bounds[d], bounds[d + 1]) for d in range(parts)]
 

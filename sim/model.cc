@@ -15,7 +15,8 @@ using namespace ns3;
 enum : uint8_t { GRAD = 1, PARTIAL = 2, RESULT = 3, CLEAR = 4 };
 enum : uint8_t { F_RETX = 1, F_VIA_SD = 2 };
 static const uint16_t PORT = 40000;
-static const uint32_t HDR = 20;  // INA header bytes on the wire (docs/ina.md)
+static const uint32_t HDR = 20;  // the INA header fields the model reads; packets are
+                                 // the wire's size (Python passes wire.ina.INA_HEADER_LEN)
 
 // The first 20 payload bytes: the INA header's fields the model needs (widened where the
 // model goes past the wire's limits: 16-bit fan-in and count for >255 contributors);
@@ -373,7 +374,7 @@ class RingPeer : public Application {
 
 // ------------------------------------------------------------------ framed messages over TCP
 // hosts/bml/transport.py: one TCP connection per (NIC, peer), messages framed by a 16-byte
-// header (hosts/packets.py:BCUBE_HEADER; here: message id and body length). A host runs
+// header (wire/bcube.py:BCUBE_HEADER; here: message id and body length). A host runs
 // threads of steps (hosts/bml/agent.py:run_bml's threads, the sharded PS's loop); a step
 // waits until `count` messages of each id it names are in, then queues its sends, each on
 // its connection in order. Python turns the schedule into the flat arrays below.

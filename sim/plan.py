@@ -15,8 +15,8 @@ from controller.placement import (
     tor_first_placement,
 )
 from topologies import Topology
-
-INA_VALUES = 64  # values per packet by default (hosts/packets.py)
+from wire.ina import INA_VALUES
+from wire.ina_policy import policy_json
 
 #: Placement methods ``policy_dict`` takes (controller/placement): the seed's greedy + LP
 #: and two baselines, each evaluated by the same LP and turned into tags the same way.
@@ -42,12 +42,9 @@ def policy_dict(topo: Topology, ps: str, workers: list[str], budget: int, capaci
     if method not in METHODS:
         raise ValueError(f"placement method must be one of {', '.join(METHODS)}, got {method!r}")
     nf = math.ceil(values / values_per_packet)
-    d: dict[str, Any] = {"version": 1, "job": job_id, "ps": topo.host_ip(ps),
-                         "workers": [topo.host_ip(w) for w in workers], "num_fragments": nf,
-                         "values_per_packet": values_per_packet}
+    ps_ip, worker_ips = topo.host_ip(ps), [topo.host_ip(w) for w in workers]
     if not aggregate or (budget == 0 and not sd_only):
-        d.update(tags=0, sd=None)
-        return d
+        return policy_json(job_id, ps_ip, worker_ips, nf, values_per_packet=values_per_packet)
     prob = PlacementProblem(topo, ps, workers, budget, capacity)
     if method == "greedy":
         placement = greedy_placement(prob)
@@ -57,10 +54,12 @@ def policy_dict(topo: Topology, ps: str, workers: list[str], budget: int, capaci
         placement = tor_first_placement(prob)
     pol = routing_policy(placement, nf)
     ids = pol.switch_ids
-    d["tags"] = [list(pol.tags[w]) for w in workers]
-    d["fanin"] = {str(ids[s]): list(v) for s, v in pol.fan_in.items() if any(v)}
-    d["sd"] = {"id": ids[pol.tor]}
-    d["partial_tags"] = {str(ids[s]): list(v) for s, v in pol.partial_tags.items() if any(v)}
+    d = policy_json(
+        job_id, ps_ip, worker_ips, nf, values_per_packet=values_per_packet,
+        tags=[pol.tags[w] for w in workers],
+        fanin={ids[s]: v for s, v in pol.fan_in.items() if any(v)},
+        sd=ids[pol.tor],
+        partial_tags={ids[s]: v for s, v in pol.partial_tags.items() if any(v)})
     d["aggregating"] = [*placement.result.switches, pol.tor]
     d["gamma"] = float(placement.gamma)
     d["method"] = placement.method

@@ -1,6 +1,6 @@
 """Send forged INA frames from inside a host's network namespace (tests/test_ina_trust.py).
 
-The frames are built with the scapy classes of ``hosts/packets.py`` from a JSON list,
+The frames are built with the scapy classes of ``wire/scapy_layers.py`` from a JSON list,
 each item ``{"src_mac", "dst_mac", "src_ip", "dst_ip", "ina": {INA fields},
 "values": [..] | null}`` (``null``: header only, like a CLEAR), and written to the
 interface on a raw socket, so any source address can be forged. Prints
@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from hosts.packets import INA_UDP_PORT, INA_VALUES
+from wire.ina import INA_UDP_PORT, INA_VALUES
 
 
 def build(frame: dict[str, Any]) -> bytes:
@@ -32,7 +32,7 @@ def build(frame: dict[str, Any]) -> bytes:
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
 
-    from hosts.packets import INA, INAValues
+    from wire.scapy_layers import INA, INAValues
 
     pkt = (Ether(src=frame["src_mac"], dst=frame["dst_mac"])
            / IP(src=frame["src_ip"], dst=frame["dst_ip"], ttl=64)

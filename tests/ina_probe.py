@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from hosts.ina.agent import open_ina_socket
-from hosts.packets import INA_HEADER, INA_UDP_PORT, INA_VALUES, MsgType
+from wire.ina import INA_HEADER, INA_UDP_PORT, INA_VALUES, MsgType
 
 #: p4src/include/config.p4's NUM_AGGREGATORS (ina.p4).
 NUM_AGGREGATORS = 1024

@@ -27,8 +27,8 @@ from controller.bcube import (
 from controller.deploy import deploy, read_counters
 from experiments.runner import prepare_hosts
 from experiments.schemes import run_scheme
-from hosts.bml.schedule import BcubeSchedule
 from tests.netenv import net_skip_reason
+from wire.bcube_schedule import BcubeSchedule
 
 ROOT = Path(__file__).resolve().parent.parent
 BW = 20.0  # Mbit/s: fast enough for short tests; speed belongs to the bench

@@ -14,15 +14,15 @@ from controller.bcube import (
     gradients,
     line_rate_model,
 )
-from hosts.bml.schedule import BcubeSchedule, ScheduleError, cut, simulate
-from hosts.packets import (
+from topologies import bcube
+from wire.bcube import (
     BCUBE_HEADER_LEN,
     BcubeDecodeError,
     BcubeMsg,
     decode_bcube_header,
     encode_bcube_header,
 )
-from topologies import bcube
+from wire.bcube_schedule import BcubeSchedule, ScheduleError, cut, simulate
 
 # (N, k, values): powers of two and not (9, 27, 25, 36 servers), tiny and uneven lengths
 SIZES = [(2, 2, 64), (3, 2, 1000), (2, 3, 77), (4, 2, 4096), (3, 3, 1001), (5, 2, 7),
@@ -198,7 +198,8 @@ def test_gradctl_bcube(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_scapy_view_matches_the_codec() -> None:
-    from hosts.packets import bcube_layer, encode_bcube_values
+    from wire.bcube import encode_bcube_values
+    from wire.scapy_layers import bcube_layer
 
     bcube_pkt = bcube_layer()
     vals = np.array([1, -2, 2**31 - 1, -(2**31)], dtype=np.int32)

@@ -23,8 +23,8 @@ import pytest
 
 from hosts.bml.collective import Collective, loopback_plan, round_vector
 from hosts.bml.transport import TransportError
-from hosts.fixedpoint import dequantize, quantize
 from tests.netenv import net_skip_reason
+from wire.fixedpoint import dequantize, quantize
 
 ROOT = Path(__file__).resolve().parent.parent
 SCALE = 24  # |g| <= 2**31 / 9 / 2**24 ~ 14: ample for 0.01-scale vectors

@@ -75,7 +75,7 @@ def test_place_tables_name_the_greedy_switches(greedy: Any) -> None:
 
 
 def test_place_json_matches_the_library(greedy: Any) -> None:
-    from hosts.ina.policy import Policy
+    from wire.ina_policy import Policy
 
     r = gradctl(*PLACE, "--json", "--fragments", "8")
     assert r.returncode == 0, r.stderr
@@ -231,8 +231,8 @@ def network(tmp_path: Path) -> Iterator[tuple[Any, Path]]:
 @pytest.mark.timeout(120)
 def test_ina_deploy_and_counters_on_a_running_network(network: tuple[Any, Path],
                                                       tmp_path: Path) -> None:
-    from hosts.fixedpoint import quantize
-    from hosts.ina.policy import Policy
+    from wire.fixedpoint import quantize
+    from wire.ina_policy import Policy
 
     net, run_dir = network
     workers = ["h2", "h5", "h9"]

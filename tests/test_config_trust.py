@@ -22,7 +22,7 @@ from google.protobuf import text_format
 from targets.embedded import config_check
 from targets.embedded.compiler import CompileError, Program
 from targets.embedded.config_fuzz import _forwards, run_fuzz
-from targets.embedded.p4runtime_server import P4RuntimeServer
+from targets.embedded.p4runtime.server import P4RuntimeServer
 from targets.embedded.switch import Switch
 
 ROOT = Path(__file__).resolve().parent.parent

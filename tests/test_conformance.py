@@ -648,7 +648,7 @@ def _te(key: int, action: str = "set_exact", **params: int) -> P4TableEntry:
 
 #: Writes a controller gets wrong: (what, update, BMv2 1.15's code, the embedded
 #: target's code). BMv2's PI answers UNKNOWN where the target library fails; the
-#: embedded target names the cause there (README, "The embedded target").
+#: embedded target names the cause there (docs/embedded.md).
 TABLE_WRITE_ERRORS: list[tuple[str, Callable[[], Any], str, str]] = [
     ("duplicate key", lambda: +_te(5, value=1), "ALREADY_EXISTS", "ALREADY_EXISTS"),
     ("modify a missing entry", lambda: ~_te(99, value=1), "NOT_FOUND", "NOT_FOUND"),

@@ -23,9 +23,9 @@ torch = pytest.importorskip("torch")
 
 from experiments.ddp import main  # noqa: E402
 from hosts.ina.ddp_hook import HOOK_ROUND_CYCLE, InaHookState, span_length  # noqa: E402
-from hosts.ina.policy import Policy  # noqa: E402
-from hosts.packets import INA_VALUES  # noqa: E402
 from tests.netenv import TARGET, net_skip_reason  # noqa: E402
+from wire.ina import INA_VALUES  # noqa: E402
+from wire.ina_policy import Policy  # noqa: E402
 
 
 def test_bucket_larger_than_the_job_is_refused() -> None:
@@ -91,8 +91,8 @@ def test_short_rounds_on_loopback_are_exact_and_sized() -> None:
     """Two ranks and the PS on loopback (no switch): buckets of 1..4 fragments of a
     4-fragment job, numbers reused every 3 rounds; the hook's background thread."""
 
-    from hosts.fixedpoint import dequantize, quantize
     from hosts.ina.ps import ParameterServer
+    from wire.fixedpoint import dequantize, quantize
 
     pol = Policy.ps_only(1, "127.0.0.1", ["127.0.0.2", "127.0.0.3"], 4)
     sizes = [1, 64, 65, 130, 256, 3, 200] * 3
@@ -123,8 +123,8 @@ def test_bfp_hook_short_rounds_on_loopback() -> None:
     a job of 4 blocks + 4 exponent fragments, each sum the exact integer sums at the
     agreed exponents, values far beyond what fixed point 2^-16 holds included."""
 
-    from hosts.fixedpoint import bfp_dequantize, bfp_reference
     from hosts.ina.ps import ParameterServer
+    from wire.fixedpoint import bfp_dequantize, bfp_reference
 
     ips = ["127.0.0.2", "127.0.0.3"]
     with ParameterServer(1, 2, 8, Policy.ps_only(1, "127.0.0.1", ips, 8), bind_ip="127.0.0.1",
@@ -221,12 +221,12 @@ def test_buckets_send_their_own_fragments_and_reuse_bounded_numbers(tmp_path: Pa
 
     from experiments.ina import switch_neighbors
     from experiments.runner import finish, spawn
-    from hosts.fixedpoint import dequantize, quantize
     from tests.ddp_rounds_tool import bucket
     from tests.ina_probe import NUM_AGGREGATORS
     from tests.test_ina_aging import _capacity, _deploy, _events, _jobs
     from topologies import star
     from topologies.network import Network
+    from wire.fixedpoint import dequantize, quantize
 
     topo = star(6, bw=100)
     with Network(topo, target=TARGET, run_dir=str(tmp_path / "net")) as network:

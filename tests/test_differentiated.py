@@ -16,26 +16,24 @@ import pytest
 
 from hosts.differentiated.blocks import BlockLayout, Contribution, classify, threshold
 from hosts.differentiated.receiver import DataBuffer, Receiver
-from hosts.differentiated.wire import (
+from wire.differentiated import (
+    DIFF_BLOCK_HEADER_LEN,
     DSCP_BEST_EFFORT,
     DSCP_IMPORTANT,
     DSCP_LEVELS,
+    DiffBlockHeader,
+    DiffDecodeError,
     Kind,
+    decode_diff_block,
     dscp_priority_map,
+    encode_diff_block,
     frame,
     level_dscp,
     manifest,
     pack_datagrams,
     parse_manifest,
 )
-from hosts.packets import (
-    DIFF_BLOCK_HEADER_LEN,
-    DiffBlockHeader,
-    DiffDecodeError,
-    decode_diff_block,
-    diff_block_layer,
-    encode_diff_block,
-)
+from wire.scapy_layers import diff_block_layer
 
 ROOT = Path(__file__).resolve().parent.parent
 

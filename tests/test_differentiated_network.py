@@ -24,9 +24,9 @@ import pytest
 from controller.qos.deployment import UNUSED_QUEUE_PPS
 from experiments.differentiated import PS_HOST, SWITCH, QosSetup, configure, run_transport
 from hosts.differentiated.blocks import BlockLayout, Contribution, classify
-from hosts.differentiated.wire import NB_QUEUES, level_priority
 from tests.netenv import net_skip_reason
 from topologies import star
+from wire.differentiated import NB_QUEUES, level_priority
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.net]

@@ -1,7 +1,7 @@
-"""The "Seed step → code" tables at the end of the technique docs name real code.
+"""The "Step → code" tables at the end of the technique docs name real code.
 
-Each technique's doc ends with a section ``## Seed step → code``: a Markdown table with
-one row per step of its seed document, columns ``seed step | code | notes``. The code
+Each technique's doc ends with a section ``## Step → code``: a Markdown table with
+one row per step of the technique's method, columns ``step | code | notes``. The code
 cell lists ``file:symbol`` references (backticked, separated by commas or ``<br>``):
 
 * ``path/to/module.py:name`` or ``path/to/module.py:Class.method``: the module is
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-HEADING = "## Seed step → code"
+HEADING = "## Step → code"
 MIN_ROWS = 8
 # The five technique docs (placement.md maps the placement half of technique 1).
 DOCS = ("ina.md", "placement.md", "ndn.md", "differentiated.md", "bcube.md", "token.md")
@@ -53,7 +53,7 @@ def _cells(line: str) -> list[str]:
 
 
 def parse_map(doc: str, text: str) -> list[Row]:
-    """The rows of ``doc``'s seed-step table; raises AssertionError when the section is
+    """The rows of ``doc``'s step table; raises AssertionError when the section is
     missing, is not the doc's last section, or holds a malformed table."""
     lines = text.splitlines()
     starts = [i for i, ln in enumerate(lines) if ln.strip() == HEADING]
@@ -65,8 +65,8 @@ def parse_map(doc: str, text: str) -> list[Row]:
     assert table, f"docs/{doc}: no table under {HEADING!r}"
     assert table == list(range(table[0], table[-1] + 1)), f"docs/{doc}: the table is interrupted"
     header, sep, *body = table
-    assert [c.lower() for c in _cells(lines[header])] == ["seed step", "code", "notes"], (
-        f"docs/{doc}:{header + 1}: table header must be | seed step | code | notes |")
+    assert [c.lower() for c in _cells(lines[header])] == ["step", "code", "notes"], (
+        f"docs/{doc}:{header + 1}: table header must be | step | code | notes |")
     assert all(set(c) <= set(":-") and c for c in _cells(lines[sep])), (
         f"docs/{doc}:{sep + 1}: expected the header separator row")
     rows = []
@@ -74,7 +74,7 @@ def parse_map(doc: str, text: str) -> list[Row]:
         cells = _cells(lines[i])
         assert len(cells) == 3, f"docs/{doc}:{i + 1}: expected 3 cells, got {len(cells)}: {lines[i]!r}"
         step, code, notes = cells
-        assert step, f"docs/{doc}:{i + 1}: empty seed-step cell"
+        assert step, f"docs/{doc}:{i + 1}: empty step cell"
         refs = tuple(r.strip().strip("`").strip() for r in re.split(r",|<br\s*/?>", code))
         rows.append(Row(doc, i + 1, step, tuple(r for r in refs if r), notes))
     return rows
@@ -130,7 +130,7 @@ def row_problems(row: Row) -> list[str]:
 
 
 @pytest.mark.parametrize("doc", DOCS)
-def test_seed_step_table_resolves(doc: str) -> None:
+def test_step_table_resolves(doc: str) -> None:
     rows = parse_map(doc, (ROOT / "docs" / doc).read_text())
     assert len(rows) >= MIN_ROWS, f"docs/{doc}: {len(rows)} rows under {HEADING!r}, want >= {MIN_ROWS}"
     problems = [p for row in rows for p in row_problems(row)]
@@ -146,7 +146,7 @@ def test_checker_rejects_bad_references() -> None:
     assert "as a word" in (check_ref("p4src/include/aggregator.p4:Aggregator.no_such_table") or "")
     assert "as a word" in (check_ref("p4src/include/aggregator.p4:Aggregator.add_value") or "")
     assert "not file:symbol" in (check_ref("hosts/training.py") or "")
-    text = "# t\n\n## Seed step → code\n\n| seed step | code | notes |\n|---|---|---|\n" \
+    text = "# t\n\n## Step → code\n\n| step | code | notes |\n|---|---|---|\n" \
            "| S1 | `hosts/training.py:flatten`, `hosts/training.py:gone` | |\n"
     (row,) = parse_map("x.md", text)
     assert [p for p in row_problems(row) if "gone" in p] and "docs/x.md:7" in row_problems(row)[0]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from scapy.all import IP, UDP, Ether
 
-from targets.embedded import compiler
+from targets.embedded.codegen import actions, hashes
 from targets.embedded.compiler import CompileError, Program
 from targets.embedded.state import StateError, TableEntry
 from targets.embedded.switch import Switch
@@ -46,11 +46,11 @@ def _udp(dst: str, sport: int = 1234, ttl: int = 64, payload: bytes = b"gradnet!
 
 def test_hash_algorithms_match_reference_vectors() -> None:
     # Check values of the standard CRC catalogue for "123456789".
-    assert compiler.crc16(b"123456789") == 0xBB3D  # CRC-16/ARC
-    assert compiler.crc32(b"123456789") == 0xCBF43926
-    assert compiler.identity(b"\x01\x02\x03") == 0x010203
+    assert hashes.crc16(b"123456789") == 0xBB3D  # CRC-16/ARC
+    assert hashes.crc32(b"123456789") == 0xCBF43926
+    assert hashes.identity(b"\x01\x02\x03") == 0x010203
     hdr = bytes.fromhex("450000730000400040110000c0a80001c0a800c7")
-    assert compiler.csum16(hdr) == 0xB861
+    assert hashes.csum16(hdr) == 0xB861
 
 
 def test_lpm_longest_prefix_ttl_and_checksum(sw: Switch) -> None:
@@ -151,7 +151,7 @@ def test_bad_json_is_a_clear_error() -> None:
 def test_repeated_register_index_is_computed_once() -> None:
     """The aggregator's 32 read-add-writes at one index set ``_i`` once; a write to a
     slot the index reads, or any other kind of line, makes the next ``_i =`` stay."""
-    drop = compiler._drop_repeated_index
+    drop = actions._drop_repeated_index
     lines = ["def a(F, D):", "    _i = F[47]", "    if 0 <= _i < 8: F[30] = (_R1[_i]) & 0xff",
              "    if 0 <= _i < 8: _R2[_i] = (F[30]) & 0xff", "    _i = F[47]", "    F[47] = 3",
              "    _i = F[47]", "    F[1] = 2; F[47] = 4", "    _i = F[47]", "    _i = F[48]"]
@@ -165,7 +165,7 @@ def test_index_temporaries_are_one_index() -> None:
     last set from a pure expression stands for it, so ``_i = F[12]`` after
     ``F[12] = (F[118] & 1023)`` is dropped when ``_i`` came from an identical
     ``F[11]`` -- unless a slot that expression reads was written in between."""
-    drop = compiler._drop_repeated_index
+    drop = actions._drop_repeated_index
     lines = ["def a(F, D):", "    F[11] = (F[118] & 1023)", "    _i = F[11]",
              "    if 0 <= _i < 8: F[75] = _R1[_i]", "    F[12] = (F[118] & 1023)", "    _i = F[12]",
              "    if 0 <= _i < 8: _R2[_i] = F[75]", "    F[118] = 5", "    F[13] = (F[118] & 1023)",
@@ -222,7 +222,7 @@ def test_hoisted_index_guard_behaves_as_the_guarded_lines() -> None:
     the PHV and the registers exactly as the line-by-line guarded one."""
     lines = ["def a(F, D):", "    _i = F[0]", "    if 0 <= _i < 4: F[1] = _R1[_i]", "    F[2] = (F[2] + F[1]) & 255",
              "    if 0 <= _i < 4: _R1[_i] = F[2]", "    F[3] = 9", "    if 0 <= _i < 4: F[4] = _R2[_i]"]
-    hoisted = compiler._hoist_index_guards(lines)
+    hoisted = actions._hoist_index_guards(lines)
     assert sum("if 0 <= _i < 4:" in ln for ln in hoisted) == 4  # one hoisted + the 3 kept for else
     for index in (-1, 0, 3, 4, 1000):
         results = []
@@ -235,5 +235,5 @@ def test_hoisted_index_guard_behaves_as_the_guarded_lines() -> None:
         assert results[0] == results[1], index
     # mixed sizes, or a single access: left as they were
     mixed = ["def b(F, D):", "    _i = F[0]", "    if 0 <= _i < 4: F[1] = _R1[_i]", "    if 0 <= _i < 8: F[2] = _R2[_i]"]
-    assert compiler._hoist_index_guards(mixed) == mixed
-    assert compiler._hoist_index_guards(lines[:3]) == lines[:3]
+    assert actions._hoist_index_guards(mixed) == mixed
+    assert actions._hoist_index_guards(lines[:3]) == lines[:3]

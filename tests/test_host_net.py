@@ -7,7 +7,18 @@ import socket
 
 import pytest
 
-from hosts.net import Deadline, Timers, drain, set_buffers, udp_socket, wait_readable
+from hosts.net import (
+    Deadline,
+    NicCounters,
+    Timers,
+    drain,
+    net_dev,
+    nic_counters,
+    parse_net_dev,
+    set_buffers,
+    udp_socket,
+    wait_readable,
+)
 
 
 def test_udp_socket_drain_takes_every_queued_datagram_in_order():
@@ -74,3 +85,16 @@ def test_timers_rearm_cancel_and_pop_in_due_order():
     assert t.pop_due(1.0) == ["a", "b"]
     assert t.pop_due(10.0) == []  # a's stale 3.0 entry and c's cancelled one never fire
     assert t.next_due() is None and len(t) == 0
+
+
+def test_net_dev_counters() -> None:
+    text = ("Inter-|   Receive                            |  Transmit\n"
+            " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets "
+            "errs drop fifo colls carrier compressed\n"
+            "    lo:     100       2    0    0    0     0          0         0      100       2 "
+            "   0    0    0     0       0          0\r\n"
+            "h1-eth0: 5000 40 0 0 0 0 0 0 7000 50 0 0 0 0 0 0\n")
+    assert parse_net_dev(text) == {"lo": NicCounters(100, 2, 100, 2),
+                                   "h1-eth0": NicCounters(5000, 40, 7000, 50)}
+    assert "lo" in net_dev() and isinstance(nic_counters("lo"), NicCounters)  # counts move: no =
+    assert nic_counters("no-such-iface") == (0, 0, 0, 0)

@@ -11,10 +11,11 @@ package's ``__init__`` imports its own modules, so it would make every package a
 A module importing its own package's ``__init__`` is recorded and would show up here.
 Imports under ``if __name__ == \"__main__\":`` are not edges (they run only as a script).
 
-The layering the tests hold (docs/ARCHITECTURE.md): hosts, targets and topologies never
-import the control plane or the experiments; the control plane never imports an experiment
-(``controller.experiment``, the alias of ``python -m experiments``, aside) and imports host
-modules only through the documented interfaces in :data:`HOST_INTERFACES`.
+The layering the tests hold (docs/ARCHITECTURE.md): the wire layer (``wire``, the formats
+both sides agree on) imports nothing else of the project; hosts, targets and topologies
+never import the control plane or the experiments; the control plane never imports an
+experiment (``controller.experiment``, the alias of ``python -m experiments``, aside) nor
+any host module (what it shares with the agents is in ``wire``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("controller", "hosts", "topologies", "targets", "experiments", "bench")
+PACKAGES = ("controller", "hosts", "topologies", "targets", "experiments", "bench", "wire")
 
 Graph = dict[str, set[str]]
 
@@ -241,15 +242,6 @@ def test_no_cycle_among_placement_modules() -> None:
     _assert_acyclic(graph)
 
 
-# The host modules the control plane may import: the formats both sides must agree on.
-HOST_INTERFACES = {
-    "hosts.packets",          # wire formats and constants (INA, BCube, differentiated, token)
-    "hosts.fixedpoint",       # the fixed-point scale of gradients
-    "hosts.ina.policy",       # the INA routing-policy file the controller writes
-    "hosts.ndn.common",       # NDN names, their bounds and hashes (the FIB's and PIT's keys)
-    "hosts.bml.schedule",     # the BCube schedule the controller plans and the agents run
-    "hosts.differentiated.wire",  # DSCP per level: the switch's priority classes
-}
 # Modules allowed to cross a layer, each for a stated reason.
 EXCEPTIONS = {
     ("controller.experiment", "experiments.main"),  # ``python -m controller.experiment`` alias
@@ -268,13 +260,15 @@ def layer_violations(graph: Mapping[str, Iterable[str]]) -> list[str]:
             if (mod, dep) in EXCEPTIONS:
                 continue
             rule = None
-            if any(_inside(mod, p) for p in ("hosts", "targets", "topologies")) and any(
+            if _inside(mod, "wire") and not _inside(dep, "wire"):
+                rule = "the wire layer imports nothing else of the project"
+            elif any(_inside(mod, p) for p in ("hosts", "targets", "topologies")) and any(
                     _inside(dep, p) for p in ("controller", "experiments", "bench")):
                 rule = "agents, targets and topologies stay below the control plane"
             elif _inside(mod, "controller") and any(_inside(dep, p) for p in ("experiments", "bench")):
                 rule = "the control plane does not import experiments"
-            elif _inside(mod, "controller") and _inside(dep, "hosts") and dep not in HOST_INTERFACES:
-                rule = "the control plane uses hosts only through HOST_INTERFACES"
+            elif _inside(mod, "controller") and _inside(dep, "hosts"):
+                rule = "the control plane imports no host module (shared formats: wire)"
             elif _inside(mod, "experiments") and _inside(dep, "bench"):
                 rule = "experiments do not import benchmarks"
             if rule:
@@ -295,12 +289,23 @@ def test_layering() -> None:
 
 
 def test_layering_check_catches_a_violation() -> None:
-    graph = {"controller.ina.deployment": {"experiments.ina", "hosts.ina.worker", "hosts.packets"},
-             "hosts.ina.worker": {"controller.deploy"}, "controller.experiment": {"experiments.main"}}
+    graph = {"controller.ina.deployment": {"experiments.ina", "hosts.ina.worker", "wire.ina"},
+             "hosts.ina.worker": {"controller.deploy", "wire.ina"},
+             "controller.experiment": {"experiments.main"},
+             "wire.ina": {"wire.ports"}, "wire.ndn": {"hosts.net", "wire.ports"}}
     assert layer_violations(graph) == [
         "controller.ina.deployment -> experiments.ina (the control plane does not import experiments)",
-        "controller.ina.deployment -> hosts.ina.worker (the control plane uses hosts only through "
-        "HOST_INTERFACES)",
+        "controller.ina.deployment -> hosts.ina.worker (the control plane imports no host module "
+        "(shared formats: wire))",
         "hosts.ina.worker -> controller.deploy (agents, targets and topologies stay below the control "
         "plane)",
+        "wire.ndn -> hosts.net (the wire layer imports nothing else of the project)",
     ]
+
+
+def test_wire_imports_only_wire() -> None:
+    graph = import_graph(PACKAGES)
+    wire = {m: deps for m, deps in graph.items() if _inside(m, "wire")}
+    assert {"wire.ina", "wire.ina_policy", "wire.ndn", "wire.bcube_schedule"} <= set(wire)
+    assert "wire.ina" in wire["wire.ina_policy"]  # the graph sees wire's own imports
+    assert all(_inside(d, "wire") for deps in wire.values() for d in deps)

@@ -28,12 +28,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hosts.ina.policy import Policy
 from hosts.ina.ps import ParameterServer
 from hosts.ina.rounds import FragmentCycle, max_round_cycle
-from hosts.packets import INA_HEADER, INA_VALUES, MsgType
 from tests.ina_probe import NUM_AGGREGATORS, aggregator_index, covering_fragments
 from tests.netenv import net_skip_reason
+from wire.ina import INA_HEADER, INA_VALUES, MsgType
+from wire.ina_policy import Policy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -342,8 +342,8 @@ ROUNDS, CYCLE = 1000, 50
 def test_thousand_rounds_leave_capacity_unchanged(net) -> None:  # noqa: ANN001
     from controller.ina import InaJob
     from experiments.runner import await_ready, finish, spawn
-    from hosts.fixedpoint import quantize
     from hosts.ina.worker import round_gradient
+    from wire.fixedpoint import quantize
 
     network, topo, out = net
     _, probe = _jobs(topo)

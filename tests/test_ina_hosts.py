@@ -1,4 +1,4 @@
-"""INA host agents (hosts/packets.py, fixedpoint.py, ina_worker.py, ina_ps.py) on loopback.
+"""INA host agents (wire/ina.py, wire/fixedpoint.py, ina_worker.py, ina_ps.py) on loopback.
 
 The PS and the workers run as threads (one CLI test as processes) on 127.x.y.z
 addresses: the subnet is derived from the pid and a per-test counter, so concurrent
@@ -26,8 +26,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hosts import packets
-from hosts.fixedpoint import (
+from hosts.ina.ps import ParameterServer, PSReport
+from hosts.ina.worker import (
+    FaultInjection,
+    InaTimeoutError,
+    Policy,
+    PolicyError,
+    SwitchRef,
+    Worker,
+    open_ina_socket,
+)
+from wire import scapy_layers
+from wire.fixedpoint import (
     BFP_LOOKAHEAD,
     FixedPointOverflow,
     bfp_dequantize,
@@ -41,20 +51,11 @@ from hosts.fixedpoint import (
     pad_to_fragments,
     quantize,
 )
-from hosts.ina.ps import ParameterServer, PSReport
-from hosts.ina.worker import (
-    FaultInjection,
-    InaTimeoutError,
-    Policy,
-    PolicyError,
-    SwitchRef,
-    Worker,
-    open_ina_socket,
-)
-from hosts.packets import (
+from wire.ina import (
     INA_HEADER,
     INA_HEADER_LEN,
     INA_PACKET_LEN,
+    INA_UDP_PORT,
     INA_VALUES,
     InaDecodeError,
     InaFlags,
@@ -64,7 +65,7 @@ from hosts.packets import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-PORT = packets.INA_UDP_PORT
+PORT = INA_UDP_PORT
 S = 16
 
 _subnet = itertools.count(1)
@@ -182,28 +183,28 @@ def test_scapy_and_fast_codec_agree_byte_for_byte():
         vals = rng.integers(-(2**31), 2**31, size=INA_VALUES, dtype=np.int64).astype(np.int32)
         vals[:2] = [-(2**31), 2**31 - 1]
         fast = encode_ina(**fields, values=vals)
-        sc = bytes(packets.INA(**fields) / packets.INAValues(values=[int(v) for v in vals]))
+        sc = bytes(scapy_layers.INA(**fields) / scapy_layers.INAValues(values=[int(v) for v in vals]))
         assert fast == sc and len(fast) == INA_PACKET_LEN == 308
         hdr, dv = decode_ina(sc)
         assert hdr._asdict() == fields
         assert dv.dtype == np.int32 and np.array_equal(dv, vals)
         # scapy dissects what the fast codec wrote
-        ina = packets.INA(fast)
+        ina = scapy_layers.INA(fast)
         assert {k: int(ina.getfieldval(k)) for k in fields} == fields
-        assert [int(v) for v in ina[packets.INAValues].values] == vals.tolist()
+        assert [int(v) for v in ina[scapy_layers.INAValues].values] == vals.tolist()
         # the same header as a CLEAR: no values on either side
         fields["msg_type"] = int(MsgType.CLEAR)
         clear = encode_ina(**fields)
-        assert clear == bytes(packets.INA(**fields)) and len(clear) == 52
-        assert packets.INAValues not in packets.INA(clear)
+        assert clear == bytes(scapy_layers.INA(**fields)) and len(clear) == 52
+        assert scapy_layers.INAValues not in scapy_layers.INA(clear)
     # UDP()/INA() gets dport 40000 from the binding (dissection by port is not checked:
     # tests/p4/packets.py binds a test header to the same port in the same session)
-    udp = UDP(bytes(IP(dst="10.0.0.1") / UDP(sport=1234) / packets.INA())[20:28])
+    udp = UDP(bytes(IP(dst="10.0.0.1") / UDP(sport=1234) / scapy_layers.INA())[20:28])
     assert udp.dport == PORT
 
 
 def test_codec_edges():
-    assert packets.INA_HEADER_LEN == 52 and len(packets.INA()) == 52
+    assert INA_HEADER_LEN == 52 and len(scapy_layers.INA()) == 52
     # a CLEAR is the header alone (the P4 parser extracts no values for it)
     clear = encode_ina(MsgType.CLEAR, 3, tag=5)
     assert clear == INA_HEADER.pack(4, 3, 0, 0, 5, 0, 0, 0, 0, 0, 0)
@@ -224,10 +225,10 @@ def test_codec_edges():
     with pytest.raises(ValueError):
         encode_ina(1, 1, values=np.zeros(INA_VALUES, np.float32))
     with pytest.raises(ValueError):
-        bytes(packets.INAValues(values=[1, 2, 3]))
-    assert packets.INA(flags="RETX+VIA_SD").flags == InaFlags.RETX | InaFlags.VIA_SD
+        bytes(scapy_layers.INAValues(values=[1, 2, 3]))
+    assert scapy_layers.INA(flags="RETX+VIA_SD").flags == InaFlags.RETX | InaFlags.VIA_SD
     # flags, sd_fanin (16 bits), max_exp end the header
-    assert bytes(packets.INA(flags="VIA_SD", sd_fanin=7, max_exp=9))[48:52] == b"\x02\x00\x07\x09"
+    assert bytes(scapy_layers.INA(flags="VIA_SD", sd_fanin=7, max_exp=9))[48:52] == b"\x02\x00\x07\x09"
     with pytest.raises(struct.error):  # rank 256 has no bit
         INA_HEADER.pack(1, 1, 0, 0, 0, 0, 1 << 256, 1, 0, 0, 0)
 
@@ -816,7 +817,7 @@ def test_ps_open_ended_rounds_stop_when_idle(net):
 
 def test_agents_and_p4_program_agree_on_the_packet() -> None:
     """The committed ina.json's headers are the agents' format: a 52-byte INA header and
-    INA_VALUES values of 32 bits (p4src/include/config.p4 and hosts/packets.py)."""
+    INA_VALUES values of 32 bits (p4src/include/config.p4 and wire/ina.py)."""
     root = Path(__file__).resolve().parent.parent
     spec = json.loads((root / "p4src" / "build" / "ina.json").read_text())
     types = {t["name"]: t["fields"] for t in spec["header_types"]}

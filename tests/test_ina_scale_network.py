@@ -24,7 +24,9 @@ import pytest
 
 from controller.ina import InaDeployment, InaJob
 from experiments.ina import run_jobs, switch_neighbors
-from hosts.fixedpoint import (
+from tests.netenv import net_skip_reason
+from topologies import leaf_spine
+from wire.fixedpoint import (
     FixedPointOverflow,
     bfp_dequantize,
     bfp_error_bound,
@@ -32,9 +34,7 @@ from hosts.fixedpoint import (
     num_fragments,
     quantize,
 )
-from hosts.packets import INA_VALUES
-from tests.netenv import net_skip_reason
-from topologies import leaf_spine
+from wire.ina import INA_VALUES
 
 pytestmark = [pytest.mark.net, pytest.mark.slow]
 

@@ -4,7 +4,7 @@ spoof a member's addresses, change no result.
 One fat-tree k=4 network (embedded target unless TARGET says otherwise). The job's PS is
 ``h1``, its workers ``h3..h10``; ``h2`` (under the PS's switch, ``s_d``) and ``h12``
 (under a switch with no member) are intruders. They send forged frames built with the
-scapy classes of ``hosts/packets.py`` from inside their namespaces (``tests/ina_forge.py``):
+scapy classes of ``wire/scapy_layers.py`` from inside their namespaces (``tests/ina_forge.py``):
 GRADs before the workers send (with their own address, spoofing a worker's MAC and IP,
 empty, multi-contributor), and RESULTs and CLEARs while the job runs. Every element of
 every worker's result must equal the exact integer sum, and the admission drop counters
@@ -27,9 +27,9 @@ import pytest
 from controller.ina import ADMISSION_DROPS, InaDeployment, InaJob, switch_ip
 from controller.routing import port_mac
 from experiments.ina import run_jobs, switch_neighbors
-from hosts.packets import INA_VALUES, MsgType
 from tests.netenv import net_skip_reason
 from topologies import fat_tree
+from wire.ina import INA_VALUES, MsgType
 
 ROOT = Path(__file__).resolve().parent.parent
 PS, WORKERS, INTRUDERS = "h1", [f"h{i}" for i in range(3, 11)], ("h2", "h12")

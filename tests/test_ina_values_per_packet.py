@@ -14,8 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hosts import packets
-from hosts.fixedpoint import (
+from hosts.ina.agent import FaultInjection
+from hosts.ina.ps import ParameterServer
+from hosts.ina.worker import Worker
+from tests.test_ina_hosts import _check_exact, _grads, _run, net  # noqa: F401 (fixture)
+from wire import ina, scapy_layers
+from wire.fixedpoint import (
     bfp_dequantize,
     bfp_error_bound,
     bfp_fragments,
@@ -24,11 +28,7 @@ from hosts.fixedpoint import (
     num_fragments,
     pad_to_fragments,
 )
-from hosts.ina.agent import FaultInjection
-from hosts.ina.policy import Policy, PolicyError
-from hosts.ina.ps import ParameterServer
-from hosts.ina.worker import Worker
-from hosts.packets import (
+from wire.ina import (
     INA_HEADER_LEN,
     INA_VALUE_SIZES,
     InaDecodeError,
@@ -37,7 +37,7 @@ from hosts.packets import (
     encode_ina,
     ina_packet_len,
 )
-from tests.test_ina_hosts import _check_exact, _grads, _run, net  # noqa: F401 (fixture)
+from wire.ina_policy import Policy, PolicyError
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = list(INA_VALUE_SIZES)
@@ -47,14 +47,14 @@ SIZES = list(INA_VALUE_SIZES)
 
 
 def test_sizes_and_packet_lengths() -> None:
-    assert INA_VALUE_SIZES == (64, 128, 256) and packets.INA_VALUES == 64
+    assert INA_VALUE_SIZES == (64, 128, 256) and ina.INA_VALUES == 64
     assert [ina_packet_len(v) for v in SIZES] == [308, 564, 1076]
-    assert ina_packet_len() == packets.INA_PACKET_LEN
+    assert ina_packet_len() == ina.INA_PACKET_LEN
     # a 256-value frame (+ UDP 8, IPv4 20, Ethernet 14) fits a 1500-byte MTU
     assert ina_packet_len(256) + 8 + 20 < 1500
     for bad in (0, 32, 100, 512, True, 128.5, "128"):
         with pytest.raises(ValueError, match="values per packet"):
-            packets.check_values_per_packet(bad)
+            ina.check_values_per_packet(bad)
 
 
 @pytest.mark.parametrize("v", SIZES)
@@ -70,9 +70,9 @@ def test_codec_round_trip_and_scapy(v: int) -> None:
     h, got = decode_ina(fast, v)
     assert h._asdict() == fields and got.tolist() == vals.tolist()
     # scapy: built and dissected with as many values as the payload holds
-    sc = bytes(packets.INA(**fields) / packets.INAValues(values=[int(x) for x in vals]))
+    sc = bytes(scapy_layers.INA(**fields) / scapy_layers.INAValues(values=[int(x) for x in vals]))
     assert sc == fast
-    assert [int(x) for x in packets.INA(fast)[packets.INAValues].values] == vals.tolist()
+    assert [int(x) for x in scapy_layers.INA(fast)[scapy_layers.INAValues].values] == vals.tolist()
     if v > 64:  # decoding as another size: too short for a bigger one, a prefix never
         with pytest.raises(InaDecodeError, match=f"expected {ina_packet_len(256)}"):
             decode_ina(encode_ina(**fields, values=vals[:64]), 256)
@@ -90,7 +90,7 @@ def test_codec_refuses_other_lengths() -> None:
     with pytest.raises(ValueError, match="values per packet"):
         encode_ina(1, 1, values_per_packet=100)
     with pytest.raises(ValueError, match="INAValues needs 64 or 128 or 256"):
-        bytes(packets.INAValues(values=[0] * 65))
+        bytes(scapy_layers.INAValues(values=[0] * 65))
     # a CLEAR is the header alone whatever the size
     assert len(encode_ina(MsgType.CLEAR, 1)) == INA_HEADER_LEN
 

@@ -1,6 +1,6 @@
-"""The README's manual workflow ("A network you keep"), run line by line as a user would.
+"""The manual workflow ("A network you keep", docs/cli.md), run line by line as a user would.
 
-The commands are parsed from the README's code block, so the document and this test
+The commands are parsed from the docs page's code block, so the document and this test
 cannot drift apart. ``gradctl`` on PATH runs this checkout's control plane. Checked on
 top of every command succeeding: the held network's bandwidth was planned on, job 1's
 and job 2's aggregation really happened in the switches, the ``--loss`` entry of
@@ -29,15 +29,15 @@ pytestmark = pytest.mark.net
 SECTION = "## A network you keep: the manual workflow"
 
 
-def readme_workflow() -> list[str]:
-    """The command lines of the README's manual-workflow code block."""
-    text = (ROOT / "README.md").read_text()
+def workflow_lines() -> list[str]:
+    """The command lines of the manual-workflow code block of docs/cli.md."""
+    text = (ROOT / "docs" / "cli.md").read_text()
     block = text[text.index(SECTION):].split("```\n", 2)[1]
     return [ln for ln in block.splitlines() if ln.strip()]
 
 
-def test_readme_block_parses() -> None:
-    lines = readme_workflow()
+def test_workflow_block_parses() -> None:
+    lines = workflow_lines()
     assert lines[0].startswith("D=$(gradctl net up ")
     assert lines[-1] == "gradctl net down $D"
     assert any("gradctl ina undeploy" in ln for ln in lines)
@@ -85,9 +85,9 @@ def _link_loss_entries(run_dir: str, switch: str, program: Path | None = None) -
 
 @pytest.mark.skipif(net_skip_reason("forward", "ina", "ndn") is not None,
                     reason=net_skip_reason("forward", "ina", "ndn") or "")
-@pytest.mark.long  # the printed-commands workflow runs in test_netctl; the README block is parsed above
+@pytest.mark.long  # the printed-commands workflow runs in test_netctl; the docs block is parsed above
 def test_manual_workflow(gradctl_path: dict[str, str], tmp_path: Path) -> None:
-    lines = readme_workflow()
+    lines = workflow_lines()
     body, down = lines[:-1], lines[-1]
     state = tmp_path / "D"
     # one shell, as a user's: $D carries from line to line; stop at the first failure
@@ -99,7 +99,7 @@ def test_manual_workflow(gradctl_path: dict[str, str], tmp_path: Path) -> None:
         m = re.search(r"/tmp/gradnet-\w+", r.stdout + r.stderr)
         run_dir = m.group(0) if m else ""
     try:
-        assert r.returncode == 0, f"README workflow failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+        assert r.returncode == 0, f"docs/cli.md workflow failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
         out = r.stdout
         # planned on the held network's 20 Mbit/s (net up --bw 20), not the topology's 100
         assert "γ = 20.00 Mbit/s per worker" in out

@@ -1,4 +1,4 @@
-"""The NDN agents' timing rules and retransmissions, in process (hosts/ndn/common.py).
+"""The NDN agents' timing rules and retransmissions, in process (hosts/ndn/timers.py, hosts/ndn/requester.py).
 
 * step 5.3.1's probe timer: 1.5 x the largest of the last five send-to-update delays,
   within 0.3 .. 2 s, 2 s before any delay is known;
@@ -14,14 +14,9 @@ import time
 import pytest
 from ndn.encoding import parse_interest
 
-from hosts.ndn.common import (
-    Requester,
-    finish_estimate,
-    marker,
-    name_of,
-    ndn_payload,
-    probe_timeout,
-)
+from hosts.ndn.requester import Requester
+from hosts.ndn.timers import finish_estimate, probe_timeout
+from wire.ndn import marker, name_of, ndn_payload
 
 GPU_DEFAULTS = dict(factor=1.5, lo=0.3, hi=2.0, initial=2.0)   # hosts/ndn/gpu.py's options
 

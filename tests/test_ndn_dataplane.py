@@ -29,9 +29,9 @@ from controller.ndn import (
     TransientPit,
 )
 from controller.p4runtime import Program
-from hosts.ndn.common import NDN_MAC, data_packet, interest_packet, name_of
 from targets.launch import bmv2_available
 from tests.netenv import ROOT
+from wire.ndn import NDN_MAC, data_packet, interest_packet, name_of
 
 NDN_JSON = ROOT / "p4src" / "build" / "ndn.json"
 NDN_P4INFO = ROOT / "p4src" / "build" / "ndn.p4info.txt"

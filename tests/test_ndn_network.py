@@ -132,7 +132,7 @@ def test_malformed_and_over_bound_packets_are_counted_drops(net) -> None:  # noq
     code = (
         "import time\n"
         "from ndn.encoding import make_interest, InterestParam\n"
-        "from hosts.ndn.common import EthernetFace\n"
+        "from hosts.ndn.faces import EthernetFace\n"
         "f = EthernetFace('h4-eth0')\n"
         "bad = [bytes(make_interest('/h1/a/b/c/d/e/f', InterestParam(nonce=1))),\n"
         "       bytes(make_interest('/h1/' + 'x' * 17, InterestParam(nonce=2))),\n"
@@ -145,7 +145,7 @@ def test_malformed_and_over_bound_packets_are_counted_drops(net) -> None:  # noq
     )
     sniff = network.host("h1").popen(
         [sys.executable, "-c",
-         "from hosts.ndn.common import EthernetFace\n"
+         "from hosts.ndn.faces import EthernetFace\n"
          "f = EthernetFace('h1-eth0')\n"
          "print('ready', flush=True)\n"
          "import time; end = time.time() + 20\n"
@@ -200,7 +200,7 @@ def test_gradctl_ndn_deploy_manage_and_show(net, capsys: pytest.CaptureFixture[s
     end = time.monotonic() + 60
     while not state_file.exists() and time.monotonic() < end:   # the manager is up
         time.sleep(0.2)
-    code = ("from hosts.ndn.common import EthernetFace, interest_packet, name_of\n"
+    code = ("from hosts.ndn.faces import EthernetFace\nfrom wire.ndn import interest_packet, name_of\n"
             "f = EthernetFace('h5-eth0')\n"
             "f.send(interest_packet(name_of(b'*insert*', 'h1', 'train', 'h5')))\n")
     network.host("h5").cmd(f"{sys.executable} -c \"{code}\"")

@@ -26,9 +26,9 @@ from controller.ndn import (
     prefix_hash,
 )
 from controller.p4runtime import Program
-from hosts.ndn.common import NDN_MAC, data_packet, interest_packet, name_of
 from targets.embedded.state import Replica, TableEntry
 from targets.embedded.switch import Switch
+from wire.ndn import NDN_MAC, data_packet, interest_packet, name_of
 
 ROOT = Path(__file__).resolve().parent.parent
 NDN_JSON = ROOT / "p4src" / "build" / "ndn.json"

@@ -38,7 +38,8 @@ FORGED = 1e6
 INTRUDER = """
 import pathlib, struct, sys, time
 import numpy as np
-from hosts.ndn.common import ETHERTYPE_NDN, NDN_MAC, EthernetFace, data_packet, name_of, segments
+from hosts.ndn.faces import EthernetFace
+from wire.ndn import ETHERTYPE_NDN, NDN_MAC, data_packet, name_of, segments
 iface, stop, rounds, mac = sys.argv[1], pathlib.Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 f = EthernetFace(iface)
 if mac:   # spoof the PS's source address: the switches must not care
@@ -60,7 +61,8 @@ print(n, flush=True)
 SNIFFER = """
 import json, pathlib, sys
 import numpy as np
-from hosts.ndn.common import EthernetFace, marker
+from hosts.ndn.faces import EthernetFace
+from wire.ndn import marker
 f = EthernetFace(sys.argv[1])
 stop = pathlib.Path(sys.argv[2])
 seen = {'forged': 0, 'real': 0}

@@ -150,13 +150,13 @@ def test_mininet_cli_prints_its_answers() -> None:
 
 @net
 def test_manual_ina_workflow_from_printed_commands(tmp_path: Path) -> None:
-    """README's manual workflow: net up -> ina deploy -> run the commands it prints
+    """The manual workflow (docs/cli.md): net up -> ina deploy -> run the commands it prints
     (gradctl net exec ...) -> every worker's sum is exact -> counters -> net down."""
     import shlex
 
     import numpy as np
 
-    from hosts.fixedpoint import quantize
+    from wire.fixedpoint import quantize
 
     topo = "leaf-spine:2,2,2"
     r = gradctl("net", "up", topo, "--bw", "50", "--target", TARGET)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from hosts.packets import INA_VALUE_SIZES
 from targets.embedded.compiler import Program
+from wire.ina import INA_VALUE_SIZES
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted([*ROOT.glob("p4src/*.p4"), *ROOT.glob("tests/p4/*.p4")])

@@ -27,7 +27,8 @@ from finsy.p4client import P4ClientError
 from finsy.proto import p4d, p4i, p4r, p4r_grpc, rpc_status
 from google.protobuf import text_format
 
-from targets.embedded.p4runtime_server import P4RuntimeServer, decode_bytes, encode_bytes
+from targets.embedded.p4runtime.common import decode_bytes, encode_bytes
+from targets.embedded.p4runtime.server import P4RuntimeServer
 from targets.embedded.switch import Switch
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,7 +21,7 @@ from finsy import P4TableAction, P4TableEntry, P4TableMatch
 from controller.p4runtime import Program, SwitchSession
 from controller.roles import DEPLOY, NDN_PIT, ROLES, SHELL
 from targets.embedded.cli import build_parser
-from targets.embedded.p4runtime_server import P4RuntimeServer, ServerTls
+from targets.embedded.p4runtime.server import P4RuntimeServer, ServerTls
 from targets.embedded.switch import Switch
 from targets.launch import stop_process
 from targets.p4rt_client import ClientTls, P4RuntimeClient, P4RuntimeError

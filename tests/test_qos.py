@@ -73,7 +73,7 @@ def test_static_partition() -> None:
     """BMv2's stand-in for a shared port rate: whole packets/s per queue, adding up to at
     most the port rate, unused queues 1 pkt/s (0 would mean unlimited)."""
     from experiments.differentiated import partition_weights
-    from hosts.differentiated.wire import dscp_priority_map
+    from wire.differentiated import dscp_priority_map
 
     w = partition_weights(dscp_priority_map(3, 8), top_share=0.5)
     assert w == {7: 0.5, 6: 0.5 * 4 / 7, 3: 0.5 * 2 / 7, 0: 0.5 / 7}

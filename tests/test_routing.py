@@ -11,7 +11,7 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from controller.cli import UsageError, main, parse_topology
+from controller.cli import main
 from controller.routing import (
     RoutingError,
     SwitchRoutes,
@@ -21,6 +21,8 @@ from controller.routing import (
     switch_routes,
 )
 from topologies import Topology, bcube, fat_tree, leaf_spine, linear, star
+from topologies.spec import SpecError as UsageError
+from topologies.spec import parse_topology
 
 REPO = Path(__file__).resolve().parent.parent
 

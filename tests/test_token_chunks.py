@@ -20,8 +20,8 @@ import pytest
 
 from controller.token import TokenDeployment, token_lan
 from experiments.token import TokenRun, run_token
-from hosts.fixedpoint import quantize
 from tests.netenv import net_skip_reason
+from wire.fixedpoint import quantize
 
 HOSTS = ["h1", "h2", "h3"]
 SCALE_BITS = 16

@@ -1,7 +1,7 @@
 """The token smart NIC (p4src/nic.p4) and LAN switch (lan.p4), in process.
 
 The committed p4c output runs in the embedded target through ``Switch.process``: each
-test feeds real token frames (hosts/packets.py) to the NIC's host port (1) or LAN port
+test feeds real token frames (wire/token.py) to the NIC's host port (1) or LAN port
 (2) and checks what leaves, the read-out sums element by element against numpy, and
 the drop counters. The same program on a real emulated LAN: test_token_network.py.
 """
@@ -14,7 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hosts.packets import (
+from targets.embedded.state import Replica
+from targets.embedded.switch import Switch
+from wire.token import (
     TOKEN_HEADER_LEN,
     TOKEN_VALUES,
     TokenDecodeError,
@@ -26,8 +28,6 @@ from hosts.packets import (
     mac_bytes,
     token_values,
 )
-from targets.embedded.state import Replica
-from targets.embedded.switch import Switch
 
 ROOT = Path(__file__).resolve().parent.parent
 NIC = ROOT / "p4src" / "build" / "nic.json"

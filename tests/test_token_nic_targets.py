@@ -30,7 +30,10 @@ import numpy as np
 import pytest
 from finsy import P4CounterEntry, P4MulticastGroupEntry
 
-from hosts.packets import (
+from targets.launch import bmv2_available
+from targets.p4rt_client import P4RuntimeClient
+from targets.testbed import Testbed as SwitchTestbed
+from wire.token import (
     TOKEN_VALUES,
     TokenFlags,
     TokenHeader,
@@ -39,9 +42,6 @@ from hosts.packets import (
     encode_token,
     mac_bytes,
 )
-from targets.launch import bmv2_available
-from targets.p4rt_client import P4RuntimeClient
-from targets.testbed import Testbed as SwitchTestbed
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "p4src" / "build"

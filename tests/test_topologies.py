@@ -231,8 +231,8 @@ def test_leaf_spine_structure() -> None:
 
 
 def test_rail_networks_copy_the_one_rail_topology_per_nic() -> None:
-    from controller.cli import parse_topology
     from controller.routing import compute_routes
+    from topologies.spec import parse_topology
 
     one = leaf_spine(2, 3, 3, bw=7)
     topo = parse_topology("rail-leaf-spine:2,2,3,3,bw=7")

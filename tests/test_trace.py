@@ -17,7 +17,7 @@ import pytest
 from scapy.all import ARP, IP, UDP, Ether
 
 from targets.embedded import runtime_cli
-from targets.embedded.p4runtime_server import P4RuntimeServer
+from targets.embedded.p4runtime.server import P4RuntimeServer
 from targets.embedded.switch import Switch
 from targets.embedded.trace import diff_steps, main, normalize, steps
 from targets.p4rt_client import P4RuntimeClient

@@ -105,8 +105,8 @@ def test_rail_ring_and_rail_sharded_ps_train_the_same_weights(tmp_path):
     import torch
 
     from hosts import training as tr
-    from hosts.fixedpoint import dequantize, quantize
     from hosts.trainer import weights_hash
+    from wire.fixedpoint import dequantize, quantize
 
     seed, world, batch, steps, epochs = 0, 4, 16, 6, 2
     argv = ["--scheme", "rail_ring,rail_sharded_ps", "--reference", "rail_ring", "--seeds", "1",

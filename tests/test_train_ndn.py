@@ -41,7 +41,7 @@ def test_setting_refuses_pit_ports_above_8_and_kill():
 def test_harness_work_is_the_trainers():
     """The agents' --train-model work: the trainer's initial weights, batches and SGD step."""
     from hosts import training as tr
-    from hosts.ndn.common import HarnessWork
+    from hosts.ndn.harness import HarnessWork
     from hosts.trainer import weights_hash
 
     seed, world, batch, steps = 3, 2, 16, 4

@@ -139,8 +139,8 @@ def test_gloo_and_token_train_the_mlp_in_chunks(tmp_path: Path):
 
 def test_token_grid_cells_rates_spreads_and_winner():
     from bench import token_grid as g
-    from controller.cli import parse_topology
     from controller.token import token_lan
+    from topologies.spec import parse_topology
 
     assert g.spread_factors(4, 4) == [1.0, 2.0, 3.0, 4.0] and g.spread_factors(8, 1) == [1.0] * 8
     # one 3,818-value gradient (122,176 bits) takes compute / ratio on one link

@@ -21,7 +21,7 @@ from rich.table import Table
 
 from controller.cli import UsageError
 from controller.output import TableConsole
-from hosts.bml.schedule import BcubeSchedule, ScheduleError
+from wire.bcube_schedule import BcubeSchedule, ScheduleError
 
 console = TableConsole()
 

@@ -26,11 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from hosts.bml.schedule import DEFAULT_PIECES, RAIL_SCHEMES, BcubeSchedule, ScheduleError, cut
-from hosts.fixedpoint import max_scale_bits, quantize
-from hosts.packets import BCUBE_HEADER_LEN, BCUBE_TCP_PORT
+from controller import registry
 from topologies import bcube, fat_tree, rail_fat_tree, rail_leaf_spine
 from topologies.base import Topology
+from wire.bcube import BCUBE_HEADER_LEN, BCUBE_TCP_PORT
+from wire.bcube_schedule import DEFAULT_PIECES, RAIL_SCHEMES, BcubeSchedule, ScheduleError, cut
+from wire.fixedpoint import max_scale_bits, quantize
 
 __all__ = [
     "AGENTS",
@@ -51,10 +52,8 @@ __all__ = [
     "rail_plan",
 ]
 
-#: Agent module per scheme.
-AGENTS = {"bml": "hosts.bml", "sharded_ps": "hosts.bml.baselines",
-          "ring": "hosts.bml.baselines", "ps": "hosts.bml.baselines",
-          "rail_ring": "hosts.bml.baselines", "rail_sharded_ps": "hosts.bml.baselines"}
+#: Agent module per scheme (entries of the one registry, controller/registry.py).
+AGENTS = registry.AGENTS
 #: Fabrics a k-rail network's rails can be (``baseline_rails``).
 RAIL_FABRICS = ("leaf-spine", "fat-tree")
 SCHEMES = tuple(AGENTS)

@@ -15,7 +15,7 @@ from typing import Any
 
 from controller.ina.aggregator import _ip_int
 from controller.p4runtime import ControlBlock, DeployError
-from hosts.packets import INA_MAX_WORKERS
+from wire.ina import INA_MAX_WORKERS
 
 #: ``ina_admission_drops`` index -> name (``admission.p4``'s ``INA_ADMIT_*``)
 ADMISSION_DROPS: dict[int, str] = {

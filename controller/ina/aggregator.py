@@ -8,6 +8,7 @@ import ipaddress
 from typing import Any
 
 from controller.p4runtime import ControlBlock, DeployError
+from wire.ina_policy import PolicyError, default_switch_ip
 
 #: ``INA_AGGREGATOR_TIMEOUT_US`` of ``p4src/include/config.p4``: what a switch uses until
 #: the controller writes another timeout.
@@ -15,13 +16,17 @@ DEFAULT_AGGREGATOR_TIMEOUT_US = 1_000_000
 _TIMEOUT_MAX_US = (1 << 48) - 1  # set_aggregator_timeout's bit<48>
 #: ``ina_events`` cells, by index (aggregator.p4).
 EVENT_NAMES = ("added", "partial", "passed_on", "cleared", "result", "taken_over")
+#: ``ina_drops`` cells 1, 2, ... (aggregator.p4): packets the aggregator consumed.
+DROP_NAMES = ("absorbed", "duplicate", "unknown_job", "clear", "wrong_size")
 
 
 def switch_ip(device_id: int) -> str:
-    """The address an aggregating switch answers: ``10.255.<id/256>.<id%256>``."""
-    if not 1 <= device_id <= 0xFFFF:
-        raise DeployError(f"device id {device_id} has no INA address")
-    return f"10.255.{device_id >> 8}.{device_id & 0xFF}"
+    """The address an aggregating switch answers (:func:`wire.ina_policy.default_switch_ip`:
+    ``10.255.<id/256>.<id%256>``); :class:`DeployError` for an id without one."""
+    try:
+        return default_switch_ip(device_id)
+    except PolicyError:
+        raise DeployError(f"device id {device_id} has no INA address") from None
 
 
 def _ip_int(ip: str) -> int:
@@ -59,11 +64,10 @@ class Aggregator(ControlBlock):
 
     async def read_events(self, session: Any) -> dict[str, int]:
         """``ina_events`` (``EVENT_NAMES``) and the consumed packets of ``ina_drops``
-        (absorbed, duplicate, unknown_job, clear, wrong_size), by name."""
+        (``DROP_NAMES``), by name."""
         cells = await session.read_counter(self.name("ina_events"))
         out = {n: cells.get(i, (0, 0))[0] for i, n in enumerate(EVENT_NAMES)}
         drops = await session.read_counter(self.name("ina_drops"))
-        for i, n in enumerate(["absorbed", "duplicate", "unknown_job", "clear", "wrong_size"],
-                              start=1):
+        for i, n in enumerate(DROP_NAMES, start=1):
             out[n] = drops.get(i, (0, 0))[0]
         return out

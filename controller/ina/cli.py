@@ -1,7 +1,11 @@
 """``gradctl place`` and ``gradctl ina``: switch placement and in-network aggregation jobs.
 
-The twin of ``controller/ina/deployment.py`` and ``controller/placement/`` on the command line;
-registered into gradctl by ``controller/cli.py``.
+The command line of ``controller/placement/`` and ``controller/ina/``: one register/run
+pair per group (:func:`register_place`/:func:`run_place`, :func:`register_ina`/
+:func:`run_ina`), which parse, check and call the library: the job's command lines
+(:mod:`controller.ina.commands`), a held network's jobs (:mod:`controller.ina.jobstate`)
+and what is printed (:mod:`controller.ina.tables`). :func:`register` adds both groups to
+gradctl (listed in ``controller/registry.py``).
 """
 
 from __future__ import annotations
@@ -10,14 +14,9 @@ import argparse
 import json
 import os
 import shlex
-import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-from rich import box
-from rich.table import Table
 
 from controller.cli import (
     PROG,
@@ -28,11 +27,26 @@ from controller.cli import (
     held_state,
     network_args,
     network_topology,
-    parse_topology,
+)
+from controller.ina import jobstate
+from controller.ina.commands import host_setup, ina_commands, job_script
+from controller.ina.tables import (
+    admission_table,
+    comparison_table,
+    deploy_json,
+    events_table,
+    installed_table,
+    placement_header,
+    placement_json,
+    policy_table,
+    rates_table,
+    switches_table,
+    trace_table,
 )
 from controller.p4runtime import DeployError
-from hosts.packets import INA_VALUE_SIZES, INA_VALUES
-from topologies import Topology, TopologyError
+from topologies import Topology
+from topologies.spec import parse_topology
+from wire.ina import INA_VALUE_SIZES, INA_VALUES
 
 # ----------------------------------------------------------------------------- placement
 
@@ -127,189 +141,6 @@ def solve_placements(problem: Any, method: str, *, seed: int = 0,
     return out
 
 
-def _gap(gamma: float, optimum: float | None) -> float | None:
-    if optimum is None or optimum <= 0:
-        return None
-    return max(0.0, (optimum - gamma) / optimum)
-
-
-def _fmt_rate(v: float) -> str:
-    return f"{v:.2f}" if v > 1e-9 else "-"
-
-
-def _switch_rows(topo: Topology, pl: Any) -> list[dict[str, Any]]:
-    """One dict per aggregating switch: S in selection order, then s_d."""
-    res = pl.result
-    inputs: dict[str, float] = {}
-    for rates in res.rates.values():
-        for t, r in rates.items():
-            inputs[t] = inputs.get(t, 0.0) + r
-    rows = []
-    for i, s in enumerate(res.switches, start=1):
-        rows.append({"order": i, "switch": s, "device_id": topo.device_id(s),
-                     "role": topo.node(s)["role"], "kind": "S",
-                     "input": inputs.get(s, 0.0), "output": res.switch_out.get(s, 0.0),
-                     "to_sd": res.via_tor.get(s, 0.0)})
-    if res.tor_active and res.tor not in res.switches:
-        merged = sum(res.via_tor.values())
-        rows.append({"order": None, "switch": res.tor, "device_id": topo.device_id(res.tor),
-                     "role": topo.node(res.tor)["role"], "kind": "s_d",
-                     "input": inputs.get(res.tor, 0.0) + merged,
-                     "output": res.switch_out.get(res.tor, 0.0), "to_sd": 0.0})
-    return rows
-
-
-def placement_header(topo: Topology, pl: Any) -> str:
-    """Two lines: the instance and the result."""
-    prob, res = pl.problem, pl.result
-    return (f"placement on {topo.name}: PS {prob.ps} (its ToR s_d = {res.tor}), "
-            f"{len(prob.workers)} worker{'s' if len(prob.workers) != 1 else ''}, "
-            f"K = {prob.budget}, C = {prob.switch_capacity:g} Mbit/s\n"
-            f"{pl.method}: switches {', '.join(pl.switches) or '(none)'}; "
-            f"γ = {pl.gamma:.2f} Mbit/s per worker (solved in {pl.solve_time_s:.2f} s)")
-
-
-def switches_table(topo: Topology, pl: Any) -> Table:
-    """The chosen switches (selection order) and s_d: ids, roles and LP rates."""
-    t = Table(title="aggregating switches", box=box.SIMPLE_HEAD, title_justify="left")
-    for col, just in (("#", "right"), ("switch", "left"), ("device id", "right"),
-                      ("role", "left"), ("aggregates as", "left"), ("in Mbit/s", "right"),
-                      ("out Mbit/s", "right"), ("of which to s_d", "right")):
-        t.add_column(col, justify=just)
-    for r in _switch_rows(topo, pl):
-        what = "programmable (budget)" if r["kind"] == "S" else "s_d, PS's ToR (outside K)"
-        t.add_row("s_d" if r["order"] is None else str(r["order"]), r["switch"],
-                  str(r["device_id"]), r["role"], what, _fmt_rate(r["input"]),
-                  _fmt_rate(r["output"]), _fmt_rate(r["to_sd"]) if r["kind"] == "S" else "")
-    t.caption = ("in: workers' streams (at s_d also the partial aggregates merged there); "
-                 "out: aggregated stream")
-    t.caption_justify = "left"
-    return t
-
-
-def rates_table(pl: Any) -> Table:
-    """Per-worker split of the gradient stream (Mbit/s) over the aggregation points."""
-    res = pl.result
-    targets = [*res.switches, res.tor, res.ps]
-    heads = [*(f"{s} (#{i})" for i, s in enumerate(res.switches, start=1)),
-             f"s_d {res.tor}", "PS direct"]
-    t = Table(title="per-worker split rates, Mbit/s (each row sums to γ)", box=box.SIMPLE_HEAD,
-              title_justify="left")
-    t.add_column("rank", justify="right")
-    t.add_column("worker")
-    for h in heads:
-        t.add_column(h, justify="right")
-    t.add_column("total", justify="right")
-    for rank, w in enumerate(pl.problem.workers):
-        rates = res.rates[w]
-        vals = [rates.get(x, 0.0) for x in targets]
-        t.add_row(str(rank), w, *(_fmt_rate(v) for v in vals), f"{sum(vals):.2f}")
-    return t
-
-
-def trace_table(topo: Topology, pl: Any, gamma0: float | None) -> Table:
-    """The greedy's rounds: the best candidate, its gamma, the gain, the runner-up."""
-    t = Table(title="greedy trace (each round: the LP for S + {s} for every candidate s)",
-              box=box.SIMPLE_HEAD, title_justify="left")
-    for col, just in (("round", "right"), ("best", "left"), ("device id", "right"),
-                      ("γ", "right"), ("gain", "right"), ("runner-up (γ)", "left"),
-                      ("candidates", "right")):
-        t.add_column(col, justify=just)
-    prev = gamma0
-    for r in pl.trace:
-        others = sorted(((g, s) for s, g in r.scores.items() if s != r.chosen),
-                        key=lambda x: -x[0])
-        runner = f"{others[0][1]} ({others[0][0]:.2f})" if others else "-"
-        gain = f"+{r.gamma - prev:.2f}" if prev is not None else ""
-        t.add_row(str(r.round + 1), r.chosen, str(topo.device_id(r.chosen)), f"{r.gamma:.2f}",
-                  gain, runner, str(len(r.scores)))
-        prev = r.gamma
-    if gamma0 is not None:
-        t.caption = f"γ with no programmable switch (s_d only): {gamma0:.2f}"
-        t.caption_justify = "left"
-    return t
-
-
-def comparison_table(pls: list[Any]) -> Table:
-    """γ of every method and its gap to the MILP optimum."""
-    opt = next((p for p in pls if p.method == "milp"), None)
-    t = Table(title="methods compared (same LP for every switch set)", box=box.SIMPLE_HEAD,
-              title_justify="left")
-    for col, just in (("method", "left"), ("switches", "left"), ("γ", "right"),
-                      ("gap to MILP", "right"), ("time s", "right")):
-        t.add_column(col, justify=just)
-    for p in pls:
-        gap = _gap(p.gamma, opt.gamma if opt else None)
-        note = ""
-        if p.method == "milp":
-            note = " (optimal)" if p.optimal else (
-                f" (not proven; bound {p.upper_bound:.2f})" if p.upper_bound else " (not proven)")
-        t.add_row(p.method, ", ".join(p.switches) or "-", f"{p.gamma:.2f}",
-                  ("-" if gap is None else f"{100 * gap:.2f}%") + note, f"{p.solve_time_s:.2f}")
-    return t
-
-
-def policy_table(job: Any) -> Table:
-    """Fragments per target of every worker in a routing policy."""
-    pol, res = job.policy, job.placement.result
-    ids = pol.switch_ids
-    targets = [*res.switches, res.tor]
-    t = Table(title=f"routing policy: how each worker tags its {pol.num_fragments} fragments",
-              box=box.SIMPLE_HEAD, title_justify="left")
-    t.add_column("rank", justify="right")
-    t.add_column("worker")
-    for s in targets:
-        t.add_column(f"{s} (id {ids[s]})", justify="right")
-    t.add_column("PS direct (0)", justify="right")
-    for rank, w in enumerate(job.workers):
-        c = pol.counts(w)
-        t.add_row(str(rank), w, *(str(c.get(ids[s], 0)) for s in targets), str(c.get(0, 0)))
-    via = {s: sum(1 for v in pol.partial_tags.get(s, ()) if v) for s in res.switches}
-    if any(via.values()):
-        t.caption = "aggregates merged again at s_d: " + ", ".join(
-            f"{s}: {n} fragments" for s, n in via.items() if n)
-        t.caption_justify = "left"
-    return t
-
-
-def placement_json(topo: Topology, pl: Any, *, comparison: list[Any] | None = None,
-                   job: Any = None) -> dict[str, Any]:
-    """The ``gradctl place --json`` object."""
-    prob, res = pl.problem, pl.result
-    out: dict[str, Any] = {
-        "topology": topo.name,
-        "ps": prob.ps,
-        "workers": list(prob.workers),
-        "budget": prob.budget,
-        "capacity": prob.switch_capacity,
-        "method": pl.method,
-        "switches": list(pl.switches),
-        "sd": res.tor,
-        "gamma": pl.gamma,
-        "aggregators": _switch_rows(topo, pl),
-        "rates": {w: {t: r for t, r in rates.items()} for w, rates in res.rates.items()},
-        "link_loads": [{"from": u, "to": v, "load": x, "capacity": topo.capacity(u, v)}
-                       for (u, v), x in res.link_loads.items()],
-        "trace": [{"round": r.round + 1, "chosen": r.chosen, "gamma": r.gamma,
-                   "scores": dict(r.scores)} for r in pl.trace],
-        "solve_time_s": pl.solve_time_s,
-    }
-    if pl.method == "milp":
-        out["optimal"] = pl.optimal
-        out["upper_bound"] = pl.upper_bound
-    if comparison is not None:
-        opt = next((p for p in comparison if p.method == "milp"), None)
-        out["comparison"] = [
-            {"method": p.method, "switches": list(p.switches), "gamma": p.gamma,
-             "gap": _gap(p.gamma, opt.gamma if opt else None), "solve_time_s": p.solve_time_s,
-             **({"optimal": p.optimal} if p.method == "milp" else {})}
-            for p in comparison
-        ]
-    if job is not None:
-        out["policy"] = job.policy_dict()
-    return out
-
-
 def _policy_job(topo: Topology, pl: Any, fragments: int, job_id: int) -> Any:
     """An :class:`InaJob` for placement ``pl`` with ``fragments`` fragments per worker."""
     from controller.ina import MAX_WORKERS, InaJob
@@ -326,7 +157,7 @@ def _policy_job(topo: Topology, pl: Any, fragments: int, job_id: int) -> Any:
     return InaJob(job_id, topo, pl.problem.ps, workers, pl, pol, fragments)
 
 
-def cmd_place(args: argparse.Namespace) -> int:
+def run_place(args: argparse.Namespace) -> int:
     """``gradctl place``."""
     topo = parse_topology(args.topo)
     ps, workers = parse_hosts(topo, args.ps, args.workers)
@@ -379,93 +210,8 @@ def _check_output_path(path: str, what: str) -> None:
 # ----------------------------------------------------------------------------- ina
 
 
-def _ina_host_setup(topo: Topology, hosts: Sequence[str],
-                    switches: Sequence[str]) -> dict[str, str]:
-    """Per host, the static ARP entries for the aggregating switches' addresses (they lie
-    in the hosts' subnet; the MAC is the host's own switch port, which routes by IP)."""
-    from controller.ina import switch_ip
-    from controller.routing import port_mac
-
-    out = {}
-    for h in hosts:
-        iface = topo.iface(h)
-        sw = iface["switch"]
-        mac = port_mac(topo.device_id(sw), topo.port(sw, h))
-        out[h] = "; ".join(
-            f"ip neigh replace {switch_ip(topo.device_id(s))} lladdr {mac} dev {iface['name']} "
-            "nud permanent" for s in switches)
-    return out
-
-
-def ina_commands(job: Any, policy_path: str | Path, values: int,
-                 ddp: bool = False) -> dict[str, str]:
-    """``{host: command}`` that starts the job's agents: the PS first, then the workers
-    in rank order (the dict keeps that order). ``ddp``: the workers are PyTorch DDP ranks
-    (``hosts.ina.ddp_train --hook ina``) and the PS serves rounds until they go quiet
-    (``--rounds 0``); their gloo rendezvous is rank 0's address (gloo's interface,
-    ``GLOO_SOCKET_IFNAME``, is set by ``gradctl net exec``)."""
-    py = shlex.quote(sys.executable)
-    pol = shlex.quote(str(policy_path))
-    topo = job.topology
-    ps = f"{py} -m hosts.ina.ps --policy {pol} --iface {topo.iface(job.ps)['name']}"
-    out = {job.ps: ps + (" --rounds 0 --idle-exit 20" if ddp else "")}
-    master = topo.host_ip(job.workers[0])
-    for rank, w in enumerate(job.workers):
-        if ddp:
-            out[w] = (f"{py} -m hosts.ina.ddp_train --rank {rank} --world {len(job.workers)} "
-                      f"--master-addr {master} --hook ina --policy {pol}")
-        else:
-            out[w] = f"{py} -m hosts.ina.worker --policy {pol} --rank {rank} --size {values}"
-    return out
-
-
-JOBS_FILE = "ina-jobs.json"
-
-
-def _held_jobs(run_dir: str) -> dict[int, dict[str, Any]]:
-    """The INA jobs deployed on a held network (``DIR/ina-jobs.json``), by job id: what
-    ``ina deploy`` was given, so that a later deploy or undeploy installs them again."""
-    path = Path(run_dir) / JOBS_FILE
-    if not path.is_file():
-        return {}
-    try:
-        return {int(j["job_id"]): j for j in json.loads(path.read_text())["jobs"]}
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise UsageError(f"{path}: unreadable job list ({e})") from None
-
-
-def _save_held_jobs(run_dir: str, jobs: dict[int, dict[str, Any]]) -> None:
-    path = Path(run_dir) / JOBS_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"jobs": [jobs[k] for k in sorted(jobs)]}, indent=1))
-    tmp.replace(path)
-
-
-def _plan(topo: Topology, spec: dict[str, Any]) -> Any:
-    from controller.ina import InaJob
-    from controller.placement import PlacementError
-
-    try:
-        return InaJob.plan(topo, spec["ps"], spec["workers"], spec["budget"] or 0,
-                           spec["capacity"] or 1.0, spec["values"], job_id=spec["job_id"],
-                           scale_bits=spec["scale_bits"], aggregate=not spec["baseline"],
-                           number_format=spec.get("number_format", "fixed"),
-                           values_per_packet=spec.get("values_per_packet", INA_VALUES))
-    except (PlacementError, DeployError) as e:
-        raise UsageError(f"job {spec['job_id']}: {e}") from None
-
-
-def cmd_ina_deploy(args: argparse.Namespace) -> int:
-    """``gradctl ina deploy``."""
-    from controller.ina import InaDeployment, switch_ip
-
-    topo = network_topology(args)
-    ps, workers = parse_hosts(topo, args.ps, args.workers)
-    if not args.baseline and (args.budget is None or args.capacity is None):
-        raise UsageError("--budget and --capacity are required (unless --baseline)")
-    if args.values < 1:
-        raise UsageError(f"--values must be >= 1, got {args.values}")
-    addresses = _addresses(args, topo)
+def _policy_path(args: argparse.Namespace) -> Path:
+    """Where ``ina deploy`` writes the job's policy file (``--policy-out`` or its default)."""
     if args.policy_out:
         policy_path = Path(args.policy_out)
     elif args.run_dir:
@@ -474,25 +220,46 @@ def cmd_ina_deploy(args: argparse.Namespace) -> int:
         policy_path = Path(f"ina-job{args.job_id}.policy.json")
     policy_path = policy_path.resolve()
     _check_output_path(str(policy_path), "--policy-out")
+    return policy_path
+
+
+def _timeout_us(args: argparse.Namespace) -> int | None:
+    if args.aggregator_timeout_ms is None:
+        return None
+    if not 0 <= args.aggregator_timeout_ms <= 1e9:
+        raise UsageError(f"--aggregator-timeout-ms must be within 0..1e9, got "
+                         f"{args.aggregator_timeout_ms:g}")
+    return round(args.aggregator_timeout_ms * 1000)
+
+
+def ina_deploy(args: argparse.Namespace) -> int:
+    """``gradctl ina deploy``."""
+    from controller.ina import InaDeployment
+
+    topo = network_topology(args)
+    ps, workers = parse_hosts(topo, args.ps, args.workers)
+    if not args.baseline and (args.budget is None or args.capacity is None):
+        raise UsageError("--budget and --capacity are required (unless --baseline)")
+    if args.values < 1:
+        raise UsageError(f"--values must be >= 1, got {args.values}")
+    addresses = _addresses(args, topo)
+    policy_path = _policy_path(args)
     if not args.baseline:
         # the same checks as `place` (clear messages), before anything is installed
         _placement_problem(topo, ps, workers, args.budget, args.capacity)
     spec = {"job_id": args.job_id, "ps": ps, "workers": workers, "budget": args.budget,
             "capacity": args.capacity, "values": args.values, "scale_bits": args.scale_bits,
             "number_format": args.number_format,
-            "values_per_packet": args.values_per_packet, "baseline": args.baseline, "policy": str(policy_path), "ddp": args.ddp}
-    job = _plan(topo, spec)
-    timeout_us = None
-    if args.aggregator_timeout_ms is not None:
-        if not 0 <= args.aggregator_timeout_ms <= 1e9:
-            raise UsageError(f"--aggregator-timeout-ms must be within 0..1e9, got "
-                             f"{args.aggregator_timeout_ms:g}")
-        timeout_us = round(args.aggregator_timeout_ms * 1000)
+            "values_per_packet": args.values_per_packet, "baseline": args.baseline,
+            "policy": str(policy_path), "ddp": args.ddp}
+    job = jobstate.plan_job(topo, spec)
+    timeout_us = _timeout_us(args)
     # On a held network the jobs deployed before stay: all are installed together (one
     # pipeline load), and its link emulation (net up --loss) goes in with them.
     held = held_state(args.run_dir) is not None
-    others = {k: v for k, v in _held_jobs(args.run_dir).items() if k != args.job_id} if held else {}
-    jobs = [_plan(topo, o) for o in others.values()] + [job]
+    others = ({k: v for k, v in jobstate.load_jobs(args.run_dir).items() if k != args.job_id}
+              if held else {})
+    jobs = [jobstate.plan_job(topo, o) for o in others.values()] + [job]
     if timeout_us is None and held:
         timeout_us = next((o.get("aggregator_timeout_us") for o in others.values()
                            if o.get("aggregator_timeout_us") is not None), None)
@@ -511,58 +278,46 @@ def cmd_ina_deploy(args: argparse.Namespace) -> int:
     except OSError as e:
         raise UsageError(f"--policy-out: cannot write {str(policy_path)!r}: {e}") from None
     if held:
-        _save_held_jobs(args.run_dir, {**others, args.job_id: spec})
+        jobstate.save_jobs(args.run_dir, {**others, args.job_id: spec})
     aggs = job.aggregating_switches
-    admission = set(dep.admission_switches)
-    setup = _ina_host_setup(topo, [ps, *workers], aggs) if aggs else {}
+    setup = host_setup(topo, [ps, *workers], aggs) if aggs else {}
     commands = ina_commands(job, policy_path, args.values, ddp=args.ddp)
-    order = {s: i for i, s in enumerate(job.placement.switches, start=1)} if job.placement else {}
     if args.json:
-        print(json.dumps({
-            "job": job.job_id, "ps": ps, "workers": workers,
-            "num_fragments": job.num_fragments, "baseline": args.baseline,
-            "switches": list(job.placement.switches) if job.placement else [],
-            "sd": job.sd, "gamma": job.placement.gamma if job.placement else None,
-            "aggregators": [{"switch": s, "device_id": topo.device_id(s),
-                             "ip": switch_ip(topo.device_id(s)),
-                             "kind": "s_d" if s == job.sd else "S",
-                             "entries": report.updates.get(s, 0)} for s in aggs],
-            "entries": report.updates, "policy": str(policy_path),
-            "host_setup": setup, "commands": commands,
-        }, indent=2))
+        print(json.dumps(deploy_json(topo, job, baseline=args.baseline, updates=report.updates,
+                                     policy=str(policy_path), setup=setup, commands=commands),
+                         indent=2))
         return 0
     console = _console()
-    if job.placement is None:
-        console.print(f"job {job.job_id} (PS baseline, no aggregation): PS {ps}, "
-                      f"{len(workers)} workers, {args.values} values = {job.num_fragments} "
-                      "fragments per worker", markup=False)
-    else:
-        pl = job.placement
-        console.print(f"job {job.job_id}: PS {ps}, {len(workers)} workers, {args.values} values "
-                      f"= {job.num_fragments} fragments per worker; greedy placement K = "
-                      f"{args.budget}: {', '.join(pl.switches) or '(none)'} + s_d {job.sd}, "
-                      f"γ = {pl.gamma:.2f} Mbit/s per worker", markup=False)
+    _print_job(console, args, job, topo)
     console.print(f"deployed to {topo.name}: {len(report.updates)} switches, {report.total} "
                   f"entries in {took:.2f} s", markup=False)
     if others:
         console.print(f"with the jobs deployed before: {', '.join(map(str, sorted(others)))} "
                       f"(all {len(jobs)} installed together)", markup=False)
-    t = Table(title="installed", box=box.SIMPLE_HEAD, title_justify="left")
-    for col, just in (("switch", "left"), ("device id", "right"), ("program", "left"),
-                      ("aggregates", "left"), ("INA address", "left"), ("entries", "right")):
-        t.add_column(col, justify=just)
-    for s in sorted(report.updates, key=topo.device_id):
-        dev = topo.device_id(s)
-        if s in aggs:
-            role = "s_d" if s == job.sd else f"#{order.get(s, '?')}"
-            t.add_row(s, str(dev), "ina.p4", role, switch_ip(dev), str(report.updates[s]))
-        elif s in admission:  # hosts attached: admission only (docs/trust.md)
-            t.add_row(s, str(dev), "ina.p4", "admission", "-", str(report.updates[s]))
-        else:
-            t.add_row(s, str(dev), "forward.p4", "-", "-", str(report.updates[s]))
-    console.print(t)
+    console.print(installed_table(topo, job, report.updates, dep.admission_switches))
     console.print(f"policy written to {policy_path}", markup=False)
-    # A network started by ``gradctl net up`` is entered with ``gradctl net exec``.
+    _print_commands(console, args, job, policy_path, setup, commands, held)
+    return 0
+
+
+def _print_job(console: Any, args: argparse.Namespace, job: Any, topo: Topology) -> None:
+    """The job's first line: its hosts, fragments and placement."""
+    if job.placement is None:
+        console.print(f"job {job.job_id} (PS baseline, no aggregation): PS {job.ps}, "
+                      f"{len(job.workers)} workers, {args.values} values = "
+                      f"{job.num_fragments} fragments per worker", markup=False)
+        return
+    pl = job.placement
+    console.print(f"job {job.job_id}: PS {job.ps}, {len(job.workers)} workers, {args.values} "
+                  f"values = {job.num_fragments} fragments per worker; greedy placement K = "
+                  f"{args.budget}: {', '.join(pl.switches) or '(none)'} + s_d {job.sd}, "
+                  f"γ = {pl.gamma:.2f} Mbit/s per worker", markup=False)
+
+
+def _print_commands(console: Any, args: argparse.Namespace, job: Any, policy_path: Path,
+                    setup: dict[str, str], commands: dict[str, str], held: bool) -> None:
+    """How to start the agents: in a Mininet CLI, or with ``gradctl net exec`` on a held
+    network (then also written as a script)."""
     def in_host(h: str, cmd: str, sh: bool = False) -> str:
         if not held:
             return f"  {h}$ {cmd}"
@@ -587,90 +342,25 @@ def cmd_ina_deploy(args: argparse.Namespace) -> int:
                   f"{shlex.quote(str(policy_path))}", markup=False, soft_wrap=True)
     if held:
         script = Path(args.run_dir) / f"ina-job{job.job_id}.sh"
-        script.write_text(job_script(args.run_dir, job, setup, commands))
+        script.write_text(job_script(args.run_dir, job, setup, commands, prog=PROG))
         console.print(f"the same commands as a script (waits for every agent): sh {script}",
                       markup=False, soft_wrap=True)
-    return 0
 
 
-def job_script(run_dir: str, job: Any, setup: dict[str, str], commands: dict[str, str]) -> str:
-    """A POSIX shell script running a job's printed commands on a held network: the hosts'
-    ARP entries, the PS in the background, the workers in parallel; it waits for every
-    agent and fails if one did."""
-    d = shlex.quote(run_dir)
-    lines = ["#!/bin/sh", f"# INA job {job.job_id} on {run_dir} (written by {PROG} ina deploy)",
-             "set -e"]
-    lines += [f"{PROG} net exec {d} {h} -- sh -c {shlex.quote(cmd)}" for h, cmd in setup.items()]
-    lines += [f"{PROG} net exec {d} {job.ps} -- {commands[job.ps]} &", "ps_pid=$!",
-              "sleep 1  # the PS binds its socket", "pids="]
-    for h, cmd in commands.items():
-        if h != job.ps:
-            lines += [f"{PROG} net exec {d} {h} -- {cmd} &", 'pids="$pids $!"']
-    lines += ["fail=0", "for p in $pids; do wait $p || fail=1; done",
-              "wait $ps_pid || fail=1", 'exit "$fail"', ""]
-    return "\n".join(lines)
-
-
-EVENT_NAMES = ("added", "partial", "passed_on", "cleared", "result", "taken_over",
-               "absorbed", "duplicate", "unknown_job", "clear", "wrong_size")
-
-
-def policy_switches(topo: Topology, path: str) -> dict[str, str]:
-    """``{switch: "S" | "s_d"}``: the aggregating switches a policy file names, by the
-    topology's device ids (s_d last)."""
-    from hosts.ina.policy import Policy, PolicyError
-
-    try:
-        pol = Policy.load(path)
-    except PolicyError as e:
-        raise UsageError(f"--policy: {e}") from None
-    ids = set(pol.switch_ips) | {s for s, row in pol.fanin.items() if row.any()}
-    ids |= {int(v) for v in set(pol.tags.ravel().tolist()) if v}
-    sd = pol.sd.id if pol.sd is not None else None
-    out: dict[str, str] = {}
-    for i in sorted(ids - {sd}) + ([sd] if sd is not None else []):
-        try:
-            name = topo.switch_by_id(i)
-        except TopologyError:
-            raise UsageError(f"--policy {path}: switch id {i} is no switch of {topo.name} "
-                             "(was the policy written for another topology?)") from None
-        out[name] = "s_d" if i == sd else "S"
-    return out
-
-
-def policy_edges(topo: Topology, path: str) -> list[str]:
-    """The first switches of a policy's PS and workers: where admission (docs/trust.md)
-    holds the job's members."""
-    from hosts.ina.policy import Policy, PolicyError
-
-    try:
-        pol = Policy.load(path)
-    except PolicyError as e:
-        raise UsageError(f"--policy: {e}") from None
-    out = []
-    for ip in [pol.ps, *pol.workers]:
-        try:
-            host, nic = topo.host_by_ip(ip)
-        except TopologyError:
-            raise UsageError(f"--policy {path}: {ip} is no host of {topo.name}") from None
-        out.append(topo.iface(host, nic)["switch"])
-    return out
-
-
-def cmd_ina_counters(args: argparse.Namespace) -> int:
+def ina_counters(args: argparse.Namespace) -> int:
     """``gradctl ina counters``: the aggregators' events and drops, and the admission
     drops of the switches the job's hosts are attached to (and of ``--switch``)."""
-    from controller.ina import ADMISSION_DROPS, InaDeployment
+    from controller.ina import InaDeployment
 
     topo = network_topology(args)
     roles: dict[str, str] = {}
     if not args.policy and not args.switch and held_state(args.run_dir) is not None:
         # a held network's deployed jobs
-        args.policy = [j["policy"] for j in _held_jobs(args.run_dir).values()]
+        args.policy = [j["policy"] for j in jobstate.load_jobs(args.run_dir).values()]
     for path in args.policy or []:
-        for s, r in policy_switches(topo, path).items():
+        for s, r in jobstate.policy_switches(topo, path).items():
             roles[s] = "s_d" if "s_d" in (r, roles.get(s)) else r
-        for s in policy_edges(topo, path):
+        for s in jobstate.policy_edges(topo, path):
             roles.setdefault(s, "edge")
     for s in args.switch or []:
         if s not in topo or not topo.is_switch(s):
@@ -681,38 +371,25 @@ def cmd_ina_counters(args: argparse.Namespace) -> int:
     switches = sorted(roles, key=topo.device_id)
     aggregating = [s for s in switches if roles[s] != "edge"]
     addresses = _addresses(args, topo)
-    dep = InaDeployment(topo, addresses, [_counter_job(topo, aggregating)])
+    dep = InaDeployment(topo, addresses, [jobstate.counter_job(topo, aggregating)])
     counters = dep.read_counters(aggregating, switches, timeout=args.timeout)
     if args.json:
         print(json.dumps(counters, indent=2))
         return 0
     console = _console()
     if aggregating:
-        t = Table(box=box.SIMPLE_HEAD)
-        for col in ("switch", "device id", "role", *EVENT_NAMES):
-            t.add_column(col, justify="left" if col in ("switch", "role") else "right")
-        for s in aggregating:
-            e = counters.get(s, {})
-            t.add_row(s, str(topo.device_id(s)), roles[s], *(str(e.get(n, 0)) for n in EVENT_NAMES))
         console.print(f"ina_events / ina_drops of the aggregating switches of {topo.name}",
                       markup=False)
-        console.print(t)
+        console.print(events_table(topo, aggregating, roles, counters))
     else:
         console.print("the policy names no aggregating switch (PS baseline)", markup=False)
-    a = Table(box=box.SIMPLE_HEAD)
-    for col in ("switch", "device id", "role", *ADMISSION_DROPS.values()):
-        a.add_column(col, justify="left" if col in ("switch", "role") else "right")
-    for s in switches:
-        e = counters.get(s, {})
-        a.add_row(s, str(topo.device_id(s)), roles[s],
-                  *(str(e.get(n, 0)) for n in ADMISSION_DROPS.values()))
     console.print("ina_admission_drops (docs/trust.md): INA packets refused where they "
                   "entered the fabric", markup=False)
-    console.print(a)
+    console.print(admission_table(topo, switches, roles, counters))
     return 0
 
 
-def cmd_ina_undeploy(args: argparse.Namespace) -> int:
+def ina_undeploy(args: argparse.Namespace) -> int:
     """``gradctl ina undeploy``: remove one job from a held network; the others are
     installed again (one pipeline load); with none left, forward.p4. The link emulation
     stays."""
@@ -722,7 +399,7 @@ def cmd_ina_undeploy(args: argparse.Namespace) -> int:
     if held_state(args.run_dir) is None:
         raise UsageError(f"{args.run_dir}: no network of 'gradctl net up' here")
     topo = network_topology(args)
-    jobs = _held_jobs(args.run_dir)
+    jobs = jobstate.load_jobs(args.run_dir)
     if args.job_id not in jobs:
         raise UsageError(f"no job {args.job_id} deployed on {args.run_dir} (deployed: "
                          f"{', '.join(map(str, sorted(jobs))) or 'none'})")
@@ -732,51 +409,45 @@ def cmd_ina_undeploy(args: argparse.Namespace) -> int:
     if jobs:
         timeout_us = next((j.get("aggregator_timeout_us") for j in jobs.values()
                            if j.get("aggregator_timeout_us") is not None), None)
-        InaDeployment(topo, addresses, [_plan(topo, j) for j in jobs.values()], loss=loss,
-                      aggregator_timeout_us=timeout_us).deploy(timeout=args.timeout)
+        InaDeployment(topo, addresses, [jobstate.plan_job(topo, j) for j in jobs.values()],
+                      loss=loss, aggregator_timeout_us=timeout_us).deploy(timeout=args.timeout)
     else:
         deploy(topo, addresses, loss=loss, timeout=args.timeout)
-    _save_held_jobs(args.run_dir, jobs)
+    jobstate.save_jobs(args.run_dir, jobs)
     Path(gone["policy"]).unlink(missing_ok=True)
     left = ", ".join(map(str, sorted(jobs))) or "none (forward.p4 everywhere)"
     print(f"job {args.job_id} removed from {args.run_dir}; jobs left: {left}")
     return 0
 
 
-def _counter_job(topology: Topology, switches: list[str]) -> Any:
-    """A stand-in :class:`InaJob` for :meth:`InaDeployment.read_events`: only its
-    aggregating switches matter (``ina`` is imported lazily: it pulls in the solvers)."""
-    from controller.ina import InaJob
-
-    class CounterJob(InaJob):
-        def __init__(self) -> None:
-            super().__init__(0, topology, "", [], None, None, 1)
-
-        @property
-        def aggregating_switches(self) -> list[str]:
-            return list(switches)
-
-        @property
-        def sd(self) -> str | None:
-            return None
-
-    return CounterJob()
+#: ``gradctl ina ACTION`` -> what runs it.
+INA_ACTIONS = {"deploy": ina_deploy, "undeploy": ina_undeploy, "counters": ina_counters}
 
 
-def register(sub: Any, topo_help: str) -> None:
-    """Add ``place`` and ``ina`` to gradctl's subparsers."""
-    def job_args(sp: argparse.ArgumentParser, required: bool = True) -> None:
-        sp.add_argument("--ps", required=True, metavar="HOST", help="the parameter server")
-        sp.add_argument("--workers", metavar="H2,H3,...|all", default="all",
-                        help="comma-separated worker hosts, in rank order (default: all "
-                             "hosts but the PS)")
-        sp.add_argument("--budget", type=int, required=required, metavar="K",
-                        help="programmable switches to place (s_d, the PS's ToR, aggregates "
-                             "too and is not counted)")
-        sp.add_argument("--capacity", type=float, required=required, metavar="C",
-                        help="processing capacity of a programmable switch, Mbit/s (sum of "
-                             "its input rates)")
+def run_ina(args: argparse.Namespace) -> int:
+    """``gradctl ina ACTION``."""
+    return INA_ACTIONS[args.ina_command](args)
 
+
+# ----------------------------------------------------------------------------- parsers
+
+
+def _job_args(sp: argparse.ArgumentParser, required: bool = True) -> None:
+    """--ps, --workers, --budget and --capacity of a job (place and ina deploy)."""
+    sp.add_argument("--ps", required=True, metavar="HOST", help="the parameter server")
+    sp.add_argument("--workers", metavar="H2,H3,...|all", default="all",
+                    help="comma-separated worker hosts, in rank order (default: all "
+                         "hosts but the PS)")
+    sp.add_argument("--budget", type=int, required=required, metavar="K",
+                    help="programmable switches to place (s_d, the PS's ToR, aggregates "
+                         "too and is not counted)")
+    sp.add_argument("--capacity", type=float, required=required, metavar="C",
+                    help="processing capacity of a programmable switch, Mbit/s (sum of "
+                         "its input rates)")
+
+
+def register_place(sub: Any, topo_help: str) -> None:
+    """Add ``place`` to gradctl's subparsers."""
     place = sub.add_parser(
         "place", help="place programmable switches for in-network aggregation",
         description="Choose K programmable switches for one PS and its workers (greedy + LP "
@@ -784,7 +455,7 @@ def register(sub: Any, topo_help: str) -> None:
                     "aggregation throughput γ, the per-worker split rates and the greedy "
                     "trace.")
     place.add_argument("topo", metavar="TOPO", help=topo_help)
-    job_args(place)
+    _job_args(place)
     place.add_argument("--method", choices=[*PLACEMENT_METHODS, "all"], default="greedy",
                        help="placement method; all: every method and its gap to the MILP "
                             "optimum (default greedy)")
@@ -797,11 +468,15 @@ def register(sub: Any, topo_help: str) -> None:
     place.add_argument("--json", action="store_true", help="print one JSON object")
     place.add_argument("--plot", metavar="FILE.png",
                        help="draw the topology, the placement and the LP's flows (PNG)")
-    place.set_defaults(func=cmd_place)
+    place.set_defaults(func=run_place)
 
+
+def register_ina(sub: Any, topo_help: str) -> None:
+    """Add ``ina`` (deploy, undeploy, counters) to gradctl's subparsers."""
     ina = sub.add_parser("ina", help="in-network aggregation jobs on a running network",
                          description="Deploy an in-network aggregation job, read its counters.")
     ina_sub = ina.add_subparsers(dest="ina_command", metavar="ACTION", required=True)
+    ina.set_defaults(func=run_ina)
 
     idep = ina_sub.add_parser(
         "deploy", help="plan a job and install it on running switches",
@@ -812,7 +487,7 @@ def register(sub: Any, topo_help: str) -> None:
                     "its RESULT multicast tree, write the policy file for the agents and print the "
                     "commands that start them.")
     network_args(idep, topo_help)
-    job_args(idep, required=False)
+    _job_args(idep, required=False)
     idep.add_argument("--values", type=int, required=True, metavar="N",
                       help="gradient size in values (--values-per-packet values a fragment)")
     idep.add_argument("--values-per-packet", type=int, choices=INA_VALUE_SIZES,
@@ -840,7 +515,6 @@ def register(sub: Any, topo_help: str) -> None:
                            "ina; --values: the model's parameter count) and a PS that serves "
                            "rounds until they stop (--rounds 0)")
     idep.add_argument("--json", action="store_true", help="machine-readable output")
-    idep.set_defaults(func=cmd_ina_deploy)
 
     iund = ina_sub.add_parser(
         "undeploy", help="remove one job from a network of 'gradctl net up'",
@@ -851,7 +525,7 @@ def register(sub: Any, topo_help: str) -> None:
     iund.add_argument("job_id", metavar="J", type=int, help="the job id given to ina deploy")
     iund.add_argument("--timeout", type=float, default=30.0, metavar="S",
                       help="seconds to wait for each switch (default 30)")
-    iund.set_defaults(func=cmd_ina_undeploy, topo=None)
+    iund.set_defaults(topo=None)
 
     icnt = ina_sub.add_parser(
         "counters", help="read the INA event and admission drop counters",
@@ -867,5 +541,9 @@ def register(sub: Any, topo_help: str) -> None:
     icnt.add_argument("--switch", action="append", metavar="SWITCH",
                       help="a switch running ina.p4 (repeatable; e.g. an intruder's)")
     icnt.add_argument("--json", action="store_true", help="machine-readable output")
-    icnt.set_defaults(func=cmd_ina_counters)
 
+
+def register(sub: Any, topo_help: str) -> None:
+    """Add ``place`` and ``ina`` to gradctl's subparsers."""
+    register_place(sub, topo_help)
+    register_ina(sub, topo_help)

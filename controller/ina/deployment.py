@@ -56,15 +56,16 @@ from controller.placement import (
     routing_policy,
 )
 from controller.routing import compute_routes
-from hosts.fixedpoint import NUMBER_FORMATS, bfp_fragments
-from hosts.packets import (
+from topologies.base import Topology
+from wire.fixedpoint import NUMBER_FORMATS, bfp_fragments
+from wire.ina import (
     INA_MAX_WORKERS,
     INA_UDP_PORT,
     INA_VALUE_SIZES,
     INA_VALUES,
     check_values_per_packet,
 )
-from topologies.base import Topology
+from wire.ina_policy import policy_json
 
 INA_PROGRAM = REPO_ROOT / "p4src" / "build" / "ina.json"
 MAX_WORKERS = INA_MAX_WORKERS  # one bit per worker in the INA bitmap (256)
@@ -119,7 +120,7 @@ class InaJob:
         ``aggregate=False`` plans the PS baseline: no switch aggregates anything.
         ``number_format="bfp"`` plans the fragments of a block-floating-point
         allreduce of ``num_values`` values (the blocks plus the exponent fragments ahead
-        of them, ``hosts.fixedpoint.bfp_fragments``). ``values_per_packet``: 64, 128 or
+        of them, ``wire.fixedpoint.bfp_fragments``). ``values_per_packet``: 64, 128 or
         256 values a fragment (docs/ina.md, "Values per packet").
         """
         workers = list(workers)
@@ -164,29 +165,23 @@ class InaJob:
     def policy_dict(self) -> dict[str, Any]:
         """The policy file the agents read (format: docs/ina_policy.md)."""
         topo = self.topology
-        d: dict[str, Any] = {
-            "version": 1,
-            "job": self.job_id,
-            "ps": topo.host_ip(self.ps),
-            "port": INA_UDP_PORT,
-            "scale_bits": self.scale_bits,
-            "format": self.number_format,
-            "values_per_packet": self.values_per_packet,
-            "workers": [topo.host_ip(w) for w in self.workers],
-            "num_fragments": self.num_fragments,
-        }
+        common: dict[str, Any] = dict(
+            port=INA_UDP_PORT, scale_bits=self.scale_bits, number_format=self.number_format,
+            values_per_packet=self.values_per_packet)
+        ps, workers = topo.host_ip(self.ps), [topo.host_ip(w) for w in self.workers]
         if self.policy is None:
-            d["tags"] = 0
-            d["sd"] = None
-            return d
+            return policy_json(self.job_id, ps, workers, self.num_fragments, **common)
         pol = self.policy
         ids = pol.switch_ids
-        d["tags"] = [list(pol.tags[w]) for w in self.workers]
-        d["fanin"] = {str(ids[s]): list(v) for s, v in pol.fan_in.items() if any(v)}
-        d["switch_ips"] = {str(ids[s]): switch_ip(ids[s]) for s in self.aggregating_switches}
-        d["sd"] = {"id": ids[pol.tor], "ip": switch_ip(ids[pol.tor])}
-        d["partial_tags"] = {str(ids[s]): list(v) for s, v in pol.partial_tags.items() if any(v)}
-        return d
+        sd = ids[pol.tor]
+        return policy_json(
+            self.job_id, ps, workers, self.num_fragments,
+            tags=[pol.tags[w] for w in self.workers],
+            fanin={ids[s]: v for s, v in pol.fan_in.items() if any(v)},
+            switch_ips={ids[s]: switch_ip(ids[s]) for s in self.aggregating_switches},
+            sd=sd, sd_ip=switch_ip(sd),
+            partial_tags={ids[s]: v for s, v in pol.partial_tags.items() if any(v)},
+            **common)
 
     def write_policy(self, path: str | Path) -> Path:
         """Write the policy JSON; returns its path."""

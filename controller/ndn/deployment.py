@@ -53,9 +53,10 @@ from controller.ndn.persistent_pit import (
 from controller.ndn.pit import TransientPit
 from controller.p4runtime import REPO_ROOT, Program
 from controller.roles import READER, SHELL
+from topologies.base import Topology
 
 # The name bounds live with the agents that must respect them (and stay light to import).
-from hosts.ndn.common import (
+from wire.ndn import (
     MAX_COMPONENT,
     MAX_DEPTH,
     MAX_NAME_BYTES,
@@ -64,7 +65,6 @@ from hosts.ndn.common import (
     components,
     prefix_hash,
 )
-from topologies.base import Topology
 
 __all__ = [
     "MAX_COMPONENT",

@@ -11,13 +11,10 @@ from typing import Any
 import networkx as nx
 
 from controller.p4runtime import ControlBlock
+from topologies.base import Topology
 
 # The name bounds live with the agents that must respect them (and stay light to import).
-from hosts.ndn.common import (
-    check_name,
-    prefix_hash,
-)
-from topologies.base import Topology
+from wire.ndn import check_name, prefix_hash
 
 
 class NdnFib(ControlBlock):

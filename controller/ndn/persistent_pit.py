@@ -23,14 +23,10 @@ from ndn.encoding import Component, Name, parse_interest
 
 from controller.p4runtime import ControlBlock, DeployError, Program, multicast_group
 from controller.roles import NDN_PIT
+from topologies.base import Topology
 
 # The name bounds live with the agents that must respect them (and stay light to import).
-from hosts.ndn.common import (
-    INSERT_MARKER,
-    components,
-    ndn_payload,
-)
-from topologies.base import Topology
+from wire.ndn import INSERT_MARKER, components, ndn_payload
 
 #: First multicast group id of persistent PIT entries (1..255 are the PIT's port subsets).
 PERSISTENT_GROUP_BASE = 0x1000

@@ -1,7 +1,7 @@
 """BML: BCube hierarchical parameter synchronization (seed 003, technique 4).
 
-* :mod:`hosts.bml.schedule` -- which server reduces which slice at which level, per
-  thread (pure, unit-tested: :func:`~hosts.bml.schedule.simulate` proves the sums);
+* :mod:`wire.bcube_schedule` -- which server reduces which slice at which level, per
+  thread (pure, unit-tested: :func:`~wire.bcube_schedule.simulate` proves the sums);
 * :mod:`hosts.bml.transport` -- framed TCP connections between servers, one per
   (level, peer), each bound to that level's NIC address;
 * :mod:`hosts.bml.agent` -- the per-server agent (``python -m hosts.bml``) running k

@@ -2,10 +2,10 @@
 
 Reads the run's plan (``controller.bcube.write_plan``: BCube size, every server's
 per-level addresses, gradient length, fixed-point scale), quantizes its float32
-gradient to int32 (:func:`hosts.fixedpoint.quantize`, exact sums), opens one TCP
+gradient to int32 (:func:`wire.fixedpoint.quantize`, exact sums), opens one TCP
 connection per (level, peer), waits for the common start, then runs ``k`` threads:
 thread ``j`` synchronizes parameter set ``j`` through the stages of
-:meth:`hosts.bml.schedule.BcubeSchedule.exchanges`, starting at level ``j``. It writes
+:meth:`wire.bcube_schedule.BcubeSchedule.exchanges`, starting at level ``j``. It writes
 the summed int32 vector (``--out``) and prints one JSON line: start/end times, payload
 bytes per level, NIC byte counters, per-stage times and the NIC counter samples.
 
@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from hosts.fixedpoint import quantize
-from hosts.packets import BcubeMsg
+from wire.bcube import BcubeMsg
+from wire.bcube_schedule import BcubeSchedule, cut
+from wire.fixedpoint import quantize
 
-from .schedule import BcubeSchedule, cut
 from .transport import (
     Inbox,
     Link,

@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 
 from hosts.bml.agent import Algorithm, Ctx, agent_parser, load_plan, serve
-from hosts.bml.schedule import DEFAULT_PIECES, RAIL_SCHEMES, cut
 from hosts.bml.transport import Link, run_threads
-from hosts.packets import BcubeMsg
+from wire.bcube import BcubeMsg
+from wire.bcube_schedule import DEFAULT_PIECES, RAIL_SCHEMES, cut
 
 __all__ = ["DEFAULT_PIECES", "RAIL_SCHEMES", "SCHEMES", "algorithm_for", "links_for", "main",
            "on_rails", "plan_rails", "ring", "sharded_ps", "single_ps"]

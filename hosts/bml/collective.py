@@ -42,9 +42,9 @@ API
 Exactness and identity
 ----------------------
 Fixed point, as the one-shot agents: each server quantizes its float32 vector to int32
-``q = rint(g * 2**scale_bits)`` (:func:`hosts.fixedpoint.quantize`, scale from the
+``q = rint(g * 2**scale_bits)`` (:func:`wire.fixedpoint.quantize`, scale from the
 plan's ``scale_bits`` unless overridden), the algorithm sums the integers exactly (no
-wraparound: ``quantize`` raises :class:`~hosts.fixedpoint.FixedPointOverflow`, a
+wraparound: ``quantize`` raises :class:`~wire.fixedpoint.FixedPointOverflow`, a
 ValueError, when ``|g| > ((2**31 - 1) // servers) / 2**scale_bits``), and the result is
 ``float32(sum(q) / 2**scale_bits)``. Integer addition is exact and order-free, and the
 conversion is a fixed function of the integer sum, so every server gets a
@@ -55,7 +55,7 @@ and the final cast to float32.
 Rounds
 ------
 Round ``r`` (0, 1, ...) is the ``r``-th call. Before round ``r >= 1`` sends anything it
-puts a ``ROUND`` marker (``offset = r``, :class:`hosts.packets.BcubeMsg`) on every
+puts a ``ROUND`` marker (``offset = r``, :class:`wire.bcube.BcubeMsg`) on every
 connection; the reader of a connection files each later message under that round, and
 the algorithm asks the inbox for ``(round, msg_type, thread, stage, sender)``
 (:class:`hosts.bml.transport.Inbox`). So a peer that starts round ``r + 1`` while this
@@ -89,13 +89,13 @@ from typing import Any
 
 import numpy as np
 
-from hosts.fixedpoint import dequantize, quantize
-from hosts.packets import BCUBE_TCP_PORT
+from wire.bcube import BCUBE_TCP_PORT
+from wire.bcube_schedule import DEFAULT_PIECES, RAIL_SCHEMES, BcubeSchedule
+from wire.fixedpoint import dequantize, quantize
 
 from .agent import Algorithm, Ctx, bml_algorithm, bml_links
 from .baselines import SCHEMES as BASELINES
 from .baselines import algorithm_for, links_for
-from .schedule import DEFAULT_PIECES, RAIL_SCHEMES, BcubeSchedule
 from .transport import Inbox, NicSampler, PeerConn, TransportError, connect_mesh
 
 __all__ = ["SCHEMES", "Collective", "TransportError", "loopback_plan", "main", "round_vector"]

@@ -2,7 +2,7 @@
 
 The kernel's TCP does the reliability (docs/bcube.md, "Loss"): a lost segment is
 retransmitted by the sender's TCP, so the agents only frame messages
-(:data:`hosts.packets.BCUBE_HEADER` + big-endian int32 values) and match them to the
+(:data:`wire.bcube.BCUBE_HEADER` + big-endian int32 values) and match them to the
 schedule. Each connection has a writer thread (so a stage's sends to its ``N - 1``
 peers leave at once and share the NIC as the kernel sees fit) and a reader thread that
 files every message in an :class:`Inbox` under ``(msg_type, thread, stage, sender)``
@@ -34,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from hosts.packets import (
+from hosts.net import net_dev
+from wire.bcube import (
     BCUBE_HEADER_LEN,
     BcubeHeader,
     BcubeMsg,
@@ -390,12 +391,7 @@ class NicSampler:
     @staticmethod
     def read() -> dict[str, tuple[int, int]]:
         """``{iface: (rx_bytes, tx_bytes)}`` of the calling process's namespace."""
-        out = {}
-        for line in Path("/proc/net/dev").read_text().splitlines()[2:]:
-            name, _, rest = line.partition(":")
-            f = rest.split()
-            out[name.strip()] = (int(f[0]), int(f[8]))
-        return out
+        return {name: (c.rx_bytes, c.tx_bytes) for name, c in net_dev().items()}
 
     def sample(self) -> None:
         """Take one sample now."""

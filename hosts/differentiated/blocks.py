@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hosts.packets import DIFF_LEVEL_IMPORTANT, DiffBlockHeader
+from wire.differentiated import DIFF_LEVEL_IMPORTANT, DiffBlockHeader
 
 
 @dataclass(frozen=True)

@@ -37,12 +37,11 @@ from pathlib import Path
 
 import numpy as np
 
-from hosts.net import udp_socket
-from hosts.packets import DIFF_LEVEL_IMPORTANT
+from hosts.net import net_dev, udp_socket
+from wire.differentiated import DIFF_LEVEL_IMPORTANT, Kind, frame, params_body
 
 from .blocks import BlockLayout
 from .receiver import Receiver
-from .wire import Kind, frame, params_body
 from .worker import (
     add_common_args,
     check_common_args,
@@ -56,16 +55,8 @@ from .worker import (
 
 def _nic_counters() -> dict[str, int]:
     """rx bytes/packets of every non-loopback interface of this namespace."""
-    out = {"rx_bytes": 0, "rx_packets": 0}
-    for dev in Path("/sys/class/net").iterdir():
-        if dev.name == "lo":
-            continue
-        try:
-            out["rx_bytes"] += int((dev / "statistics" / "rx_bytes").read_text())
-            out["rx_packets"] += int((dev / "statistics" / "rx_packets").read_text())
-        except OSError:
-            pass
-    return out
+    nics = [c for name, c in net_dev().items() if name != "lo"]
+    return {"rx_bytes": sum(c.rx_bytes for c in nics), "rx_packets": sum(c.rx_packets for c in nics)}
 
 
 def _parser() -> argparse.ArgumentParser:

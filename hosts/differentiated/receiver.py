@@ -40,16 +40,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hosts.packets import (
+from hosts.differentiated.channel import recv_msg
+from wire.differentiated import (
     DIFF_BLOCK_HEADER,
     DIFF_BLOCK_HEADER_LEN,
     DIFF_LEVEL_IMPORTANT,
     DiffDecodeError,
+    Kind,
     decode_diff_block,
+    parse_manifest,
 )
 
 from .blocks import BlockLayout
-from .wire import Kind, parse_manifest, recv_msg
 
 log = logging.getLogger("gradnet.differentiated.receiver")
 

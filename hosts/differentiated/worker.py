@@ -40,22 +40,22 @@ from typing import Any
 
 import numpy as np
 
+from hosts.differentiated.channel import recv_msg, set_dscp
 from hosts.net import set_buffers
-from hosts.packets import DIFF_LEVEL_IMPORTANT, encode_diff_block
-
-from .blocks import BlockLayout, Contribution, classify, classify_random, share_threshold
-from .wire import (
+from wire.differentiated import (
+    DIFF_LEVEL_IMPORTANT,
     DIFF_TCP_PORT,
     DSCP_LEVELS,
     Kind,
+    encode_diff_block,
     frame,
     level_dscp,
     manifest,
     pack_datagrams,
     parse_params,
-    recv_msg,
-    set_dscp,
 )
+
+from .blocks import BlockLayout, Contribution, classify, classify_random, share_threshold
 
 MODES = ("differentiated", "reliable", "unreliable", "important")
 

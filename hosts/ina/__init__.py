@@ -1,6 +1,6 @@
 """In-network aggregation agents (technique 1, seed 002; docs/ina.md).
 
-* :mod:`.policy`: the routing policy a worker and the PS read (which switch aggregates
+* :mod:`wire.ina_policy`: the routing policy a worker and the PS read (which switch aggregates
   which fragment), written by ``gradctl ina deploy`` / the experiment;
 * :mod:`.worker` (``python -m hosts.ina.worker``): fragments, window, retransmission;
 * :mod:`.ps` (``python -m hosts.ina.ps``): exactly-once global aggregation, RESULT/CLEAR;

@@ -8,9 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hosts.net import udp_socket
-from hosts.packets import (
-    INA_UDP_PORT,
-)
+from wire.ina import INA_UDP_PORT
 
 _SOCK_BUF = 8 << 20  # large buffers: a window of fragments from every worker at once
 

@@ -38,7 +38,7 @@ error, never truncated. The policy's number format decides how values travel:
   values gets a shared exponent agreed in the network one step ahead, so no gradient is
   ever refused and nobody picks a scale; a bucket of ``B`` values then sends
   ``ceil(B/V) + min(32, ceil(B/V))`` fragments (the exponent ones first). The error
-  per block is at most ``hosts.fixedpoint.bfp_error_bound(N)`` times the block's
+  per block is at most ``wire.fixedpoint.bfp_error_bound(N)`` times the block's
   largest magnitude (docs/ina.md, "Block floating point");
 - ``"fixed"``: one scale ``2^S`` from the policy; the sum is exact in fixed point, and
   the only difference from gloo's float sum is the rounding of each value to a
@@ -63,10 +63,10 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from hosts.fixedpoint import BFP_LOOKAHEAD, dequantize, quantize
-from hosts.ina.policy import Policy
 from hosts.ina.rounds import DEFAULT_REUSE_AFTER_S, FragmentCycle
 from hosts.ina.worker import Worker, WorkerStats
+from wire.fixedpoint import BFP_LOOKAHEAD, dequantize, quantize
+from wire.ina_policy import Policy
 
 #: Rounds (buckets) before the hook's fragment numbers repeat. At a few buckets per
 #: step and tens of milliseconds a step, 1,024 rounds last far longer than

@@ -29,16 +29,14 @@ import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from hosts.ina.agent import FaultInjection, InaTimeoutError, open_ina_socket
-from hosts.ina.policy import Policy, PolicyError, default_switch_ip
 from hosts.ina.ps_job import JobState, JobStats
-from hosts.net import peak_rss_mib, wait_readable
-from hosts.packets import (
+from hosts.net import net_dev, peak_rss_mib, wait_readable
+from wire.ina import (
     INA_HEADER,
     INA_HEADER_LEN,
     INA_MAX_WORKERS,
@@ -48,6 +46,7 @@ from hosts.packets import (
     InaFlags,
     MsgType,
 )
+from wire.ina_policy import Policy, PolicyError, default_switch_ip
 
 __all__ = ["JobStats", "PSCounters", "PSReport", "ParameterServer", "main"]
 
@@ -97,11 +96,8 @@ class PSReport:
 
 
 def _read_nic(iface: str) -> tuple[int, int] | None:
-    base = Path("/sys/class/net") / iface / "statistics"
-    try:
-        return int((base / "rx_bytes").read_text()), int((base / "rx_packets").read_text())
-    except (OSError, ValueError):
-        return None
+    c = net_dev().get(iface)
+    return None if c is None else (c.rx_bytes, c.rx_packets)
 
 
 class ParameterServer:

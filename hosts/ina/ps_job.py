@@ -9,9 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hosts.ina.rounds import max_round_cycle
-from hosts.packets import INA_HEADER_LEN, INA_VALUES, check_values_per_packet
-
-_BE_I32 = np.dtype(">i4")
+from wire.ina import BE_I32, INA_HEADER_LEN, INA_VALUES, check_values_per_packet
 
 
 @dataclass
@@ -133,7 +131,7 @@ class JobState:
     def add(self, f: int, bm: int, data: bytes, mx: int) -> int:
         """Sum one packet's values into fragment ``f``; returns its new bitmap."""
         row = self.acc[f]
-        row += np.frombuffer(data, _BE_I32, self.values_per_packet, INA_HEADER_LEN)  # wraps mod 2^32
+        row += np.frombuffer(data, BE_I32, self.values_per_packet, INA_HEADER_LEN)  # wraps mod 2^32
         have = self.have[f] | bm
         self.have[f] = have
         if mx > self.max_exp[f]:

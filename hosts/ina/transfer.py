@@ -17,8 +17,8 @@ from typing import Any
 
 from hosts.ina.agent import InaTimeoutError
 from hosts.ina.congestion import CongestionControl
-from hosts.ina.policy import FragmentRouting
-from hosts.packets import INA_HEADER, INA_HEADER_LEN, InaFlags, MsgType
+from wire.ina import INA_HEADER, INA_HEADER_LEN, InaFlags, MsgType
+from wire.ina_policy import FragmentRouting
 
 _RECV_SIZE = 2048
 

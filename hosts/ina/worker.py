@@ -33,7 +33,12 @@ from typing import Any
 
 import numpy as np
 
-from hosts.fixedpoint import (
+from hosts.ina.agent import FaultInjection, InaTimeoutError, open_ina_socket
+from hosts.ina.congestion import CONGESTION_MODES
+from hosts.ina.rounds import DEFAULT_REUSE_AFTER_S, FragmentCycle
+from hosts.ina.transfer import FragmentTransfer, WorkerStats
+from hosts.net import peak_rss_mib
+from wire.fixedpoint import (
     BFP_LOOKAHEAD,
     DEFAULT_SCALE_BITS,
     NUMBER_FORMATS,
@@ -46,25 +51,13 @@ from hosts.fixedpoint import (
     pad_to_fragments,
     quantize,
 )
-from hosts.ina.agent import FaultInjection, InaTimeoutError, open_ina_socket
-from hosts.ina.congestion import CONGESTION_MODES
-from hosts.ina.policy import (
-    FragmentRouting,
-    Policy,
-    PolicyError,
-    SwitchRef,
-    _ip,
-    default_switch_ip,
-)
-from hosts.ina.rounds import DEFAULT_REUSE_AFTER_S, FragmentCycle
-from hosts.ina.transfer import FragmentTransfer, WorkerStats
-from hosts.net import peak_rss_mib
-from hosts.packets import (
+from wire.ina import (
     INA_MAX_WORKERS,
     INA_UDP_PORT,
     INA_VALUES,
     check_values_per_packet,
 )
+from wire.ina_policy import FragmentRouting, Policy, PolicyError, SwitchRef, _ip, default_switch_ip
 
 __all__ = [
     "FaultInjection",

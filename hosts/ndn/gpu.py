@@ -20,13 +20,13 @@ The GPU's side of every step of the seed's claim 1 (PS ``P``, training ``T``, GP
 async: computes its next gradient on the newest complete parameters it holds, right
      after sending one, and never waits for an update.
 
-Gradients come from :func:`hosts.ndn.common.synthetic_gradient` (deterministic in the
+Gradients come from :func:`hosts.ndn.harness.synthetic_gradient` (deterministic in the
 parameters, the GPU and the step) after ``--compute-time`` seconds, or with
 ``--model digits`` from the digits CNN on shard ``--gpu-index`` of ``--world``. Prints
 one JSON line.
 
 ``--train-model NAME`` (synchronous only) trains the time-to-accuracy harness's work
-(:class:`hosts.ndn.common.HarnessWork`, ``experiments/train_ndn.py``) as rank
+(:class:`hosts.ndn.harness.HarnessWork`, ``experiments/train_ndn.py``) as rank
 ``--gpu-index`` of ``--world`` of ``hosts/trainer.py`` would: the model's gradient of
 round r's batch of its shard, computed at once (real time, ``--slow F`` times longer, or
 ``--compute-time S`` fixed, the rest slept while the loop still serves packets); the
@@ -45,8 +45,33 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from ndn.encoding import Component
 
-from hosts.ndn import common as nc
+from hosts.ndn.faces import TRANSPORTS, TcpFace, make_face
+from hosts.ndn.harness import (
+    DigitsTrainer,
+    HarnessWork,
+    add_harness_args,
+    cpu_seconds,
+    synthetic_gradient,
+)
+from hosts.ndn.requester import Requester
+from hosts.ndn.timers import probe_timeout
+from wire.ndn import (
+    UNSUBSCRIBE_MARKER,
+    NameBoundsError,
+    Packet,
+    comp_str,
+    data_packet,
+    interest_packet,
+    join_segments,
+    marker,
+    n_segments,
+    name_of,
+    seg_of,
+    segments,
+    version_of,
+)
 
 
 class Gpu:
@@ -55,17 +80,17 @@ class Gpu:
     def __init__(self, args: argparse.Namespace) -> None:
         self.a = args
         hosts = json.loads(args.hosts) if args.hosts else {}
-        self.face = nc.make_face(args.transport, args.iface, hosts, me=args.me, ps=args.ps,
+        self.face = make_face(args.transport, args.iface, hosts, me=args.me, ps=args.ps,
                                  group=args.group)
-        self.req = nc.Requester(self.face, timeout=args.timeout)
+        self.req = Requester(self.face, timeout=args.timeout)
         self.me, self.ps, self.train = args.me, args.ps, args.train
-        self.work: nc.HarnessWork | None = None
+        self.work: HarnessWork | None = None
         if args.train_model:      # loaded now: the PS's training clock has not started
             if args.mode != "sync":
                 raise ValueError("--train-model trains synchronously (--mode sync)")
             if args.slow < 1.0 or args.compute_time < 0:
                 raise ValueError("--slow must be >= 1 and --compute-time >= 0")
-            self.work = nc.HarnessWork(args.train_model, args.data, args.seed, args.batch,
+            self.work = HarnessWork(args.train_model, args.data, args.seed, args.batch,
                                        args.steps_per_epoch, args.eval_every, args.gpu_index, args.world)
             args.values = self.work.values
         self.go = False                # --train-model: the PS has asked for gradient 0
@@ -73,7 +98,7 @@ class Gpu:
         self.compute_t0 = 0.0
         self.compute_s = 0.0
         self.cpu0: float | None = None
-        self.nseg = nc.n_segments(args.values)
+        self.nseg = n_segments(args.values)
         self.state = "idle"        # idle -> init -> subscribe -> train -> done | declined
         self.params: np.ndarray | None = None
         self.version = 0
@@ -101,10 +126,10 @@ class Gpu:
         self.next_refresh: float | None = None     # soft state: the next refresh Interest
         self.refreshes = 0
         self.version_at: dict[int, float] = {}      # version -> monotonic time it was complete
-        self.trainer: nc.DigitsTrainer | None = None   # digits: made when a task is accepted
+        self.trainer: DigitsTrainer | None = None   # digits: made when a task is accepted
 
     def n(self, *parts: str | bytes) -> list[bytes]:
-        return nc.name_of(*parts)
+        return name_of(*parts)
 
     # ------------------------------------------------------------------ loop
     def run(self) -> dict[str, Any]:
@@ -126,9 +151,9 @@ class Gpu:
                 break
         if self.subscribe_s is not None:
             # the subscription ends now, not when its soft state expires in the switches
-            self.face.send(nc.interest_packet(self.n(nc.UNSUBSCRIBE_MARKER, self.ps, self.train, self.me)),
+            self.face.send(interest_packet(self.n(UNSUBSCRIBE_MARKER, self.ps, self.train, self.me)),
                            kind="unsubscribe")
-        if isinstance(self.face, nc.TcpFace):
+        if isinstance(self.face, TcpFace):
             self.face.close()              # hand what is queued to the kernel first
         return self.summary()
 
@@ -136,23 +161,23 @@ class Gpu:
         """Soft state: re-send the subscribe Interest (fresh nonce), which renews this
         GPU's port in every switch's persistent PIT on the way to the PS, or rebuilds it
         after a switch restart. The PS acks it; the ack is ignored."""
-        self.face.send(nc.interest_packet(self.n(b"*insert*", self.ps, self.train, self.me)), kind="refresh")
+        self.face.send(interest_packet(self.n(b"*insert*", self.ps, self.train, self.me)), kind="refresh")
         self.refreshes += 1
         self.next_refresh = time.monotonic() + self.a.refresh
 
     # ------------------------------------------------------------------ packets
-    def handle(self, p: nc.Packet) -> None:
+    def handle(self, p: Packet) -> None:
         name = p.name
-        mk = nc.marker(name)
+        mk = marker(name)
         if p.kind == "interest":
-            if len(name) == 3 and nc.comp_str(name[0]) == self.me:       # step 2.2
+            if len(name) == 3 and comp_str(name[0]) == self.me:       # step 2.2
                 busy = self.a.busy or self.state not in ("idle", "init", "subscribe", "train")
                 accept = not busy
-                self.face.send(nc.data_packet(name, b"accept" if accept else b"decline"),
+                self.face.send(data_packet(name, b"accept" if accept else b"decline"),
                                dest=p.source, kind="assign")
                 if accept and self.state == "idle":
                     if self.a.model == "digits":
-                        self.trainer = nc.DigitsTrainer(self.a.gpu_index, self.a.world, self.a.seed)
+                        self.trainer = DigitsTrainer(self.a.gpu_index, self.a.world, self.a.seed)
                     self.state = "init"
                     for seg in range(self.nseg):                           # step 3.1
                         self.req.express(self.n(self.ps, self.train, self.me, f"seg={seg}"), "content")
@@ -161,8 +186,8 @@ class Gpu:
                     self.declined_at = time.monotonic()
                 elif not accept:
                     self.declined_at = time.monotonic()
-            elif len(name) == 5 and nc.comp_str(name[0]) == self.me:     # step 5.2
-                k, seg = nc.version_of(name[3]), nc.seg_of(name)
+            elif len(name) == 5 and comp_str(name[0]) == self.me:     # step 5.2
+                k, seg = version_of(name[3]), seg_of(name)
                 if k in self.ready and 0 <= seg < self.nseg:
                     self.answer(k, seg, name, p.source)
                 elif k >= self.step - 1:
@@ -173,7 +198,7 @@ class Gpu:
             return
         # Data
         if mk == "distribute":
-            if len(name) == 4 and nc.comp_str(name[3]) == self.me and self.state == "subscribe":
+            if len(name) == 4 and comp_str(name[3]) == self.me and self.state == "subscribe":
                 self.req.satisfied(self.n(b"*insert*", self.ps, self.train, self.me))
                 if self.subscribe_t0 is not None:
                     self.subscribe_s = time.monotonic() - self.subscribe_t0
@@ -181,20 +206,20 @@ class Gpu:
                     self.next_refresh = time.monotonic() + self.a.refresh
                 self.start_training()
             elif len(name) == 5 and self.state == "train":
-                self.on_update(nc.version_of(name[3]), nc.seg_of(name), p.content, probe=False)
+                self.on_update(version_of(name[3]), seg_of(name), p.content, probe=False)
             return
-        if len(name) == 4 and nc.comp_str(name[0]) == self.ps and self.req.satisfied(name):
+        if len(name) == 4 and comp_str(name[0]) == self.ps and self.req.satisfied(name):
             third = name[2]
-            if nc.Component.get_type(third) == nc.Component.TYPE_GENERIC:    # step 3.2 answer
-                self.init_parts[nc.seg_of(name)] = p.content
+            if Component.get_type(third) == Component.TYPE_GENERIC:    # step 3.2 answer
+                self.init_parts[seg_of(name)] = p.content
                 if len(self.init_parts) == self.nseg and self.state == "init":
-                    self.params = nc.join_segments(self.init_parts, self.a.values)
+                    self.params = join_segments(self.init_parts, self.a.values)
                     self.report_weights(0)
                     self.state = "subscribe"                                # step 4.1
                     self.subscribe_t0 = time.monotonic()
                     self.req.express(self.n(b"*insert*", self.ps, self.train, self.me), "insert")
             else:                                                            # step 9 answer
-                self.on_update(nc.version_of(third), nc.seg_of(name), p.content, probe=True)
+                self.on_update(version_of(third), seg_of(name), p.content, probe=True)
 
     # ------------------------------------------------------------------ training
     def start_training(self) -> None:
@@ -202,7 +227,7 @@ class Gpu:
         if self.work is None:
             self.begin_compute()
             return
-        self.cpu0 = nc.cpu_seconds()
+        self.cpu0 = cpu_seconds()
         if any(k == 0 for k, _ in self.held):      # the PS asked before the ack came
             self.go = True
             self.begin_compute()
@@ -234,8 +259,8 @@ class Gpu:
         elif self.a.gradient_dir:  # a given gradient (experiments.compare)
             g = np.load(Path(self.a.gradient_dir) / f"grad-{self.a.gpu_index}.npy").astype(np.float32)
         else:
-            g = nc.synthetic_gradient(self.params, self.a.gpu_index, k, self.a.seed)
-        self.ready[k] = nc.segments(g)
+            g = synthetic_gradient(self.params, self.a.gpu_index, k, self.a.seed)
+        self.ready[k] = segments(g)
         self.sent[k] = set()
         self.sent_sum += g
         self.gradients_sent += 1
@@ -248,7 +273,7 @@ class Gpu:
                 self.answer(k, seg, self.n(self.me, self.ps, self.train, f"v={k}", f"seg={seg}"), src)
 
     def answer(self, k: int, seg: int, name: list[bytes], dest: Any) -> None:
-        self.face.send(nc.data_packet(name, self.ready[k][seg], self.nseg - 1), dest=dest, kind="gradient")
+        self.face.send(data_packet(name, self.ready[k][seg], self.nseg - 1), dest=dest, kind="gradient")
         sent = self.sent[k]
         if seg in sent:
             return
@@ -259,7 +284,7 @@ class Gpu:
         self.sent_at[k] = now
         if self.a.mode == "sync":
             # Step 5.3.1: the probe timer, from past send-to-update delays.
-            timeout = nc.probe_timeout(self.delays, self.a.probe_factor, self.a.probe_min,
+            timeout = probe_timeout(self.delays, self.a.probe_factor, self.a.probe_min,
                                        self.a.probe_max, self.a.probe_init)
             self.probe_at = now + timeout
             self.probe_version = k + 1
@@ -284,7 +309,7 @@ class Gpu:
         if len(parts) < self.nseg:
             return
         # A complete version: the newest one wins (async versions may arrive out of order).
-        self.params = nc.join_segments(parts, self.a.values)
+        self.params = join_segments(parts, self.a.values)
         self.version = v
         self.version_at[v] = time.monotonic()   # when this GPU had the whole version
         for old in [x for x in self.updates if x <= v]:
@@ -350,7 +375,7 @@ class Gpu:
         extra: dict[str, Any] = {}
         if self.work is not None:
             extra = {"compute_s": round(self.compute_s, 4),
-                     "cpu_s": round(nc.cpu_seconds() - self.cpu0, 3) if self.cpu0 is not None else 0.0}
+                     "cpu_s": round(cpu_seconds() - self.cpu0, 3) if self.cpu0 is not None else 0.0}
             if self.params is not None:
                 self.work.load(self.params)
                 extra["weights"] = self.work.weights()
@@ -377,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu-index", type=int, default=0, help="index for the synthetic gradient")
     p.add_argument("--ps", required=True, help="the PS's name")
     p.add_argument("--train", default="train")
-    p.add_argument("--transport", choices=list(nc.TRANSPORTS), default="ndn",
+    p.add_argument("--transport", choices=list(TRANSPORTS), default="ndn",
                    help="ndn (ndn.p4), ip (UDP unicast), ipmc (UDP; updates come to --group), tcp")
     p.add_argument("--group", default="", help="ipmc: the IP multicast group to join")
     p.add_argument("--iface", default="")
@@ -411,7 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "the switches' subscription lifetime is 6 s by default; 0: never)")
     p.add_argument("--max-time", type=float, default=120.0)
     p.add_argument("--out", default="", help="final parameters (.npy)")
-    h = nc.add_harness_args(p, "gpu")
+    h = add_harness_args(p, "gpu")
     h.add_argument("--slow", type=float, default=1.0,
                    help="--train-model: compute F times slower (real or fixed compute)")
     return p
@@ -422,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         gpu = Gpu(args)
-    except (nc.NameBoundsError, OSError, ValueError) as e:
+    except (NameBoundsError, OSError, ValueError) as e:
         print(f"ndn_gpu: error: {e}", file=sys.stderr)
         return 2
     summary = gpu.run()

@@ -25,7 +25,7 @@ one kernel TCP connection per GPU, each update sent once per GPU.
 Prints one JSON summary line; ``--out DIR`` keeps the parameters of every version.
 
 ``--train-model NAME`` (synchronous only) trains the time-to-accuracy harness's work
-(:class:`hosts.ndn.common.HarnessWork`, ``experiments/train_ndn.py``): the PS holds
+(:class:`hosts.ndn.harness.HarnessWork`, ``experiments/train_ndn.py``): the PS holds
 ``hosts.training.build_model(NAME, --seed)``, needs every GPU to accept (GPU ``i`` of
 ``--gpus`` trains shard ``i``), sums the gradients in ``--gpus`` order, applies
 ``w <- w - lr * sum / n`` with ``hosts.training.apply_gradients``, and evaluates the new
@@ -44,8 +44,35 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from ndn.encoding import Component
 
-from hosts.ndn import common as nc
+from hosts.ndn.faces import TRANSPORTS, TcpFace, make_face
+from hosts.ndn.harness import (
+    DigitsTrainer,
+    HarnessWork,
+    add_harness_args,
+    cpu_seconds,
+    initial_params,
+    sgd_step,
+)
+from hosts.ndn.requester import Requester
+from hosts.ndn.timers import finish_estimate
+from hosts.net import nic_counters
+from wire.ndn import (
+    NDN_UDP_PORT,
+    NameBoundsError,
+    Packet,
+    check_name,
+    comp_str,
+    data_packet,
+    join_segments,
+    marker,
+    n_segments,
+    name_of,
+    seg_of,
+    segments,
+    version_of,
+)
 
 
 class ParameterServer:
@@ -54,30 +81,30 @@ class ParameterServer:
     def __init__(self, args: argparse.Namespace) -> None:
         self.a = args
         hosts = json.loads(args.hosts) if args.hosts else {}
-        self.face = nc.make_face(args.transport, args.iface, hosts, me=args.me, ps=args.me,
+        self.face = make_face(args.transport, args.iface, hosts, me=args.me, ps=args.me,
                                  group=args.group)
         self.gpus: list[str] = [g for g in args.gpus.split(",") if g]
         # 16 outstanding segments per GPU: every GPU's gradient flows at once, none bursts
-        self.req = nc.Requester(self.face, timeout=args.timeout, window=max(64, 16 * len(self.gpus)))
+        self.req = Requester(self.face, timeout=args.timeout, window=max(64, 16 * len(self.gpus)))
         self.me, self.train = args.me, args.train
-        self.work: nc.HarnessWork | None = None
+        self.work: HarnessWork | None = None
         self.error = ""
         if args.train_model:
             if args.mode != "sync":
                 raise ValueError("--train-model trains synchronously (--mode sync)")
-            self.work = nc.HarnessWork(args.train_model, args.data, args.seed, args.batch,
+            self.work = HarnessWork(args.train_model, args.data, args.seed, args.batch,
                                        args.steps_per_epoch, args.eval_every)
             args.values = self.work.values
             self.params = self.work.params()
         elif args.model == "digits":
-            self.params = nc.DigitsTrainer.initial(args.seed)
+            self.params = DigitsTrainer.initial(args.seed)
             if args.values != self.params.size:
                 raise ValueError(f"--model digits has {self.params.size} values, not --values {args.values}")
         else:
-            self.params = nc.initial_params(args.values, args.seed)
+            self.params = initial_params(args.values, args.seed)
         self.history: dict[int, np.ndarray] = {0: self.params}
         self.version = 0
-        self.nseg = nc.n_segments(args.values)
+        self.nseg = n_segments(args.values)
         self.accepted: list[str] = []
         self.declined: list[str] = []
         self.answered: set[str] = set()
@@ -109,11 +136,11 @@ class ParameterServer:
 
     # ------------------------------------------------------------------ names
     def n(self, *parts: str | bytes) -> list[bytes]:
-        return nc.name_of(*parts)
+        return name_of(*parts)
 
     def send_data(self, name: list[bytes], content: bytes, dest: Any, kind: str,
                   final: int | None = None) -> None:
-        self.face.send(nc.data_packet(name, content, final), dest=dest, kind=kind)
+        self.face.send(data_packet(name, content, final), dest=dest, kind=kind)
 
     # ------------------------------------------------------------------ run
     def run(self) -> dict[str, Any]:
@@ -157,7 +184,7 @@ class ParameterServer:
             for p in self.face.recv(0.05):
                 self.handle(p)
                 quiet_since = time.monotonic()
-        if isinstance(self.face, nc.TcpFace):
+        if isinstance(self.face, TcpFace):
             self.face.close(linger=60.0)   # hand the last update to the kernel before leaving
         return self.summary()
 
@@ -167,26 +194,26 @@ class ParameterServer:
         return all(self.step[g] >= self.a.steps for g in self.accepted) and not self.collecting
 
     # ------------------------------------------------------------------ packets
-    def handle(self, p: nc.Packet) -> None:
+    def handle(self, p: Packet) -> None:
         name = p.name
-        mk = nc.marker(name)
+        mk = marker(name)
         if p.kind == "interest":
             if mk == "unsubscribe" and len(name) == 4:
-                self.subscribers.pop(bytes(nc.Component.get_value(name[3])).decode(), None)
+                self.subscribers.pop(bytes(Component.get_value(name[3])).decode(), None)
             elif mk == "insert" and len(name) == 4:           # step 4.3
-                gpu = bytes(nc.Component.get_value(name[3])).decode()
+                gpu = bytes(Component.get_value(name[3])).decode()
                 self.subscribers[gpu] = p.source
                 self.send_data(self.n(b"*distribute*", self.me, self.train, gpu.encode()), b"",
                                p.source, "ack")
-            elif len(name) == 4 and nc.comp_str(name[0]) == self.me:
+            elif len(name) == 4 and comp_str(name[0]) == self.me:
                 third = name[2]
-                if nc.Component.get_type(third) == nc.Component.TYPE_GENERIC:   # step 3.2
-                    seg = nc.seg_of(name)
+                if Component.get_type(third) == Component.TYPE_GENERIC:   # step 3.2
+                    seg = seg_of(name)
                     if 0 <= seg < self.nseg:
                         self.send_data(name, self.segment(0, seg), p.source, "content",
                                        final=self.nseg - 1)
                 else:                                         # step 9: recovery
-                    v, seg = nc.version_of(third), nc.seg_of(name)
+                    v, seg = version_of(third), seg_of(name)
                     if v in self.history and 0 <= seg < self.nseg:
                         self.recovery_answers += 1
                         self.send_data(name, self.segment(v, seg), p.source,
@@ -203,13 +230,13 @@ class ParameterServer:
                         if self.a.transport != "ndn" or not held:
                             held.append(p.source)
         else:
-            if len(name) == 3 and nc.comp_str(name[1]) == self.me:   # step 2.2 answer
-                g = nc.comp_str(name[0])
+            if len(name) == 3 and comp_str(name[1]) == self.me:   # step 2.2 answer
+                g = comp_str(name[0])
                 if self.req.satisfied(name):
                     self.answered.add(g)
                     (self.accepted if p.content == b"accept" else self.declined).append(g)
-            elif len(name) == 5 and nc.comp_str(name[1]) == self.me:  # step 5.2 answer
-                self.on_gradient(nc.comp_str(name[0]), nc.version_of(name[3]), nc.seg_of(name),
+            elif len(name) == 5 and comp_str(name[1]) == self.me:  # step 5.2 answer
+                self.on_gradient(comp_str(name[0]), version_of(name[3]), seg_of(name),
                                  p.content, name)
 
     def segment(self, v: int, seg: int) -> bytes:
@@ -218,7 +245,7 @@ class ParameterServer:
         made the PS fall behind its GPUs' Interests)."""
         segs = self.seg_cache.get(v)
         if segs is None:
-            segs = self.seg_cache[v] = nc.segments(self.history[v])
+            segs = self.seg_cache[v] = segments(self.history[v])
             while len(self.seg_cache) > 3:              # version 0 and the newest ones
                 del self.seg_cache[next(k for k in self.seg_cache if k not in (0, v))]
         return segs[seg]
@@ -240,7 +267,7 @@ class ParameterServer:
         now = time.monotonic()
         if self.work is not None:     # rank order: the sum's order, whoever answered first
             self.accepted.sort(key=self.gpus.index)
-            self.train_t0, self.cpu0 = now, nc.cpu_seconds()
+            self.train_t0, self.cpu0 = now, cpu_seconds()
             self.evaluate(0)
             now = time.monotonic()
         self.round_start = now
@@ -278,9 +305,9 @@ class ParameterServer:
         took = self.first_at[g] - base
         wait = self.first_at[g] - self.asked_at[g]
         self.rtt = min(self.rtt, wait)
-        self.est[g] = nc.finish_estimate(self.est.get(g), took, wait, self.rtt)
+        self.est[g] = finish_estimate(self.est.get(g), took, wait, self.rtt)
         self.prev_done[g] = now
-        grad = nc.join_segments(parts, self.a.values)
+        grad = join_segments(parts, self.a.values)
         if self.a.mode == "async":
             self.params = (self.params - np.float32(self.a.lr) * grad).astype(np.float32)
             self.applied.append((g, k))
@@ -295,14 +322,14 @@ class ParameterServer:
         self.step[g] = k + 1
         self.collect_at.pop(g, None)
         if all(self.step[x] == self.version + 1 for x in self.accepted):
-            grads = [nc.join_segments(self.grads[x], self.a.values) for x in self.accepted]
+            grads = [join_segments(self.grads[x], self.a.values) for x in self.accepted]
             if self.work is not None:
                 self.params = self.work.apply(grads, self.a.lr)
                 if self.work.is_eval_point(self.version + 1):
                     self.evaluate(self.version + 1)   # before the GPUs get it: they wait, as in the trainer
                     now = time.monotonic()
             else:
-                self.params = nc.sgd_step(self.params, grads, self.a.lr)
+                self.params = sgd_step(self.params, grads, self.a.lr)
             self.new_version(now)
             if self.work is not None and self.version >= self.a.rounds:
                 self.train_s = round(time.monotonic() - self.train_t0 - self.eval_s, 4)
@@ -316,17 +343,17 @@ class ParameterServer:
         self.version += 1
         v = self.version
         self.history[v] = self.params
-        segs = self.seg_cache[v] = nc.segments(self.params)
+        segs = self.seg_cache[v] = segments(self.params)
         while len(self.seg_cache) > 3:                  # version 0 and the newest ones
             del self.seg_cache[next(k for k in self.seg_cache if k not in (0, v))]
         if self.a.transport == "ndn":
             dests: list[Any] = [None]
         elif self.a.transport == "ipmc":     # once, to the group: the switches replicate
-            dests = [(self.a.group, nc.UDP_PORT)]
+            dests = [(self.a.group, NDN_UDP_PORT)]
         else:
             dests = list(self.subscribers.values())
         for seg, content in enumerate(segs):
-            pkt = nc.data_packet(self.n(b"*distribute*", self.me, self.train, f"v={v}", f"seg={seg}"),
+            pkt = data_packet(self.n(b"*distribute*", self.me, self.train, f"v={v}", f"seg={seg}"),
                                  content, self.nseg - 1)
             for d in dests:
                 self.face.send(pkt, dest=d, kind="distribute")
@@ -357,7 +384,7 @@ class ParameterServer:
     # ------------------------------------------------------------------ report
     def summary(self) -> dict[str, Any]:
         st = self.face.stats
-        rx, rxp, tx, txp = nc.nic_counters(self.a.iface) if self.a.iface else (0, 0, 0, 0)
+        rx, rxp, tx, txp = nic_counters(self.a.iface) if self.a.iface else (0, 0, 0, 0)
         if self.out is not None:
             self.out.mkdir(parents=True, exist_ok=True)
             for v, arr in self.history.items():
@@ -365,11 +392,11 @@ class ParameterServer:
             np.save(self.out / "applied-sum.npy", self.applied_sum)
         acc = {}
         if self.a.model == "digits":
-            t = nc.DigitsTrainer(0, 0, self.a.seed)
+            t = DigitsTrainer(0, 0, self.a.seed)
             acc = {"accuracy_initial": t.accuracy(self.history[0]), "accuracy": t.accuracy(self.params)}
         if self.work is not None:
             acc = {"train_s": self.train_s, "eval_s": round(self.eval_s, 4), "error": self.error,
-                   "cpu_s": round(nc.cpu_seconds() - self.cpu0, 3) if self.train_t0 else 0.0,
+                   "cpu_s": round(cpu_seconds() - self.cpu0, 3) if self.train_t0 else 0.0,
                    "weights": self.work.weights(), "parameters": self.work.values}
         return {
             **acc,
@@ -393,7 +420,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--me", required=True, help="this PS's name (its host name, e.g. h1)")
     p.add_argument("--gpus", required=True, help="comma-separated GPU names (host names)")
     p.add_argument("--train", default="train", help="training name (default train)")
-    p.add_argument("--transport", choices=list(nc.TRANSPORTS), default="ndn",
+    p.add_argument("--transport", choices=list(TRANSPORTS), default="ndn",
                    help="ndn (ndn.p4), ip (UDP unicast), ipmc (UDP, updates to --group), tcp")
     p.add_argument("--group", default="", help="ipmc: the IP multicast group of the updates")
     p.add_argument("--iface", default="", help="the host's interface (ndn transport, NIC counters)")
@@ -416,7 +443,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hold-start", default="", metavar="PATH",
                    help="before the first round, print a ready_to_train line and wait until "
                         "PATH exists (at most 60 s)")
-    nc.add_harness_args(p, "ps")
+    add_harness_args(p, "ps")
     return p
 
 
@@ -424,9 +451,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run the PS; prints its JSON summary."""
     args = build_parser().parse_args(argv)
     try:
-        nc.check_name(nc.name_of(b"*distribute*", args.me, args.train, "v=1", "seg=1"))
+        check_name(name_of(b"*distribute*", args.me, args.train, "v=1", "seg=1"))
         ps = ParameterServer(args)
-    except (nc.NameBoundsError, OSError, ValueError) as e:
+    except (NameBoundsError, OSError, ValueError) as e:
         print(f"ndn_ps: error: {e}", file=sys.stderr)
         return 2
     summary = ps.run()

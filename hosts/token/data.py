@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from hosts.packets import TokenFlags, TokenMsg
 from hosts.token.link import FrameIO, TokenError
+from wire.token import TokenFlags, TokenMsg
 
 BLOB_CHUNK = 1024  # raw payload bytes per MODEL/DATA frame
 DISTRIBUTION_ROUNDS = 6  # the whole distribution at most this often (receivers keep pieces)

@@ -18,7 +18,7 @@ from collections import deque
 from typing import Any
 
 from hosts.net import packet_socket, wait_readable
-from hosts.packets import (
+from wire.token import (
     TOKEN_ETHERTYPE,
     TokenDecodeError,
     TokenHeader,

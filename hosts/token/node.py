@@ -57,11 +57,11 @@ from typing import Any
 
 import numpy as np
 
-from hosts.packets import TOKEN_VALUES, TokenHeader, TokenMsg, encode_token
 from hosts.token.data import Distribution, encode_examples, exact_encoding
 from hosts.token.link import NicLink, TokenError
 from hosts.token.protocol import TokenProtocol
 from hosts.token.training import Timing, Training, model_factory
+from wire.token import TOKEN_VALUES, TokenHeader, TokenMsg, encode_token
 
 
 @dataclass

@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hosts.packets import (
+from hosts.token.data import write_json_gradients
+from hosts.token.link import FrameIO
+from wire.token import (
     TOKEN_MAX_MEMBERS,
     TOKEN_VALUES,
     TokenDecodeError,
@@ -36,8 +38,6 @@ from hosts.packets import (
     TokenMsg,
     decode_token,
 )
-from hosts.token.data import write_json_gradients
-from hosts.token.link import FrameIO
 
 if TYPE_CHECKING:
     from hosts.token.training import Timing

@@ -36,8 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from hosts.fixedpoint import FixedPointOverflow, max_abs_q, quantize
-from hosts.packets import (
+from hosts.token.data import decode_examples, exact_encoding, write_json_gradients
+from hosts.token.link import FrameIO, TokenError
+from wire.fixedpoint import FixedPointOverflow, max_abs_q, quantize
+from wire.token import (
     TOKEN_MAX_FRAGS,
     TOKEN_VALUES,
     TokenDecodeError,
@@ -46,8 +48,6 @@ from hosts.packets import (
     decode_token,
     token_values,
 )
-from hosts.token.data import decode_examples, exact_encoding, write_json_gradients
-from hosts.token.link import FrameIO, TokenError
 
 READ_RETRY_S = 0.5  # a READ unanswered this long is sent again
 REPAIR_ROUNDS = 8   # read-out: NACK what is still missing at most this often

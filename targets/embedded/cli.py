@@ -13,9 +13,14 @@ import logging
 import signal
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from targets.embedded.compiler import CompileError
 from targets.embedded.switch import Switch
+
+if TYPE_CHECKING:
+    from targets.embedded.p4runtime.server import P4RuntimeServer, ServerTls
+    from targets.embedded.runtime_cli import RuntimeServer
 
 
 def _port_spec(text: str) -> tuple[int, str]:
@@ -82,12 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``gradnet-switch`` console script."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    argv = [a for a in argv if a != "--"]  # simple_switch_grpc's target-option separator
-    args = build_parser().parse_args(argv)
+class _StartError(Exception):
+    """A startup failure: printed as ``gradnet-switch: <message>``, exit status 2."""
 
+
+def _setup_logging(args: argparse.Namespace) -> None:
     level = {"trace": logging.DEBUG, "debug": logging.DEBUG, "info": logging.INFO,
              "warn": logging.WARNING, "error": logging.ERROR, "off": logging.CRITICAL + 1}[args.log_level]
     handlers: list[logging.Handler] = []
@@ -100,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=level, handlers=handlers,
                         format=f"[%(asctime)s] [dev {args.device_id}] %(levelname)s %(message)s")
 
+
+def _make_switch(args: argparse.Namespace) -> Switch:
+    """The switch with its queue rates, program and ports."""
     sw = Switch(device_id=args.device_id, cpu_port=args.cpu_port,
                 priority_queues=args.priority_queues, queue_depth=args.queue_depth, seed=args.seed)
     for port, prio, pps in args.queue_rate:
@@ -109,34 +116,38 @@ def main(argv: list[str] | None = None) -> int:
             with open(args.json, "rb") as f:
                 sw.install_program(sw.load_program(f.read()))
         except (OSError, CompileError) as e:
-            print(f"gradnet-switch: cannot load {args.json}: {e}", file=sys.stderr)
-            return 2
+            raise _StartError(f"cannot load {args.json}: {e}") from e
     try:
         for port, iface in args.interface:
             sw.add_port(port, iface)
     except OSError as e:
-        print(f"gradnet-switch: cannot open interface: {e}", file=sys.stderr)
-        return 2
+        raise _StartError(f"cannot open interface: {e}") from e
+    return sw
 
-    from targets.embedded.p4runtime_server import P4RuntimeServer, ServerTls
 
-    tls = None
+def _server_tls(args: argparse.Namespace) -> ServerTls | None:
+    from targets.embedded.p4runtime.server import ServerTls
+
     if args.grpc_server_ssl:
         if not (args.grpc_server_cert and args.grpc_server_key):
-            print("gradnet-switch: --grpc-server-ssl needs --grpc-server-cert and --grpc-server-key", file=sys.stderr)
-            return 2
-        tls = ServerTls(args.grpc_server_cert, args.grpc_server_key, args.grpc_server_cacert,
-                        args.grpc_server_with_client_auth)
-    elif args.grpc_server_cacert or args.grpc_server_cert or args.grpc_server_key or args.grpc_server_with_client_auth:
-        print("gradnet-switch: the --grpc-server-cacert/-cert/-key/-with-client-auth options need "
-              "--grpc-server-ssl", file=sys.stderr)
-        return 2
-    server = P4RuntimeServer(sw, args.grpc_server_addr, tls=tls)
+            raise _StartError("--grpc-server-ssl needs --grpc-server-cert and --grpc-server-key")
+        return ServerTls(args.grpc_server_cert, args.grpc_server_key, args.grpc_server_cacert,
+                         args.grpc_server_with_client_auth)
+    if args.grpc_server_cacert or args.grpc_server_cert or args.grpc_server_key or args.grpc_server_with_client_auth:
+        raise _StartError("the --grpc-server-cacert/-cert/-key/-with-client-auth options need "
+                          "--grpc-server-ssl")
+    return None
+
+
+def _start_servers(sw: Switch, args: argparse.Namespace) -> tuple[P4RuntimeServer, RuntimeServer | None]:
+    """Start the P4Runtime server and, with ``--runtime-socket``, the runtime CLI."""
+    from targets.embedded.p4runtime.server import P4RuntimeServer
+
+    server = P4RuntimeServer(sw, args.grpc_server_addr, tls=_server_tls(args))
     try:
         server.start()
     except Exception as e:  # grpc raises RuntimeError on a busy port, ValueError on bad TLS files
-        print(f"gradnet-switch: cannot listen on {args.grpc_server_addr}: {e}", file=sys.stderr)
-        return 2
+        raise _StartError(f"cannot listen on {args.grpc_server_addr}: {e}") from e
     runtime = None
     if args.runtime_socket:
         from targets.embedded.runtime_cli import RuntimeServer
@@ -146,9 +157,22 @@ def main(argv: list[str] | None = None) -> int:
             runtime.start()
         except OSError as e:
             server.stop()
-            print(f"gradnet-switch: cannot serve the runtime CLI on {args.runtime_socket}: {e}",
-                  file=sys.stderr)
-            return 2
+            raise _StartError(f"cannot serve the runtime CLI on {args.runtime_socket}: {e}") from e
+    return server, runtime
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``gradnet-switch`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = [a for a in argv if a != "--"]  # simple_switch_grpc's target-option separator
+    args = build_parser().parse_args(argv)
+    _setup_logging(args)
+    try:
+        sw = _make_switch(args)
+        server, runtime = _start_servers(sw, args)
+    except _StartError as e:
+        print(f"gradnet-switch: {e}", file=sys.stderr)
+        return 2
     done = threading.Event()
 
     def _stop(signum: int, frame: object) -> None:

@@ -157,19 +157,11 @@ def _targeted(doc: dict[str, Any], rng: random.Random, hostile: list[Any]) -> st
     return mutate(doc, rng, hostile)
 
 
-def run_fuzz(seconds: float, seed: int = 1, programs: tuple[str, ...] = PROGRAMS,
-             max_cases: int | None = None, log: Any = None) -> FuzzReport:
-    """Fuzz for ``seconds`` (or ``max_cases``) against a fresh embedded switch on
-    127.0.0.1; see the module doc for what passes."""
-    import grpc
-    from finsy.proto import p4i, p4r, p4r_grpc
+def _load_sources(programs: tuple[str, ...]) -> dict[str, tuple[bytes, Any]]:
+    """name -> (BMv2 JSON, P4Info) of the programs p4c has built."""
+    from finsy.proto import p4i
     from google.protobuf import text_format
 
-    from targets.embedded.p4runtime_server import P4RuntimeServer
-    from targets.embedded.switch import Switch
-
-    rng = random.Random(seed)
-    report = FuzzReport(seed=seed)
     sources = {}
     for name in programs:
         j, info = BUILD / f"{name}.json", BUILD / f"{name}.p4info.txt"
@@ -177,6 +169,22 @@ def run_fuzz(seconds: float, seed: int = 1, programs: tuple[str, ...] = PROGRAMS
             sources[name] = (j.read_bytes(), text_format.Parse(info.read_text(), p4i.P4Info()))
     if not sources:
         raise FileNotFoundError(f"no p4c outputs in {BUILD} (run `make p4`)")
+    return sources
+
+
+def run_fuzz(seconds: float, seed: int = 1, programs: tuple[str, ...] = PROGRAMS,
+             max_cases: int | None = None, log: Any = None) -> FuzzReport:
+    """Fuzz for ``seconds`` (or ``max_cases``) against a fresh embedded switch on
+    127.0.0.1; see the module doc for what passes."""
+    import grpc
+    from finsy.proto import p4r, p4r_grpc
+
+    from targets.embedded.p4runtime.server import P4RuntimeServer
+    from targets.embedded.switch import Switch
+
+    rng = random.Random(seed)
+    report = FuzzReport(seed=seed)
+    sources = _load_sources(programs)
     with tempfile.TemporaryDirectory(prefix="gradnet-fuzz-") as tmp:
         marker = Path(tmp) / "EXECUTED"
         hostile = hostile_values(marker)

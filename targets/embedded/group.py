@@ -60,7 +60,7 @@ def _prioritize(nice: int) -> None:
 
 
 def _setup(spec: dict[str, Any]) -> tuple[Switch, list[Any]]:
-    from targets.embedded.p4runtime_server import P4RuntimeServer
+    from targets.embedded.p4runtime.server import P4RuntimeServer
     from targets.embedded.runtime_cli import RuntimeServer
 
     name = spec["name"]

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from targets.embedded.compiler import (
+from targets.embedded.codegen.layout import (
     CLONE,
     CLONE_FL,
     EXIT,
@@ -34,9 +34,10 @@ from targets.embedded.compiler import (
     RECIRC,
     RESUBMIT,
     TRUNCATE,
-    Program,
 )
+from targets.embedded.compiler import Program
 from targets.embedded.state import PacketReplicationEngine, Replica
+from targets.embedded.traffic import PortQueues, TrafficConfigMixin
 
 log = logging.getLogger("gradnet.switch")
 
@@ -74,36 +75,7 @@ class SwitchStats:
     ports: dict[int, PortStats] = field(default_factory=lambda: collections.defaultdict(PortStats))
 
 
-class _Queue:
-    """One egress port's queues: strict priority, optional rate (pps) and depth."""
-
-    __slots__ = ("queues", "rate", "tokens", "last", "depth", "enqueued", "dropped",
-                 "port_rate", "port_tokens", "port_last", "port_frame")
-
-    def __init__(self, nb_queues: int, depth: int) -> None:
-        self.queues = [collections.deque() for _ in range(nb_queues)]
-        self.rate: list[float | None] = [None] * nb_queues
-        self.tokens = [1.0] * nb_queues
-        self.last = [0.0] * nb_queues
-        self.depth = [depth] * nb_queues
-        # per-queue counters (index = queue slot, highest priority first), read by the
-        # runtime CLI's get_queue_stats
-        self.enqueued = [0] * nb_queues
-        self.dropped = [0] * nb_queues
-        # optional rate of the whole port, shared by its queues in strict priority (a
-        # line rate; gradnet extension: BMv2 only has per-queue rates)
-        self.port_rate: float | None = None
-        self.port_tokens = 1.0
-        self.port_last = 0.0
-        # None: port_rate counts packets; else it counts frames of port_frame bytes and a
-        # packet costs its length in them (a byte rate: port_rate * port_frame bytes/s)
-        self.port_frame: int | None = None
-
-    def size(self) -> int:
-        return sum(len(q) for q in self.queues)
-
-
-class Switch:
+class Switch(TrafficConfigMixin):
     """A software switch running one compiled P4 program with simple_switch semantics."""
 
     def __init__(
@@ -128,7 +100,7 @@ class Switch:
         self._ports: dict[int, socket.socket] = {}
         self._ifaces: dict[int, str] = {}
         self._fd_port: dict[int, int] = {}
-        self._tm: dict[int, _Queue] = {}
+        self._tm: dict[int, PortQueues] = {}
         self._rate_cfg: dict[tuple[int | None, int | None], float] = {}
         self._depth_cfg: dict[tuple[int | None, int | None], int] = {}
         self._port_rate_cfg: dict[int | None, float | None] = {}
@@ -212,86 +184,6 @@ class Switch:
         self._ports[port] = s
         self._ifaces[port] = iface
         self._fd_port[s.fileno()] = port
-
-    def set_queue_rate(self, pps: float | None, port: int | None = None, priority: int | None = None) -> None:
-        """Limit a queue's rate in packets/s (None: unlimited), like BMv2's set_queue_rate."""
-        self._set_cfg(self._rate_cfg, pps, port, priority)
-
-    def set_queue_depth(self, depth: int, port: int | None = None, priority: int | None = None) -> None:
-        """Set a queue's depth in packets, like BMv2's set_queue_depth."""
-        self._set_cfg(self._depth_cfg, depth, port, priority)
-
-    def set_port_rate(self, pps: float | None, port: int | None = None, frame_bytes: int | None = None) -> None:
-        """Limit a whole port (None: every port) to ``pps`` packets/s, shared by its
-        queues in strict priority, like a line rate (None: unlimited). A gradnet
-        extension: BMv2's queues only have their own, independent rates. With
-        ``frame_bytes`` the rate is a byte rate, ``pps * frame_bytes`` bytes/s: a packet
-        costs its length over ``frame_bytes`` of a packet's share."""
-        if frame_bytes is not None and frame_bytes < 1:
-            raise ValueError(f"frame_bytes must be >= 1, got {frame_bytes}")
-        if port is None:
-            self._port_rate_cfg.clear()
-            self._port_frame_cfg.clear()
-        self._port_rate_cfg[port] = pps
-        self._port_frame_cfg[port] = frame_bytes
-        self._reapply()
-
-    def _set_cfg(self, cfg: dict, value: object, port: int | None, priority: int | None) -> None:
-        # A wider setting replaces the narrower ones it covers (BMv2's set_all / per-port
-        # calls overwrite every queue they name), so the latest call wins.
-        for key in [k for k in cfg if (port is None or k[0] == port) and (priority is None or k[1] == priority)]:
-            del cfg[key]
-        cfg[(port, priority)] = value
-        self._reapply()
-
-    def _reapply(self) -> None:
-        self._shaped = any(v is not None for v in (*self._rate_cfg.values(), *self._port_rate_cfg.values()))
-        for p, q in list(self._tm.items()):  # may run in a control thread
-            self._apply_cfg(p, q)
-        self.wake()  # the data plane re-plans its dequeue timer
-
-    def queue_stats(self, port: int | None = None) -> list[dict[str, object]]:
-        """Per-queue state and counters, one dict per queue of every port (or ``port``
-        only): rate, depth, occupancy, enqueued, dropped.
-
-        ``priority`` is the ``standard_metadata.priority`` the queue serves; ``queue`` is
-        simple_switch's internal index (``nb_queues - 1 - priority``, 0 served first),
-        which is what the ``priority`` argument of set_queue_rate/set_queue_depth names,
-        as in BMv2."""
-        out: list[dict[str, object]] = []
-        ports = sorted(set(self._ports) | set(self._tm)) if port is None else [port]
-        for p in ports:
-            q = self._tm.get(p)
-            if q is None:
-                q = _Queue(self.nb_queues, self.queue_depth)
-                self._apply_cfg(p, q)
-            for prio in range(self.nb_queues):
-                slot = self.nb_queues - 1 - prio
-                out.append({"port": p, "priority": prio, "queue": slot, "rate_pps": q.rate[slot],
-                            "port_rate_pps": q.port_rate, "port_frame_bytes": q.port_frame,
-                            "depth": q.depth[slot], "occupancy": len(q.queues[slot]),
-                            "enqueued": q.enqueued[slot], "dropped": q.dropped[slot]})
-        return out
-
-    def _apply_cfg(self, port: int, q: _Queue) -> None:
-        for key in (None, port):
-            if key in self._port_rate_cfg:
-                q.port_rate = self._port_rate_cfg[key]
-                q.port_frame = self._port_frame_cfg.get(key)
-        for prio in range(self.nb_queues):
-            for key in ((None, None), (port, None), (None, prio), (port, prio)):
-                if key in self._rate_cfg:
-                    q.rate[prio] = self._rate_cfg[key]
-                if key in self._depth_cfg:
-                    q.depth[prio] = self._depth_cfg[key]
-
-    def _queue(self, port: int) -> _Queue:
-        q = self._tm.get(port)
-        if q is None:
-            q = _Queue(self.nb_queues, self.queue_depth)
-            self._apply_cfg(port, q)
-            self._tm[port] = q
-        return q
 
     # ------------------------------------------------------------------ entry points
     def inject_packet_out(self, frame: bytes) -> None:
@@ -478,7 +370,7 @@ class Switch:
             self._draining = False
         return wait
 
-    def _drain_port(self, prog: Program | None, port: int, q: _Queue, now: float,
+    def _drain_port(self, prog: Program | None, port: int, q: PortQueues, now: float,
                     wait: float | None) -> float | None:
         """Dequeue one port's queues, highest priority first, as far as rates allow."""
         prate = q.port_rate
@@ -516,7 +408,7 @@ class Switch:
         return wait
 
     # ------------------------------------------------------------------ egress
-    def _egress(self, prog: Program, port: int, qid: int, q: _Queue, F: list[int], payload: bytes,
+    def _egress(self, prog: Program, port: int, qid: int, q: PortQueues, F: list[int], payload: bytes,
                 length: int, trunc: int, out: list[tuple[int, bytes]], loops: int = 0) -> None:
         if self._eg_ts is not None:
             F[self._eg_ts] = self._now_us()

@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from hosts.packets import INA_MAX_WORKERS, INA_VALUES, check_values_per_packet
+from wire.ina import INA_MAX_WORKERS, INA_VALUES, check_values_per_packet
 
 __all__ = [
     "BFP_EXP_BIAS",

@@ -1,8 +1,10 @@
 """The INA routing policy: which switch aggregates which worker's fragment (docs/ina_policy.md).
 
-Written by the controller (``gradctl ina deploy``, the experiments) as JSON, read by the
-workers and the PS. The controller builds it from the placement LP's split
-(:func:`controller.placement.routing_policy`); the agents only read and check it.
+Written by the controller (``gradctl ina deploy``, the experiments) and the simulator as
+JSON, read by the workers and the PS. The controller builds it from the placement LP's
+split (:func:`controller.placement.routing_policy`); the agents only read and check it.
+Every writer goes through :func:`policy_json` (the file's keys are written there only);
+:class:`Policy` reads and validates.
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from hosts.fixedpoint import (
+from wire.fixedpoint import (
     DEFAULT_SCALE_BITS,
     NUMBER_FORMATS,
 )
-from hosts.packets import (
+from wire.ina import (
     INA_MAX_WORKERS,
     INA_UDP_PORT,
     INA_VALUE_SIZES,
@@ -119,6 +121,47 @@ def _row(value: Any, n: int, what: str, hi: int) -> np.ndarray:
 
 def _compact(row: np.ndarray) -> int | list[int]:
     return int(row[0]) if row.size and (row == row[0]).all() else [int(v) for v in row]
+
+
+Rows = Mapping[int, Any]
+
+
+def policy_json(job: int, ps: str, workers: Sequence[str], num_fragments: int, *,
+                tags: int | Sequence[Any] = 0, fanin: Rows | None = None,
+                switch_ips: Mapping[int, str] | None = None, sd: int | None = None,
+                sd_ip: str | None = None, partial_tags: Rows | None = None,
+                port: int | None = None, scale_bits: int | None = None,
+                number_format: str | None = None,
+                values_per_packet: int = INA_VALUES) -> dict[str, Any]:
+    """The policy's JSON object (docs/ina_policy.md), as given: no validation (the
+    simulator writes policies beyond the wire's worker limit; :class:`Policy` checks what
+    it reads). ``tags``: one row per worker (a list of switch ids per fragment, or one id
+    for all) or one id for everything; ``fanin``/``partial_tags``: ``{switch id: row}``;
+    ``sd``: the switch id of ``s_d`` (None: no ``s_d``), ``sd_ip`` its address if
+    written. Optional keys left None are not written (readers use their defaults)."""
+    d: dict[str, Any] = {"version": POLICY_VERSION, "job": job, "ps": ps}
+    for key, value in (("port", port), ("scale_bits", scale_bits), ("format", number_format)):
+        if value is not None:
+            d[key] = value
+    d["values_per_packet"] = values_per_packet
+    d["workers"] = list(workers)
+    d["num_fragments"] = num_fragments
+    d["tags"] = tags if isinstance(tags, int) else [_out_row(r) for r in tags]
+    if fanin is not None:
+        d["fanin"] = {str(k): _out_row(v) for k, v in fanin.items()}
+    if switch_ips is not None:
+        d["switch_ips"] = {str(k): v for k, v in switch_ips.items()}
+    d["sd"] = None if sd is None else {"id": sd} if sd_ip is None else {"id": sd, "ip": sd_ip}
+    if partial_tags is not None:
+        d["partial_tags"] = {str(k): _out_row(v) for k, v in partial_tags.items()}
+    return d
+
+
+def _out_row(row: Any) -> int | list[int]:
+    """A row as JSON: one integer stays one, a sequence becomes a list of ints."""
+    if isinstance(row, int | np.integer):
+        return int(row)
+    return [int(v) for v in row]
 
 
 @dataclass(frozen=True, eq=False)
@@ -302,24 +345,18 @@ class Policy:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object (compact: a uniform row is written as one integer)."""
-        d: dict[str, Any] = {
-            "version": POLICY_VERSION,
-            "job": self.job,
-            "ps": self.ps,
-            "port": self.port,
-            "scale_bits": self.scale_bits,
-            "format": self.number_format,
-            "values_per_packet": self.values_per_packet,
-            "workers": list(self.workers),
-            "num_fragments": self.num_fragments,
-            "tags": [_compact(r) for r in self.tags],
-            "fanin": {str(k): _compact(v) for k, v in sorted(self.fanin.items())},
-            "switch_ips": {str(k): v for k, v in sorted(self.switch_ips.items())},
-            "sd": None if self.sd is None else {"id": self.sd.id, "ip": self.sd.ip},
-        }
-        if self.partial_tags:
-            d["partial_tags"] = {str(k): _compact(v) for k, v in sorted(self.partial_tags.items())}
-        return d
+        return policy_json(
+            self.job, self.ps, self.workers, self.num_fragments,
+            tags=[_compact(r) for r in self.tags],
+            fanin={k: _compact(v) for k, v in sorted(self.fanin.items())},
+            switch_ips=dict(sorted(self.switch_ips.items())),
+            sd=None if self.sd is None else self.sd.id,
+            sd_ip=None if self.sd is None else self.sd.ip,
+            partial_tags={k: _compact(v) for k, v in sorted(self.partial_tags.items())}
+            if self.partial_tags else None,
+            port=self.port, scale_bits=self.scale_bits, number_format=self.number_format,
+            values_per_packet=self.values_per_packet,
+        )
 
     def dump(self, path: str | Path) -> None:
         """Write the policy as JSON."""
