@@ -26,6 +26,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from rich.table import Table
 
@@ -37,8 +38,8 @@ from topologies import fat_tree, leaf_spine
 console = TableConsole()
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command-line entry: run everything, print the tables."""
+def _parser() -> argparse.ArgumentParser:
+    """The bench's command line."""
     p = argparse.ArgumentParser(prog="python -m bench.ndn_bench", description=__doc__.splitlines()[0])
     p.add_argument("--topo", default="fat-tree", choices=["fat-tree", "leaf-spine"])
     p.add_argument("--bw", type=float, default=10.0, help="link bandwidth in Mbit/s")
@@ -51,22 +52,46 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fabric-loss", default="0.01,0.05,0.1", metavar="R,R,...",
                    help="loss rates on a fabric link, one sync and one async NDN run each ('' : none)")
     p.add_argument("--target", default=None, help="auto|embedded|bmv2")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry: run everything, print the tables."""
+    args = _parser().parse_args(argv)
     if os.geteuid() != 0:
         print("ndn_bench needs root (network namespaces)", file=sys.stderr)
         return 2
-    from topologies.network import Network
-
     topo = fat_tree(4, bw=args.bw) if args.topo == "fat-tree" else leaf_spine(2, 2, 3, bw=args.bw)
     hosts = topo.hosts()
     ps, gpus = hosts[0], hosts[1:]
     lossy = gpus[-1]                  # the farthest GPU
     rates = [float(x) for x in args.gpu_loss.split(",") if x]
     fabric = [float(x) for x in args.fabric_loss.split(",") if x]
+    runs = _run_all(args, topo, ps, gpus, lossy, rates, fabric)
+    n = len(gpus)
+    ndn, ip = runs["ndn"], runs["ip"]
+    console.print(_pair_table(args, topo.name, n, ndn, ip))
+    console.print(ratios_table(ndn, ip, n))
+    if rates:
+        console.print(_gpu_loss_table(args, runs, lossy, rates))
+    if fabric:
+        console.print(_fabric_table(args, runs, topo, ps, gpus, lossy, fabric))
+    console.print(_subscriptions_table(runs, len(gpus)))
+    bad = [k for k, r in runs.items() if not r.exact]
+    for k in bad:
+        console.print(f"[red]{k}: {'; '.join(runs[k].problems)[:300]}[/red]")
+    return 1 if bad else 0
+
+
+def _run_all(args: argparse.Namespace, topo: Any, ps: str, gpus: list[str], lossy: str,
+             rates: list[float], fabric: list[float]) -> dict[Any, Any]:
+    """Every run of the bench on one network, keyed as the tables read them."""
+    from topologies.network import Network
+
     out = Path(tempfile.mkdtemp(prefix="gradnet-ndn-bench-"))
     kw = dict(ps=ps, gpus=gpus, rounds=args.rounds, values=args.values,
               compute_time=args.compute_time, max_time=240.0)
-    runs = {}
+    runs: dict[Any, Any] = {}
     with Network(topo, target=args.target) as net:
         console.print("[dim]NDN, no loss ...[/dim]")
         runs["ndn"] = run_ndn(net, topo, out / "ndn", {}, **kw)
@@ -85,17 +110,24 @@ def main(argv: list[str] | None = None) -> int:
             console.print(f"[dim]NDN, {sub} subscriptions ...[/dim]")
             runs[("sub", sub)] = run_ndn(net, topo, out / f"ndn-sub-{sub}", {}, subscriptions=sub,
                                          **{**kw, "rounds": 1})
-    n = len(gpus)
-    ndn, ip = runs["ndn"], runs["ip"]
-    t = Table(title=f"NDN PS (persistent PIT) vs IP-unicast PS, {topo.name}, {n} GPUs, "
+    return runs
+
+
+def _pair_table(args: argparse.Namespace, topo_name: str, n: int, ndn: Any, ip: Any) -> Table:
+    """NDN beside IP without loss: round time, PS bytes per round, exactness."""
+    t = Table(title=f"NDN PS (persistent PIT) vs IP-unicast PS, {topo_name}, {n} GPUs, "
                     f"{args.values} float32 values, {args.rounds} rounds, {args.bw:g} Mbit/s")
     for col in ("run", "round s", "PS distribution B/round", "PS egress B/round", "exact"):
         t.add_column(col, justify="right" if col != "run" else "left")
     for name, r in (("NDN", ndn), ("IP", ip)):
         t.add_row(name, f"{r.round_seconds:.2f}", f"{r.distribute_bytes_per_round:,.0f}",
                   f"{r.tx_bytes_per_round:,.0f}", "yes" if r.exact else "NO")
-    console.print(t)
-    console.print(ratios_table(ndn, ip, n))
+    return t
+
+
+def _gpu_loss_table(args: argparse.Namespace, runs: dict[Any, Any], lossy: str,
+                    rates: list[float]) -> Table:
+    """Loss on one GPU's link: its updates the probe timer recovered."""
     lt = Table(title=f"NDN under loss on {lossy}'s link: lost updates recovered by the probe timer")
     for col in ("loss", "updates recovered", "segments recovered", "probes fired",
                 "emulated drops", "round s", "exact"):
@@ -107,8 +139,12 @@ def main(argv: list[str] | None = None) -> int:
         lt.add_row(f"{r:.0%}", f"{g.get('updates_recovered_by_probe', 0)}/{args.rounds}",
                    str(g.get("segments_recovered", 0)), str(g.get("probes_fired", 0)), str(drops),
                    f"{res.round_seconds:.2f}", "yes" if res.exact else "NO")
-    if rates:
-        console.print(lt)
+    return lt
+
+
+def _fabric_table(args: argparse.Namespace, runs: dict[Any, Any], topo: Any, ps: str,
+                  gpus: list[str], lossy: str, fabric: list[float]) -> Table:
+    """Loss on a fabric link, sync and async: did every GPU get every update."""
     ft = Table(title=f"NDN under loss on a fabric link (both directions, toward {lossy}): every GPU, "
                      "every update")
     for col in ("loss", "mode", "link", "every update", "recovered by probe", "retransmissions",
@@ -127,10 +163,13 @@ def main(argv: list[str] | None = None) -> int:
                                                              for g in res.gpus.values())
             ft.add_row(f"{r:.0%}", mode, link, f"{len(got)}/{len(gpus)} GPUs", str(res.probe_recoveries),
                        str(retx), str(drops), f"{res.seconds:.1f}", "yes" if res.exact else "NO")
-    if fabric:
-        console.print(ft)
+    return ft
+
+
+def _subscriptions_table(runs: dict[Any, Any], n_gpus: int) -> Table:
+    """Subscriptions kept by the data plane vs by the controller: ack latency, packet-ins."""
     st = Table(title="subscriptions: in the data plane vs by the controller (one subscribe each, "
-                     f"{len(gpus)} GPUs)")
+                     f"{n_gpus} GPUs)")
     for col in ("subscriptions", "ack latency mean ms", "max ms", "packet-ins", "packet-ins / subscription",
                 "exact"):
         st.add_column(col, justify="right" if col != "subscriptions" else "left")
@@ -141,11 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         st.add_row(sub, f"{1e3 * sum(lat) / len(lat):.1f}" if lat else "-",
                    f"{1e3 * max(lat):.1f}" if lat else "-", str(punted),
                    f"{punted / len(lat):.2f}" if lat else "-", "yes" if res.exact else "NO")
-    console.print(st)
-    bad = [k for k, r in runs.items() if not r.exact]
-    for k in bad:
-        console.print(f"[red]{k}: {'; '.join(runs[k].problems)[:300]}[/red]")
-    return 1 if bad else 0
+    return st
 
 
 if __name__ == "__main__":

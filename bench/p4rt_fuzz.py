@@ -34,15 +34,25 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from finsy.proto import p4d, p4i, p4r
-from google.protobuf import text_format
+from finsy.proto import p4r
+
+from bench.p4rt_cases import REFUSALS, baseline, deterministic_cases, fresh_key
+from bench.p4rt_schema import (
+    DELETE,
+    INSERT,
+    MODIFY,
+    Schema,
+    Table,
+    enc,
+    entry,
+    random_action,
+    random_key,
+    upd,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAM_DIRS = {"table_features": ROOT / "tests" / "p4" / "build"}
 DEFAULT_PROGRAMS = ("table_features", "forward", "ina", "ndn", "nic", "lan")
-INSERT, MODIFY, DELETE = p4r.Update.INSERT, p4r.Update.MODIFY, p4r.Update.DELETE
-KINDS = {p4i.MatchField.EXACT: "exact", p4i.MatchField.LPM: "lpm", p4i.MatchField.TERNARY: "ternary",
-         p4i.MatchField.RANGE: "range", p4i.MatchField.OPTIONAL: "optional"}
 
 #: case name -> what BMv2 1.15's PI answers where it differs from the spec. The embedded
 #: target follows the spec; the differential test maps through this table.
@@ -73,370 +83,6 @@ BMV2_DIFFERS: dict[str, str] = {
 }
 
 
-# ----------------------------------------------------------------------------- schema
-@dataclass
-class MatchF:
-    id: int
-    name: str
-    kind: str
-    width: int
-
-
-@dataclass
-class Table:
-    id: int
-    name: str
-    fields: list[MatchF]
-    actions: list[int]  # entry-usable action ids (not DEFAULT_ONLY)
-    default_only: list[int]
-    is_const: bool
-    needs_priority: bool
-    const_default: bool
-    size: int
-
-
-@dataclass
-class Schema:
-    """What the fuzz needs from a P4Info."""
-
-    tables: list[Table]
-    params: dict[int, list[tuple[int, int]]]  # action id -> [(param id, width)]
-    counters: dict[int, int]  # id -> size
-    registers: dict[int, tuple[int, int]]  # id -> (size, width)
-
-    @classmethod
-    def load(cls, p4info: Path) -> Schema:
-        info = text_format.Parse(p4info.read_text(), p4i.P4Info())
-        params = {a.preamble.id: [(p.id, p.bitwidth) for p in a.params] for a in info.actions}
-        tables = []
-        for t in info.tables:
-            if t.implementation_id:  # indirect tables: not fuzzed here
-                continue
-            fields = [MatchF(m.id, m.name, KINDS.get(m.match_type, "other"), m.bitwidth) for m in t.match_fields]
-            if any(f.kind == "other" for f in fields):
-                continue
-            acts = [a.id for a in t.action_refs if a.scope != p4i.ActionRef.DEFAULT_ONLY and a.id in params]
-            donly = [a.id for a in t.action_refs if a.scope == p4i.ActionRef.DEFAULT_ONLY]
-            tables.append(Table(t.preamble.id, t.preamble.name, fields, acts, donly, t.is_const_table,
-                                any(f.kind in ("ternary", "range", "optional") for f in fields),
-                                t.const_default_action_id != 0, t.size))
-        counters = {c.preamble.id: c.size for c in info.counters}
-        registers = {}
-        for r in info.registers:
-            bs = r.type_spec.bitstring
-            w = bs.bit.bitwidth if bs.HasField("bit") else bs.int.bitwidth if bs.HasField("int") else 0
-            if w:
-                registers[r.preamble.id] = (r.size, w)
-        return cls(tables, params, counters, registers)
-
-    def writable(self) -> list[Table]:
-        """Tables a controller may add entries to (not const, with a key and an action)."""
-        return [t for t in self.tables if not t.is_const and t.fields and t.actions]
-
-    def unused_id(self, base: int) -> int:
-        """An id of P4Info's ``base`` prefix (0x02 tables, 0x01 actions ...) that no object has."""
-        return (base << 24) | 0xABCDE
-
-
-def enc(v: int) -> bytes:
-    """Canonical P4Runtime bytestring."""
-    return v.to_bytes(max(1, (v.bit_length() + 7) // 8), "big")
-
-
-# ----------------------------------------------------------------------------- entries
-def random_key(t: Table, rng: random.Random) -> tuple[list[p4r.FieldMatch], int, tuple]:
-    """A valid match key for ``t``, its priority, and its identity (for the model)."""
-    out, ident = [], []
-    for f in t.fields:
-        full = (1 << f.width) - 1
-        if f.kind == "exact":
-            v = rng.getrandbits(f.width)
-            out.append(p4r.FieldMatch(field_id=f.id, exact=p4r.FieldMatch.Exact(value=enc(v))))
-            ident.append(v)
-        elif f.kind == "lpm":
-            plen = rng.randint(1, f.width)
-            v = rng.getrandbits(f.width) & (full ^ ((1 << (f.width - plen)) - 1))
-            out.append(p4r.FieldMatch(field_id=f.id, lpm=p4r.FieldMatch.LPM(value=enc(v), prefix_len=plen)))
-            ident.append((v, plen))
-        elif f.kind == "ternary":
-            mask = rng.getrandbits(f.width) or 1
-            v = rng.getrandbits(f.width) & mask
-            out.append(p4r.FieldMatch(field_id=f.id, ternary=p4r.FieldMatch.Ternary(value=enc(v), mask=enc(mask))))
-            ident.append((v, mask))
-        elif f.kind == "range":
-            lo, hi = sorted((rng.getrandbits(f.width), rng.getrandbits(f.width)))
-            if (lo, hi) == (0, full):
-                hi = full - 1
-            out.append(p4r.FieldMatch(field_id=f.id, range=p4r.FieldMatch.Range(low=enc(lo), high=enc(hi))))
-            ident.append((lo, hi))
-        else:
-            v = rng.getrandbits(f.width)
-            out.append(p4r.FieldMatch(field_id=f.id, optional=p4r.FieldMatch.Optional(value=enc(v))))
-            ident.append(v)
-    prio = rng.randint(1, 1000) if t.needs_priority else 0
-    return out, prio, (t.id, tuple(ident), prio)
-
-
-def random_action(s: Schema, t: Table, rng: random.Random) -> p4r.TableAction:
-    aid = rng.choice(t.actions)
-    return p4r.TableAction(action=p4r.Action(action_id=aid, params=[
-        p4r.Action.Param(param_id=pid, value=enc(rng.getrandbits(w))) for pid, w in s.params[aid]]))
-
-
-def entry(t: Table, match: list[p4r.FieldMatch], prio: int, action: p4r.TableAction | None = None) -> p4r.TableEntry:
-    te = p4r.TableEntry(table_id=t.id, match=match, priority=prio)
-    if action is not None:
-        te.action.CopyFrom(action)
-    return te
-
-
-def upd(kind: int, **entity: object) -> p4r.Update:
-    return p4r.Update(type=kind, entity=p4r.Entity(**entity))
-
-
-# ----------------------------------------------------------------------------- cases
-@dataclass
-class Case:
-    """One update and the code the spec requires for it."""
-
-    name: str
-    update: p4r.Update
-    spec: str
-
-
-@dataclass
-class Refusal:
-    """A whole Write that must be refused: ``overrides`` go to ``write_codes``."""
-
-    name: str
-    overrides: dict
-    spec: str
-
-
-def _first(tables: list[Table], pred: Callable[[Table], bool]) -> Table | None:
-    return next((t for t in tables if pred(t)), None)
-
-
-def baseline(s: Schema, rng: random.Random) -> tuple[list[p4r.Update], dict[str, p4r.TableEntry]]:
-    """Valid entries the deterministic cases refer to: one per writable table (name ->
-    the entry), plus multicast group 1 (ports 1 and 2)."""
-    ups, entries = [], {}
-    for t in s.writable():
-        m, prio, _ = random_key(t, rng)
-        te = entry(t, m, prio, random_action(s, t, rng))
-        entries[t.name] = te
-        ups.append(upd(INSERT, table_entry=te))
-    ups.append(upd(INSERT, packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(
-        multicast_group_entry=p4r.MulticastGroupEntry(multicast_group_id=1, replicas=[
-            p4r.Replica(egress_port=1, instance=0), p4r.Replica(egress_port=2, instance=0)]))))
-    return ups, entries
-
-
-def deterministic_cases(s: Schema, base: dict[str, p4r.TableEntry]) -> list[Case]:
-    """One malformed update per spec rule that ``s`` has an object for (see module doc)."""
-    cases: list[Case] = []
-    w = s.writable()
-
-    def add(name: str, kind: int, te: p4r.TableEntry | None = None, spec: str = "INVALID_ARGUMENT",
-            **entity: object) -> None:
-        if te is not None:
-            entity["table_entry"] = te
-        cases.append(Case(name, upd(kind, **entity), spec))
-
-    def copy(te: p4r.TableEntry) -> p4r.TableEntry:
-        c = p4r.TableEntry()
-        c.CopyFrom(te)
-        return c
-
-    t = _first(w, lambda t: any(s.params[a] for a in t.actions))
-    if t is not None:
-        te = base[t.name]
-        aid = next(a for a in t.actions if s.params[a])
-        pid, pw = s.params[aid][0]
-        fresh = copy(te)
-        fresh.action.action.action_id = aid
-        del fresh.action.action.params[:]
-        fresh.action.action.params.extend(p4r.Action.Param(param_id=p, value=b"\x00") for p, _ in s.params[aid])
-        # a key nobody inserted: flip the entry's first exact/lpm/ternary value
-        _fresh_key(fresh, t)
-        c = copy(fresh)
-        c.table_id = s.unused_id(0x02)
-        add("unknown table id", INSERT, c)
-        c = copy(fresh)
-        c.action.action.action_id = s.unused_id(0x01)
-        add("unknown action id", INSERT, c)
-        other = next((a for a in s.params if a not in t.actions and a not in t.default_only), None)
-        if other is not None:
-            c = copy(fresh)
-            c.action.action.action_id = other
-            del c.action.action.params[:]
-            c.action.action.params.extend(p4r.Action.Param(param_id=p, value=b"\x00") for p, _ in s.params[other])
-            add("action of another table", INSERT, c)
-        c = copy(fresh)
-        c.action.action.params[0].param_id = 0x7FFF
-        add("unknown param id", INSERT, c)
-        c = copy(fresh)
-        del c.action.action.params[0]
-        add("missing param", INSERT, c)
-        c = copy(fresh)
-        c.action.action.params.add(param_id=0x7FFE, value=b"\x01")
-        add("extra param", INSERT, c)
-        c = copy(fresh)
-        c.action.action.params[0].value = enc(1 << pw)
-        add("param wider than its field", INSERT, c, "OUT_OF_RANGE")
-        c = copy(fresh)
-        c.action.action.params[0].value = b""
-        add("param empty bytestring", INSERT, c, "OUT_OF_RANGE")
-        add("update type unspecified", p4r.Update.UNSPECIFIED, copy(fresh))
-        c = copy(fresh)
-        c.is_const = True
-        add("is_const set in a write", INSERT, c)
-        add("duplicate insert", INSERT, copy(te), "ALREADY_EXISTS")
-        add("modify a missing entry", MODIFY, copy(fresh), "NOT_FOUND")
-        add("delete a missing entry", DELETE, copy(fresh), "NOT_FOUND")
-        c = copy(fresh)
-        c.match.add().CopyFrom(c.match[0])
-        add("duplicate match field", INSERT, c)
-        c = copy(fresh)
-        c.match[0].field_id = 0x7FFF
-        add("unknown match field id", INSERT, c)
-        c = p4r.TableEntry(table_id=t.id, is_default_action=True, action=fresh.action)
-        add("INSERT of the default entry", INSERT, c)
-        c = p4r.TableEntry(table_id=t.id, is_default_action=True, match=fresh.match)
-        add("default entry with a match key", MODIFY, c)
-
-    t = _first(w, lambda t: any(f.kind == "exact" for f in t.fields))
-    if t is not None:
-        te = copy(base[t.name])
-        i = next(i for i, f in enumerate(t.fields) if f.kind == "exact")
-        f = t.fields[i]
-        c = copy(te)
-        c.match[i].exact.value = enc(1 << f.width)
-        add("exact key wider than its field", INSERT, c, "OUT_OF_RANGE")
-        c = copy(te)
-        c.match[i].exact.value = b""
-        add("exact key empty bytestring", INSERT, c, "OUT_OF_RANGE")
-        c = copy(te)
-        c.match[i].ClearField("exact")
-        c.match[i].lpm.value, c.match[i].lpm.prefix_len = b"\x01", 1
-        add("wrong match kind", INSERT, c)
-        if not t.needs_priority:
-            c = copy(te)
-            del c.match[i]
-            add("missing exact field", INSERT, c)
-            c = copy(te)
-            _fresh_key(c, t)
-            c.priority = 10
-            add("priority on an exact/lpm table", INSERT, c)
-            c = copy(c)
-            c.priority = -10
-            add("negative priority on an exact/lpm table", INSERT, c)
-
-    t = _first(w, lambda t: any(f.kind == "lpm" for f in t.fields))
-    if t is not None:
-        i = next(i for i, f in enumerate(t.fields) if f.kind == "lpm")
-        f = t.fields[i]
-        c = copy(base[t.name])
-        c.match[i].lpm.prefix_len = f.width + 1
-        add("LPM prefix longer than the field", INSERT, c)
-        c = copy(base[t.name])
-        c.match[i].lpm.value, c.match[i].lpm.prefix_len = enc((1 << f.width) - 1), 1
-        add("LPM bits set past the prefix", INSERT, c)
-        c = copy(base[t.name])
-        c.match[i].lpm.value, c.match[i].lpm.prefix_len = b"\x00", 0
-        add("LPM prefix length 0", INSERT, c)
-
-    t = _first(w, lambda t: any(f.kind == "ternary" for f in t.fields))
-    if t is not None:
-        i = next(i for i, f in enumerate(t.fields) if f.kind == "ternary")
-        c = copy(base[t.name])
-        c.match[i].ternary.value, c.match[i].ternary.mask = b"\x03", b"\x01"
-        add("ternary value outside its mask", INSERT, c)
-        c = copy(base[t.name])
-        c.match[i].ternary.value, c.match[i].ternary.mask = b"\x00", b"\x00"
-        add("ternary mask 0", INSERT, c)
-        c = copy(base[t.name])
-        c.priority = 0
-        add("ternary entry without priority", INSERT, c)
-        c = copy(base[t.name])
-        c.priority = -5
-        add("negative priority", INSERT, c)
-
-    t = _first(w, lambda t: any(f.kind == "range" for f in t.fields))
-    if t is not None:
-        i = next(i for i, f in enumerate(t.fields) if f.kind == "range")
-        c = copy(base[t.name])
-        c.match[i].range.low, c.match[i].range.high = b"\x09", b"\x02"
-        add("range low > high", INSERT, c)
-        c = copy(base[t.name])
-        c.priority = 0
-        add("range entry without priority", INSERT, c)
-
-    t = _first(s.tables, lambda t: t.is_const and bool(t.actions) and bool(t.fields))
-    if t is not None:
-        m, prio, _ = random_key(t, random.Random(7))
-        add("insert into a const table", INSERT, entry(t, m, prio, random_action(s, t, random.Random(7))),
-            "PERMISSION_DENIED")
-    t = _first(s.tables, lambda t: bool(t.default_only) and not t.is_const and bool(t.fields))
-    if t is not None and t.name in base:
-        c = copy(base[t.name])
-        _fresh_key(c, t)
-        aid = t.default_only[0]
-        c.action.action.action_id = aid
-        del c.action.action.params[:]
-        c.action.action.params.extend(p4r.Action.Param(param_id=p, value=b"\x00") for p, _ in s.params.get(aid, []))
-        add("DEFAULT_ONLY action in an entry", INSERT, c, "PERMISSION_DENIED")
-
-    def mc(gid: int, *ports: tuple[int, int]) -> p4r.PacketReplicationEngineEntry:
-        return p4r.PacketReplicationEngineEntry(multicast_group_entry=p4r.MulticastGroupEntry(
-            multicast_group_id=gid, replicas=[p4r.Replica(egress_port=p, instance=i) for p, i in ports]))
-
-    add("multicast group id 0", INSERT, packet_replication_engine_entry=mc(0, (1, 0)))
-    add("multicast group inserted twice", INSERT, None, "ALREADY_EXISTS",
-        packet_replication_engine_entry=mc(1, (3, 0)))
-    add("modify a missing multicast group", MODIFY, None, "NOT_FOUND", packet_replication_engine_entry=mc(77, (1, 0)))
-    add("delete a missing multicast group", DELETE, None, "NOT_FOUND", packet_replication_engine_entry=mc(78))
-    add("duplicate replica in a group", INSERT, packet_replication_engine_entry=mc(79, (1, 0), (1, 0)))
-
-    add("unknown counter id", MODIFY, counter_entry=p4r.CounterEntry(
-        counter_id=s.unused_id(0x12), index=p4r.Index(index=0)))
-    for cid, size in list(s.counters.items())[:1]:
-        add("counter INSERT", INSERT, counter_entry=p4r.CounterEntry(counter_id=cid, index=p4r.Index(index=0)))
-        add("counter index past the array", MODIFY, None, "OUT_OF_RANGE",
-            counter_entry=p4r.CounterEntry(counter_id=cid, index=p4r.Index(index=size)))
-        add("negative counter index", MODIFY, counter_entry=p4r.CounterEntry(counter_id=cid,
-                                                                             index=p4r.Index(index=-1)))
-    if s.registers:
-        add("unknown register id", MODIFY, register_entry=p4r.RegisterEntry(
-            register_id=s.unused_id(0x13), index=p4r.Index(index=0)))
-        rid, (size, rw) = next(iter(s.registers.items()))
-        add("register index past the array", MODIFY, None, "OUT_OF_RANGE", register_entry=p4r.RegisterEntry(
-            register_id=rid, index=p4r.Index(index=size), data=p4d.P4Data(bitstring=b"\x01")))
-        add("register value wider than a cell", MODIFY, None, "OUT_OF_RANGE", register_entry=p4r.RegisterEntry(
-            register_id=rid, index=p4r.Index(index=0), data=p4d.P4Data(bitstring=enc(1 << rw))))
-    return cases
-
-
-def _fresh_key(te: p4r.TableEntry, t: Table) -> None:
-    """Change ``te``'s key to one the baseline did not insert (still valid)."""
-    for fm, f in zip(te.match, t.fields, strict=False):
-        if f.kind == "exact":
-            fm.exact.value = enc(int.from_bytes(fm.exact.value, "big") ^ 1)
-            return
-        if f.kind == "lpm":
-            fm.lpm.value, fm.lpm.prefix_len = enc(1 << (f.width - 1) if fm.lpm.value != enc(1 << (f.width - 1))
-                                                  else 0x3 << (f.width - 2)), 2
-            return
-    te.priority = te.priority + 1 if te.priority < 1000 else 1001
-
-
-REFUSALS = [
-    Refusal("unknown device id", {"device_id": 4242}, "NOT_FOUND"),
-    Refusal("role without a stream", {"role": "nobody"}, "PERMISSION_DENIED"),
-    Refusal("stale election id", {"election_id": 1}, "PERMISSION_DENIED"),
-]
-
-
 # ----------------------------------------------------------------------------- random
 MUTATIONS: dict[str, str] = {
     "table id": "INVALID_ARGUMENT", "action id": "INVALID_ARGUMENT", "param id": "INVALID_ARGUMENT",
@@ -453,6 +99,56 @@ class Model:
     """Installed entry identities per table, as the spec says a write changes them."""
 
     keys: dict[tuple, p4r.TableEntry] = field(default_factory=dict)
+
+
+def _break_key(kind: str, t: Table, c: p4r.TableEntry, rng: random.Random) -> bool:
+    """Mutate ``c``'s match key by ``kind``; False when ``t`` has no field to break that way."""
+    if kind == "key width":
+        i = rng.randrange(len(t.fields))
+        f, fm = t.fields[i], c.match[i]
+        big = enc(rng.randint(1 << f.width, (1 << (f.width + 16)) - 1))
+        if f.kind == "exact":
+            fm.exact.value = big
+        elif f.kind == "lpm":
+            fm.lpm.value = big
+        elif f.kind == "ternary":
+            fm.ternary.mask = big
+        elif f.kind == "range":
+            fm.range.high = big
+        else:
+            fm.optional.value = big
+    elif kind in ("lpm prefix", "lpm bits"):
+        i = next((i for i, f in enumerate(t.fields) if f.kind == "lpm"), None)
+        if i is None:
+            return False
+        w = t.fields[i].width
+        if kind == "lpm prefix":
+            c.match[i].lpm.prefix_len = rng.choice([w + 1, w + rng.randint(2, 200), 0])
+        else:
+            plen = rng.randint(1, w - 1) if w > 1 else None
+            if plen is None:
+                return False
+            c.match[i].lpm.prefix_len = plen
+            c.match[i].lpm.value = enc(int.from_bytes(c.match[i].lpm.value, "big") | (1 << rng.randrange(w - plen)))
+    elif kind == "ternary":
+        i = next((i for i, f in enumerate(t.fields) if f.kind == "ternary"), None)
+        if i is None:
+            return False
+        w = t.fields[i].width
+        mask = rng.getrandbits(w)
+        if mask == (1 << w) - 1:
+            mask = 0
+        bit = rng.choice([b for b in range(w) if not mask >> b & 1])
+        c.match[i].ternary.mask = enc(mask)
+        c.match[i].ternary.value = enc((rng.getrandbits(w) & mask) | (1 << bit))
+    elif kind == "range":
+        i = next((i for i, f in enumerate(t.fields) if f.kind == "range"), None)
+        if i is None:
+            return False
+        w = t.fields[i].width
+        lo = rng.randint(1, (1 << w) - 1)
+        c.match[i].range.low, c.match[i].range.high = enc(lo), enc(rng.randint(0, lo - 1))
+    return True
 
 
 def mutate(s: Schema, t: Table, te: p4r.TableEntry, rng: random.Random) -> tuple[str, p4r.Update] | None:
@@ -482,53 +178,11 @@ def mutate(s: Schema, t: Table, te: p4r.TableEntry, rng: random.Random) -> tuple
         i = rng.randrange(len(params))
         width = dict(s.params[aid])[params[i].param_id]
         params[i].value = enc((1 << width) + rng.getrandbits(8))
-    elif kind == "key width":
-        i = rng.randrange(len(t.fields))
-        f, fm = t.fields[i], c.match[i]
-        big = enc(rng.randint(1 << f.width, (1 << (f.width + 16)) - 1))
-        if f.kind == "exact":
-            fm.exact.value = big
-        elif f.kind == "lpm":
-            fm.lpm.value = big
-        elif f.kind == "ternary":
-            fm.ternary.mask = big
-        elif f.kind == "range":
-            fm.range.high = big
-        else:
-            fm.optional.value = big
+    elif kind in ("key width", "lpm prefix", "lpm bits", "ternary", "range"):
+        if not _break_key(kind, t, c, rng):
+            return None
     elif kind == "field id":
         c.match[rng.randrange(len(c.match))].field_id = 0x7F00 + rng.randint(0, 50)
-    elif kind in ("lpm prefix", "lpm bits"):
-        i = next((i for i, f in enumerate(t.fields) if f.kind == "lpm"), None)
-        if i is None:
-            return None
-        w = t.fields[i].width
-        if kind == "lpm prefix":
-            c.match[i].lpm.prefix_len = rng.choice([w + 1, w + rng.randint(2, 200), 0])
-        else:
-            plen = rng.randint(1, w - 1) if w > 1 else None
-            if plen is None:
-                return None
-            c.match[i].lpm.prefix_len = plen
-            c.match[i].lpm.value = enc(int.from_bytes(c.match[i].lpm.value, "big") | (1 << rng.randrange(w - plen)))
-    elif kind == "ternary":
-        i = next((i for i, f in enumerate(t.fields) if f.kind == "ternary"), None)
-        if i is None:
-            return None
-        w = t.fields[i].width
-        mask = rng.getrandbits(w)
-        if mask == (1 << w) - 1:
-            mask = 0
-        bit = rng.choice([b for b in range(w) if not mask >> b & 1])
-        c.match[i].ternary.mask = enc(mask)
-        c.match[i].ternary.value = enc((rng.getrandbits(w) & mask) | (1 << bit))
-    elif kind == "range":
-        i = next((i for i, f in enumerate(t.fields) if f.kind == "range"), None)
-        if i is None:
-            return None
-        w = t.fields[i].width
-        lo = rng.randint(1, (1 << w) - 1)
-        c.match[i].range.low, c.match[i].range.high = enc(lo), enc(rng.randint(0, lo - 1))
     elif kind == "priority":
         c.priority = 0 if t.needs_priority else rng.randint(1, 100)
     elif kind == "negative priority":
@@ -657,7 +311,7 @@ def run_deterministic(client: object, s: Schema, seed: int = 1) -> dict[str, tup
     t = s.writable()[0]
     fresh = p4r.TableEntry()
     fresh.CopyFrom(base[t.name])
-    _fresh_key(fresh, t)
+    fresh_key(fresh, t)
     for r in REFUSALS:  # a write that would succeed, sent where it must be refused
         (code,) = client.write_codes([upd(INSERT, table_entry=fresh)], **r.overrides)  # type: ignore[attr-defined]
         out[r.name] = (code, r.spec)

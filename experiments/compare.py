@@ -196,13 +196,9 @@ def _guard(row: Row, fn: Callable[[], None]) -> Row:
 def run_fat_tree(args: argparse.Namespace, schemes: list[str], grads: list[np.ndarray],
                  scale_bits: int, run_dir: Path) -> list[Row]:
     """PS, ring, INA and NDN on one fat-tree (see the module doc)."""
-    from controller.bcube import baseline_fat_tree, fat_tree_plan
-    from controller.deploy import deploy
-    from controller.ina import InaDeployment, InaJob
-    from experiments.accounting import Snapshot
-    from experiments.ina import run_jobs, switch_neighbors
-    from experiments.runner import prepare_hosts
-    from experiments.schemes import run_scheme
+    from controller.bcube import baseline_fat_tree
+    from controller.ina import InaJob
+    from experiments.ina import switch_neighbors
     from topologies.network import Network
 
     n = len(grads)
@@ -214,84 +210,113 @@ def run_fat_tree(args: argparse.Namespace, schemes: list[str], grads: list[np.nd
                              args.values, job_id=1, scale_bits=scale_bits, aggregate=tag == "ina")
             for tag in ("ina", "ps") if tag in schemes}
     with Network(topo, target=args.target, log=_log) as net:
-        addresses = net.grpc_addresses()
-
-        def ring() -> None:
-            row = rows["ring"]
-            deploy(topo, addresses)
-            prepare_hosts(net, hosts[:n])
-            plan = fat_tree_plan(topo, "ring", n, args.values, scale_bits)
-            retx0, before = tcp_retransmissions(net, hosts[:n]), Snapshot.take(net)
-            res = run_scheme(net, topo, plan, grads, run_dir, args.bw, args.max_time, _log)
-            _fill_split(row, topo, before, Snapshot.take(net))
-            row.retransmissions = tcp_retransmissions(net, hosts[:n]) - retx0
-            row.seconds, row.exact, row.mismatches = res.seconds, res.exact, res.mismatches
-            row.topology = f"fat-tree k=4, h1..h{n}"
-
-        def ina_or_ps(tag: str) -> None:
-            row, job = rows[tag], jobs[tag]
-            dep = InaDeployment(topo, addresses, [job])
-            _log(f"{tag}: {dep.deploy()}")
-            before = Snapshot.take(net)
-            res = run_jobs(net, topo, [(job, grads)], run_dir, tag, args.window, args.timeout,
-                           args.max_time)[0]
-            _fill_split(row, topo, before, Snapshot.take(net), ps)
-            # the workers' own durations (first send -> whole sum back): the wall time of
-            # run_jobs also counts starting N Python processes on a loaded machine
-            durations = [json.loads(f.read_text().strip().splitlines()[-1])["duration_s"]
-                         for f in sorted((run_dir / f"{tag}-job{job.job_id}").glob("worker-*.out"))]
-            row.seconds = max(durations) if durations else res.seconds
-            row.exact, row.mismatches = res.exact, res.mismatches
-            row.retransmissions = res.retransmissions
-            row.topology = f"fat-tree k=4, PS {ps}"
-            if tag == "ina":
-                row.notes += f"; aggregating switches {', '.join(job.aggregating_switches)}"
-
-        def ndn() -> None:
-            from experiments.ndn import run_ndn
-            from hosts.ndn.harness import initial_params, sgd_step
-
-            row = rows["ndn"]
-            d = run_dir / "ndn"
-            gdir = d / "gradients"
-            gdir.mkdir(parents=True, exist_ok=True)
-            for i, g in enumerate(grads):
-                np.save(gdir / f"grad-{i}.npy", g)
-            before = Snapshot.take(net)
-            res = run_ndn(net, topo, d, {}, mode="sync", ps=ps, gpus=workers, busy=(), rounds=1,
-                          steps=1, values=args.values, seed=args.seed, compute_time=0.01,
-                          max_time=args.max_time, model="synthetic", lr=args.lr, gradient_dir=gdir,
-                          timeout=ndn_timeout(args))
-            # the initial model download (the PS's "content" Data) all leaves the PS uplink
-            init = int(res.ps.get("tx_by_kind", {}).get("content", 0))
-            _fill_split(row, topo, before, Snapshot.take(net), ps,
-                        {f"{ps}->{topo.iface(ps)['switch']}": init})
-            # the PS's mean, in its own order, against the same float32 replay
-            want = sgd_step(initial_params(args.values, args.seed),
-                            [grads[workers.index(g)] for g in res.accepted], args.lr)
-            got_path = d / "ps" / "params-v1.npy"
-            got = np.load(got_path) if got_path.exists() else np.full_like(want, np.nan)
-            row.mismatches = int(np.count_nonzero(got != want))
-            row.exact = res.exact and row.mismatches == 0 and len(res.accepted) == n
-            if res.problems:
-                row.notes = f"{row.notes}; problems: {'; '.join(res.problems)[:200]}"
-            rounds = res.ps.get("rounds") or []
-            row.seconds = float(rounds[0]["seconds"]) if rounds else None
-            row.retransmissions = int(res.ps.get("retransmissions", 0)) + sum(
-                int(g.get("retransmissions", 0)) for g in res.gpus.values())
-            row.topology = f"fat-tree k=4, PS {ps}"
-
+        runs = _FatTreeRuns(args, net, topo, grads, scale_bits, run_dir, rows, jobs)
         # forward.p4 first (ring), then the INA program, then ndn.p4: each run deploys its own
         if "ring" in rows:
-            _guard(rows["ring"], ring)
+            _guard(rows["ring"], runs.ring)
         if jobs:
             switch_neighbors(net, topo, sorted({s for j in jobs.values() for s in j.aggregating_switches}))
         for tag in ("ps", "ina"):
             if tag in rows:
-                _guard(rows[tag], lambda tag=tag: ina_or_ps(tag))
+                _guard(rows[tag], lambda tag=tag: runs.ina_or_ps(tag))
         if "ndn" in rows:
-            _guard(rows["ndn"], ndn)
+            _guard(rows["ndn"], runs.ndn)
     return [rows[s] for s in schemes]
+
+
+class _FatTreeRuns:
+    """The schemes' runs on one live fat-tree; each fills its row."""
+
+    def __init__(self, args: argparse.Namespace, net: Any, topo: Any, grads: list[np.ndarray],
+                 scale_bits: int, run_dir: Path, rows: dict[str, Row], jobs: dict[str, Any]) -> None:
+        self.args, self.net, self.topo, self.grads = args, net, topo, grads
+        self.scale_bits, self.run_dir, self.rows, self.jobs = scale_bits, run_dir, rows, jobs
+        self.n = len(grads)
+        self.hosts = topo.hosts()
+        self.ps, self.workers = self.hosts[0], self.hosts[1:self.n + 1]
+        self.addresses = net.grpc_addresses()
+
+    def ring(self) -> None:
+        """Ring all-reduce over TCP on forward.p4."""
+        from controller.bcube import fat_tree_plan
+        from controller.deploy import deploy
+        from experiments.accounting import Snapshot
+        from experiments.runner import prepare_hosts
+        from experiments.schemes import run_scheme
+
+        args, net, topo, n, hosts = self.args, self.net, self.topo, self.n, self.hosts
+        row = self.rows["ring"]
+        deploy(topo, self.addresses)
+        prepare_hosts(net, hosts[:n])
+        plan = fat_tree_plan(topo, "ring", n, args.values, self.scale_bits)
+        retx0, before = tcp_retransmissions(net, hosts[:n]), Snapshot.take(net)
+        res = run_scheme(net, topo, plan, self.grads, self.run_dir, args.bw, args.max_time, _log)
+        _fill_split(row, topo, before, Snapshot.take(net))
+        row.retransmissions = tcp_retransmissions(net, hosts[:n]) - retx0
+        row.seconds, row.exact, row.mismatches = res.seconds, res.exact, res.mismatches
+        row.topology = f"fat-tree k=4, h1..h{n}"
+
+    def ina_or_ps(self, tag: str) -> None:
+        """One INA job, aggregating (ina) or all to the PS (ps)."""
+        from controller.ina import InaDeployment
+        from experiments.accounting import Snapshot
+        from experiments.ina import run_jobs
+
+        args, net, topo, ps, run_dir = self.args, self.net, self.topo, self.ps, self.run_dir
+        row, job = self.rows[tag], self.jobs[tag]
+        dep = InaDeployment(topo, self.addresses, [job])
+        _log(f"{tag}: {dep.deploy()}")
+        before = Snapshot.take(net)
+        res = run_jobs(net, topo, [(job, self.grads)], run_dir, tag, args.window, args.timeout,
+                       args.max_time)[0]
+        _fill_split(row, topo, before, Snapshot.take(net), ps)
+        # the workers' own durations (first send -> whole sum back): the wall time of
+        # run_jobs also counts starting N Python processes on a loaded machine
+        durations = [json.loads(f.read_text().strip().splitlines()[-1])["duration_s"]
+                     for f in sorted((run_dir / f"{tag}-job{job.job_id}").glob("worker-*.out"))]
+        row.seconds = max(durations) if durations else res.seconds
+        row.exact, row.mismatches = res.exact, res.mismatches
+        row.retransmissions = res.retransmissions
+        row.topology = f"fat-tree k=4, PS {ps}"
+        if tag == "ina":
+            row.notes += f"; aggregating switches {', '.join(job.aggregating_switches)}"
+
+    def ndn(self) -> None:
+        """One synchronous NDN round with the same gradients, checked against a replay."""
+        from experiments.accounting import Snapshot
+        from experiments.ndn import run_ndn
+        from hosts.ndn.harness import initial_params, sgd_step
+
+        args, net, topo, ps, workers, grads = self.args, self.net, self.topo, self.ps, self.workers, self.grads
+        row = self.rows["ndn"]
+        d = self.run_dir / "ndn"
+        gdir = d / "gradients"
+        gdir.mkdir(parents=True, exist_ok=True)
+        for i, g in enumerate(grads):
+            np.save(gdir / f"grad-{i}.npy", g)
+        before = Snapshot.take(net)
+        res = run_ndn(net, topo, d, {}, mode="sync", ps=ps, gpus=workers, busy=(), rounds=1,
+                      steps=1, values=args.values, seed=args.seed, compute_time=0.01,
+                      max_time=args.max_time, model="synthetic", lr=args.lr, gradient_dir=gdir,
+                      timeout=ndn_timeout(args))
+        # the initial model download (the PS's "content" Data) all leaves the PS uplink
+        init = int(res.ps.get("tx_by_kind", {}).get("content", 0))
+        _fill_split(row, topo, before, Snapshot.take(net), ps,
+                    {f"{ps}->{topo.iface(ps)['switch']}": init})
+        # the PS's mean, in its own order, against the same float32 replay
+        want = sgd_step(initial_params(args.values, args.seed),
+                        [grads[workers.index(g)] for g in res.accepted], args.lr)
+        got_path = d / "ps" / "params-v1.npy"
+        got = np.load(got_path) if got_path.exists() else np.full_like(want, np.nan)
+        row.mismatches = int(np.count_nonzero(got != want))
+        row.exact = res.exact and row.mismatches == 0 and len(res.accepted) == self.n
+        if res.problems:
+            row.notes = f"{row.notes}; problems: {'; '.join(res.problems)[:200]}"
+        rounds = res.ps.get("rounds") or []
+        row.seconds = float(rounds[0]["seconds"]) if rounds else None
+        row.retransmissions = int(res.ps.get("retransmissions", 0)) + sum(
+            int(g.get("retransmissions", 0)) for g in res.gpus.values())
+        row.topology = f"fat-tree k=4, PS {ps}"
 
 
 def run_bcube(args: argparse.Namespace, grads: list[np.ndarray], scale_bits: int,

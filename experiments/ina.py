@@ -23,7 +23,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -37,36 +37,22 @@ from controller.p4runtime import REPO_ROOT
 from controller.routing import port_mac
 from experiments import options as opts
 from experiments.accounting import Snapshot, time_split
+from experiments.ina_results import (
+    RunResult,
+    plot_ina_vs_ps,
+    resources,
+    resources_table,
+    summary_tables,
+)
 from experiments.runner import await_ready, finish, spawn
 from experiments.runner import log as _log
-from hosts.ina.worker import CONGESTION_MODES, MAX_RTO_FACTOR
+from hosts.ina.congestion import CONGESTION_MODES, MAX_RTO_FACTOR
 from topologies import fat_tree
 from topologies.base import Topology
 from wire.fixedpoint import bfp_reference, quantize
 from wire.ina import INA_VALUE_SIZES, INA_VALUES
 
 console = TableConsole()
-
-
-@dataclass
-class RunResult:
-    """One aggregation run (INA or baseline)."""
-
-    mode: str
-    seconds: float
-    ps_rx_bytes: int
-    ps_rx_packets: int
-    ps_packets: dict[str, int] = field(default_factory=dict)
-    retransmissions: int = 0
-    exact: bool = False
-    mismatches: int = 0
-    switch_events: dict[str, dict[str, int]] = field(default_factory=dict)
-    worker_cpu_s: float = 0.0  # summed over the job's workers, synchronization only (no start-up)
-    ps_cpu_s: float = 0.0
-    worker_rss_mib: list[float] = field(default_factory=list)  # peak resident memory per worker
-    ps_rss_mib: float = 0.0
-    window_decreases: int = 0  # workers' congestion window halvings (--congestion aimd)
-    split: dict[str, Any] = field(default_factory=dict)  # experiments.accounting.TimeSplit
 
 
 # ----------------------------------------------------------------------------- reach
@@ -122,6 +108,36 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
     ``before_go`` runs once every agent is ready, before any worker sends (tests inject
     forged packets there, docs/trust.md). ``congestion``: the workers' window (fixed or aimd,
     ``hosts.ina.worker``); the PS lingers past the longest timer it allows."""
+    running = _start_jobs(net, topo, jobs, run_dir, tag, max_time, timeout, congestion,
+                          ["--window", str(window), "--timeout", str(timeout),
+                           "--max-time", str(max_time), "--json", "--no-progress", "--ready-go",
+                           "--congestion", congestion, *(worker_args or [])])
+    # Python's start-up (a few hundred ms of CPU per agent) is not part of a
+    # synchronization: every PS and worker sets up first, then all workers start at once.
+    await_ready([(ps, jdir / "ps") for _, _, jdir, ps, _ in running]
+                 + [(p, jdir / f"worker-{r}") for _, _, jdir, _, procs in running for r, p in enumerate(procs)])
+    if before_go is not None:
+        try:
+            before_go()
+        except BaseException:
+            for *_, ps, procs in running:
+                for p in [ps, *procs]:
+                    p.kill()
+            raise
+    t0, t_go = time.monotonic(), time.time()
+    for *_, procs in running:
+        for p in procs:
+            p.stdin.write(b"go\n")
+            p.stdin.flush()
+    return [_job_result(job, grads, jdir, ps, procs, tag, t0, t_go, max_time)
+            for job, grads, jdir, ps, procs in running]
+
+
+def _start_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]]], run_dir: Path,
+                tag: str, max_time: float, timeout: float, congestion: str,
+                worker_opts: list[str]) -> list[tuple[InaJob, list[np.ndarray], Path, Any, list[Any]]]:
+    """Every job's PS, then its workers (each with its gradient file): (job, gradients,
+    directory, PS process, worker processes) per job."""
     started = []
     for job, grads in jobs:
         jdir = run_dir / f"{tag}-job{job.job_id}"
@@ -143,78 +159,66 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
             np.save(gpath, grads[rank])
             procs.append(spawn(net.host(w), jdir / f"worker-{rank}",
                 [sys.executable, "-m", "hosts.ina.worker", "--policy", str(policy), "--rank", str(rank),
-                 "--gradient", str(gpath), "--out-int", str(jdir / f"out-{rank}.npy"),
-                 "--window", str(window), "--timeout", str(timeout), "--max-time", str(max_time),
-                 "--json", "--no-progress", "--ready-go", "--congestion", congestion,
-                 *(worker_args or [])], stdin=True))
+                 "--gradient", str(gpath), "--out-int", str(jdir / f"out-{rank}.npy"), *worker_opts],
+                stdin=True))
         running.append((job, grads, jdir, ps, procs))
-    # Python's start-up (a few hundred ms of CPU per agent) is not part of a
-    # synchronization: every PS and worker sets up first, then all workers start at once.
-    await_ready([(ps, jdir / "ps") for _, _, jdir, ps, _ in running]
-                 + [(p, jdir / f"worker-{r}") for _, _, jdir, _, procs in running for r, p in enumerate(procs)])
-    if before_go is not None:
-        try:
-            before_go()
-        except BaseException:
-            for *_, ps, procs in running:
-                for p in [ps, *procs]:
-                    p.kill()
-            raise
-    t0, t_go = time.monotonic(), time.time()
-    for *_, procs in running:
-        for p in procs:
-            p.stdin.write(b"go\n")
-            p.stdin.flush()
-    results = []
-    for job, grads, jdir, ps, procs in running:
-        if job.number_format == "bfp":
-            # the exact int sums at the agreed exponents (never wrap: headroom bits)
-            expected, _ = bfp_reference(grads, len(grads), job.values_per_packet)
-            expected = expected[: grads[0].size].astype(np.int32)
-        else:
-            expected = sum(quantize(g, job.scale_bits, len(grads)).astype(np.int64) for g in grads)
-            expected = ((expected + 2**31) % 2**32 - 2**31).astype(np.int32)
-        retx = mismatches = decreases = 0
-        worker_cpu = 0.0
-        rss: list[float] = []
-        failed = []
-        t_ends: list[float | None] = []
-        for rank, p in enumerate(procs):
-            _, out, err = finish(p, jdir / f"worker-{rank}", max_time + 30)
-            if p.returncode != 0:
-                failed.append(f"{job.workers[rank]}: exit {p.returncode}: {err[-300:]}")
-                continue
-            summary = json.loads(out.strip().splitlines()[-1])
-            retx += int(summary.get("retransmissions", 0))
-            decreases += int(summary.get("window_decreases", 0))
-            rss.append(float(summary.get("max_rss_mib", 0.0)))
-            worker_cpu += float(summary.get("sync_cpu_s", summary.get("cpu_s", 0.0)))
-            t_ends.append(summary.get("t_end"))
-            got = np.load(jdir / f"out-{rank}.npy")
-            mismatches += int(np.count_nonzero(got[: expected.size] != expected))
-        # until the last worker had its result (its own clock reading), not until the
-        # processes had written their files and exited
-        ends = [t for t in t_ends if t is not None]
-        seconds = (max(ends) - t_go) if ends and len(ends) == len(procs) else time.monotonic() - t0
-        _, out, err = finish(ps, jdir / "ps", max_time + 30)
-        if failed:
-            raise RuntimeError(f"job {job.job_id}: worker(s) failed:\n" + "\n".join(failed))
-        if ps.returncode != 0:
-            raise RuntimeError(f"job {job.job_id}: PS failed: {err[-500:]}")
-        rep = json.loads(out.strip().splitlines()[-1])
-        st = rep["jobs"][str(job.job_id)]
-        results.append(RunResult(
-            mode=tag, seconds=seconds,
-            ps_rx_bytes=int(rep.get("nic_rx_bytes") or 0),
-            ps_rx_packets=int(rep.get("nic_rx_packets") or 0),
-            ps_packets={k: int(st[k]) for k in ("grad_in", "partial_in", "retx_in", "forwarded_in",
-                                                 "duplicates", "overlaps")},
-            retransmissions=retx, exact=mismatches == 0, mismatches=mismatches,
-            worker_cpu_s=worker_cpu, ps_cpu_s=float(rep.get("sync_cpu_s", rep.get("cpu_s", 0.0))),
-            worker_rss_mib=rss, ps_rss_mib=float(rep.get("max_rss_mib", 0.0)),
-            window_decreases=decreases,
-        ))
-    return results
+    return running
+
+
+def _expected_sum(job: InaJob, grads: list[np.ndarray]) -> np.ndarray:
+    """The exact int32 sum a job's workers must get."""
+    if job.number_format == "bfp":
+        # the exact int sums at the agreed exponents (never wrap: headroom bits)
+        expected, _ = bfp_reference(grads, len(grads), job.values_per_packet)
+        return expected[: grads[0].size].astype(np.int32)
+    expected = sum(quantize(g, job.scale_bits, len(grads)).astype(np.int64) for g in grads)
+    return ((expected + 2**31) % 2**32 - 2**31).astype(np.int32)
+
+
+def _job_result(job: InaJob, grads: list[np.ndarray], jdir: Path, ps: Any, procs: list[Any],
+                tag: str, t0: float, t_go: float, max_time: float) -> RunResult:
+    """Wait for one job's workers and PS; their results checked against the exact sum."""
+    expected = _expected_sum(job, grads)
+    retx = mismatches = decreases = 0
+    worker_cpu = 0.0
+    rss: list[float] = []
+    failed = []
+    t_ends: list[float | None] = []
+    for rank, p in enumerate(procs):
+        _, out, err = finish(p, jdir / f"worker-{rank}", max_time + 30)
+        if p.returncode != 0:
+            failed.append(f"{job.workers[rank]}: exit {p.returncode}: {err[-300:]}")
+            continue
+        summary = json.loads(out.strip().splitlines()[-1])
+        retx += int(summary.get("retransmissions", 0))
+        decreases += int(summary.get("window_decreases", 0))
+        rss.append(float(summary.get("max_rss_mib", 0.0)))
+        worker_cpu += float(summary.get("sync_cpu_s", summary.get("cpu_s", 0.0)))
+        t_ends.append(summary.get("t_end"))
+        got = np.load(jdir / f"out-{rank}.npy")
+        mismatches += int(np.count_nonzero(got[: expected.size] != expected))
+    # until the last worker had its result (its own clock reading), not until the
+    # processes had written their files and exited
+    ends = [t for t in t_ends if t is not None]
+    seconds = (max(ends) - t_go) if ends and len(ends) == len(procs) else time.monotonic() - t0
+    _, out, err = finish(ps, jdir / "ps", max_time + 30)
+    if failed:
+        raise RuntimeError(f"job {job.job_id}: worker(s) failed:\n" + "\n".join(failed))
+    if ps.returncode != 0:
+        raise RuntimeError(f"job {job.job_id}: PS failed: {err[-500:]}")
+    rep = json.loads(out.strip().splitlines()[-1])
+    st = rep["jobs"][str(job.job_id)]
+    return RunResult(
+        mode=tag, seconds=seconds,
+        ps_rx_bytes=int(rep.get("nic_rx_bytes") or 0),
+        ps_rx_packets=int(rep.get("nic_rx_packets") or 0),
+        ps_packets={k: int(st[k]) for k in ("grad_in", "partial_in", "retx_in", "forwarded_in",
+                                             "duplicates", "overlaps")},
+        retransmissions=retx, exact=mismatches == 0, mismatches=mismatches,
+        worker_cpu_s=worker_cpu, ps_cpu_s=float(rep.get("sync_cpu_s", rep.get("cpu_s", 0.0))),
+        worker_rss_mib=rss, ps_rss_mib=float(rep.get("max_rss_mib", 0.0)),
+        window_decreases=decreases,
+    )
 
 
 def switch_neighbors(net: Any, topo: Topology, switches: list[str]) -> None:
@@ -285,7 +289,6 @@ def run_ina(args: argparse.Namespace) -> int:
     from controller.cli import UsageError
     from controller.deploy import DeployError, check_loss
     from topologies import TopologyError
-    from topologies.network import Network
 
     try:
         topo = _experiment_topology(args)
@@ -297,6 +300,47 @@ def run_ina(args: argparse.Namespace) -> int:
     run_dir = Path(args.out_dir).resolve() / time.strftime("ina-%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=True)
     console.save_to(run_dir)  # every table in full: tables.txt, tables.json, CSV
+    ina_jobs, base_jobs, grads = _plan_jobs(args, topo, plan, loss)
+    results, resources = _run_on_network(args, topo, run_dir, ina_jobs, base_jobs, grads, loss)
+    n_jobs = len(plan)
+    ina_res, base_res = results[:n_jobs], results[n_jobs:]
+    for job, ina, base in zip(ina_jobs, ina_res, base_res, strict=True):
+        for t in summary_tables(job, ina, base, len(job.workers)):
+            console.print(t)
+    console.print(resources_table(resources, results))
+    first_pl = ina_jobs[0].placement
+    assert first_pl is not None
+    ina, base = ina_res[0], base_res[0]
+    summary = {
+        "topology": topo.name, "bw_mbit": _link_rates(topo), "ps": plan[0][0], "workers": plan[0][1],
+        "loss": {f"{s}:{p}": r for (s, p), r in loss.items()},
+        "values": args.values, "values_per_packet": args.values_per_packet,
+        "budget": args.budget, "placement": list(first_pl.switches),
+        "sd": first_pl.result.tor, "gamma": first_pl.gamma, "runs": [asdict(r) for r in results],
+        "jobs": [{"job_id": job.job_id, "ps": job.ps, "workers": job.workers,
+                  "placement": list(job.placement.switches) if job.placement else [],
+                  "time_ratio": i.seconds / b.seconds if b.seconds else None,
+                  "ps_bytes_ratio": i.ps_rx_bytes / b.ps_rx_bytes if b.ps_rx_bytes else None}
+                 for job, i, b in zip(ina_jobs, ina_res, base_res, strict=True)],
+        "time_ratio": ina.seconds / base.seconds if base.seconds else None,
+        "ps_bytes_ratio": ina.ps_rx_bytes / base.ps_rx_bytes if base.ps_rx_bytes else None,
+        "congestion": args.congestion, "window": args.window, "resources": resources,
+        "baseline_congestion": args.baseline_congestion or args.congestion,
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    plot_ina_vs_ps(run_dir / "ina_vs_ps.png", ina, base)
+    console.print(f"results: {run_dir}/summary.json, tables.txt (+ .json, CSV), ina_vs_ps.png")
+    return 0 if all(r.exact for r in results) else 1
+
+
+def _link_rates(topo: Topology) -> list[float]:
+    """The topology's distinct link rates (Mbit/s)."""
+    return sorted({round(d["capacity"], 3) for _, _, d in topo.graph.edges(data=True)})
+
+
+def _plan_jobs(args: argparse.Namespace, topo: Topology, plan: list[tuple[str, list[str]]],
+               loss: dict) -> tuple[list[InaJob], list[InaJob], list[list[np.ndarray]]]:
+    """Each job's INA plan (placement), its PS-only baseline and its gradients; logged."""
     ina_jobs, base_jobs, grads = [], [], []
     for j, (ps, workers) in enumerate(plan):
         grads.append(_gradients(len(workers), args.values, args.seed + j))
@@ -305,7 +349,7 @@ def run_ina(args: argparse.Namespace) -> int:
         base_jobs.append(InaJob.plan(topo, ps, workers, 0, args.capacity, args.values,
                                      job_id=j + 1, aggregate=False,
                                      values_per_packet=args.values_per_packet))
-    bws = sorted({round(d["capacity"], 3) for _, _, d in topo.graph.edges(data=True)})
+    bws = _link_rates(topo)
     _log(f"{topo.name}: {len(plan)} job(s), {args.values} values "
          f"({ina_jobs[0].num_fragments} fragments/worker of {args.values_per_packet} values), links {', '.join(f'{b:g}' for b in bws)} "
          f"Mbit/s" + (f", loss on {len(loss)} port(s)" if loss else ""))
@@ -315,6 +359,16 @@ def run_ina(args: argparse.Namespace) -> int:
         _log(f"job {job.job_id}: PS {job.ps}, {len(job.workers)} workers; placement (greedy+LP, "
              f"K={args.budget}): {', '.join(pl.switches) or '-'} (+ s_d {pl.result.tor}), "
              f"gamma = {pl.gamma:.2f} Mbit/s per worker, solved in {pl.solve_time_s * 1000:.0f} ms")
+    return ina_jobs, base_jobs, grads
+
+
+def _run_on_network(args: argparse.Namespace, topo: Topology, run_dir: Path, ina_jobs: list[InaJob],
+                    base_jobs: list[InaJob], grads: list[list[np.ndarray]],
+                    loss: dict) -> tuple[list[RunResult], dict[str, Any]]:
+    """Deploy and run the INA jobs, then their PS-only baselines, on one network: the
+    results (INA's first) and what the emulation cost."""
+    from topologies.network import Network
+
     results: list[RunResult] = []
     aggregating = sorted({s for job in ina_jobs for s in job.aggregating_switches})
     t_net = time.monotonic()
@@ -345,146 +399,7 @@ def run_ina(args: argparse.Namespace) -> int:
             results.extend(res)
         if args.cli:
             net.cli()
-    n_jobs = len(plan)
-    ina_res, base_res = results[:n_jobs], results[n_jobs:]
-    for job, ina, base in zip(ina_jobs, ina_res, base_res, strict=True):
-        _print_summary(job, ina, base, len(job.workers))
-    resources = _resources(topo, bring_up_s, up_snap, after_runs, results)
-    _print_resources(resources, results)
-    first_pl = ina_jobs[0].placement
-    assert first_pl is not None
-    ina, base = ina_res[0], base_res[0]
-    summary = {
-        "topology": topo.name, "bw_mbit": bws, "ps": plan[0][0], "workers": plan[0][1],
-        "loss": {f"{s}:{p}": r for (s, p), r in loss.items()},
-        "values": args.values, "values_per_packet": args.values_per_packet,
-        "budget": args.budget, "placement": list(first_pl.switches),
-        "sd": first_pl.result.tor, "gamma": first_pl.gamma, "runs": [asdict(r) for r in results],
-        "jobs": [{"job_id": job.job_id, "ps": job.ps, "workers": job.workers,
-                  "placement": list(job.placement.switches) if job.placement else [],
-                  "time_ratio": i.seconds / b.seconds if b.seconds else None,
-                  "ps_bytes_ratio": i.ps_rx_bytes / b.ps_rx_bytes if b.ps_rx_bytes else None}
-                 for job, i, b in zip(ina_jobs, ina_res, base_res, strict=True)],
-        "time_ratio": ina.seconds / base.seconds if base.seconds else None,
-        "ps_bytes_ratio": ina.ps_rx_bytes / base.ps_rx_bytes if base.ps_rx_bytes else None,
-        "congestion": args.congestion, "window": args.window, "resources": resources,
-        "baseline_congestion": args.baseline_congestion or args.congestion,
-    }
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    _plot(run_dir / "ina_vs_ps.png", ina, base)
-    console.print(f"results: {run_dir}/summary.json, tables.txt (+ .json, CSV), ina_vs_ps.png")
-    return 0 if all(r.exact for r in results) else 1
-
-
-def _resources(topo: Topology, bring_up_s: float, up: Snapshot, after: list[Snapshot],
-                results: list[RunResult]) -> dict[str, Any]:
-    """What the emulation cost: bring-up time, peak memory of the switch processes and
-    of the agents (each process's own peak, so shared pages count once per process),
-    CPU of each switch process per run."""
-    peak_rss = {k: max([up.rss_mib.get(k, 0.0), *(a.rss_mib.get(k, 0.0) for a in after)])
-                for k in up.rss_mib}
-    return {
-        "switches": len(topo.switches()), "hosts": len(topo.hosts()),
-        "switch_processes": len(up.rss_mib), "bring_up_s": round(bring_up_s, 2),
-        "switch_rss_mib": {k: round(v, 1) for k, v in peak_rss.items()},
-        "runs": [{"mode": r.mode, "workers": len(r.worker_rss_mib),
-                  "worker_rss_mib_max": round(max(r.worker_rss_mib, default=0.0), 1),
-                  "worker_rss_mib_total": round(sum(r.worker_rss_mib), 1),
-                  "ps_rss_mib": round(r.ps_rss_mib, 1),
-                  "switch_cpu_s": r.split.get("switch_cpu_s", {})} for r in results],
-    }
-
-
-def _print_resources(res: dict[str, Any], results: list[RunResult]) -> None:
-    t = Table(title=f"what the emulation cost: {res['switches']} switches in "
-                    f"{res['switch_processes']} process(es), {res['hosts']} hosts; network up "
-                    f"in {res['bring_up_s']:.1f} s; memory: each process's peak resident set")
-    for col in ("run", "time (s)", "x bound", "switch CPU s, per process", "switch RSS MiB, per process",
-                "agents", "worker RSS MiB max / total", "PS RSS MiB", "window halvings"):
-        t.add_column(col, justify="left" if col in ("run",) else "right")
-    rss = " / ".join(f"{v:,.0f}" for v in res["switch_rss_mib"].values())
-    for r, rr in zip(results, res["runs"], strict=True):
-        cpu = " / ".join(f"{v:.1f}" for v in rr["switch_cpu_s"].values())
-        bound = r.split.get("line_rate_bound_s") or 0.0
-        t.add_row(r.mode, f"{r.seconds:.2f}", f"{r.seconds / bound:.1f}" if bound else "-", cpu, rss,
-                  str(rr["workers"] + 1), f"{rr['worker_rss_mib_max']:.0f} / {rr['worker_rss_mib_total']:,.0f}",
-                  f"{rr['ps_rss_mib']:.0f}", str(r.window_decreases))
-    console.print(t)
-
-
-def _print_summary(job: InaJob, ina: RunResult, base: RunResult, n: int) -> None:
-    t = Table(title=f"job {job.job_id}: in-network aggregation vs parameter server "
-                    "(same gradients, same network)")
-    for col in ("run", "time (s)", "PS ingress bytes", "PS ingress packets", "retransmissions", "exact sums"):
-        t.add_column(col, justify="right" if col != "run" else "left")
-    for r in (ina, base):
-        t.add_row("INA" if r.mode == "ina" else "PS only", f"{r.seconds:.2f}", f"{r.ps_rx_bytes:,}",
-                  f"{r.ps_rx_packets:,}", str(r.retransmissions),
-                  "[green]yes[/green]" if r.exact else f"[red]{r.mismatches} wrong[/red]")
-    console.print(t)
-    if ina.split and base.split:
-        b = Table(title="where the time went (seconds): line-rate bound = busiest link's bytes "
-                        "at its capacity; CPU of switch processes and agents")
-        for col in ("run", "time", "bound", "x bound", "busiest link", "switches",
-                    "max switch", "workers", "PS"):
-            b.add_column(col, justify="left" if col in ("run", "busiest link") else "right")
-        for r in (ina, base):
-            sp = r.split
-            bound = sp["line_rate_bound_s"]
-            b.add_row("INA" if r.mode == "ina" else "PS", f"{r.seconds:.2f}", f"{bound:.2f}",
-                      f"{r.seconds / bound:.1f}" if bound else "-",
-                      f"{sp['busiest_link']} {sp['busiest_link_bytes'] / 1e3:,.0f} kB",
-                      f"{sp['switch_cpu_s_total']:.1f}",
-                      f"{sp['busiest_switch']} {sp['busiest_switch_cpu_s']:.1f}",
-                      f"{r.worker_cpu_s:.1f}", f"{r.ps_cpu_s:.1f}")
-        console.print(b)
-    ratios = Table(title="ratios (INA / PS only)")
-    ratios.add_column("metric")
-    ratios.add_column("ratio", justify="right")
-    ratios.add_column("reference", justify="right")
-    if base.seconds:
-        ratios.add_row("synchronization time", f"{ina.seconds / base.seconds:.2f}", "< 1 is faster")
-    if base.ps_rx_bytes:
-        ratios.add_row("PS ingress bytes", f"{ina.ps_rx_bytes / base.ps_rx_bytes:.3f}",
-                       f"1/N = {1 / n:.3f}")
-    console.print(ratios)
-    if ina.switch_events:
-        ev = Table(title="aggregating switches (ina_events counters)")
-        ev.add_column("switch")
-        keys = ["added", "partial", "passed_on", "duplicate", "cleared", "result"]
-        for k in keys:
-            ev.add_column(k, justify="right")
-        for s, v in ina.switch_events.items():
-            ev.add_row(s, *(str(v.get(k, 0)) for k in keys))
-        console.print(ev)
-
-
-def _plot(path: Path, ina: RunResult, base: RunResult) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
-    labels = ["INA", "PS only"]
-    x = np.arange(2)
-    # measured next to the line-rate bound (busiest link's bytes at its capacity), as in
-    # the "where the time went" table
-    measured = axes[0].bar(x - 0.2, [ina.seconds, base.seconds], 0.4,
-                           color=["tab:green", "tab:blue"], label="measured")
-    bounds = [r.split.get("line_rate_bound_s") or 0.0 for r in (ina, base)]
-    bound = axes[0].bar(x + 0.2, bounds, 0.4, color="tab:gray", label="line-rate bound (busiest link)")
-    for bars in (measured, bound):
-        axes[0].bar_label(bars, fmt="%.2f", fontsize=7)
-    axes[0].set_xticks(x, labels)
-    axes[0].set_ylabel("synchronization time (s)")
-    axes[0].legend(fontsize=7)
-    axes[1].bar(labels, [ina.ps_rx_bytes / 1e6, base.ps_rx_bytes / 1e6], color=["tab:green", "tab:blue"])
-    axes[1].set_ylabel("PS ingress (MB)")
-    fig.suptitle("gradnet: in-network aggregation vs parameter server")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return results, resources(topo, bring_up_s, up_snap, after_runs, results)
 
 
 def build_parser() -> argparse.ArgumentParser:

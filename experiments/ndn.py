@@ -29,7 +29,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -41,84 +41,20 @@ from controller.deploy import deploy as deploy_forward
 from controller.ndn import NdnDeployment, read_switch_state
 from controller.output import TableConsole
 from experiments import options as opts
+from experiments.ndn_results import (
+    NdnRunResult,
+    pit_table,
+    plot_ndn_vs_ip,
+    round_tables,
+    runs_table,
+)
+from experiments.ndn_results import ratios_table as ratios_table  # bench/ndn_bench.py
 from experiments.runner import log as _log
 from experiments.runner import spawn
 from topologies import fat_tree, leaf_spine
 from topologies.base import Topology
 
 console = TableConsole()
-
-
-@dataclass
-class NdnRunResult:
-    """One run of the PS and its GPUs."""
-
-    transport: str
-    mode: str
-    seconds: float
-    ps: dict[str, Any]
-    gpus: dict[str, dict[str, Any]]
-    exact: bool = False
-    problems: list[str] = field(default_factory=list)
-    switches: dict[str, Any] = field(default_factory=dict)
-    #: bytes per directed link ``a->b`` during the training (the first round's start to
-    #: the end), from the switches' port counters; empty when not measured
-    link_bytes: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def accepted(self) -> list[str]:
-        return list(self.ps.get("accepted", []))
-
-    @property
-    def probe_recoveries(self) -> int:
-        return sum(int(g.get("updates_recovered_by_probe", 0)) for g in self.gpus.values())
-
-    @property
-    def distribute_bytes_per_round(self) -> float:
-        r = self.ps.get("rounds") or []
-        return float(np.mean([x["distribute_bytes"] for x in r])) if r else 0.0
-
-    @property
-    def tx_bytes_per_round(self) -> float:
-        r = self.ps.get("rounds") or []
-        return float(np.mean([x["tx_total"] for x in r])) if r else 0.0
-
-    @property
-    def round_seconds(self) -> float:
-        r = self.ps.get("rounds") or []
-        return float(np.mean([x["seconds"] for x in r])) if r else 0.0
-
-    @property
-    def train_seconds(self) -> float | None:
-        """Synchronous training time INCLUDING the last distribution: from the first
-        round's start at the PS to the moment the last GPU held the final version (one
-        monotonic clock for every namespace of the machine). None if a GPU never got it."""
-        t0, final = self.ps.get("train_start"), self.ps.get("version", 0)
-        if t0 is None or not final:
-            return None
-        got = [g.get("version_at", {}).get(str(final)) for n, g in self.gpus.items() if n in self.accepted]
-        if not got or any(t is None for t in got):
-            return None
-        return max(got) - t0
-
-    @property
-    def round_seconds_incl(self) -> float | None:
-        """Mean round time including distribution (:attr:`train_seconds` / rounds)."""
-        t, final = self.train_seconds, self.ps.get("version", 0)
-        return t / final if t is not None and final else None
-
-    @property
-    def fabric_bytes(self) -> int:
-        """Bytes over every directed link during the training (switch port counters)."""
-        return sum(self.link_bytes.values())
-
-    @property
-    def busiest_link(self) -> tuple[str, int]:
-        """The directed link that carried the most bytes, and those bytes."""
-        if not self.link_bytes:
-            return "-", 0
-        k = max(self.link_bytes, key=lambda x: self.link_bytes[x])
-        return k, self.link_bytes[k]
 
 
 def _finish(proc: Any, base: Path, timeout: float) -> tuple[int, dict[str, Any] | None, str]:
@@ -146,6 +82,19 @@ def expected_sync(values: int, seed: int, lr: float, gpus: list[str], indexes: d
         p = params[-1]
         params.append(sgd_step(p, [synthetic_gradient(p, indexes[g], r, seed) for g in gpus], lr))
     return params
+
+
+def _hold_until_ready(psp: Any, base: Path, hold: Path, max_time: float, on_start: Any) -> None:
+    """Once the PS says ``ready_to_train`` (every GPU subscribed), call ``on_start``; then
+    let the PS start (``hold``)."""
+    out = base.with_suffix(".out")
+    end = time.monotonic() + max_time
+    while time.monotonic() < end and psp.poll() is None:
+        if b"ready_to_train" in out.read_bytes():
+            on_start()
+            break
+        time.sleep(0.02)
+    hold.touch()
 
 
 def run_agents(net: Any, topo: Topology, run_dir: Path, *, transport: str, ps: str,
@@ -185,14 +134,15 @@ def run_agents(net: Any, topo: Topology, run_dir: Path, *, transport: str, ps: s
     procs: dict[str, Any] = {}
     late = late or {}
     t0 = time.monotonic()
+    gpu_argv = {g: [
+        py, "-m", "hosts.ndn.gpu", "--me", g, "--gpu-index", str(indexes[g]), "--ps", ps,
+        "--iface", topo.iface(g)["name"], "--compute-time", str(compute_time),
+        "--final-version", str(n_accept * steps), "--out", str(run_dir / f"params-{g}.npy"),
+        *(["--busy"] if g in busy else []), *common, *common_gpu] for g in gpus}
     for g in gpus:
         if g in late:
             continue
-        procs[g] = spawn(net.host(g), run_dir / f"gpu-{g}", [
-            py, "-m", "hosts.ndn.gpu", "--me", g, "--gpu-index", str(indexes[g]), "--ps", ps,
-            "--iface", topo.iface(g)["name"], "--compute-time", str(compute_time),
-            "--final-version", str(n_accept * steps), "--out", str(run_dir / f"params-{g}.npy"),
-            *(["--busy"] if g in busy else []), *common, *common_gpu])
+        procs[g] = spawn(net.host(g), run_dir / f"gpu-{g}", gpu_argv[g])
     time.sleep(0.3)
     psp = spawn(net.host(ps), run_dir / "ps", [
         py, "-m", "hosts.ndn.ps", "--me", ps, "--gpus", ",".join(gpus), "--iface",
@@ -201,20 +151,9 @@ def run_agents(net: Any, topo: Topology, run_dir: Path, *, transport: str, ps: s
         *(["--hold-start", str(hold)] if on_start else [])])
     for g, delay in sorted(late.items(), key=lambda kv: kv[1]):
         time.sleep(max(0.0, t0 + delay - time.monotonic()))
-        procs[g] = spawn(net.host(g), run_dir / f"gpu-{g}", [
-            py, "-m", "hosts.ndn.gpu", "--me", g, "--gpu-index", str(indexes[g]), "--ps", ps,
-            "--iface", topo.iface(g)["name"], "--compute-time", str(compute_time),
-            "--final-version", str(n_accept * steps), "--out", str(run_dir / f"params-{g}.npy"),
-            *(["--busy"] if g in busy else []), *common, *common_gpu])
+        procs[g] = spawn(net.host(g), run_dir / f"gpu-{g}", gpu_argv[g])
     if on_start:
-        out = (run_dir / "ps").with_suffix(".out")
-        end = time.monotonic() + max_time
-        while time.monotonic() < end and psp.poll() is None:
-            if b"ready_to_train" in out.read_bytes():
-                on_start()
-                break
-            time.sleep(0.02)
-        hold.touch()
+        _hold_until_ready(psp, run_dir / "ps", hold, max_time, on_start)
     results: dict[str, dict[str, Any]] = {}
     problems: list[str] = []
     rc, ps_sum, err = _finish(psp, run_dir / "ps", max_time + 30)
@@ -442,36 +381,6 @@ def interest_timeout(n_gpus: int, bw_mbps: float) -> float:
     return min(3.5, max(0.5, 1.2 * drain))
 
 
-def _table(sync_ndn: NdnRunResult, sync_ip: NdnRunResult, n: int) -> None:
-    t = Table(title="NDN PS with a persistent PIT vs IP-unicast PS (same gradients, same network)")
-    for col in ("round", "NDN round s", "IP round s", "NDN PS egress B", "IP PS egress B",
-                "NDN distribute B", "IP distribute B"):
-        t.add_column(col, justify="right")
-    for a, b in zip(sync_ndn.ps.get("rounds", []), sync_ip.ps.get("rounds", []), strict=False):
-        t.add_row(str(a["version"]), f"{a['seconds']:.2f}", f"{b['seconds']:.2f}", f"{a['tx_total']:,}",
-                  f"{b['tx_total']:,}", f"{a['distribute_bytes']:,}", f"{b['distribute_bytes']:,}")
-    console.print(t)
-    console.print(ratios_table(sync_ndn, sync_ip, n))
-
-
-def ratios_table(ndn: NdnRunResult, ip: NdnRunResult, n: int) -> Table:
-    """NDN / IP ratios of one pair of runs: distribution and egress bytes, round time."""
-    r = Table(title="ratios (NDN / IP)")
-    r.add_column("metric")
-    r.add_column("value", justify="right")
-    r.add_column("reference", justify="right")
-    if ip.distribute_bytes_per_round:
-        r.add_row("PS distribution bytes per round",
-                  f"{ndn.distribute_bytes_per_round / ip.distribute_bytes_per_round:.3f}",
-                  f"goal <= 1.1/N = {1.1 / n:.3f}")
-    if ip.tx_bytes_per_round:
-        r.add_row("PS egress bytes per round (all)",
-                  f"{ndn.tx_bytes_per_round / ip.tx_bytes_per_round:.3f}", "")
-    if ip.round_seconds:
-        r.add_row("round time", f"{ndn.round_seconds / ip.round_seconds:.2f}", "< 1 is faster")
-    return r
-
-
 def schemes_table(runs: dict[str, NdnRunResult], n: int, values: int, bw: float,
                   compute_time: float) -> Table:
     """One run per scheme: the round time including distribution with the scheme's
@@ -499,36 +408,6 @@ def round_bound(n_gpus: int, values: int, bw_mbps: float, compute_time: float) -
     at ``bw_mbps``, then at least one copy of the update back out before a GPU can start
     its next step."""
     return compute_time + (n_gpus + 1) * values * 4 / (bw_mbps * 1e6 / 8)
-
-
-def _plot(path: Path, ndn: NdnRunResult, ip: NdnRunResult, bound: float | None = None) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
-    rn = ndn.ps.get("rounds", [])
-    ri = ip.ps.get("rounds", [])
-    x = np.arange(1, max(len(rn), len(ri)) + 1)
-    axes[0].bar(x[:len(rn)] - 0.2, [r["tx_total"] / 1e3 for r in rn], 0.4, label="NDN (persistent PIT)")
-    axes[0].bar(x[:len(ri)] + 0.2, [r["tx_total"] / 1e3 for r in ri], 0.4, label="IP unicast PS")
-    axes[0].set_xlabel("round")
-    axes[0].set_ylabel("PS egress (kB)")
-    axes[0].legend(fontsize=8)
-    axes[1].plot(x[:len(rn)], [r["seconds"] for r in rn], "o-", label="NDN")
-    axes[1].plot(x[:len(ri)], [r["seconds"] for r in ri], "s-", label="IP")
-    if bound is not None:  # the line-rate bound beside the measured rounds
-        axes[1].axhline(bound, color="tab:gray", ls="--", lw=1,
-                        label=f"line-rate bound {bound:.2f} s")
-        axes[1].set_ylim(bottom=0)
-    axes[1].set_xlabel("round")
-    axes[1].set_ylabel("round time (s)")
-    axes[1].legend(fontsize=8)
-    fig.suptitle("gradnet: NDN parameter server vs IP-unicast PS")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -571,6 +450,29 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _run_schemes(args: argparse.Namespace, topo: Topology, run_dir: Path,
+                 loss: dict[tuple[str, int], float], baselines: list[str],
+                 kw: dict[str, Any]) -> dict[str, NdnRunResult]:
+    """NDN and each baseline, synchronous, then NDN asynchronous, on one network."""
+    from topologies.network import Network
+
+    runs: dict[str, NdnRunResult] = {}
+    with Network(topo, target=args.target, log=_log) as net:
+        runs["ndn-sync"] = run_scheme(net, topo, run_dir / "ndn-sync", "ndn", loss, mode="sync",
+                                      subscriptions=args.subscriptions, **kw)
+        _log(f"NDN sync: {runs['ndn-sync'].seconds:.1f} s, exact: {runs['ndn-sync'].exact}")
+        for b in ["ip", *[b for b in baselines if b != "ip"]]:
+            runs[f"{b}-sync"] = run_scheme(net, topo, run_dir / f"{b}-sync", b, loss, mode="sync", **kw)
+            _log(f"{SCHEMES[b]} sync: {runs[f'{b}-sync'].seconds:.1f} s, exact: {runs[f'{b}-sync'].exact}")
+        if not args.no_async:
+            runs["ndn-async"] = run_ndn(net, topo, run_dir / "ndn-async", loss, mode="async",
+                                        subscriptions=args.subscriptions, **kw)
+            _log(f"NDN async: {runs['ndn-async'].seconds:.1f} s, exact: {runs['ndn-async'].exact}")
+        if args.cli:
+            net.cli()
+    return runs
+
+
 def main(argv: list[str]) -> int:
     """Entry point of ``--mode ndn``."""
     parser = build_parser()
@@ -580,8 +482,6 @@ def main(argv: list[str]) -> int:
     if os.geteuid() != 0:
         console.print("[red]the experiment needs root (network namespaces)[/red]")
         return 2
-    from topologies.network import Network
-
     topo = fat_tree(args.k, bw=args.bw) if args.topo == "fat-tree" else leaf_spine(2, 2, 3, bw=args.bw)
     hosts = topo.hosts()
     ps = hosts[0]
@@ -611,41 +511,10 @@ def main(argv: list[str]) -> int:
     baselines = [b for b in args.baselines.split(",") if b]
     if any(b not in ("ip", "ipmc", "tcp") for b in baselines):
         parser.error(f"--baselines: choose from ip, ipmc, tcp, got {args.baselines!r}")
-    runs: dict[str, NdnRunResult] = {}
-    with Network(topo, target=args.target, log=_log) as net:
-        runs["ndn-sync"] = run_scheme(net, topo, run_dir / "ndn-sync", "ndn", loss, mode="sync",
-                                      subscriptions=args.subscriptions, **kw)
-        _log(f"NDN sync: {runs['ndn-sync'].seconds:.1f} s, exact: {runs['ndn-sync'].exact}")
-        for b in ["ip", *[b for b in baselines if b != "ip"]]:
-            runs[f"{b}-sync"] = run_scheme(net, topo, run_dir / f"{b}-sync", b, loss, mode="sync", **kw)
-            _log(f"{SCHEMES[b]} sync: {runs[f'{b}-sync'].seconds:.1f} s, exact: {runs[f'{b}-sync'].exact}")
-        if not args.no_async:
-            runs["ndn-async"] = run_ndn(net, topo, run_dir / "ndn-async", loss, mode="async",
-                                        subscriptions=args.subscriptions, **kw)
-            _log(f"NDN async: {runs['ndn-async'].seconds:.1f} s, exact: {runs['ndn-async'].exact}")
-        if args.cli:
-            net.cli()
+    runs = _run_schemes(args, topo, run_dir, loss, baselines, kw)
     n = len(gpus) - len(busy)
-    _table(runs["ndn-sync"], runs["ip-sync"], n)
-    s = Table(title="runs")
-    for col in ("run", "time s", "accepted", "probe recoveries", "PS retx", "accuracy", "exact"):
-        s.add_column(col, justify="right" if col != "run" else "left")
-    for name, r in runs.items():
-        acc = (f"{r.ps['accuracy_initial']:.3f} -> {r.ps['accuracy']:.3f}" if "accuracy" in r.ps else "-")
-        s.add_row(name, f"{r.seconds:.1f}", str(len(r.accepted)), str(r.probe_recoveries),
-                  str(r.ps.get("retransmissions", 0)), acc,
-                  "[green]yes[/green]" if r.exact else f"[red]no: {'; '.join(r.problems)[:200]}[/red]")
-    console.print(s)
-    pp = Table(title="persistent PIT after the NDN sync run (switches with entries)")
-    pp.add_column("switch")
-    pp.add_column("entry")
-    pp.add_column("ports")
-    pp.add_column("events")
-    for sw, st in runs["ndn-sync"].switches.items():
-        for e in st.get("persistent_pit", []):
-            pp.add_row(sw, e["name"], ",".join(map(str, e["ports"])),
-                       " ".join(f"{k}={v}" for k, v in st.get("events", {}).items()))
-    console.print(pp)
+    for t in (*round_tables(runs["ndn-sync"], runs["ip-sync"], n), runs_table(runs), pit_table(runs["ndn-sync"])):
+        console.print(t)
     summary = {"topology": topo.name, "ps": ps, "gpus": gpus, "busy": list(busy), "lossy_gpu": lossy,
                "gpu_loss": args.gpu_loss, "loss": {f"{sw}:{pt}": r for (sw, pt), r in loss.items()},
                "values": values, "model": args.model,
@@ -661,7 +530,7 @@ def main(argv: list[str]) -> int:
     _log(f"line-rate bound per sync round (compute, then {n} gradients in and one update out "
          f"over the PS's {args.bw:g} Mbit/s link, payload only): {bound:.3f} s; measured NDN "
          f"{runs['ndn-sync'].round_seconds:.3f} s, IP {runs['ip-sync'].round_seconds:.3f} s")
-    _plot(run_dir / "ndn_vs_ip.png", runs["ndn-sync"], runs["ip-sync"], bound)
+    plot_ndn_vs_ip(run_dir / "ndn_vs_ip.png", runs["ndn-sync"], runs["ip-sync"], bound)
     console.print(f"results: {run_dir}/summary.json, {run_dir}/ndn_vs_ip.png")
     return 0 if all(r.exact for r in runs.values()) else 1
 

@@ -131,6 +131,24 @@ def _parse(host: str, proc: Any, base: Path) -> NodeResult:
     return res
 
 
+def _apply_due(timeline: list[tuple[float, str, str]], due: float, start: float,
+               procs: dict[str, Any], done_kills: dict[str, float], late_kills: dict[str, float]) -> None:
+    """Kill, stop or continue the nodes whose time has come (timeline times up to ``due``);
+    kills are recorded in seconds after ``start``."""
+    while timeline and timeline[0][0] <= due:
+        _t, what, h = timeline.pop(0)
+        if what == "kill":
+            if procs[h].poll() is not None:  # it finished before the kill was due
+                late_kills[h] = round(time.monotonic() - start, 2)
+            else:
+                procs[h].kill()
+                done_kills[h] = time.monotonic() - start
+        elif what == "stop":
+            os.kill(procs[h].pid, signal.SIGSTOP)
+        else:
+            os.kill(procs[h].pid, signal.SIGCONT)
+
+
 def run_token(net: Any, topo: Any, out: Path, common: list[str], *,
               hosts: list[str] | None = None, per_host: dict[str, list[str]] | None = None,
               kills: dict[str, float] | None = None, pauses: dict[str, tuple[float, float]] | None = None,
@@ -173,18 +191,7 @@ def run_token(net: Any, topo: Any, out: Path, common: list[str], *,
         while time.monotonic() < deadline:
             now = time.monotonic() - start
             offset = (ready_at if ready_at is not None else timeout) if from_training else 0.0
-            while timeline and timeline[0][0] + offset <= now:
-                _t, what, h = timeline.pop(0)
-                if what == "kill":
-                    if procs[h].poll() is not None:  # it finished before the kill was due
-                        late_kills[h] = round(time.monotonic() - start, 2)
-                    else:
-                        procs[h].kill()
-                        done_kills[h] = time.monotonic() - start
-                elif what == "stop":
-                    os.kill(procs[h].pid, signal.SIGSTOP)
-                else:
-                    os.kill(procs[h].pid, signal.SIGCONT)
+            _apply_due(timeline, now - offset, start, procs, done_kills, late_kills)
             if (side or from_training) and (formed_at is None or ready_at is None):
                 text = bases[first].with_suffix(".out").read_text()
                 if formed_at is None and '"formed"' in text:

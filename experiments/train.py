@@ -68,20 +68,22 @@ import json
 import os
 import platform
 import subprocess
-import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from rich.table import Table
 
 from controller import registry
 from controller.output import TableConsole
 from controller.p4runtime import REPO_ROOT
-from experiments.runner import finish, json_lines, last_line, prepare_hosts, spawn
+from experiments.harness_records import HarnessError, Plan, RunRecord, Setting
+from experiments.harness_report import fmt_interval as fmt_interval  # the tables of bench/
+from experiments.harness_report import plot, print_table, summarize
+from experiments.harness_trainers import run_trainers
 from experiments.runner import log as _log
+from experiments.runner import prepare_hosts
 
 console = TableConsole()
 #: The module doc's first paragraph: the help text of ``gradctl train`` and of the mode.
@@ -122,46 +124,6 @@ def _landed(scheme: str) -> bool:
 
 
 HARNESS_SCHEMES = tuple(s for s in ALL_SCHEMES if s in BUILTIN_SCHEMES or _landed(s))
-
-
-class HarnessError(ValueError):
-    """A bad option or an impossible combination (one clear message)."""
-
-
-@dataclass
-class RunRecord:
-    """One (scheme, seed) training run."""
-
-    scheme: str
-    seed: int
-    ok: bool = False
-    error: str = ""
-    curve: list[dict[str, float]] = field(default_factory=list)  # rank 0's evaluations
-    final_accuracy: float | None = None
-    final_heldout: float | None = None
-    time_to_target_s: float | None = None
-    steps_to_target: float | None = None
-    # the fastest any network could get there: the steps to target at the measured compute
-    # per step plus the line-rate bound of each step's sync
-    bound_to_target_s: float | None = None
-    train_s: float = 0.0
-    iterations: int = 0
-    sync_s_per_iter: float | None = None
-    compute_s_per_iter: float | None = None
-    models_identical: bool = False
-    # rank 0's (the evaluator's) weights hash after the last step: two runs of one scheme
-    # and seed with equal hashes applied the same sums at every step (the loss sweep)
-    final_weights: str = ""
-    parameters: int = 0
-    busiest_link: str = ""
-    busiest_link_bytes: int = 0
-    line_rate_bound_s: float = 0.0
-    ps_rx_bytes: int | None = None
-    retransmissions: int = 0
-    switch_cpu_s: float = 0.0
-    agent_cpu_s: float = 0.0
-    cpu_bound: bool = False
-    wall_s: float = 0.0
 
 
 # ----------------------------------------------------------------------------- options
@@ -213,47 +175,8 @@ def build_parser(add_help: bool = True, prog: str = "python -m experiments --mod
     return p
 
 
-@dataclass
-class Setting:
-    """Where a scheme runs: its topology, PS host (if any) and training hosts in rank order."""
-
-    topo: Any
-    ps: str | None
-    workers: list[str]
-    nic_mbit: float  # the total NIC capacity of one training host
-
-    @property
-    def key(self) -> str:
-        return self.topo.name
-
-
-@dataclass
-class Plan:
-    """What the harness will run, resolved from the options."""
-
-    schemes: list[str]
-    seeds: list[int]
-    topo: Any
-    ps: str
-    workers: list[str]
-    settings: dict[str, Setting]
-    lr: float
-    target_accuracy: float
-    eval_every: int
-    steps_per_epoch: int
-    parameters: int
-    slow: dict[str, float]
-    loss: dict[tuple[str, int], float]
-
-
-def make_plan(args: argparse.Namespace) -> Plan:
-    """Check the options against each other and the topology; raise HarnessError."""
-    from controller.cli import UsageError
-    from controller.deploy import DeployError, check_loss
-    from hosts import training as tr
-    from topologies import TopologyError
-    from topologies.spec import parse_topology
-
+def _check_schemes(args: argparse.Namespace) -> list[str]:
+    """The schemes of ``--scheme``, checked with the options every scheme shares."""
     schemes = [s.strip() for s in args.scheme.split(",") if s.strip()]
     if not schemes:
         raise HarnessError("--scheme: no scheme given")
@@ -279,11 +202,15 @@ def make_plan(args: argparse.Namespace) -> Plan:
     if args.kill and no_kill:
         raise HarnessError(f"--kill: not supported by {', '.join(no_kill)} (a synchronous all-reduce "
                            "cannot lose a rank; run --kill with the schemes that tolerate it)")
-    try:
-        model = tr.build_model(args.model, args.seed)
-        data = tr.load_data(args.data, args.seed)
-    except ValueError as e:
-        raise HarnessError(str(e)) from None
+    return schemes
+
+
+def _topology(args: argparse.Namespace) -> tuple[Any, str, list[str]]:
+    """``--topo`` at ``--bw``: (topology, PS host, training hosts)."""
+    from controller.cli import UsageError
+    from topologies import TopologyError
+    from topologies.spec import parse_topology
+
     try:
         topo = parse_topology(args.topo or f"star:{args.workers + 1}")
     except (UsageError, TopologyError) as e:
@@ -294,7 +221,11 @@ def make_plan(args: argparse.Namespace) -> Plan:
     if len(hosts) < args.workers + 1:
         raise HarnessError(f"{topo.name} has {len(hosts)} hosts: --workers {args.workers} needs "
                            f"{args.workers + 1} (one is the PS)")
-    ps, workers = hosts[0], hosts[1:args.workers + 1]
+    return topo, hosts[0], hosts[1:args.workers + 1]
+
+
+def _slow_hosts(args: argparse.Namespace, workers: list[str]) -> dict[str, float]:
+    """``--slow HOST=F``: training host -> factor (>= 1)."""
     slow = {}
     for spec in args.slow:
         h, f = _kv(spec, "--slow")
@@ -306,11 +237,13 @@ def make_plan(args: argparse.Namespace) -> Plan:
             raise HarnessError(f"--slow {spec}: {f!r} is not a number") from None
         if slow[h] < 1.0:
             raise HarnessError(f"--slow {spec}: the factor must be >= 1")
-    try:
-        loss = check_loss(topo, dict(args.loss))  # ((switch, port), rate) pairs
-    except DeployError as e:
-        raise HarnessError(str(e)) from None
-    shared = Setting(topo, ps, workers, float(args.bw))
+    return slow
+
+
+def _settings(args: argparse.Namespace, schemes: list[str], shared: Setting,
+              loss: dict) -> dict[str, Setting]:
+    """Where each scheme runs: the shared topology, BML's BCube and the k-rail network
+    (the same training hosts count and per-NIC rate), or the plugin's own."""
     settings = {s: shared for s in schemes if s not in ("bml", *RAIL_SCHEMES)}
     for own in [s for s in ("bml", *RAIL_SCHEMES) if s in schemes]:
         from controller.bcube import baseline_rails, bcube_network_topology, bcube_shape
@@ -335,11 +268,18 @@ def make_plan(args: argparse.Namespace) -> Plan:
     for s in schemes:
         if s in PLUGINS:
             settings[s] = _plugin(s).setting(args, shared)
-    steps = (len(data.y_train) // args.workers) // args.batch
+    return settings
+
+
+def _steps_and_target(args: argparse.Namespace, n_train: int) -> tuple[int, float]:
+    """Steps per epoch (every rank's full batches, ``--max-steps``) and the target accuracy."""
+    from hosts import training as tr
+
+    steps = (n_train // args.workers) // args.batch
     if args.max_steps > 0:
         steps = min(steps, args.max_steps)
     if steps < 1:
-        raise HarnessError(f"--batch {args.batch}: a shard of {len(data.y_train) // args.workers} "
+        raise HarnessError(f"--batch {args.batch}: a shard of {n_train // args.workers} "
                            f"examples has no full batch")
     target = args.target_accuracy
     if target is None:
@@ -349,6 +289,29 @@ def make_plan(args: argparse.Namespace) -> Plan:
                                "give --target-accuracy")
     if not 0 < target <= 1:
         raise HarnessError("--target-accuracy must be in (0, 1]")
+    return steps, target
+
+
+def make_plan(args: argparse.Namespace) -> Plan:
+    """Check the options against each other and the topology; raise HarnessError."""
+    from controller.deploy import DeployError, check_loss
+    from hosts import training as tr
+
+    schemes = _check_schemes(args)
+    try:
+        model = tr.build_model(args.model, args.seed)
+        data = tr.load_data(args.data, args.seed)
+    except ValueError as e:
+        raise HarnessError(str(e)) from None
+    topo, ps, workers = _topology(args)
+    slow = _slow_hosts(args, workers)
+    try:
+        loss = check_loss(topo, dict(args.loss))  # ((switch, port), rate) pairs
+    except DeployError as e:
+        raise HarnessError(str(e)) from None
+    shared = Setting(topo, ps, workers, float(args.bw))
+    settings = _settings(args, schemes, shared, loss)
+    steps, target = _steps_and_target(args, len(data.y_train))
     lr = args.lr if args.lr is not None else tr.DEFAULT_LR.get(args.model, 0.1)
     eval_every = args.eval_every or max(1, steps // 4)
     seeds = list(range(args.seed, args.seed + args.seeds))
@@ -357,24 +320,6 @@ def make_plan(args: argparse.Namespace) -> Plan:
 
 
 # ----------------------------------------------------------------------------- one run
-
-
-def _trainer_argv(args: argparse.Namespace, plan: Plan, setting: Setting, scheme: str, seed: int,
-                  rank: int, conf: Path | None, port: int) -> list[str]:
-    slow = plan.slow.get(plan.workers[rank], 1.0)  # by rank: the same rank on every topology
-    argv = [sys.executable, "-m", "hosts.trainer", "--scheme", scheme, "--rank", str(rank),
-            "--world", str(len(setting.workers)), "--model", args.model, "--data", args.data,
-            "--seed", str(seed), "--epochs", str(args.epochs), "--batch", str(args.batch),
-            "--lr", repr(plan.lr), "--max-steps", str(plan.steps_per_epoch),
-            "--eval-every", str(plan.eval_every), "--timeout", str(min(120.0, args.max_time)),
-            "--slow", repr(slow), "--compute-time", repr(args.compute_time)]
-    if scheme == "gloo":
-        argv += ["--master-addr", setting.topo.host_ip(setting.workers[0]), "--master-port", str(port)]
-    elif scheme in ("ina", "ps"):
-        argv += ["--policy", str(conf)]
-    else:
-        argv += ["--plan", str(conf)]
-    return argv
 
 
 def collective_plan(setting: Setting, scheme: str, values: int) -> dict[str, Any]:
@@ -410,73 +355,12 @@ def run_one(net: Any, args: argparse.Namespace, plan: Plan, scheme: str, seed: i
     if scheme in PLUGINS:
         rec = _plugin(scheme).run(net, args, plan, setting, seed, d)
     else:
-        rec = run_trainers(net, args, plan, scheme, seed, job, d, port)
+        collective = (collective_plan(setting, scheme, plan.parameters)
+                      if scheme in COLLECTIVE_SCHEMES else None)
+        rec = run_trainers(net, args, plan, scheme, seed, job, d, port, collective)
     rec.wall_s = time.monotonic() - t0
     split = time_split(setting.topo, before, Snapshot.take(net), {"agents": rec.agent_cpu_s})
     complete(rec, split.to_dict(), plan, args)
-    return rec
-
-
-def run_trainers(net: Any, args: argparse.Namespace, plan: Plan, scheme: str, seed: int, job: Any,
-                 d: Path, port: int) -> RunRecord:
-    """The built-in schemes: one ``hosts.trainer`` per rank (and the INA PS for ina/ps)."""
-    rec = RunRecord(scheme, seed)
-    setting = plan.settings[scheme]
-    topo = setting.topo
-    ps_proc = conf = None
-    t0 = time.monotonic()
-    if scheme in COLLECTIVE_SCHEMES:
-        conf = d / "plan.json"
-        conf.write_text(json.dumps(collective_plan(setting, scheme, plan.parameters)))
-    if job is not None:
-        conf = policy = job.write_policy(d / "policy.json")
-        # the PS serves round after round; it exits once no round came for idle_exit s, so
-        # that must outlast the longest gap between two steps (compute, rank 0's evaluation)
-        gap = args.compute_time * max(plan.slow.values(), default=1.0)
-        idle_exit = max(5.0, 4.0 * gap)
-        ps_proc = spawn(net.host(setting.ps), d / "ps",
-                        [sys.executable, "-m", "hosts.ina.ps", "--policy", str(policy), "--json",
-                         "--rounds", "0", "--idle-exit", repr(idle_exit), "--linger", "1",
-                         "--iface", topo.iface(setting.ps)["name"], "--max-time", str(args.max_time + 60)])
-        time.sleep(0.5)
-    procs = []
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    for rank, h in enumerate(setting.workers):
-        env_h = dict(env, GLOO_SOCKET_IFNAME=topo.iface(h)["name"])
-        procs.append(spawn(net.host(h), d / f"rank{rank}",
-                           _trainer_argv(args, plan, setting, scheme, seed, rank, conf, port), env=env_h))
-    outs = []
-    deadline = t0 + args.max_time + 60
-    for rank, p in enumerate(procs):
-        rc, out, err = finish(p, d / f"rank{rank}", max(1.0, deadline - time.monotonic()))
-        outs.append(json_lines(out))
-        if rc != 0 and not rec.error:
-            rec.error = f"rank {rank} exited {rc}: {last_line(err)}"
-    ps_rep: dict[str, Any] = {}
-    if ps_proc is not None:
-        _, out, _ = finish(ps_proc, d / "ps", 30)
-        recs = json_lines(out)
-        ps_rep = recs[-1] if recs else {}
-    summaries = [next((x for x in reversed(o) if "done" in x), {}) for o in outs]
-    rec.agent_cpu_s = round(sum(float(s.get("cpu_s", 0.0)) for s in summaries)
-                            + float(ps_rep.get("cpu_s", 0.0) or 0.0), 3)
-    evals0 = [x for x in outs[0] if "accuracy" in x] if outs else []
-    rec.curve = [{"t": x["t"], "accuracy": x["accuracy"], "heldout": x.get("heldout"),
-                  "epoch": x["epoch"], "step": x["step"]} for x in evals0]
-    s0 = summaries[0] if summaries else {}
-    rec.ok = not rec.error and all(s.get("done") for s in summaries)
-    rec.iterations = int(s0.get("steps", 0))
-    rec.train_s = float(s0.get("t", evals0[-1]["t"] if evals0 else 0.0))
-    if rec.iterations:
-        rec.sync_s_per_iter = float(s0.get("sync_s", 0.0)) / rec.iterations
-        rec.compute_s_per_iter = float(s0.get("compute_s", 0.0)) / rec.iterations
-    # the same weights on every rank at every evaluation
-    hashes = [[x["weights"] for x in o if "weights" in x and "step" in x] for o in outs]
-    rec.models_identical = bool(hashes) and all(h == hashes[0] for h in hashes) and bool(hashes[0])
-    rec.final_weights = hashes[0][-1] if hashes and hashes[0] else ""
-    rec.parameters = int(s0.get("parameters", plan.parameters))
-    rec.retransmissions = sum(int(s.get("retransmissions", 0)) for s in summaries)
-    rec.ps_rx_bytes = ps_rep.get("nic_rx_bytes") if ps_rep else None
     return rec
 
 
@@ -512,136 +396,6 @@ def derive(rec: RunRecord, plan: Plan, args: argparse.Namespace) -> None:
                          and (rec.switch_cpu_s + rec.agent_cpu_s) > 0.5 * max(rec.wall_s, 1e-9))
     if rec.ok and not rec.models_identical:
         rec.ok, rec.error = False, "the ranks' models differ"
-
-
-# ----------------------------------------------------------------------------- statistics
-
-
-def summarize(records: list[RunRecord], plan: Plan, reference: str) -> list[dict[str, Any]]:
-    """Per scheme: mean and CI of every figure over the seeds, and the paired ratio of
-    its time to target to the reference's."""
-    from experiments.stats import mean_ci, paired_ratios
-
-    rows = []
-    by = {s: [r for r in records if r.scheme == s] for s in plan.schemes}
-    ref_tt = {r.seed: r.time_to_target_s for r in by.get(reference, []) if r.time_to_target_s}
-    for s in plan.schemes:
-        rs = by[s]
-        tt = {r.seed: r.time_to_target_s for r in rs if r.time_to_target_s}
-
-        def iv(vals: list[float | None]) -> dict[str, Any]:
-            return asdict(mean_ci([v for v in vals if v is not None]))
-
-        rows.append({
-            "scheme": s, "topology": plan.settings[s].topo.name, "nic_mbit": plan.settings[s].nic_mbit,
-            "runs": len(rs), "ok": sum(r.ok for r in rs),
-            "reached": len(tt), "missed": [r.seed for r in rs if not r.time_to_target_s],
-            "time_to_target_s": iv(list(tt.values())),
-            "bound_to_target_s": iv([r.bound_to_target_s for r in rs]),
-            "final_accuracy": iv([r.final_accuracy for r in rs]),
-            "final_heldout": iv([r.final_heldout for r in rs]),
-            "sync_s_per_iter": iv([r.sync_s_per_iter for r in rs]),
-            "compute_s_per_iter": iv([r.compute_s_per_iter for r in rs]),
-            "line_rate_bound_s_per_iter": iv([r.line_rate_bound_s / r.iterations if r.iterations else None
-                                              for r in rs]),
-            "ratio_to_reference": asdict(paired_ratios(tt, ref_tt)) if s != reference else None,
-            "cpu_bound_runs": sum(r.cpu_bound for r in rs),
-            "models_identical": all(r.models_identical for r in rs),
-        })
-    return rows
-
-
-def fmt_interval(iv: dict[str, Any] | None, spec: str = ".2f", scale: float = 1.0) -> str:
-    """``mean ± half-width`` of a :func:`experiments.stats.mean_ci` dict (``(n=1)`` for one
-    value, ``-`` for none), the values times ``scale``; every harness-based table uses it."""
-    if not iv or not iv.get("n"):
-        return "-"
-    m = iv["mean"] * scale
-    if iv["n"] < 2:
-        return f"{m:{spec}} (n=1)"
-    return f"{m:{spec}} ± {iv['half_width'] * scale:{spec}}"
-
-
-def print_table(rows: list[dict[str, Any]], plan: Plan, args: argparse.Namespace) -> Table:
-    """The rich table of the summary (mean ± 95 % CI half-width over seeds)."""
-    dil = f", compute fixed at {args.compute_time:g} s/batch (DILATED TIME)" if args.compute_time else ""
-    t = Table(title=f"Time to {plan.target_accuracy:.0%} test accuracy: {args.model} on {args.data}, "
-                    f"{len(plan.workers)} workers, {args.bw:g} Mbit/s links, {len(plan.seeds)} seeds "
-                    f"(mean ± 95 % CI){dil}")
-    for col in ("scheme", "topology", "NIC Mbit/s", "reached", "time to target s", "bound s",
-                f"÷ {args.reference} (paired)",
-                "final test acc", "held-out acc", "sync s/iter", "bound s/iter", "compute s/iter",
-                "cpu-bound runs"):
-        t.add_column(col, justify="left" if col == "scheme" else "right")
-    for r in rows:
-        reached = f"{r['reached']}/{r['runs']}" + (" [red](missed)[/red]" if r["missed"] else "")
-        t.add_row(r["scheme"], r["topology"], f"{r['nic_mbit']:g}", reached, fmt_interval(r["time_to_target_s"], ".1f"),
-                  fmt_interval(r["bound_to_target_s"], ".1f"),
-                  fmt_interval(r["ratio_to_reference"], ".2f") if r["ratio_to_reference"] else "1 (reference)",
-                  fmt_interval(r["final_accuracy"], ".3f"), fmt_interval(r["final_heldout"], ".3f"),
-                  fmt_interval(r["sync_s_per_iter"], ".3f"), fmt_interval(r["line_rate_bound_s_per_iter"], ".3f"),
-                  fmt_interval(r["compute_s_per_iter"], ".3f"), str(r["cpu_bound_runs"]))
-    return t
-
-
-# ----------------------------------------------------------------------------- plots
-
-
-def plot(run_dir: Path, records: list[RunRecord], rows: list[dict[str, Any]], plan: Plan,
-         args: argparse.Namespace) -> None:
-    """``accuracy_vs_time.png`` (mean over seeds, 95 % band) and ``time_to_accuracy.png``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from experiments.stats import mean_ci
-
-    dil = " (dilated: fixed compute per batch)" if args.compute_time else ""
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for s in plan.schemes:
-        curves = [r.curve for r in records if r.scheme == s and r.curve]
-        if not curves:
-            continue
-        end = max(c[-1]["t"] for c in curves)
-        grid = np.linspace(0.0, end, 60)
-        ys = np.array([np.interp(grid, [p["t"] for p in c], [p["accuracy"] for p in c],
-                                 right=np.nan) for c in curves])
-        stats = [mean_ci(list(col[~np.isnan(col)])) for col in ys.T]
-        mean = np.array([x.mean for x in stats])
-        lo = np.clip([x.low if x.n > 1 else x.mean for x in stats], 0.0, 1.0)
-        hi = np.clip([x.high if x.n > 1 else x.mean for x in stats], 0.0, 1.0)
-        (line,) = ax.plot(grid, mean, label=f"{s} ({len(curves)} seeds)")
-        ax.fill_between(grid, lo, hi, alpha=0.12, color=line.get_color(), lw=0)
-    ax.axhline(plan.target_accuracy, color="grey", ls=":", lw=1, label="target")
-    ax.set_xlabel("training time (s)" + dil)
-    ax.set_ylabel("test accuracy")
-    ax.set_title(f"{args.model} on {args.data}, {len(plan.workers)} workers, {args.bw:g} Mbit/s")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(run_dir / "accuracy_vs_time.png", dpi=120)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(6, 3.8))
-    names, means, errs, colors = [], [], [], []
-    for r in rows:
-        iv = r["time_to_target_s"]
-        names.append(r["scheme"] + ("" if not r["missed"] else f"\n(missed {len(r['missed'])})"))
-        means.append(iv["mean"] if iv["n"] else 0.0)
-        errs.append(iv["half_width"] if iv["n"] > 1 else 0.0)
-        colors.append("#4c8bd6" if not r["missed"] else "#d62728")
-    ax.bar(names, means, yerr=errs, capsize=4, color=colors)
-    bounds = [r["bound_to_target_s"]["mean"] if r["bound_to_target_s"]["n"] else np.nan for r in rows]
-    if np.isfinite(bounds).any():  # an all-NaN scatter breaks matplotlib's tight_layout
-        ax.scatter(names, bounds, marker="_", s=400, color="black", zorder=3,
-                   label="bound: compute + line-rate sync of the steps to target")
-        ax.legend(fontsize=8)
-    ax.tick_params(axis="x", labelrotation=30)
-    ax.set_ylabel(f"time to {plan.target_accuracy:.0%} accuracy (s)" + dil)
-    ax.set_title("time to accuracy, mean and 95 % CI over seeds")
-    fig.tight_layout()
-    fig.savefig(run_dir / "time_to_accuracy.png", dpi=120)
-    plt.close(fig)
 
 
 # ----------------------------------------------------------------------------- main
@@ -716,11 +470,14 @@ def run(args: argparse.Namespace) -> int:
     if os.geteuid() != 0:
         console.print("[red]the harness needs root (network namespaces)[/red]")
         return 2
-    from controller.deploy import deploy
-    from controller.ina import InaDeployment, InaJob
-    from experiments.ina import switch_neighbors
-    from topologies.network import Network
+    run_dir = _open_run_dir(args, plan)
+    records, todo = _runs_done(run_dir, plan, args)
+    records += _run_todo(args, plan, run_dir, todo)
+    return _report(run_dir, records, plan, args)
 
+
+def _open_run_dir(args: argparse.Namespace, plan: Plan) -> Path:
+    """The results directory (new, or ``--resume``'s) with its manifest written."""
     run_dir = Path(args.resume) if args.resume else Path(args.out_dir).resolve() / time.strftime(
         "train-%Y%m%d-%H%M%S")
     (run_dir / "runs").mkdir(parents=True, exist_ok=True)
@@ -731,6 +488,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         man = manifest(args, plan)
     mf.write_text(json.dumps(man, indent=2, default=str))
+    return run_dir
+
+
+def _runs_done(run_dir: Path, plan: Plan,
+               args: argparse.Namespace) -> tuple[list[RunRecord], list[tuple[str, int]]]:
+    """The records already in ``run_dir/runs`` (re-derived) and the (scheme, seed) to run."""
     records: list[RunRecord] = []
     todo = []
     for s in plan.schemes:
@@ -746,12 +509,24 @@ def run(args: argparse.Namespace) -> int:
                 todo.append((s, seed))
     if records:
         _log(f"resuming {run_dir}: {len(records)} run(s) done, {len(todo)} to go")
+    return records, todo
+
+
+def _run_todo(args: argparse.Namespace, plan: Plan, run_dir: Path,
+              todo: list[tuple[str, int]]) -> list[RunRecord]:
+    """Every (scheme, seed) of ``todo``, one network per topology, each record saved."""
+    from controller.deploy import deploy
+    from controller.ina import InaDeployment, InaJob
+    from experiments.ina import switch_neighbors
+    from topologies.network import Network
+
     topo = plan.topo
     jobs = {"ps": InaJob.plan(topo, plan.ps, plan.workers, 0, 1000.0, plan.parameters, aggregate=False),
             "ina": InaJob.plan(topo, plan.ps, plan.workers, args.budget, 1000.0, plan.parameters)}
     groups: dict[str, list[tuple[str, int]]] = {}
     for s, seed in todo:
         groups.setdefault(plan.settings[s].key, []).append((s, seed))
+    records: list[RunRecord] = []
     i = 0
     for key, group in groups.items():
         setting = plan.settings[group[0][0]]
@@ -780,6 +555,11 @@ def run(args: argparse.Namespace) -> int:
                         f"sync {rec.sync_s_per_iter or 0:.3f} s/iter" if rec.ok else f"[red]failed: {rec.error}[/red]"))
                 (run_dir / "runs" / f"{s}-seed{seed}.json").write_text(json.dumps(asdict(rec), indent=1))
                 records.append(rec)
+    return records
+
+
+def _report(run_dir: Path, records: list[RunRecord], plan: Plan, args: argparse.Namespace) -> int:
+    """The table, ``summary.json`` and the plots; 0 when every run is ok."""
     records.sort(key=lambda r: (plan.schemes.index(r.scheme), r.seed))
     rows = summarize(records, plan, args.reference)
     table = print_table(rows, plan, args)

@@ -213,6 +213,15 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
         rec.error = f"the PS exited {rc}: {last_line(err)}"
     after = eq.counters(port) if eq.has_counters else {}
 
+    summaries = _fill_record(rec, outs, ps_rep, plan)
+    _write_report(d, net, args, seed, port, world, ps_rep, summaries,
+                  {p: {k: after[p][k] - before.get(p, {}).get(k, 0) for k in after[p]} for p in after})
+    return rec
+
+
+def _fill_record(rec: RunRecord, outs: list[list[dict[str, Any]]], ps_rep: dict[str, Any],
+                 plan: Plan) -> list[dict[str, Any]]:
+    """The harness's record from the ranks' and the PS's JSON lines; the ranks' summaries."""
     summaries = [next((x for x in reversed(o) if "done" in x), {}) for o in outs]
     evals0 = [x for x in outs[0] if "accuracy" in x] if outs else []
     rec.curve = [{"t": x["t"], "accuracy": x["accuracy"], "heldout": x.get("heldout"),
@@ -238,6 +247,13 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
     rec.agent_cpu_s = round(sum(float(s.get("cpu_s", 0.0)) for s in summaries)
                             + float(ps_rep.get("cpu_s", 0.0)), 3)
 
+    return summaries
+
+
+def _write_report(d: Path, net: Any, args: argparse.Namespace, seed: int, port: int, world: int,
+                  ps_rep: dict[str, Any], summaries: list[dict[str, Any]],
+                  queues: dict[Any, dict[str, int]]) -> None:
+    """``d/differentiated.json``: the blocks lost, late and zero-filled, the queues."""
     missing = {k: int(v) for k, v in ps_rep.get("missing_blocks", {}).items()}
     sent = [sum(x) for x in zip(*(s.get("sent_datagrams", []) for s in summaries), strict=False)]
     report = {
@@ -249,10 +265,9 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
         "zero_filled_blocks": sum(missing.values()), "zero_filled_per_level": missing,
         "late_blocks": ps_rep.get("late_blocks"), "stale_blocks": ps_rep.get("stale_blocks"),
         "sent_datagrams_per_level": sent, "received_datagrams_per_level": ps_rep.get("received_datagrams"),
-        "queues": {p: {k: after[p][k] - before.get(p, {}).get(k, 0) for k in after[p]} for p in after},
+        "queues": queues,
         "ps": ps_rep,
     }
     (d / "differentiated.json").write_text(json.dumps(report, indent=1))
     _log(f"differentiated, seed {seed}: {report['zero_filled_blocks']} of {report['blocks_total']} blocks "
          f"zero-filled ({missing or 'none'}), {report['late_blocks']} late; {d / 'differentiated.json'}")
-    return rec

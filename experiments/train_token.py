@@ -167,41 +167,18 @@ def _identical(hashes: dict[str, dict[int, str]], finals: dict[str, str | None],
     return len({finals.get(h) for h in survivors}) == 1 and finals.get(survivors[0]) is not None
 
 
-def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: int,
-        d: Path) -> RunRecord:
-    """Train once on the token LAN: one ``hosts.token.node`` per host, ``h1`` the
-    initiator; ``--kill`` by rank; every process killed past ``--max-time`` + 60 s."""
-    from controller.token import TokenDeployment
+def _kill_when_due(procs: dict[str, Any], bases: dict[str, Path], hosts: list[str],
+                   pending: dict[int, float], deadline: float,
+                   seq_of: dict[str, int]) -> tuple[dict[str, dict[str, Any]], float, dict[int, float]]:
+    """``--kill``: each rank's node killed T s after training started (node 1's first
+    evaluation), the host whose roster number is rank + 1 (``seq_of`` learns them).
+    Returns the killed hosts, their CPU seconds since training started, the kills not done."""
     from experiments.accounting import process_cpu_seconds
-    from experiments.runner import finish, spawn
-    from experiments.token import await_listening, deepen_bmv2_queues, node_argv
 
-    rec = RunRecord("token", seed, parameters=plan.parameters)
-    if id(net) not in _FRESH:
-        TokenDeployment(setting.topo, net.grpc_addresses(), loss=plan.loss or None).deploy()
-    _FRESH.discard(id(net))
-    topo, hosts = setting.topo, list(setting.workers)
-    deepen_bmv2_queues(net, topo)
     n = len(hosts)
-    kills = parse_kills(args, plan.workers)
-    opts = node_options(args, plan, seed)
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    bases = {h: d / h for h in hosts}
-    procs: dict[str, Any] = {}
-    t0 = time.monotonic()
-    deadline = t0 + args.max_time + 60
-    for h in hosts[1:]:
-        procs[h] = spawn(net.host(h), bases[h], node_argv(topo, h, opts, net.target), env=env)
-    await_listening({h: procs[h] for h in hosts[1:]}, bases)
-    procs[hosts[0]] = spawn(net.host(hosts[0]), bases[hosts[0]], node_argv(
-        topo, hosts[0], ["--initiator", "--expect", str(n), *opts], net.target), env=env)
-    # --kill: T s after training started (node 1's first evaluation), the host whose
-    # roster number is rank + 1
     killed: dict[str, dict[str, Any]] = {}
     killed_cpu = 0.0
-    pending = dict(kills)
     started: float | None = None
-    seq_of: dict[str, int] = {}
     while pending and time.monotonic() < deadline and any(p.poll() is None for p in procs.values()):
         if started is None and any(e.get("event") == "eval" for e in _events(bases[hosts[0]])):
             started = time.monotonic()
@@ -226,16 +203,16 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
                         killed[h] = {"rank": rank, "at_s": round(time.monotonic() - started, 3)}
                     del pending[rank]
         time.sleep(0.05)
-    results: dict[str, tuple[int, list[dict[str, Any]], str]] = {}
-    for h in hosts:
-        rc, _out, err = finish(procs[h], bases[h], max(1.0, deadline - time.monotonic()))
-        results[h] = (rc, _events(bases[h]), err)
-    summaries = {h: next((e for e in reversed(ev) if e.get("event") == "summary"), {})
-                 for h, (_rc, ev, _err) in results.items()}
-    for h, (_rc, ev, _err) in results.items():
-        formed = [e for e in ev if e.get("event") == "formed"]
-        if formed:
-            seq_of[h] = int(formed[0]["node"])
+    return killed, killed_cpu, pending
+
+
+def _fill_record(rec: RunRecord, args: argparse.Namespace, plan: Plan, hosts: list[str],
+                 results: dict[str, tuple[int, list[dict[str, Any]], str]],
+                 summaries: dict[str, dict[str, Any]], seq_of: dict[str, int],
+                 killed: dict[str, dict[str, Any]], killed_cpu: float) -> None:
+    """The harness's record from the nodes' events: errors, rank 0's curve (the evaluating
+    node's), the step counts and times, identical models, CPU and re-sends."""
+    n = len(hosts)
     survivors = [h for h in hosts if h not in killed]
     for h in hosts:
         rc, _ev, err = results[h]
@@ -277,6 +254,50 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
     if not rec.error and rec.iterations != want:
         rec.error = f"{rec.iterations} of {want} batches trained"
     rec.ok = not rec.error and all(summaries[h] for h in survivors)
+
+
+def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: int,
+        d: Path) -> RunRecord:
+    """Train once on the token LAN: one ``hosts.token.node`` per host, ``h1`` the
+    initiator; ``--kill`` by rank; every process killed past ``--max-time`` + 60 s."""
+    from controller.token import TokenDeployment
+    from experiments.runner import finish, spawn
+    from experiments.token import await_listening, deepen_bmv2_queues, node_argv
+
+    rec = RunRecord("token", seed, parameters=plan.parameters)
+    if id(net) not in _FRESH:
+        TokenDeployment(setting.topo, net.grpc_addresses(), loss=plan.loss or None).deploy()
+    _FRESH.discard(id(net))
+    topo, hosts = setting.topo, list(setting.workers)
+    deepen_bmv2_queues(net, topo)
+    n = len(hosts)
+    kills = parse_kills(args, plan.workers)
+    opts = node_options(args, plan, seed)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    bases = {h: d / h for h in hosts}
+    procs: dict[str, Any] = {}
+    t0 = time.monotonic()
+    deadline = t0 + args.max_time + 60
+    for h in hosts[1:]:
+        procs[h] = spawn(net.host(h), bases[h], node_argv(topo, h, opts, net.target), env=env)
+    await_listening({h: procs[h] for h in hosts[1:]}, bases)
+    procs[hosts[0]] = spawn(net.host(hosts[0]), bases[hosts[0]], node_argv(
+        topo, hosts[0], ["--initiator", "--expect", str(n), *opts], net.target), env=env)
+    # --kill: T s after training started (node 1's first evaluation), the host whose
+    # roster number is rank + 1
+    seq_of: dict[str, int] = {}
+    killed, killed_cpu, pending = _kill_when_due(procs, bases, hosts, dict(kills), deadline, seq_of)
+    results: dict[str, tuple[int, list[dict[str, Any]], str]] = {}
+    for h in hosts:
+        rc, _out, err = finish(procs[h], bases[h], max(1.0, deadline - time.monotonic()))
+        results[h] = (rc, _events(bases[h]), err)
+    summaries = {h: next((e for e in reversed(ev) if e.get("event") == "summary"), {})
+                 for h, (_rc, ev, _err) in results.items()}
+    for h, (_rc, ev, _err) in results.items():
+        formed = [e for e in ev if e.get("event") == "formed"]
+        if formed:
+            seq_of[h] = int(formed[0]["node"])
+    _fill_record(rec, args, plan, hosts, results, summaries, seq_of, killed, killed_cpu)
     (d / "token.json").write_text(json.dumps({
         "seq": seq_of, "killed": killed, "kills_not_done": pending,
         "exit": {h: r[0] for h, r in results.items()},

@@ -289,6 +289,20 @@ def _hello(me: int, level: int) -> bytes:
     return encode_bcube_header(BcubeMsg.HELLO, level=level, sender=me)
 
 
+def _listeners(links: list[Link], port: int) -> dict[str, socket.socket]:
+    """One non-blocking listening socket per local address of ``links``."""
+    listeners: dict[str, socket.socket] = {}
+    for ln in links:
+        if ln.my_ip not in listeners:
+            ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            ls.bind((ln.my_ip, port))
+            ls.listen(64)
+            ls.setblocking(False)
+            listeners[ln.my_ip] = ls
+    return listeners
+
+
 def connect_mesh(me: int, links: Iterable[Link], port: int, inbox: Inbox,
                  timeout: float = 30.0,
                  fail_on_eof: bool = False) -> dict[tuple[int, int], PeerConn]:
@@ -302,18 +316,8 @@ def connect_mesh(me: int, links: Iterable[Link], port: int, inbox: Inbox,
     """
     links = list(links)
     deadline = time.monotonic() + timeout
-    listeners: dict[str, socket.socket] = {}
-    expected: set[tuple[int, int]] = set()
-    for ln in links:
-        if ln.peer < me:
-            expected.add((ln.level, ln.peer))
-        if ln.my_ip not in listeners:
-            ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            ls.bind((ln.my_ip, port))
-            ls.listen(64)
-            ls.setblocking(False)
-            listeners[ln.my_ip] = ls
+    listeners = _listeners(links, port)
+    expected = {(ln.level, ln.peer) for ln in links if ln.peer < me}
     conns: dict[tuple[int, int], PeerConn] = {}
     pending = [ln for ln in links if ln.peer > me]
     try:

@@ -59,8 +59,8 @@ def _nic_counters() -> dict[str, int]:
     return {"rx_bytes": sum(c.rx_bytes for c in nics), "rx_packets": sum(c.rx_packets for c in nics)}
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the PS agent."""
+def _parser() -> argparse.ArgumentParser:
+    """The PS's command line."""
     p = argparse.ArgumentParser(prog="python -m hosts.differentiated.ps", description=__doc__.splitlines()[0])
     add_common_args(p)
     p.add_argument("--bind", default="0.0.0.0", help="address to listen on")
@@ -78,7 +78,11 @@ def main(argv: list[str] | None = None) -> int:
                         "the SGD step (0, default: no cap; see docs/differentiated.md, 'Stability')")
     p.add_argument("--no-eval", action="store_true",
                    help="no test accuracy per epoch here (the workers evaluate)")
-    args = p.parse_args(argv)
+    return p
+
+
+def _members(p: argparse.ArgumentParser, args: argparse.Namespace) -> list[str] | None:
+    """Check the options; ``--members`` as a list (None: accept any source)."""
     check_common_args(p, args)
     if args.clip < 0:
         p.error("--clip must be >= 0")
@@ -92,80 +96,104 @@ def main(argv: list[str] | None = None) -> int:
                 socket.inet_aton(m)
             except OSError:
                 p.error(f"--members: {m!r} is not an IPv4 address")
+    return members
 
-    model = data = None
-    if args.gradient:
-        shapes = [a.shape for a in load_tensors(args.gradient)]
-        total = steps = args.iterations
-    else:
-        import torch
 
-        from hosts import training
+class DiffPS:
+    """The PS of one job: wait for each iteration's blocks, rebuild and sum the workers'
+    gradients, take the SGD step, send the parameters back, report."""
 
-        torch.set_num_threads(1)
-        model, data = load_training(args)
-        shapes = [a.shape for a in training.parameter_arrays(model)]
-        steps = training_steps(args, len(data.y_train))
-        total = steps * args.epochs
-    layout = BlockLayout(shapes, args.block_size)
+    def __init__(self, args: argparse.Namespace, members: list[str] | None) -> None:
+        self.args, self.members = args, members
+        self.model = self.data = None
+        self.missing: collections.Counter = collections.Counter()  # level -> blocks not there
+        self.iter_times: list[float] = []
+        self.grace_waited: list[float] = []
+        self.epochs: list[dict] = []
+        self.norms: list[list[float]] = []  # per iteration, see "update_norms" in the summary
+        self.incomplete = 0
 
-    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    tcp.bind((args.bind, args.port))
-    tcp.listen(args.world + 4)
-    udp = udp_socket(args.bind, args.port, rcvbuf=8 << 20, sndbuf=None, blocking=True)
-    rx = Receiver(layout, args.world, tcp, udp, args.staleness, members).start()
-    print(json.dumps({"listening": args.port}), file=sys.stderr, flush=True)
-    out_dir = Path(args.out_dir) if args.out_dir else None
-    if out_dir:
-        out_dir.mkdir(parents=True, exist_ok=True)
+    def load(self) -> None:
+        """The model and data (or the fixed tensors' shapes) and the block layout."""
+        args = self.args
+        if args.gradient:
+            shapes = [a.shape for a in load_tensors(args.gradient)]
+            self.total = self.steps = args.iterations
+        else:
+            import torch
 
-    rx.wait_workers(args.max_time)
-    nic0 = _nic_counters()
-    cpu0, retrans0 = cpu_seconds(), tcp_retransmissions()
-    t_start = time.monotonic()
-    deadline = t_start + args.max_time
-    missing = collections.Counter()  # level -> blocks not there at reconstruction
-    iter_times: list[float] = []
-    grace_waited: list[float] = []
-    epochs: list[dict] = []
-    norms: list[list[float]] = []  # per iteration, see "update_norms" in the summary
-    incomplete = 0
-    t_prev = t_start
-    acc0 = None if args.no_eval else training_eval(model, data)
-    if acc0 is not None:
-        epochs.append({"epoch": 0, "seconds": 0.0, "accuracy": acc0})
-    it = 0
-    while it < total:
-        ok, waited = rx.data.wait_ready(it, args.grace, max(0.0, deadline - time.monotonic()))
+            from hosts import training
+
+            torch.set_num_threads(1)
+            self.model, self.data = load_training(args)
+            shapes = [a.shape for a in training.parameter_arrays(self.model)]
+            self.steps = training_steps(args, len(self.data.y_train))
+            self.total = self.steps * args.epochs
+        self.layout = BlockLayout(shapes, args.block_size)
+
+    def listen(self) -> None:
+        """The TCP and UDP sockets and the receiver thread; ``--out-dir`` made."""
+        args = self.args
+        tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        tcp.bind((args.bind, args.port))
+        tcp.listen(args.world + 4)
+        udp = udp_socket(args.bind, args.port, rcvbuf=8 << 20, sndbuf=None, blocking=True)
+        self.rx = Receiver(self.layout, args.world, tcp, udp, args.staleness, self.members).start()
+        print(json.dumps({"listening": args.port}), file=sys.stderr, flush=True)
+        self.out_dir = Path(args.out_dir) if args.out_dir else None
+        if self.out_dir:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+
+    def run(self) -> int:
+        """Load, listen, serve every iteration, report; 0, 1 when one was incomplete."""
+        args = self.args
+        self.load()
+        self.listen()
+        self.rx.wait_workers(args.max_time)
+        nic0 = _nic_counters()
+        cpu0, retrans0 = cpu_seconds(), tcp_retransmissions()
+        self.t_start = t_prev = time.monotonic()
+        self.deadline = self.t_start + args.max_time
+        acc0 = None if args.no_eval else training_eval(self.model, self.data)
+        if acc0 is not None:
+            self.epochs.append({"epoch": 0, "seconds": 0.0, "accuracy": acc0})
+        it = 0
+        while it < self.total:
+            stop = self.iteration(it)
+            if stop is None:
+                break
+            now = time.monotonic()
+            self.iter_times.append(now - t_prev)
+            t_prev = now
+            it += 1
+            if self.model is not None and not args.no_eval and it % self.steps == 0:
+                self.epochs.append({"epoch": it // self.steps, "seconds": now - self.t_start,
+                                    "accuracy": training_eval(self.model, self.data)})
+            if stop:
+                break
+        self.report(it, nic0, cpu0, retrans0)
+        return 0 if not self.incomplete else 1
+
+    def iteration(self, it: int) -> bool | None:
+        """Serve iteration ``it``: whether it is the last, None when its important blocks
+        did not all come before ``--max-time``."""
+        args, rx = self.args, self.rx
+        ok, waited = rx.data.wait_ready(it, args.grace, max(0.0, self.deadline - time.monotonic()))
         if not ok:
-            incomplete += 1
+            self.incomplete += 1
             print(json.dumps({"error": f"important blocks of iteration {it} incomplete at --max-time"}),
                   file=sys.stderr, flush=True)
-            break
-        grace_waited.append(waited)
+            return None
+        self.grace_waited.append(waited)
         blocks, carry, levels = rx.data.take(it)
-        agg = [np.zeros(s, dtype=np.float32) for s in layout.shapes]
-        zero_filled = 0
-        for w in range(args.world):
-            got = blocks.get(w, {})
-            lv = levels.get(w, b"")
-            for j in range(len(layout)):
-                if j not in got:
-                    missing[lv[j] if j < len(lv) else -1] += 1
-                    zero_filled += 1
-            recon = layout.reconstruct(got)
-            for a, r in zip(agg, recon, strict=True):
-                a += r
-            if out_dir:
-                np.savez(out_dir / f"recon-w{w}-it{it}.npz", *recon)
-                np.save(out_dir / f"received-w{w}-it{it}.npy", np.array(sorted(got), dtype=np.int64))
+        agg, zero_filled = self.reconstruct(it, blocks, levels)
         on_time = _norm(agg)
         late_norm = 0.0
         if carry:  # delayed update: late blocks of earlier iterations join this one
-            late = layout.reconstruct({})
+            late = self.layout.reconstruct({})
             for j, values in carry:
-                b = layout.blocks[j]
+                b = self.layout.blocks[j]
                 late[b.tensor_index].reshape(-1)[b.start:b.start + b.count] += values
             late_norm = _norm(late)
             for a, r in zip(agg, late, strict=True):
@@ -176,61 +204,84 @@ def main(argv: list[str] | None = None) -> int:
         scale = 1.0 / args.world
         if args.clip and total_norm * scale > args.clip:
             scale = args.clip / total_norm
-        norms.append([round(on_time, 6), round(late_norm, 6), len(carry), zero_filled,
-                      round(scale * args.world, 6)])
-        stop = it + 1 >= total or time.monotonic() > deadline
-        if model is not None:
+        self.norms.append([round(on_time, 6), round(late_norm, 6), len(carry), zero_filled,
+                           round(scale * args.world, 6)])
+        stop = it + 1 >= self.total or time.monotonic() > self.deadline
+        if self.model is not None:
             from hosts import training
 
-            training.apply_gradients(model, agg, args.lr, scale)
-            values = training.flatten(training.parameter_arrays(model))
+            training.apply_gradients(self.model, agg, args.lr, scale)
+            values = training.flatten(training.parameter_arrays(self.model))
         else:
             values = np.zeros(0, dtype=np.float32)
         rx.send_all(frame(Kind.PARAMS, params_body(it + 1, stop, values)))
-        now = time.monotonic()
-        iter_times.append(now - t_prev)
-        t_prev = now
-        it += 1
-        if model is not None and not args.no_eval and it % steps == 0:
-            epochs.append({"epoch": it // steps, "seconds": now - t_start,
-                           "accuracy": training_eval(model, data)})
-        if stop:
-            break
-    seconds = time.monotonic() - t_start
-    rx.data.wait_byes(30.0)
-    time.sleep(args.linger)  # count the datagrams still queued in the switch
-    nic1 = _nic_counters()
-    st = rx.data.stats
-    summary = {
-        "mode": args.mode, "world": args.world, "iterations": it, "seconds": seconds,
-        "iteration_mean_s": float(np.mean(iter_times)) if iter_times else None,
-        "grace_mean_s": float(np.mean(grace_waited)) if grace_waited else None,
-        "incomplete": incomplete, "blocks_per_worker": len(layout),
-        "missing_blocks": {str(k): v for k, v in sorted(missing.items())},
-        "received_datagrams": {str(k): v for k, v in sorted(st.datagrams.items())},
-        "received_blocks": {str(k): v for k, v in sorted(st.blocks.items())},
-        "late_blocks": st.late_blocks, "stale_blocks": st.stale_blocks,
-        "bad_messages": st.bad_messages, "duplicates": st.duplicates, "refused": st.refused(),
-        "tcp_bytes": st.tcp_bytes, "udp_bytes": st.udp_bytes,
-        "nic_rx_bytes": nic1["rx_bytes"] - nic0["rx_bytes"],
-        "nic_rx_packets": nic1["rx_packets"] - nic0["rx_packets"],
-        "epochs": epochs, "final_accuracy": epochs[-1]["accuracy"] if epochs else None,
-        "workers": {str(w): b for w, b in sorted(rx.data.byes.items())},
-        "important_level": DIFF_LEVEL_IMPORTANT,
-        "cpu_s": round(cpu_seconds() - cpu0, 3), "retransmissions": tcp_retransmissions() - retrans0,
-        # per iteration: L2 norm of the on-time sum and of the late blocks folded in, the
-        # late blocks' count, the blocks zero-filled and the factor --clip left (1: none);
-        # the step is lr * factor / world times the sum
-        "update_norms": norms,
-    }
-    if model is not None:
-        from hosts.trainer import weights_hash
+        return stop
 
-        summary["weights"] = weights_hash(model)
-    rx.stop()
-    print(json.dumps(summary), flush=True)
-    return 0 if not incomplete else 1
+    def reconstruct(self, it: int, blocks: dict, levels: dict) -> tuple[list[np.ndarray], int]:
+        """The sum of the workers' gradients, zeros for missing blocks (counted per level),
+        and how many blocks were zero-filled; ``--out-dir`` gets each reconstruction."""
+        layout, out_dir = self.layout, self.out_dir
+        agg = [np.zeros(s, dtype=np.float32) for s in layout.shapes]
+        zero_filled = 0
+        for w in range(self.args.world):
+            got = blocks.get(w, {})
+            lv = levels.get(w, b"")
+            for j in range(len(layout)):
+                if j not in got:
+                    self.missing[lv[j] if j < len(lv) else -1] += 1
+                    zero_filled += 1
+            recon = layout.reconstruct(got)
+            for a, r in zip(agg, recon, strict=True):
+                a += r
+            if out_dir:
+                np.savez(out_dir / f"recon-w{w}-it{it}.npz", *recon)
+                np.save(out_dir / f"received-w{w}-it{it}.npy", np.array(sorted(got), dtype=np.int64))
+        return agg, zero_filled
 
+    def report(self, it: int, nic0: dict[str, int], cpu0: float, retrans0: int) -> None:
+        """Wait for the workers' BYEs and the late datagrams; print the summary."""
+        args, rx, epochs = self.args, self.rx, self.epochs
+        seconds = time.monotonic() - self.t_start
+        rx.data.wait_byes(30.0)
+        time.sleep(args.linger)  # count the datagrams still queued in the switch
+        nic1 = _nic_counters()
+        st = rx.data.stats
+        summary = {
+            "mode": args.mode, "world": args.world, "iterations": it, "seconds": seconds,
+            "iteration_mean_s": float(np.mean(self.iter_times)) if self.iter_times else None,
+            "grace_mean_s": float(np.mean(self.grace_waited)) if self.grace_waited else None,
+            "incomplete": self.incomplete, "blocks_per_worker": len(self.layout),
+            "missing_blocks": {str(k): v for k, v in sorted(self.missing.items())},
+            "received_datagrams": {str(k): v for k, v in sorted(st.datagrams.items())},
+            "received_blocks": {str(k): v for k, v in sorted(st.blocks.items())},
+            "late_blocks": st.late_blocks, "stale_blocks": st.stale_blocks,
+            "bad_messages": st.bad_messages, "duplicates": st.duplicates, "refused": st.refused(),
+            "tcp_bytes": st.tcp_bytes, "udp_bytes": st.udp_bytes,
+            "nic_rx_bytes": nic1["rx_bytes"] - nic0["rx_bytes"],
+            "nic_rx_packets": nic1["rx_packets"] - nic0["rx_packets"],
+            "epochs": epochs, "final_accuracy": epochs[-1]["accuracy"] if epochs else None,
+            "workers": {str(w): b for w, b in sorted(rx.data.byes.items())},
+            "important_level": DIFF_LEVEL_IMPORTANT,
+            "cpu_s": round(cpu_seconds() - cpu0, 3), "retransmissions": tcp_retransmissions() - retrans0,
+            # per iteration: L2 norm of the on-time sum and of the late blocks folded in, the
+            # late blocks' count, the blocks zero-filled and the factor --clip left (1: none);
+            # the step is lr * factor / world times the sum
+            "update_norms": self.norms,
+        }
+        if self.model is not None:
+            from hosts.trainer import weights_hash
+
+            summary["weights"] = weights_hash(self.model)
+        rx.stop()
+        print(json.dumps(summary), flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the PS agent."""
+    p = _parser()
+    args = p.parse_args(argv)
+    members = _members(p, args)
+    return DiffPS(args, members).run()
 
 def _norm(arrays: list[np.ndarray]) -> float:
     """L2 norm of a list of tensors taken as one vector."""

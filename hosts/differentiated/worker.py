@@ -161,8 +161,8 @@ def _connect(host: str, port: int, dscp: int, timeout: float, patience: float = 
             time.sleep(0.2)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the worker agent."""
+def _parser() -> argparse.ArgumentParser:
+    """The worker's command line."""
     p = argparse.ArgumentParser(prog="python -m hosts.differentiated.worker", description=__doc__.splitlines()[0])
     p.add_argument("--ps", required=True, help="PS address (IPv4)")
     p.add_argument("--rank", type=int, required=True, help="this worker's rank (0..world-1)")
@@ -187,7 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-every", type=int, default=None,
                    help="print an evaluation record every K steps and at each epoch's end "
                         "(0: epoch ends only; default: none)")
-    args = p.parse_args(argv)
+    return p
+
+
+def _check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Reject options out of range (argparse error, exit 2)."""
     check_common_args(p, args)
     if args.slow < 1.0 or args.compute_time < 0:
         p.error("--slow must be >= 1 and --compute-time >= 0")
@@ -202,126 +206,191 @@ def main(argv: list[str] | None = None) -> int:
     if not 0.0 <= args.share <= 1.0 or (args.share and args.importance == "random"):
         p.error("--share must be in [0, 1] (0: the fixed quantile), and not with --importance random")
 
-    model = data = shard = heldout = None
-    if args.gradient:
-        fixed = load_tensors(args.gradient)
-        shapes = [a.shape for a in fixed]
-        total = args.iterations
-        steps = total
-    else:
-        import torch
 
-        from hosts import training
+class DiffWorker:
+    """One worker rank: compute (or take the fixed) gradient, classify its blocks, send
+    them on the reliable and unreliable channels, apply the PS's parameters."""
 
-        torch.set_num_threads(1)
-        model, data = load_training(args)
-        shard = training.worker_shard(data, args.rank, args.world)
-        shapes = [a.shape for a in training.parameter_arrays(model)]
-        steps = training_steps(args, len(data.y_train))
-        total = steps * args.epochs
-        if args.eval_every is not None and args.rank == 0:
-            heldout = training.heldout_set(data, args.seed)
-    batch_seed = args.seed * 1000 + args.rank if args.batch_seed is None else args.batch_seed
-    layout = BlockLayout(shapes, args.block_size)
-    contrib = Contribution(len(layout), args.alpha)
-    pick_rng = np.random.default_rng([args.seed, args.rank, 0xD1FF])
-    n_random = int(np.sum(classify(np.arange(len(layout), dtype=np.float64), args.quantile, args.levels)
-                          == DIFF_LEVEL_IMPORTANT))  # the quantile's count of important blocks
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.model = self.data = self.shard = self.heldout = None
+        self.udps: dict[int, socket.socket] = {}
+        self.sent_datagrams = [0] * (args.levels + 1)
+        self.sent_blocks = [0] * (args.levels + 1)
+        self.tcp_bytes = self.udp_bytes = 0
+        self.sync: list[float] = []
+        self.eval_s = self.compute_s = self.sync_s = 0.0
+        self.batches = None
 
-    tcp = _connect(args.ps, args.port, level_dscp(0, args.mode), args.max_time)
-    tcp.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    f = tcp.makefile("rb", buffering=1 << 16)
-    udps: dict[int, socket.socket] = {}
+    def load(self) -> None:
+        """The model and data (or the fixed tensors), the block layout and the classifiers."""
+        args = self.args
+        if args.gradient:
+            self.fixed = load_tensors(args.gradient)
+            shapes = [a.shape for a in self.fixed]
+            self.total = args.iterations
+            self.steps = self.total
+        else:
+            import torch
 
-    def udp_for(level: int) -> socket.socket:
-        if level not in udps:
+            from hosts import training
+
+            torch.set_num_threads(1)
+            self.model, self.data = load_training(args)
+            self.shard = training.worker_shard(self.data, args.rank, args.world)
+            shapes = [a.shape for a in training.parameter_arrays(self.model)]
+            self.steps = training_steps(args, len(self.data.y_train))
+            self.total = self.steps * args.epochs
+            if args.eval_every is not None and args.rank == 0:
+                self.heldout = training.heldout_set(self.data, args.seed)
+        self.batch_seed = args.seed * 1000 + args.rank if args.batch_seed is None else args.batch_seed
+        self.layout = BlockLayout(shapes, args.block_size)
+        self.contrib = Contribution(len(self.layout), args.alpha)
+        self.pick_rng = np.random.default_rng([args.seed, args.rank, 0xD1FF])
+        self.n_random = int(np.sum(classify(np.arange(len(self.layout), dtype=np.float64), args.quantile,
+                                            args.levels) == DIFF_LEVEL_IMPORTANT))  # the quantile's count
+
+    def connect(self) -> None:
+        """The reliable channel to the PS, and HELLO on it."""
+        args = self.args
+        self.tcp = _connect(args.ps, args.port, level_dscp(0, args.mode), args.max_time)
+        self.tcp.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.f = self.tcp.makefile("rb", buffering=1 << 16)
+        self.tcp.sendall(frame(Kind.HELLO, args.rank.to_bytes(2, "big") + args.world.to_bytes(2, "big")))
+
+    def udp_for(self, level: int) -> socket.socket:
+        """The unreliable channel of ``level`` (one socket per DSCP)."""
+        if level not in self.udps:
             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             set_buffers(s, rcvbuf=None, sndbuf=4 << 20, force=False)
-            set_dscp(s, level_dscp(level, args.mode))
-            s.connect((args.ps, args.port))
-            udps[level] = s
-        return udps[level]
+            set_dscp(s, level_dscp(level, self.args.mode))
+            s.connect((self.args.ps, self.args.port))
+            self.udps[level] = s
+        return self.udps[level]
 
-    tcp.sendall(frame(Kind.HELLO, args.rank.to_bytes(2, "big") + args.world.to_bytes(2, "big")))
-    sent_datagrams = [0] * (args.levels + 1)
-    sent_blocks = [0] * (args.levels + 1)
-    tcp_bytes = udp_bytes = 0
-    sync: list[float] = []
-    deadline = time.monotonic() + args.max_time
-    t_start = time.monotonic()
-    cpu0, retrans0 = cpu_seconds(), tcp_retransmissions()
-    eval_s = compute_s = sync_s = 0.0
-
-    def evaluate(epoch: int, step: int) -> None:
+    def evaluate(self, epoch: int, step: int) -> None:
         """One record of hosts.trainer's format (rank 0: accuracies; every rank: hash)."""
-        nonlocal eval_s
         from hosts import training
         from hosts.trainer import weights_hash
 
         t0 = time.monotonic()
-        rec: dict[str, Any] = {"rank": args.rank, "epoch": epoch, "step": step,
-                               "t": round(t0 - t_start - eval_s, 4), "weights": weights_hash(model),
-                               "compute_s": round(compute_s, 4), "sync_s": round(sync_s, 4)}
-        if heldout is not None:
-            accs = training.evaluate_sets(model, data, heldout)
+        rec: dict[str, Any] = {"rank": self.args.rank, "epoch": epoch, "step": step,
+                               "t": round(t0 - self.t_start - self.eval_s, 4),
+                               "weights": weights_hash(self.model),
+                               "compute_s": round(self.compute_s, 4), "sync_s": round(self.sync_s, 4)}
+        if self.heldout is not None:
+            accs = training.evaluate_sets(self.model, self.data, self.heldout)
             rec.update(accuracy=round(accs["test"], 4), heldout=round(accs["heldout"], 4))
-        eval_s += time.monotonic() - t0
+        self.eval_s += time.monotonic() - t0
         print(json.dumps(rec), flush=True)
 
-    records = model is not None and args.eval_every is not None
-    if records:
-        evaluate(0, 0)
-    batches = None
-    it = 0
-    while it < total and time.monotonic() < deadline:
+    def run(self) -> int:
+        """Load, connect, run every iteration, say BYE; 0, 1 when the PS went away."""
+        args = self.args
+        self.load()
+        self.connect()
+        deadline = time.monotonic() + args.max_time
+        self.t_start = time.monotonic()
+        self.cpu0, self.retrans0 = cpu_seconds(), tcp_retransmissions()
+        records = self.model is not None and args.eval_every is not None
+        if records:
+            self.evaluate(0, 0)
+        it = 0
+        while it < self.total and time.monotonic() < deadline:
+            stop = self.iteration(it)
+            if stop is None:
+                print(json.dumps({"error": f"PS closed the connection at iteration {it}"}), flush=True)
+                return 1
+            it += 1
+            # as hosts.trainer: every --eval-every steps, and at an epoch's end unless just done
+            if records and ((args.eval_every and it % args.eval_every == 0) or it % self.steps == 0):
+                self.evaluate((it - 1) // self.steps + 1, it)
+            if stop:
+                break
+        self.finish(it)
+        return 0
+
+    def compute(self, it: int) -> tuple[list[np.ndarray], float]:
+        """Iteration ``it``'s gradient (slowed down or fixed in time as asked), and the
+        time its synchronization begins."""
+        args = self.args
         t_compute = time.monotonic()
-        if model is not None:
+        if self.model is not None:
             from hosts import training
 
-            epoch, step = divmod(it, steps)
+            epoch, step = divmod(it, self.steps)
             if step == 0:
-                batches = training.batches(*shard, args.batch, epoch, seed=batch_seed)
-            grads = training.compute_gradients(model, *batches[step])
+                self.batches = training.batches(*self.shard, args.batch, epoch, seed=self.batch_seed)
+            grads = training.compute_gradients(self.model, *self.batches[step])
         else:
-            grads = fixed
+            grads = self.fixed
         spent = time.monotonic() - t_compute
         want = (args.compute_time or spent) * args.slow  # a slow rank: F times, fixed or measured
         if want > spent:
             time.sleep(want - spent)
         t_sync = time.monotonic()
-        compute_s += t_sync - t_compute
-        blocks = layout.split(grads)
-        c = contrib.update(blocks)
+        self.compute_s += t_sync - t_compute
+        return grads, t_sync
+
+    def levels(self, c: np.ndarray) -> np.ndarray:
+        """Each block's level (0: important) by the mode and the contributions ``c``."""
+        args, n = self.args, len(self.layout)
         if args.mode == "reliable":
-            levels = np.zeros(len(layout), dtype=np.int64)
-        elif args.mode == "unreliable":
-            levels = np.ones(len(layout), dtype=np.int64)
-        elif args.importance == "random":
-            levels = classify_random(len(layout), n_random, args.levels, pick_rng)
-        else:
-            levels = classify(c, args.quantile, args.levels,
-                              cut=share_threshold(c, args.share) if args.share else None)
+            return np.zeros(n, dtype=np.int64)
+        if args.mode == "unreliable":
+            return np.ones(n, dtype=np.int64)
+        if args.importance == "random":
+            return classify_random(n, self.n_random, args.levels, self.pick_rng)
+        return classify(c, args.quantile, args.levels,
+                        cut=share_threshold(c, args.share) if args.share else None)
+
+    def iteration(self, it: int) -> int | None:
+        """Compute, classify, send, receive the parameters: the PS's stop flag, or None
+        when the PS closed the connection."""
+        grads, t_sync = self.compute(it)
+        blocks = self.layout.split(grads)
+        levels = self.levels(self.contrib.update(blocks))
         t0 = time.monotonic()
+        self.send(it, blocks, levels)
+        msg = recv_msg(self.f)
+        if msg is None or msg[0] != Kind.PARAMS:
+            return None
+        _p_it, stop, values = parse_params(msg[1])
+        now = time.monotonic()
+        self.sync.append(now - t0)
+        self.sync_s += now - t_sync
+        if self.model is not None:
+            from hosts import training
+
+            training.set_parameters(self.model, training.unflatten(values, training.parameter_arrays(self.model)))
+        return stop
+
+    def send(self, it: int, blocks: list[np.ndarray], levels: np.ndarray) -> None:
+        """The manifest and the important blocks over TCP, the others as datagrams."""
+        args = self.args
         per_level: dict[int, list[bytes]] = {}
         important: list[bytes] = []
-        for spec, values, lv in zip(layout.blocks, blocks, levels, strict=True):
+        for spec, values, lv in zip(self.layout.blocks, blocks, levels, strict=True):
             msg = encode_diff_block(spec.header(it, args.rank, int(lv)), values)
             if lv == DIFF_LEVEL_IMPORTANT:
                 important.append(frame(Kind.BLOCK, msg))
             else:
                 per_level.setdefault(int(lv), []).append(msg)
             if lv == DIFF_LEVEL_IMPORTANT or args.mode != "important":  # "important" sends no others
-                sent_blocks[int(lv)] += 1
+                self.sent_blocks[int(lv)] += 1
         if args.mode == "important":  # the ablation: no unreliable channel at all
             per_level = {}
         dgrams = {lv: pack_datagrams(msgs) for lv, msgs in sorted(per_level.items())}
         counts = [len(dgrams.get(lv, [])) for lv in range(1, args.levels + 1)]
         out = frame(Kind.MANIFEST, manifest(it, len(important), counts, [int(x) for x in levels])) + b"".join(important)
-        tcp.sendall(out)
-        tcp_bytes += len(out)
-        # Round-robin over the levels, so that only the switch's priorities decide which
-        # level loses datagrams when the bottleneck overflows.
-        gap = 1.0 / args.udp_pps if args.udp_pps > 0 else 0.0
+        self.tcp.sendall(out)
+        self.tcp_bytes += len(out)
+        self.send_datagrams(dgrams)
+
+    def send_datagrams(self, dgrams: dict[int, list[bytes]]) -> None:
+        """Round-robin over the levels, so that only the switch's priorities decide which
+        level loses datagrams when the bottleneck overflows."""
+        gap = 1.0 / self.args.udp_pps if self.args.udp_pps > 0 else 0.0
         nxt = time.monotonic()
         queues = [list(reversed(d)) for _, d in sorted(dgrams.items())]
         lv_of = sorted(dgrams)
@@ -336,58 +405,52 @@ def main(argv: list[str] | None = None) -> int:
                     if delay > 0:
                         time.sleep(delay)
                 try:
-                    udp_for(lv_of[qi]).send(d)
-                    sent_datagrams[lv_of[qi]] += 1
-                    udp_bytes += len(d)
+                    self.udp_for(lv_of[qi]).send(d)
+                    self.sent_datagrams[lv_of[qi]] += 1
+                    self.udp_bytes += len(d)
                 except OSError:
                     pass  # a full host queue is one more loss of the unreliable channel
-        msg = recv_msg(f)
-        if msg is None or msg[0] != Kind.PARAMS:
-            print(json.dumps({"error": f"PS closed the connection at iteration {it}"}), flush=True)
-            return 1
-        p_it, stop, values = parse_params(msg[1])
-        now = time.monotonic()
-        sync.append(now - t0)
-        sync_s += now - t_sync
-        if model is not None:
-            from hosts import training
 
-            training.set_parameters(model, training.unflatten(values, training.parameter_arrays(model)))
-        it += 1
-        # as hosts.trainer: every --eval-every steps, and at an epoch's end unless just done
-        if records and ((args.eval_every and it % args.eval_every == 0) or it % steps == 0):
-            evaluate((it - 1) // steps + 1, it)
-        if stop:
-            break
-    summary = {
-        "rank": args.rank, "mode": args.mode, "iterations": it, "seconds": time.monotonic() - t_start,
-        "sync_mean_s": float(np.mean(sync)) if sync else None,
-        "sync_median_s": float(np.median(sync)) if sync else None,
-        "sent_blocks": sent_blocks, "sent_datagrams": sent_datagrams,
-        "tcp_bytes": tcp_bytes, "udp_bytes": udp_bytes,
-        # the harness's fields (hosts.trainer's summary): training time without evaluation
-        "done": it >= total, "steps": it, "steps_per_epoch": steps,
-        "t": round(time.monotonic() - t_start - eval_s, 4), "eval_s": round(eval_s, 4),
-        "compute_s": round(compute_s, 4), "sync_s": round(sync_s, 4),
-        "cpu_s": round(cpu_seconds() - cpu0, 3), "retransmissions": tcp_retransmissions() - retrans0,
-    }
-    if model is not None:
-        from hosts.trainer import weights_hash
+    def finish(self, it: int) -> None:
+        """The summary: sent to the PS with BYE, then printed."""
+        args, sync, t_start = self.args, self.sync, self.t_start
+        summary = {
+            "rank": args.rank, "mode": args.mode, "iterations": it, "seconds": time.monotonic() - t_start,
+            "sync_mean_s": float(np.mean(sync)) if sync else None,
+            "sync_median_s": float(np.median(sync)) if sync else None,
+            "sent_blocks": self.sent_blocks, "sent_datagrams": self.sent_datagrams,
+            "tcp_bytes": self.tcp_bytes, "udp_bytes": self.udp_bytes,
+            # the harness's fields (hosts.trainer's summary): training time without evaluation
+            "done": it >= self.total, "steps": it, "steps_per_epoch": self.steps,
+            "t": round(time.monotonic() - t_start - self.eval_s, 4), "eval_s": round(self.eval_s, 4),
+            "compute_s": round(self.compute_s, 4), "sync_s": round(self.sync_s, 4),
+            "cpu_s": round(cpu_seconds() - self.cpu0, 3),
+            "retransmissions": tcp_retransmissions() - self.retrans0,
+        }
+        if self.model is not None:
+            from hosts.trainer import weights_hash
 
-        summary.update(weights=weights_hash(model), parameters=int(sum(p.numel() for p in model.parameters())))
-    with_bye = json.dumps(summary).encode()
-    try:
-        tcp.sendall(frame(Kind.BYE, with_bye))
-        tcp.shutdown(socket.SHUT_WR)
-        # wait for the PS to close: its last message may still be on the way
-        tcp.settimeout(10)
-        while recv_msg(f) is not None:
+            summary.update(weights=weights_hash(self.model),
+                           parameters=int(sum(p.numel() for p in self.model.parameters())))
+        with_bye = json.dumps(summary).encode()
+        try:
+            self.tcp.sendall(frame(Kind.BYE, with_bye))
+            self.tcp.shutdown(socket.SHUT_WR)
+            # wait for the PS to close: its last message may still be on the way
+            self.tcp.settimeout(10)
+            while recv_msg(self.f) is not None:
+                pass
+        except OSError:
             pass
-    except OSError:
-        pass
-    print(json.dumps(summary), flush=True)
-    return 0
+        print(json.dumps(summary), flush=True)
 
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the worker agent."""
+    p = _parser()
+    args = p.parse_args(argv)
+    _check_args(p, args)
+    return DiffWorker(args).run()
 
 if __name__ == "__main__":
     rc = main()

@@ -79,8 +79,8 @@ def _timing(step_s: list[float], bwd_s: list[float], comm_s: list[float],
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Train; exit 0 on success."""
+def _parser() -> argparse.ArgumentParser:
+    """The script's command line."""
     ap = argparse.ArgumentParser(prog="python -m hosts.ina.ddp_train", description=__doc__.splitlines()[0])
     ap.add_argument("--rank", type=int, required=True)
     ap.add_argument("--world", type=int, required=True)
@@ -108,108 +108,150 @@ def main(argv: list[str] | None = None) -> int:
                     help="INA hook: allreduce inside the hook (no overlap with backward)")
     ap.add_argument("--calibrate", type=int, default=5,
                     help="backward passes without communication timed before training")
-    args = ap.parse_args(argv)
-    if args.hook == "ina" and not args.policy:
-        ap.error("--hook ina needs --policy")
-    torch.set_num_threads(1)  # many ranks share a 2-core machine
+    return ap
 
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = args.master_addr, str(args.master_port)
-    dist.init_process_group("gloo", rank=args.rank, world_size=args.world,
-                            timeout=timedelta(seconds=args.timeout))
-    data = load_digits_split(args.seed)
-    model = make_model(args.seed)
-    ddp = DDP(model, bucket_cap_mb=args.bucket_cap_mb)
-    state = None
-    if args.hook == "ina":
-        from hosts.ina.ddp_hook import HOOK_ROUND_CYCLE, InaHookState, ina_allreduce_hook
-        from hosts.ina.rounds import DEFAULT_REUSE_AFTER_S
 
-        state = InaHookState.from_policy(
-            args.policy, args.rank,
-            round_cycle=HOOK_ROUND_CYCLE if args.round_cycle is None else args.round_cycle,
-            reuse_after=DEFAULT_REUSE_AFTER_S if args.reuse_after is None else args.reuse_after,
-            asynchronous=not args.sync_hook)
-        hook, hook_state = ina_allreduce_hook, state  # the one line would register these
-    else:
-        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+class DdpTrainer:
+    """One rank of the DDP job: the process group, the model with its comm hook
+    (gloo's all-reduce or INA), the training loop and its timing."""
 
-        hook, hook_state = allreduce_hook, None  # DDP's default all-reduce, as a hook
-    timer = CommTimer()
-    ddp.register_comm_hook(TimedState(hook, hook_state, timer), timed_hook)
-    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr)
-    x, y = worker_shard(data, args.rank, args.world)
-    # the same number of steps on every rank (shards differ by at most one example)
-    steps = (len(data.y_train) // args.world) // args.batch
-    if args.max_steps > 0:
-        steps = min(steps, args.max_steps)
-    grad_check = None
-    compute_bwd = _calibrate(ddp, x, y, args) if args.calibrate > 0 else None
-    step_s: list[float] = []
-    bwd_s: list[float] = []
-    comm_s: list[float] = []
-    exposed_s: list[float] = []
-    last_step_rounds = 0
-    t_start = time.monotonic()
-    for epoch in range(args.epochs):
-        t0 = time.monotonic()
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.step_s: list[float] = []
+        self.bwd_s: list[float] = []
+        self.comm_s: list[float] = []
+        self.exposed_s: list[float] = []
+        self.last_step_rounds = 0
+        self.grad_check: float | None = None
+        self.compute_bwd: float | None = None
+
+    def setup(self) -> None:
+        """Join the gloo group; build the model, DDP, the hook, the optimizer, the shard."""
+        args = self.args
+        torch.set_num_threads(1)  # many ranks share a 2-core machine
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = args.master_addr, str(args.master_port)
+        dist.init_process_group("gloo", rank=args.rank, world_size=args.world,
+                                timeout=timedelta(seconds=args.timeout))
+        self.data = load_digits_split(args.seed)
+        self.model = make_model(args.seed)
+        self.ddp = DDP(self.model, bucket_cap_mb=args.bucket_cap_mb)
+        self.state = None
+        if args.hook == "ina":
+            from hosts.ina.ddp_hook import HOOK_ROUND_CYCLE, InaHookState, ina_allreduce_hook
+            from hosts.ina.rounds import DEFAULT_REUSE_AFTER_S
+
+            self.state = InaHookState.from_policy(
+                args.policy, args.rank,
+                round_cycle=HOOK_ROUND_CYCLE if args.round_cycle is None else args.round_cycle,
+                reuse_after=DEFAULT_REUSE_AFTER_S if args.reuse_after is None else args.reuse_after,
+                asynchronous=not args.sync_hook)
+            hook, hook_state = ina_allreduce_hook, self.state  # the one line would register these
+        else:
+            from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+            hook, hook_state = allreduce_hook, None  # DDP's default all-reduce, as a hook
+        self.timer = CommTimer()
+        self.ddp.register_comm_hook(TimedState(hook, hook_state, self.timer), timed_hook)
+        self.opt = torch.optim.SGD(self.ddp.parameters(), lr=args.lr)
+        self.x, self.y = worker_shard(self.data, args.rank, args.world)
+        # the same number of steps on every rank (shards differ by at most one example)
+        self.steps = (len(self.data.y_train) // args.world) // args.batch
+        if args.max_steps > 0:
+            self.steps = min(self.steps, args.max_steps)
+
+    def run(self) -> int:
+        """Set up, calibrate, train every epoch, print the summary; 0."""
+        args = self.args
+        self.setup()
+        if args.calibrate > 0:
+            self.compute_bwd = _calibrate(self.ddp, self.x, self.y, args)
+        t_start = time.monotonic()
+        for epoch in range(args.epochs):
+            t0 = time.monotonic()
+            comm = self.train_epoch(epoch)
+            acc = evaluate(self.model, self.data)
+            _emit({"rank": args.rank, "epoch": epoch + 1, "accuracy": round(acc, 4),
+                   "epoch_s": round(time.monotonic() - t0, 3), "backward_s": round(comm, 3),
+                   "steps": self.steps})
+        _emit(self.summary(t_start))
+        dist.destroy_process_group()
+        return 0
+
+    def train_epoch(self, epoch: int) -> float:
+        """One epoch's steps; returns the seconds spent in backward passes."""
+        args, state = self.args, self.state
         comm = 0.0
-        for step, (xb, yb) in enumerate(batches(x, y, args.batch, epoch, args.seed)[:steps]):
-            if args.check_grad and epoch == 0 and step == 0:
-                own = _plain_grads(model, xb, yb)
+        for step, (xb, yb) in enumerate(batches(self.x, self.y, args.batch, epoch, args.seed)[:self.steps]):
+            check = args.check_grad and epoch == 0 and step == 0
+            if check:
+                own = _plain_grads(self.model, xb, yb)
             ts = time.monotonic()
-            opt.zero_grad(set_to_none=True)
-            loss = torch.nn.functional.cross_entropy(ddp(xb), yb)
+            self.opt.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(self.ddp(xb), yb)
             tc = time.monotonic()
             r0 = state.round if state is not None else 0
             loss.backward()  # DDP averages the gradients here (gloo or the INA hook)
             te = time.monotonic()
             comm += te - tc
-            spans = timer.take()
-            last_step_rounds = (state.round - r0) if state is not None else 0
-            bwd_s.append(te - tc)
-            comm_s.append(span_length(spans))
-            if compute_bwd is not None:
-                exposed_s.append(max(0.0, te - tc - compute_bwd))
-            if args.check_grad and epoch == 0 and step == 0:
-                got = [p.grad.detach().clone() for p in model.parameters()]
-                diffs = []
-                for g_own, g_got in zip(own, got, strict=True):
-                    ref = g_own.clone()
-                    dist.all_reduce(ref)  # gloo's sum of the same per-rank gradients
-                    diffs.append(float((ref / args.world - g_got).abs().max()))
-                grad_check = max(diffs)
-            opt.step()
-            step_s.append(time.monotonic() - ts)
-        acc = evaluate(model, data)
-        _emit({"rank": args.rank, "epoch": epoch + 1, "accuracy": round(acc, 4),
-               "epoch_s": round(time.monotonic() - t0, 3), "backward_s": round(comm, 3),
-               "steps": steps})
-    summary = {"rank": args.rank, "done": True, "hook": args.hook,
-               "accuracy": round(evaluate(model, data), 4),
-               "seconds": round(time.monotonic() - t_start, 3),
-               "weights_sha256_16": hashlib.sha256(np.concatenate(
-                   [p.detach().numpy().ravel() for p in model.parameters()]).tobytes()).hexdigest()[:16]}
-    if grad_check is not None:
-        summary["grad_max_abs_diff_vs_gloo"] = grad_check
-    summary["timing"] = _timing(step_s, bwd_s, comm_s, exposed_s, compute_bwd)
-    if state is not None:
-        summary["ina_rounds"] = state.round
-        summary["ina_bytes_sent"] = state.bytes_sent
-        summary["ina_retransmissions"] = sum(s.retransmissions for s in state.stats)
-        state.close()
-        summary["ina_fragment_space"] = state.fragment_space
-        summary["ina_max_fragment"] = max((b.first_fragment + b.fragments - 1
-                                           for b in state.buckets), default=None)
-        summary["ina_reuse_wait_s"] = round(state.cycle.waited_s, 3) if state.cycle else 0.0
-        # one step's buckets (the last; DDP rebuilds its buckets after the first step)
-        last = state.buckets[len(state.buckets) - last_step_rounds:]
-        summary["ina_buckets"] = [{"values": b.values, "fragments": b.fragments,
-                                   "packets_sent": b.packets_sent,
-                                   "retransmissions": b.retransmissions} for b in last]
-    _emit(summary)
-    dist.destroy_process_group()
-    return 0
+            spans = self.timer.take()
+            self.last_step_rounds = (state.round - r0) if state is not None else 0
+            self.bwd_s.append(te - tc)
+            self.comm_s.append(span_length(spans))
+            if self.compute_bwd is not None:
+                self.exposed_s.append(max(0.0, te - tc - self.compute_bwd))
+            if check:
+                self.grad_check = self.compare_with_gloo(own)
+            self.opt.step()
+            self.step_s.append(time.monotonic() - ts)
+        return comm
 
+    def compare_with_gloo(self, own: list[torch.Tensor]) -> float:
+        """Largest difference between the averaged gradients the hook delivered and
+        gloo's average of the same per-rank gradients."""
+        got = [p.grad.detach().clone() for p in self.model.parameters()]
+        diffs = []
+        for g_own, g_got in zip(own, got, strict=True):
+            ref = g_own.clone()
+            dist.all_reduce(ref)  # gloo's sum of the same per-rank gradients
+            diffs.append(float((ref / self.args.world - g_got).abs().max()))
+        return max(diffs)
+
+    def summary(self, t_start: float) -> dict:
+        """The last JSON line: accuracy, weights digest, timing, INA's counters."""
+        model, state = self.model, self.state
+        summary = {"rank": self.args.rank, "done": True, "hook": self.args.hook,
+                   "accuracy": round(evaluate(model, self.data), 4),
+                   "seconds": round(time.monotonic() - t_start, 3),
+                   "weights_sha256_16": hashlib.sha256(np.concatenate(
+                       [p.detach().numpy().ravel() for p in model.parameters()]).tobytes()).hexdigest()[:16]}
+        if self.grad_check is not None:
+            summary["grad_max_abs_diff_vs_gloo"] = self.grad_check
+        summary["timing"] = _timing(self.step_s, self.bwd_s, self.comm_s, self.exposed_s,
+                                    self.compute_bwd)
+        if state is not None:
+            summary["ina_rounds"] = state.round
+            summary["ina_bytes_sent"] = state.bytes_sent
+            summary["ina_retransmissions"] = sum(s.retransmissions for s in state.stats)
+            state.close()
+            summary["ina_fragment_space"] = state.fragment_space
+            summary["ina_max_fragment"] = max((b.first_fragment + b.fragments - 1
+                                               for b in state.buckets), default=None)
+            summary["ina_reuse_wait_s"] = round(state.cycle.waited_s, 3) if state.cycle else 0.0
+            # one step's buckets (the last; DDP rebuilds its buckets after the first step)
+            last = state.buckets[len(state.buckets) - self.last_step_rounds:]
+            summary["ina_buckets"] = [{"values": b.values, "fragments": b.fragments,
+                                       "packets_sent": b.packets_sent,
+                                       "retransmissions": b.retransmissions} for b in last]
+        return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Train; exit 0 on success."""
+    ap = _parser()
+    args = ap.parse_args(argv)
+    if args.hook == "ina" and not args.policy:
+        ap.error("--hook ina needs --policy")
+    return DdpTrainer(args).run()
 
 if __name__ == "__main__":
     sys.exit(main())

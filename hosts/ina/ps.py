@@ -28,13 +28,13 @@ import json
 import sys
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
 from hosts.ina.agent import FaultInjection, InaTimeoutError, open_ina_socket
-from hosts.ina.rounds import max_round_cycle
+from hosts.ina.ps_job import JobState, JobStats
 from hosts.net import net_dev, peak_rss_mib, wait_readable
 from wire.ina import (
     INA_HEADER,
@@ -45,7 +45,6 @@ from wire.ina import (
     INA_VALUES,
     InaFlags,
     MsgType,
-    check_values_per_packet,
 )
 from wire.ina_policy import Policy, PolicyError, default_switch_ip
 
@@ -57,39 +56,6 @@ _BE_I32 = np.dtype(">i4")
 _GRAD, _PARTIAL = int(MsgType.GRAD), int(MsgType.PARTIAL)
 _RESULT, _CLEAR = int(MsgType.RESULT), int(MsgType.CLEAR)
 _RETX = int(InaFlags.RETX)
-
-
-@dataclass
-class JobStats:
-    """Per-job counters."""
-
-    job: int
-    num_workers: int
-    fragments: int
-    completed: int = 0
-    packets_in: int = 0  # well-formed GRAD/PARTIAL datagrams of this job
-    bytes_in: int = 0  # their UDP payload bytes
-    grad_in: int = 0  # GRAD packets: raw (single contributor) ...
-    merged_grad_in: int = 0  # ... except these: a VIA_SD aggregate passed on by a busy s_d
-    partial_in: int = 0  # switch partial aggregates
-    retx_in: int = 0  # GRAD with the RETX flag
-    forwarded_in: int = 0  # GRAD passed on unaggregated by a busy switch (origin != 0)
-    accepted_grad: int = 0
-    accepted_partial: int = 0
-    contributions: int = 0  # worker values summed (popcount of accepted bitmaps)
-    duplicates: int = 0  # bitmap a subset of what the fragment has
-    overlaps: int = 0  # bitmap overlaps it only in part: ignored
-    late: int = 0  # for an already finished fragment
-    count_mismatch: int = 0  # count field != popcount(bitmap) (accepted by bitmap)
-    wrong_size: int = 0  # not this job's packet size (another values per packet): dropped
-    refused_source: int = 0  # from no worker of the job (for its bit) and no job switch
-    results_sent: int = 0
-    result_resends: int = 0  # RESULT again for a RETX of a finished fragment
-    clears_sent: int = 0
-    rounds: int = 0  # rounds begun (one a DDP bucket), set by the report
-    short_rounds: int = 0  # rounds of fewer than F fragments, ended by the next round
-    first_packet_s: float | None = None  # since the PS started
-    complete_s: float | None = None
 
 
 @dataclass
@@ -127,79 +93,6 @@ class PSReport:
             "nic_rx_bytes": self.nic_rx_bytes,
             "nic_rx_packets": self.nic_rx_packets,
         }
-
-
-@dataclass
-class _Job:
-    """Aggregation state of one job."""
-
-    job: int
-    num_workers: int
-    num_fragments: int
-    offset: int  # fragment number on the wire = offset + index
-    full: int  # bitmap of all workers
-    result_dsts: list[tuple[tuple[str, int], int]]  # (address, tag) for each RESULT copy
-    worker_bits: dict[str, int]  # worker address -> the bit its own GRADs carry
-    switch_srcs: frozenset[str]  # the job's aggregating switches: any aggregate may come
-    clears: list[list[tuple[int, tuple[str, int]]]]  # per fragment: (switch id, address)
-    stats: JobStats
-    rounds: int = 1  # allreduces of F fragments each, back to back; 0 = no limit
-    cycle: int = 0  # rounds before the wire numbers repeat (hosts/ina/rounds.py); 0 = most
-    round: int = 0  # the round being aggregated: wire fragment =
-    #                 offset + (round mod cycle)·F + index
-    round_done: int = 0  # fragments of this round finished
-    values_per_packet: int = INA_VALUES  # V: values a fragment carries
-    acc: np.ndarray = field(init=False)  # (F, V) int32, wraps mod 2^32 like the switches
-    packet_len: int = field(init=False)  # UDP payload bytes of a GRAD/PARTIAL: header + 4V
-    zero_values: bytes = field(init=False)  # 4V zero bytes
-    have: list[int] = field(init=False)  # per fragment: bitmap summed so far
-    # per fragment: max of the accepted packets' max_exp (block floating point)
-    max_exp: list[int] = field(init=False)
-    results: dict[int, bytes] = field(default_factory=dict)  # finished fragment -> values
-    # the previous round's results: a worker whose RESULT was lost retransmits while the
-    # others have moved on (no worker can be two rounds behind: each round needs all)
-    prev_results: dict[int, bytes] = field(default_factory=dict)
-    prev_max_exp: list[int] = field(default_factory=list)  # the previous round's max_exp
-
-    def __post_init__(self) -> None:
-        most = max_round_cycle(self.num_fragments, self.offset)
-        self.cycle = self.cycle or most
-        if not 2 <= self.cycle <= most:
-            raise ValueError(f"job {self.job}: round cycle must be within 2..{most}, got "
-                             f"{self.cycle}")
-        v = self.values_per_packet = check_values_per_packet(self.values_per_packet)
-        self.acc = np.zeros((self.num_fragments, v), dtype=np.int32)
-        self.packet_len = INA_HEADER_LEN + 4 * v
-        self.zero_values = bytes(4 * v)
-        self.have = [0] * self.num_fragments
-        self.max_exp = [0] * self.num_fragments
-
-    @property
-    def done(self) -> bool:
-        return self.rounds > 0 and self.round == self.rounds - 1 and \
-            self.round_done == self.num_fragments
-
-    @property
-    def in_progress(self) -> bool:
-        """Some fragment of this round has contributions but is not finished."""
-        full = self.full
-        return any(h and h != full for h in self.have)
-
-    @property
-    def short_round_over(self) -> bool:
-        """The round sent fewer than F fragments and all of them are finished: a packet
-        of the next round ends it (only a worker with every RESULT moves on)."""
-        return (0 < self.round_done < self.num_fragments and not self.in_progress
-                and (self.rounds == 0 or self.round < self.rounds - 1))
-
-    def next_round(self) -> None:
-        self.prev_results, self.results = self.results, {}
-        self.prev_max_exp = self.max_exp
-        self.acc[:] = 0
-        self.have = [0] * self.num_fragments
-        self.max_exp = [0] * self.num_fragments
-        self.round += 1
-        self.round_done = 0
 
 
 def _read_nic(iface: str) -> tuple[int, int] | None:
@@ -257,7 +150,7 @@ class ParameterServer:
         if rounds < 0:
             raise ValueError(f"rounds must be >= 0, got {rounds}")
         self.cycle = cycle
-        self.jobs: dict[int, _Job] = {}
+        self.jobs: dict[int, JobState] = {}
         self.counters = PSCounters()
         self.linger, self.max_time, self.iface = linger, max_time, iface
         self.rounds, self.idle_exit = rounds, idle_exit
@@ -334,7 +227,7 @@ class ParameterServer:
         switches = frozenset(policy.switch_ips.values()) if policy is not None else frozenset()
         if policy is not None and policy.sd is not None:
             switches |= {policy.sd.ip}
-        self.jobs[job_id] = _Job(
+        self.jobs[job_id] = JobState(
             job_id, num_workers, num_fragments, fragment_offset, (1 << num_workers) - 1,
             dsts, worker_bits, switches, clears, JobStats(job_id, num_workers, total),
             self.rounds, self.cycle, values_per_packet=values_per_packet or INA_VALUES,
@@ -374,7 +267,7 @@ class ParameterServer:
         except OSError:  # full buffer, no route: the worker will retransmit
             self.counters.send_errors += 1
 
-    def _finish(self, jb: _Job, f: int, frag: int) -> None:
+    def _finish(self, jb: JobState, f: int, frag: int) -> None:
         st = jb.stats
         st.completed += 1
         values = jb.acc[f].astype(_BE_I32).tobytes()
@@ -400,39 +293,10 @@ class ParameterServer:
             return
         mt, job, _wid, frag, tag, origin, bm, cnt, _fanin, flags, _sdf, mx = \
             INA_HEADER.unpack_from(data)
-        if mt != _GRAD and mt != _PARTIAL:
-            c.bad_type += 1
+        placed = self._place(mt, job, frag, bm, flags, len(data))
+        if placed is None:
             return
-        jb = self.jobs.get(job)
-        if jb is None:
-            c.unknown_job += 1
-            return
-        if len(data) != jb.packet_len:  # not the job's values per packet: never add part
-            jb.stats.wrong_size += 1
-            return
-        w, f = divmod(frag - jb.offset, jb.num_fragments)
-        if not 0 <= w < jb.cycle:
-            c.out_of_range += 1
-            return
-        # the round the wire number w stands for: the current one, an earlier one, or
-        # (only one behind the numbers' reuse) the next
-        d = (jb.round - w) % jb.cycle
-        r = jb.round + 1 if d == jb.cycle - 1 and jb.cycle > 2 else jb.round - d
-        if r == jb.round + 1 and jb.short_round_over:
-            # a short round (a DDP bucket of fewer than F fragments) has no last fragment
-            # to end it: the first packet of the next one does
-            jb.stats.short_rounds += 1
-            jb.next_round()
-        if r < 0 or r > jb.round or r < jb.round - 1 and mt == _GRAD and flags & _RETX:
-            # before the job's range, a future round, or a retransmission two rounds old
-            # (impossible for a live worker: every round needs every worker)
-            c.out_of_range += 1
-            return
-        # a GRAD may carry several contributors: a VIA_SD aggregate that a busy s_d
-        # passed on to the PS; so the bitmap, not worker_id, says who is inside
-        if bm == 0 or bm & ~jb.full:
-            c.bad_bitmap += 1
-            return
+        jb, r, f = placed
         st = jb.stats
         src = addr[0]
         # A contribution comes from one of the job's switches (an aggregate, a PARTIAL, a
@@ -455,27 +319,75 @@ class ParameterServer:
         retx = flags & _RETX
         if retx:
             st.retx_in += 1
-        zero = jb.zero_values
-        values = jb.results.get(f) if r == jb.round else (
-            jb.prev_results.get(f, zero) if r == jb.round - 1 else zero)
+        values = jb.finished_values(f, r)
         if values is not None:  # already finished (this round's fragment, or an older round)
-            st.late += 1
-            if retx and mt == _GRAD:  # its RESULT was lost: unicast it again
-                done_exp = (jb.max_exp[f] if r == jb.round else
-                            jb.prev_max_exp[f] if r == jb.round - 1 and jb.prev_max_exp else 0)
-                hdr = INA_HEADER.pack(_RESULT, job, 0, frag, 0, 0, jb.full, jb.num_workers, 0,
-                                      _RETX, 0, done_exp)
-                self._send(hdr + values, addr)
-                st.result_resends += 1
-            elif mt == _PARTIAL and tag:
-                # A switch completed an aggregate after the fragment was finished (a late
-                # duplicate refilled a freed aggregator): free it again, or it would hold
-                # that aggregator for good.
-                owner = origin or tag
-                pkt = INA_HEADER.pack(_CLEAR, job, 0, frag, owner, 0, jb.full, jb.num_workers, 0, 0, 0)
-                self._send(pkt, (default_switch_ip(owner), self.port))
-                st.clears_sent += 1
+            self._late(jb, r, f, frag, mt, tag, origin, retx, values, addr)
             return
+        self._accumulate(jb, f, frag, mt, bm, cnt, mx, data, now)
+
+    def _place(self, mt: int, job: int, frag: int, bm: int, flags: int,
+               size: int) -> tuple[JobState, int, int] | None:
+        """(job, round, fragment index) of a GRAD/PARTIAL, or None (counted) when it is
+        of no job, the wrong size, out of range or has a bad bitmap. A packet of the next
+        round ends a short round first."""
+        c = self.counters
+        if mt != _GRAD and mt != _PARTIAL:
+            c.bad_type += 1
+            return None
+        jb = self.jobs.get(job)
+        if jb is None:
+            c.unknown_job += 1
+            return None
+        if size != jb.packet_len:  # not the job's values per packet: never add part
+            jb.stats.wrong_size += 1
+            return None
+        w, f = divmod(frag - jb.offset, jb.num_fragments)
+        if not 0 <= w < jb.cycle:
+            c.out_of_range += 1
+            return None
+        r = jb.round_of(w)
+        if r == jb.round + 1 and jb.short_round_over:
+            # a short round (a DDP bucket of fewer than F fragments) has no last fragment
+            # to end it: the first packet of the next one does
+            jb.stats.short_rounds += 1
+            jb.next_round()
+        if r < 0 or r > jb.round or r < jb.round - 1 and mt == _GRAD and flags & _RETX:
+            # before the job's range, a future round, or a retransmission two rounds old
+            # (impossible for a live worker: every round needs every worker)
+            c.out_of_range += 1
+            return None
+        # a GRAD may carry several contributors: a VIA_SD aggregate that a busy s_d
+        # passed on to the PS; so the bitmap, not worker_id, says who is inside
+        if bm == 0 or bm & ~jb.full:
+            c.bad_bitmap += 1
+            return None
+        return jb, r, f
+
+    def _late(self, jb: JobState, r: int, f: int, frag: int, mt: int, tag: int, origin: int,
+              retx: int, values: bytes, addr: tuple[str, int]) -> None:
+        """A packet for a fragment already finished in round ``r``."""
+        st = jb.stats
+        st.late += 1
+        if retx and mt == _GRAD:  # its RESULT was lost: unicast it again
+            hdr = INA_HEADER.pack(_RESULT, jb.job, 0, frag, 0, 0, jb.full, jb.num_workers, 0,
+                                  _RETX, 0, jb.finished_exp(f, r))
+            self._send(hdr + values, addr)
+            st.result_resends += 1
+        elif mt == _PARTIAL and tag:
+            # A switch completed an aggregate after the fragment was finished (a late
+            # duplicate refilled a freed aggregator): free it again, or it would hold
+            # that aggregator for good.
+            owner = origin or tag
+            pkt = INA_HEADER.pack(_CLEAR, jb.job, 0, frag, owner, 0, jb.full, jb.num_workers,
+                                  0, 0, 0)
+            self._send(pkt, (default_switch_ip(owner), self.port))
+            st.clears_sent += 1
+
+    def _accumulate(self, jb: JobState, f: int, frag: int, mt: int, bm: int, cnt: int,
+                    mx: int, data: bytes, now: float) -> None:
+        """Sum a contribution unless some of its contributors are in already; finish the
+        fragment (and the round) when every worker is."""
+        st = jb.stats
         have = jb.have[f]
         if bm & have:
             if bm & have == bm:
@@ -486,12 +398,7 @@ class ParameterServer:
         n = bm.bit_count()
         if cnt != n:
             st.count_mismatch += 1
-        row = jb.acc[f]
-        row += np.frombuffer(data, _BE_I32, jb.values_per_packet, INA_HEADER_LEN)  # wraps mod 2^32
-        have |= bm
-        jb.have[f] = have
-        if mx > jb.max_exp[f]:
-            jb.max_exp[f] = mx
+        have = jb.add(f, bm, data, mx)
         st.contributions += n
         if mt == _GRAD:
             st.accepted_grad += 1
@@ -573,7 +480,8 @@ class ParameterServer:
 # ============================================================================ CLI
 
 
-def main(argv: Iterable[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The PS's command line."""
     ap = argparse.ArgumentParser(
         prog="python -m hosts.ina.ps", description="INA parameter server (one or more jobs)."
     )
@@ -600,50 +508,71 @@ def main(argv: Iterable[str] | None = None) -> int:
     ap.add_argument("--out-int", help="write the int32 sums as .npz (key job_<id>)")
     ap.add_argument("--ready", action="store_true",
                     help="print 'ready' on stdout once the socket is bound (for launchers)")
-    args = ap.parse_args(list(argv) if argv is not None else None)
+    return ap
 
-    def emit(d: dict[str, Any]) -> None:
-        if args.json:
+
+class PSCommand:
+    """One run of the CLI: build the ``ParameterServer`` from the policies, serve, write
+    ``--out-int`` and print the summary."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+
+    def emit(self, d: dict[str, Any]) -> None:
+        """Print ``d`` as one JSON line with ``--json``."""
+        if self.args.json:
             print(json.dumps(d), flush=True)
 
-    try:
-        policies = [Policy.load(p) for p in args.policy]
-        ps = ParameterServer.from_policies(
-            policies, linger=args.linger, max_time=args.max_time, iface=args.iface,
-            bind_ip=args.bind, fragment_offset=args.fragment_offset, rounds=args.rounds,
-            idle_exit=args.idle_exit, cycle=args.round_cycle,
-            faults=FaultInjection(drop_every=args.drop_every) if args.drop_every > 0 else None,
-        )
-    except (PolicyError, ValueError, OSError) as e:
-        emit({"complete": False, "error": str(e)})
-        print(f"ina_ps: error: {e}", file=sys.stderr)
-        return 2
-    if args.ready:
-        print("ready", flush=True)
-    cpu0 = time.process_time()
-    try:
-        report = ps.run()
-        rc = 0
-    except InaTimeoutError as e:
-        report, rc = e.report, 1
-        print(f"ina_ps: error: {e}", file=sys.stderr)
-    except KeyboardInterrupt:
-        return 130
-    finally:
-        ps.close()
-    if args.out_int:
-        np.savez(args.out_int, **{f"job_{j}": ps.result(j) for j in ps.jobs})
-    # cpu_s: the whole process; sync_cpu_s: serving only (start-up excluded)
-    emit({**report.to_dict(), "cpu_s": round(time.process_time(), 3),
-          "sync_cpu_s": round(time.process_time() - cpu0, 3),
-          "max_rss_mib": round(peak_rss_mib(), 1)})
-    if not args.json:
-        for j, st in report.jobs.items():
-            print(f"job {j}: {st.completed}/{st.fragments} fragments, {st.packets_in} packets "
-                  f"in ({st.partial_in} partial, {st.grad_in} raw), {st.duplicates} duplicates, "
-                  f"{st.overlaps} overlaps")
-    return rc
+    def run(self) -> int:
+        """The exit status: 0, 1 when a job did not complete, 2 on bad input, 130 on ^C."""
+        args = self.args
+        try:
+            policies = [Policy.load(p) for p in args.policy]
+            ps = ParameterServer.from_policies(
+                policies, linger=args.linger, max_time=args.max_time, iface=args.iface,
+                bind_ip=args.bind, fragment_offset=args.fragment_offset, rounds=args.rounds,
+                idle_exit=args.idle_exit, cycle=args.round_cycle,
+                faults=FaultInjection(drop_every=args.drop_every) if args.drop_every > 0 else None,
+            )
+        except (PolicyError, ValueError, OSError) as e:
+            self.emit({"complete": False, "error": str(e)})
+            print(f"ina_ps: error: {e}", file=sys.stderr)
+            return 2
+        if args.ready:
+            print("ready", flush=True)
+        cpu0 = time.process_time()
+        try:
+            report = ps.run()
+            rc = 0
+        except InaTimeoutError as e:
+            report, rc = e.report, 1
+            print(f"ina_ps: error: {e}", file=sys.stderr)
+        except KeyboardInterrupt:
+            return 130
+        finally:
+            ps.close()
+        self.report(ps, report, cpu0)
+        return rc
 
+    def report(self, ps: ParameterServer, report: PSReport, cpu0: float) -> None:
+        """Write ``--out-int``; print the JSON line or one line per job."""
+        args = self.args
+        if args.out_int:
+            np.savez(args.out_int, **{f"job_{j}": ps.result(j) for j in ps.jobs})
+        # cpu_s: the whole process; sync_cpu_s: serving only (start-up excluded)
+        self.emit({**report.to_dict(), "cpu_s": round(time.process_time(), 3),
+                   "sync_cpu_s": round(time.process_time() - cpu0, 3),
+                   "max_rss_mib": round(peak_rss_mib(), 1)})
+        if not args.json:
+            for j, st in report.jobs.items():
+                print(f"job {j}: {st.completed}/{st.fragments} fragments, {st.packets_in} "
+                      f"packets in ({st.partial_in} partial, {st.grad_in} raw), "
+                      f"{st.duplicates} duplicates, {st.overlaps} overlaps")
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    """``python -m hosts.ina.ps``: parse, then run a ``PSCommand``."""
+    return PSCommand(_parser().parse_args(list(argv) if argv is not None else None)).run()
 
 if __name__ == "__main__":
     sys.exit(main())

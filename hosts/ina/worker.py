@@ -24,19 +24,19 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import heapq
 import json
-import select
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from hosts.ina.agent import FaultInjection, InaTimeoutError, open_ina_socket
+from hosts.ina.congestion import CONGESTION_MODES
 from hosts.ina.rounds import DEFAULT_REUSE_AFTER_S, FragmentCycle
+from hosts.ina.transfer import FragmentTransfer, WorkerStats
 from hosts.net import peak_rss_mib
 from wire.fixedpoint import (
     BFP_LOOKAHEAD,
@@ -52,13 +52,9 @@ from wire.fixedpoint import (
     quantize,
 )
 from wire.ina import (
-    INA_HEADER,
-    INA_HEADER_LEN,
     INA_MAX_WORKERS,
     INA_UDP_PORT,
     INA_VALUES,
-    InaFlags,
-    MsgType,
     check_values_per_packet,
 )
 from wire.ina_policy import FragmentRouting, Policy, PolicyError, SwitchRef, _ip, default_switch_ip
@@ -77,49 +73,8 @@ __all__ = [
     "open_ina_socket",
 ]
 
-_RECV_SIZE = 2048
-#: ``Worker(congestion=...)``: a fixed window, or AIMD (docs/ina.md, "Congestion window")
-CONGESTION_MODES = ("fixed", "aimd")
-#: congestion "aimd": every timer at most 8 x --timeout (a PS must linger longer)
-MAX_RTO_FACTOR = 8
-
 
 # ============================================================================ worker
-
-
-@dataclass
-class WorkerStats:
-    """What one ``allreduce`` did."""
-
-    rank: int
-    job: int
-    elements: int = 0
-    fragments: int = 0
-    packets_sent: int = 0  # GRAD datagrams handed to the socket, retransmissions included
-    retransmissions: int = 0
-    bytes_sent: int = 0  # UDP payload bytes
-    results: int = 0  # fragments completed by a RESULT
-    duplicate_results: int = 0
-    stale_results: int = 0  # RESULT for a fragment not sent yet (older run, other offset)
-    ignored: int = 0  # wrong size, wrong type, wrong job, out of range, bad bitmap
-    refused_source: int = 0  # a RESULT from an address not the job's PS or s_d (docs/trust.md)
-    send_blocked: int = 0  # socket buffer full: waited for it to drain
-    window_decreases: int = 0  # congestion "aimd": times a timeout halved the window
-    rto_s: float = 0.0  # congestion "aimd": the last retransmission timeout from the RTT
-    fault_drops: int = 0  # TEST ONLY: dropped by FaultInjection
-    duration_s: float = 0.0
-
-    @property
-    def pps(self) -> float:
-        """Datagrams sent plus received per second."""
-        total = self.packets_sent + self.results + self.duplicate_results
-        return total / self.duration_s if self.duration_s > 0 else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["pps"] = round(self.pps, 1)
-        d["duration_s"] = round(self.duration_s, 6)
-        return d
 
 
 class Worker:
@@ -384,178 +339,15 @@ class Worker:
              on_result: Callable[[int, int], None] | None = None,
              mutable_payload: bytearray | None = None) -> bytearray:
         """Send ``n_f`` fragments of ``payload`` and collect their RESULTs (the values of
-        each, concatenated). Block floating point: ``exps`` is each fragment's
-        ``max_exp``; fragment ``f >= lookahead`` goes out only once fragment
+        each, concatenated; ``FragmentTransfer``). Block floating point: ``exps`` is each
+        fragment's ``max_exp``; fragment ``f >= lookahead`` goes out only once fragment
         ``f - lookahead`` has its RESULT, and ``on_result(f, max_exp)`` (called on each
         RESULT) has written its values into ``mutable_payload`` by then."""
-        if mutable_payload is not None:
-            payload = mutable_payload  # type: ignore[assignment]
-        exp_of = exps or [0] * n_f
         st = self.stats = WorkerStats(self.rank, self.job_id, fragments=n_f)
-        sock, job, rank = self.sock, self.job_id, self.rank
-        dest = self._destinations(routing)
-        tags = routing.tags.tolist()
-        fanin = routing.fanin.tolist()
-        flags = routing.flags.tolist()
-        sd_fanin = routing.sd_fanin.tolist()
-        pack, unpack_from = INA_HEADER.pack, INA_HEADER.unpack_from
-        grad, result_t, retx = int(MsgType.GRAD), int(MsgType.RESULT), int(InaFlags.RETX)
-        bit, full = 1 << rank, (1 << self.num_workers) - 1
-        faults = self.faults
-        sendto = sock.sendto if faults is None else (lambda d, a: faults.send(sock, d, a))
-        hl, vl = INA_HEADER_LEN, 4 * self.values_per_packet
-        pl = hl + vl
-        ps_addr, timeout, max_backoff = self.ps_addr, self.timeout, self.max_backoff
-        window = self.window
-        aimd = self.congestion == "aimd"
-        # congestion window (aimd): slow start to ssthresh, then additive increase; a
-        # timeout of a fragment sent after the last decrease halves it (once per window)
-        cwnd = float(min(2, window)) if aimd else float(window)
-        ssthresh = float(window)
-        seq_of: dict[int, int] = {}  # fragment -> send sequence number of its last send
-        recover = 0  # sends numbered below this were in flight at the last decrease
-        # aimd: RTO = srtt + 4 rttvar (RFC 6298), sampled from each fragment's last send
-        last_sent: dict[int, float] = {}
-        srtt = rttvar = 0.0
-        rto = rto_base = timeout  # rto: rto_base backed off (at most 4x) since the last sample
-        # every timer stays under MAX_RTO_FACTOR x --timeout: a RESULT waits for the other
-        # ranks, so one rank's long timer lengthens the others' samples, and unbounded
-        # the ranks' timers feed each other (docs/ina.md)
-        max_rto = MAX_RTO_FACTOR * timeout
-
-        result = bytearray(n_f * vl)
-        done = bytearray(n_f)
-        attempts: dict[int, int] = {}
-        timers: list[tuple[float, int]] = []  # (deadline, fragment), lazily deleted
-        next_f = n_done = outstanding = sent = retx_n = 0
-        t0 = time.monotonic()
-        deadline = t0 + self.max_time
-        last_progress = t0
-        blocked = False
-        recvfrom, sources = sock.recvfrom, self.result_sources
-        while n_done < n_f:
-            busy = False
-            now = time.monotonic()
-            # 1. first sends, up to the window
-            while outstanding < cwnd and next_f < n_f and (
-                    next_f < lookahead or not lookahead or done[next_f - lookahead]):
-                f = next_f
-                pkt = pack(grad, job, rank, f + offset, tags[f], 0, bit, 1, fanin[f], flags[f],
-                           sd_fanin[f], exp_of[f])
-                try:
-                    sendto(pkt + payload[f * vl:(f + 1) * vl], dest[f])
-                except BlockingIOError:
-                    st.send_blocked += 1
-                    blocked = True
-                    break
-                seq_of[f] = sent
-                if aimd:
-                    last_sent[f] = now
-                sent += 1
-                next_f += 1
-                outstanding += 1
-                heapq.heappush(timers, (now + rto, f))
-                busy = True
-            # 2. everything already received
-            while True:
-                try:
-                    data, src = recvfrom(_RECV_SIZE)
-                except (BlockingIOError, InterruptedError):
-                    break
-                except ConnectionRefusedError:  # ICMP from an earlier send; harmless
-                    continue
-                busy = True
-                if src[0] not in sources:  # only the job's PS (via s_d) sends RESULTs
-                    st.refused_source += 1
-                    continue
-                if len(data) != pl:  # not this job's values per packet
-                    st.ignored += 1
-                    continue
-                mt, j, _, frag, _, _, bm, _, _, _, _, mx = unpack_from(data)
-                f = frag - offset
-                if mt != result_t or j != job or not 0 <= f < n_f or bm != full:
-                    st.ignored += 1
-                elif done[f]:
-                    st.duplicate_results += 1
-                elif f >= next_f:  # we have not contributed yet: not ours
-                    st.stale_results += 1
-                else:
-                    result[f * vl:(f + 1) * vl] = data[hl:pl]
-                    if on_result is not None:
-                        on_result(f, mx)
-                    done[f] = 1
-                    n_done += 1
-                    outstanding -= 1
-                    if aimd:
-                        if cwnd < window:
-                            cwnd = min(float(window), cwnd + (1.0 if cwnd < ssthresh else 1.0 / cwnd))
-                        # every RESULT is a sample, from the last send (docs/ina.md)
-                        rtt = time.monotonic() - last_sent[f]
-                        if srtt == 0.0:
-                            srtt, rttvar = rtt, rtt / 2
-                        else:
-                            rttvar = 0.75 * rttvar + 0.25 * abs(srtt - rtt)
-                            srtt = 0.875 * srtt + 0.125 * rtt
-                        rto = rto_base = min(max(timeout, srtt + 4 * rttvar), max_rto)
-                        st.rto_s = rto
-            # 3. timeouts -> retransmit straight to the PS
-            now = time.monotonic()
-            while timers and timers[0][0] <= now:
-                f = heapq.heappop(timers)[1]
-                if done[f]:
-                    continue
-                k = attempts.get(f, 0) + 1
-                attempts[f] = k
-                if aimd and seq_of.get(f, 0) >= recover:
-                    ssthresh = cwnd = max(1.0, cwnd / 2)
-                    recover = sent
-                    st.window_decreases += 1
-                    # RFC 6298 5.5: back the timer off until the next valid RTT sample, but
-                    # at most 4x: a RESULT also waits for the other ranks, whose own
-                    # backoff would otherwise compound with this one without bound
-                    rto = min(2 * rto, 4 * rto_base, max_rto)
-                pkt = pack(grad, job, rank, f + offset, 0, 0, bit, 1, 0, retx, 0, exp_of[f])
-                try:
-                    sendto(pkt + payload[f * vl:(f + 1) * vl], ps_addr)
-                    seq_of[f] = sent
-                    if aimd:
-                        last_sent[f] = now
-                    sent += 1
-                    retx_n += 1
-                except BlockingIOError:
-                    st.send_blocked += 1
-                cap = max(max_backoff, min(4 * rto_base, max_rto)) if aimd else max_backoff
-                heapq.heappush(timers, (now + min(rto * (2 ** k), cap), f))
-            if self.progress is not None and now - last_progress >= 0.1:
-                last_progress = now
-                self.progress(n_done, n_f)
-            if n_done >= n_f:
-                break
-            if now > deadline:
-                missing = [f for f in range(n_f) if not done[f]]
-                st.packets_sent, st.retransmissions = sent, retx_n
-                st.bytes_sent, st.duration_s = sent * pl, now - t0
-                raise InaTimeoutError(
-                    f"job {job} rank {rank}: {len(missing)} of {n_f} fragments still have no "
-                    f"RESULT after {self.max_time:g} s (first missing: {missing[:5]}; "
-                    f"{retx_n} retransmissions to the PS at {ps_addr[0]}:{ps_addr[1]}); "
-                    f"is the PS running with this job and fragment count?",
-                    st,
-                )
-            # 4. nothing to do right now: sleep until a packet, buffer space or a timer
-            if not busy:
-                wait = min(timers[0][0] - now if timers else 0.05, deadline - now)
-                wset = [sock] if blocked else []
-                r, w, _ = select.select([sock], wset, [], max(wait, 0.0))
-                if w:
-                    blocked = False
-        if self.progress is not None:
-            self.progress(n_done, n_f)
-        st.packets_sent, st.retransmissions, st.bytes_sent = sent, retx_n, sent * pl
-        st.results = n_done
-        st.fault_drops = faults.dropped if faults else 0
-        st.duration_s = time.monotonic() - t0
-        return result
+        transfer = FragmentTransfer(
+            self, st, payload if mutable_payload is None else mutable_payload, n_f, routing,
+            offset, exps=exps, lookahead=lookahead, on_result=on_result)
+        return transfer.run()
 
 
 # ============================================================================ CLI
@@ -598,7 +390,8 @@ def round_gradient(seed: int, rank: int, k: int, n: int) -> np.ndarray:
     return np.random.default_rng([seed, rank, k]).standard_normal(n).astype(np.float32)
 
 
-def main(argv: Iterable[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The worker's command line."""
     ap = argparse.ArgumentParser(
         prog="python -m hosts.ina.worker", description="INA worker: allreduce one gradient."
     )
@@ -645,15 +438,41 @@ def main(argv: Iterable[str] | None = None) -> int:
                     help="set up, print 'ready' on stdout, then start when a line arrives on "
                     "stdin: a launcher starts every worker at once and times the "
                     "synchronization, not Python's start-up")
-    args = ap.parse_args(list(argv) if argv is not None else None)
+    return ap
 
-    def fail(msg: str, code: int = 2) -> int:
-        if args.json:
-            print(json.dumps({"rank": args.rank, "ok": False, "error": msg}), flush=True)
+
+_TOTALS = ("packets_sent", "retransmissions", "bytes_sent", "results", "window_decreases",
+           "duplicate_results", "stale_results", "ignored", "duration_s")
+
+
+@dataclass
+class _Rounds:
+    """What ``--rounds`` allreduces returned: per round, and the stats summed."""
+
+    results: list[np.ndarray] = field(default_factory=list)
+    floats: list[np.ndarray] = field(default_factory=list)
+    exps: list[np.ndarray] = field(default_factory=list)
+    totals: dict[str, Any] = field(default_factory=dict)
+    last: WorkerStats | None = None
+
+
+class WorkerCommand:
+    """One run of the CLI: load the policy and the gradient, build the ``Worker``, run
+    ``--rounds`` allreduces, write the outputs and print the summary."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+
+    def fail(self, msg: str, code: int = 2) -> int:
+        """Report an error (as JSON too with ``--json``); returns the exit status."""
+        if self.args.json:
+            print(json.dumps({"rank": self.args.rank, "ok": False, "error": msg}), flush=True)
         print(f"ina_worker: error: {msg}", file=sys.stderr)
         return code
 
-    try:
+    def setup(self) -> np.ndarray:
+        """Build ``self.worker`` and ``self.cycle``; returns the first gradient."""
+        args = self.args
         policy = Policy.load(args.policy)
         grad = _load_gradient(args, policy.num_fragments * policy.values_per_packet)
         kw: dict[str, Any] = {
@@ -670,81 +489,102 @@ def main(argv: Iterable[str] | None = None) -> int:
             kw["faults"] = FaultInjection(send_twice=True)
         if args.rounds < 1:
             raise ValueError(f"--rounds must be >= 1, got {args.rounds}")
-        cycle = FragmentCycle(policy.num_fragments, args.fragment_offset, args.round_cycle,
-                              args.reuse_after)
-        worker = Worker.from_policy(policy, args.rank, **kw)
-    except (PolicyError, OSError, ValueError) as e:
-        return fail(str(e))
-    prog, update = _progress_bar(sys.stderr.isatty() and not args.no_progress)
-    worker.progress = update
-    if args.ready_go:
-        print("ready", flush=True)
-        if not sys.stdin.readline():
+        self.cycle = FragmentCycle(policy.num_fragments, args.fragment_offset, args.round_cycle,
+                                   args.reuse_after)
+        self.worker = Worker.from_policy(policy, args.rank, **kw)
+        return grad
+
+    def run(self) -> int:
+        """The exit status: 0, 1 on a timeout, 2 on bad input."""
+        args = self.args
+        try:
+            grad = self.setup()
+        except (PolicyError, OSError, ValueError) as e:
+            return self.fail(str(e))
+        worker = self.worker
+        prog, update = _progress_bar(sys.stderr.isatty() and not args.no_progress)
+        worker.progress = update
+        if args.ready_go:
+            print("ready", flush=True)
+            if not sys.stdin.readline():
+                worker.close()
+                return self.fail("--ready-go: stdin closed before the start signal")
+        cpu0 = time.process_time()
+        try:
+            if prog is not None:
+                prog.start()
+            rounds = self.allreduce_rounds(grad)
+            t_end = time.time()  # wall clock: comparable across the emulated hosts
+        except FixedPointOverflow as e:
+            return self.fail(str(e))
+        except InaTimeoutError as e:
+            return self.fail(str(e), 1)
+        except (ValueError, OSError) as e:
+            return self.fail(str(e))
+        finally:
+            if prog is not None:
+                prog.stop()
             worker.close()
-            return fail("--ready-go: stdin closed before the start signal")
-    cpu0 = time.process_time()
-    try:
-        if prog is not None:
-            prog.start()
-        results: list[np.ndarray] = []
-        floats: list[np.ndarray] = []
-        exps: list[np.ndarray] = []
-        totals: dict[str, Any] = {}
+        self.report(rounds, cpu0, t_end)
+        return 0
+
+    def allreduce_rounds(self, grad: np.ndarray) -> _Rounds:
+        """``--rounds`` allreduces back to back (a new random gradient each, unless
+        ``--gradient``)."""
+        args, worker, out = self.args, self.worker, _Rounds()
         for k in range(args.rounds):
             if k and not args.gradient:
                 grad = round_gradient(args.seed, args.rank, k, grad.size)
-            res, st = worker.allreduce(grad, cycle.begin())
-            cycle.end()
-            results.append(res)
+            res, st = worker.allreduce(grad, self.cycle.begin())
+            self.cycle.end()
+            out.results.append(res)
             if worker.last_bfp is not None and worker.number_format == "bfp":
-                exps.append(worker.last_bfp[1])
-                floats.append(bfp_dequantize(worker.last_bfp[0], exps[-1], worker.num_workers,
-                                             values_per_packet=worker.values_per_packet
-                                             )[: res.size])
+                out.exps.append(worker.last_bfp[1])
+                out.floats.append(bfp_dequantize(
+                    worker.last_bfp[0], out.exps[-1], worker.num_workers,
+                    values_per_packet=worker.values_per_packet)[: res.size])
             else:
-                floats.append(worker.to_float(res))
-            for name in ("packets_sent", "retransmissions", "bytes_sent", "results", "window_decreases",
-                         "duplicate_results", "stale_results", "ignored", "duration_s"):
-                totals[name] = totals.get(name, 0) + getattr(st, name)
-        t_end = time.time()  # wall clock: comparable across the emulated hosts
-    except FixedPointOverflow as e:
-        return fail(str(e))
-    except InaTimeoutError as e:
-        return fail(str(e), 1)
-    except (ValueError, OSError) as e:
-        return fail(str(e))
-    finally:
-        if prog is not None:
-            prog.stop()
-        worker.close()
-    fres = floats[0]
-    if args.rounds > 1:  # one row per round
-        res, fres = np.stack(results), np.stack(floats)
-        st.fragments *= args.rounds
-        for name, value in totals.items():
-            setattr(st, name, value)
-    if args.out:
-        np.save(args.out, fres)
-    if args.out_int:
-        np.save(args.out_int, res)
-    if args.out_exp and exps:
-        np.save(args.out_exp, exps[0] if args.rounds == 1 else np.stack(exps))
-    summary = {"ok": True, **st.to_dict(), "scale_bits": worker.scale_bits,
-               "format": worker.number_format, "values_per_packet": worker.values_per_packet,
-               "rounds": args.rounds, "reuse_wait_s": round(cycle.waited_s, 3),
-               "result_sha256_16": _digest(res),
-               # cpu_s: the whole process, start-up included; sync_cpu_s: the allreduce
-               "cpu_s": round(time.process_time(), 3),
-               "sync_cpu_s": round(time.process_time() - cpu0, 3), "t_end": t_end,
-               "max_rss_mib": round(peak_rss_mib(), 1)}
-    if args.json:
-        print(json.dumps(summary), flush=True)
-    else:
-        print(f"rank {st.rank}: {st.fragments} fragments in {st.duration_s:.3f} s, "
-              f"{st.packets_sent} sent ({st.retransmissions} retransmitted), "
-              f"{st.pps:.0f} pkt/s")
-    return 0
+                out.floats.append(worker.to_float(res))
+            for name in _TOTALS:
+                out.totals[name] = out.totals.get(name, 0) + getattr(st, name)
+            out.last = st
+        return out
 
+    def report(self, rounds: _Rounds, cpu0: float, t_end: float) -> None:
+        """Write ``--out``, ``--out-int``, ``--out-exp`` and print the summary."""
+        args, worker, st = self.args, self.worker, rounds.last
+        res, fres = rounds.results[-1], rounds.floats[0]
+        if args.rounds > 1:  # one row per round
+            res, fres = np.stack(rounds.results), np.stack(rounds.floats)
+            st.fragments *= args.rounds
+            for name, value in rounds.totals.items():
+                setattr(st, name, value)
+        if args.out:
+            np.save(args.out, fres)
+        if args.out_int:
+            np.save(args.out_int, res)
+        if args.out_exp and rounds.exps:
+            np.save(args.out_exp, rounds.exps[0] if args.rounds == 1 else np.stack(rounds.exps))
+        summary = {"ok": True, **st.to_dict(), "scale_bits": worker.scale_bits,
+                   "format": worker.number_format, "values_per_packet": worker.values_per_packet,
+                   "rounds": args.rounds, "reuse_wait_s": round(self.cycle.waited_s, 3),
+                   "result_sha256_16": _digest(res),
+                   # cpu_s: the whole process, start-up included; sync_cpu_s: the allreduce
+                   "cpu_s": round(time.process_time(), 3),
+                   "sync_cpu_s": round(time.process_time() - cpu0, 3), "t_end": t_end,
+                   "max_rss_mib": round(peak_rss_mib(), 1)}
+        if args.json:
+            print(json.dumps(summary), flush=True)
+        else:
+            print(f"rank {st.rank}: {st.fragments} fragments in {st.duration_s:.3f} s, "
+                  f"{st.packets_sent} sent ({st.retransmissions} retransmitted), "
+                  f"{st.pps:.0f} pkt/s")
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    """``python -m hosts.ina.worker``: parse, then run a ``WorkerCommand``."""
+    args = _parser().parse_args(list(argv) if argv is not None else None)
+    return WorkerCommand(args).run()
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -388,66 +388,76 @@ class TokenProtocol(FrameIO):
         self.log("stop", reason=reason, **self.where())
 
     # ------------------------------------------------------------------ frame handling
+    def on_token(self, hdr: TokenHeader) -> None:
+        """The token passed on: follow its batch, take it when it names this node."""
+        if self.standby or hdr.pass_no < self.last_pass:
+            return
+        # a resend of the last pass (s136): act only if it names me and I have not yet
+        if hdr.pass_no == self.last_pass and (hdr.next_holder != self.seq
+                                              or self.acted_pass == hdr.pass_no):
+            return
+        self.last_pass = hdr.pass_no
+        if hdr.batch > self.batch + 1:
+            # a whole batch went by without this node (it froze): its NIC dropped that
+            # batch's gradients, so its model cannot follow; stand by and rejoin
+            self.standby = True
+            self.holder = False
+            self.log("standby", **self.where(), reason=f"behind: token at batch {hdr.batch}")
+            return
+        if hdr.batch > self.batch:
+            self.finish_batch(hdr.aux)
+        if hdr.batch == self.batch:
+            self.bitmap = hdr.bitmap
+            self.examples = int.from_bytes(bytes(hdr.mac), "big")
+        if hdr.next_holder == self.seq:
+            self.acted_pass = hdr.pass_no
+            self.holder = True
+
+    def on_node_lost(self, hdr: TokenHeader) -> None:
+        """A node was declared lost: drop it from the roster; stand by if it is this one;
+        stop the training when too few are left."""
+        self.stats["lost_seen"] += 1
+        lost = hdr.member
+        again = lost not in self.active and lost != self.seq
+        self.active.discard(lost)
+        if again and hdr.sender != self.seq and self.holder:
+            # tie-break: the NICs passed a second declaration of the same node only
+            # because its declarer is nearer after it; it holds the token, not this node
+            self.holder = False
+            self.log("lost_tie", member=lost, winner=hdr.sender, **self.where())
+        self.last_pass = max(self.last_pass, hdr.pass_no)
+        declared_by_me = hdr.sender == self.seq
+        if declared_by_me:
+            self.stats["lost_declared"] += 1
+        self.log("lost", member=lost, by=hdr.sender, silence_s=hdr.aux / 1e6, **self.where())
+        if self.shards and lost in self.shards and lost != self.seq and not self.standby:
+            self.redistribute_due.add(lost)
+        if lost == self.seq:
+            self.standby = True
+            self.holder = False
+            self.log("standby", **self.where())
+            return
+        if len(self.active) < self.args.min_nodes and self.seq == min(self.active):
+            for _ in range(ROSTER_REPEATS):
+                self.send(self.header(TokenMsg.ABNORMAL, batch=self.batch, count=len(self.active)))
+            self.abnormal_standby()
+            path = self.save_model()
+            self.log("abnormal", active=sorted(self.active), saved=path,
+                     message=f"too many nodes left: {len(self.active)} active, fewer than "
+                             f"--min-nodes {self.args.min_nodes}; model saved, training stopped")
+            self.exit_code = EXIT_ABNORMAL
+            self.stop("abnormal")
+            return
+        if hdr.next_holder == self.seq:
+            self.holder = True
+
     def on_frame(self, hdr: TokenHeader, src: bytes, rest: memoryview) -> None:
+        """Dispatch one frame from the NIC by its message type."""
         m = hdr.msg_type
         if m == TokenMsg.TOKEN:
-            if self.standby or hdr.pass_no < self.last_pass:
-                return
-            # a resend of the last pass (s136): act only if it names me and I have not yet
-            if hdr.pass_no == self.last_pass and (hdr.next_holder != self.seq
-                                                  or self.acted_pass == hdr.pass_no):
-                return
-            self.last_pass = hdr.pass_no
-            if hdr.batch > self.batch + 1:
-                # a whole batch went by without this node (it froze): its NIC dropped that
-                # batch's gradients, so its model cannot follow; stand by and rejoin
-                self.standby = True
-                self.holder = False
-                self.log("standby", **self.where(), reason=f"behind: token at batch {hdr.batch}")
-                return
-            if hdr.batch > self.batch:
-                self.finish_batch(hdr.aux)
-            if hdr.batch == self.batch:
-                self.bitmap = hdr.bitmap
-                self.examples = int.from_bytes(bytes(hdr.mac), "big")
-            if hdr.next_holder == self.seq:
-                self.acted_pass = hdr.pass_no
-                self.holder = True
+            self.on_token(hdr)
         elif m == TokenMsg.NODE_LOST:
-            self.stats["lost_seen"] += 1
-            lost = hdr.member
-            again = lost not in self.active and lost != self.seq
-            self.active.discard(lost)
-            if again and hdr.sender != self.seq and self.holder:
-                # tie-break: the NICs passed a second declaration of the same node only
-                # because its declarer is nearer after it; it holds the token, not this node
-                self.holder = False
-                self.log("lost_tie", member=lost, winner=hdr.sender, **self.where())
-            self.last_pass = max(self.last_pass, hdr.pass_no)
-            declared_by_me = hdr.sender == self.seq
-            if declared_by_me:
-                self.stats["lost_declared"] += 1
-            self.log("lost", member=lost, by=hdr.sender, silence_s=hdr.aux / 1e6, **self.where())
-            if self.shards and lost in self.shards and lost != self.seq and not self.standby:
-                self.redistribute_due.add(lost)
-            if lost == self.seq:
-                self.standby = True
-                self.holder = False
-                self.log("standby", **self.where())
-                return
-            if len(self.active) < self.args.min_nodes and self.seq == min(self.active):
-                for _ in range(ROSTER_REPEATS):
-                    self.send(self.header(TokenMsg.ABNORMAL, batch=self.batch, count=len(self.active)))
-                self.abnormal_standby()
-                path = self.save_model()
-                self.log("abnormal", active=sorted(self.active), saved=path,
-                         message=f"too many nodes left: {len(self.active)} active, fewer than "
-                                 f"--min-nodes {self.args.min_nodes}; model saved, training stopped")
-                self.exit_code = EXIT_ABNORMAL
-                self.stop("abnormal")
-                return
-            if hdr.next_holder == self.seq:
-                self.holder = True
+            self.on_node_lost(hdr)
         elif m == TokenMsg.RESEND_DUE:
             if self.last_broadcast is not None and not self.standby:
                 b = bytearray(self.last_broadcast)

@@ -1,0 +1,81 @@
+"""The time-to-accuracy harness's records (``experiments/train.py``): what a run of one
+(scheme, seed) measured, where a scheme runs and the resolved plan; the plugins
+(``experiments/train_<scheme>.py``) fill the same records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class HarnessError(ValueError):
+    """A bad option or an impossible combination (one clear message)."""
+
+
+@dataclass
+class RunRecord:
+    """One (scheme, seed) training run."""
+
+    scheme: str
+    seed: int
+    ok: bool = False
+    error: str = ""
+    curve: list[dict[str, float]] = field(default_factory=list)  # rank 0's evaluations
+    final_accuracy: float | None = None
+    final_heldout: float | None = None
+    time_to_target_s: float | None = None
+    steps_to_target: float | None = None
+    # the fastest any network could get there: the steps to target at the measured compute
+    # per step plus the line-rate bound of each step's sync
+    bound_to_target_s: float | None = None
+    train_s: float = 0.0
+    iterations: int = 0
+    sync_s_per_iter: float | None = None
+    compute_s_per_iter: float | None = None
+    models_identical: bool = False
+    # rank 0's (the evaluator's) weights hash after the last step: two runs of one scheme
+    # and seed with equal hashes applied the same sums at every step (the loss sweep)
+    final_weights: str = ""
+    parameters: int = 0
+    busiest_link: str = ""
+    busiest_link_bytes: int = 0
+    line_rate_bound_s: float = 0.0
+    ps_rx_bytes: int | None = None
+    retransmissions: int = 0
+    switch_cpu_s: float = 0.0
+    agent_cpu_s: float = 0.0
+    cpu_bound: bool = False
+    wall_s: float = 0.0
+
+
+@dataclass
+class Setting:
+    """Where a scheme runs: its topology, PS host (if any) and training hosts in rank order."""
+
+    topo: Any
+    ps: str | None
+    workers: list[str]
+    nic_mbit: float  # the total NIC capacity of one training host
+
+    @property
+    def key(self) -> str:
+        return self.topo.name
+
+
+@dataclass
+class Plan:
+    """What the harness will run, resolved from the options."""
+
+    schemes: list[str]
+    seeds: list[int]
+    topo: Any
+    ps: str
+    workers: list[str]
+    settings: dict[str, Setting]
+    lr: float
+    target_accuracy: float
+    eval_every: int
+    steps_per_epoch: int
+    parameters: int
+    slow: dict[str, float]
+    loss: dict[tuple[str, int], float]

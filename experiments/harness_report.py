@@ -1,0 +1,138 @@
+"""The time-to-accuracy harness's summary (``experiments/train.py``): per scheme the mean
+and confidence interval of every figure over the seeds, the table and the plots."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.table import Table
+
+from experiments.harness_records import Plan, RunRecord
+
+
+def summarize(records: list[RunRecord], plan: Plan, reference: str) -> list[dict[str, Any]]:
+    """Per scheme: mean and CI of every figure over the seeds, and the paired ratio of
+    its time to target to the reference's."""
+    from experiments.stats import mean_ci, paired_ratios
+
+    rows = []
+    by = {s: [r for r in records if r.scheme == s] for s in plan.schemes}
+    ref_tt = {r.seed: r.time_to_target_s for r in by.get(reference, []) if r.time_to_target_s}
+    for s in plan.schemes:
+        rs = by[s]
+        tt = {r.seed: r.time_to_target_s for r in rs if r.time_to_target_s}
+
+        def iv(vals: list[float | None]) -> dict[str, Any]:
+            return asdict(mean_ci([v for v in vals if v is not None]))
+
+        rows.append({
+            "scheme": s, "topology": plan.settings[s].topo.name, "nic_mbit": plan.settings[s].nic_mbit,
+            "runs": len(rs), "ok": sum(r.ok for r in rs),
+            "reached": len(tt), "missed": [r.seed for r in rs if not r.time_to_target_s],
+            "time_to_target_s": iv(list(tt.values())),
+            "bound_to_target_s": iv([r.bound_to_target_s for r in rs]),
+            "final_accuracy": iv([r.final_accuracy for r in rs]),
+            "final_heldout": iv([r.final_heldout for r in rs]),
+            "sync_s_per_iter": iv([r.sync_s_per_iter for r in rs]),
+            "compute_s_per_iter": iv([r.compute_s_per_iter for r in rs]),
+            "line_rate_bound_s_per_iter": iv([r.line_rate_bound_s / r.iterations if r.iterations else None
+                                              for r in rs]),
+            "ratio_to_reference": asdict(paired_ratios(tt, ref_tt)) if s != reference else None,
+            "cpu_bound_runs": sum(r.cpu_bound for r in rs),
+            "models_identical": all(r.models_identical for r in rs),
+        })
+    return rows
+
+
+def fmt_interval(iv: dict[str, Any] | None, spec: str = ".2f", scale: float = 1.0) -> str:
+    """``mean ± half-width`` of a :func:`experiments.stats.mean_ci` dict (``(n=1)`` for one
+    value, ``-`` for none), the values times ``scale``; every harness-based table uses it."""
+    if not iv or not iv.get("n"):
+        return "-"
+    m = iv["mean"] * scale
+    if iv["n"] < 2:
+        return f"{m:{spec}} (n=1)"
+    return f"{m:{spec}} ± {iv['half_width'] * scale:{spec}}"
+
+
+def print_table(rows: list[dict[str, Any]], plan: Plan, args: argparse.Namespace) -> Table:
+    """The rich table of the summary (mean ± 95 % CI half-width over seeds)."""
+    dil = f", compute fixed at {args.compute_time:g} s/batch (DILATED TIME)" if args.compute_time else ""
+    t = Table(title=f"Time to {plan.target_accuracy:.0%} test accuracy: {args.model} on {args.data}, "
+                    f"{len(plan.workers)} workers, {args.bw:g} Mbit/s links, {len(plan.seeds)} seeds "
+                    f"(mean ± 95 % CI){dil}")
+    for col in ("scheme", "topology", "NIC Mbit/s", "reached", "time to target s", "bound s",
+                f"÷ {args.reference} (paired)",
+                "final test acc", "held-out acc", "sync s/iter", "bound s/iter", "compute s/iter",
+                "cpu-bound runs"):
+        t.add_column(col, justify="left" if col == "scheme" else "right")
+    for r in rows:
+        reached = f"{r['reached']}/{r['runs']}" + (" [red](missed)[/red]" if r["missed"] else "")
+        t.add_row(r["scheme"], r["topology"], f"{r['nic_mbit']:g}", reached, fmt_interval(r["time_to_target_s"], ".1f"),
+                  fmt_interval(r["bound_to_target_s"], ".1f"),
+                  fmt_interval(r["ratio_to_reference"], ".2f") if r["ratio_to_reference"] else "1 (reference)",
+                  fmt_interval(r["final_accuracy"], ".3f"), fmt_interval(r["final_heldout"], ".3f"),
+                  fmt_interval(r["sync_s_per_iter"], ".3f"), fmt_interval(r["line_rate_bound_s_per_iter"], ".3f"),
+                  fmt_interval(r["compute_s_per_iter"], ".3f"), str(r["cpu_bound_runs"]))
+    return t
+
+
+def plot(run_dir: Path, records: list[RunRecord], rows: list[dict[str, Any]], plan: Plan,
+         args: argparse.Namespace) -> None:
+    """``accuracy_vs_time.png`` (mean over seeds, 95 % band) and ``time_to_accuracy.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from experiments.stats import mean_ci
+
+    dil = " (dilated: fixed compute per batch)" if args.compute_time else ""
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for s in plan.schemes:
+        curves = [r.curve for r in records if r.scheme == s and r.curve]
+        if not curves:
+            continue
+        end = max(c[-1]["t"] for c in curves)
+        grid = np.linspace(0.0, end, 60)
+        ys = np.array([np.interp(grid, [p["t"] for p in c], [p["accuracy"] for p in c],
+                                 right=np.nan) for c in curves])
+        stats = [mean_ci(list(col[~np.isnan(col)])) for col in ys.T]
+        mean = np.array([x.mean for x in stats])
+        lo = np.clip([x.low if x.n > 1 else x.mean for x in stats], 0.0, 1.0)
+        hi = np.clip([x.high if x.n > 1 else x.mean for x in stats], 0.0, 1.0)
+        (line,) = ax.plot(grid, mean, label=f"{s} ({len(curves)} seeds)")
+        ax.fill_between(grid, lo, hi, alpha=0.12, color=line.get_color(), lw=0)
+    ax.axhline(plan.target_accuracy, color="grey", ls=":", lw=1, label="target")
+    ax.set_xlabel("training time (s)" + dil)
+    ax.set_ylabel("test accuracy")
+    ax.set_title(f"{args.model} on {args.data}, {len(plan.workers)} workers, {args.bw:g} Mbit/s")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(run_dir / "accuracy_vs_time.png", dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    names, means, errs, colors = [], [], [], []
+    for r in rows:
+        iv = r["time_to_target_s"]
+        names.append(r["scheme"] + ("" if not r["missed"] else f"\n(missed {len(r['missed'])})"))
+        means.append(iv["mean"] if iv["n"] else 0.0)
+        errs.append(iv["half_width"] if iv["n"] > 1 else 0.0)
+        colors.append("#4c8bd6" if not r["missed"] else "#d62728")
+    ax.bar(names, means, yerr=errs, capsize=4, color=colors)
+    bounds = [r["bound_to_target_s"]["mean"] if r["bound_to_target_s"]["n"] else np.nan for r in rows]
+    if np.isfinite(bounds).any():  # an all-NaN scatter breaks matplotlib's tight_layout
+        ax.scatter(names, bounds, marker="_", s=400, color="black", zorder=3,
+                   label="bound: compute + line-rate sync of the steps to target")
+        ax.legend(fontsize=8)
+    ax.tick_params(axis="x", labelrotation=30)
+    ax.set_ylabel(f"time to {plan.target_accuracy:.0%} accuracy (s)" + dil)
+    ax.set_title("time to accuracy, mean and 95 % CI over seeds")
+    fig.tight_layout()
+    fig.savefig(run_dir / "time_to_accuracy.png", dpi=120)
+    plt.close(fig)
