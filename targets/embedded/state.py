@@ -20,10 +20,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from targets.embedded.action_profiles import ActionProfile
+from typing import Any
 
 
 class StateError(Exception):
@@ -118,7 +115,9 @@ class Table:
         self._lpm_lens: list[int] = []
         self._scan: list[TableEntry] = []
         self._lock = threading.Lock()
-        self.profile: ActionProfile | None = None  # tables with an action profile / selector
+        # tables with an action profile / selector: an action_profiles.ActionProfile (not
+        # imported here: that module builds on this one)
+        self.profile: Any = None
 
     # -- control plane -------------------------------------------------------------
     def _identity(self, key: tuple, priority: int) -> tuple:

@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
 from finsy.proto import p4r, rpc_status
 
+from targets.embedded.p4runtime.base import ServiceBase
 from targets.embedded.p4runtime.common import (
     ERROR_SPACE,
     MAX_CONNECTIONS,
     PACKET_IN_BACKLOG,
     SC,
+    Connection,
     P4RuntimeError,
-    ServiceBase,
     abort,
     to_u128,
     u128,
@@ -27,20 +27,6 @@ from targets.embedded.p4runtime.common import (
 log = logging.getLogger("gradnet.p4runtime")
 
 _EOF = object()
-
-
-@dataclass(eq=False)
-class Connection:
-    """One StreamChannel: its election id and the queue of messages to send on it."""
-
-    election_id: int = -1
-    device_id: int | None = None
-    role: str = ""
-    out: queue.Queue = field(default_factory=queue.Queue)
-    packet_in_drops: int = 0
-
-    def send(self, item: Any) -> None:
-        self.out.put(item)
 
 
 @dataclass

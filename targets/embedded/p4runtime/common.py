@@ -3,21 +3,17 @@ gRPC status helpers and ``ServiceBase``, the state every service area works on."
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import grpc
 from finsy.proto import p4r, rpc_status
 from google.protobuf import any_pb2
 
 from targets.embedded.state import StateError
-
-if TYPE_CHECKING:
-    from targets.embedded.p4runtime.arbitration import Connection
-    from targets.embedded.p4runtime.digests import DigestState
-    from targets.embedded.p4runtime.pipeline import Pipeline
-    from targets.embedded.switch import Switch
 
 API_VERSION = "1.3.0"
 MAX_CONNECTIONS = 16
@@ -30,6 +26,32 @@ MAX_MESSAGE = 256 * 1024 * 1024
 
 SC = grpc.StatusCode
 
+
+
+
+@dataclass
+class DigestState:
+    """One digest's configuration and what it has buffered, sent and not yet acked."""
+
+    config: p4r.DigestEntry.Config
+    buffer: list[tuple[int, ...]] = field(default_factory=list)
+    pending: dict[int, tuple[float, list[tuple[int, ...]]]] = field(default_factory=dict)
+    cache: set[tuple[int, ...]] = field(default_factory=set)
+    next_list_id: int = 1
+    timer: threading.Timer | None = None
+
+@dataclass(eq=False)
+class Connection:
+    """One StreamChannel: its election id and the queue of messages to send on it."""
+
+    election_id: int = -1
+    device_id: int | None = None
+    role: str = ""
+    out: queue.Queue = field(default_factory=queue.Queue)
+    packet_in_drops: int = 0
+
+    def send(self, item: Any) -> None:
+        self.out.put(item)
 
 class P4RuntimeError(Exception):
     """A request that fails with a gRPC status ``code``."""
@@ -123,47 +145,3 @@ class _Status:
 def abort(context: grpc.ServicerContext, e: P4RuntimeError, details: list[any_pb2.Any] | None = None) -> None:
     """End the RPC with ``e``'s status (and ``details`` in grpc-status-details-bin)."""
     context.abort_with_status(_Status(e.code, e.message, details))
-
-
-class ServiceBase:
-    """The state the service areas (mixins of ``P4RuntimeService``) share, and the
-    checks every one of them makes."""
-
-    switch: Switch
-    pipeline: Pipeline | None
-    _saved: Pipeline | None
-    _lock: threading.RLock  # pipeline changes, writes and reads
-    _conn_lock: threading.RLock
-    _conns: list[Connection]
-    _digests: dict[int, DigestState]
-    _digest_lock: threading.Lock
-    _port_forms: dict[tuple[str, int], list[int]]
-    packet_in_drops: int
-    digest_drops: int
-
-    def _check_device(self, device_id: int) -> None:
-        if device_id != self.switch.device_id:
-            raise P4RuntimeError(SC.NOT_FOUND, f"Unknown device id {device_id}")
-
-    def _need_pipeline(self) -> Pipeline:
-        pl = self.pipeline
-        if pl is None:
-            raise P4RuntimeError(SC.FAILED_PRECONDITION, "No forwarding pipeline config set for this device")
-        return pl
-
-    @staticmethod
-    def _check_update_type(t: int, *allowed: int) -> None:
-        if t == p4r.Update.UNSPECIFIED:
-            raise P4RuntimeError(SC.INVALID_ARGUMENT, "Update type is not set")
-        if t not in (p4r.Update.INSERT, p4r.Update.MODIFY, p4r.Update.DELETE):
-            raise P4RuntimeError(SC.INVALID_ARGUMENT, "Invalid update type")
-        if t not in allowed:
-            raise P4RuntimeError(SC.INVALID_ARGUMENT, f"{p4r.Update.Type.Name(t)} update type not supported here")
-
-    @staticmethod
-    def _index(entry: Any) -> int | None:
-        if not entry.HasField("index"):
-            return None
-        if entry.index.index < 0:
-            raise P4RuntimeError(SC.INVALID_ARGUMENT, "A negative number is not a valid index value")
-        return entry.index.index

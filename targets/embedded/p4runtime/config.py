@@ -11,7 +11,8 @@ from finsy.proto import p4r
 
 from targets.embedded import state
 from targets.embedded.compiler import CompileError
-from targets.embedded.p4runtime.common import SC, P4RuntimeError, ServiceBase, abort
+from targets.embedded.p4runtime.base import ServiceBase
+from targets.embedded.p4runtime.common import SC, P4RuntimeError, abort
 from targets.embedded.p4runtime.pipeline import Pipeline
 from targets.embedded.state import StateError
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from finsy.proto import p4d, p4i, p4r
 
+from targets.embedded.p4runtime.base import ServiceBase
 from targets.embedded.p4runtime.common import (
     SC,
     P4RuntimeError,
-    ServiceBase,
     all_or_one,
     decode_bytes,
     encode_bytes,

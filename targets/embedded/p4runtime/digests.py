@@ -4,28 +4,18 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
 
 from finsy.proto import p4d, p4r
 
+from targets.embedded.p4runtime.base import ServiceBase
 from targets.embedded.p4runtime.common import (
     SC,
+    DigestState,
     P4RuntimeError,
-    ServiceBase,
     encode_bytes,
     invalid_id,
 )
 from targets.embedded.p4runtime.pipeline import DigestInfo, Pipeline
-
-
-@dataclass
-class DigestState:
-    config: p4r.DigestEntry.Config
-    buffer: list[tuple[int, ...]] = field(default_factory=list)
-    pending: dict[int, tuple[float, list[tuple[int, ...]]]] = field(default_factory=dict)
-    cache: set[tuple[int, ...]] = field(default_factory=set)
-    next_list_id: int = 1
-    timer: threading.Timer | None = None
 
 
 def digest_data(di: DigestInfo, sample: tuple[int, ...]) -> p4d.P4Data:

@@ -7,12 +7,12 @@ from typing import Any
 from finsy.proto import p4r
 
 from targets.embedded import state
+from targets.embedded.p4runtime.base import ServiceBase
 from targets.embedded.p4runtime.common import (
     FIRST_RESERVED_GROUP_ID,
     MAX_CLONE_SESSION_ID,
     SC,
     P4RuntimeError,
-    ServiceBase,
 )
 
 

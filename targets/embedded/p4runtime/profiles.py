@@ -6,7 +6,8 @@ from __future__ import annotations
 from finsy.proto import p4r
 
 from targets.embedded import action_profiles, state
-from targets.embedded.p4runtime.common import SC, P4RuntimeError, ServiceBase, invalid_id
+from targets.embedded.p4runtime.base import ServiceBase
+from targets.embedded.p4runtime.common import SC, P4RuntimeError, invalid_id
 from targets.embedded.p4runtime.pipeline import Pipeline, ProfileInfo, TableInfo, action_params
 from targets.embedded.state import StateError
 

@@ -12,18 +12,20 @@ import grpc
 from finsy.proto import p4r, p4r_grpc
 from google.protobuf import any_pb2
 
-from targets.embedded.p4runtime.arbitration import ArbitrationMixin, Connection
+from targets.embedded.p4runtime.arbitration import ArbitrationMixin
 from targets.embedded.p4runtime.common import (
     API_VERSION,
     ERROR_SPACE,
     READ_CHUNK,
     SC,
+    Connection,
+    DigestState,
     P4RuntimeError,
     abort,
 )
 from targets.embedded.p4runtime.config import PipelineConfigMixin
 from targets.embedded.p4runtime.counters import CountersMixin
-from targets.embedded.p4runtime.digests import DigestsMixin, DigestState
+from targets.embedded.p4runtime.digests import DigestsMixin
 from targets.embedded.p4runtime.pipeline import Pipeline
 from targets.embedded.p4runtime.pre import PreMixin
 from targets.embedded.p4runtime.profiles import ProfilesMixin

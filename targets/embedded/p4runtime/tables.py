@@ -7,10 +7,10 @@ from typing import Any
 from finsy.proto import p4i, p4r
 
 from targets.embedded import action_profiles, state
+from targets.embedded.p4runtime.base import ServiceBase
 from targets.embedded.p4runtime.common import (
     SC,
     P4RuntimeError,
-    ServiceBase,
     all_or_one,
     decode_bytes,
     encode_bytes,
