@@ -38,7 +38,9 @@ def run_switches(switches: list[Switch], stop: threading.Event, heartbeat: Heart
         hb.error = f"{type(e).__name__}: {e}"
         if switches:
             switches[0].log_fault_now("data-plane loop ended")
-        raise
+        if not isinstance(e, Exception):
+            raise
+        # logged and recorded in the heartbeat (``dead``): the thread ends quietly
     finally:
         hb.stopping = stop.is_set()
         hb.ended = True
