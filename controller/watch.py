@@ -236,7 +236,9 @@ class SwitchWatcher:
             if self._stop.is_set():
                 return
             if dataplane:
-                # asked again: another member of its group may have restarted it already
+                # asked again, a moment later: another member of its group may have
+                # restarted it already, or a stall may have been a pause (SIGSTOP) that ended
+                self._stop.wait(min(self.poll, 1.0))
                 dataplane = self._dataplane_dead(name)
                 if not dataplane:
                     return
