@@ -244,23 +244,26 @@ def test_group_keeps_forwarding_while_pipeline_swapped(tmp_path: Path) -> None:
         deploy(topo, addrs)
         h1, h2 = net.host("h1"), net.host("h2")
         dst = topo.host_ip("h2")
-        # a steady, bounded stream h1 -> h2 (at most 6000 packets, 15 s) meanwhile
+        # a steady, bounded stream h1 -> h2 (at most 30,000 packets, 20 s) meanwhile
         sender = h1.popen([sys.executable, "-c",
-                           "import socket,sys,time\n"
+                           "import socket,time\n"
                            "s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
-                           "end=time.monotonic()+15\n"
-                           "for i in range(6000):\n"
+                           "end=time.monotonic()+20\n"
+                           "for i in range(30000):\n"
                            "    if time.monotonic()>end: break\n"
-                           f"    s.sendto(b'x'*64,('{dst}',9999)); time.sleep(0.002)\n"])
+                           f"    s.sendto(b'x'*64,('{dst}',9999)); time.sleep(0.0005)\n"])
+        sw = net.switch("s1")
+        build = ROOT / "p4src" / "build"
         try:
-            sw = net.switch("s1")
-            for _ in range(4):  # forward -> ndn -> forward (deploy loads it and its entries)
-                with P4RuntimeClient(sw.grpc_addr, sw.device_id, election_id=DEPLOY.election_id + 5) as c:
-                    c.set_pipeline(ROOT / "p4src/build/ndn.p4info.txt", NDN)
-                time.sleep(0.3)
-                deploy(topo, addrs)
+            time.sleep(0.5)
+            with P4RuntimeClient(sw.grpc_addr, sw.device_id, election_id=DEPLOY.election_id + 5) as c:
+                for _ in range(10):  # forward.p4 -> ndn.p4 -> forward.p4 (without its routes)
+                    c.set_pipeline(build / "ndn.p4info.txt", NDN)
+                    c.set_pipeline(build / "forward.p4info.txt", FORWARD)
         finally:
+            sender.terminate()  # the swaps are over: so is the stream
             sender.wait(timeout=30)
+        deploy(topo, addrs)  # forward.p4 and its routes again
         for s in ("s1", "s2"):
             st = _dp(tmp_path, s)
             assert st["state"] == "running" and st["packet_errors"] == 0, (s, st)
