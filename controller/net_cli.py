@@ -65,13 +65,16 @@ def _when(t: float | None) -> str | None:
 
 
 def _health_summary(health: dict[str, dict[str, Any]]) -> str:
-    """``ok 20/20``, else the unwell switches (dead, no P4Runtime, no pipeline) and restarts."""
+    """``ok 20/20``, else the unwell switches (dead, no P4Runtime, data plane dead or
+    stalled, no pipeline) and restarts."""
     bad = []
     for s, h in health.items():
         if not h["process"]:
             bad.append(f"{s} dead")
         elif h["p4runtime"] is False:
             bad.append(f"{s} no P4Runtime")
+        elif h.get("dataplane") in ("dead", "stalled"):
+            bad.append(f"{s} data plane {h['dataplane']}")
         elif h["pipeline"] is False:
             bad.append(f"{s} no pipeline")
     ok = len(health) - len(bad)
@@ -241,7 +244,8 @@ def register(sub: Any, topo_help: str) -> None:
     ls = nsub.add_parser("ls", help="list networks, whether they are up and their switches' health",
                          description="List the networks under /tmp/gradnet-*, with each "
                                      "switch's health: process alive, P4Runtime answering, "
-                                     "pipeline loaded, restarts (per switch with --json).")
+                                     "data plane running (embedded target), pipeline loaded, "
+                                     "restarts (per switch with --json).")
     ls.add_argument("--json", action="store_true", help="machine-readable output")
     ls.set_defaults(func=cmd_net_ls)
 

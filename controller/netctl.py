@@ -128,21 +128,28 @@ class NetState:
     def switch_health(self, probe_p4runtime: bool = True) -> dict[str, dict[str, Any]]:
         """Every switch's health now: ``process`` (its recorded process runs; PID and
         start time), ``p4runtime`` and ``pipeline`` (probed, unless ``probe_p4runtime``
-        is false), ``restarts`` and ``last_restart`` (from the holder's watcher)."""
+        is false), ``dataplane`` (the embedded data plane's state from its heartbeat,
+        probed likewise; None without one, e.g. on BMv2) and ``packet_errors``,
+        ``restarts`` and ``last_restart`` (from the holder's watcher)."""
         from concurrent.futures import ThreadPoolExecutor
 
         from controller.watch import probe
+        from targets.embedded.liveness import probe_dataplane, runtime_socket_for
 
         def one(name: str) -> dict[str, Any]:
             procs = [p for p in self.switches.get(name, []) if p.what == "switch process"]
             alive = bool(procs) and all(p.alive() for p in procs)
             w = self.health.get(name, {})
             row: dict[str, Any] = {"process": alive, "p4runtime": None, "pipeline": None,
+                                   "dataplane": None, "packet_errors": None,
                                    "restarts": int(w.get("restarts", 0)),
                                    "last_restart": w.get("last_restart"), "error": w.get("error", "")}
             addr = self.grpc.get(name)
             if probe_p4runtime and addr and alive:
                 row.update(probe(addr[0], int(addr[1]), timeout=1.0))
+                dp = probe_dataplane(runtime_socket_for(name, addr[0]), timeout=1.0)
+                if dp is not None:
+                    row.update(dataplane=dp.get("state"), packet_errors=dp.get("packet_errors"))
             elif probe_p4runtime:
                 row.update(p4runtime=False, pipeline=False)
             return row

@@ -11,7 +11,11 @@ process that is gone, starts a recovery:
    an embedded switch group restarts as a whole, so every member recovers);
 2. a switch that answers without a pipeline while its journal holds one (it was
    restarted, by us or anyone) gets the journal replayed (:func:`replay`): the recorded
-   pipeline, then every recorded WriteRequest in order, as the default role's primary.
+   pipeline, then every recorded WriteRequest in order, as the default role's primary;
+3. a process that runs and answers P4Runtime while its data plane is dead (its
+   data-plane thread ended, or has not beaten for ``stall_restart`` seconds; the
+   embedded target's heartbeat, ``targets/embedded/liveness.py``) is restarted and
+   replayed as in 1 and 2. BMv2 has no such heartbeat: its process is what is watched.
 
 Registers and counters start from zero: recovery is a clean slate plus the protocols'
 own retransmissions.
@@ -26,6 +30,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from controller.roles import DEPLOY, WATCHER
+from targets.embedded.liveness import dataplane_dead, probe_dataplane, runtime_socket_for
 from targets.journal import JournalError, SwitchJournal, journal_for
 from targets.p4rt_client import P4RuntimeClient, P4RuntimeError, get_pipeline, open_channel
 
@@ -40,6 +45,7 @@ class SwitchHealth:
     process: bool | None = None      # its process runs (None: unknown to the watcher)
     p4runtime: bool = False          # the watcher's stream is open
     pipeline: bool = False           # a pipeline is loaded
+    dataplane: str | None = None     # its data plane's state (None: no heartbeat, e.g. BMv2)
     restarts: int = 0                # restarts the watcher did
     replays: int = 0                 # journal replays the watcher did
     last_restart: float | None = None  # time.time() of the last restart or replay
@@ -102,15 +108,22 @@ class SwitchWatcher:
     ``alive(name)`` says whether a switch's process runs and ``restart(name)`` starts it
     again, returning every switch that restarted with it (a group); without them the
     watcher only replays journals to switches someone else restarted. ``on_change`` gets
-    the health of every switch whenever one changes (from the watcher's threads)."""
+    the health of every switch whenever one changes (from the watcher's threads).
+    ``dataplane(name)`` is the switch's data-plane status (``Heartbeat.status``; None:
+    unknown); by default the runtime-CLI socket beside a Unix P4Runtime socket is asked.
+    A data plane dead, or stalled for ``stall_restart`` seconds, is restarted."""
 
     def __init__(self, switches: Mapping[str, tuple[str, int]], *,
                  alive: Callable[[str], bool] | None = None,
                  restart: Callable[[str], list[str]] | None = None,
                  on_change: Callable[[dict[str, SwitchHealth]], None] | None = None,
-                 log: Callable[[str], None] | None = None, poll: float = 1.0) -> None:
+                 log: Callable[[str], None] | None = None, poll: float = 1.0,
+                 dataplane: Callable[[str], dict[str, Any] | None] | None = None,
+                 stall_restart: float = 30.0) -> None:
         self.switches = dict(switches)
         self.alive, self.restart = alive, restart
+        self.dataplane = dataplane or self._probe_dataplane
+        self.stall_restart = stall_restart
         self.on_change = on_change
         self.log = log or (lambda m: None)
         self.poll = poll
@@ -169,6 +182,15 @@ class SwitchWatcher:
     def _process_alive(self, name: str) -> bool | None:
         return self.alive(name) if self.alive is not None else None
 
+    def _probe_dataplane(self, name: str) -> dict[str, Any] | None:
+        return probe_dataplane(runtime_socket_for(name, self.switches[name][0]))
+
+    def _dataplane_dead(self, name: str) -> str:
+        """Why ``name``'s data plane counts as dead ("" if it does not); notes its state."""
+        status = self.dataplane(name)
+        self._set(name, dataplane=status.get("state") if status else None)
+        return dataplane_dead(status, self.stall_restart)
+
     def _run(self, name: str) -> None:
         addr, dev = self.switches[name]
         while not self._stop.is_set():
@@ -185,6 +207,7 @@ class SwitchWatcher:
                 self._set(name, p4runtime=False)
                 self._stop.wait(self.poll)
                 continue
+            why = ""
             try:
                 self._set(name, p4runtime=True)
                 self._ensure_pipeline(name)
@@ -194,19 +217,36 @@ class SwitchWatcher:
                         break
                     if self._process_alive(name) is False:
                         break
+                    why = self._dataplane_dead(name)
+                    if why:
+                        break
             finally:
                 client.close()
             self._set(name, p4runtime=False)
+            if why:
+                self._recover(name, why)
 
-    def _recover(self, name: str) -> None:
-        """Restart ``name``'s process (once for a whole group), then replay journals."""
+    def _recover(self, name: str, dataplane: str = "") -> None:
+        """Restart ``name``'s process (once for a whole group), then replay journals.
+        ``dataplane``: why its data plane counts as dead, though its process runs."""
         if self.restart is None:
             self._stop.wait(self.poll)
             return
         with self._restart_lock:
-            if self._stop.is_set() or self._process_alive(name):
-                return  # stopping, or another member of its group restarted it already
-            self.log(f"{name}: process gone; restarting it")
+            if self._stop.is_set():
+                return
+            if dataplane:
+                # asked again, a moment later: another member of its group may have
+                # restarted it already, or a stall may have been a pause (SIGSTOP) that ended
+                self._stop.wait(min(self.poll, 1.0))
+                dataplane = self._dataplane_dead(name)
+                if not dataplane:
+                    return
+                self.log(f"{name}: {dataplane} while its process runs; restarting it")
+            elif self._process_alive(name):
+                return  # another member of its group restarted it already
+            else:
+                self.log(f"{name}: process gone; restarting it")
             try:
                 names = self.restart(name)
             except Exception as e:  # reported in the health, retried after a pause
@@ -218,7 +258,7 @@ class SwitchWatcher:
             for n in names:
                 with self._changed:
                     self.health[n].restarts += 1
-                self._set(n, process=True, last_restart=now, pipeline=False)
+                self._set(n, process=True, last_restart=now, pipeline=False, dataplane=None)
         for n in names:
             self._ensure_pipeline(n)
 

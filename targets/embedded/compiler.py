@@ -77,6 +77,17 @@ class Program(LayoutMixin, ExprMixin, ActionsMixin, HashMixin, ParserMixin, Depa
     ``verify_checksums`` and ``update_checksums``.
     """
 
+    # The traffic manager's standard_metadata slots that the program reads (None: it
+    # never does), bound by the switch that installs it (``Switch.install_program``).
+    # They live on the program so that a packet, which holds one program from start to
+    # end, never writes another program's slot into its header vector.
+    tm_bound = False
+    tm_ig_ts: int | None = None
+    tm_eg_ts: int | None = None
+    tm_enq_ts: int | None = None
+    tm_enq_depth: int | None = None
+    tm_deq_depth: int | None = None
+    tm_deq_delta: int | None = None
 
     def __init__(self, spec: dict[str, Any] | str | bytes, seed: int | None = None) -> None:
         # The config is untrusted data (it arrives over P4Runtime): see config_check for

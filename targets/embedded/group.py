@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from targets.embedded.compiler import CompileError
-from targets.embedded.switch import Switch, run_switches
+from targets.embedded.loop import run_switches
+from targets.embedded.switch import Switch
 from targets.netns import in_netns
 
 

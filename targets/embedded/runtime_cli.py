@@ -11,7 +11,16 @@ the network builder puts it in the run directory beside the P4Runtime socket)::
     set_port_byte_rate BYTES_PER_S [PORT]        -> ok (gradnet extension, see below)
     get_queue_stats [PORT]                       -> one JSON list of per-queue dicts
     trace on [FILE] | trace off | trace          -> per-packet trace (targets/embedded/trace.py)
+    dataplane                                    -> one JSON dict: the data plane's liveness
     help                                         -> the command list
+
+``dataplane`` answers ``{"state": ..., "beats": N, "age_s": S, "error": ..., "packet_errors":
+N}`` (``targets/embedded/liveness.py``): ``running``, ``stalled`` (its thread lives but
+has not beaten for 5 s), ``dead`` (its loop ended: the switch answers P4Runtime but
+forwards nothing) or ``not started``. The process that serves the socket answers it
+from another thread, so a dead data plane shows. ``fault dataplane-exit`` ends the data
+plane's loop as a bug would; tests use it, and only a switch started with
+``GRADNET_FAULT_INJECTION=1`` accepts it.
 
 ``trace on`` writes a BMv2-style trace of every packet (parser states, tables with key,
 hit/miss and action, egress port, transmissions) to FILE, by default the socket's path
@@ -50,7 +59,7 @@ FRAME_BYTES = 1514  # a byte rate's unit of account: a full-size Ethernet frame
 HELP = ("commands: set_queue_rate RATE_PPS [PORT [PRIORITY]]; set_queue_depth DEPTH_PKTS "
         "[PORT [PRIORITY]]; set_port_rate RATE_PPS [PORT]; set_port_byte_rate BYTES_PER_S [PORT]; "
         "get_queue_stats [PORT]; "
-        "trace on [FILE] | trace off | trace; help")
+        "trace on [FILE] | trace off | trace; dataplane; help")
 
 
 class CommandError(ValueError):
@@ -89,6 +98,24 @@ def _trace(switch: Switch, args: list[str], default_path: str | None) -> str:
             raise CommandError(f"cannot write {path}: {e.strerror}") from None
         return f"ok {path}"
     raise CommandError("usage: trace on [FILE] | trace off | trace")
+
+
+def _fault(switch: Switch, args: list[str]) -> str:
+    """Test-only fault injection (``GRADNET_FAULT_INJECTION=1`` in the switch's
+    environment): ``fault dataplane-exit`` ends the data-plane loop."""
+    from targets.embedded.liveness import fault_injection_enabled
+
+    if not fault_injection_enabled():
+        raise CommandError("fault injection is off (tests start the switch with "
+                           "GRADNET_FAULT_INJECTION=1)")
+    if args != ["dataplane-exit"]:
+        raise CommandError("usage: fault dataplane-exit")
+    hb = switch.heartbeat
+    if hb is None:
+        raise CommandError("the data plane does not run")
+    hb.fault = "dataplane-exit"
+    switch.wake()
+    return "ok"
 
 
 def execute(switch: Switch, line: str, trace_path: str | None = None) -> str:
@@ -137,6 +164,10 @@ def execute(switch: Switch, line: str, trace_path: str | None = None) -> str:
             return json.dumps(switch.queue_stats(port))
         if cmd == "trace":
             return _trace(switch, args, trace_path)
+        if cmd == "dataplane":
+            return json.dumps(switch.dataplane_status())
+        if cmd == "fault":
+            return _fault(switch, args)
         if cmd == "help":
             return HELP
         raise CommandError(f"unknown command {cmd!r} ({HELP})")

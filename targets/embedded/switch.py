@@ -6,6 +6,13 @@ manager (per-port strict-priority queues with optional rate and depth), runs egr
 deparser when a packet is dequeued, and transmits. Control-plane threads (P4Runtime)
 only swap the program, edit table/PRE state, and inject packet-outs through a
 thread-safe queue, so the data plane needs no locks on its hot path.
+
+A program swap is atomic for packets: a packet takes the program once, when it arrives,
+and keeps it to the end (its header-vector template, its traffic-manager slots, its
+egress, even from a queue); the next packet takes the new one. No exception of the
+packet path ends the data plane: the packet is dropped, counted in ``stats.errors`` and
+logged (rate-limited), and the loop (``loop.run_switches``) beats a heartbeat that
+``gradctl net ls`` and the watcher read (``liveness.py``, docs/faults.md).
 """
 
 from __future__ import annotations
@@ -15,7 +22,6 @@ import contextlib
 import logging
 import os
 import re
-import select
 import socket
 import threading
 import time
@@ -36,6 +42,8 @@ from targets.embedded.codegen.layout import (
     TRUNCATE,
 )
 from targets.embedded.compiler import Program
+from targets.embedded.liveness import FaultLog, Heartbeat
+from targets.embedded.loop import run_switches
 from targets.embedded.state import PacketReplicationEngine, Replica
 from targets.embedded.traffic import PortQueues, TrafficConfigMixin
 
@@ -117,8 +125,8 @@ class Switch(TrafficConfigMixin):
         self._debug = log.isEnabledFor(logging.DEBUG)
         self._shaped = False  # some queue or port has a rate: the loop must run the drain timer
         self._redrain = False  # a packet was queued while a drain ran: drain again
-        self._ig_ts = self._eg_ts = self._enq_ts = self._enq_depth = None
-        self._deq_depth = self._deq_delta = None
+        self.heartbeat: Heartbeat | None = None  # the data-plane loop's, once it runs
+        self._fault_log = FaultLog(log)
 
     # ------------------------------------------------------------------ program
     def load_program(self, device_config: bytes | str) -> Program:
@@ -126,39 +134,15 @@ class Switch(TrafficConfigMixin):
         return Program(device_config, seed=self.seed)
 
     def install_program(self, program: Program) -> None:
-        """Swap in a program (atomic for the data plane) and clear the PRE."""
+        """Swap in a program (atomic for the data plane) and clear the PRE.
+
+        Everything a packet needs of its program is bound to the program before it is
+        published by one assignment: a packet that took the old one finishes with it."""
         self.pre.groups.clear()
         self.pre.clone_sessions.clear()
-        self._bind_metadata(program)
+        bind_metadata(program)
         self.program = program
         log.info("device %d: program installed (%d tables)", self.device_id, len(program.tables))
-
-    def _bind_metadata(self, program: Program) -> None:
-        """Find the traffic manager's standard_metadata fields that ``program`` reads.
-
-        p4c declares every field whether used or not; clocks and queue depths cost a
-        call per packet each, so the switch fills only those the program can observe
-        (its code, its field lists and digests) -- what it never reads has no effect."""
-        lists = [set(v) for v in program.field_lists.values()]
-        lists += [set(ll.slots) for ll in program.learn_by_id.values()]
-
-        def used(name: str) -> int | None:
-            slot = program.sm.get(name)
-            if slot is None:
-                return None
-            if re.search(rf"\bF\[{slot}\]", program.source) or any(slot in fl for fl in lists):
-                return slot
-            return None
-
-        self._ig_ts = used("ingress_global_timestamp")
-        self._eg_ts = used("egress_global_timestamp")
-        self._enq_depth = used("enq_qdepth")
-        self._deq_depth = used("deq_qdepth")
-        self._deq_delta = used("deq_timedelta")
-        # deq_timedelta is computed from the enqueue time
-        self._enq_ts = used("enq_timestamp")
-        if self._enq_ts is None and self._deq_delta is not None:
-            self._enq_ts = program.sm.get("enq_timestamp")
 
     # ------------------------------------------------------------------ ports
     def add_port(self, port: int, iface: str) -> None:
@@ -209,20 +193,39 @@ class Switch(TrafficConfigMixin):
 
     # ------------------------------------------------------------------ ingress
     def _receive(self, port: int, frame: bytes) -> None:
+        # The packet's one program, for all of it: the template and slots come from it.
         prog = self.program
         self.stats.ports[port].rx += 1
         if prog is None:
             return
-        F = prog.template[:]
-        F[prog.sm_ingress_port] = F[INPORT] = port
-        F[prog.sm_packet_length] = len(frame)
-        if self._ig_ts is not None:
-            F[self._ig_ts] = self._now_us()
-        try:
+        try:  # the whole packet path: a bug must not kill the data plane
+            F = prog.template[:]
+            F[prog.sm_ingress_port] = F[INPORT] = port
+            F[prog.sm_packet_length] = len(frame)
+            if prog.tm_ig_ts is not None:
+                F[prog.tm_ig_ts] = self._now_us()
             self._ingress(prog, F, frame, len(frame), 0)
-        except Exception:  # a bug must not kill the data plane: count and log it
-            self.stats.errors += 1
-            log.exception("error processing packet from port %d", port)
+        except Exception:
+            self.fault("processing a packet from port %d", port)
+
+    def fault(self, what: str, *args: object) -> None:
+        """Count a packet-path exception (``stats.errors``) and log it, rate-limited;
+        call from an ``except`` block. The packet is dropped; the data plane goes on."""
+        self.stats.errors += 1
+        self._fault_log(f"device %d: error {what}", self.device_id, *args)
+
+    def log_fault_now(self, what: str) -> None:
+        """Log the exception being handled at once (the data plane itself failed)."""
+        log.critical("device %d: %s", self.device_id, what, exc_info=True)
+
+    def dataplane_status(self) -> dict[str, object]:
+        """The data plane's liveness (``Heartbeat.status``; ``not started`` before its
+        loop runs) with ``packet_errors``: packets dropped by an exception."""
+        hb = self.heartbeat
+        st: dict[str, object] = ({"state": "not started", "beats": 0, "age_s": None, "error": ""}
+                                 if hb is None else hb.status())
+        st["packet_errors"] = self.stats.errors
+        return st
 
     def _ingress(self, prog: Program, F: list[int], frame: bytes, length: int, loops: int) -> None:
         F[PKTLEN] = F[ILEN] = length
@@ -319,10 +322,10 @@ class Switch(TrafficConfigMixin):
         if prio >= self.nb_queues:
             self.stats.priority_out_of_range += 1
             return
-        if self._enq_depth is not None:
-            F[self._enq_depth] = q.size()
-        if self._enq_ts is not None:
-            F[self._enq_ts] = self._now_us() & 0xFFFFFFFF
+        if prog.tm_enq_depth is not None:
+            F[prog.tm_enq_depth] = q.size()
+        if prog.tm_enq_ts is not None:
+            F[prog.tm_enq_ts] = self._now_us() & 0xFFFFFFFF
         slot = self.nb_queues - 1 - prio
         dq = q.queues[slot]
         if len(dq) >= q.depth[slot]:
@@ -331,7 +334,7 @@ class Switch(TrafficConfigMixin):
             return
         q.enqueued[slot] += 1
         if self._draining:
-            dq.append((F, payload, length, trunc))
+            dq.append((prog, F, payload, length, trunc))
             self._redrain = True
         elif q.rate[slot] is None:
             # Nothing shapes this queue: dequeue at once, so that a burst arriving
@@ -342,44 +345,40 @@ class Switch(TrafficConfigMixin):
                 if q.port_rate is None and not any(q.queues):
                     # What _drain_port would do with the packet as the only one queued:
                     # straight to egress, without the round trip through the deque.
-                    cur = self.program
-                    if cur is not None:
-                        try:
-                            self._egress(cur, port, prio, q, F, payload, length, trunc, self._txq)
-                        except Exception:
-                            self.stats.errors += 1
-                            log.exception("error in egress to port %d", port)
+                    try:
+                        self._egress(prog, port, prio, q, F, payload, length, trunc, self._txq)
+                    except Exception:
+                        self.fault("in egress to port %d", port)
                 else:
-                    dq.append((F, payload, length, trunc))
-                    self._drain_port(self.program, port, q, time.monotonic(), None)
+                    dq.append((prog, F, payload, length, trunc))
+                    self._drain_port(port, q, time.monotonic(), None)
             finally:
                 self._draining = False
         else:
-            dq.append((F, payload, length, trunc))
+            dq.append((prog, F, payload, length, trunc))
 
     def _drain(self, now: float, only_port: int | None = None) -> float | None:
         """Dequeue everything the rates allow; return seconds until the next dequeue."""
         wait: float | None = None
-        prog = self.program
         self._draining = True
         try:
             items = [(only_port, self._tm[only_port])] if only_port is not None else list(self._tm.items())
             for port, q in items:
-                wait = self._drain_port(prog, port, q, now, wait)
+                wait = self._drain_port(port, q, now, wait)
         finally:
             self._draining = False
         return wait
 
-    def _drain_port(self, prog: Program | None, port: int, q: PortQueues, now: float,
-                    wait: float | None) -> float | None:
-        """Dequeue one port's queues, highest priority first, as far as rates allow."""
+    def _drain_port(self, port: int, q: PortQueues, now: float, wait: float | None) -> float | None:
+        """Dequeue one port's queues, highest priority first, as far as rates allow.
+        A queued packet leaves through the egress of the program it entered with."""
         prate = q.port_rate
         for i, dq in enumerate(q.queues):
             rate = q.rate[i]
             while dq:
                 if prate is not None:
                     # a byte rate: the head packet costs its length in frames (at most one)
-                    cost = 1.0 if q.port_frame is None else min(1.0, dq[0][2] / q.port_frame)
+                    cost = 1.0 if q.port_frame is None else min(1.0, dq[0][3] / q.port_frame)
                     q.port_tokens = min(1.0, q.port_tokens + (now - q.port_last) * prate)
                     q.port_last = now
                     if q.port_tokens < cost:
@@ -397,25 +396,22 @@ class Switch(TrafficConfigMixin):
                     q.tokens[i] -= 1.0
                 if prate is not None:
                     q.port_tokens -= cost
-                F, payload, length, trunc = dq.popleft()
-                if prog is None:
-                    continue
+                prog, F, payload, length, trunc = dq.popleft()
                 try:
                     self._egress(prog, port, self.nb_queues - 1 - i, q, F, payload, length, trunc, self._txq)
                 except Exception:
-                    self.stats.errors += 1
-                    log.exception("error in egress to port %d", port)
+                    self.fault("in egress to port %d", port)
         return wait
 
     # ------------------------------------------------------------------ egress
     def _egress(self, prog: Program, port: int, qid: int, q: PortQueues, F: list[int], payload: bytes,
                 length: int, trunc: int, out: list[tuple[int, bytes]], loops: int = 0) -> None:
-        if self._eg_ts is not None:
-            F[self._eg_ts] = self._now_us()
-        if self._deq_depth is not None:
-            F[self._deq_depth] = q.size()
-        if self._deq_delta is not None and self._enq_ts is not None:
-            F[self._deq_delta] = (self._now_us() - F[self._enq_ts]) & 0xFFFFFFFF
+        if prog.tm_eg_ts is not None:
+            F[prog.tm_eg_ts] = self._now_us()
+        if prog.tm_deq_depth is not None:
+            F[prog.tm_deq_depth] = q.size()
+        if prog.tm_deq_delta is not None and prog.tm_enq_ts is not None:
+            F[prog.tm_deq_delta] = (self._now_us() - F[prog.tm_enq_ts]) & 0xFFFFFFFF
         if prog.sm_qid is not None:
             F[prog.sm_qid] = qid
         F[prog.sm_egress_port] = port
@@ -541,44 +537,36 @@ class Switch(TrafficConfigMixin):
         return timeout
 
 
-def run_switches(switches: list[Switch], stop: threading.Event) -> None:
-    """One data-plane thread for several switches (one epoll over all their ports) until
-    ``stop`` is set and a switch's wake-up pipe is written.
+def bind_metadata(program: Program) -> None:
+    """Find the traffic manager's standard_metadata fields that ``program`` reads.
 
-    Emulating many switches on few cores, one process per switch pays a wake-up, a
-    context switch and cold caches for almost every packet; a process that serves a
-    group of switches handles the packets of all of them in one pass."""
-    ep = select.epoll()
-    owner: dict[int, Switch] = {}
-    for sw in switches:
-        for fd in sw.event_fds():
-            ep.register(fd, select.EPOLLIN)
-            owner[fd] = sw
-    due: dict[Switch, float] = {}  # switch -> monotonic time its queues need service
-    try:
-        while not stop.is_set():
-            wait = None
-            if due:
-                wait = max(min(due.values()) - time.monotonic(), 0.0001)
-            events = ep.poll(-1 if wait is None else wait)
-            active: dict[Switch, None] = {}
-            for fd, _ in events:
-                sw = owner[fd]
-                sw.on_readable(fd)
-                active[sw] = None
-            if due:
-                now = time.monotonic()
-                for sw, t in list(due.items()):
-                    if t <= now:
-                        active[sw] = None
-            for sw in active:
-                t = sw.service()
-                if t is None:
-                    due.pop(sw, None)
-                else:
-                    due[sw] = time.monotonic() + t
-    finally:
-        ep.close()
+    p4c declares every field whether used or not; clocks and queue depths cost a
+    call per packet each, so the switch fills only those the program can observe
+    (its code, its field lists and digests) -- what it never reads has no effect. The
+    slots go on the program itself (``Program.tm_*``), once."""
+    if program.tm_bound:
+        return
+    lists = [set(v) for v in program.field_lists.values()]
+    lists += [set(ll.slots) for ll in program.learn_by_id.values()]
+
+    def used(name: str) -> int | None:
+        slot = program.sm.get(name)
+        if slot is None:
+            return None
+        if re.search(rf"\bF\[{slot}\]", program.source) or any(slot in fl for fl in lists):
+            return slot
+        return None
+
+    program.tm_ig_ts = used("ingress_global_timestamp")
+    program.tm_eg_ts = used("egress_global_timestamp")
+    program.tm_enq_depth = used("enq_qdepth")
+    program.tm_deq_depth = used("deq_qdepth")
+    program.tm_deq_delta = used("deq_timedelta")
+    # deq_timedelta is computed from the enqueue time
+    program.tm_enq_ts = used("enq_timestamp")
+    if program.tm_enq_ts is None and program.tm_deq_delta is not None:
+        program.tm_enq_ts = program.sm.get("enq_timestamp")
+    program.tm_bound = True
 
 
 def restore_vlan_tag(frame: bytes, aux: bytes) -> bytes:
