@@ -12,12 +12,26 @@ from __future__ import annotations
 import select
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from targets.embedded.liveness import BEAT_S, DataPlaneFault, Heartbeat
 
-if TYPE_CHECKING:
-    from targets.embedded.switch import Switch
+
+class Switch(Protocol):
+    """What the loop needs of a switch (``targets.embedded.switch.Switch`` is one; the
+    switch module builds on this one, so the loop names only the interface)."""
+
+    heartbeat: Heartbeat | None
+
+    def event_fds(self) -> list[int]: ...
+
+    def on_readable(self, fd: int) -> None: ...
+
+    def service(self) -> float | None: ...
+
+    def fault(self, what: str, *args: object) -> None: ...
+
+    def log_fault_now(self, what: str) -> None: ...
 
 
 def run_switches(switches: list[Switch], stop: threading.Event, heartbeat: Heartbeat | None = None) -> None:
