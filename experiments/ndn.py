@@ -446,7 +446,8 @@ def build_parser() -> argparse.ArgumentParser:
         rejects={"--seeds": "it runs one seed (--seed N); run it once per seed",
                  "--target-accuracy": "it runs a fixed number of rounds (time to accuracy: "
                                       "--mode train --scheme ndn)"})
-    opts.add_alias(p, "--gpus", "--workers", "workers", type=opts.workers_type(allow_all=True))
+    opts.add_alias(p, "--gpus", "--workers", "workers",
+                   type=opts.workers_type(allow_all=True, zero_is_all=True))
     return p
 
 
