@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 __all__ = ["OptionError", "check_at_most", "check_hosts", "check_switches", "count", "fail",
            "fraction", "integer", "natural", "nonnegative", "number", "port", "positive",
@@ -151,7 +151,7 @@ def check_at_most(option: str, value: Any, limit: int | float, why: str) -> None
         raise OptionError(f"{option}: must be <= {_fmt(limit)}, {why} (got {_fmt(value)})")
 
 
-def fail(parser: argparse.ArgumentParser, e: Exception) -> Any:
+def fail(parser: argparse.ArgumentParser, e: Exception) -> NoReturn:
     """``parser.error`` with ``e``'s message (for :class:`OptionError` and the topology's
     own errors): one line, exit status 2."""
     parser.error(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)

@@ -40,7 +40,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from controller import registry
+from controller import argtypes, registry
 from controller.held import held_loss, held_state, save_held_loss
 from controller.output import TableConsole
 from controller.p4runtime import DeployError
@@ -244,6 +244,8 @@ def _parse_dscp(spec: str) -> tuple[int, int]:
         dscp, prio = (int(x) for x in spec.split("=", 1))
     except ValueError:
         raise UsageError(f"bad --dscp {spec!r}: expected DSCP=PRIORITY, e.g. 46=7") from None
+    if not (0 <= dscp <= 63 and 0 <= prio <= 7):
+        raise UsageError(f"bad --dscp {spec!r}: DSCP must be in 0..63, PRIORITY in 0..7")
     return dscp, prio
 
 
@@ -262,7 +264,7 @@ def network_args(sp: argparse.ArgumentParser, topo_help: str) -> None:
     where.add_argument("--addresses", metavar="FILE",
                        help="JSON/YAML mapping switch -> P4Runtime address "
                             "(unix:/path or host:port)")
-    sp.add_argument("--timeout", type=float, default=30.0, metavar="S",
+    sp.add_argument("--timeout", type=argtypes.positive, default=30.0, metavar="S",
                     help="seconds to wait for each switch (default 30)")
 
 
