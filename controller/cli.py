@@ -34,7 +34,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from rich import box
 from rich.console import Console
@@ -252,6 +252,17 @@ def _parse_dscp(spec: str) -> tuple[int, int]:
 # ----------------------------------------------------------------------------- parser
 
 
+class CommandParser(argtypes.Parser):
+    """gradctl's parsers (every group's too: subparsers take their parent's class). A bad
+    argument is one line, ``gradctl: error: --budget: must be >= 0 (got -3) (gradctl place
+    --help)``, exit status 2, like every other gradctl error."""
+
+    error_prog = PROG
+
+    def error(self, message: str) -> NoReturn:  # noqa: D102 (argparse's)
+        super().error(message.removeprefix("argument "))
+
+
 def network_args(sp: argparse.ArgumentParser, topo_help: str) -> None:
     """TOPO, where its switches are (``--run-dir`` or ``--addresses``) and ``--timeout``:
     the arguments of every command that talks to a running network."""
@@ -272,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for documentation and tests)."""
     topo_help = (f"topology: builder spec ({SPEC_EXAMPLES}; keyword args like bw=10 too) "
                  "or a topology file (JSON/YAML)")
-    p = argparse.ArgumentParser(
+    p = CommandParser(
         prog=PROG,
         description="gradnet control plane: topologies, routes, P4Runtime deployment.",
     )
@@ -347,7 +358,10 @@ TECHNIQUE_CLIS = registry.TECHNIQUE_CLIS
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``gradctl`` console script."""
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # --help (0) or a bad argument (2, its one line printed)
+        return e.code if isinstance(e.code, int) else 2
     if not args.verbose:
         logging.getLogger("finsy").setLevel(logging.ERROR)
     else:

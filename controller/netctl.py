@@ -22,7 +22,6 @@ All of a run's interfaces live in its namespaces, which vanish with their last p
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -172,7 +171,7 @@ class NetState:
 # ----------------------------------------------------------------------------- holder
 def _holder_main(argv: list[str]) -> int:
     """The holder: build the network, record it, wait for SIGTERM, tear down."""
-    p = argparse.ArgumentParser(prog="python -m controller.netctl")
+    p = argtypes.Parser(prog="python -m controller.netctl")
     p.add_argument("--run-dir", required=True)
     p.add_argument("--spec", required=True)
     p.add_argument("--target", default=None)

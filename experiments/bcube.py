@@ -378,7 +378,7 @@ def _int_list(text: str) -> list[int]:
 
 def build_parser() -> argparse.ArgumentParser:
     """Options of ``--mode bcube``."""
-    p = argparse.ArgumentParser(prog="python -m experiments --mode bcube",
+    p = argtypes.Parser(prog="python -m experiments --mode bcube",
                                 description=" ".join(__doc__.split("\n\n")[0].split()),
                                 epilog="--bw: BCube, k-rail and fat-tree host links (default 1: "
                                        "links, not the 2-core CPU, limit); --loss names ports of "

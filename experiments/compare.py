@@ -503,7 +503,7 @@ def plot(path: Path, rows: list[Row], args: argparse.Namespace) -> None:
 # ----------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     """Options of ``--mode compare``."""
-    p = argparse.ArgumentParser(prog="python -m experiments --mode compare",
+    p = argtypes.Parser(prog="python -m experiments --mode compare",
                                 description=__doc__.splitlines()[0] + " " + __doc__.splitlines()[1],
                                 epilog="--workers: the contributors N, 2..15 (default 8: BCube(2, 3); "
                                        "PS-based schemes add a PS); --bw: every host link of the "

@@ -117,7 +117,7 @@ def run_ddp(net: Any, topo: Topology, ps: str, workers: list[str], run: str, job
 
 def build_parser() -> argparse.ArgumentParser:
     """Options of ``--mode ddp``."""
-    ap = argparse.ArgumentParser(prog="python -m experiments --mode ddp",
+    ap = argtypes.Parser(prog="python -m experiments --mode ddp",
                                  description=__doc__.splitlines()[0],
                                  epilog="--workers: the DDP ranks (the hosts after the PS, in "
                                         "order); --bw: every link of --topo; --loss: the same "

@@ -349,7 +349,7 @@ def plot(path: Path, runs: list[TransportRun]) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """Options (defaults: a run of a few minutes on a 2-core machine)."""
-    p = argparse.ArgumentParser(prog="python -m experiments --mode differentiated",
+    p = argtypes.Parser(prog="python -m experiments --mode differentiated",
                                 description=__doc__.splitlines()[0],
                                 epilog=f"--workers: the workers on the star (the PS is {PS_HOST}, "
                                        f"the switch {SWITCH}); --loss names ports of the star, "

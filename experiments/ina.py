@@ -406,7 +406,7 @@ def _run_on_network(args: argparse.Namespace, topo: Topology, run_dir: Path, ina
 
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options (defaults: the README's `make run`)."""
-    p = argparse.ArgumentParser(prog="python -m experiments", description=__doc__.splitlines()[0])
+    p = argtypes.Parser(prog="python -m experiments", description=__doc__.splitlines()[0])
     p.add_argument("--mode", choices=["ina", "reach"], default="ina",
                    help="experiment (default ina); the other modes (ndn, differentiated, bcube, "
                         "token, ddp, compare, train) take their own options "

@@ -413,7 +413,7 @@ def round_bound(n_gpus: int, values: int, bw_mbps: float, compute_time: float) -
 
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options."""
-    p = argparse.ArgumentParser(prog="python -m experiments --mode ndn",
+    p = argtypes.Parser(prog="python -m experiments --mode ndn",
                                 description=__doc__.splitlines()[0],
                                 epilog="--workers: the GPUs (the PS is h1; default all: every other "
                                        "host); --gpu-loss puts loss on the first GPU's edge port, "

@@ -337,7 +337,7 @@ def _slow_spec(spec: str) -> tuple[str, float]:
 
 def build_parser() -> argparse.ArgumentParser:
     """Options of the token experiment."""
-    p = argparse.ArgumentParser(prog="python -m experiments --mode token",
+    p = argtypes.Parser(prog="python -m experiments --mode token",
                                 description=__doc__.split("\n\n")[0],
                                 epilog="--workers: the training nodes h1..hN on the LAN (h1 holds "
                                        "model and data); --bw: every link of the LAN (1000: "

@@ -142,7 +142,7 @@ def build_parser(add_help: bool = True, prog: str = "python -m experiments --mod
     (``experiments/options.py``)."""
     from experiments import options
 
-    p = argparse.ArgumentParser(prog=prog, add_help=add_help, description=SUMMARY,
+    p = argtypes.Parser(prog=prog, add_help=add_help, description=SUMMARY,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scheme", default=",".join(DEFAULT_SCHEMES),
                    help=f"comma-separated subset of {','.join(ALL_SCHEMES)} (default "

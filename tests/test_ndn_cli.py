@@ -12,6 +12,7 @@ from controller.cli import main
     (["ndn", "deploy", "star:3", "--run-dir", "/nonexistent-gradnet"], "does not exist"),
     (["ndn", "deploy", "star:3", "--run-dir", "/tmp", "--ps", "h9"], "unknown PS host 'h9'"),
     (["ndn", "deploy", "star:3", "--run-dir", "/tmp", "--gpus", "h1,h7"], "is not a GPU host"),
+    (["ndn", "deploy", "star:3", "--run-dir", "/tmp", "--pit-lifetime", "0"], "--pit-lifetime"),
     (["ndn", "deploy", "star:3", "--run-dir", "/tmp", "--loss", "s1=0.1"], "bad loss spec"),
     (["ndn", "show", "star:3", "--run-dir", "/tmp"], "no P4Runtime socket"),
     (["ndn", "show", "nope:3", "--run-dir", "/tmp"], "nope"),
@@ -20,10 +21,3 @@ def test_usage_errors(argv: list[str], message: str, capsys: pytest.CaptureFixtu
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("gradctl: error: ") and message in err, err
-
-
-def test_a_bad_value_is_an_argument_error(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as e:  # where it is parsed, argparse's one error line
-        main(["ndn", "deploy", "star:3", "--run-dir", "/tmp", "--pit-lifetime", "0"])
-    assert e.value.code == 2
-    assert "error: argument --pit-lifetime: must be > 0 (got 0)" in capsys.readouterr().err

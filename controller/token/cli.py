@@ -114,7 +114,7 @@ def register(sub: Any, topo_help: str) -> None:
     tsub = p.add_subparsers(dest="token_cmd", required=True)
 
     def nodes(q: argparse.ArgumentParser, required: bool = False) -> None:
-        q.add_argument("--nodes", type=argtypes.count, required=required,
+        q.add_argument("--nodes", type=argtypes.integer(1, MAX_NODES), required=required,
                        help=f"training nodes (1..{MAX_NODES})"
                             + ("" if required else "; may be left out with the --run-dir of "
                                                    "'gradctl net up', whose LAN is used"))
