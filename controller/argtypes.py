@@ -5,7 +5,8 @@ against a topology that follow its build.
 A bad option is one line and exit status 2, before anything starts (no network, no
 process)::
 
-    python -m experiments: error: argument --budget: must be >= 0 (got -3)
+    python -m experiments: error: argument --budget: must be >= 0 (got -3) (python -m experiments --help)
+    gradctl: error: --budget: must be >= 0 (got -3) (gradctl place --help)
 
 The ``type=`` callables raise :class:`argparse.ArgumentTypeError`, which argparse reports
 with the option's name. What needs the topology (a host, a switch, a count no larger than
@@ -24,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn, Protocol
 
 from wire.argtypes import (
+    MAX_VALUES,
     Parser,
     count,
     fraction,
@@ -34,11 +36,12 @@ from wire.argtypes import (
     port,
     positive,
     probability,
+    values,
 )
 
-__all__ = ["OptionError", "Parser", "check_at_most", "check_hosts", "check_switches", "count", "fail",
-           "fraction", "integer", "natural", "nonnegative", "number", "port", "positive",
-           "probability"]
+__all__ = ["MAX_VALUES", "OptionError", "Parser", "check_at_most", "check_hosts",
+           "check_switches", "count", "fail", "fraction", "integer", "natural", "nonnegative",
+           "number", "port", "positive", "probability", "values"]
 
 
 class OptionError(ValueError):

@@ -385,7 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
                                        "the BCube (s1, s2, ...); the baselines run without loss.")
     p.add_argument("--n", type=argtypes.integer(2), default=3, help="switch ports N (default 3)")
     p.add_argument("--k", type=argtypes.count, default=2, help="levels k (default 2: BCube(3,2), 9 servers)")
-    p.add_argument("--values", type=argtypes.count, default=65536,
+    p.add_argument("--values", type=argtypes.values, default=65536,
                    help="gradient length in float32 values (default 65536 = 256 kB)")
     p.add_argument("--schemes", default="bml,rail_ring,rail_sharded_ps,sharded_ps,ring,ps",
                    help="comma-separated subset of " + ",".join(LABELS) + " (default: all)")

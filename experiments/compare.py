@@ -510,7 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
                                        "fat-tree, the BCube and the token LAN.")
     p.add_argument("--schemes", default="all",
                    help=f"comma-separated subset of {','.join(SCHEMES)} (default all)")
-    p.add_argument("--values", type=argtypes.count, default=32768,
+    p.add_argument("--values", type=argtypes.values, default=32768,
                    help="gradient length in float32 values (default 32768 = 128 KiB, the most a "
                         f"token NIC holds: {TOKEN_MAX_VALUES})")
     p.add_argument("--fabric-x", type=argtypes.positive, default=4.0,

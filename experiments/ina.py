@@ -419,7 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="parameter server host(s), one per job (default: the first hosts)")
     p.add_argument("--jobs", type=argtypes.count, default=1, help="concurrent INA jobs (workers dealt "
                                                         "round-robin; default 1)")
-    p.add_argument("--values", type=argtypes.count, default=65536, help="gradient size in float32 values (default 65536)")
+    p.add_argument("--values", type=argtypes.values, default=65536, help="gradient size in float32 values (default 65536)")
     p.add_argument("--values-per-packet", type=int, choices=INA_VALUE_SIZES, default=INA_VALUES,
                    metavar="V", help="values a packet carries: 64 (default), 128 or 256; the "
                    "switches run the ina.p4 compiled for it (docs/ina.md)")

@@ -424,7 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--busy", type=argtypes.natural, default=1, help="how many of the GPUs decline the task (default 1)")
     p.add_argument("--rounds", type=argtypes.count, default=5, help="synchronous rounds (default 5)")
     p.add_argument("--steps", type=argtypes.count, default=2, help="async: gradients per GPU (default 2)")
-    p.add_argument("--values", type=argtypes.count, default=3818, help="model size (default: the digits CNN's 3,818)")
+    p.add_argument("--values", type=argtypes.values, default=3818, help="model size (default: the digits CNN's 3,818)")
     p.add_argument("--compute-time", type=argtypes.nonnegative, default=0.3, help="seconds per gradient")
     p.add_argument("--model", choices=["synthetic", "digits"], default="synthetic",
                    help="synthetic gradients (checked against a replay) or the digits CNN "

@@ -121,7 +121,7 @@ def register(sub: Any, topo_help: str) -> None:
     p.add_argument("--ps", help="the PS host (default: the first host; ring: the first peer)")
     p.add_argument("--workers", type=argtypes.count, help="workers N (default: every other host)")
     p.add_argument("--policy", help="routing-policy JSON (docs/ina_policy.md) instead of planning")
-    p.add_argument("--values", type=argtypes.count, default=32768, help="gradient length (default 32768)")
+    p.add_argument("--values", type=argtypes.values, default=32768, help="gradient length (default 32768)")
     p.add_argument("--values-per-packet", type=int, choices=INA_VALUE_SIZES, default=INA_VALUES,
                    metavar="V", help="PS, INA: values a packet carries "
                    f"({', '.join(map(str, INA_VALUE_SIZES))}; default {INA_VALUES}; "

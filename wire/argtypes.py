@@ -1,9 +1,10 @@
 """Command-line value types every command and agent shares: argparse ``type=`` callables
 that check a value's range where it is parsed.
 
-A bad value is argparse's one error line and exit status 2, before anything starts::
+A bad value is one error line and exit status 2 (:class:`Parser`: argparse's error line,
+the usage left to ``--help``), before anything starts::
 
-    python -m hosts.ina.worker: error: argument --window: must be >= 1 (got 0)
+    python -m hosts.ina.worker: error: argument --window: must be >= 1 (got 0) (python -m hosts.ina.worker --help)
 
 The callables raise :class:`argparse.ArgumentTypeError` (argparse adds the option's name).
 The commands that start agents (``gradctl``, ``python -m experiments``) use the same ones
@@ -18,8 +19,8 @@ import math
 from collections.abc import Callable
 from typing import NoReturn
 
-__all__ = ["Parser", "count", "fraction", "integer", "natural", "nonnegative", "number", "port",
-           "positive", "probability"]
+__all__ = ["MAX_VALUES", "Parser", "count", "fraction", "integer", "natural", "nonnegative",
+           "number", "port", "positive", "probability", "values"]
 
 
 def _fmt(v: float) -> str:
@@ -93,6 +94,11 @@ probability = number(0.0, 1.0)
 fraction = number(above=0.0, below=1.0)
 #: A TCP/UDP port.
 port = integer(1, 65535)
+#: The largest gradient a command or agent takes, in float32 values (64 MiB a copy): a
+#: bound on memory checked before anything starts, far above what an emulation runs.
+MAX_VALUES = 2**24
+#: A gradient's length in values.
+values = integer(1, MAX_VALUES)
 
 
 class Parser(argparse.ArgumentParser):

@@ -115,7 +115,7 @@ def register(sub: Any, topo_help: str) -> None:
         c = bsub.add_parser(name, help=helptext, description=helptext)
         c.add_argument("--n", type=argtypes.count, required=True, help="switch ports N (>= 2)")
         c.add_argument("--k", type=argtypes.count, required=True, help="levels k (>= 2)")
-        c.add_argument("--values", type=argtypes.count, default=65536, help="gradient length (default 65536)")
+        c.add_argument("--values", type=argtypes.values, default=65536, help="gradient length (default 65536)")
         if name == "schedule":
             c.add_argument("--thread", type=argtypes.natural, help="only this thread (parameter set)")
             c.add_argument("--server", type=argtypes.natural, help="one server's exchanges instead")

@@ -489,7 +489,7 @@ def register_ina(sub: Any, topo_help: str) -> None:
                     "commands that start them.")
     network_args(idep, topo_help)
     _job_args(idep, required=False)
-    idep.add_argument("--values", type=argtypes.count, required=True, metavar="N",
+    idep.add_argument("--values", type=argtypes.values, required=True, metavar="N",
                       help="gradient size in values (--values-per-packet values a fragment)")
     idep.add_argument("--values-per-packet", type=int, choices=INA_VALUE_SIZES,
                       default=INA_VALUES, metavar="V",

@@ -400,7 +400,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--rank", type=argtypes.natural, required=True)
     src = ap.add_mutually_exclusive_group()
     src.add_argument("--gradient", help=".npy file with the float gradient")
-    src.add_argument("--size", type=argtypes.count, help="random gradient of N values (default: "
+    src.add_argument("--size", type=argtypes.values, help="random gradient of N values (default: "
                      "num_fragments * the policy's values_per_packet)")
     ap.add_argument("--seed", type=argtypes.natural, default=0, help="seed of the random gradient "
                     "(mixed with the rank)")

@@ -412,7 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=argtypes.count, default=3, help="sync: rounds (the last version)")
     p.add_argument("--steps", type=argtypes.count, default=3, help="async: gradients this GPU sends")
     p.add_argument("--final-version", type=argtypes.natural, default=0, help="async: the PS's last version")
-    p.add_argument("--values", type=argtypes.count, default=3818)
+    p.add_argument("--values", type=argtypes.values, default=3818)
     p.add_argument("--model", choices=["synthetic", "digits"], default="synthetic",
                    help="synthetic gradients, or the digits CNN of hosts/training.py (3,818 values)")
     p.add_argument("--world", type=argtypes.count, default=1, help="digits: accepting GPUs (shards)")

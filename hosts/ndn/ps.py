@@ -429,7 +429,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=["sync", "async"], default="sync")
     p.add_argument("--rounds", type=argtypes.count, default=3, help="synchronous rounds")
     p.add_argument("--steps", type=argtypes.count, default=3, help="async: gradients per GPU")
-    p.add_argument("--values", type=argtypes.count, default=3818, help="model size in float32 values")
+    p.add_argument("--values", type=argtypes.values, default=3818, help="model size in float32 values")
     p.add_argument("--model", choices=["synthetic", "digits"], default="synthetic",
                    help="initial parameters: synthetic, or the digits CNN of hosts/training.py")
     p.add_argument("--lr", type=argtypes.positive, default=0.1)
