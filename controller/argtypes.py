@@ -27,6 +27,7 @@ from typing import Any, NoReturn, Protocol
 from wire.argtypes import (
     MAX_VALUES,
     Parser,
+    Range,
     count,
     fraction,
     integer,
@@ -39,7 +40,7 @@ from wire.argtypes import (
     values,
 )
 
-__all__ = ["MAX_VALUES", "OptionError", "Parser", "check_at_most", "check_hosts",
+__all__ = ["MAX_VALUES", "OptionError", "Parser", "Range", "check_at_most", "check_hosts",
            "check_switches", "count", "fail", "fraction", "integer", "natural", "nonnegative",
            "number", "port", "positive", "probability", "values"]
 

@@ -173,6 +173,7 @@ def _check(args: argparse.Namespace) -> tuple[Any, ...]:
         raise argtypes.OptionError(f"--workers: must be in 1..{min(len(rest), INA_MAX_WORKERS)} on "
                           f"{topo.name} (got {args.workers})")
     loss = check_loss(topo, opts.loss_dict(args.loss))
+    opts.check_full_batch(args.workers, args.batch, seed=args.seed)
     workers = rest[:args.workers]
     values = _model_size(args.seed)
     fmt, vpp = args.number_format, args.values_per_packet

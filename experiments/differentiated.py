@@ -450,6 +450,10 @@ def main(argv: list[str]) -> int:
         check_loss(star(args.workers + 1, bw=args.bw), opts.loss_dict(args.loss))
     except (DeployError, TopologyError) as e:
         parser.error(f"--loss: {e}")
+    try:
+        opts.check_full_batch(args.workers, args.batch, seed=args.seed)
+    except argtypes.OptionError as e:
+        argtypes.fail(parser, e)
     if os.geteuid() != 0:
         console.print("[red]the experiment needs root (network namespaces)[/red]")
         return 2

@@ -205,6 +205,18 @@ def loss_dict(entries: Sequence[tuple[tuple[str, int], float]]) -> dict[tuple[st
     return dict(entries)
 
 
+def check_full_batch(workers: int, batch: int, option: str = "--batch", seed: int = 0) -> None:
+    """Every worker's shard of the digits training set holds a full batch of ``batch``
+    (else a run would never step); :class:`controller.argtypes.OptionError` otherwise."""
+    from hosts.training import load_data
+
+    n = len(load_data("digits", seed).y_train)
+    if n // workers < batch:
+        raise argtypes.OptionError(
+            f"{option}: must be <= {n // workers}, the smallest shard of the {n} training "
+            f"examples over --workers {workers} (got {batch})")
+
+
 def workers_type(*, hosts: bool = False, allow_all: bool = False,
                  zero_is_all: bool = False) -> Callable[[str], Any]:
     """The ``--workers`` parser of :func:`add_workers` (``zero_is_all``: ``0`` means all,

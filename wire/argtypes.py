@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
-from typing import NoReturn
+from dataclasses import dataclass
+from typing import Any, NoReturn
 
-__all__ = ["MAX_VALUES", "Parser", "count", "fraction", "integer", "natural", "nonnegative",
+__all__ = ["MAX_VALUES", "Parser", "Range", "count", "fraction", "integer", "natural", "nonnegative",
            "number", "port", "positive", "probability", "values"]
 
 
@@ -27,57 +27,74 @@ def _fmt(v: float) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def integer(lo: int | None = None, hi: int | None = None) -> Callable[[str], int]:
-    """An integer in ``[lo, hi]`` (either bound may be left open)."""
+@dataclass(frozen=True)
+class Range:
+    """An argparse ``type=``: an int (``kind``) or a finite float in a range; ``lo``/``hi``
+    inclusive bounds, ``above``/``below`` strict ones (None: open)."""
 
-    def parse(text: str) -> int:
+    kind: type
+    lo: float | None = None
+    hi: float | None = None
+    above: float | None = None
+    below: float | None = None
+
+    @property
+    def __name__(self) -> str:  # what argparse calls the type in its own messages
+        return self.kind.__name__
+
+    def __call__(self, text: str) -> Any:
         try:
-            v = int(str(text).strip())
+            v = self.kind(str(text).strip())
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer (got {text!r})") from None
-        _check_range(v, lo, hi, None, None)
+            what = "an integer" if self.kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {what} (got {text!r})") from None
+        if self.kind is float and not math.isfinite(v):
+            raise argparse.ArgumentTypeError(f"expected a finite number (got {text!r})")
+        if not self.holds(v):
+            raise argparse.ArgumentTypeError(self.complaint(v))
         return v
 
-    parse.__name__ = "int"
-    return parse
+    def complaint(self, v: float) -> str:
+        """What is wrong with ``v``: an integer's broken bound (``must be >= 1``), a
+        number's whole range (``must be in [0, 1]``)."""
+        if self.kind is int and self.lo is not None and v < self.lo:
+            return f"must be >= {_fmt(self.lo)} (got {_fmt(v)})"
+        if self.kind is int and self.hi is not None and v > self.hi:
+            return f"must be <= {_fmt(self.hi)} (got {_fmt(v)})"
+        return f"must be {self.describe()} (got {_fmt(v)})"
+
+    def holds(self, v: float) -> bool:
+        """Whether ``v`` is in the range."""
+        return not ((self.lo is not None and v < self.lo) or (self.hi is not None and v > self.hi)
+                    or (self.above is not None and v <= self.above)
+                    or (self.below is not None and v >= self.below))
+
+    def describe(self) -> str:
+        """``>= 1``, ``in 1..64``, ``in (0, 1]``, ...: what the error message says."""
+        low = (f"[{_fmt(self.lo)}" if self.lo is not None
+               else f"({_fmt(self.above)}" if self.above is not None else None)
+        high = (f"{_fmt(self.hi)}]" if self.hi is not None
+                else f"{_fmt(self.below)})" if self.below is not None else None)
+        if low and high:
+            if self.kind is int and self.lo is not None and self.hi is not None:
+                return f"in {_fmt(self.lo)}..{_fmt(self.hi)}"
+            return f"in {low}, {high}"
+        if low:
+            return f">= {_fmt(self.lo)}" if self.lo is not None else f"> {_fmt(self.above)}"  # type: ignore[arg-type]
+        if high:
+            return f"<= {_fmt(self.hi)}" if self.hi is not None else f"< {_fmt(self.below)}"  # type: ignore[arg-type]
+        return "any " + self.__name__
+
+
+def integer(lo: int | None = None, hi: int | None = None) -> Range:
+    """An integer in ``[lo, hi]`` (either bound may be left open)."""
+    return Range(int, lo, hi)
 
 
 def number(lo: float | None = None, hi: float | None = None, *, above: float | None = None,
-           below: float | None = None) -> Callable[[str], float]:
+           below: float | None = None) -> Range:
     """A finite float in ``[lo, hi]``; ``above``/``below``: strict bounds instead."""
-
-    def parse(text: str) -> float:
-        try:
-            v = float(str(text).strip())
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number (got {text!r})") from None
-        if not math.isfinite(v):
-            raise argparse.ArgumentTypeError(f"expected a finite number (got {text!r})")
-        _check_range(v, lo, hi, above, below)
-        return v
-
-    parse.__name__ = "float"
-    return parse
-
-
-def _check_range(v: float, lo: float | None, hi: float | None, above: float | None,
-                 below: float | None) -> None:
-    low = f"[{_fmt(lo)}" if lo is not None else (f"({_fmt(above)}" if above is not None else None)
-    high = f"{_fmt(hi)}]" if hi is not None else (f"{_fmt(below)})" if below is not None else None)
-    bad = ((lo is not None and v < lo) or (hi is not None and v > hi)
-           or (above is not None and v <= above) or (below is not None and v >= below))
-    if not bad:
-        return
-    if low and high:
-        if isinstance(v, int) and lo is not None and hi is not None:
-            rng = f"in {_fmt(lo)}..{_fmt(hi)}"
-        else:
-            rng = f"in {low}, {high}"
-    elif low:
-        rng = f">= {_fmt(lo)}" if lo is not None else f"> {_fmt(above)}"  # type: ignore[arg-type]
-    else:
-        rng = f"<= {_fmt(hi)}" if hi is not None else f"< {_fmt(below)}"  # type: ignore[arg-type]
-    raise argparse.ArgumentTypeError(f"must be {rng} (got {_fmt(v)})")
+    return Range(float, lo, hi, above, below)
 
 
 #: A count of things where zero makes no sense (workers, epochs, rounds, values ...).
