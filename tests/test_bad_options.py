@@ -123,6 +123,8 @@ TABLE: list[tuple[str, list[str], str]] = [
     (E, ["--values-per-packet", "100"], "--values-per-packet: invalid choice"),
     (E, ["--values", str(2**24 + 1)], "--values: must be <= 16777216"),
     (E, ["--mode", "reach", "--loss", "s1:1=0.1"], "checks reachability on a loss-free network"),
+    (E, ["--mode", "nope"], "--mode 'nope': unknown; choose one of ina, reach"),
+    (E, ["--preset", "nope"], "--preset: invalid choice"),
     # ndn
     (E, ["--mode", "ndn", "--workers", "99"], "--workers: must be <= 15"),
     (E, ["--mode", "ndn", "--workers", "2", "--busy", "2"], "--busy: must be <= 1"),
