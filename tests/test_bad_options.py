@@ -193,6 +193,12 @@ TABLE: list[tuple[str, list[str], str]] = [
     (G, ["bcube", "model", "--n", "3", "--k", "2", "--bw", "-1"], "--bw: must be > 0"),
     (G, ["simulate", "star:3", "--budget", "-1"], "--budget: must be >= 0"),
     (G, ["routes", "nosuch:3"], "unknown topology"),
+    (G, ["routes", "star:3", "-s", "s99"], "unknown switch 's99'"),
+    (G, ["qos", "show", "star:3", "--run-dir", "/tmp", "-s", "s99"], "unknown switch(es) s99"),
+    (G, ["ina", "counters", "star:3", "--run-dir", "/tmp", "--switch", "s99"], "'s99' is no switch"),
+    (G, ["ndn", "show", "star:3", "--run-dir", "/tmp", "--switch", "s99"],
+     "--switch: 's99' is not a switch of star-3"),
+    (G, ["simulate", "star:3", "--ps", "h99"], "--ps 'h99' is not a host"),
     (G, ["topo", "show"], "the following arguments are required: TOPO"),
     # agents
     ("hosts.ina.worker", ["--policy", "p.json", "--rank", "0", "--window", "0"], "--window: must be >= 1"),

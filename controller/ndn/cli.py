@@ -162,6 +162,11 @@ def cmd_ndn_show(args: argparse.Namespace) -> int:
     from targets.p4rt_client import P4RuntimeError
 
     topo = network_topology(args)
+    if args.switch:  # the names first: a typo is not a missing network
+        try:
+            argtypes.check_switches(topo, "--switch", args.switch)
+        except argtypes.OptionError as e:
+            raise UsageError(str(e)) from None
     addresses = _addresses(args, topo)
     if args.switch:
         bad = [s for s in args.switch if s not in addresses]
