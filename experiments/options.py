@@ -21,6 +21,11 @@ hidden, the same ``dest``, and a one-line deprecation note on stderr when used.
 
 Use :func:`add_common` to add the group in one call (it keeps the order), or the
 ``add_*`` functions one by one in the order above.
+
+Every value is checked where it is parsed (the ``type=`` callables of
+:mod:`controller.argtypes`: ``--seed`` >= 0, ``--bw`` and ``--max-time`` > 0, ...); what
+needs the topology (hosts, ports, counts) each mode checks right after building it, before
+the network starts: a bad option is one line and exit status 2.
 """
 
 from __future__ import annotations
