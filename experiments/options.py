@@ -222,6 +222,21 @@ def check_full_batch(workers: int, batch: int, option: str = "--batch", seed: in
             f"examples over --workers {workers} (got {batch})")
 
 
+def check_ina_budget(topo: Any, ps: str, workers: list[str], budget: int) -> None:
+    """``--budget`` switches the INA placement can take for this PS and these workers
+    (:class:`controller.argtypes.OptionError` if not), before a run plans its job."""
+    from controller.ina import InaJob
+    from controller.p4runtime import DeployError
+    from controller.placement import PlacementError
+
+    try:
+        InaJob.plan(topo, ps, workers, budget, 1000.0, 1)
+    except PlacementError as e:
+        raise argtypes.OptionError(f"--budget {budget}: {e}") from None
+    except DeployError as e:
+        raise argtypes.OptionError(f"ina: {e}") from None
+
+
 def workers_type(*, hosts: bool = False, allow_all: bool = False,
                  zero_is_all: bool = False) -> Callable[[str], Any]:
     """The ``--workers`` parser of :func:`add_workers` (``zero_is_all``: ``0`` means all,

@@ -311,6 +311,13 @@ def make_plan(args: argparse.Namespace) -> Plan:
         loss = check_loss(topo, dict(args.loss))  # ((switch, port), rate) pairs
     except DeployError as e:
         raise HarnessError(str(e)) from None
+    if "ina" in schemes:  # the placement's limits, before anything starts
+        from experiments import options
+
+        try:
+            options.check_ina_budget(topo, ps, workers, args.budget)
+        except argtypes.OptionError as e:
+            raise HarnessError(str(e)) from None
     shared = Setting(topo, ps, workers, float(args.bw))
     settings = _settings(args, schemes, shared, loss)
     steps, target = _steps_and_target(args, len(data.y_train))

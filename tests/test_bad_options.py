@@ -167,6 +167,9 @@ TABLE: list[tuple[str, list[str], str]] = [
     (E, ["--mode", "train", "--slow", "h9=2"], "h9 is not a training host"),
     (E, ["--mode", "train", "--target-accuracy", "1.5"], "--target-accuracy: must be in (0, 1]"),
     (E, ["--mode", "train", "--loss", "s9:1=0.1"], "s9"),
+    (E, ["--mode", "train", "--scheme", "gloo,ina", "--budget", "50"], "--budget 50: budget K=50"),
+    (E, ["--mode", "train", "--workers", "300"], "ina: a job has 1..256 workers, got 300"),
+    (E, ["--mode", "train", "--scheme", "gloo", "--workers", "300"], "has no full batch"),
     # gradctl
     (G, ["place", "fat-tree:4", "--ps", "h1", "--budget", "-3", "--capacity", "1"],
      "--budget: must be >= 0 (got -3)"),
