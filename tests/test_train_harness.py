@@ -25,7 +25,7 @@ def _args(*extra: str):
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--scheme", "gloo,nope"], "unknown nope"),
-    (["--scheme", "ina,ps"], "--reference gloo: not among"),
+    (["--scheme", "ina,ps", "--reference", "gloo"], "--reference gloo: not among"),
     (["--scheme", "gloo,gloo"], "named twice"),
     (["--kill", "h2@3"], "--kill: not supported"),
     (["--slow", "h9=2"], "h9 is not a training host"),
