@@ -161,7 +161,7 @@ class TrainingWindow:
 
         self.pids = switch_processes(net)
         self.dir, self.period = agent_dir, period
-        self.samples: list[tuple[float, float]] = []
+        self.samples: list[tuple[float, dict[str, float]]] = []  # (time, CPU s per process)
         self.first: float | None = None
         self.last: float | None = None
         self._seen: dict[str, int] = {}
@@ -183,8 +183,8 @@ class TrainingWindow:
         from pathlib import Path
 
         t = time.monotonic()
-        self.samples.append((t, sum(c for p in self.pids.values()
-                                    if (c := process_cpu_seconds(p)) is not None)))
+        self.samples.append((t, {n: c for n, p in self.pids.items()
+                                 if (c := process_cpu_seconds(p)) is not None}))
         for f in Path(self.dir).rglob("*.out"):
             try:
                 with open(f, "rb") as fh:
@@ -203,17 +203,21 @@ class TrainingWindow:
         while not self._stop.wait(self.period):
             self._sample()
 
-    def _cpu_at(self, t: float) -> float:
-        s = self.samples
-        for (t0, c0), (t1, c1) in zip(s, s[1:], strict=False):
+    def _cpu_at(self, t: float, name: str) -> float:
+        """Process ``name``'s CPU seconds at time ``t``, interpolated between samples."""
+        pts = [(ts, c[name]) for ts, c in self.samples if name in c]
+        for (t0, c0), (t1, c1) in zip(pts, pts[1:], strict=False):
             if t0 <= t <= t1:
                 return c0 + (c1 - c0) * ((t - t0) / (t1 - t0) if t1 > t0 else 0.0)
-        return s[-1][1] if s and t > s[-1][0] else (s[0][1] if s else 0.0)
+        return pts[-1][1] if pts and t > pts[-1][0] else (pts[0][1] if pts else 0.0)
 
     def result(self) -> dict[str, float] | None:
-        """``window_s`` and ``switch_cpu_s`` of the training window (None: no record
-        seen, or only one)."""
+        """``window_s``, the switch processes' ``switch_cpu_s`` in it and the busiest one's
+        ``busiest_switch_cpu_s`` (a switch process runs one data-plane thread: near
+        ``window_s`` it is saturated whatever the other cores do); None: no record seen,
+        or only one."""
         if self.first is None or self.last is None or self.last <= self.first:
             return None
-        return {"window_s": round(self.last - self.first, 3),
-                "switch_cpu_s": round(self._cpu_at(self.last) - self._cpu_at(self.first), 3)}
+        per = [self._cpu_at(self.last, n) - self._cpu_at(self.first, n) for n in self.pids]
+        return {"window_s": round(self.last - self.first, 3), "switch_cpu_s": round(sum(per), 3),
+                "busiest_switch_cpu_s": round(max(per, default=0.0), 3)}

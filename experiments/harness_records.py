@@ -56,6 +56,7 @@ class RunRecord:
     # the training window (experiments/accounting.TrainingWindow) and the verdict
     window_s: float | None = None
     window_switch_cpu_s: float | None = None
+    window_busiest_switch_cpu_s: float | None = None  # the busiest switch process's
     cores: int = 0
     cpu_share: float | None = None
     fidelity: str = ""

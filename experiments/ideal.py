@@ -210,7 +210,7 @@ def bml(tr: Traffic, st: Any, values: int, job: Any) -> int:
             for e in sched.exchanges(s, j):
                 for p, (a, b) in e.sends().items():
                     tr.tcp(st.workers[s], st.workers[p], 4 * (b - a) + 16, nic=e.level)
-    return 2 * k * 1
+    return 2 * k  # 2k stages, each through one switch
 
 
 def _ina_packet() -> int:

@@ -359,7 +359,10 @@ def run_one(net: Any, args: argparse.Namespace, plan: Plan, scheme: str, seed: i
             rec = run_trainers(net, args, plan, scheme, seed, job, d, port, collective)
     rec.wall_s = time.monotonic() - t0
     split = time_split(setting.topo, before, Snapshot.take(net), {"agents": rec.agent_cpu_s})
-    complete(rec, split.to_dict(), plan, args, window.result(), ideal_for(plan, scheme, args.budget, job))
+    ideal = ideal_for(plan, scheme, args.budget, job)
+    if ideal.get("error"):
+        _log(f"[yellow]no ideal bound for {scheme}: {ideal['error']}[/yellow]")
+    complete(rec, split.to_dict(), plan, args, window.result(), ideal)
     return rec
 
 
@@ -374,7 +377,8 @@ def complete(rec: RunRecord, split: dict[str, Any], plan: Plan, args: argparse.N
     rec.cores = os.cpu_count() or 1
     if window is not None:
         rec.window_s, rec.window_switch_cpu_s = window["window_s"], window["switch_cpu_s"]
-    if ideal is not None:
+        rec.window_busiest_switch_cpu_s = window.get("busiest_switch_cpu_s")
+    if ideal and not ideal.get("error"):
         rec.ideal_bound_s = ideal["ideal_bound_s"]
         rec.ideal_busiest_link = ideal["ideal_busiest_link"]
         rec.ideal_busiest_link_bytes = ideal["ideal_busiest_link_bytes"]
@@ -396,10 +400,10 @@ def derive(rec: RunRecord, plan: Plan, args: argparse.Namespace) -> None:
             rec.time_to_target_s = tt
             rec.steps_to_target = time_to_target([x["step"] for x in rec.curve], accs,
                                                  plan.target_accuracy)
-    if rec.ideal_bound_s is None and rec.scheme in plan.settings:  # a record from before
-        from experiments.fidelity import ideal_for
+    if rec.ideal_bound_s is None and rec.scheme in plan.settings and rec.iterations:
+        from experiments.fidelity import ideal_for  # a record saved before the ideal bound
 
-        rec.ideal_bound_s = ideal_for(plan, rec.scheme, args.budget)["ideal_bound_s"]
+        rec.ideal_bound_s = ideal_for(plan, rec.scheme, args.budget).get("ideal_bound_s")
     if rec.steps_to_target is not None and rec.iterations:
         rec.bound_to_target_s = rec.steps_to_target * ((rec.compute_s_per_iter or 0.0)
                                                        + (rec.ideal_bound_s or 0.0))

@@ -167,6 +167,8 @@ def test_a_starved_run_is_emulator_bound_and_its_ratio_gives_no_verdict() -> Non
     assert share is not None and share > 1.0
     assert verdict(3.0, share) == EMULATOR_BOUND
     assert verdict(3.0, cpu_share(1.0, 0.5, 6.1, 2)) == LINK_BOUND  # CPU to spare
+    # one switch process (one data-plane thread) busy all along, the second core idle
+    assert verdict(3.0, cpu_share(5.8, 0.2, 6.1, 2, busiest_switch_cpu_s=5.8)) == EMULATOR_BOUND
     assert verdict(1.2, share) == LINK_BOUND  # the links explain the time
     assert verdict(None, share) == "unknown"
     from experiments.harness_report import summarize
@@ -205,6 +207,7 @@ def test_training_window_counts_switch_cpu_between_the_first_and_last_record(tmp
     assert res is not None
     assert 0.3 <= res["window_s"] <= 0.7
     assert 0.2 <= res["switch_cpu_s"] <= res["window_s"] + 0.1
+    assert res["busiest_switch_cpu_s"] == res["switch_cpu_s"]  # one process
 
 
 def test_the_reference_is_picked_among_the_schemes_asked_for() -> None:
