@@ -36,10 +36,13 @@ Per scheme it reports, as mean and 95 % confidence interval over the seeds (Stud
 the time to ``--target-accuracy`` (read off rank 0's evaluations, interpolated), the
 final test and held-out accuracy, the sync and compute time per iteration, and the paired
 per-seed ratio of each scheme's time to the reference's (``--reference``, same seed,
-same data). A run that does not reach the target within ``--max-time`` is reported as
-such. Every run also records the bytes on the busiest link, the bytes that reached the
-PS, retransmissions and the CPU of switches and agents, and is flagged ``cpu-bound`` when
-the emulation and not the links set its pace (``experiments.accounting``).
+same data; by default gloo if run, else ring, else the first scheme). A run that does
+not reach the target within ``--max-time`` is reported as such. Every run also records
+the ideal bound of one synchronization (``experiments.ideal``: its own traffic, no
+re-sends), the bytes that actually crossed the busiest link (re-sends included), the
+re-sent bytes, the bytes that reached the PS and the CPU of switches and agents in the
+training window, and gets a verdict, ``link-bound`` or ``emulator-bound``
+(``experiments.fidelity``); ratios between emulator-bound runs give no verdict.
 
 Plugins: a scheme whose agents train with their own loop (token broadcast, NDN-PS,
 differentiated transmission) joins through a module ``experiments/train_<scheme>.py``
