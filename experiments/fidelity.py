@@ -60,8 +60,10 @@ def resend_packet_bytes(scheme: str) -> int:
     if scheme in ("ina", "ps"):
         return ideal._ina_packet()
     if scheme.startswith("ndn"):
-        data, interest, _ = ideal._ndn_sizes()
-        return data + interest + 2 * ideal.ETH
+        from wire.ndn import SEGMENT_VALUES
+
+        collect, _, interest, _ = ideal._ndn_sizes()
+        return 4 * SEGMENT_VALUES + collect + interest + 2 * ideal.ETH
     if scheme == "token":
         from wire.token import TOKEN_HEADER_LEN, TOKEN_VALUES
 

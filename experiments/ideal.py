@@ -265,32 +265,36 @@ def ina(tr: Traffic, st: Any, values: int, job: Any) -> int:
     return 2 * max(tr.hops(w, st.ps) for w in st.workers)
 
 
-def _ndn_sizes() -> tuple[int, int, int]:
-    """(Data of a full segment, Interest, values a segment): encoded by ``wire.ndn``
-    with a six-component name as long as the harness's (``/h1/t0/grad/h16/v100/s99``)."""
-    from wire.ndn import SEGMENT_VALUES, data_packet, interest_packet
+def _ndn_sizes() -> tuple[int, int, int, int]:
+    """(NDN bytes a collected Data adds to its content, those of a distribution Data, an
+    Interest, values a segment), encoded by ``wire.ndn`` with the agents' names
+    (``/G/P/T/v=r/seg=i``, ``/*distribute*/P/T/v=r/seg=i``; ``hosts/ndn``)."""
+    from wire.ndn import SEGMENT_VALUES, data_packet, interest_packet, name_of
 
-    name = "/h1/t0/grad/h16/v100/s99"
-    return (len(data_packet(name, bytes(4 * SEGMENT_VALUES), 99)), len(interest_packet(name)),
-            SEGMENT_VALUES)
+    full = bytes(4 * SEGMENT_VALUES)
+    collect = name_of("h16", "h1", "t0", "v=100", "seg=10")
+    dist = name_of(b"*distribute*", "h1", "t0", "v=100", "seg=10")
+    return (len(data_packet(collect, full, 10)) - len(full), len(data_packet(dist, full, 10)) - len(full),
+            len(interest_packet(collect)), SEGMENT_VALUES)
 
 
 def _ndn(tr: Traffic, st: Any, values: int, transport: str) -> int:
-    data, interest, seg = _ndn_sizes()
+    collect, dist, interest, seg = _ndn_sizes()
     segs = -(-values // seg)
     extra = ETH + (IP_UDP if transport == "ipmc" else 0)
+    grad, update = 4 * values + segs * collect, 4 * values + segs * dist
     for w in st.workers:  # collection: the PS pulls every segment of every gradient
         if transport == "tcp":
-            tr.tcp(st.ps, w, segs * interest)
-            tr.tcp(w, st.ps, segs * data)
+            tr.tcp(st.ps, w, segs * interest, msgs=segs)
+            tr.tcp(w, st.ps, grad, msgs=segs)
         else:
             tr.send(st.ps, w, segs * (interest + extra))
-            tr.send(w, st.ps, segs * (data + extra))
+            tr.send(w, st.ps, grad + segs * extra)
     if transport == "tcp":  # distribution: one unicast stream per GPU
         for w in st.workers:
-            tr.tcp(st.ps, w, segs * data)
+            tr.tcp(st.ps, w, update, msgs=segs)
     else:  # one copy along the persistent PIT / the multicast tree
-        tr.tree(st.ps, st.workers, segs * (data + extra))
+        tr.tree(st.ps, st.workers, update + segs * extra)
     return 3 * max(tr.hops(w, st.ps) for w in st.workers)
 
 
