@@ -272,8 +272,8 @@ def _ndn_sizes() -> tuple[int, int, int, int]:
     from wire.ndn import SEGMENT_VALUES, data_packet, interest_packet, name_of
 
     full = bytes(4 * SEGMENT_VALUES)
-    collect = name_of("h16", "h1", "t0", "v=100", "seg=10")
-    dist = name_of(b"*distribute*", "h1", "t0", "v=100", "seg=10")
+    collect = name_of("h2", "h1", "t0", "v=10", "seg=10")
+    dist = name_of(b"*distribute*", "h1", "t0", "v=10", "seg=10")
     return (len(data_packet(collect, full, 10)) - len(full), len(data_packet(dist, full, 10)) - len(full),
             len(interest_packet(collect)), SEGMENT_VALUES)
 
