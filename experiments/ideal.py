@@ -74,7 +74,7 @@ class Traffic:
     """Accumulates bytes on a topology's directed links."""
 
     def __init__(self, topo: Any, scheme: str) -> None:
-        self.topo, self.g = topo, topo.graph
+        self.topo = topo
         self.sg = topo.graph.subgraph(topo.switches())
         self.ideal = Ideal(scheme)
         for ln in topo.links():
@@ -82,6 +82,7 @@ class Traffic:
         self._dist: dict[str, dict[str, int]] = {}
 
     def add(self, a: str, b: str, nbytes: float) -> None:
+        """``nbytes`` on the directed link ``a -> b``."""
         k = f"{a}->{b}"
         self.ideal.link_bytes[k] = self.ideal.link_bytes.get(k, 0.0) + nbytes
 
@@ -104,7 +105,8 @@ class Traffic:
         return self._dist[dst]
 
     def send(self, src: str, dst: str, nbytes: float, nic: int = 0) -> None:
-        """Unicast: ``src``'s NIC ``nic`` to ``dst``'s, ECMP split evenly at every hop."""
+        """Unicast: ``src``'s NIC ``nic`` to ``dst``'s, split evenly over the equal-cost
+        next hops at every switch (ECMP at its best: hashing can only do worse)."""
         a, b = self.edge(src, nic), self.edge(dst, nic)
         if self.topo.is_host(src):
             self.add(src, a, nbytes)

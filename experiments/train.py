@@ -543,7 +543,8 @@ def _run_todo(args: argparse.Namespace, plan: Plan, run_dir: Path,
                 tt = f"{rec.time_to_target_s:.1f} s" if rec.time_to_target_s else "not reached"
                 _log(f"[{i}/{len(todo)}] {s}, seed {seed}: "
                      + (f"final accuracy {rec.final_accuracy}, target {tt}, "
-                        f"sync {rec.sync_s_per_iter or 0:.3f} s/iter" if rec.ok else f"[red]failed: {rec.error}[/red]"))
+                        f"sync {rec.sync_s_per_iter or 0:.3f} s/iter, ideal {rec.ideal_bound_s or 0:.3f} "
+                        f"(x {rec.x_bound or 0:.1f}), {rec.fidelity}" if rec.ok else f"[red]failed: {rec.error}[/red]"))
                 (run_dir / "runs" / f"{s}-seed{seed}.json").write_text(json.dumps(asdict(rec), indent=1))
                 records.append(rec)
     return records
