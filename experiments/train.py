@@ -362,7 +362,7 @@ def run_one(net: Any, args: argparse.Namespace, plan: Plan, scheme: str, seed: i
             rec = run_trainers(net, args, plan, scheme, seed, job, d, port, collective)
     rec.wall_s = time.monotonic() - t0
     split = time_split(setting.topo, before, Snapshot.take(net), {"agents": rec.agent_cpu_s})
-    ideal = ideal_for(plan, scheme, args.budget, job)
+    ideal = ideal_for(plan, scheme, getattr(args, "budget", 0), job)
     if ideal.get("error"):
         _log(f"[yellow]no ideal bound for {scheme}: {ideal['error']}[/yellow]")
     complete(rec, split.to_dict(), plan, args, window.result(), ideal)
@@ -406,7 +406,7 @@ def derive(rec: RunRecord, plan: Plan, args: argparse.Namespace) -> None:
     if rec.ideal_bound_s is None and rec.scheme in plan.settings and rec.iterations:
         from experiments.fidelity import ideal_for  # a record saved before the ideal bound
 
-        rec.ideal_bound_s = ideal_for(plan, rec.scheme, args.budget).get("ideal_bound_s")
+        rec.ideal_bound_s = ideal_for(plan, rec.scheme, getattr(args, "budget", 0)).get("ideal_bound_s")
     if rec.steps_to_target is not None and rec.iterations:
         rec.bound_to_target_s = rec.steps_to_target * ((rec.compute_s_per_iter or 0.0)
                                                        + (rec.ideal_bound_s or 0.0))
