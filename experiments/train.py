@@ -114,7 +114,9 @@ PLUGINS = registry.PLUGINS
 def _plugin(scheme: str) -> Any:
     import importlib
 
-    return importlib.import_module(PLUGINS[scheme])
+    mod = importlib.import_module(PLUGINS[scheme])
+    # a module serving several schemes (``train_ndn``: its IP baselines) picks by name
+    return mod.plugin(scheme) if hasattr(mod, "plugin") else mod
 
 
 def _landed(scheme: str) -> bool:
