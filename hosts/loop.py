@@ -29,8 +29,33 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["LoopConfig", "ModelWork", "Sync", "SyncResult", "TrainLoop", "cpu_seconds", "emit",
-           "weights_hash"]
+__all__ = ["OWN_LOOP", "SYNCS", "LoopConfig", "ModelWork", "Sync", "SyncResult", "TrainLoop",
+           "cpu_seconds", "emit", "sync_class", "weights_hash"]
+
+#: Every harness scheme -> the Sync its ranks give this loop (``module:Class``, imported
+#: only when asked: :func:`sync_class`).
+SYNCS: dict[str, str] = {
+    **dict.fromkeys(("gloo",), "hosts.trainer:GlooSum"),
+    **dict.fromkeys(("ina", "ps"), "hosts.trainer:InaSum"),
+    **dict.fromkeys(("ring", "bml", "rail_ring", "rail_sharded_ps"), "hosts.trainer:CollectiveSum"),
+    # the GPUs; the PS (hosts.ndn.ps) applies the update and distributes the parameters
+    **dict.fromkeys(("ndn", "ndn-ipmc", "ndn-tcp"), "hosts.ndn.gpu:NdnSync"),
+    "differentiated": "hosts.differentiated.worker:DiffWorker",
+}
+#: Harness schemes whose nodes still train in their own loop, and where it is.
+OWN_LOOP: dict[str, str] = {
+    # a compute thread beside the token protocol (partial gradients under a cutoff,
+    # chunks, standby nodes, departures and redistribution of the data)
+    "token": "hosts.token.training:Training",
+}
+
+
+def sync_class(scheme: str) -> type[Sync]:
+    """The Sync class of harness scheme ``scheme`` (KeyError if none)."""
+    import importlib
+
+    module, _, name = SYNCS[scheme].partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def emit(d: dict[str, Any]) -> None:
