@@ -41,9 +41,10 @@ such. Every run also records the bytes on the busiest link, the bytes that reach
 PS, retransmissions and the CPU of switches and agents, and is flagged ``cpu-bound`` when
 the emulation and not the links set its pace (``experiments.accounting``).
 
-Plugins: a scheme whose agents train with their own loop (token broadcast, NDN-PS,
+Plugins: a scheme with its own agents (token broadcast, NDN-PS and its IP baselines,
 differentiated transmission) joins through a module ``experiments/train_<scheme>.py``
-(:data:`PLUGINS`) that provides ``P4`` (its programs, for the plan), ``KILL_SUPPORTED``,
+(:data:`PLUGINS`; a module several schemes name gives each its plugin by
+``plugin(scheme)``) that provides ``P4`` (its programs, for the plan), ``KILL_SUPPORTED``,
 ``setting(args, shared) -> Setting`` (its topology with the same training hosts count and
 per-NIC rate as ``shared``; raise :class:`HarnessError` for what it cannot do),
 ``deploy(net, setting, args, plan)`` and ``run(net, args, plan, setting, seed, dir) ->
