@@ -20,8 +20,9 @@ sums the gradients over the ranks differs:
 * ``rail_sharded_ps``: BML's other same-NIC-count baseline: k concurrent sharded PSs on
   the same k-rail network, each on 1/k of the gradient (``hosts.bml.collective``).
 
-Every step: gradients of the batch (compute), their sum over the ranks (sync), the SGD
-step ``w <- w - lr * sum / N``. Since every rank applies the same sum, the models stay
+Every step (the one loop of :mod:`hosts.loop`, with this module's :class:`hosts.loop.Sync`
+of the scheme, :data:`BACKENDS`): gradients of the batch (compute), their sum over the
+ranks (sync), the SGD step ``w <- w - lr * sum / N``. Since every rank applies the same sum, the models stay
 identical; each rank reports a hash of its weights at every evaluation so the harness
 checks that. Rank 0 evaluates (test split and the larger held-out set) every
 ``--eval-every`` steps and at each epoch's end; the time it spends evaluating is
