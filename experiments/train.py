@@ -44,9 +44,10 @@ re-sent bytes, the bytes that reached the PS and the CPU of switches and agents 
 training window, and gets a verdict, ``link-bound`` or ``emulator-bound``
 (``experiments.fidelity``); ratios between emulator-bound runs give no verdict.
 
-Plugins: a scheme whose agents train with their own loop (token broadcast, NDN-PS,
+Plugins: a scheme with its own agents (token broadcast, NDN-PS and its IP baselines,
 differentiated transmission) joins through a module ``experiments/train_<scheme>.py``
-(:data:`PLUGINS`) that provides ``P4`` (its programs, for the plan), ``KILL_SUPPORTED``,
+(:data:`PLUGINS`; a module several schemes name gives each its plugin by
+``plugin(scheme)``) that provides ``P4`` (its programs, for the plan), ``KILL_SUPPORTED``,
 ``setting(args, shared) -> Setting`` (its topology with the same training hosts count and
 per-NIC rate as ``shared``; raise :class:`HarnessError` for what it cannot do),
 ``deploy(net, setting, args, plan)`` and ``run(net, args, plan, setting, seed, dir) ->
@@ -113,7 +114,9 @@ PLUGINS = registry.PLUGINS
 def _plugin(scheme: str) -> Any:
     import importlib
 
-    return importlib.import_module(PLUGINS[scheme])
+    mod = importlib.import_module(PLUGINS[scheme])
+    # a module serving several schemes (``train_ndn``: its IP baselines) picks by name
+    return mod.plugin(scheme) if hasattr(mod, "plugin") else mod
 
 
 def _landed(scheme: str) -> bool:
