@@ -5,7 +5,8 @@ what one technique or tool adds to each layer:
 
 * ``modes`` -- ``python -m experiments --mode NAME`` -> the module with ``main(argv)``;
 * ``schemes`` -- harness schemes of ``gradctl train`` -> the plugin module that trains
-  them with their own loop, or ``None`` for a scheme built into ``experiments.train``;
+  them with their own agents, or ``None`` for a scheme built into ``experiments.train``
+  (a module named by several schemes gives each its plugin: ``plugin(scheme)``);
 * ``cli`` -- modules with ``register(sub, topo_help)``: the technique's ``gradctl`` groups;
 * ``benches`` -- ``python -m bench NAME`` -> the module with ``main(argv)``;
 * ``scheme_agents`` -- the synchronization schemes ``experiments.schemes`` runs from a plan
@@ -82,8 +83,8 @@ ENTRIES: tuple[Entry, ...] = (
        agents={"probe": "hosts.reach"}),
     _e("net", "tool", cli=("controller.net_cli",)),
     _e("ndn", "technique", modes={"ndn": "experiments.ndn"},
-       schemes={"ndn": "experiments.train_ndn", "ndn-ipmc": "experiments.train_ndn_ipmc",
-                "ndn-tcp": "experiments.train_ndn_tcp"},
+       schemes={"ndn": "experiments.train_ndn", "ndn-ipmc": "experiments.train_ndn",
+                "ndn-tcp": "experiments.train_ndn"},
        cli=("controller.ndn.cli",),
        benches={"ndn": "bench.ndn_bench", "ndn-baselines": "bench.ndn_baselines"},
        agents={"gpu": "hosts.ndn.gpu", "ps": "hosts.ndn.ps"},

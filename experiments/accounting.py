@@ -141,3 +141,83 @@ def time_split(topo: Topology, before: Snapshot, after: Snapshot,
                 bound, busiest, busiest_bytes = t, f"{a}->{b}", sent
     cpu = {s: after.cpu[s] - before.cpu.get(s, 0.0) for s in after.cpu}
     return TimeSplit(bound, busiest, busiest_bytes, link_bytes, cpu, dict(agent_cpu_s or {}))
+
+
+class TrainingWindow:
+    """The CPU of the switch processes during a run's training window only.
+
+    A thread samples every switch process's CPU seconds (``/proc``) every ``period`` s,
+    and watches the agents' output files under ``agent_dir``: the training window runs
+    from the first evaluation record (a JSON line with ``"step":``, which every scheme's
+    evaluator prints at step 0 as its clock starts) to the last one (the final
+    evaluation, at the end of the last epoch). Start-up (imports, model and data loading,
+    rendezvous, the data distribution of token), the PS's idle exit and teardown are
+    left out; the agents report their own CPU from the training's start (``cpu_s``)."""
+
+    MARK = b'"step":'
+
+    def __init__(self, net: Any, agent_dir: Any, period: float = 0.2) -> None:
+        import threading
+
+        self.pids = switch_processes(net)
+        self.dir, self.period = agent_dir, period
+        self.samples: list[tuple[float, dict[str, float]]] = []  # (time, CPU s per process)
+        self.first: float | None = None
+        self.last: float | None = None
+        self._seen: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="training-window", daemon=True)
+
+    def __enter__(self) -> TrainingWindow:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._sample()
+
+    def _sample(self) -> None:
+        import time
+        from pathlib import Path
+
+        t = time.monotonic()
+        self.samples.append((t, {n: c for n, p in self.pids.items()
+                                 if (c := process_cpu_seconds(p)) is not None}))
+        for f in Path(self.dir).rglob("*.out"):
+            try:
+                with open(f, "rb") as fh:
+                    fh.seek(self._seen.get(str(f), 0))
+                    new = fh.read()
+            except OSError:
+                continue
+            # count only whole lines: a half-written record is read again next time
+            new = new[:new.rfind(b"\n") + 1]
+            self._seen[str(f)] = self._seen.get(str(f), 0) + len(new)
+            if self.MARK in new:
+                self.first = t if self.first is None else self.first
+                self.last = t
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            self._sample()
+
+    def _cpu_at(self, t: float, name: str) -> float:
+        """Process ``name``'s CPU seconds at time ``t``, interpolated between samples."""
+        pts = [(ts, c[name]) for ts, c in self.samples if name in c]
+        for (t0, c0), (t1, c1) in zip(pts, pts[1:], strict=False):
+            if t0 <= t <= t1:
+                return c0 + (c1 - c0) * ((t - t0) / (t1 - t0) if t1 > t0 else 0.0)
+        return pts[-1][1] if pts and t > pts[-1][0] else (pts[0][1] if pts else 0.0)
+
+    def result(self) -> dict[str, float] | None:
+        """``window_s``, the switch processes' ``switch_cpu_s`` in it and the busiest one's
+        ``busiest_switch_cpu_s`` (a switch process runs one data-plane thread: near
+        ``window_s`` it is saturated whatever the other cores do); None: no record seen,
+        or only one."""
+        if self.first is None or self.last is None or self.last <= self.first:
+            return None
+        per = [self._cpu_at(self.last, n) - self._cpu_at(self.first, n) for n in self.pids]
+        return {"window_s": round(self.last - self.first, 3), "switch_cpu_s": round(sum(per), 3),
+                "busiest_switch_cpu_s": round(max(per, default=0.0), 3)}

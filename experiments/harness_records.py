@@ -26,7 +26,7 @@ class RunRecord:
     time_to_target_s: float | None = None
     steps_to_target: float | None = None
     # the fastest any network could get there: the steps to target at the measured compute
-    # per step plus the line-rate bound of each step's sync
+    # per step plus the ideal bound of each step's sync (experiments/ideal.py)
     bound_to_target_s: float | None = None
     train_s: float = 0.0
     iterations: int = 0
@@ -44,8 +44,22 @@ class RunRecord:
     retransmissions: int = 0
     switch_cpu_s: float = 0.0
     agent_cpu_s: float = 0.0
-    cpu_bound: bool = False
+    cpu_bound: bool = False  # = fidelity == "emulator-bound" (kept for older readers)
     wall_s: float = 0.0
+    # experiments/ideal.py: one synchronization's own traffic, no re-sends, at line rate
+    # plus its sequential latency (per iteration); x_bound = sync per iteration over it
+    ideal_bound_s: float | None = None
+    ideal_busiest_link: str = ""
+    ideal_busiest_link_bytes: int = 0
+    resent_bytes: int = 0  # retransmissions x the scheme's packet (experiments/fidelity.py)
+    x_bound: float | None = None
+    # the training window (experiments/accounting.TrainingWindow) and the verdict
+    window_s: float | None = None
+    window_switch_cpu_s: float | None = None
+    window_busiest_switch_cpu_s: float | None = None  # the busiest switch process's
+    cores: int = 0
+    cpu_share: float | None = None
+    fidelity: str = ""
 
 
 @dataclass

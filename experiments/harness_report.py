@@ -4,6 +4,10 @@ and confidence interval of every figure over the seeds, the table and the plots.
 from __future__ import annotations
 
 import argparse
+import os
+import platform
+import subprocess
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -11,6 +15,7 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
+from controller.p4runtime import REPO_ROOT
 from experiments.harness_records import Plan, RunRecord
 
 
@@ -22,6 +27,7 @@ def summarize(records: list[RunRecord], plan: Plan, reference: str) -> list[dict
     rows = []
     by = {s: [r for r in records if r.scheme == s] for s in plan.schemes}
     ref_tt = {r.seed: r.time_to_target_s for r in by.get(reference, []) if r.time_to_target_s}
+    ref_emulated = any(r.cpu_bound for r in by.get(reference, []))
     for s in plan.schemes:
         rs = by[s]
         tt = {r.seed: r.time_to_target_s for r in rs if r.time_to_target_s}
@@ -39,12 +45,20 @@ def summarize(records: list[RunRecord], plan: Plan, reference: str) -> list[dict
             "final_heldout": iv([r.final_heldout for r in rs]),
             "sync_s_per_iter": iv([r.sync_s_per_iter for r in rs]),
             "compute_s_per_iter": iv([r.compute_s_per_iter for r in rs]),
+            # actual: the bytes that crossed the busiest link (re-sends included) at its rate
             "line_rate_bound_s_per_iter": iv([r.line_rate_bound_s / r.iterations if r.iterations else None
                                               for r in rs]),
+            "ideal_bound_s_per_iter": iv([r.ideal_bound_s for r in rs]),
+            "x_bound": iv([r.x_bound for r in rs]),
+            "resent_bytes": iv([float(r.resent_bytes) for r in rs]),
+            "cpu_share": iv([r.cpu_share for r in rs]),
             "ratio_to_reference": asdict(paired_ratios(tt, ref_tt)) if s != reference else None,
-            "cpu_bound_runs": sum(r.cpu_bound for r in rs),
+            "cpu_bound_runs": sum(r.cpu_bound for r in rs),  # the emulator-bound runs
+            "fidelity": {v: sum(r.fidelity == v for r in rs) for v in sorted({r.fidelity for r in rs})},
             "models_identical": all(r.models_identical for r in rs),
         })
+        # a ratio between runs the emulator paced says nothing about the schemes
+        rows[-1]["verdict"] = not (rows[-1]["cpu_bound_runs"] or ref_emulated)
     return rows
 
 
@@ -66,19 +80,32 @@ def print_table(rows: list[dict[str, Any]], plan: Plan, args: argparse.Namespace
                     f"{len(plan.workers)} workers, {args.bw:g} Mbit/s links, {len(plan.seeds)} seeds "
                     f"(mean ± 95 % CI){dil}")
     for col in ("scheme", "topology", "NIC Mbit/s", "reached", "time to target s", "bound s",
-                f"÷ {args.reference} (paired)",
-                "final test acc", "held-out acc", "sync s/iter", "bound s/iter", "compute s/iter",
-                "cpu-bound runs"):
+                f"÷ {args.reference} (paired)", "final test acc", "held-out acc", "sync s/iter",
+                "ideal bound s/iter", "x bound", "actual bound s/iter", "re-sent MB/run",
+                "compute s/iter", "fidelity"):
         t.add_column(col, justify="left" if col == "scheme" else "right")
     for r in rows:
-        reached = f"{r['reached']}/{r['runs']}" + (" [red](missed)[/red]" if r["missed"] else "")
-        t.add_row(r["scheme"], r["topology"], f"{r['nic_mbit']:g}", reached, fmt_interval(r["time_to_target_s"], ".1f"),
-                  fmt_interval(r["bound_to_target_s"], ".1f"),
-                  fmt_interval(r["ratio_to_reference"], ".2f") if r["ratio_to_reference"] else "1 (reference)",
-                  fmt_interval(r["final_accuracy"], ".3f"), fmt_interval(r["final_heldout"], ".3f"),
-                  fmt_interval(r["sync_s_per_iter"], ".3f"), fmt_interval(r["line_rate_bound_s_per_iter"], ".3f"),
-                  fmt_interval(r["compute_s_per_iter"], ".3f"), str(r["cpu_bound_runs"]))
+        t.add_row(*_cells(r))
     return t
+
+
+def _cells(r: dict[str, Any]) -> list[str]:
+    """One row of the table."""
+    reached = f"{r['reached']}/{r['runs']}" + (" [red](missed)[/red]" if r["missed"] else "")
+    if r["ratio_to_reference"] is None:
+        ratio = "1 (reference)"
+    elif not r.get("verdict", True):
+        ratio = "no verdict (emulator-bound)"
+    else:
+        ratio = fmt_interval(r["ratio_to_reference"], ".2f")
+    fid = ", ".join(f"{n} {v}" for v, n in r.get("fidelity", {}).items()) or "-"
+    return [r["scheme"], r["topology"], f"{r['nic_mbit']:g}", reached,
+            fmt_interval(r["time_to_target_s"], ".1f"), fmt_interval(r["bound_to_target_s"], ".1f"),
+            ratio, fmt_interval(r["final_accuracy"], ".3f"), fmt_interval(r["final_heldout"], ".3f"),
+            fmt_interval(r["sync_s_per_iter"], ".3f"), fmt_interval(r.get("ideal_bound_s_per_iter"), ".3f"),
+            fmt_interval(r.get("x_bound"), ".1f"), fmt_interval(r["line_rate_bound_s_per_iter"], ".3f"),
+            fmt_interval(r.get("resent_bytes"), ".2f", 1e-6), fmt_interval(r["compute_s_per_iter"], ".3f"),
+            fid]
 
 
 def plot(run_dir: Path, records: list[RunRecord], rows: list[dict[str, Any]], plan: Plan,
@@ -136,3 +163,44 @@ def plot(run_dir: Path, records: list[RunRecord], rows: list[dict[str, Any]], pl
     fig.tight_layout()
     fig.savefig(run_dir / "time_to_accuracy.png", dpi=120)
     plt.close(fig)
+
+
+def pick_reference(schemes: list[str], asked: str | None) -> str:
+    """The scheme the ratios are taken against: ``asked`` if it is run (else one clear
+    error), otherwise gloo if run, else ring, else the first scheme."""
+    from experiments.harness_records import HarnessError
+
+    if asked is not None:
+        if asked not in schemes:
+            raise HarnessError(f"--reference {asked}: not among the schemes run ({', '.join(schemes)})")
+        return asked
+    return next((s for s in ("gloo", "ring") if s in schemes), schemes[0])
+
+
+def manifest(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
+    """Where a table came from: commit, target, options, seeds, machine load."""
+    from targets.launch import resolve_target
+
+    def git(*a: str) -> str:
+        try:
+            return subprocess.run(["git", *a], cwd=REPO_ROOT, capture_output=True, text=True,
+                                  timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    target = resolve_target(args.target)
+    version = ""
+    if target == "bmv2":
+        try:
+            version = subprocess.run(["simple_switch_grpc", "--version"], capture_output=True,
+                                     text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            version = "?"
+    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain")),
+            "target": target, "target_version": version or "gradnet embedded",
+            "options": {k: v for k, v in vars(args).items() if k != "func"},
+            "seeds": plan.seeds, "schemes": plan.schemes, "topology": plan.topo.name,
+            "ps": plan.ps, "workers": plan.workers, "lr": plan.lr,
+            "target_accuracy": plan.target_accuracy, "parameters": plan.parameters,
+            "load_at_start": os.getloadavg(), "cpus": os.cpu_count(), "python": platform.python_version(),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S")}

@@ -36,14 +36,18 @@ Per scheme it reports, as mean and 95 % confidence interval over the seeds (Stud
 the time to ``--target-accuracy`` (read off rank 0's evaluations, interpolated), the
 final test and held-out accuracy, the sync and compute time per iteration, and the paired
 per-seed ratio of each scheme's time to the reference's (``--reference``, same seed,
-same data). A run that does not reach the target within ``--max-time`` is reported as
-such. Every run also records the bytes on the busiest link, the bytes that reached the
-PS, retransmissions and the CPU of switches and agents, and is flagged ``cpu-bound`` when
-the emulation and not the links set its pace (``experiments.accounting``).
+same data; by default gloo if run, else ring, else the first scheme). A run that does
+not reach the target within ``--max-time`` is reported as such. Every run also records
+the ideal bound of one synchronization (``experiments.ideal``: its own traffic, no
+re-sends), the bytes that actually crossed the busiest link (re-sends included), the
+re-sent bytes, the bytes that reached the PS and the CPU of switches and agents in the
+training window, and gets a verdict, ``link-bound`` or ``emulator-bound``
+(``experiments.fidelity``); ratios between emulator-bound runs give no verdict.
 
-Plugins: a scheme whose agents train with their own loop (token broadcast, NDN-PS,
+Plugins: a scheme with its own agents (token broadcast, NDN-PS and its IP baselines,
 differentiated transmission) joins through a module ``experiments/train_<scheme>.py``
-(:data:`PLUGINS`) that provides ``P4`` (its programs, for the plan), ``KILL_SUPPORTED``,
+(:data:`PLUGINS`; a module several schemes name gives each its plugin by
+``plugin(scheme)``) that provides ``P4`` (its programs, for the plan), ``KILL_SUPPORTED``,
 ``setting(args, shared) -> Setting`` (its topology with the same training hosts count and
 per-NIC rate as ``shared``; raise :class:`HarnessError` for what it cannot do),
 ``deploy(net, setting, args, plan)`` and ``run(net, args, plan, setting, seed, dir) ->
@@ -66,8 +70,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 from dataclasses import asdict
@@ -78,10 +80,9 @@ from rich.table import Table
 
 from controller import argtypes, registry
 from controller.output import TableConsole
-from controller.p4runtime import REPO_ROOT
 from experiments.harness_records import HarnessError, Plan, RunRecord, Setting
 from experiments.harness_report import fmt_interval as fmt_interval  # the tables of bench/
-from experiments.harness_report import plot, print_table, summarize
+from experiments.harness_report import manifest, pick_reference, plot, print_table, summarize
 from experiments.harness_trainers import run_trainers
 from experiments.runner import log as _log
 from experiments.runner import prepare_hosts
@@ -104,7 +105,6 @@ RAIL_SCHEMES = ("rail_ring", "rail_sharded_ps")
 DEFAULT_SCHEMES = tuple(s for s in ALL_SCHEMES if s not in (*RAIL_SCHEMES, "ndn-ipmc", "ndn-tcp"))
 #: Schemes that sum through hosts.bml.collective with a plan file.
 COLLECTIVE_SCHEMES = ("ring", "bml", *RAIL_SCHEMES)
-CPU_BOUND_RATIO = 2.0  # measured sync time above this multiple of the line-rate bound
 
 # Schemes whose agents train with their own loop plug in as a module of this package (see
 # "Plugins" in the module doc), registered in controller/registry.py; one that is not
@@ -115,7 +115,9 @@ PLUGINS = registry.PLUGINS
 def _plugin(scheme: str) -> Any:
     import importlib
 
-    return importlib.import_module(PLUGINS[scheme])
+    mod = importlib.import_module(PLUGINS[scheme])
+    # a module serving several schemes (``train_ndn``: its IP baselines) picks by name
+    return mod.plugin(scheme) if hasattr(mod, "plugin") else mod
 
 
 def _landed(scheme: str) -> bool:
@@ -147,7 +149,8 @@ def build_parser(add_help: bool = True, prog: str = "python -m experiments --mod
     p.add_argument("--scheme", default=",".join(DEFAULT_SCHEMES),
                    help=f"comma-separated subset of {','.join(ALL_SCHEMES)} (default "
                         f"{','.join(DEFAULT_SCHEMES)}; the harness runs {','.join(HARNESS_SCHEMES)} today)")
-    p.add_argument("--reference", default="gloo", help="the scheme the ratios are taken against (default gloo)")
+    p.add_argument("--reference", default=None,
+                   help="the scheme the ratios are taken against (default: gloo if run, else ring, else the first)")
     p.add_argument("--model", default="digits", help="model: digits (CNN, 3,818 parameters) or mlp (>= 100k)")
     p.add_argument("--data", default="digits", help="data set: digits (bundled with scikit-learn) or synthetic")
     p.add_argument("--epochs", type=argtypes.count, default=4,
@@ -192,8 +195,8 @@ def _check_schemes(args: argparse.Namespace) -> list[str]:
                            f"{', '.join(HARNESS_SCHEMES)} today")
     if len(set(schemes)) != len(schemes):
         raise HarnessError("--scheme: a scheme is named twice")
-    if args.reference not in schemes:
-        raise HarnessError(f"--reference {args.reference}: not among the schemes run ({', '.join(schemes)})")
+    args.reference_picked = args.reference is None
+    args.reference = pick_reference(schemes, args.reference)
     if args.seeds < 1:
         raise HarnessError("--seeds must be at least 1")
     if args.epochs < 1 or args.batch < 1 or args.workers < 1:
@@ -354,37 +357,53 @@ def run_one(net: Any, args: argparse.Namespace, plan: Plan, scheme: str, seed: i
             run_dir: Path, port: int) -> RunRecord:
     """Train once (``scheme``, ``seed``) on the live network; the record of the run, with
     what crossed the links and the CPU it took measured around it."""
-    from experiments.accounting import Snapshot, time_split
+    from experiments.accounting import Snapshot, TrainingWindow, time_split
+    from experiments.fidelity import ideal_for
 
     d = run_dir / f"{scheme}-seed{seed}"
     d.mkdir(parents=True, exist_ok=True)
     setting = plan.settings[scheme]
     before = Snapshot.take(net)
     t0 = time.monotonic()
-    if scheme in PLUGINS:
-        rec = _plugin(scheme).run(net, args, plan, setting, seed, d)
-    else:
-        collective = (collective_plan(setting, scheme, plan.parameters)
-                      if scheme in COLLECTIVE_SCHEMES else None)
-        rec = run_trainers(net, args, plan, scheme, seed, job, d, port, collective)
+    with TrainingWindow(net, d) as window:
+        if scheme in PLUGINS:
+            rec = _plugin(scheme).run(net, args, plan, setting, seed, d)
+        else:
+            collective = (collective_plan(setting, scheme, plan.parameters)
+                          if scheme in COLLECTIVE_SCHEMES else None)
+            rec = run_trainers(net, args, plan, scheme, seed, job, d, port, collective)
     rec.wall_s = time.monotonic() - t0
     split = time_split(setting.topo, before, Snapshot.take(net), {"agents": rec.agent_cpu_s})
-    complete(rec, split.to_dict(), plan, args)
+    ideal = ideal_for(plan, scheme, getattr(args, "budget", 0), job)
+    if ideal.get("error"):
+        _log(f"[yellow]no ideal bound for {scheme}: {ideal['error']}[/yellow]")
+    complete(rec, split.to_dict(), plan, args, window.result(), ideal)
     return rec
 
 
-def complete(rec: RunRecord, split: dict[str, Any], plan: Plan, args: argparse.Namespace) -> None:
-    """Fill what every scheme's record gets the same way: the links' bytes, bound and CPU
-    measured around the run, then what :func:`derive` computes."""
+def complete(rec: RunRecord, split: dict[str, Any], plan: Plan, args: argparse.Namespace,
+             window: dict[str, float] | None = None, ideal: dict[str, Any] | None = None) -> None:
+    """Fill what every scheme's record gets the same way: the links' bytes, the actual
+    bound (measured bytes) and CPU measured around the run, the training window's CPU,
+    the ideal bound of one synchronization, then what :func:`derive` computes."""
     rec.busiest_link, rec.busiest_link_bytes = split["busiest_link"], split["busiest_link_bytes"]
     rec.line_rate_bound_s = split["line_rate_bound_s"]
     rec.switch_cpu_s = split["switch_cpu_s_total"]
+    rec.cores = os.cpu_count() or 1
+    if window is not None:
+        rec.window_s, rec.window_switch_cpu_s = window["window_s"], window["switch_cpu_s"]
+        rec.window_busiest_switch_cpu_s = window.get("busiest_switch_cpu_s")
+    if ideal and not ideal.get("error"):
+        rec.ideal_bound_s = ideal["ideal_bound_s"]
+        rec.ideal_busiest_link = ideal["ideal_busiest_link"]
+        rec.ideal_busiest_link_bytes = ideal["ideal_busiest_link_bytes"]
     derive(rec, plan, args)
 
 
 def derive(rec: RunRecord, plan: Plan, args: argparse.Namespace) -> None:
     """From a record's curve and measurements: final accuracy, time and steps to target,
-    the bound to target, the cpu-bound flag (also for records read back by ``--resume``)."""
+    the bound to target, the fidelity verdict (also for records read back by ``--resume``)."""
+    from experiments.fidelity import judge
     from experiments.stats import time_to_target
 
     rec.time_to_target_s = rec.steps_to_target = rec.bound_to_target_s = None
@@ -396,47 +415,19 @@ def derive(rec: RunRecord, plan: Plan, args: argparse.Namespace) -> None:
             rec.time_to_target_s = tt
             rec.steps_to_target = time_to_target([x["step"] for x in rec.curve], accs,
                                                  plan.target_accuracy)
+    if rec.ideal_bound_s is None and rec.scheme in plan.settings and rec.iterations:
+        from experiments.fidelity import ideal_for  # a record saved before the ideal bound
+
+        rec.ideal_bound_s = ideal_for(plan, rec.scheme, getattr(args, "budget", 0)).get("ideal_bound_s")
     if rec.steps_to_target is not None and rec.iterations:
         rec.bound_to_target_s = rec.steps_to_target * ((rec.compute_s_per_iter or 0.0)
-                                                       + rec.line_rate_bound_s / rec.iterations)
-    sync_total = (rec.sync_s_per_iter or 0.0) * rec.iterations
-    # the links cannot explain a sync far above their bound: the emulator set the pace
-    rec.cpu_bound = bool(sync_total > CPU_BOUND_RATIO * max(rec.line_rate_bound_s, 1e-9)
-                         and (rec.switch_cpu_s + rec.agent_cpu_s) > 0.5 * max(rec.wall_s, 1e-9))
+                                                       + (rec.ideal_bound_s or 0.0))
+    judge(rec)  # re-sent bytes, x bound, the training window's CPU share, the verdict
     if rec.ok and not rec.models_identical:
         rec.ok, rec.error = False, "the ranks' models differ"
 
 
 # ----------------------------------------------------------------------------- main
-
-
-def manifest(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
-    """Where a table came from: commit, target, options, seeds, machine load."""
-    from targets.launch import resolve_target
-
-    def git(*a: str) -> str:
-        try:
-            return subprocess.run(["git", *a], cwd=REPO_ROOT, capture_output=True, text=True,
-                                  timeout=10).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-
-    target = resolve_target(args.target)
-    version = ""
-    if target == "bmv2":
-        try:
-            version = subprocess.run(["simple_switch_grpc", "--version"], capture_output=True,
-                                     text=True, timeout=10).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            version = "?"
-    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain")),
-            "target": target, "target_version": version or "gradnet embedded",
-            "options": {k: v for k, v in vars(args).items() if k != "func"},
-            "seeds": plan.seeds, "schemes": plan.schemes, "topology": plan.topo.name,
-            "ps": plan.ps, "workers": plan.workers, "lr": plan.lr,
-            "target_accuracy": plan.target_accuracy, "parameters": plan.parameters,
-            "load_at_start": os.getloadavg(), "cpus": os.cpu_count(), "python": platform.python_version(),
-            "started": time.strftime("%Y-%m-%d %H:%M:%S")}
 
 
 def p4_of(scheme: str) -> str:
@@ -464,6 +455,9 @@ def print_plan(plan: Plan, args: argparse.Namespace) -> None:
                      if plan.loss else "")
                   + (f"; slow {', '.join(f'{h} x{f:g}' for h, f in plan.slow.items())}" if plan.slow else "")
                   + (f"; DILATED: compute fixed at {args.compute_time:g} s per batch" if args.compute_time else ""))
+    console.print(f"reference: {args.reference}" + (" (picked: gloo if run, else ring, else the first scheme; "
+                                                      "--reference names another)"
+                                                      if getattr(args, "reference_picked", False) else ""))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -562,7 +556,8 @@ def _run_todo(args: argparse.Namespace, plan: Plan, run_dir: Path,
                 tt = f"{rec.time_to_target_s:.1f} s" if rec.time_to_target_s else "not reached"
                 _log(f"[{i}/{len(todo)}] {s}, seed {seed}: "
                      + (f"final accuracy {rec.final_accuracy}, target {tt}, "
-                        f"sync {rec.sync_s_per_iter or 0:.3f} s/iter" if rec.ok else f"[red]failed: {rec.error}[/red]"))
+                        f"sync {rec.sync_s_per_iter or 0:.3f} s/iter, ideal {rec.ideal_bound_s or 0:.3f} "
+                        f"(x {rec.x_bound or 0:.1f}), {rec.fidelity}" if rec.ok else f"[red]failed: {rec.error}[/red]"))
                 (run_dir / "runs" / f"{s}-seed{seed}.json").write_text(json.dumps(asdict(rec), indent=1))
                 records.append(rec)
     return records
@@ -576,9 +571,12 @@ def _report(run_dir: Path, records: list[RunRecord], plan: Plan, args: argparse.
     console.save_to(run_dir)  # the whole table: run_dir/tables.txt, tables.json, CSV
     console.print(table)  # folded into key/value rows where the terminal is narrower
     if any(r["cpu_bound_runs"] for r in rows):
-        console.print("[yellow]cpu-bound runs: the emulation, not the links, set their pace "
-                      f"(sync above {CPU_BOUND_RATIO:g}x its line-rate bound with the CPU busy); "
-                      "read their times as the emulator's[/yellow]")
+        from experiments.fidelity import CPU_SATURATED, X_LINK
+
+        console.print(f"[yellow]emulator-bound runs: above {X_LINK:g}x their ideal bound with "
+                      f"switches and agents using {CPU_SATURATED:.0%} or more of the "
+                      f"{os.cpu_count()} cores in the training window: their times are the "
+                      "emulator's, and their ratios give no verdict[/yellow]")
     summary = {"manifest": json.loads((run_dir / "manifest.json").read_text()),
                "schemes": rows, "runs": [asdict(r) for r in records]}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))

@@ -43,6 +43,7 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,9 @@ from experiments.train import HarnessError, Plan, RunRecord, Setting
 
 P4 = "ndn.p4"
 KILL_SUPPORTED = False
+#: NDN's IP baselines, the same agents and work over another transport: harness scheme ->
+#: (``--transport`` of the agents, P4 programs)
+BASELINES = {"ndn-ipmc": ("ipmc", "forward.p4 + multicast tree"), "ndn-tcp": ("tcp", "forward.p4")}
 #: the PS serves recovery Interests this long after the last version (GPU probe timers are <= 2 s)
 PS_LINGER_S = 3.0
 
@@ -114,7 +118,7 @@ def deploy(net: Any, setting: Setting, args: argparse.Namespace, plan: Plan) -> 
 
 
 def baseline_setting(args: argparse.Namespace, shared: Setting) -> Setting:
-    """The IP baselines (``train_ndn_ipmc``, ``train_ndn_tcp``): the shared topology; the
+    """The IP baselines (:data:`BASELINES`): the shared topology; the
     agents still name their packets as NDN does, so only the name bounds apply."""
     from wire.ndn import NameBoundsError, check_name, name_of
 
@@ -146,6 +150,40 @@ def deploy_baseline(transport: str, net: Any, setting: Setting, plan: Plan) -> N
         rep = deploy_forward(setting.topo, net.grpc_addresses(), loss=plan.loss)
         _log(f"forward.p4 deployed: {rep}")
     prepare_hosts(net, [setting.ps])
+
+
+@dataclass(frozen=True)
+class IpBaseline:
+    """The plugin of one IP baseline (``ndn-ipmc``: UDP, updates once to the multicast
+    tree; ``ndn-tcp``: one TCP connection per GPU): this module's training, another
+    transport, ``forward.p4``. Synchronous only, no ``--kill``."""
+
+    scheme: str
+    transport: str
+    P4: str
+    KILL_SUPPORTED: bool = False
+
+    def setting(self, args: argparse.Namespace, shared: Setting) -> Setting:
+        """The shared topology (name bounds checked)."""
+        return baseline_setting(args, shared)
+
+    def deploy(self, net: Any, setting: Setting, args: argparse.Namespace, plan: Plan) -> None:
+        """``forward.p4`` for this baseline."""
+        deploy_baseline(self.transport, net, setting, plan)
+
+    def run(self, net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: int,
+            d: Path) -> RunRecord:
+        """One synchronous training run."""
+        return run(net, args, plan, setting, seed, d, transport=self.transport, scheme=self.scheme)
+
+
+def plugin(scheme: str) -> Any:
+    """The plugin of harness scheme ``scheme``: this module for ``ndn``, an
+    :class:`IpBaseline` for the names of :data:`BASELINES`."""
+    if scheme == "ndn":
+        return sys.modules[__name__]
+    transport, p4 = BASELINES[scheme]
+    return IpBaseline(scheme, transport, p4)
 
 
 def _nic_rx_bytes(net: Any, host: str, iface: str) -> int:

@@ -20,8 +20,9 @@ sums the gradients over the ranks differs:
 * ``rail_sharded_ps``: BML's other same-NIC-count baseline: k concurrent sharded PSs on
   the same k-rail network, each on 1/k of the gradient (``hosts.bml.collective``).
 
-Every step: gradients of the batch (compute), their sum over the ranks (sync), the SGD
-step ``w <- w - lr * sum / N``. Since every rank applies the same sum, the models stay
+Every step (the one loop of :mod:`hosts.loop`, with this module's :class:`hosts.loop.Sync`
+of the scheme, :data:`BACKENDS`): gradients of the batch (compute), their sum over the
+ranks (sync), the SGD step ``w <- w - lr * sum / N``. Since every rank applies the same sum, the models stay
 identical; each rank reports a hash of its weights at every evaluation so the harness
 checks that. Rank 0 evaluates (test split and the larger held-out set) every
 ``--eval-every`` steps and at each epoch's end; the time it spends evaluating is
@@ -40,34 +41,25 @@ summary line.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import os
-import resource
 import sys
-import time
 from datetime import timedelta
 from typing import Any
 
 import numpy as np
 
+from hosts.loop import LoopConfig, ModelWork, Sync, SyncResult, TrainLoop, weights_hash
 from wire import argtypes
+
+__all__ = ["BACKENDS", "SCHEMES", "CollectiveSum", "GlooSum", "InaSum", "build_parser", "main",
+           "weights_hash"]
 
 SCHEMES = ("gloo", "ina", "ps", "ring", "bml", "rail_ring", "rail_sharded_ps")
 #: The schemes that sum through ``hosts.bml.collective`` and need ``--plan``.
 PLAN_SCHEMES = ("ring", "bml", "rail_ring", "rail_sharded_ps")
 
 
-def _emit(d: dict[str, Any]) -> None:
-    print(json.dumps(d), flush=True)
-
-
-def _cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-class GlooSum:
+class GlooSum(Sync):
     """The sum over the ranks by ``torch.distributed.all_reduce`` (gloo over TCP)."""
 
     def __init__(self, args: argparse.Namespace) -> None:
@@ -78,21 +70,18 @@ class GlooSum:
                                 timeout=timedelta(seconds=args.timeout))
         self.dist = dist
 
-    def __call__(self, flat: np.ndarray) -> np.ndarray:
+    def sync(self, grad: np.ndarray) -> SyncResult:
         import torch
 
-        t = torch.from_numpy(flat)
+        t = torch.from_numpy(grad)
         self.dist.all_reduce(t)
-        return t.numpy()
-
-    def stats(self) -> dict[str, Any]:
-        return {}
+        return SyncResult(sum=t.numpy())
 
     def close(self) -> None:
         self.dist.destroy_process_group()
 
 
-class InaSum:
+class InaSum(Sync):
     """The sum over the ranks through an INA job (``ina``) or its PS-only twin (``ps``)."""
 
     def __init__(self, args: argparse.Namespace) -> None:
@@ -100,8 +89,8 @@ class InaSum:
 
         self.state = InaHookState.from_policy(args.policy, args.rank, max_time=args.timeout)
 
-    def __call__(self, flat: np.ndarray) -> np.ndarray:
-        return self.state.allreduce_sum(flat)
+    def sync(self, grad: np.ndarray) -> SyncResult:
+        return SyncResult(sum=self.state.allreduce_sum(grad))
 
     def stats(self) -> dict[str, Any]:
         s = self.state
@@ -112,7 +101,7 @@ class InaSum:
         self.state.close()
 
 
-class CollectiveSum:
+class CollectiveSum(Sync):
     """The sum over the ranks by ring all-reduce or BML (``hosts.bml.collective``): the
     plan file names the scheme, the servers' addresses and the vector's length."""
 
@@ -121,8 +110,8 @@ class CollectiveSum:
 
         self.coll = Collective.from_plan_file(args.plan, server=args.rank, timeout=args.timeout)
 
-    def __call__(self, flat: np.ndarray) -> np.ndarray:
-        return self.coll.allreduce(flat)
+    def sync(self, grad: np.ndarray) -> SyncResult:
+        return SyncResult(sum=self.coll.allreduce(grad))
 
     def stats(self) -> dict[str, Any]:
         st = self.coll.stats()
@@ -134,14 +123,10 @@ class CollectiveSum:
         self.coll.close()
 
 
-BACKENDS = {"gloo": GlooSum, "ina": InaSum, "ps": InaSum,
-            **{s: CollectiveSum for s in PLAN_SCHEMES}}
-
-
-def weights_hash(model: Any) -> str:
-    """A short hash of the model's parameters (equal models, equal hashes)."""
-    return hashlib.sha256(np.concatenate(
-        [p.detach().numpy().ravel() for p in model.parameters()]).tobytes()).hexdigest()[:16]
+#: scheme -> the Sync class of this module's ranks (the plugged-in schemes' are in
+#: ``hosts.syncs.SYNCS``).
+BACKENDS: dict[str, type[Sync]] = {"gloo": GlooSum, "ina": InaSum, "ps": InaSum,
+                                    **{s: CollectiveSum for s in PLAN_SCHEMES}}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -188,65 +173,15 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)  # many ranks share the machine's cores
     data = tr.load_data(args.data, args.seed)
-    heldout = tr.heldout_set(data, args.seed) if args.rank == 0 else None
-    model = tr.build_model(args.model, args.seed)
-    x, y = tr.worker_shard(data, args.rank, args.world)
     steps = (len(data.y_train) // args.world) // args.batch  # the same count on every rank
     if args.max_steps > 0:
         steps = min(steps, args.max_steps)
-    like = tr.parameter_arrays(model)
-    backend = BACKENDS[args.scheme](args)
-    cpu0 = _cpu_s()
-    t_start = time.monotonic()
-    eval_s = compute_s = sync_s = 0.0
-    done_steps = 0
-
-    def evaluate(epoch: int, step: int) -> None:
-        nonlocal eval_s
-        t0 = time.monotonic()
-        rec: dict[str, Any] = {"rank": args.rank, "epoch": epoch, "step": step,
-                               "t": round(t0 - t_start - eval_s, 4), "weights": weights_hash(model),
-                               "compute_s": round(compute_s, 4), "sync_s": round(sync_s, 4)}
-        if args.rank == 0:
-            accs = tr.evaluate_sets(model, data, heldout)
-            rec.update(accuracy=round(accs["test"], 4), heldout=round(accs["heldout"], 4))
-        eval_s += time.monotonic() - t0
-        _emit(rec)
-
-    evaluate(0, 0)
-    try:
-        for epoch in range(args.epochs):
-            for xb, yb in tr.batches(x, y, args.batch, epoch, args.seed)[:steps]:
-                t0 = time.monotonic()
-                flat = tr.flatten(tr.compute_gradients(model, xb, yb))
-                spent = time.monotonic() - t0
-                # a slow rank takes F times as long, measured or fixed (dilated) compute alike
-                want = (args.compute_time or spent) * args.slow
-                if want > spent:
-                    time.sleep(want - spent)
-                t1 = time.monotonic()
-                compute_s += t1 - t0
-                total = backend(flat)
-                sync_s += time.monotonic() - t1
-                tr.apply_gradients(model, tr.unflatten(total, like), args.lr, scale=1.0 / args.world)
-                done_steps += 1
-                if args.eval_every and done_steps % args.eval_every == 0:
-                    evaluate(epoch + 1, done_steps)
-            if not (args.eval_every and done_steps % args.eval_every == 0):
-                evaluate(epoch + 1, done_steps)
-    except Exception as e:  # a lost peer or a timeout: report what we had
-        _emit({"rank": args.rank, "error": f"{type(e).__name__}: {e}"})
-        backend_stats = backend.stats()
-        backend.close()
-        _emit({"rank": args.rank, "done": False, "steps": done_steps, **backend_stats})
-        return 1
-    _emit({"rank": args.rank, "done": True, "steps": done_steps,
-           "steps_per_epoch": steps, "t": round(time.monotonic() - t_start - eval_s, 4),
-           "eval_s": round(eval_s, 4), "compute_s": round(compute_s, 4), "sync_s": round(sync_s, 4),
-           "cpu_s": round(_cpu_s() - cpu0, 3), "weights": weights_hash(model),
-           "parameters": int(sum(p.numel() for p in model.parameters())), **backend.stats()})
-    backend.close()
-    return 0
+    work = ModelWork(tr.build_model(args.model, args.seed), data,
+                     tr.worker_shard(data, args.rank, args.world), args.batch, args.seed,
+                     heldout=tr.heldout_set(data, args.seed) if args.rank == 0 else None)
+    cfg = LoopConfig(args.rank, args.world, args.epochs, steps, args.lr, args.eval_every,
+                     args.slow, args.compute_time)
+    return TrainLoop(cfg, work, BACKENDS[args.scheme](args)).run()
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ def _args(*extra: str):
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--scheme", "gloo,nope"], "unknown nope"),
-    (["--scheme", "ina,ps"], "--reference gloo: not among"),
+    (["--scheme", "ina,ps", "--reference", "gloo"], "--reference gloo: not among"),
     (["--scheme", "gloo,gloo"], "named twice"),
     (["--kill", "h2@3"], "--kill: not supported"),
     (["--slow", "h9=2"], "h9 is not a training host"),
@@ -200,6 +200,16 @@ def test_two_schemes_two_seeds_end_to_end(tmp_path):
         assert r["final_accuracy"] > 0.2  # chance is 0.1 on ten classes
         assert r["iterations"] == 24
         assert r["busiest_link_bytes"] > 0
+        # the ideal bound of one synchronization (experiments/ideal.py), re-sends apart
+        assert r["ideal_bound_s"] > 0 and r["ideal_busiest_link"] != "-"
+        assert r["x_bound"] == pytest.approx(r["sync_s_per_iter"] / r["ideal_bound_s"], rel=1e-2)
+        assert r["resent_bytes"] == r["retransmissions"] * (350 if r["scheme"] == "ina" else 1514)
+        # 24 synchronizations moved at least about 24 ideal ones over the busiest link
+        assert r["busiest_link_bytes"] >= 0.8 * 24 * r["ideal_busiest_link_bytes"]
+        # the verdict, from the training window's CPU only
+        assert r["fidelity"] in ("link-bound", "emulator-bound")
+        assert 0 < r["window_s"] < r["wall_s"] and r["cores"] >= 1
+        assert 0 <= r["window_switch_cpu_s"] <= r["switch_cpu_s"] + 0.05
     # the same seed gives the same initial model and batches: the first evaluation agrees
     for k in (0, 1):
         firsts = {r["curve"][0]["accuracy"] for r in runs if r["seed"] == k}
@@ -214,6 +224,8 @@ def test_two_schemes_two_seeds_end_to_end(tmp_path):
                             abs_tol=1e-12)
     ina = next(r for r in summary["schemes"] if r["scheme"] == "ina")
     assert ina["ratio_to_reference"] is not None or ina["reached"] < 2
+    assert ina["ideal_bound_s_per_iter"]["n"] == 2 and sum(ina["fidelity"].values()) == 2
+    assert ina["verdict"] == (not any(r["cpu_bound"] for r in runs))
 
 
 def test_gradctl_train_is_registered():

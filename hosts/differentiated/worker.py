@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from hosts.differentiated.channel import recv_msg, set_dscp
+from hosts.loop import LoopConfig, ModelWork, Sync, SyncResult, TrainLoop
 from hosts.net import set_buffers
 from wire import argtypes
 from wire.differentiated import (
@@ -208,9 +209,10 @@ def _check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         p.error("--share must be in [0, 1] (0: the fixed quantile), and not with --importance random")
 
 
-class DiffWorker:
-    """One worker rank: compute (or take the fixed) gradient, classify its blocks, send
-    them on the reliable and unreliable channels, apply the PS's parameters."""
+class DiffWorker(Sync):
+    """One worker rank, as a :class:`hosts.loop.Sync` of the one training loop: classify
+    the gradient's blocks, send them on the reliable and unreliable channels, answer with
+    the PS's parameters (and its stop flag); the loop computes, evaluates and applies."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -219,32 +221,36 @@ class DiffWorker:
         self.sent_datagrams = [0] * (args.levels + 1)
         self.sent_blocks = [0] * (args.levels + 1)
         self.tcp_bytes = self.udp_bytes = 0
-        self.sync: list[float] = []
-        self.eval_s = self.compute_s = self.sync_s = 0.0
-        self.batches = None
+        self.sync_times: list[float] = []
+        self.it = 0
 
     def load(self) -> None:
         """The model and data (or the fixed tensors), the block layout and the classifiers."""
+        from hosts import training
+
         args = self.args
         if args.gradient:
             self.fixed = load_tensors(args.gradient)
-            shapes = [a.shape for a in self.fixed]
+            self.like = self.fixed
             self.total = args.iterations
             self.steps = self.total
+            self.work = ModelWork(fixed=training.flatten(self.fixed))
         else:
             import torch
-
-            from hosts import training
 
             torch.set_num_threads(1)
             self.model, self.data = load_training(args)
             self.shard = training.worker_shard(self.data, args.rank, args.world)
-            shapes = [a.shape for a in training.parameter_arrays(self.model)]
+            self.like = training.parameter_arrays(self.model)
             self.steps = training_steps(args, len(self.data.y_train))
             self.total = self.steps * args.epochs
             if args.eval_every is not None and args.rank == 0:
                 self.heldout = training.heldout_set(self.data, args.seed)
         self.batch_seed = args.seed * 1000 + args.rank if args.batch_seed is None else args.batch_seed
+        if self.model is not None:
+            self.work = ModelWork(self.model, self.data, self.shard, args.batch, self.batch_seed,
+                                  heldout=self.heldout)
+        shapes = [a.shape for a in self.like]
         self.layout = BlockLayout(shapes, args.block_size)
         self.contrib = Contribution(len(self.layout), args.alpha)
         self.pick_rng = np.random.default_rng([args.seed, args.rank, 0xD1FF])
@@ -269,69 +275,26 @@ class DiffWorker:
             self.udps[level] = s
         return self.udps[level]
 
-    def evaluate(self, epoch: int, step: int) -> None:
-        """One record of hosts.trainer's format (rank 0: accuracies; every rank: hash)."""
-        from hosts import training
-        from hosts.trainer import weights_hash
-
-        t0 = time.monotonic()
-        rec: dict[str, Any] = {"rank": self.args.rank, "epoch": epoch, "step": step,
-                               "t": round(t0 - self.t_start - self.eval_s, 4),
-                               "weights": weights_hash(self.model),
-                               "compute_s": round(self.compute_s, 4), "sync_s": round(self.sync_s, 4)}
-        if self.heldout is not None:
-            accs = training.evaluate_sets(self.model, self.data, self.heldout)
-            rec.update(accuracy=round(accs["test"], 4), heldout=round(accs["heldout"], 4))
-        self.eval_s += time.monotonic() - t0
-        print(json.dumps(rec), flush=True)
-
     def run(self) -> int:
-        """Load, connect, run every iteration, say BYE; 0, 1 when the PS went away."""
+        """Load, then the one loop (connect, every iteration, BYE); 0, 1 when the PS went away."""
         args = self.args
         self.load()
+        eval_every = args.eval_every if self.model is not None else None
+        cfg = LoopConfig(args.rank, args.world, 1 if args.gradient else args.epochs, self.steps,
+                         args.lr, eval_every, args.slow, args.compute_time)
+        return TrainLoop(cfg, self.work, self).run()
+
+    # ------------------------------------------------------------------ the loop's hooks
+    def start(self, loop: TrainLoop) -> None:
+        """Connect (HELLO), then the training clock starts."""
         self.connect()
-        deadline = time.monotonic() + args.max_time
+        self.retrans0 = tcp_retransmissions()
         self.t_start = time.monotonic()
-        self.cpu0, self.retrans0 = cpu_seconds(), tcp_retransmissions()
-        records = self.model is not None and args.eval_every is not None
-        if records:
-            self.evaluate(0, 0)
-        it = 0
-        while it < self.total and time.monotonic() < deadline:
-            stop = self.iteration(it)
-            if stop is None:
-                print(json.dumps({"error": f"PS closed the connection at iteration {it}"}), flush=True)
-                return 1
-            it += 1
-            # as hosts.trainer: every --eval-every steps, and at an epoch's end unless just done
-            if records and ((args.eval_every and it % args.eval_every == 0) or it % self.steps == 0):
-                self.evaluate((it - 1) // self.steps + 1, it)
-            if stop:
-                break
-        self.finish(it)
-        return 0
+        self.deadline = self.t_start + self.args.max_time
 
-    def compute(self, it: int) -> tuple[list[np.ndarray], float]:
-        """Iteration ``it``'s gradient (slowed down or fixed in time as asked), and the
-        time its synchronization begins."""
-        args = self.args
-        t_compute = time.monotonic()
-        if self.model is not None:
-            from hosts import training
-
-            epoch, step = divmod(it, self.steps)
-            if step == 0:
-                self.batches = training.batches(*self.shard, args.batch, epoch, seed=self.batch_seed)
-            grads = training.compute_gradients(self.model, *self.batches[step])
-        else:
-            grads = self.fixed
-        spent = time.monotonic() - t_compute
-        want = (args.compute_time or spent) * args.slow  # a slow rank: F times, fixed or measured
-        if want > spent:
-            time.sleep(want - spent)
-        t_sync = time.monotonic()
-        self.compute_s += t_sync - t_compute
-        return grads, t_sync
+    def should_stop(self, loop: TrainLoop) -> bool:
+        """``--max-time`` is over."""
+        return time.monotonic() >= self.deadline
 
     def levels(self, c: np.ndarray) -> np.ndarray:
         """Each block's level (0: important) by the mode and the contributions ``c``."""
@@ -345,26 +308,22 @@ class DiffWorker:
         return classify(c, args.quantile, args.levels,
                         cut=share_threshold(c, args.share) if args.share else None)
 
-    def iteration(self, it: int) -> int | None:
-        """Compute, classify, send, receive the parameters: the PS's stop flag, or None
+    def sync(self, grad: np.ndarray) -> SyncResult:
+        """Classify, send, receive the parameters and the PS's stop flag; ConnectionError
         when the PS closed the connection."""
-        grads, t_sync = self.compute(it)
-        blocks = self.layout.split(grads)
+        from hosts import training
+
+        blocks = self.layout.split(training.unflatten(grad, self.like))
         levels = self.levels(self.contrib.update(blocks))
         t0 = time.monotonic()
-        self.send(it, blocks, levels)
+        self.send(self.it, blocks, levels)
         msg = recv_msg(self.f)
         if msg is None or msg[0] != Kind.PARAMS:
-            return None
+            raise ConnectionError(f"PS closed the connection at iteration {self.it}")
         _p_it, stop, values = parse_params(msg[1])
-        now = time.monotonic()
-        self.sync.append(now - t0)
-        self.sync_s += now - t_sync
-        if self.model is not None:
-            from hosts import training
-
-            training.set_parameters(self.model, training.unflatten(values, training.parameter_arrays(self.model)))
-        return stop
+        self.sync_times.append(time.monotonic() - t0)
+        self.it += 1
+        return SyncResult(params=values, stop=bool(stop))
 
     def send(self, it: int, blocks: list[np.ndarray], levels: np.ndarray) -> None:
         """The manifest and the important blocks over TCP, the others as datagrams."""
@@ -412,30 +371,22 @@ class DiffWorker:
                 except OSError:
                     pass  # a full host queue is one more loss of the unreliable channel
 
-    def finish(self, it: int) -> None:
-        """The summary: sent to the PS with BYE, then printed."""
-        args, sync, t_start = self.args, self.sync, self.t_start
-        summary = {
-            "rank": args.rank, "mode": args.mode, "iterations": it, "seconds": time.monotonic() - t_start,
+    def stats(self) -> dict[str, Any]:
+        """The worker's own summary fields (besides the loop's)."""
+        sync = self.sync_times
+        return {
+            "mode": self.args.mode, "iterations": self.it, "seconds": time.monotonic() - self.t_start,
             "sync_mean_s": float(np.mean(sync)) if sync else None,
             "sync_median_s": float(np.median(sync)) if sync else None,
             "sent_blocks": self.sent_blocks, "sent_datagrams": self.sent_datagrams,
             "tcp_bytes": self.tcp_bytes, "udp_bytes": self.udp_bytes,
-            # the harness's fields (hosts.trainer's summary): training time without evaluation
-            "done": it >= self.total, "steps": it, "steps_per_epoch": self.steps,
-            "t": round(time.monotonic() - t_start - self.eval_s, 4), "eval_s": round(self.eval_s, 4),
-            "compute_s": round(self.compute_s, 4), "sync_s": round(self.sync_s, 4),
-            "cpu_s": round(cpu_seconds() - self.cpu0, 3),
             "retransmissions": tcp_retransmissions() - self.retrans0,
         }
-        if self.model is not None:
-            from hosts.trainer import weights_hash
 
-            summary.update(weights=weights_hash(self.model),
-                           parameters=int(sum(p.numel() for p in self.model.parameters())))
-        with_bye = json.dumps(summary).encode()
+    def finish(self, summary: dict[str, Any]) -> None:
+        """The summary goes to the PS with BYE (the loop prints it next)."""
         try:
-            self.tcp.sendall(frame(Kind.BYE, with_bye))
+            self.tcp.sendall(frame(Kind.BYE, json.dumps(summary).encode()))
             self.tcp.shutdown(socket.SHUT_WR)
             # wait for the PS to close: its last message may still be on the way
             self.tcp.settimeout(10)
@@ -443,7 +394,6 @@ class DiffWorker:
                 pass
         except OSError:
             pass
-        print(json.dumps(summary), flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

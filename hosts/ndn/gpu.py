@@ -26,13 +26,14 @@ parameters, the GPU and the step) after ``--compute-time`` seconds, or with
 one JSON line.
 
 ``--train-model NAME`` (synchronous only) trains the time-to-accuracy harness's work
-(:class:`hosts.ndn.harness.HarnessWork`, ``experiments/train_ndn.py``) as rank
-``--gpu-index`` of ``--world`` of ``hosts/trainer.py`` would: the model's gradient of
-round r's batch of its shard, computed at once (real time, ``--slow F`` times longer, or
-``--compute-time S`` fixed, the rest slept while the loop still serves packets); the
-first computation starts when the PS first asks for gradient 0 (the training's start).
-It prints a JSON line with its weights' hash at the PS's evaluation points (version 0,
-every ``--eval-every`` and every ``--steps-per-epoch``) before the summary.
+(``experiments/train_ndn.py``) as rank ``--gpu-index`` of ``--world``: the one training
+loop of every scheme (:mod:`hosts.loop`) with this agent as its Sync (:class:`NdnSync`):
+the model's gradient of round r's batch of its shard (real time, ``--slow F`` times
+longer, or ``--compute-time S`` fixed, the rest spent serving packets), the PS's new
+parameters back by distribution; the first computation starts when the PS first asks for
+gradient 0 (the training's start). It prints a JSON line with its weights' hash at the
+PS's evaluation points (version 0, every ``--eval-every`` and every
+``--steps-per-epoch``) before the summary.
 """
 
 from __future__ import annotations
@@ -47,12 +48,11 @@ from typing import Any
 import numpy as np
 from ndn.encoding import Component
 
+from hosts.loop import LoopConfig, ModelWork, Sync, SyncResult, TrainLoop
 from hosts.ndn.faces import TRANSPORTS, TcpFace, make_face
 from hosts.ndn.harness import (
     DigitsTrainer,
-    HarnessWork,
     add_harness_args,
-    cpu_seconds,
     synthetic_gradient,
 )
 from hosts.ndn.requester import Requester
@@ -85,20 +85,10 @@ class Gpu:
                                  group=args.group)
         self.req = Requester(self.face, timeout=args.timeout)
         self.me, self.ps, self.train = args.me, args.ps, args.train
-        self.work: HarnessWork | None = None
-        if args.train_model:      # loaded now: the PS's training clock has not started
-            if args.mode != "sync":
-                raise ValueError("--train-model trains synchronously (--mode sync)")
-            if args.slow < 1.0 or args.compute_time < 0:
-                raise ValueError("--slow must be >= 1 and --compute-time >= 0")
-            self.work = HarnessWork(args.train_model, args.data, args.seed, args.batch,
-                                       args.steps_per_epoch, args.eval_every, args.gpu_index, args.world)
-            args.values = self.work.values
-        self.go = False                # --train-model: the PS has asked for gradient 0
+        # --train-model: the one training loop (NdnSync) computes and hands each gradient in
+        self.driven = bool(args.train_model)
+        self.go = False                # driven: the PS has asked for gradient 0
         self.pending: np.ndarray | None = None
-        self.compute_t0 = 0.0
-        self.compute_s = 0.0
-        self.cpu0: float | None = None
         self.nseg = n_segments(args.values)
         self.state = "idle"        # idle -> init -> subscribe -> train -> done | declined
         self.params: np.ndarray | None = None
@@ -134,11 +124,16 @@ class Gpu:
 
     # ------------------------------------------------------------------ loop
     def run(self) -> dict[str, Any]:
-        deadline = time.monotonic() + self.a.max_time
-        while time.monotonic() < deadline and self.state != "done":
+        """The agent's own loop until done (declined: after ``--linger``); the summary."""
+        self.pump(lambda: self.state == "done", time.monotonic() + self.a.max_time)
+        self.end()
+        return self.summary()
+
+    def pump(self, until: Any, deadline: float) -> bool:
+        """Serve packets and timers until ``until()`` or ``deadline``; whether ``until()``
+        (False also when a declined GPU has lingered long enough)."""
+        while time.monotonic() < deadline and not until():
             wait = min(self.req.tick(), 0.02)
-            if self.work is not None and self.compute_until is not None:   # finish on time
-                wait = min(wait, max(0.0, self.compute_until - time.monotonic()))
             for p in self.face.recv(wait):
                 self.handle(p)
             now = time.monotonic()
@@ -149,14 +144,17 @@ class Gpu:
             if self.next_refresh is not None and now >= self.next_refresh and self.state == "train":
                 self.refresh()
             if self.state == "declined" and self.declined_at and now - self.declined_at > self.a.linger:
-                break
+                return False
+        return until()
+
+    def end(self) -> None:
+        """Unsubscribe, and hand what a TCP face still queues to the kernel."""
         if self.subscribe_s is not None:
             # the subscription ends now, not when its soft state expires in the switches
             self.face.send(interest_packet(self.n(UNSUBSCRIBE_MARKER, self.ps, self.train, self.me)),
                            kind="unsubscribe")
         if isinstance(self.face, TcpFace):
             self.face.close()              # hand what is queued to the kernel first
-        return self.summary()
 
     def refresh(self) -> None:
         """Soft state: re-send the subscribe Interest (fresh nonce), which renews this
@@ -193,7 +191,7 @@ class Gpu:
                     self.answer(k, seg, name, p.source)
                 elif k >= self.step - 1:
                     self.held[(k, seg)] = p.source
-                    if self.work is not None and k == 0 and self.state == "train" and not self.go:
+                    if self.driven and k == 0 and self.state == "train" and not self.go:
                         self.go = True             # the training starts: gradient 0
                         self.begin_compute()
             return
@@ -215,7 +213,6 @@ class Gpu:
                 self.init_parts[seg_of(name)] = p.content
                 if len(self.init_parts) == self.nseg and self.state == "init":
                     self.params = join_segments(self.init_parts, self.a.values)
-                    self.report_weights(0)
                     self.state = "subscribe"                                # step 4.1
                     self.subscribe_t0 = time.monotonic()
                     self.req.express(self.n(b"*insert*", self.ps, self.train, self.me), "insert")
@@ -225,24 +222,13 @@ class Gpu:
     # ------------------------------------------------------------------ training
     def start_training(self) -> None:
         self.state = "train"
-        if self.work is None:
+        if not self.driven:
             self.begin_compute()
-            return
-        self.cpu0 = cpu_seconds()
-        if any(k == 0 for k, _ in self.held):      # the PS asked before the ack came
+        elif any(k == 0 for k, _ in self.held):      # the PS asked before the ack came
             self.go = True
-            self.begin_compute()
 
     def begin_compute(self) -> None:
-        if self.work is not None:
-            # hosts/trainer.py's compute: the gradient now, then --slow or --compute-time
-            assert self.params is not None
-            t0 = time.monotonic()
-            self.pending = self.work.gradient(self.params, self.step)
-            spent = time.monotonic() - t0
-            ct = self.a.compute_time
-            self.compute_t0 = t0
-            self.compute_until = t0 + max(spent, (ct if ct > 0 else spent) * self.a.slow)
+        if self.driven:      # the loop computes the gradient and hands it in (NdnSync.sync)
             return
         self.compute_until = time.monotonic() + self.a.compute_time
 
@@ -251,10 +237,9 @@ class Gpu:
         self.compute_until = None
         assert self.params is not None
         k = self.step
-        if self.work is not None:
+        if self.driven:
             assert self.pending is not None
             g, self.pending = self.pending, None
-            self.compute_s += time.monotonic() - self.compute_t0
         elif self.trainer is not None:
             g = self.trainer.gradient(self.params, k)
         elif self.a.gradient_dir:  # a given gradient (experiments.compare)
@@ -320,8 +305,6 @@ class Gpu:
                 self.req.satisfied(self.n(self.ps, self.train, f"v={x}", f"seg={seg_}"))
         if v not in self.recovered:
             self.via_distribute += 1
-        if self.work is not None and self.a.mode == "sync" and self.work.is_eval_point(v):
-            self.report_weights(v)
         if self.a.mode == "sync":
             sent = self.sent_at.get(v - 1)
             if sent is not None and v not in self.recovered:
@@ -357,15 +340,6 @@ class Gpu:
                 self.req.express(self.n(self.ps, self.train, f"v={v}", f"seg={seg}"), "probe")
 
     # ------------------------------------------------------------------ report
-    def report_weights(self, version: int) -> None:
-        """``--train-model``: the hash of the parameters of ``version`` at the PS's
-        evaluation points (the harness checks every GPU's against the PS's)."""
-        if self.work is None or self.params is None or not self.work.is_eval_point(version):
-            return
-        self.work.load(self.params)
-        print(json.dumps({"role": "gpu", "rank": self.a.gpu_index, "epoch": self.work.epoch_of(version),
-                          "step": version, "weights": self.work.weights()}), flush=True)
-
     def summary(self) -> dict[str, Any]:
         if self.a.out and self.params is not None:
             out = Path(self.a.out)
@@ -373,15 +347,7 @@ class Gpu:
             np.save(out, self.params)
             np.save(out.with_name(out.stem + "-sent-sum.npy"), self.sent_sum)
         st = self.face.stats
-        extra: dict[str, Any] = {}
-        if self.work is not None:
-            extra = {"compute_s": round(self.compute_s, 4),
-                     "cpu_s": round(cpu_seconds() - self.cpu0, 3) if self.cpu0 is not None else 0.0}
-            if self.params is not None:
-                self.work.load(self.params)
-                extra["weights"] = self.work.weights()
         return {
-            **extra,
             "role": "gpu", "me": self.me, "state": self.state, "version": self.version,
             "accepted": self.state not in ("idle", "declined"),
             "gradients_sent": self.gradients_sent,
@@ -394,6 +360,80 @@ class Gpu:
             "retransmissions": self.req.retransmissions,
             "tx_bytes": st.tx_bytes, "rx_bytes": st.rx_bytes,
         }
+
+
+class NdnSync(Sync):
+    """``--train-model``: the GPU as a :class:`hosts.loop.Sync` of the one training loop.
+    The loop computes each gradient (its dilated compute spent serving packets,
+    :meth:`idle`); :meth:`sync` hands it to the agent, which answers the PS's collection
+    Interests, and returns the PS's next parameters as they arrive by distribution (or by
+    probe): a :class:`hosts.loop.SyncResult` with ``params``. The PS evaluates; this rank's
+    records are its weights' hash at the PS's evaluation points."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from hosts import training as tr
+
+        if args.mode != "sync":
+            raise ValueError("--train-model trains synchronously (--mode sync)")
+        if args.slow < 1.0 or args.compute_time < 0:
+            raise ValueError("--slow must be >= 1 and --compute-time >= 0")
+        if args.batch < 1 or args.steps_per_epoch < 1 or args.eval_every < 0:
+            raise ValueError("--batch and --steps-per-epoch must be >= 1, --eval-every >= 0")
+        import torch
+
+        torch.set_num_threads(1)   # many agents share few cores
+        data = tr.load_data(args.data, args.seed)   # loaded now: the PS's clock has not started
+        shard = tr.worker_shard(data, args.gpu_index, args.world)
+        if len(shard[1]) // args.batch < args.steps_per_epoch:
+            raise ValueError(f"rank {args.gpu_index}'s shard has {len(shard[1]) // args.batch} full "
+                             f"batches of {args.batch}, fewer than --steps-per-epoch {args.steps_per_epoch}")
+        self.work = ModelWork(tr.build_model(args.train_model, args.seed), data, shard, args.batch, args.seed)
+        args.values = self.work.parameters()
+        self.cfg = LoopConfig(args.gpu_index, args.world, -(-args.rounds // args.steps_per_epoch),
+                              args.steps_per_epoch, 0.0, args.eval_every, args.slow, args.compute_time,
+                              evaluate_accuracy=False)
+        self.gpu = Gpu(args)
+        self.deadline = 0.0
+
+    def run(self) -> int:
+        """The one loop over this GPU; its exit status."""
+        return TrainLoop(self.cfg, self.work, self).run()
+
+    def start(self, loop: TrainLoop) -> None:
+        """Accept, fetch the initial parameters, subscribe, wait for the PS's first ask."""
+        g = self.gpu
+        self.deadline = time.monotonic() + g.a.max_time
+        if not g.pump(lambda: g.go, self.deadline):
+            raise TimeoutError(f"no training started (state {g.state})")
+        assert g.params is not None
+        loop.work.apply(SyncResult(params=g.params), 0.0, 1)
+
+    def idle(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        self.gpu.pump(lambda: time.monotonic() >= end, end)
+
+    def sync(self, grad: np.ndarray) -> SyncResult:
+        g = self.gpu
+        k = g.step
+        g.pending = grad
+        g.finish_compute()
+        if not g.pump(lambda: g.version > k or g.state == "done", self.deadline):
+            raise TimeoutError(f"version {k + 1} did not arrive (--max-time)")
+        assert g.params is not None
+        return SyncResult(params=g.params)
+
+    def should_stop(self, loop: TrainLoop) -> bool:
+        return self.gpu.state == "done" or self.gpu.version >= self.gpu.final
+
+    def record(self, rec: dict[str, Any]) -> dict[str, Any] | None:
+        return {"role": "gpu", "rank": rec["rank"], "epoch": rec["epoch"], "step": rec["step"],
+                "weights": rec["weights"]}
+
+    def stats(self) -> dict[str, Any]:
+        return self.gpu.summary()
+
+    def close(self) -> None:
+        self.gpu.end()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -447,10 +487,15 @@ def main(argv: list[str] | None = None) -> int:
     """Run the GPU; prints its JSON summary."""
     args = build_parser().parse_args(argv)
     try:
-        gpu = Gpu(args)
+        if args.train_model:
+            driven = NdnSync(args)
+        else:
+            gpu = Gpu(args)
     except (NameBoundsError, OSError, ValueError) as e:
         print(f"ndn_gpu: error: {e}", file=sys.stderr)
         return 2
+    if args.train_model:
+        return driven.run()
     summary = gpu.run()
     print(json.dumps(summary))
     return 0 if gpu.state in ("done", "declined") else 1

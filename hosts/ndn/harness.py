@@ -1,7 +1,8 @@
 """What the NDN agents train: a synthetic model (deterministic gradients, plain SGD), the
 digits CNN (:class:`DigitsTrainer`), or the time-to-accuracy harness's work
-(:class:`HarnessWork`, ``experiments/train.py``, ``hosts/trainer.py``) for the agents'
-``--train-model`` option; and the CPU time they report."""
+(:class:`HarnessWork`, ``experiments/train.py``: the PS's side of the agents'
+``--train-model`` option; the GPUs run the one loop of :mod:`hosts.loop`); and the CPU
+time they report."""
 
 from __future__ import annotations
 
@@ -182,8 +183,8 @@ class HarnessWork:
         return self.params()
 
     def weights(self) -> str:
-        """``hosts.trainer.weights_hash`` of the model (equal models, equal hashes)."""
-        from hosts.trainer import weights_hash
+        """``hosts.loop.weights_hash`` of the model (equal models, equal hashes)."""
+        from hosts.loop import weights_hash
 
         return weights_hash(self.model)
 

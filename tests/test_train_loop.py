@@ -1,0 +1,126 @@
+"""The one training loop (hosts/loop.py): every harness scheme's rank goes through it with
+its own Sync, a Sync may answer with the sum or with the new parameters, and the hooks."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+
+from controller import registry
+from hosts.loop import (
+    OWN_LOOP,
+    SYNCS,
+    LoopConfig,
+    ModelWork,
+    Sync,
+    SyncResult,
+    TrainLoop,
+    sync_class,
+)
+
+
+def test_every_harness_scheme_gives_the_loop_a_sync() -> None:
+    assert set(SYNCS) | set(OWN_LOOP) == set(registry.SCHEMES)
+    assert not set(SYNCS) & set(OWN_LOOP)
+    for scheme in SYNCS:
+        assert issubclass(sync_class(scheme), Sync), scheme
+
+
+def test_the_trainers_schemes_are_the_tables() -> None:
+    from hosts.trainer import BACKENDS
+
+    builtin = {s for s, m in registry.SCHEMES.items() if m is None}
+    assert set(BACKENDS) == builtin
+    for scheme, cls in BACKENDS.items():
+        assert sync_class(scheme) is cls
+
+
+def _work(seed: int = 0) -> ModelWork:
+    from hosts import training as tr
+
+    data = tr.load_data("synthetic", seed)
+    return ModelWork(tr.build_model("digits", seed), data, tr.worker_shard(data, 0, 1), 16, seed,
+                     heldout=tr.heldout_set(data, seed))
+
+
+class _Sum(Sync):
+    def sync(self, grad: np.ndarray) -> SyncResult:
+        return SyncResult(sum=grad.copy())
+
+
+class _Ps(Sync):
+    """A parameter server in process: it applies the update and answers with parameters."""
+
+    def __init__(self, lr: float) -> None:
+        self.work, self.lr = _work(), lr
+
+    def sync(self, grad: np.ndarray) -> SyncResult:
+        from hosts import training as tr
+
+        self.work.apply(SyncResult(sum=grad), self.lr, 1)
+        return SyncResult(params=tr.flatten(tr.parameter_arrays(self.work.model)))
+
+    def stats(self) -> dict[str, Any]:
+        return {"version": 1}
+
+
+def _lines(out: str) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+
+
+def test_a_sum_and_the_parameters_train_the_same_model(capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = LoopConfig(rank=0, world=1, epochs=2, steps=3, lr=0.5, eval_every=2)
+    assert TrainLoop(cfg, _work(), _Sum()).run() == 0
+    by_sum = _lines(capsys.readouterr().out)
+    assert TrainLoop(cfg, _work(), _Ps(cfg.lr)).run() == 0
+    by_params = _lines(capsys.readouterr().out)
+    # evaluations at step 0, every 2 steps and each epoch's end (3, 6), once each
+    assert [r["step"] for r in by_sum[:-1]] == [0, 2, 3, 4, 6]
+    assert [r["epoch"] for r in by_sum[:-1]] == [0, 1, 1, 2, 2]
+    assert [(r["step"], r["weights"], r["accuracy"]) for r in by_sum[:-1]] == \
+        [(r["step"], r["weights"], r["accuracy"]) for r in by_params[:-1]]
+    s, p = by_sum[-1], by_params[-1]
+    assert s["done"] and s["steps"] == 6 and s["steps_per_epoch"] == 3 and s["weights"] == p["weights"]
+    assert p["version"] == 1 and {"t", "eval_s", "compute_s", "sync_s", "cpu_s", "parameters"} <= set(s)
+
+
+class _Hooks(Sync):
+    def __init__(self, stop_at: int = 0, fail_at: int = 0) -> None:
+        self.n, self.stop_at, self.fail_at = 0, stop_at, fail_at
+        self.started = self.closed = False
+        self.summary: dict[str, Any] = {}
+
+    def start(self, loop: TrainLoop) -> None:
+        self.started = True
+
+    def sync(self, grad: np.ndarray) -> SyncResult:
+        self.n += 1
+        if self.n == self.fail_at:
+            raise ConnectionError("peer gone")
+        return SyncResult(sum=np.zeros_like(grad), stop=self.n == self.stop_at)
+
+    def record(self, rec: dict[str, Any]) -> dict[str, Any] | None:
+        return None   # this scheme prints no evaluation records
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        self.summary = summary
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_hooks_stop_fail_and_records(capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = LoopConfig(rank=1, world=2, epochs=3, steps=2, lr=0.1, eval_every=0)
+    h = _Hooks(stop_at=3)
+    assert TrainLoop(cfg, _work(), h).run() == 0
+    lines = _lines(capsys.readouterr().out)
+    assert h.started and h.closed and len(lines) == 1        # the summary alone
+    assert lines[0] == h.summary and lines[0]["steps"] == 3 and not lines[0]["done"]
+    h = _Hooks(fail_at=2)
+    assert TrainLoop(cfg, _work(), h).run() == 1
+    lines = _lines(capsys.readouterr().out)
+    assert lines[0] == {"rank": 1, "error": "ConnectionError: peer gone"}
+    assert lines[1]["done"] is False and lines[1]["steps"] == 1 and h.closed
