@@ -34,13 +34,13 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from controller import registry
+from controller import argtypes, registry
 from controller.held import held_loss, held_state, save_held_loss
 from controller.output import TableConsole
 from controller.p4runtime import DeployError
@@ -244,10 +244,23 @@ def _parse_dscp(spec: str) -> tuple[int, int]:
         dscp, prio = (int(x) for x in spec.split("=", 1))
     except ValueError:
         raise UsageError(f"bad --dscp {spec!r}: expected DSCP=PRIORITY, e.g. 46=7") from None
+    if not (0 <= dscp <= 63 and 0 <= prio <= 7):
+        raise UsageError(f"bad --dscp {spec!r}: DSCP must be in 0..63, PRIORITY in 0..7")
     return dscp, prio
 
 
 # ----------------------------------------------------------------------------- parser
+
+
+class CommandParser(argtypes.Parser):
+    """gradctl's parsers (every group's too: subparsers take their parent's class). A bad
+    argument is one line, ``gradctl: error: --budget: must be >= 0 (got -3) (gradctl place
+    --help)``, exit status 2, like every other gradctl error."""
+
+    error_prog = PROG
+
+    def error(self, message: str) -> NoReturn:  # noqa: D102 (argparse's)
+        super().error(message.removeprefix("argument "))
 
 
 def network_args(sp: argparse.ArgumentParser, topo_help: str) -> None:
@@ -262,7 +275,7 @@ def network_args(sp: argparse.ArgumentParser, topo_help: str) -> None:
     where.add_argument("--addresses", metavar="FILE",
                        help="JSON/YAML mapping switch -> P4Runtime address "
                             "(unix:/path or host:port)")
-    sp.add_argument("--timeout", type=float, default=30.0, metavar="S",
+    sp.add_argument("--timeout", type=argtypes.positive, default=30.0, metavar="S",
                     help="seconds to wait for each switch (default 30)")
 
 
@@ -270,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for documentation and tests)."""
     topo_help = (f"topology: builder spec ({SPEC_EXAMPLES}; keyword args like bw=10 too) "
                  "or a topology file (JSON/YAML)")
-    p = argparse.ArgumentParser(
+    p = CommandParser(
         prog=PROG,
         description="gradnet control plane: topologies, routes, P4Runtime deployment.",
     )
@@ -345,7 +358,10 @@ TECHNIQUE_CLIS = registry.TECHNIQUE_CLIS
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``gradctl`` console script."""
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # --help (0) or a bad argument (2, its one line printed)
+        return e.code if isinstance(e.code, int) else 2
     if not args.verbose:
         logging.getLogger("finsy").setLevel(logging.ERROR)
     else:

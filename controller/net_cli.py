@@ -21,6 +21,7 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
+from controller import argtypes
 from controller.cli import UsageError, _console
 from controller.netctl import NetError, NetState, net_down, net_exec, net_ls, net_up
 
@@ -29,8 +30,9 @@ def cmd_net_up(args: argparse.Namespace) -> int:
     """``gradctl net up``."""
     if args.cli:
         # foreground: the network lives as long as the Mininet CLI
-        from controller.netctl import _holder_main
+        from controller.netctl import _holder_main, check_up
 
+        check_up(args.topo, args.loss)  # before anything starts
         run_dir = tempfile.mkdtemp(prefix="gradnet-", dir="/tmp")
         print(f"run directory: {run_dir}", flush=True)
         argv = ["--run-dir", run_dir, "--spec", args.topo, "--cli"]
@@ -206,8 +208,8 @@ def register_pcap(nsub: Any) -> None:
     pc.add_argument("link", metavar="LINK")
     pc.add_argument("-o", "--output", default=None, metavar="FILE",
                     help="pcap file (default: DIR/LINK.pcap)")
-    pc.add_argument("--count", type=int, default=1000, help="stop after N packets (default 1000)")
-    pc.add_argument("--duration", type=float, default=10.0, metavar="S",
+    pc.add_argument("--count", type=argtypes.count, default=1000, help="stop after N packets (default 1000)")
+    pc.add_argument("--duration", type=argtypes.positive, default=10.0, metavar="S",
                     help="stop after S seconds (default 10)")
     pc.set_defaults(func=cmd_net_pcap)
 
@@ -225,7 +227,7 @@ def register(sub: Any, topo_help: str) -> None:
     up.add_argument("topo", metavar="TOPO", help=topo_help)
     up.add_argument("--target", choices=["auto", "embedded", "bmv2"], default=None,
                     help="switch target (default: $TARGET or auto)")
-    up.add_argument("--bw", type=float, default=None, metavar="MBIT",
+    up.add_argument("--bw", type=argtypes.positive, default=None, metavar="MBIT",
                     help="bandwidth of every link in Mbit/s (default: the topology's)")
     up.add_argument("--loss", action="append", default=[], metavar="SW:PORT=RATE",
                     help="emulated loss of a switch egress port, e.g. s1:2=0.05 (repeatable)")
@@ -236,7 +238,7 @@ def register(sub: Any, topo_help: str) -> None:
                          "restart it and replay what was written to it)")
     up.add_argument("--cli", action="store_true",
                     help="stay in the foreground with a Mininet CLI; the network stops with it")
-    up.add_argument("--timeout", type=float, default=300.0, metavar="S",
+    up.add_argument("--timeout", type=argtypes.positive, default=300.0, metavar="S",
                     help="seconds to wait for the network (default 300)")
     up.add_argument("--json", action="store_true", help="machine-readable output")
     up.set_defaults(func=cmd_net_up)

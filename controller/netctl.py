@@ -22,7 +22,6 @@ All of a run's interfaces live in its namespaces, which vanish with their last p
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -35,6 +34,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from controller import argtypes
 
 STATE_FILE = "net.json"
 RUN_PREFIX = "gradnet-"
@@ -170,11 +171,11 @@ class NetState:
 # ----------------------------------------------------------------------------- holder
 def _holder_main(argv: list[str]) -> int:
     """The holder: build the network, record it, wait for SIGTERM, tear down."""
-    p = argparse.ArgumentParser(prog="python -m controller.netctl")
+    p = argtypes.Parser(prog="python -m controller.netctl")
     p.add_argument("--run-dir", required=True)
     p.add_argument("--spec", required=True)
     p.add_argument("--target", default=None)
-    p.add_argument("--bw", type=float, default=None)
+    p.add_argument("--bw", type=argtypes.positive, default=None)
     p.add_argument("--loss", action="append", default=[])
     p.add_argument("--no-deploy", action="store_true")
     p.add_argument("--cli", action="store_true")
@@ -274,15 +275,20 @@ def _start_watcher(state: NetState, net: Any, lock: threading.Lock) -> Any:
 
 
 # ----------------------------------------------------------------------------- commands
+def check_up(spec: str, loss: list[str] | None) -> None:
+    """``net up``'s topology and ``--loss`` (ports of that topology): raises
+    TopologyError or DeployError before anything starts."""
+    from controller.deploy import check_loss
+    from topologies.spec import parse_loss, parse_topology
+
+    check_loss(parse_topology(spec), dict(parse_loss(s) for s in loss or []))
+
+
 def net_up(spec: str, *, target: str | None = None, bw: float | None = None,
            loss: list[str] | None = None, deploy: bool = True, timeout: float = 300.0,
            progress: Any = None, watch: bool = True) -> NetState:
     """Start a network in the background and return its state once it is up."""
-    from topologies.spec import parse_loss, parse_topology
-
-    parse_topology(spec)  # bad specs fail here, before anything starts
-    for s in loss or []:
-        parse_loss(s)
+    check_up(spec, loss)  # bad specs fail here, before anything starts
     run_dir = tempfile.mkdtemp(prefix=RUN_PREFIX, dir="/tmp")
     argv = [sys.executable, "-m", "controller.netctl", "--run-dir", run_dir, "--spec", spec]
     if target:

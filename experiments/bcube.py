@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
+from controller import argtypes
 from controller.bcube import (
     RAIL_FABRICS,
     baseline_fat_tree,
@@ -377,29 +378,29 @@ def _int_list(text: str) -> list[int]:
 
 def build_parser() -> argparse.ArgumentParser:
     """Options of ``--mode bcube``."""
-    p = argparse.ArgumentParser(prog="python -m experiments --mode bcube",
+    p = argtypes.Parser(prog="python -m experiments --mode bcube",
                                 description=" ".join(__doc__.split("\n\n")[0].split()),
                                 epilog="--bw: BCube, k-rail and fat-tree host links (default 1: "
                                        "links, not the 2-core CPU, limit); --loss names ports of "
                                        "the BCube (s1, s2, ...); the baselines run without loss.")
-    p.add_argument("--n", type=int, default=3, help="switch ports N (default 3)")
-    p.add_argument("--k", type=int, default=2, help="levels k (default 2: BCube(3,2), 9 servers)")
-    p.add_argument("--values", type=int, default=65536,
+    p.add_argument("--n", type=argtypes.integer(2), default=3, help="switch ports N (default 3)")
+    p.add_argument("--k", type=argtypes.count, default=2, help="levels k (default 2: BCube(3,2), 9 servers)")
+    p.add_argument("--values", type=argtypes.values, default=65536,
                    help="gradient length in float32 values (default 65536 = 256 kB)")
     p.add_argument("--schemes", default="bml,rail_ring,rail_sharded_ps,sharded_ps,ring,ps",
                    help="comma-separated subset of " + ",".join(LABELS) + " (default: all)")
-    p.add_argument("--fabric-x", type=float, default=4.0,
+    p.add_argument("--fabric-x", type=argtypes.positive, default=4.0,
                    help="switch-to-switch links (fat-tree, k-rail) at this multiple of --bw "
                         "(default 4: non-blocking)")
     p.add_argument("--rail-fabric", choices=RAIL_FABRICS, default="leaf-spine",
                    help="each rail of the k-rail network (default leaf-spine)")
-    p.add_argument("--link-loss", type=float, default=0.0, metavar="RATE",
+    p.add_argument("--link-loss", type=argtypes.number(0.0, below=1.0), default=0.0, metavar="RATE",
                    help="loss rate on one BCube link per level: the level's first switch toward "
                         "its first server (default 0)")
-    p.add_argument("--pipeline", type=int, default=4,
+    p.add_argument("--pipeline", type=argtypes.integer(1, 64), default=4,
                    help="BML: pieces per parameter set with --no-tune "
                         "(default 4; 1 = exactly one thread per set)")
-    p.add_argument("--pieces", type=int, default=None,
+    p.add_argument("--pieces", type=argtypes.integer(1, 64), default=None,
                    help="ring / sharded PS (k-rail and fat-tree): pieces per chunk or shard "
                         "with --no-tune (default 4 for rings, 8 for sharded PSs)")
     p.add_argument("--tune-pipeline", type=_int_list, default=[1, 2, 4, 8], metavar="P,P,...",

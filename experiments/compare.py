@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
+from controller import argtypes
 from controller.bcube import bcube_shape
 from controller.output import TableConsole
 from experiments import options as opts
@@ -502,29 +503,29 @@ def plot(path: Path, rows: list[Row], args: argparse.Namespace) -> None:
 # ----------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     """Options of ``--mode compare``."""
-    p = argparse.ArgumentParser(prog="python -m experiments --mode compare",
+    p = argtypes.Parser(prog="python -m experiments --mode compare",
                                 description=__doc__.splitlines()[0] + " " + __doc__.splitlines()[1],
                                 epilog="--workers: the contributors N, 2..15 (default 8: BCube(2, 3); "
                                        "PS-based schemes add a PS); --bw: every host link of the "
                                        "fat-tree, the BCube and the token LAN.")
     p.add_argument("--schemes", default="all",
                    help=f"comma-separated subset of {','.join(SCHEMES)} (default all)")
-    p.add_argument("--values", type=int, default=32768,
+    p.add_argument("--values", type=argtypes.values, default=32768,
                    help="gradient length in float32 values (default 32768 = 128 KiB, the most a "
                         f"token NIC holds: {TOKEN_MAX_VALUES})")
-    p.add_argument("--fabric-x", type=float, default=4.0,
+    p.add_argument("--fabric-x", type=argtypes.positive, default=4.0,
                    help="fat-tree switch-to-switch links at this multiple of --bw (default 4)")
-    p.add_argument("--budget", type=int, default=2, help="INA: aggregating switches K (default 2)")
-    p.add_argument("--capacity", type=float, default=1000.0, help="INA: switch capacity (Mbit/s)")
-    p.add_argument("--window", type=int, default=32, help="INA/PS: outstanding fragments per worker")
-    p.add_argument("--timeout", type=float, default=1.0,
+    p.add_argument("--budget", type=argtypes.natural, default=2, help="INA: aggregating switches K (default 2)")
+    p.add_argument("--capacity", type=argtypes.positive, default=1000.0, help="INA: switch capacity (Mbit/s)")
+    p.add_argument("--window", type=argtypes.count, default=32, help="INA/PS: outstanding fragments per worker")
+    p.add_argument("--timeout", type=argtypes.positive, default=1.0,
                    help="INA/PS: worker retransmission timeout in seconds (default 1; not a bound "
                         "on the run: that is --max-time)")
-    p.add_argument("--pipeline", type=int, default=4, help="BML: pieces per parameter set (default 4)")
-    p.add_argument("--lr", type=float, default=0.1, help="NDN: the PS's learning rate (default 0.1)")
-    p.add_argument("--ndn-timeout", type=float, default=0.0,
+    p.add_argument("--pipeline", type=argtypes.integer(1, 64), default=4, help="BML: pieces per parameter set (default 4)")
+    p.add_argument("--lr", type=argtypes.positive, default=0.1, help="NDN: the PS's learning rate (default 0.1)")
+    p.add_argument("--ndn-timeout", type=argtypes.nonnegative, default=0.0,
                    help="NDN: Interest retransmission timeout (s; default: from --bw and --workers)")
-    p.add_argument("--token-wait-unit", type=float, default=2.0,
+    p.add_argument("--token-wait-unit", type=argtypes.positive, default=2.0,
                    help="token: t of the staggered timeouts (s, default 2)")
     opts.add_common(p, "compare", takes={
         "--seed": {"default": 1}, "--workers": {"default": 8}, "--bw": {"default": 2.0},
@@ -546,17 +547,19 @@ def check_args(args: argparse.Namespace) -> list[str]:
         raise ValueError(f"--values must be positive, got {args.values}")
     if args.bw <= 0 or args.bw > 1000:
         raise ValueError(f"--bw must be in (0, 1000] Mbit/s, got {args.bw:g}")
+    # a k=4 fat-tree: 20 switches, the PS's edge switch s_d among them
+    argtypes.check_at_most("--budget", args.budget, 19, "a k=4 fat-tree has 19 switches besides s_d")
     return schemes
 
 
 def main(argv: list[str]) -> int:
     """Entry point of ``--mode compare``; 0 when every scheme that ran was exact."""
-    args = build_parser().parse_args(argv)
-    try:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:  # every check before anything starts
         schemes = check_args(args)
     except ValueError as e:
-        console.print(f"[red]error: {e}[/red]")
-        return 2
+        argtypes.fail(parser, e)
     if os.geteuid() != 0:
         console.print("[red]the experiment needs root (network namespaces)[/red]")
         return 2

@@ -30,6 +30,7 @@ from typing import Any
 
 from rich.table import Table
 
+from controller import argtypes
 from controller.ina import InaDeployment, InaJob
 from controller.output import TableConsole
 from experiments import options as opts
@@ -116,25 +117,25 @@ def run_ddp(net: Any, topo: Topology, ps: str, workers: list[str], run: str, job
 
 def build_parser() -> argparse.ArgumentParser:
     """Options of ``--mode ddp``."""
-    ap = argparse.ArgumentParser(prog="python -m experiments --mode ddp",
+    ap = argtypes.Parser(prog="python -m experiments --mode ddp",
                                  description=__doc__.splitlines()[0],
                                  epilog="--workers: the DDP ranks (the hosts after the PS, in "
                                         "order); --bw: every link of --topo; --loss: the same "
                                         "ports in every run.")
     ap.add_argument("--topo", default="star:5", help="topology (default star:5)")
     ap.add_argument("--ps", default=None, help="PS host (default: the first host)")
-    ap.add_argument("--budget", type=int, default=0,
+    ap.add_argument("--budget", type=argtypes.natural, default=0,
                     help="aggregating switches K besides the PS's ToR s_d, which always "
                          "aggregates (default 0: on star:5, s_d aggregates all four ranks)")
-    ap.add_argument("--epochs", type=int, default=4)
-    ap.add_argument("--batch", type=int, default=16, help="per-rank batch (default 16)")
-    ap.add_argument("--lr", type=float, default=0.5, help="SGD learning rate (default 0.5)")
-    ap.add_argument("--max-steps", type=int, default=0, help="cap on steps per epoch (0: none)")
-    ap.add_argument("--port", type=int, default=29500, help="gloo rendezvous port")
+    ap.add_argument("--epochs", type=argtypes.count, default=4)
+    ap.add_argument("--batch", type=argtypes.count, default=16, help="per-rank batch (default 16)")
+    ap.add_argument("--lr", type=argtypes.positive, default=0.5, help="SGD learning rate (default 0.5)")
+    ap.add_argument("--max-steps", type=argtypes.natural, default=0, help="cap on steps per epoch (0: none)")
+    ap.add_argument("--port", type=argtypes.port, default=29500, help="gloo rendezvous port")
     ap.add_argument("--runs", default=",".join(RUNS), help=f"subset of {','.join(RUNS)}")
-    ap.add_argument("--bucket-cap-mb", type=float, default=0.004,
+    ap.add_argument("--bucket-cap-mb", type=argtypes.positive, default=0.004,
                     help="DDP's bucket_cap_mb (default 0.004: the digits CNN in 3 buckets)")
-    ap.add_argument("--round-cycle", type=int, default=1024,
+    ap.add_argument("--round-cycle", type=argtypes.count, default=1024,
                     help="INA hook and PS: rounds (buckets) before the fragment numbers repeat")
     ap.add_argument("--number-format", choices=("bfp", "fixed"), default="bfp",
                     help="how the INA hook sends values: bfp, block floating point (a shared "
@@ -152,50 +153,52 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m experiments --mode ddp``."""
-    args = build_parser().parse_args(argv)
-    if os.geteuid() != 0:
-        console.print("[red]the experiment needs root (network namespaces)[/red]")
-        return 2
-    from controller.cli import UsageError
-    from controller.deploy import DeployError, check_loss
-    from topologies import TopologyError
-    from topologies.network import Network
+def _check(args: argparse.Namespace) -> tuple[Any, ...]:
+    """The runs, topology, PS, ranks, loss and jobs the options ask for; raises (the
+    caller's one line) when they cannot work together."""
+    from controller.deploy import check_loss
     from topologies.spec import parse_topology
 
     runs = [r.strip() for r in args.runs.split(",") if r.strip()]
-    try:
-        bad = [r for r in runs if r not in RUNS]
-        if bad:
-            raise UsageError(f"unknown run(s) {', '.join(bad)} (choose from {', '.join(RUNS)})")
-        topo = parse_topology(args.topo)
-        for _, _, d in topo.graph.edges(data=True):
-            d["capacity"] = float(args.bw)
-        hosts = topo.hosts()
-        ps = args.ps or hosts[0]
-        if ps not in hosts:
-            raise UsageError(f"--ps {ps!r} is not a host of {topo.name}")
-        rest = [h for h in hosts if h != ps]
-        if not 1 <= args.workers <= min(len(rest), INA_MAX_WORKERS):
-            raise UsageError(f"--workers must be 1..{min(len(rest), INA_MAX_WORKERS)} on {topo.name}")
-        loss = check_loss(topo, opts.loss_dict(args.loss))
-    except (UsageError, DeployError, TopologyError) as e:
-        console.print(f"[red]error: {e}[/red]")
-        return 2
-    from controller.placement import PlacementError
-
+    bad = [r for r in runs if r not in RUNS]
+    if bad or not runs:
+        raise argtypes.OptionError(f"--runs: unknown run(s) {', '.join(bad)} (choose from {', '.join(RUNS)})")
+    topo = parse_topology(args.topo)
+    for _, _, d in topo.graph.edges(data=True):
+        d["capacity"] = float(args.bw)
+    hosts = topo.hosts()
+    (ps,) = argtypes.check_hosts(topo, "--ps", [args.ps or hosts[0]])
+    rest = [h for h in hosts if h != ps]
+    if not 1 <= args.workers <= min(len(rest), INA_MAX_WORKERS):
+        raise argtypes.OptionError(f"--workers: must be in 1..{min(len(rest), INA_MAX_WORKERS)} on "
+                          f"{topo.name} (got {args.workers})")
+    loss = check_loss(topo, opts.loss_dict(args.loss))
+    opts.check_full_batch(args.workers, args.batch, seed=args.seed)
     workers = rest[:args.workers]
     values = _model_size(args.seed)
-    try:
-        fmt = args.number_format
-        vpp = args.values_per_packet
-        jobs = {"ina-ps": InaJob.plan(topo, ps, workers, 0, 1000.0, values, aggregate=False,
-                                      number_format=fmt, values_per_packet=vpp),
-                "ina": InaJob.plan(topo, ps, workers, args.budget, 1000.0, values,
-                                   number_format=fmt, values_per_packet=vpp)}
-    except PlacementError as e:
-        console.print(f"[red]error: {e}[/red]")
+    fmt, vpp = args.number_format, args.values_per_packet
+    jobs = {"ina-ps": InaJob.plan(topo, ps, workers, 0, 1000.0, values, aggregate=False,
+                                  number_format=fmt, values_per_packet=vpp),
+            "ina": InaJob.plan(topo, ps, workers, args.budget, 1000.0, values,
+                               number_format=fmt, values_per_packet=vpp)}
+    return runs, topo, ps, workers, loss, values, jobs
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m experiments --mode ddp``."""
+    from controller.deploy import DeployError
+    from controller.placement import PlacementError
+    from topologies import TopologyError
+    from topologies.network import Network
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:  # every check before anything starts
+        runs, topo, ps, workers, loss, values, jobs = _check(args)
+    except (argtypes.OptionError, DeployError, TopologyError, PlacementError) as e:
+        argtypes.fail(parser, e)
+    if os.geteuid() != 0:
+        console.print("[red]the experiment needs root (network namespaces)[/red]")
         return 2
     run_dir = Path(args.out_dir).resolve() / time.strftime("ddp-%Y%m%d-%H%M%S")
     console.save_to(run_dir)  # every table in full: tables.txt, tables.json, CSV

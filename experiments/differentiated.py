@@ -37,6 +37,7 @@ from typing import Any
 
 from rich.table import Table
 
+from controller import argtypes
 from controller.output import TableConsole
 from controller.qos import EgressQueues
 from controller.qos.deployment import UNUSED_QUEUE_PPS
@@ -348,33 +349,33 @@ def plot(path: Path, runs: list[TransportRun]) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """Options (defaults: a run of a few minutes on a 2-core machine)."""
-    p = argparse.ArgumentParser(prog="python -m experiments --mode differentiated",
+    p = argtypes.Parser(prog="python -m experiments --mode differentiated",
                                 description=__doc__.splitlines()[0],
                                 epilog=f"--workers: the workers on the star (the PS is {PS_HOST}, "
                                        f"the switch {SWITCH}); --loss names ports of the star, "
                                        "the same in every transport's run.")
-    p.add_argument("--epochs", type=int, default=12, help="training epochs (default 12)")
-    p.add_argument("--batch", type=int, default=32, help="per-worker batch size (default 32)")
-    p.add_argument("--lr", type=float, default=0.5, help="SGD learning rate (default 0.5)")
-    p.add_argument("--channels", type=int, default=8, help="CNN width (default 8)")
-    p.add_argument("--port-rate", type=float, default=300.0,
+    p.add_argument("--epochs", type=argtypes.count, default=12, help="training epochs (default 12)")
+    p.add_argument("--batch", type=argtypes.count, default=32, help="per-worker batch size (default 32)")
+    p.add_argument("--lr", type=argtypes.positive, default=0.5, help="SGD learning rate (default 0.5)")
+    p.add_argument("--channels", type=argtypes.count, default=8, help="CNN width (default 8)")
+    p.add_argument("--port-rate", type=argtypes.nonnegative, default=300.0,
                    help="line rate of s1's port to the PS, packets/s (default 300)")
     p.add_argument("--static-partition", action="store_true",
                    help="cut the port rate into fixed per-queue rates instead of sharing it in strict "
                         "priority (always so on BMv2, which has no shared port rate)")
-    p.add_argument("--top-share", type=float, default=0.5,
+    p.add_argument("--top-share", type=argtypes.fraction, default=0.5,
                    help="static partition: the highest (important) queue's share of the port rate "
                         "(default 0.5; the lower levels' queues halve the rest from one to the next)")
-    p.add_argument("--depth", type=int, default=64, help="packets per queue (default 64)")
-    p.add_argument("--top-depth", type=int, default=64, help="packets in the highest queue (default 64)")
-    p.add_argument("--levels", type=int, default=3, help="unreliable levels (default 3)")
-    p.add_argument("--quantile", type=float, default=0.5,
+    p.add_argument("--depth", type=argtypes.count, default=64, help="packets per queue (default 64)")
+    p.add_argument("--top-depth", type=argtypes.count, default=64, help="packets in the highest queue (default 64)")
+    p.add_argument("--levels", type=argtypes.integer(1, len(DSCP_LEVELS)), default=3, help="unreliable levels (default 3)")
+    p.add_argument("--quantile", type=argtypes.probability, default=0.5,
                    help="importance threshold quantile (default 0.5: half the blocks important)")
-    p.add_argument("--alpha", type=float, default=0.5, help="SANE smoothing factor (default 0.5)")
-    p.add_argument("--block-size", type=int, default=64, help="values per block of non-conv tensors")
-    p.add_argument("--grace", type=float, default=0.01,
+    p.add_argument("--alpha", type=argtypes.probability, default=0.5, help="SANE smoothing factor (default 0.5)")
+    p.add_argument("--block-size", type=argtypes.count, default=64, help="values per block of non-conv tensors")
+    p.add_argument("--grace", type=argtypes.nonnegative, default=0.01,
                    help="PS wait for unreliable blocks after the important ones (s, default 0.01)")
-    p.add_argument("--clip", type=float, default=1.0,
+    p.add_argument("--clip", type=argtypes.nonnegative, default=1.0,
                    help="PS: cap the averaged gradient's L2 norm at this value, in every transport "
                         "(default 1.0; 0: plain SGD, unstable at lr 0.5: docs/differentiated.md, 'Stability')")
     p.add_argument("--transports", default=",".join(MODES), help=f"which runs (default {','.join(MODES)})")
@@ -439,24 +440,20 @@ def main(argv: list[str]) -> int:
     """Entry point of ``--mode differentiated``."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    for name, low in (("workers", 1), ("epochs", 1), ("batch", 1), ("levels", 1), ("depth", 1),
-                      ("top_depth", 1), ("block_size", 1)):
-        if getattr(args, name) < low:
-            parser.error(f"--{name.replace('_', '-')} must be >= {low}")
-    if not 0.0 <= args.quantile <= 1.0:
-        parser.error("--quantile must be in [0, 1]")
-    if args.levels > len(DSCP_LEVELS):
-        parser.error(f"--levels must be <= {len(DSCP_LEVELS)} (one DSCP per level)")
-    if args.port_rate < 0 or args.grace < 0 or args.clip < 0:
-        parser.error("--port-rate, --grace and --clip must be >= 0")
-    if not 0 < args.top_share < 1:
-        parser.error("--top-share must be in (0, 1)")
+    bad = [m for m in (t.strip() for t in args.transports.split(",")) if m and m not in MODES]
+    if bad or not args.transports.strip(", "):
+        parser.error(f"--transports: choose from {', '.join(MODES)} (got {args.transports!r})")
     from controller.deploy import DeployError, check_loss
+    from topologies import TopologyError
 
     try:
         check_loss(star(args.workers + 1, bw=args.bw), opts.loss_dict(args.loss))
-    except DeployError as e:
+    except (DeployError, TopologyError) as e:
         parser.error(f"--loss: {e}")
+    try:
+        opts.check_full_batch(args.workers, args.batch, seed=args.seed)
+    except argtypes.OptionError as e:
+        argtypes.fail(parser, e)
     if os.geteuid() != 0:
         console.print("[red]the experiment needs root (network namespaces)[/red]")
         return 2

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
+from controller import argtypes
 from controller.deploy import deploy
 from controller.ina import InaDeployment, InaJob, switch_ip
 from controller.output import TableConsole
@@ -284,23 +285,24 @@ def _job_hosts(topo: Topology, args: argparse.Namespace) -> list[tuple[str, list
     return [(pss[j], workers[j::n]) for j in range(n)]
 
 
-def run_ina(args: argparse.Namespace) -> int:
-    """The main experiment (see the module doc)."""
-    from controller.cli import UsageError
-    from controller.deploy import DeployError, check_loss
-    from topologies import TopologyError
+def prepare_ina(args: argparse.Namespace, topo: Topology) -> tuple[Any, ...]:
+    """Everything ``--mode ina`` decides before a network starts: the jobs' hosts, the
+    loss, each job's placement and gradients. Bad options raise (the caller's one line)."""
+    from controller.deploy import check_loss
 
-    try:
-        topo = _experiment_topology(args)
-        plan = _job_hosts(topo, args)
-        loss = check_loss(topo, opts.loss_dict(args.loss))
-    except (UsageError, DeployError, TopologyError) as e:
-        console.print(f"[red]error: {e}[/red]")
-        return 2
+    plan = _job_hosts(topo, args)
+    loss = check_loss(topo, opts.loss_dict(args.loss))
+    argtypes.check_at_most("--budget", args.budget, len(topo.switches()),
+                  f"{topo.name} has {len(topo.switches())} switches")
+    return plan, loss, *_plan_jobs(args, topo, plan, loss)
+
+
+def run_ina(args: argparse.Namespace, topo: Topology, prepared: tuple[Any, ...]) -> int:
+    """The main experiment (see the module doc) on :func:`prepare_ina`'s plan."""
+    plan, loss, ina_jobs, base_jobs, grads = prepared
     run_dir = Path(args.out_dir).resolve() / time.strftime("ina-%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=True)
     console.save_to(run_dir)  # every table in full: tables.txt, tables.json, CSV
-    ina_jobs, base_jobs, grads = _plan_jobs(args, topo, plan, loss)
     results, resources = _run_on_network(args, topo, run_dir, ina_jobs, base_jobs, grads, loss)
     n_jobs = len(plan)
     ina_res, base_res = results[:n_jobs], results[n_jobs:]
@@ -404,7 +406,7 @@ def _run_on_network(args: argparse.Namespace, topo: Topology, run_dir: Path, ina
 
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options (defaults: the README's `make run`)."""
-    p = argparse.ArgumentParser(prog="python -m experiments", description=__doc__.splitlines()[0])
+    p = argtypes.Parser(prog="python -m experiments", description=__doc__.splitlines()[0])
     p.add_argument("--mode", choices=["ina", "reach"], default="ina",
                    help="experiment (default ina); the other modes (ndn, differentiated, bcube, "
                         "token, ddp, compare, train) take their own options "
@@ -412,19 +414,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topo", default=None, metavar="TOPO",
                    help="topology: builder spec (leaf-spine:2,4,2, star:8, ...) or a topology "
                         "file (default: fat-tree --k); --bw given overrides the file's rates")
-    p.add_argument("--k", type=int, default=4, help="fat-tree arity when no --topo (default 4; every link at --bw)")
+    p.add_argument("--k", type=argtypes.integer(2), default=4, help="fat-tree arity when no --topo (default 4; every link at --bw)")
     p.add_argument("--ps", default=None, metavar="H[,H...]",
                    help="parameter server host(s), one per job (default: the first hosts)")
-    p.add_argument("--jobs", type=int, default=1, help="concurrent INA jobs (workers dealt "
+    p.add_argument("--jobs", type=argtypes.count, default=1, help="concurrent INA jobs (workers dealt "
                                                         "round-robin; default 1)")
-    p.add_argument("--values", type=int, default=65536, help="gradient size in float32 values (default 65536)")
+    p.add_argument("--values", type=argtypes.values, default=65536, help="gradient size in float32 values (default 65536)")
     p.add_argument("--values-per-packet", type=int, choices=INA_VALUE_SIZES, default=INA_VALUES,
                    metavar="V", help="values a packet carries: 64 (default), 128 or 256; the "
                    "switches run the ina.p4 compiled for it (docs/ina.md)")
-    p.add_argument("--budget", type=int, default=2, help="K programmable switches (default 2)")
-    p.add_argument("--capacity", type=float, default=1000.0, help="switch capacity C in Mbit/s")
-    p.add_argument("--window", type=int, default=32, help="outstanding fragments per worker")
-    p.add_argument("--timeout", type=float, default=1.0,
+    p.add_argument("--budget", type=argtypes.natural, default=2, help="K programmable switches (default 2)")
+    p.add_argument("--capacity", type=argtypes.positive, default=1000.0, help="switch capacity C in Mbit/s")
+    p.add_argument("--window", type=argtypes.count, default=32, help="outstanding fragments per worker")
+    p.add_argument("--timeout", type=argtypes.positive, default=1.0,
                    help="worker retransmission timeout in seconds (default 1; not a bound on the "
                         "run: that is --max-time)")
     p.add_argument("--congestion", choices=CONGESTION_MODES, default="fixed",
@@ -475,17 +477,26 @@ def _apply_preset(argv: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """``--mode ina`` (the default) and ``--mode reach``."""
+    from controller.cli import UsageError
+    from controller.deploy import DeployError
+    from controller.placement import PlacementError
+    from topologies import TopologyError
+
     parser = build_parser()
     args = parser.parse_args(_apply_preset(list(sys.argv[1:] if argv is None else argv)))
     if args.mode == "reach" and args.loss:
         parser.error("--mode reach checks reachability on a loss-free network: it does not take --loss")
+    try:  # every check before anything starts
+        topo = _experiment_topology(args)
+        prepared = prepare_ina(args, topo) if args.mode == "ina" else ()
+    except (UsageError, DeployError, TopologyError, argtypes.OptionError, PlacementError) as e:
+        argtypes.fail(parser, e)
     if os.geteuid() != 0:
         console.print("[red]the experiment needs root (network namespaces)[/red]")
         return 2
     if args.mode == "reach":
-        return run_reach(_experiment_topology(args), args.target, args.cli)
-    return run_ina(args)
-
+        return run_reach(topo, args.target, args.cli)
+    return run_ina(args, topo, prepared)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -13,13 +13,11 @@ import importlib
 import importlib.util
 import sys
 
-from rich.console import Console
-
 # ``--mode`` -> module: an entry of the one registry (controller/registry.py). A mode's
 # module is imported only when chosen, so a missing optional dependency (torch) stays local.
 from controller.registry import MODES
 
-console = Console(stderr=True)
+PROG = "python -m experiments"
 
 # The modes whose module takes the whole command line, ``--mode`` included.
 _KEEP_MODE = ("ina", "reach")
@@ -32,11 +30,13 @@ def main(argv: list[str] | None = None) -> int:
     pre.add_argument("--mode", default="ina")
     known, rest = pre.parse_known_args(argv)
     module = MODES.get(known.mode)
-    if module is None:
-        console.print(f"[red]--mode {known.mode!r}: unknown; choose one of {', '.join(MODES)}[/red]")
+    if module is None:  # one line, argparse's shape (a console would fold it)
+        print(f"{PROG}: error: --mode {known.mode!r}: unknown; choose one of {', '.join(MODES)}",
+              file=sys.stderr)
         return 2
     if importlib.util.find_spec(module) is None:
-        console.print(f"[red]--mode {known.mode}: this technique has not landed yet ({module})[/red]")
+        print(f"{PROG}: error: --mode {known.mode}: this technique has not landed yet ({module})",
+              file=sys.stderr)
         return 2
     mod = importlib.import_module(module)
     return int(mod.main(argv if known.mode in _KEEP_MODE else rest) or 0)

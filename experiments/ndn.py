@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
+from controller import argtypes
 from controller.deploy import DeployError, check_loss
 from controller.deploy import deploy as deploy_forward
 from controller.ndn import NdnDeployment, read_switch_state
@@ -51,7 +52,7 @@ from experiments.ndn_results import (
 from experiments.ndn_results import ratios_table as ratios_table  # bench/ndn_bench.py
 from experiments.runner import log as _log
 from experiments.runner import spawn
-from topologies import fat_tree, leaf_spine
+from topologies import TopologyError, fat_tree, leaf_spine
 from topologies.base import Topology
 
 console = TableConsole()
@@ -412,24 +413,24 @@ def round_bound(n_gpus: int, values: int, bw_mbps: float, compute_time: float) -
 
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options."""
-    p = argparse.ArgumentParser(prog="python -m experiments --mode ndn",
+    p = argtypes.Parser(prog="python -m experiments --mode ndn",
                                 description=__doc__.splitlines()[0],
                                 epilog="--workers: the GPUs (the PS is h1; default all: every other "
                                        "host); --gpu-loss puts loss on the first GPU's edge port, "
                                        "--loss on any switch port (both apply).")
     p.add_argument("--topo", default="fat-tree", choices=["fat-tree", "leaf-spine"],
                    help="fat-tree (k=--k) or leaf-spine 2 spines, 2 leaves, 3 hosts each")
-    p.add_argument("--k", type=int, default=4, help="fat-tree arity (default 4)")
-    p.add_argument("--busy", type=int, default=1, help="how many of the GPUs decline the task (default 1)")
-    p.add_argument("--rounds", type=int, default=5, help="synchronous rounds (default 5)")
-    p.add_argument("--steps", type=int, default=2, help="async: gradients per GPU (default 2)")
-    p.add_argument("--values", type=int, default=3818, help="model size (default: the digits CNN's 3,818)")
-    p.add_argument("--compute-time", type=float, default=0.3, help="seconds per gradient")
+    p.add_argument("--k", type=argtypes.integer(2), default=4, help="fat-tree arity (default 4)")
+    p.add_argument("--busy", type=argtypes.natural, default=1, help="how many of the GPUs decline the task (default 1)")
+    p.add_argument("--rounds", type=argtypes.count, default=5, help="synchronous rounds (default 5)")
+    p.add_argument("--steps", type=argtypes.count, default=2, help="async: gradients per GPU (default 2)")
+    p.add_argument("--values", type=argtypes.values, default=3818, help="model size (default: the digits CNN's 3,818)")
+    p.add_argument("--compute-time", type=argtypes.nonnegative, default=0.3, help="seconds per gradient")
     p.add_argument("--model", choices=["synthetic", "digits"], default="synthetic",
                    help="synthetic gradients (checked against a replay) or the digits CNN "
                         "(real training, accuracy reported; --values is then 3818)")
-    p.add_argument("--lr", type=float, default=0.1, help="learning rate (default 0.1)")
-    p.add_argument("--gpu-loss", type=float, default=0.05, metavar="RATE",
+    p.add_argument("--lr", type=argtypes.positive, default=0.1, help="learning rate (default 0.1)")
+    p.add_argument("--gpu-loss", type=argtypes.probability, default=0.05, metavar="RATE",
                    help="loss rate on the first GPU's link, toward it (default 0.05; 0: none)")
     p.add_argument("--no-async", action="store_true", help="skip the asynchronous run")
     p.add_argument("--baselines", default="ip,ipmc,tcp", metavar="S,S,...",
@@ -446,7 +447,8 @@ def build_parser() -> argparse.ArgumentParser:
         rejects={"--seeds": "it runs one seed (--seed N); run it once per seed",
                  "--target-accuracy": "it runs a fixed number of rounds (time to accuracy: "
                                       "--mode train --scheme ndn)"})
-    opts.add_alias(p, "--gpus", "--workers", "workers", type=opts.workers_type(allow_all=True))
+    opts.add_alias(p, "--gpus", "--workers", "workers",
+                   type=opts.workers_type(allow_all=True, zero_is_all=True))
     return p
 
 
@@ -473,31 +475,38 @@ def _run_schemes(args: argparse.Namespace, topo: Topology, run_dir: Path,
     return runs
 
 
+def _check(args: argparse.Namespace) -> tuple[Any, ...]:
+    """The topology, PS, GPUs, busy GPUs, loss and baselines the options ask for;
+    OptionError (or the topology's, the loss's) when they cannot work together."""
+    topo = fat_tree(args.k, bw=args.bw) if args.topo == "fat-tree" else leaf_spine(2, 2, 3, bw=args.bw)
+    hosts = topo.hosts()
+    ps = hosts[0]
+    argtypes.check_at_most("--workers", args.workers, len(hosts) - 1,
+                           f"{topo.name} has {len(hosts) - 1} hosts besides the PS")
+    gpus = hosts[1:1 + args.workers] if args.workers else hosts[1:]
+    argtypes.check_at_most("--busy", args.busy, len(gpus) - 1,
+                           f"at least one of the {len(gpus)} GPUs must take the task")
+    busy = tuple(gpus[-args.busy:]) if args.busy else ()
+    loss = loss_on_gpu_link(topo, gpus[0], args.gpu_loss) if args.gpu_loss else {}
+    loss |= check_loss(topo, opts.loss_dict(args.loss))
+    baselines = [b for b in args.baselines.split(",") if b]
+    if any(b not in ("ip", "ipmc", "tcp") for b in baselines):
+        raise argtypes.OptionError(f"--baselines: choose from ip, ipmc, tcp, got {args.baselines!r}")
+    return topo, ps, gpus, busy, loss, baselines
+
+
 def main(argv: list[str]) -> int:
     """Entry point of ``--mode ndn``."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not 0.0 <= args.gpu_loss <= 1.0:
-        parser.error(f"--gpu-loss must be in [0, 1], got {args.gpu_loss:g}")
+    try:  # every check before anything starts
+        topo, ps, gpus, busy, loss, baselines = _check(args)
+    except (argtypes.OptionError, DeployError, TopologyError) as e:
+        argtypes.fail(parser, e)
     if os.geteuid() != 0:
         console.print("[red]the experiment needs root (network namespaces)[/red]")
         return 2
-    topo = fat_tree(args.k, bw=args.bw) if args.topo == "fat-tree" else leaf_spine(2, 2, 3, bw=args.bw)
-    hosts = topo.hosts()
-    ps = hosts[0]
-    if args.workers is not None and args.workers > len(hosts) - 1:
-        console.print(f"[red]error: --workers {args.workers}: {topo.name} has {len(hosts) - 1} "
-                      "hosts besides the PS[/red]")
-        return 2
-    gpus = hosts[1:1 + args.workers] if args.workers else hosts[1:]
-    busy = tuple(gpus[-args.busy:]) if args.busy else ()
     lossy = gpus[0]
-    loss = loss_on_gpu_link(topo, lossy, args.gpu_loss) if args.gpu_loss else {}
-    try:
-        loss |= check_loss(topo, opts.loss_dict(args.loss))
-    except DeployError as e:
-        console.print(f"[red]error: {e}[/red]")
-        return 2
     run_dir = Path(args.out_dir).resolve() / time.strftime("ndn-%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=True)
     console.save_to(run_dir)  # every table in full: tables.txt, tables.json, CSV
@@ -508,9 +517,6 @@ def main(argv: list[str]) -> int:
     _log(f"{topo.name}: PS {ps}, {len(gpus)} GPUs ({len(busy)} busy: {', '.join(busy) or '-'}), "
          f"{args.model} model, {values} float32 values, {args.rounds} sync rounds, loss {args.gpu_loss:g} toward {lossy}"
          + (f"; port loss {', '.join(f'{sw}:{pt}={r:g}' for (sw, pt), r in loss.items())}" if args.loss else ""))
-    baselines = [b for b in args.baselines.split(",") if b]
-    if any(b not in ("ip", "ipmc", "tcp") for b in baselines):
-        parser.error(f"--baselines: choose from ip, ipmc, tcp, got {args.baselines!r}")
     runs = _run_schemes(args, topo, run_dir, loss, baselines, kw)
     n = len(gpus) - len(busy)
     for t in (*round_tables(runs["ndn-sync"], runs["ip-sync"], n), runs_table(runs), pit_table(runs["ndn-sync"])):

@@ -21,6 +21,11 @@ hidden, the same ``dest``, and a one-line deprecation note on stderr when used.
 
 Use :func:`add_common` to add the group in one call (it keeps the order), or the
 ``add_*`` functions one by one in the order above.
+
+Every value is checked where it is parsed (the ``type=`` callables of
+:mod:`controller.argtypes`: ``--seed`` >= 0, ``--bw`` and ``--max-time`` > 0, ...); what
+needs the topology (hosts, ports, counts) each mode checks right after building it, before
+the network starts: a bad option is one line and exit status 2.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from controller import argtypes
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT_DIR = str(REPO_ROOT / "results")
@@ -80,19 +87,19 @@ def deprecated(parser: argparse.ArgumentParser | None, old: str, new: str, note:
 
 def add_seeds(p: argparse.ArgumentParser, default: int = 1) -> None:
     """``--seeds N``: how many seeds a mode that runs several runs."""
-    common_group(p).add_argument("--seeds", type=_positive_int("--seeds"), default=default,
+    common_group(p).add_argument("--seeds", type=argtypes.count, default=default,
                                  metavar=METAVAR["--seeds"], help=HELP["--seeds"])
 
 
 def add_seed(p: argparse.ArgumentParser, default: int = 0) -> None:
     """``--seed N``: the run's seed (the first one with ``--seeds``)."""
-    common_group(p).add_argument("--seed", type=int, default=default, metavar=METAVAR["--seed"],
+    common_group(p).add_argument("--seed", type=argtypes.natural, default=default, metavar=METAVAR["--seed"],
                                  help=HELP["--seed"])
 
 
 def add_target_accuracy(p: argparse.ArgumentParser, default: float | None = None) -> None:
     """``--target-accuracy ACC``: modes that train to an accuracy."""
-    common_group(p).add_argument("--target-accuracy", type=float, default=default,
+    common_group(p).add_argument("--target-accuracy", type=argtypes.number(above=0.0, hi=1.0), default=default,
                                  metavar=METAVAR["--target-accuracy"], help=HELP["--target-accuracy"])
 
 
@@ -108,7 +115,7 @@ def add_workers(p: argparse.ArgumentParser, default: int | str, *, hosts: bool =
 
 def add_bw(p: argparse.ArgumentParser, default: float) -> None:
     """``--bw MBIT``; ``args.bw_given`` says whether it was on the command line."""
-    common_group(p).add_argument("--bw", type=float, default=default,
+    common_group(p).add_argument("--bw", type=argtypes.positive, default=default,
                                  action=_StoreGiven, metavar=METAVAR["--bw"], help=HELP["--bw"])
     p.set_defaults(bw_given=False)
 
@@ -126,7 +133,7 @@ def add_loss(p: argparse.ArgumentParser, *, legacy: tuple[str, str] | None = Non
 
 def add_max_time(p: argparse.ArgumentParser, default: float) -> None:
     """``--max-time S``: the bound on each run."""
-    common_group(p).add_argument("--max-time", type=float, default=default,
+    common_group(p).add_argument("--max-time", type=argtypes.positive, default=default,
                                  metavar=METAVAR["--max-time"], help=HELP["--max-time"])
 
 
@@ -203,15 +210,44 @@ def loss_dict(entries: Sequence[tuple[tuple[str, int], float]]) -> dict[tuple[st
     return dict(entries)
 
 
-def workers_type(*, hosts: bool = False, allow_all: bool = False) -> Callable[[str], Any]:
-    """The ``--workers`` parser of :func:`add_workers`."""
+def check_full_batch(workers: int, batch: int, option: str = "--batch", seed: int = 0) -> None:
+    """Every worker's shard of the digits training set holds a full batch of ``batch``
+    (else a run would never step); :class:`controller.argtypes.OptionError` otherwise."""
+    from hosts.training import load_data
+
+    n = len(load_data("digits", seed).y_train)
+    if n // workers < batch:
+        raise argtypes.OptionError(
+            f"{option}: must be <= {n // workers}, the smallest shard of the {n} training "
+            f"examples over --workers {workers} (got {batch})")
+
+
+def check_ina_budget(topo: Any, ps: str, workers: list[str], budget: int) -> None:
+    """``--budget`` switches the INA placement can take for this PS and these workers
+    (:class:`controller.argtypes.OptionError` if not), before a run plans its job."""
+    from controller.ina import InaJob
+    from controller.p4runtime import DeployError
+    from controller.placement import PlacementError
+
+    try:
+        InaJob.plan(topo, ps, workers, budget, 1000.0, 1)
+    except PlacementError as e:
+        raise argtypes.OptionError(f"--budget {budget}: {e}") from None
+    except DeployError as e:
+        raise argtypes.OptionError(f"ina: {e}") from None
+
+
+def workers_type(*, hosts: bool = False, allow_all: bool = False,
+                 zero_is_all: bool = False) -> Callable[[str], Any]:
+    """The ``--workers`` parser of :func:`add_workers` (``zero_is_all``: ``0`` means all,
+    for an old spelling such as ``--gpus 0``)."""
 
     def parse(spec: str) -> Any:
         s = str(spec).strip()
         if hosts:
             if s.lower() == "all":
                 return ""
-            if s.isdigit() and int(s) < 1:
+            if s.lstrip("+-").isdigit() and int(s) < 1:
                 raise argparse.ArgumentTypeError(f"{spec!r}: a count must be >= 1")
             return s
         if allow_all and s.lower() == "all":
@@ -221,27 +257,13 @@ def workers_type(*, hosts: bool = False, allow_all: bool = False) -> Callable[[s
         except ValueError:
             want = "a count N" + (" or all" if allow_all else "")
             raise argparse.ArgumentTypeError(f"{spec!r}: this mode takes {want}, not a host list") from None
-        if allow_all and n == 0:  # the old spelling of all (e.g. --gpus 0)
+        if allow_all and zero_is_all and n == 0:  # the old spelling of all (--gpus 0)
             return None
         if n < 1:
             raise argparse.ArgumentTypeError(f"{spec!r}: a count must be >= 1")
         return n
 
     parse.__name__ = "workers"
-    return parse
-
-
-def _positive_int(option: str) -> Callable[[str], int]:
-    def parse(s: str) -> int:
-        try:
-            v = int(s)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{s!r}: expected an integer") from None
-        if v < 1:
-            raise argparse.ArgumentTypeError(f"{option} must be >= 1, got {v}")
-        return v
-
-    parse.__name__ = "int"
     return parse
 
 

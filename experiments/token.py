@@ -24,6 +24,7 @@ from typing import Any
 
 from rich.table import Table
 
+from controller import argtypes
 from controller.output import TableConsole
 from controller.token import TokenCounters, TokenDeployment, token_lan
 from experiments import options as opts
@@ -315,36 +316,42 @@ def plot(run: TokenRun, path: Path) -> None:
 def _kill_spec(spec: str) -> tuple[str, float]:
     host, _, t = spec.partition("@")
     try:
-        return host, float(t)
+        at = float(t)
     except ValueError:
         raise argparse.ArgumentTypeError(f"bad --kill {spec!r}: expected HOST@SECONDS, e.g. h3@5") from None
+    if not host or not 0 <= at < float("inf"):
+        raise argparse.ArgumentTypeError(f"bad --kill {spec!r}: a host and a time >= 0 (got {t})")
+    return host, at
 
 
 def _slow_spec(spec: str) -> tuple[str, float]:
     host, _, f = spec.partition("=")
     try:
-        return host, float(f)
+        factor = float(f)
     except ValueError:
         raise argparse.ArgumentTypeError(f"bad --slow {spec!r}: expected HOST=FACTOR, e.g. h2=3") from None
+    if not host or not 1 <= factor < float("inf"):
+        raise argparse.ArgumentTypeError(f"bad --slow {spec!r}: a host and a factor >= 1 (got {f})")
+    return host, factor
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Options of the token experiment."""
-    p = argparse.ArgumentParser(prog="python -m experiments --mode token",
+    p = argtypes.Parser(prog="python -m experiments --mode token",
                                 description=__doc__.split("\n\n")[0],
                                 epilog="--workers: the training nodes h1..hN on the LAN (h1 holds "
                                        "model and data); --bw: every link of the LAN (1000: "
                                        "unshaped).")
-    p.add_argument("--epochs", type=int, default=8)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--lr", type=float, default=0.3)
-    p.add_argument("--cutoff", type=float, default=0.9, help="a batch ends at this fraction of its data")
-    p.add_argument("--wait-unit", type=float, default=1.0, help="t of the staggered timeouts (s)")
+    p.add_argument("--epochs", type=argtypes.count, default=8)
+    p.add_argument("--batch-size", type=argtypes.count, default=32)
+    p.add_argument("--lr", type=argtypes.positive, default=0.3)
+    p.add_argument("--cutoff", type=argtypes.number(above=0.0, hi=1.0), default=0.9, help="a batch ends at this fraction of its data")
+    p.add_argument("--wait-unit", type=argtypes.positive, default=1.0, help="t of the staggered timeouts (s)")
     p.add_argument("--kill", type=_kill_spec, action="append", default=[], metavar="HOST@T",
                    help="kill node HOST T seconds into training (repeatable)")
     p.add_argument("--slow", type=_slow_spec, action="append", default=[], metavar="HOST=F",
                    help="HOST computes F times slower (repeatable)")
-    p.add_argument("--min-nodes", type=int, default=2)
+    p.add_argument("--min-nodes", type=argtypes.count, default=2)
     opts.add_common(p, "token", takes={
         "--seed": {"default": 0}, "--workers": {"default": 4}, "--bw": {"default": 1000.0},
         "--max-time": {"default": 400.0}, "--target": {}, "--out-dir": {}},
@@ -357,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     opts.add_alias(p, "--nodes", "--workers", "workers", type=opts.workers_type())
     opts.add_alias(p, "--out", "--out-dir", "out_dir",
                    note="results now go to a token-<time> directory under it")
-    opts.add_alias(p, "--timeout", "--max-time", "max_time", type=float)
+    opts.add_alias(p, "--timeout", "--max-time", "max_time", type=argtypes.positive)
     return p
 
 
@@ -371,15 +378,18 @@ def main(argv: list[str]) -> int:
         topo = token_lan(args.workers, bw=args.bw)
     except TopologyError as e:
         parser.error(f"--workers: {e}")
+    try:
+        argtypes.check_hosts(topo, "--kill", [h for h, _ in args.kill])
+        argtypes.check_hosts(topo, "--slow", [h for h, _ in args.slow])
+        argtypes.check_at_most("--min-nodes", args.min_nodes, args.workers,
+                               f"the {args.workers} training nodes (--workers)")
+    except argtypes.OptionError as e:
+        argtypes.fail(parser, e)
     if os.geteuid() != 0:
         console.print("[red]the experiment needs root (network namespaces)[/red]")
         return 2
     from topologies.network import Network
 
-    for h, _t in args.kill + args.slow:
-        if h not in topo.hosts():
-            console.print(f"[red]unknown host {h!r} (hosts h1..h{args.workers})[/red]")
-            return 2
     out = Path(args.out_dir).resolve() / time.strftime("token-%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
     console.save_to(out)  # every table in full: tables.txt, tables.json, CSV

@@ -70,6 +70,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -77,7 +78,7 @@ from typing import Any
 
 from rich.table import Table
 
-from controller import registry
+from controller import argtypes, registry
 from controller.output import TableConsole
 from experiments.harness_records import HarnessError, Plan, RunRecord, Setting
 from experiments.harness_report import fmt_interval as fmt_interval  # the tables of bench/
@@ -143,7 +144,7 @@ def build_parser(add_help: bool = True, prog: str = "python -m experiments --mod
     (``experiments/options.py``)."""
     from experiments import options
 
-    p = argparse.ArgumentParser(prog=prog, add_help=add_help, description=SUMMARY,
+    p = argtypes.Parser(prog=prog, add_help=add_help, description=SUMMARY,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scheme", default=",".join(DEFAULT_SCHEMES),
                    help=f"comma-separated subset of {','.join(ALL_SCHEMES)} (default "
@@ -152,21 +153,21 @@ def build_parser(add_help: bool = True, prog: str = "python -m experiments --mod
                    help="the scheme the ratios are taken against (default: gloo if run, else ring, else the first)")
     p.add_argument("--model", default="digits", help="model: digits (CNN, 3,818 parameters) or mlp (>= 100k)")
     p.add_argument("--data", default="digits", help="data set: digits (bundled with scikit-learn) or synthetic")
-    p.add_argument("--epochs", type=int, default=4,
+    p.add_argument("--epochs", type=argtypes.count, default=4,
                    help="epochs per run (default 4: every seed of the digits CNN reaches its target)")
-    p.add_argument("--batch", type=int, default=16, help="per-rank batch size (default 16)")
-    p.add_argument("--lr", type=float, default=None, help="SGD learning rate (default: the model's)")
-    p.add_argument("--max-steps", type=int, default=0, help="cap on steps per epoch (0: none)")
-    p.add_argument("--eval-every", type=int, default=0,
+    p.add_argument("--batch", type=argtypes.count, default=16, help="per-rank batch size (default 16)")
+    p.add_argument("--lr", type=argtypes.positive, default=None, help="SGD learning rate (default: the model's)")
+    p.add_argument("--max-steps", type=argtypes.natural, default=0, help="cap on steps per epoch (0: none)")
+    p.add_argument("--eval-every", type=argtypes.natural, default=0,
                    help="evaluate every K steps besides each epoch's end (default: 4 per epoch)")
     p.add_argument("--topo", default=None, help="topology (default star:<workers+1>; the first host is the PS)")
     p.add_argument("--slow", action="append", default=[], metavar="HOST=F",
                    help="HOST computes F times slower (repeatable)")
     p.add_argument("--kill", action="append", default=[], metavar="HOST@T",
                    help="kill HOST's rank T s into training (schemes that tolerate a lost node)")
-    p.add_argument("--compute-time", type=float, default=0.0,
+    p.add_argument("--compute-time", type=argtypes.nonnegative, default=0.0,
                    help="fix compute per batch at S seconds (dilated time, labelled; 0: real)")
-    p.add_argument("--budget", type=int, default=0,
+    p.add_argument("--budget", type=argtypes.natural, default=0,
                    help="INA: aggregating switches besides s_d (default 0: s_d aggregates)")
     p.add_argument("--resume", default=None, metavar="DIR", help="continue a results directory")
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
@@ -175,6 +176,7 @@ def build_parser(add_help: bool = True, prog: str = "python -m experiments --mod
         "--target-accuracy": {"default": None}, "--workers": {"default": 4},
         "--bw": {"default": 20.0}, "--loss": {}, "--max-time": {"default": 300.0},
         "--target": {}, "--out-dir": {}}, rejects={})
+    p.set_defaults(prog=prog)  # run() reports a bad combination as this command's error
     return p
 
 
@@ -312,6 +314,13 @@ def make_plan(args: argparse.Namespace) -> Plan:
         loss = check_loss(topo, dict(args.loss))  # ((switch, port), rate) pairs
     except DeployError as e:
         raise HarnessError(str(e)) from None
+    if "ina" in schemes:  # the placement's limits, before anything starts
+        from experiments import options
+
+        try:
+            options.check_ina_budget(topo, ps, workers, args.budget)
+        except argtypes.OptionError as e:
+            raise HarnessError(str(e)) from None
     shared = Setting(topo, ps, workers, float(args.bw))
     settings = _settings(args, schemes, shared, loss)
     steps, target = _steps_and_target(args, len(data.y_train))
@@ -455,8 +464,9 @@ def run(args: argparse.Namespace) -> int:
     """The harness (see the module doc); 0 when every run trained with identical models."""
     try:
         plan = make_plan(args)
-    except HarnessError as e:
-        console.print(f"[red]error: {e}[/red]")
+    except HarnessError as e:  # one line, argparse's shape, before anything starts
+        print(f"{getattr(args, 'prog', 'python -m experiments --mode train')}: error: {e}",
+              file=sys.stderr)
         return 2
     print_plan(plan, args)
     if args.dry_run:

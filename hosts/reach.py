@@ -9,7 +9,6 @@ sequence, so probing N targets takes one timeout, not N. Traffic is bounded by
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import select
@@ -19,6 +18,7 @@ import sys
 import time
 
 from hosts.net import set_buffers
+from wire import argtypes
 
 
 def _checksum(data: bytes) -> int:
@@ -82,11 +82,11 @@ def probe(targets: list[str], count: int = 1, timeout: float = 2.0, interval: fl
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry: probe targets and print the JSON result."""
-    p = argparse.ArgumentParser(prog="python -m hosts.reach", description=__doc__.splitlines()[0])
+    p = argtypes.Parser(prog="python -m hosts.reach", description=__doc__.splitlines()[0])
     p.add_argument("--targets", required=True, help="comma-separated IPv4 addresses")
-    p.add_argument("--count", type=int, default=1, help="echo requests per target (default 1)")
-    p.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for replies (default 2)")
-    p.add_argument("--interval", type=float, default=0.0, help="seconds between rounds")
+    p.add_argument("--count", type=argtypes.count, default=1, help="echo requests per target (default 1)")
+    p.add_argument("--timeout", type=argtypes.positive, default=2.0, help="seconds to wait for replies (default 2)")
+    p.add_argument("--interval", type=argtypes.nonnegative, default=0.0, help="seconds between rounds")
     args = p.parse_args(argv)
     if not 1 <= args.count <= 1000:
         p.error("--count must be within 1..1000")

@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from hosts.loop import LoopConfig, ModelWork, Sync, SyncResult, TrainLoop, weights_hash
+from wire import argtypes
 
 __all__ = ["BACKENDS", "SCHEMES", "CollectiveSum", "GlooSum", "InaSum", "build_parser", "main",
            "weights_hash"]
@@ -130,27 +131,27 @@ BACKENDS: dict[str, type[Sync]] = {"gloo": GlooSum, "ina": InaSum, "ps": InaSum,
 
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options."""
-    ap = argparse.ArgumentParser(prog="python -m hosts.trainer", description=__doc__.splitlines()[0])
+    ap = argtypes.Parser(prog="python -m hosts.trainer", description=__doc__.splitlines()[0])
     ap.add_argument("--scheme", choices=SCHEMES, required=True)
-    ap.add_argument("--rank", type=int, required=True)
-    ap.add_argument("--world", type=int, required=True)
+    ap.add_argument("--rank", type=argtypes.natural, required=True)
+    ap.add_argument("--world", type=argtypes.count, required=True)
     ap.add_argument("--model", default="digits", help="model name (hosts.training)")
     ap.add_argument("--data", default="digits", help="data set name (hosts.training)")
-    ap.add_argument("--seed", type=int, default=0, help="initial weights, split and batch order")
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--batch", type=int, default=16, help="per-rank batch size")
-    ap.add_argument("--lr", type=float, default=0.5)
-    ap.add_argument("--max-steps", type=int, default=0, help="cap on steps per epoch (0: none)")
-    ap.add_argument("--eval-every", type=int, default=0,
+    ap.add_argument("--seed", type=argtypes.natural, default=0, help="initial weights, split and batch order")
+    ap.add_argument("--epochs", type=argtypes.count, default=3)
+    ap.add_argument("--batch", type=argtypes.count, default=16, help="per-rank batch size")
+    ap.add_argument("--lr", type=argtypes.positive, default=0.5)
+    ap.add_argument("--max-steps", type=argtypes.natural, default=0, help="cap on steps per epoch (0: none)")
+    ap.add_argument("--eval-every", type=argtypes.natural, default=0,
                     help="evaluate every K steps as well as at each epoch's end (0: epochs only)")
-    ap.add_argument("--slow", type=float, default=1.0, help="compute F times slower (F >= 1)")
-    ap.add_argument("--compute-time", type=float, default=0.0,
+    ap.add_argument("--slow", type=argtypes.number(1.0), default=1.0, help="compute F times slower (F >= 1)")
+    ap.add_argument("--compute-time", type=argtypes.nonnegative, default=0.0,
                     help="fix each step's compute at S seconds (dilated time; 0: real)")
     ap.add_argument("--master-addr", default="127.0.0.1", help="gloo: rank 0's address")
-    ap.add_argument("--master-port", type=int, default=29500, help="gloo: rendezvous port")
+    ap.add_argument("--master-port", type=argtypes.port, default=29500, help="gloo: rendezvous port")
     ap.add_argument("--policy", help="ina/ps: the job's policy file")
     ap.add_argument("--plan", help=f"{'/'.join(PLAN_SCHEMES)}: the plan file (controller.bcube)")
-    ap.add_argument("--timeout", type=float, default=120.0, help="bound on one synchronization (s)")
+    ap.add_argument("--timeout", type=argtypes.positive, default=120.0, help="bound on one synchronization (s)")
     return ap
 
 

@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from controller import argtypes
 from wire.ina import INA_VALUE_SIZES, INA_VALUES
 
 
@@ -118,22 +119,22 @@ def register(sub: Any, topo_help: str) -> None:
                    help="bml: on a bcube:N,K topology, every server; sharded_ps and ring: "
                         "--workers peers starting at --ps")
     p.add_argument("--ps", help="the PS host (default: the first host; ring: the first peer)")
-    p.add_argument("--workers", type=int, help="workers N (default: every other host)")
+    p.add_argument("--workers", type=argtypes.count, help="workers N (default: every other host)")
     p.add_argument("--policy", help="routing-policy JSON (docs/ina_policy.md) instead of planning")
-    p.add_argument("--values", type=int, default=32768, help="gradient length (default 32768)")
+    p.add_argument("--values", type=argtypes.values, default=32768, help="gradient length (default 32768)")
     p.add_argument("--values-per-packet", type=int, choices=INA_VALUE_SIZES, default=INA_VALUES,
                    metavar="V", help="PS, INA: values a packet carries "
                    f"({', '.join(map(str, INA_VALUE_SIZES))}; default {INA_VALUES}; "
                    "a --policy says its own)")
-    p.add_argument("--budget", type=int, default=2, help="INA: aggregating switches K (default 2)")
-    p.add_argument("--capacity", type=float, default=1000.0,
+    p.add_argument("--budget", type=argtypes.natural, default=2, help="INA: aggregating switches K (default 2)")
+    p.add_argument("--capacity", type=argtypes.positive, default=1000.0,
                    help="INA: switch capacity for the placement, Mbit/s (default 1000)")
-    p.add_argument("--window", type=int, default=32, help="outstanding fragments (default 32)")
-    p.add_argument("--timeout", type=float, default=1.0, help="first retransmission timeout s")
-    p.add_argument("--aggregators", type=int, default=1024, help="aggregator slots a switch")
+    p.add_argument("--window", type=argtypes.count, default=32, help="outstanding fragments (default 32)")
+    p.add_argument("--timeout", type=argtypes.positive, default=1.0, help="first retransmission timeout s")
+    p.add_argument("--aggregators", type=argtypes.count, default=1024, help="aggregator slots a switch")
     p.add_argument("--loss", action="append", default=[], metavar="RATE|SW:PORT=RATE",
                    help="packet loss: RATE on every link, or SW:PORT=RATE on one switch egress "
                         "port as the emulator's --loss (repeatable)")
-    p.add_argument("--max-time", type=float, default=300.0, help="simulated seconds at most")
+    p.add_argument("--max-time", type=argtypes.positive, default=300.0, help="simulated seconds at most")
     p.add_argument("--json", action="store_true", help="one JSON line")
     p.set_defaults(func=_run)

@@ -156,7 +156,7 @@ ERROR_CASES = [
     ("k-over-candidates", ["place", "fat-tree:4", "--ps", "h1", "--budget", "20", "--capacity",
                            "1000"], "exceeds the 19 candidate switches"),
     ("infeasible-capacity", ["place", "fat-tree:4", "--ps", "h1", "--budget", "2",
-                             "--capacity", "0"], "switch capacity C must be > 0"),
+                             "--capacity", "0"], "--capacity: must be > 0 (got 0)"),
     ("disconnected", ["place", "{tmp}/split.yaml", "--ps", "h1", "--budget", "1",
                       "--capacity", "100"], "the graph is disconnected"),
     ("missing-topology-file", ["place", "{tmp}/nope.yaml", "--ps", "h1", "--budget", "1",

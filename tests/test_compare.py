@@ -30,15 +30,24 @@ def test_scheme_names_and_shapes() -> None:
     assert all(ce.landed(s) for s in ce.SCHEMES)  # every scheme of issue 13 is in the tree
 
 
-def test_bad_options_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    assert ce.main(["--schemes", "ps,bogus"]) == 2
-    assert "unknown scheme(s) bogus" in capsys.readouterr().out
-    assert experiment_main(["--mode", "compare", "--schemes", "nope"]) == 2
-    assert ce.main(["--workers", "1"]) == 2
-    assert ce.main(["--values", "0"]) == 2
-    assert ce.main(["--bw", "0"]) == 2
+@pytest.mark.parametrize("argv, message", [
+    (["--schemes", "ps,bogus"], "unknown scheme(s) bogus"),
+    (["--workers", "1"], "--workers must be in 2..15"),
+    (["--values", "0"], "argument --values: must be >= 1"),
+    (["--bw", "0"], "argument --bw: must be > 0"),
+    (["--values", "many"], "argument --values: expected an integer"),
+])
+def test_bad_options_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:  # argparse's one error line, before anything starts
+        ce.main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and message in err
+
+
+def test_bad_scheme_through_the_dispatcher_exits_2() -> None:
     with pytest.raises(SystemExit) as e:
-        ce.main(["--values", "many"])
+        experiment_main(["--mode", "compare", "--schemes", "nope"])
     assert e.value.code == 2
 
 

@@ -34,7 +34,6 @@ def _args(*extra: str):
     (["--model", "resnet"], "resnet"),
     (["--workers", "9", "--topo", "star:4"], "needs 10"),
     (["--loss", "s9:1=0.1"], "s9"),
-    (["--target-accuracy", "1.5"], "must be in (0, 1]"),
     (["--batch", "5000"], "has no full batch"),
     (["--scheme", "gloo,bml", "--workers", "3"], "is not one"),
     (["--scheme", "gloo,bml", "--loss", "s1:1=0.1"], "run bml without --loss"),
@@ -46,7 +45,8 @@ def test_bad_options_get_one_clear_error(argv, message):
 
 
 @pytest.mark.parametrize("argv", [["--seeds", "0"], ["--workers", "0"], ["--loss", "s1:x=0.1"],
-                                  ["--loss", "s1:1=2"]])
+                                  ["--loss", "s1:1=2"], ["--target-accuracy", "1.5"],
+                                  ["--lr", "-1"]])
 def test_bad_values_are_argument_errors(argv, capsys):
     with pytest.raises(SystemExit) as e:
         _args(*argv)

@@ -12,6 +12,7 @@ One module per format, each constant stated once; the P4 programs mirror them
 * :mod:`wire.differentiated` -- block messages, DSCP per level, the reliable channel's frames
 * :mod:`wire.token` -- the token frame
 * :mod:`wire.scapy_layers` -- scapy views of the formats (tests, debugging; built lazily)
+* :mod:`wire.argtypes` -- the command-line value types of every command and agent (ranges)
 
 The package imports nothing else of gradnet: hosts, targets, the control plane and the
 simulator all import it.

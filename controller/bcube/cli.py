@@ -19,6 +19,7 @@ from typing import Any
 
 from rich.table import Table
 
+from controller import argtypes
 from controller.cli import UsageError
 from controller.output import TableConsole
 from wire.bcube_schedule import BcubeSchedule, ScheduleError
@@ -112,13 +113,13 @@ def register(sub: Any, topo_help: str) -> None:
     for name, fn, helptext in (("schedule", cmd_bcube_schedule, "print the BML schedule"),
                                ("model", cmd_bcube_model, "line-rate model of every scheme")):
         c = bsub.add_parser(name, help=helptext, description=helptext)
-        c.add_argument("--n", type=int, required=True, help="switch ports N (>= 2)")
-        c.add_argument("--k", type=int, required=True, help="levels k (>= 2)")
-        c.add_argument("--values", type=int, default=65536, help="gradient length (default 65536)")
+        c.add_argument("--n", type=argtypes.count, required=True, help="switch ports N (>= 2)")
+        c.add_argument("--k", type=argtypes.count, required=True, help="levels k (>= 2)")
+        c.add_argument("--values", type=argtypes.values, default=65536, help="gradient length (default 65536)")
         if name == "schedule":
-            c.add_argument("--thread", type=int, help="only this thread (parameter set)")
-            c.add_argument("--server", type=int, help="one server's exchanges instead")
+            c.add_argument("--thread", type=argtypes.natural, help="only this thread (parameter set)")
+            c.add_argument("--server", type=argtypes.natural, help="one server's exchanges instead")
             c.add_argument("--json", action="store_true", help="machine-readable output")
         else:
-            c.add_argument("--bw", type=float, default=1.0, help="link rate, Mbit/s (default 1)")
+            c.add_argument("--bw", type=argtypes.positive, default=1.0, help="link rate, Mbit/s (default 1)")
         c.set_defaults(func=fn)

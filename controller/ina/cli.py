@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from controller import argtypes
 from controller.cli import (
     PROG,
     UsageError,
@@ -438,10 +439,10 @@ def _job_args(sp: argparse.ArgumentParser, required: bool = True) -> None:
     sp.add_argument("--workers", metavar="H2,H3,...|all", default="all",
                     help="comma-separated worker hosts, in rank order (default: all "
                          "hosts but the PS)")
-    sp.add_argument("--budget", type=int, required=required, metavar="K",
+    sp.add_argument("--budget", type=argtypes.natural, required=required, metavar="K",
                     help="programmable switches to place (s_d, the PS's ToR, aggregates "
                          "too and is not counted)")
-    sp.add_argument("--capacity", type=float, required=required, metavar="C",
+    sp.add_argument("--capacity", type=argtypes.positive, required=required, metavar="C",
                     help="processing capacity of a programmable switch, Mbit/s (sum of "
                          "its input rates)")
 
@@ -459,10 +460,10 @@ def register_place(sub: Any, topo_help: str) -> None:
     place.add_argument("--method", choices=[*PLACEMENT_METHODS, "all"], default="greedy",
                        help="placement method; all: every method and its gap to the MILP "
                             "optimum (default greedy)")
-    place.add_argument("--seed", type=int, default=0, help="seed of --method random (default 0)")
-    place.add_argument("--time-limit", type=float, default=60.0, metavar="S",
+    place.add_argument("--seed", type=argtypes.natural, default=0, help="seed of --method random (default 0)")
+    place.add_argument("--time-limit", type=argtypes.positive, default=60.0, metavar="S",
                        help="time limit of the MILP in seconds (default 60)")
-    place.add_argument("--fragments", type=int, metavar="F",
+    place.add_argument("--fragments", type=argtypes.count, metavar="F",
                        help="also derive the per-fragment routing policy for F fragments "
                             "per worker (with --json: the policy file of docs/ina_policy.md)")
     place.add_argument("--json", action="store_true", help="print one JSON object")
@@ -488,15 +489,15 @@ def register_ina(sub: Any, topo_help: str) -> None:
                     "commands that start them.")
     network_args(idep, topo_help)
     _job_args(idep, required=False)
-    idep.add_argument("--values", type=int, required=True, metavar="N",
+    idep.add_argument("--values", type=argtypes.values, required=True, metavar="N",
                       help="gradient size in values (--values-per-packet values a fragment)")
     idep.add_argument("--values-per-packet", type=int, choices=INA_VALUE_SIZES,
                       default=INA_VALUES, metavar="V",
                       help="values a packet carries: 64 (default), 128 or 256; the switches "
                            "load the ina.p4 compiled for it, so every job deployed on a network "
                            "has the same (docs/ina.md)")
-    idep.add_argument("--job-id", type=int, default=1, metavar="J", help="INA job id (default 1)")
-    idep.add_argument("--scale-bits", type=int, default=16, metavar="S",
+    idep.add_argument("--job-id", type=argtypes.integer(0, 255), default=1, metavar="J", help="INA job id (default 1)")
+    idep.add_argument("--scale-bits", type=argtypes.integer(0, 62), default=16, metavar="S",
                       help="fixed-point scale 2^S (default 16)")
     idep.add_argument("--number-format", choices=("fixed", "bfp"), default="fixed",
                       help="how the workers send values: fixed (one scale 2^S) or bfp (block "
@@ -507,7 +508,7 @@ def register_ina(sub: Any, topo_help: str) -> None:
     idep.add_argument("--policy-out", metavar="FILE",
                       help="policy file to write (default: <run-dir>/ina-job<J>.policy.json, "
                            "or ./ina-job<J>.policy.json with --addresses)")
-    idep.add_argument("--aggregator-timeout-ms", type=float, metavar="MS",
+    idep.add_argument("--aggregator-timeout-ms", type=argtypes.number(0.0, 1e9), metavar="MS",
                       help="an aggregator idle this long may be taken over by another "
                            "fragment (0: never; default: the program's, 1000)")
     idep.add_argument("--ddp", action="store_true",
@@ -522,8 +523,8 @@ def register_ina(sub: Any, topo_help: str) -> None:
                     "it are installed again (fresh pipelines: do it between their runs) "
                     "and with none left every switch runs forward.p4. Link emulation stays.")
     iund.add_argument("run_dir", metavar="DIR", help="run directory printed by net up")
-    iund.add_argument("job_id", metavar="J", type=int, help="the job id given to ina deploy")
-    iund.add_argument("--timeout", type=float, default=30.0, metavar="S",
+    iund.add_argument("job_id", metavar="J", type=argtypes.integer(0, 255), help="the job id given to ina deploy")
+    iund.add_argument("--timeout", type=argtypes.positive, default=30.0, metavar="S",
                       help="seconds to wait for each switch (default 30)")
     iund.set_defaults(topo=None)
 

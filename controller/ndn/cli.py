@@ -26,6 +26,7 @@ from typing import Any
 
 from rich.table import Table
 
+from controller import argtypes
 from controller.cli import (
     UsageError,
     _addresses,
@@ -59,15 +60,15 @@ def register(sub: Any, topo_help: str) -> None:
     dep.add_argument("--gpus", default="all", help="GPU hosts, comma-separated, or all (default)")
     dep.add_argument("--loss", action="append", default=[], metavar="SWITCH:PORT=RATE",
                      help="emulated loss on a switch port (repeatable)")
-    dep.add_argument("--pit-lifetime", type=float, default=4.0, metavar="S",
+    dep.add_argument("--pit-lifetime", type=argtypes.positive, default=4.0, metavar="S",
                      help="transient PIT entry lifetime (default 4 s)")
-    dep.add_argument("--manage", type=float, metavar="S",
+    dep.add_argument("--manage", type=argtypes.nonnegative, metavar="S",
                      help="then run the persistent-PIT manager for S seconds (0: until Ctrl-C); "
                           "implies --subscriptions controller")
     dep.add_argument("--subscriptions", choices=["switch", "controller"], default=None,
                      help="who keeps the persistent PIT: the switches' data plane (default) or the "
                           "controller (insert Interests punted; the default with --manage)")
-    dep.add_argument("--subscription-lifetime", type=float, default=6.0, metavar="S",
+    dep.add_argument("--subscription-lifetime", type=argtypes.positive, default=6.0, metavar="S",
                      help="data-plane subscriptions expire S seconds after their last refresh (default 6)")
     dep.set_defaults(func=cmd_ndn_deploy)
     show = nsub.add_parser("show", help="persistent PIT, subscribers and counters of every switch",
@@ -161,6 +162,11 @@ def cmd_ndn_show(args: argparse.Namespace) -> int:
     from targets.p4rt_client import P4RuntimeError
 
     topo = network_topology(args)
+    if args.switch:  # the names first: a typo is not a missing network
+        try:
+            argtypes.check_switches(topo, "--switch", args.switch)
+        except argtypes.OptionError as e:
+            raise UsageError(str(e)) from None
     addresses = _addresses(args, topo)
     if args.switch:
         bad = [s for s in args.switch if s not in addresses]

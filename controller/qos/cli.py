@@ -21,6 +21,7 @@ from typing import Any
 
 from rich.table import Table
 
+from controller import argtypes
 from controller.cli import UsageError, _console, _parse_dscp, network_topology
 from controller.qos import (
     Bmv2Runtime,
@@ -176,10 +177,10 @@ def register(sub: Any, topo_help: str) -> None:
         sp.add_argument("--run-dir", required=True, metavar="DIR",
                         help="run directory of a running network (holds <switch>.grpc and <switch>.cli)")
         sp.add_argument("-s", "--switch", action="append", metavar="SWITCH", help="switch (repeatable for show)")
-        sp.add_argument("--port", type=int, default=None, metavar="P", help="egress port")
-        sp.add_argument("--queues", type=int, default=None, metavar="N",
+        sp.add_argument("--port", type=argtypes.natural, default=None, metavar="P", help="egress port")
+        sp.add_argument("--queues", type=argtypes.integer(1, 8), default=None, metavar="N",
                         help="priority queues per port (default: asked from the embedded target)")
-        sp.add_argument("--timeout", type=float, default=30.0, metavar="S", help="P4Runtime timeout")
+        sp.add_argument("--timeout", type=argtypes.positive, default=30.0, metavar="S", help="P4Runtime timeout")
 
     show = qsub.add_parser("show", help="DSCP map, queue settings and counters",
                            description="Show each switch's DSCP -> priority map and its egress queues "
@@ -193,11 +194,11 @@ def register(sub: Any, topo_help: str) -> None:
                          description="Change one switch's queues at run time (like simple_switch_CLI's "
                                      "set_queue_rate / set_queue_depth) and its DSCP -> priority entries.")
     common(st)
-    st.add_argument("--priority", type=int, default=None, metavar="Q",
+    st.add_argument("--priority", type=argtypes.integer(0, 7), default=None, metavar="Q",
                     help="the queue serving standard_metadata.priority Q (needs --port)")
-    st.add_argument("--rate", type=float, default=None, metavar="PPS", help="queue rate, packets/s (0: unlimited)")
-    st.add_argument("--depth", type=int, default=None, metavar="N", help="queue depth, packets")
-    st.add_argument("--port-rate", type=float, default=None, metavar="PPS",
+    st.add_argument("--rate", type=argtypes.nonnegative, default=None, metavar="PPS", help="queue rate, packets/s (0: unlimited)")
+    st.add_argument("--depth", type=argtypes.count, default=None, metavar="N", help="queue depth, packets")
+    st.add_argument("--port-rate", type=argtypes.nonnegative, default=None, metavar="PPS",
                     help="line rate shared by the port's queues in strict priority (embedded target; 0: unlimited)")
     st.add_argument("--dscp", action="append", default=[], metavar="DSCP=PRIO",
                     help="DSCP -> priority entry (repeatable; replaces an existing entry)")

@@ -22,6 +22,7 @@ from typing import Any
 
 from rich.table import Table
 
+from controller import argtypes
 from controller.cli import UsageError, held_loss, held_state, network_topology
 from controller.output import TableConsole
 from controller.token import MAX_NODES, TokenDeployment, token_lan
@@ -113,11 +114,11 @@ def register(sub: Any, topo_help: str) -> None:
     tsub = p.add_subparsers(dest="token_cmd", required=True)
 
     def nodes(q: argparse.ArgumentParser, required: bool = False) -> None:
-        q.add_argument("--nodes", type=int, required=required,
+        q.add_argument("--nodes", type=argtypes.integer(1, MAX_NODES), required=required,
                        help=f"training nodes (1..{MAX_NODES})"
                             + ("" if required else "; may be left out with the --run-dir of "
                                                    "'gradctl net up', whose LAN is used"))
-        q.add_argument("--bw", type=float, default=None,
+        q.add_argument("--bw", type=argtypes.positive, default=None,
                        help=f"link capacity in Mbit/s (default {LAN_BW:g})")
 
     t = tsub.add_parser("topo", help="show the LAN: hosts, NICs, LAN switch")

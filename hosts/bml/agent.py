@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from wire import argtypes
 from wire.bcube import BcubeMsg
 from wire.bcube_schedule import BcubeSchedule, cut
 from wire.fixedpoint import quantize
@@ -168,15 +169,15 @@ def serve(plan: dict[str, Any], me: int, links: list[Link], algorithm: Algorithm
 
 def agent_parser(prog: str, doc: str) -> argparse.ArgumentParser:
     """Options every agent takes."""
-    p = argparse.ArgumentParser(prog=prog, description=doc)
+    p = argtypes.Parser(prog=prog, description=doc)
     p.add_argument("--plan", required=True, help="plan JSON (controller.bcube.write_plan)")
-    p.add_argument("--server", type=int, required=True, help="this server's index (0-based)")
+    p.add_argument("--server", type=argtypes.natural, required=True, help="this server's index (0-based)")
     p.add_argument("--gradient", required=True, help="float32 .npy gradient")
     p.add_argument("--out", required=True, help="where the summed int32 vector goes (.npy)")
     p.add_argument("--ready-dir", required=True, help="directory for the ready marker")
     p.add_argument("--go", required=True, help="go file holding the common start time")
-    p.add_argument("--connect-timeout", type=float, default=60.0)
-    p.add_argument("--max-time", type=float, default=300.0, help="bound on the synchronization (s)")
+    p.add_argument("--connect-timeout", type=argtypes.positive, default=60.0)
+    p.add_argument("--max-time", type=argtypes.positive, default=300.0, help="bound on the synchronization (s)")
     return p
 
 

@@ -79,7 +79,6 @@ and stats: a self-test for running in emulated hosts.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import threading
@@ -89,6 +88,7 @@ from typing import Any
 
 import numpy as np
 
+from wire import argtypes
 from wire.bcube import BCUBE_TCP_PORT
 from wire.bcube_schedule import DEFAULT_PIECES, RAIL_SCHEMES, BcubeSchedule
 from wire.fixedpoint import dequantize, quantize
@@ -291,13 +291,13 @@ def round_vector(seed: int, server: int, rnd: int, values: int) -> np.ndarray:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m hosts.bml.collective``: the self-test (see the module doc)."""
-    p = argparse.ArgumentParser(prog="python -m hosts.bml.collective",
+    p = argtypes.Parser(prog="python -m hosts.bml.collective",
                                 description="Repeated all-reduce self-test of one server.")
     p.add_argument("--plan", required=True, help="plan JSON (controller.bcube)")
-    p.add_argument("--server", type=int, required=True, help="this server's index (0-based)")
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--server", type=argtypes.natural, required=True, help="this server's index (0-based)")
+    p.add_argument("--rounds", type=argtypes.count, default=5)
+    p.add_argument("--seed", type=argtypes.natural, default=0)
+    p.add_argument("--timeout", type=argtypes.positive, default=60.0)
     p.add_argument("--out", help="results (.npy, [rounds, values] float32)")
     args = p.parse_args(argv)
     with Collective.from_plan_file(args.plan, args.server, timeout=args.timeout) as coll:

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from hosts.net import net_dev, udp_socket
+from wire import argtypes
 from wire.differentiated import DIFF_LEVEL_IMPORTANT, Kind, frame, params_body
 
 from .blocks import BlockLayout
@@ -61,19 +62,19 @@ def _nic_counters() -> dict[str, int]:
 
 def _parser() -> argparse.ArgumentParser:
     """The PS's command line."""
-    p = argparse.ArgumentParser(prog="python -m hosts.differentiated.ps", description=__doc__.splitlines()[0])
+    p = argtypes.Parser(prog="python -m hosts.differentiated.ps", description=__doc__.splitlines()[0])
     add_common_args(p)
     p.add_argument("--bind", default="0.0.0.0", help="address to listen on")
-    p.add_argument("--grace", type=float, default=0.01,
+    p.add_argument("--grace", type=argtypes.nonnegative, default=0.01,
                    help="seconds to wait for unreliable blocks once the important ones are in")
-    p.add_argument("--staleness", type=int, default=1,
+    p.add_argument("--staleness", type=argtypes.natural, default=1,
                    help="late blocks up to this many iterations old are applied (delayed update)")
-    p.add_argument("--linger", type=float, default=0.5, help="seconds to count late datagrams at the end")
+    p.add_argument("--linger", type=argtypes.nonnegative, default=0.5, help="seconds to count late datagrams at the end")
     p.add_argument("--out-dir", default=None, help="save reconstructions here (fixed tensors)")
     p.add_argument("--members", default=None, metavar="IP,IP,...",
                    help="source address of each worker, in rank order: refuse and count every other "
                         "source (default: accept any)")
-    p.add_argument("--clip", type=float, default=0.0,
+    p.add_argument("--clip", type=argtypes.nonnegative, default=0.0,
                    help="cap the L2 norm of the averaged gradient (sum / world) at this value before "
                         "the SGD step (0, default: no cap; see docs/differentiated.md, 'Stability')")
     p.add_argument("--no-eval", action="store_true",

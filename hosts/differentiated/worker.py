@@ -43,6 +43,7 @@ import numpy as np
 from hosts.differentiated.channel import recv_msg, set_dscp
 from hosts.loop import LoopConfig, ModelWork, Sync, SyncResult, TrainLoop
 from hosts.net import set_buffers
+from wire import argtypes
 from wire.differentiated import (
     DIFF_LEVEL_IMPORTANT,
     DIFF_TCP_PORT,
@@ -63,25 +64,25 @@ MODES = ("differentiated", "reliable", "unreliable", "important")
 
 def add_common_args(p: argparse.ArgumentParser) -> None:
     """Options the worker and the PS share (they must agree)."""
-    p.add_argument("--world", type=int, required=True, help="number of workers")
+    p.add_argument("--world", type=argtypes.count, required=True, help="number of workers")
     p.add_argument("--mode", choices=MODES, default="differentiated", help="transport")
     p.add_argument("--gradient", default=None, metavar="NPZ",
                    help="fixed gradient tensors (np.savez(NPZ, *arrays)) instead of training")
-    p.add_argument("--iterations", type=int, default=1, help="rounds with --gradient (default 1)")
-    p.add_argument("--epochs", type=int, default=12, help="training epochs (default 12)")
-    p.add_argument("--batch", type=int, default=32, help="per-worker batch size (default 32)")
-    p.add_argument("--lr", type=float, default=0.5, help="SGD learning rate (default 0.5)")
-    p.add_argument("--seed", type=int, default=0, help="model, data split and shuffling seed")
-    p.add_argument("--channels", type=int, default=8, help="CNN width (default 8)")
-    p.add_argument("--block-size", type=int, default=64, help="values per block of non-conv tensors")
-    p.add_argument("--max-time", type=float, default=300.0, help="give up after this many seconds")
-    p.add_argument("--port", type=int, default=DIFF_TCP_PORT,
+    p.add_argument("--iterations", type=argtypes.count, default=1, help="rounds with --gradient (default 1)")
+    p.add_argument("--epochs", type=argtypes.count, default=12, help="training epochs (default 12)")
+    p.add_argument("--batch", type=argtypes.count, default=32, help="per-worker batch size (default 32)")
+    p.add_argument("--lr", type=argtypes.positive, default=0.5, help="SGD learning rate (default 0.5)")
+    p.add_argument("--seed", type=argtypes.natural, default=0, help="model, data split and shuffling seed")
+    p.add_argument("--channels", type=argtypes.count, default=8, help="CNN width (default 8)")
+    p.add_argument("--block-size", type=argtypes.count, default=64, help="values per block of non-conv tensors")
+    p.add_argument("--max-time", type=argtypes.positive, default=300.0, help="give up after this many seconds")
+    p.add_argument("--port", type=argtypes.port, default=DIFF_TCP_PORT,
                    help=f"PS port, TCP and UDP (default {DIFF_TCP_PORT})")
     p.add_argument("--model", default=None,
                    help="model name of hosts.training.build_model (default: the digits CNN of --channels)")
     p.add_argument("--data", default=None,
                    help="data set name of hosts.training.load_data (default: the digits split)")
-    p.add_argument("--max-steps", type=int, default=0, help="cap on iterations per epoch (0: none)")
+    p.add_argument("--max-steps", type=argtypes.natural, default=0, help="cap on iterations per epoch (0: none)")
 
 
 def check_common_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -164,28 +165,28 @@ def _connect(host: str, port: int, dscp: int, timeout: float, patience: float = 
 
 def _parser() -> argparse.ArgumentParser:
     """The worker's command line."""
-    p = argparse.ArgumentParser(prog="python -m hosts.differentiated.worker", description=__doc__.splitlines()[0])
+    p = argtypes.Parser(prog="python -m hosts.differentiated.worker", description=__doc__.splitlines()[0])
     p.add_argument("--ps", required=True, help="PS address (IPv4)")
-    p.add_argument("--rank", type=int, required=True, help="this worker's rank (0..world-1)")
+    p.add_argument("--rank", type=argtypes.natural, required=True, help="this worker's rank (0..world-1)")
     add_common_args(p)
-    p.add_argument("--alpha", type=float, default=0.5, help="SANE smoothing factor (default 0.5)")
-    p.add_argument("--quantile", type=float, default=0.5,
+    p.add_argument("--alpha", type=argtypes.probability, default=0.5, help="SANE smoothing factor (default 0.5)")
+    p.add_argument("--quantile", type=argtypes.probability, default=0.5,
                    help="threshold = this quantile of the contributions (default 0.5: half the blocks important)")
-    p.add_argument("--levels", type=int, default=3, help="unreliable levels (default 3)")
+    p.add_argument("--levels", type=argtypes.count, default=3, help="unreliable levels (default 3)")
     p.add_argument("--importance", choices=("sane", "random"), default="sane",
                    help="which blocks are important: SANE's largest (default) or, as an ablation, "
                         "random ones (as many as the quantile gives; seeded by --seed and --rank)")
-    p.add_argument("--share", type=float, default=0.0,
+    p.add_argument("--share", type=argtypes.probability, default=0.0,
                    help="adaptive threshold: the blocks carrying this share of the total "
                         "contribution are important (0, default: the fixed --quantile)")
-    p.add_argument("--udp-pps", type=float, default=0.0,
+    p.add_argument("--udp-pps", type=argtypes.nonnegative, default=0.0,
                    help="pace unreliable datagrams at this rate (default 0: as fast as possible)")
     p.add_argument("--batch-seed", type=int, default=None,
                    help="seed of the batch order (default: seed * 1000 + rank)")
-    p.add_argument("--slow", type=float, default=1.0, help="compute F times slower (F >= 1)")
-    p.add_argument("--compute-time", type=float, default=0.0,
+    p.add_argument("--slow", type=argtypes.number(1.0), default=1.0, help="compute F times slower (F >= 1)")
+    p.add_argument("--compute-time", type=argtypes.nonnegative, default=0.0,
                    help="fix each step's compute at S seconds (dilated time; 0: real)")
-    p.add_argument("--eval-every", type=int, default=None,
+    p.add_argument("--eval-every", type=argtypes.natural, default=None,
                    help="print an evaluation record every K steps and at each epoch's end "
                         "(0: epoch ends only; default: none)")
     return p

@@ -36,6 +36,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from hosts.ina.ddp_hook import CommTimer, TimedState, span_length, timed_hook
 from hosts.training import batches, evaluate, load_digits_split, make_model, worker_shard
+from wire import argtypes
 
 
 def _emit(d: dict) -> None:
@@ -81,32 +82,32 @@ def _timing(step_s: list[float], bwd_s: list[float], comm_s: list[float],
 
 def _parser() -> argparse.ArgumentParser:
     """The script's command line."""
-    ap = argparse.ArgumentParser(prog="python -m hosts.ina.ddp_train", description=__doc__.splitlines()[0])
-    ap.add_argument("--rank", type=int, required=True)
-    ap.add_argument("--world", type=int, required=True)
+    ap = argtypes.Parser(prog="python -m hosts.ina.ddp_train", description=__doc__.splitlines()[0])
+    ap.add_argument("--rank", type=argtypes.natural, required=True)
+    ap.add_argument("--world", type=argtypes.count, required=True)
     ap.add_argument("--master-addr", required=True, help="rank 0's address (gloo rendezvous)")
-    ap.add_argument("--master-port", type=int, default=29500)
+    ap.add_argument("--master-port", type=argtypes.port, default=29500)
     ap.add_argument("--hook", choices=["none", "ina"], default="none",
                     help="gradient averaging: gloo all-reduce (none) or gradnet INA")
     ap.add_argument("--policy", help="INA job policy file (with --hook ina)")
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--batch", type=int, default=16, help="per-rank batch size")
-    ap.add_argument("--lr", type=float, default=0.5)
-    ap.add_argument("--max-steps", type=int, default=0, help="cap on steps per epoch (0: none)")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--epochs", type=argtypes.count, default=3)
+    ap.add_argument("--batch", type=argtypes.count, default=16, help="per-rank batch size")
+    ap.add_argument("--lr", type=argtypes.positive, default=0.5)
+    ap.add_argument("--max-steps", type=argtypes.natural, default=0, help="cap on steps per epoch (0: none)")
+    ap.add_argument("--seed", type=argtypes.natural, default=0)
     ap.add_argument("--check-grad", action="store_true",
                     help="compare the first batch's averaged gradients with gloo's")
-    ap.add_argument("--timeout", type=float, default=120.0, help="rendezvous and collective timeout (s)")
-    ap.add_argument("--bucket-cap-mb", type=float, default=25.0,
+    ap.add_argument("--timeout", type=argtypes.positive, default=120.0, help="rendezvous and collective timeout (s)")
+    ap.add_argument("--bucket-cap-mb", type=argtypes.positive, default=25.0,
                     help="DDP's bucket_cap_mb (default 25: the digits CNN is one bucket)")
-    ap.add_argument("--round-cycle", type=int, default=None,
+    ap.add_argument("--round-cycle", type=argtypes.natural, default=None,
                     help="INA hook: rounds before the fragment numbers repeat (the PS's "
                          "--round-cycle; default hosts.ina.ddp_hook.HOOK_ROUND_CYCLE)")
-    ap.add_argument("--reuse-after", type=float, default=None,
+    ap.add_argument("--reuse-after", type=argtypes.nonnegative, default=None,
                     help="INA hook: seconds before reused numbers (default 2)")
     ap.add_argument("--sync-hook", action="store_true",
                     help="INA hook: allreduce inside the hook (no overlap with backward)")
-    ap.add_argument("--calibrate", type=int, default=5,
+    ap.add_argument("--calibrate", type=argtypes.natural, default=5,
                     help="backward passes without communication timed before training")
     return ap
 

@@ -36,6 +36,7 @@ import numpy as np
 from hosts.ina.agent import FaultInjection, InaTimeoutError, open_ina_socket
 from hosts.ina.ps_job import JobState, JobStats
 from hosts.net import net_dev, peak_rss_mib, wait_readable
+from wire import argtypes
 from wire.ina import (
     INA_HEADER,
     INA_HEADER_LEN,
@@ -482,27 +483,27 @@ class ParameterServer:
 
 def _parser() -> argparse.ArgumentParser:
     """The PS's command line."""
-    ap = argparse.ArgumentParser(
+    ap = argtypes.Parser(
         prog="python -m hosts.ina.ps", description="INA parameter server (one or more jobs)."
     )
     ap.add_argument("--policy", action="append", required=True,
                     help="policy JSON of a job (docs/ina_policy.md); repeat for more jobs")
     ap.add_argument("--json", action="store_true", help="print one JSON summary line")
-    ap.add_argument("--linger", type=float, default=1.0,
+    ap.add_argument("--linger", type=argtypes.nonnegative, default=1.0,
                     help="quiet seconds to wait for late retransmissions once complete")
-    ap.add_argument("--max-time", type=float, default=300.0)
+    ap.add_argument("--max-time", type=argtypes.positive, default=300.0)
     ap.add_argument("--iface", help="NIC to read rx_bytes/rx_packets from")
     ap.add_argument("--bind", help="local address (default: the policy's ps)")
-    ap.add_argument("--fragment-offset", type=int, default=0)
-    ap.add_argument("--rounds", type=int, default=1,
+    ap.add_argument("--fragment-offset", type=argtypes.natural, default=0)
+    ap.add_argument("--rounds", type=argtypes.natural, default=1,
                     help="allreduces to serve back to back (worker offsets r*F); 0: until "
                          "--idle-exit quiet seconds between rounds (default 1)")
-    ap.add_argument("--round-cycle", type=int, default=0,
+    ap.add_argument("--round-cycle", type=argtypes.natural, default=0,
                     help="rounds before the fragment numbers repeat, as the workers' (default "
                          "0: as many as fit 32 bits)")
-    ap.add_argument("--drop-every", type=int, default=0,
+    ap.add_argument("--drop-every", type=argtypes.natural, default=0,
                     help="TESTING: drop every K-th datagram this PS sends (lost RESULTs)")
-    ap.add_argument("--idle-exit", type=float, default=30.0,
+    ap.add_argument("--idle-exit", type=argtypes.positive, default=30.0,
                     help="with --rounds 0: stop after this many quiet seconds between rounds, "
                          "once a round has finished (default 30)")
     ap.add_argument("--out-int", help="write the int32 sums as .npz (key job_<id>)")

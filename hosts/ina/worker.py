@@ -38,6 +38,7 @@ from hosts.ina.congestion import CONGESTION_MODES
 from hosts.ina.rounds import DEFAULT_REUSE_AFTER_S, FragmentCycle
 from hosts.ina.transfer import FragmentTransfer, WorkerStats
 from hosts.net import peak_rss_mib
+from wire import argtypes
 from wire.fixedpoint import (
     BFP_LOOKAHEAD,
     DEFAULT_SCALE_BITS,
@@ -392,40 +393,40 @@ def round_gradient(seed: int, rank: int, k: int, n: int) -> np.ndarray:
 
 def _parser() -> argparse.ArgumentParser:
     """The worker's command line."""
-    ap = argparse.ArgumentParser(
+    ap = argtypes.Parser(
         prog="python -m hosts.ina.worker", description="INA worker: allreduce one gradient."
     )
     ap.add_argument("--policy", required=True, help="policy JSON (docs/ina_policy.md)")
-    ap.add_argument("--rank", type=int, required=True)
+    ap.add_argument("--rank", type=argtypes.natural, required=True)
     src = ap.add_mutually_exclusive_group()
     src.add_argument("--gradient", help=".npy file with the float gradient")
-    src.add_argument("--size", type=int, help="random gradient of N values (default: "
+    src.add_argument("--size", type=argtypes.values, help="random gradient of N values (default: "
                      "num_fragments * the policy's values_per_packet)")
-    ap.add_argument("--seed", type=int, default=0, help="seed of the random gradient "
+    ap.add_argument("--seed", type=argtypes.natural, default=0, help="seed of the random gradient "
                     "(mixed with the rank)")
     ap.add_argument("--out", help="write the aggregated float32 gradient (.npy)")
     ap.add_argument("--out-int", help="write the int32 fixed-point sum (.npy)")
-    ap.add_argument("--scale-bits", type=int, help="override the policy's scale_bits")
+    ap.add_argument("--scale-bits", type=argtypes.integer(0, 62), help="override the policy's scale_bits")
     ap.add_argument("--format", choices=NUMBER_FORMATS, help="override the policy's number "
                     "format: fixed (--scale-bits) or bfp (block floating point)")
     ap.add_argument("--out-exp", help="block floating point: write each block's agreed "
                     "biased exponent (.npy, uint8; one row per round with --rounds)")
-    ap.add_argument("--window", type=int, default=64,
+    ap.add_argument("--window", type=argtypes.count, default=64,
                     help="most fragments outstanding (with --congestion aimd: the cap)")
     ap.add_argument("--congestion", choices=CONGESTION_MODES, default="fixed",
                     help="fixed: always --window outstanding; aimd: a congestion window "
                     "(slow start, halved on a timeout) up to --window (default fixed)")
-    ap.add_argument("--timeout", type=float, default=0.2, help="first retransmission timeout (s)")
-    ap.add_argument("--max-backoff", type=float, default=1.0)
-    ap.add_argument("--max-time", type=float, default=60.0, help="bound on the whole run (s)")
-    ap.add_argument("--fragment-offset", type=int, default=0)
-    ap.add_argument("--rounds", type=int, default=1,
+    ap.add_argument("--timeout", type=argtypes.positive, default=0.2, help="first retransmission timeout (s)")
+    ap.add_argument("--max-backoff", type=argtypes.positive, default=1.0)
+    ap.add_argument("--max-time", type=argtypes.positive, default=60.0, help="bound on the whole run (s)")
+    ap.add_argument("--fragment-offset", type=argtypes.natural, default=0)
+    ap.add_argument("--rounds", type=argtypes.count, default=1,
                     help="allreduces back to back (a new random gradient each, unless "
                          "--gradient); the PS needs the same --rounds (default 1)")
-    ap.add_argument("--round-cycle", type=int, default=0,
+    ap.add_argument("--round-cycle", type=argtypes.natural, default=0,
                     help="with --rounds: rounds before the fragment numbers repeat (>= 2; "
                          "default 0: as many as fit 32 bits); the PS needs the same")
-    ap.add_argument("--reuse-after", type=float, default=DEFAULT_REUSE_AFTER_S,
+    ap.add_argument("--reuse-after", type=argtypes.nonnegative, default=DEFAULT_REUSE_AFTER_S,
                     help="with --rounds: seconds to wait before reusing fragment numbers; "
                          "more than the switches' aggregator timeout plus the longest a "
                          f"packet stays in the network (default {DEFAULT_REUSE_AFTER_S:g})")

@@ -57,6 +57,7 @@ from hosts.ndn.harness import (
 )
 from hosts.ndn.requester import Requester
 from hosts.ndn.timers import probe_timeout
+from wire import argtypes
 from wire.ndn import (
     UNSUBSCRIBE_MARKER,
     NameBoundsError,
@@ -437,9 +438,9 @@ class NdnSync(Sync):
 
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options."""
-    p = argparse.ArgumentParser(prog="python -m hosts.ndn.gpu", description=__doc__.splitlines()[0])
+    p = argtypes.Parser(prog="python -m hosts.ndn.gpu", description=__doc__.splitlines()[0])
     p.add_argument("--me", required=True, help="this GPU's name (its host name)")
-    p.add_argument("--gpu-index", type=int, default=0, help="index for the synthetic gradient")
+    p.add_argument("--gpu-index", type=argtypes.natural, default=0, help="index for the synthetic gradient")
     p.add_argument("--ps", required=True, help="the PS's name")
     p.add_argument("--train", default="train")
     p.add_argument("--transport", choices=list(TRANSPORTS), default="ndn",
@@ -448,36 +449,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iface", default="")
     p.add_argument("--hosts", default="", help="JSON {host: ip} (ip transport)")
     p.add_argument("--mode", choices=["sync", "async"], default="sync")
-    p.add_argument("--rounds", type=int, default=3, help="sync: rounds (the last version)")
-    p.add_argument("--steps", type=int, default=3, help="async: gradients this GPU sends")
-    p.add_argument("--final-version", type=int, default=0, help="async: the PS's last version")
-    p.add_argument("--values", type=int, default=3818)
+    p.add_argument("--rounds", type=argtypes.count, default=3, help="sync: rounds (the last version)")
+    p.add_argument("--steps", type=argtypes.count, default=3, help="async: gradients this GPU sends")
+    p.add_argument("--final-version", type=argtypes.natural, default=0, help="async: the PS's last version")
+    p.add_argument("--values", type=argtypes.values, default=3818)
     p.add_argument("--model", choices=["synthetic", "digits"], default="synthetic",
                    help="synthetic gradients, or the digits CNN of hosts/training.py (3,818 values)")
-    p.add_argument("--world", type=int, default=1, help="digits: accepting GPUs (shards)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--world", type=argtypes.count, default=1, help="digits: accepting GPUs (shards)")
+    p.add_argument("--seed", type=argtypes.natural, default=0)
     p.add_argument("--gradient-dir", default="", metavar="DIR",
                    help="send DIR/grad-<gpu-index>.npy (float32, --values long) as every gradient "
                         "instead of the synthetic one")
-    p.add_argument("--compute-time", type=float, default=0.2, help="seconds per gradient")
+    p.add_argument("--compute-time", type=argtypes.nonnegative, default=0.2, help="seconds per gradient")
     p.add_argument("--busy", action="store_true", help="decline the task (step 2.2)")
-    p.add_argument("--timeout", type=float, default=0.5, help="Interest retransmission timeout (s)")
-    p.add_argument("--probe-init", type=float, default=2.0, help="probe timer before any delay is known (s)")
-    p.add_argument("--probe-factor", type=float, default=1.5)
-    p.add_argument("--probe-min", type=float, default=0.3)
-    p.add_argument("--probe-max", type=float, default=2.0)
-    p.add_argument("--probe-gap", type=float, default=0.0, metavar="S",
+    p.add_argument("--timeout", type=argtypes.positive, default=0.5, help="Interest retransmission timeout (s)")
+    p.add_argument("--probe-init", type=argtypes.positive, default=2.0, help="probe timer before any delay is known (s)")
+    p.add_argument("--probe-factor", type=argtypes.positive, default=1.5)
+    p.add_argument("--probe-min", type=argtypes.positive, default=0.3)
+    p.add_argument("--probe-max", type=argtypes.positive, default=2.0)
+    p.add_argument("--probe-gap", type=argtypes.nonnegative, default=0.0, metavar="S",
                    help="when the probe timer fires while the update is still arriving (a "
                         "segment less than S s ago), wait until it has been quiet for S s "
                         "before fetching the missing segments (0: fetch at once, the default)")
-    p.add_argument("--linger", type=float, default=5.0, help="declined: exit after this quiet time")
-    p.add_argument("--refresh", type=float, default=2.0,
+    p.add_argument("--linger", type=argtypes.nonnegative, default=5.0, help="declined: exit after this quiet time")
+    p.add_argument("--refresh", type=argtypes.nonnegative, default=2.0,
                    help="re-send the subscribe Interest every S seconds while training (soft state; "
                         "the switches' subscription lifetime is 6 s by default; 0: never)")
-    p.add_argument("--max-time", type=float, default=120.0)
+    p.add_argument("--max-time", type=argtypes.positive, default=120.0)
     p.add_argument("--out", default="", help="final parameters (.npy)")
     h = add_harness_args(p, "gpu")
-    h.add_argument("--slow", type=float, default=1.0,
+    h.add_argument("--slow", type=argtypes.number(1.0), default=1.0,
                    help="--train-model: compute F times slower (real or fixed compute)")
     return p
 

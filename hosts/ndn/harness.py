@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from wire import argtypes
+
 __all__ = [
     "DigitsTrainer",
     "HarnessWork",
@@ -94,10 +96,10 @@ def add_harness_args(p: Any, role: str) -> Any:
                            "shard --gpu-index of --world; --compute-time then fixes each batch's "
                            "compute, 0: real)"))
     h.add_argument("--data", default="digits", help="--train-model: data set (hosts.training.load_data)")
-    h.add_argument("--batch", type=int, default=16, help="--train-model: per-GPU batch size")
-    h.add_argument("--steps-per-epoch", type=int, default=1,
+    h.add_argument("--batch", type=argtypes.count, default=16, help="--train-model: per-GPU batch size")
+    h.add_argument("--steps-per-epoch", type=argtypes.count, default=1,
                    help="--train-model: rounds per epoch (--rounds = epochs x this)")
-    h.add_argument("--eval-every", type=int, default=0,
+    h.add_argument("--eval-every", type=argtypes.natural, default=0,
                    help="--train-model: evaluate (PS) or report weights (GPU) every K versions "
                         "besides each epoch's end (0: epochs only)")
     return h

@@ -58,6 +58,7 @@ from hosts.ndn.harness import (
 from hosts.ndn.requester import Requester
 from hosts.ndn.timers import finish_estimate
 from hosts.net import nic_counters
+from wire import argtypes
 from wire.ndn import (
     NDN_UDP_PORT,
     NameBoundsError,
@@ -416,7 +417,7 @@ class ParameterServer:
 
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options."""
-    p = argparse.ArgumentParser(prog="python -m hosts.ndn.ps", description=__doc__.splitlines()[0])
+    p = argtypes.Parser(prog="python -m hosts.ndn.ps", description=__doc__.splitlines()[0])
     p.add_argument("--me", required=True, help="this PS's name (its host name, e.g. h1)")
     p.add_argument("--gpus", required=True, help="comma-separated GPU names (host names)")
     p.add_argument("--train", default="train", help="training name (default train)")
@@ -426,19 +427,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iface", default="", help="the host's interface (ndn transport, NIC counters)")
     p.add_argument("--hosts", default="", help="JSON {host: ip} (ip transport)")
     p.add_argument("--mode", choices=["sync", "async"], default="sync")
-    p.add_argument("--rounds", type=int, default=3, help="synchronous rounds")
-    p.add_argument("--steps", type=int, default=3, help="async: gradients per GPU")
-    p.add_argument("--values", type=int, default=3818, help="model size in float32 values")
+    p.add_argument("--rounds", type=argtypes.count, default=3, help="synchronous rounds")
+    p.add_argument("--steps", type=argtypes.count, default=3, help="async: gradients per GPU")
+    p.add_argument("--values", type=argtypes.values, default=3818, help="model size in float32 values")
     p.add_argument("--model", choices=["synthetic", "digits"], default="synthetic",
                    help="initial parameters: synthetic, or the digits CNN of hosts/training.py")
-    p.add_argument("--lr", type=float, default=0.1)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--timeout", type=float, default=0.5, help="Interest retransmission timeout (s)")
-    p.add_argument("--assign-timeout", type=float, default=15.0,
+    p.add_argument("--lr", type=argtypes.positive, default=0.1)
+    p.add_argument("--seed", type=argtypes.natural, default=0)
+    p.add_argument("--timeout", type=argtypes.positive, default=0.5, help="Interest retransmission timeout (s)")
+    p.add_argument("--assign-timeout", type=argtypes.positive, default=15.0,
                    help="how long to wait for task-assignment answers (s)")
-    p.add_argument("--linger", type=float, default=4.0,
+    p.add_argument("--linger", type=argtypes.nonnegative, default=4.0,
                    help="at the end, serve recovery Interests until this long without any (s)")
-    p.add_argument("--max-time", type=float, default=120.0)
+    p.add_argument("--max-time", type=argtypes.positive, default=120.0)
     p.add_argument("--out", default="", help="directory for params-v<k>.npy")
     p.add_argument("--hold-start", default="", metavar="PATH",
                    help="before the first round, print a ready_to_train line and wait until "

@@ -61,6 +61,7 @@ from hosts.token.data import Distribution, encode_examples, exact_encoding
 from hosts.token.link import NicLink, TokenError
 from hosts.token.protocol import TokenProtocol
 from hosts.token.training import Timing, Training, model_factory
+from wire import argtypes
 from wire.token import TOKEN_VALUES, TokenHeader, TokenMsg, encode_token
 
 
@@ -225,20 +226,20 @@ def run_intruder(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """Command line of a node."""
-    p = argparse.ArgumentParser(prog="python -m hosts.token.node", description=__doc__.split("\n\n")[0])
+    p = argtypes.Parser(prog="python -m hosts.token.node", description=__doc__.split("\n\n")[0])
     p.add_argument("--iface", required=True, help="the interface toward the node's NIC")
     p.add_argument("--initiator", action="store_true", help="this node holds model and data (s110)")
     p.add_argument("--intrude", action="store_true",
                    help="not a node: send forged GRAD/TOKEN frames (tests)")
-    p.add_argument("--count", type=int, default=200, help="--intrude: frames at most")
-    p.add_argument("--duration", type=float, default=5.0, help="--intrude: seconds at most")
-    p.add_argument("--expect", type=int, default=0, help="initiator: close formation once this "
+    p.add_argument("--count", type=argtypes.count, default=200, help="--intrude: frames at most")
+    p.add_argument("--duration", type=argtypes.positive, default=5.0, help="--intrude: seconds at most")
+    p.add_argument("--expect", type=argtypes.natural, default=0, help="initiator: close formation once this "
                    "many nodes (itself included) are in and 0.3 s passed quietly")
-    p.add_argument("--form-silence", type=float, default=2.0, help="silence that closes formation (s)")
-    p.add_argument("--form-max", type=float, default=20.0, help="formation lasts at most (s)")
-    p.add_argument("--join-timeout", type=float, default=60.0, help="member: wait for roster/data (s)")
-    p.add_argument("--ack-timeout", type=float, default=5.0)
-    p.add_argument("--burst", type=int, default=32,
+    p.add_argument("--form-silence", type=argtypes.positive, default=2.0, help="silence that closes formation (s)")
+    p.add_argument("--form-max", type=argtypes.positive, default=20.0, help="formation lasts at most (s)")
+    p.add_argument("--join-timeout", type=argtypes.positive, default=60.0, help="member: wait for roster/data (s)")
+    p.add_argument("--ack-timeout", type=argtypes.positive, default=5.0)
+    p.add_argument("--burst", type=argtypes.count, default=32,
                    help="GRAD frames sent back to back before a 1 ms pause, and READs of the "
                         "sums outstanding at once (default 32; BMv2, whose egress queues hold "
                         "64 frames and whose threads share the cores with the hosts, needs 8: "
@@ -250,11 +251,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a data set of hosts.training (load_data(NAME, --seed)); examples travel "
                         "exactly (float32; the digits as their pixel levels). Default: the digits "
                         "split of --seed")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--batches", type=int, default=0, help="stop after this many batches (0: epochs)")
-    p.add_argument("--max-steps", type=int, default=0, help="cap on batches per epoch (0: none)")
+    p.add_argument("--seed", type=argtypes.natural, default=0)
+    p.add_argument("--epochs", type=argtypes.count, default=2)
+    p.add_argument("--batch-size", type=argtypes.count, default=32)
+    p.add_argument("--batches", type=argtypes.natural, default=0, help="stop after this many batches (0: epochs)")
+    p.add_argument("--max-steps", type=argtypes.natural, default=0, help="cap on batches per epoch (0: none)")
     p.add_argument("--batch-seed", type=int, default=-1,
                    help="batch order of hosts.training.batches(..., seed=N) on every node "
                         "(default: each node's sequence number)")
@@ -262,31 +263,31 @@ def build_parser() -> argparse.ArgumentParser:
                    help="log the harness's evaluation records (eval events: weights hash, and "
                         "test/held-out accuracy on the evaluating node) at the start, every "
                         "--eval-every batches and each epoch's end")
-    p.add_argument("--eval-every", type=int, default=0, help="--evals: every K batches too (0: epochs)")
-    p.add_argument("--lr", type=float, default=0.3)
-    p.add_argument("--scale-bits", type=int, default=16, help="fixed point: q = round(g * 2^S)")
-    p.add_argument("--cutoff", type=float, default=0.9,
+    p.add_argument("--eval-every", type=argtypes.natural, default=0, help="--evals: every K batches too (0: epochs)")
+    p.add_argument("--lr", type=argtypes.positive, default=0.3)
+    p.add_argument("--scale-bits", type=argtypes.integer(0, 62), default=16, help="fixed point: q = round(g * 2^S)")
+    p.add_argument("--cutoff", type=argtypes.number(above=0.0, hi=1.0), default=0.9,
                    help="end a batch once gradients cover this fraction of its data (item 38)")
-    p.add_argument("--pieces", type=int, default=8,
+    p.add_argument("--pieces", type=argtypes.count, default=8,
                    help="with --cutoff < 1: compute a batch in this many pieces, so a slow node "
                         "can send the examples it has done (the cutoff counts examples)")
-    p.add_argument("--dwell", type=float, default=0.02,
+    p.add_argument("--dwell", type=argtypes.nonnegative, default=0.02,
                    help="a holder without a gradient waits at most this long before passing (s)")
-    p.add_argument("--wait-unit", type=float, default=1.0, help="t of the staggered timeouts (s)")
-    p.add_argument("--tick", type=float, default=0.05, help="TICK period to the NIC (s)")
-    p.add_argument("--rejoin-window", type=float, default=0.3,
+    p.add_argument("--wait-unit", type=argtypes.positive, default=1.0, help="t of the staggered timeouts (s)")
+    p.add_argument("--tick", type=argtypes.positive, default=0.05, help="TICK period to the NIC (s)")
+    p.add_argument("--rejoin-window", type=argtypes.nonnegative, default=0.3,
                    help="how long a REJOIN_QUERY waits for standby nodes (s)")
-    p.add_argument("--rejoin-every", type=int, default=5,
+    p.add_argument("--rejoin-every", type=argtypes.count, default=5,
                    help="batches between two REJOIN_QUERYs that nobody answered")
-    p.add_argument("--min-nodes", type=int, default=2,
+    p.add_argument("--min-nodes", type=argtypes.count, default=2,
                    help="fewer active members: abnormal state, save the model, stop")
-    p.add_argument("--slowdown", type=float, default=1.0, help="compute this many times slower")
+    p.add_argument("--slowdown", type=argtypes.number(1.0), default=1.0, help="compute this many times slower")
     p.add_argument("--slowdowns", default="", metavar="F1,F2,...",
                    help="compute factor per sequence number (node I takes the I-th; the "
                         "roster decides the numbers, so every node gets the whole list)")
-    p.add_argument("--compute-fixed", type=float, default=0.0,
+    p.add_argument("--compute-fixed", type=argtypes.nonnegative, default=0.0,
                    help="hold compute at this many seconds per batch (bench; x slowdown)")
-    p.add_argument("--max-time", type=float, default=600.0)
+    p.add_argument("--max-time", type=argtypes.positive, default=600.0)
     p.add_argument("--start-signal", default="", metavar="FILE",
                    help="node 1 creates the token only once FILE exists (for harnesses that "
                         "measure the training alone)")
