@@ -1,7 +1,7 @@
 """P4 features beyond the first conformance set: action profiles and selectors, parser
 value sets, varbit fields, header unions (``tests/p4/<name>.p4``).
 
-Same rig as ``test_conformance.py`` (imported from it): each program runs in a real
+Same rig as the conformance tests (``tests/conformance_rig.py``): each program runs in a real
 testbed on the embedded target, and on BMv2 too when ``simple_switch_grpc`` is on PATH;
 ``test_differential`` runs the same writes and frames through both and compares.
 Expected frames are computed here from the program's documented behaviour and BMv2's
@@ -32,8 +32,8 @@ from finsy import (
 from finsy.p4entity import P4ValueSetMember
 
 from targets.p4rt_client import P4RuntimeError
-from tests import test_conformance
-from tests.test_conformance import (
+from tests import conformance_rig, conformance_specs
+from tests.conformance_rig import (
     Case,
     Out,
     ProgramSpec,
@@ -46,7 +46,7 @@ from tests.test_conformance import (
 )
 
 ETH_PROBE = 0x88B6
-target = test_conformance.target  # the fixture: "embedded", and "bmv2" where installed
+target = conformance_rig.target  # the fixture: "embedded", and "bmv2" where installed
 __all__ = ["pytestmark", "target"]
 
 
@@ -627,7 +627,7 @@ EXPECTED_EXTRAS: dict[str, Callable[[], list[tuple[str, Any]]]] = {
 
 def open_rig(program: str, target: str) -> contextlib.AbstractContextManager[Rig]:
     """A started rig for ``program`` (this file's SPECS) on ``target``; stopped on exit."""
-    return test_conformance.open_rig(program, target, specs=SPECS)
+    return conformance_specs.open_rig(program, target, specs=SPECS)
 
 
 def _ids(case: Case) -> str:
@@ -666,4 +666,4 @@ class TestActionSelector:
 @pytest.mark.parametrize("program", sorted(SPECS))
 def test_differential(program: str) -> None:
     """Fresh embedded and BMv2 switches, same writes and frames: identical outputs."""
-    test_conformance.assert_same_as_bmv2(program, SPECS)
+    conformance_specs.assert_same_as_bmv2(program, SPECS)
