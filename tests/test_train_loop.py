@@ -11,7 +11,6 @@ import pytest
 
 from controller import registry
 from hosts.loop import (
-    OWN_LOOP,
     SYNCS,
     LoopConfig,
     ModelWork,
@@ -23,8 +22,11 @@ from hosts.loop import (
 
 
 def test_every_harness_scheme_gives_the_loop_a_sync() -> None:
-    assert set(SYNCS) | set(OWN_LOOP) == set(registry.SCHEMES)
-    assert not set(SYNCS) & set(OWN_LOOP)
+    # no scheme trains in a loop of its own (token included)
+    assert set(SYNCS) == set(registry.SCHEMES)
+    import hosts.loop
+
+    assert not getattr(hosts.loop, "OWN_LOOP", None)
     for scheme in SYNCS:
         assert issubclass(sync_class(scheme), Sync), scheme
 
@@ -124,3 +126,40 @@ def test_hooks_stop_fail_and_records(capsys: pytest.CaptureFixture[str]) -> None
     lines = _lines(capsys.readouterr().out)
     assert lines[0] == {"rank": 1, "error": "ConnectionError: peer gone"}
     assert lines[1]["done"] is False and lines[1]["steps"] == 1 and h.closed
+
+
+class _Pieces(Sync):
+    """Computes its own gradients (a compute hook) until it has no more work, and prints
+    its own summary line."""
+
+    def __init__(self, work: ModelWork, batches: int) -> None:
+        self.work, self.left, self.seen = work, batches, 0
+
+    def compute(self, loop: TrainLoop, epoch: int, i: int) -> np.ndarray | None:
+        if self.left == 0:
+            return None
+        self.left -= 1
+        return loop.compute(epoch, i)
+
+    def sync(self, grad: np.ndarray) -> SyncResult:
+        self.seen += 1
+        return SyncResult(sum=grad.copy())
+
+    def summary_line(self, summary: dict[str, Any]) -> dict[str, Any] | None:
+        return {"event": "summary", "steps": summary["steps"], "synced": self.seen}
+
+
+def test_a_compute_hook_ends_the_training_and_a_summary_line_replaces_the_loops(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = LoopConfig(rank=0, world=1, epochs=2, steps=3, lr=0.5, eval_every=None)
+    work = _work()
+    s = _Pieces(work, batches=3)
+    assert TrainLoop(cfg, work, s).run() == 0
+    lines = _lines(capsys.readouterr().out)
+    assert lines == [{"event": "summary", "steps": 3, "synced": 3}]
+    # the same three steps as a loop that computes itself
+    ref = _work()
+    TrainLoop(LoopConfig(rank=0, world=1, epochs=1, steps=3, lr=0.5, eval_every=None), ref,
+              _Sum()).run()
+    capsys.readouterr()
+    assert work.weights() == ref.weights()
