@@ -59,9 +59,11 @@ from typing import Any
 
 import numpy as np
 
+from hosts.loop import TrainLoop
 from hosts.token.data import Distribution, encode_examples, exact_encoding
 from hosts.token.link import NicLink, TokenError
 from hosts.token.protocol import TokenProtocol
+from hosts.token.sync import TokenSync, summary_record
 from hosts.token.training import Timing, Training, model_factory
 from wire.token import TOKEN_VALUES, TokenHeader, TokenMsg, encode_token
 
@@ -171,9 +173,6 @@ def run_node(args: argparse.Namespace) -> int:
         node.setup_training(params, mine, test, m_train)
         node.send(node.header(TokenMsg.DATA_ACK, aux=0))
     # the one training loop: its compute steps here, the protocol in its network thread
-    from hosts.loop import TrainLoop
-    from hosts.token.sync import TokenSync
-
     sync = TokenSync(node)
     rc = TrainLoop(sync.config(), sync.work(), sync).run()
     if sync.error is not None:
@@ -184,32 +183,6 @@ def run_node(args: argparse.Namespace) -> int:
 def summary(node: Node) -> None:
     """Print the summary line (:func:`summary_record`)."""
     print(json.dumps(summary_record(node)), flush=True)
-
-
-def summary_record(node: Node) -> dict[str, Any]:
-    """The last stdout line: counters and timing (``cpu_s``: this process's CPU seconds
-    since training started, ``cpu_total_s`` since it started;
-    ``train_s``: training time up to the last batch, without evaluation time; ``weights``:
-    the final weights' hash)."""
-    import resource
-
-    from hosts.trainer import weights_hash
-
-    t = node.timing
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = ru.ru_utime + ru.ru_stime
-    return {"event": "summary", "node": node.seq, "exit": node.exit_code,
-            "cpu_s": round(cpu - node.train_cpu0, 3), "cpu_total_s": round(cpu, 3),
-            "train_s": round(node.train_s, 4),
-            "eval_s": round(node.eval_s, 4),
-            "weights": weights_hash(node.model) if node.model is not None else None,
-            "batch": node.batch // node.chunks, "active": sorted(node.active),
-            "standby": node.standby, "stats": node.stats,
-            "timing": {"compute": t.compute, "token_wait": t.token_wait,
-                       "broadcast": t.broadcast, "accumulate": t.accumulate,
-                       "batches": t.batches},
-            "frames_sent": node.link.sent, "frames_received": node.link.received,
-            "accuracy": node.evaluate() if node.model is not None and node.test else None}
 
 
 def run_intruder(args: argparse.Namespace) -> int:

@@ -30,23 +30,20 @@ switched off (``eval_every`` None, :meth:`TokenSync.summary_line`).
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from hosts.loop import LoopConfig, ModelWork, Sync, SyncResult, TrainLoop
 
-if TYPE_CHECKING:
-    from hosts.token.node import Node
-
-__all__ = ["TokenSync"]
+__all__ = ["TokenSync", "summary_record"]
 
 
 class TokenSync(Sync):
     """The token protocol of ``node`` as the loop's Sync (module docstring)."""
 
-    def __init__(self, node: Node) -> None:
-        self.node = node
+    def __init__(self, node: Any) -> None:
+        self.node = node  # a hosts.token.node.Node (which imports this module)
         self.thread: threading.Thread | None = None
         self.error: BaseException | None = None   # the network thread's failure
         self.queued: list[int | None] = []         # a step taken while waiting in sync()
@@ -125,6 +122,30 @@ class TokenSync(Sync):
     def summary_line(self, summary: dict[str, Any]) -> dict[str, Any] | None:
         """The node's ``summary`` event instead of the loop's; none after a failure of
         the protocol (its error is the last line)."""
-        from hosts.token.node import summary_record
-
         return None if self.error is not None else summary_record(self.node)
+
+
+def summary_record(node: Any) -> dict[str, Any]:
+    """A node's last stdout line: counters and timing (``cpu_s``: this process's CPU seconds
+    since training started, ``cpu_total_s`` since it started;
+    ``train_s``: training time up to the last batch, without evaluation time; ``weights``:
+    the final weights' hash)."""
+    import resource
+
+    from hosts.trainer import weights_hash
+
+    t = node.timing
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = ru.ru_utime + ru.ru_stime
+    return {"event": "summary", "node": node.seq, "exit": node.exit_code,
+            "cpu_s": round(cpu - node.train_cpu0, 3), "cpu_total_s": round(cpu, 3),
+            "train_s": round(node.train_s, 4),
+            "eval_s": round(node.eval_s, 4),
+            "weights": weights_hash(node.model) if node.model is not None else None,
+            "batch": node.batch // node.chunks, "active": sorted(node.active),
+            "standby": node.standby, "stats": node.stats,
+            "timing": {"compute": t.compute, "token_wait": t.token_wait,
+                       "broadcast": t.broadcast, "accumulate": t.accumulate,
+                       "batches": t.batches},
+            "frames_sent": node.link.sent, "frames_received": node.link.received,
+            "accuracy": node.evaluate() if node.model is not None and node.test else None}
