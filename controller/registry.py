@@ -154,7 +154,7 @@ TECHNIQUES: tuple[str, ...] = tuple(e.name for e in ENTRIES if e.kind == "techni
 MODES: dict[str, str] = {k: str(v) for k, v in _merge("modes").items()}
 #: Every harness scheme -> its plugin module, or None when built into the harness.
 SCHEMES: dict[str, str | None] = _merge("schemes")
-#: Harness schemes trained by their own loop -> plugin module (``gradctl train``).
+#: Harness schemes with their own agents -> plugin module (``gradctl train``).
 PLUGINS: dict[str, str] = {k: v for k, v in SCHEMES.items() if v}
 #: Modules with ``register(sub, topo_help)``: ``gradctl``'s command groups, in order.
 TECHNIQUE_CLIS: list[str] = list(dict.fromkeys(m for e in ENTRIES for m in e.cli))

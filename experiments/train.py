@@ -106,7 +106,7 @@ DEFAULT_SCHEMES = tuple(s for s in ALL_SCHEMES if s not in (*RAIL_SCHEMES, "ndn-
 #: Schemes that sum through hosts.bml.collective with a plan file.
 COLLECTIVE_SCHEMES = ("ring", "bml", *RAIL_SCHEMES)
 
-# Schemes whose agents train with their own loop plug in as a module of this package (see
+# Schemes with their own agents plug in as a module of this package (see
 # "Plugins" in the module doc), registered in controller/registry.py; one that is not
 # there yet is reported as pending.
 PLUGINS = registry.PLUGINS

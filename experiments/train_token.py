@@ -33,7 +33,7 @@ number is rank + 1) T seconds after training started; the others declare it lost
 shared topology, which this LAN does not have: refused.
 
 What the record holds: rank 0's curve, iterations (batches), compute seconds per batch of
-node 1's compute thread and the rest of its training time per batch as sync, whether
+node 1's compute steps and the rest of its training time per batch as sync, whether
 every node's weights agreed at every evaluation, the nodes' CPU seconds and their token
 re-sends as retransmissions. The link bytes and switch CPU that
 :func:`experiments.train.run_one` measures around :func:`run` include formation and the

@@ -8,8 +8,9 @@ server applied the update and sent them). The loop evaluates at step 0, every
 ``eval_every`` steps and at each epoch's end (rank 0 adds the test and held-out
 accuracy; every rank its weights hash), leaves the evaluation time out of the training
 clock ``t``, and ends with one summary line. What only one technique needs is a hook of
-its Sync (:meth:`Sync.start`, :meth:`Sync.idle`, :meth:`Sync.should_stop`,
-:meth:`Sync.record`), not another loop.
+its Sync (:meth:`Sync.start`, :meth:`Sync.compute`, :meth:`Sync.idle`,
+:meth:`Sync.should_stop`, :meth:`Sync.record`, :meth:`Sync.finish`,
+:meth:`Sync.summary_line`), not another loop.
 
 The JSON lines (stdout) are what ``experiments/train.py`` and its plugins read:
 evaluation records ``{rank, epoch, step, t, weights, compute_s, sync_s[, accuracy,
@@ -29,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["OWN_LOOP", "SYNCS", "LoopConfig", "ModelWork", "Sync", "SyncResult", "TrainLoop",
+__all__ = ["SYNCS", "LoopConfig", "ModelWork", "Sync", "SyncResult", "TrainLoop",
            "cpu_seconds", "emit", "sync_class", "weights_hash"]
 
 #: Every harness scheme -> the Sync its ranks give this loop (``module:Class``, imported
@@ -41,12 +42,9 @@ SYNCS: dict[str, str] = {
     # the GPUs; the PS (hosts.ndn.ps) applies the update and distributes the parameters
     **dict.fromkeys(("ndn", "ndn-ipmc", "ndn-tcp"), "hosts.ndn.gpu:NdnSync"),
     "differentiated": "hosts.differentiated.worker:DiffWorker",
-}
-#: Harness schemes whose nodes still train in their own loop, and where it is.
-OWN_LOOP: dict[str, str] = {
-    # a compute thread beside the token protocol (partial gradients under a cutoff,
-    # chunks, standby nodes, departures and redistribution of the data)
-    "token": "hosts.token.training:Training",
+    # the token protocol in its network thread; the Sync computes the batch the protocol
+    # is on (partial gradients under a cutoff) and blocks while its node stands by
+    "token": "hosts.token.sync:TokenSync",
 }
 
 
@@ -104,6 +102,11 @@ class Sync:
     def start(self, loop: TrainLoop) -> None:
         """Before the training clock starts (connect, wait for a go, take parameters)."""
 
+    def compute(self, loop: TrainLoop, epoch: int, i: int) -> np.ndarray | None:
+        """The gradient to synchronize next (default: the loop's batch ``i`` of ``epoch``,
+        :meth:`TrainLoop.compute`); None: no more work, the training ends."""
+        return loop.compute(epoch, i)
+
     def idle(self, seconds: float) -> None:
         """Spend ``seconds`` of dilated compute (an agent keeps serving its packets)."""
         time.sleep(seconds)
@@ -118,6 +121,10 @@ class Sync:
 
     def finish(self, summary: dict[str, Any]) -> None:
         """The summary is complete (before it is printed): e.g. hand it to a PS."""
+
+    def summary_line(self, summary: dict[str, Any]) -> dict[str, Any] | None:
+        """The summary line as this scheme prints it (None: print none)."""
+        return summary
 
 
 class FnSync(Sync):
@@ -221,8 +228,8 @@ class TrainLoop:
         if out is not None:
             emit(out)
 
-    def step(self, epoch: int, i: int) -> bool:
-        """Compute, synchronize, apply; whether the Sync asked to stop."""
+    def compute(self, epoch: int, i: int) -> np.ndarray:
+        """The gradient of batch ``i`` of ``epoch``, ``slow`` times as long (the rest idle)."""
         cfg = self.cfg
         t0 = time.monotonic()
         flat = self.work.gradient(epoch, i)
@@ -231,8 +238,17 @@ class TrainLoop:
         want = (cfg.compute_time or spent) * cfg.slow
         if want > spent:
             self.sync.idle(want - spent)
+        return flat
+
+    def step(self, epoch: int, i: int) -> bool:
+        """Compute, synchronize, apply; whether the Sync asked to stop."""
+        cfg = self.cfg
+        t0 = time.monotonic()
+        flat = self.sync.compute(self, epoch, i)
         t1 = time.monotonic()
         self.compute_s += t1 - t0
+        if flat is None:  # the Sync has no more work for this rank
+            return True
         res = self.sync.sync(flat)
         self.sync_s += time.monotonic() - t1
         self.work.apply(res, cfg.lr, cfg.world)
@@ -247,7 +263,10 @@ class TrainLoop:
             for i in range(cfg.steps):
                 if self.sync.should_stop(self):
                     return
+                before = self.done_steps
                 stop = self.step(epoch, i)
+                if self.done_steps == before:  # the Sync had no more work
+                    return
                 # every ``eval_every`` steps, and at the epoch's end (once)
                 if (every and self.done_steps % every == 0) or i == cfg.steps - 1:
                     self.evaluate(epoch + 1, self.done_steps)
@@ -278,6 +297,8 @@ class TrainLoop:
             rc = 1
         summary = self.summary(rc == 0 and self.done_steps >= self.cfg.epochs * self.cfg.steps)
         self.sync.finish(summary)
-        emit(summary)
+        line = self.sync.summary_line(summary)
+        if line is not None:
+            emit(line)
         self.sync.close()
         return rc

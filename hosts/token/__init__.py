@@ -7,6 +7,6 @@
   (s136, s310-s330);
 * :mod:`.data`: model and data distribution (s110, s130), example encoding, the JSON
   gradient files (s140);
-* :mod:`.training`: model factory, compute thread (s140), batch end (s160);
+* :mod:`.training`: model factory, compute step (s140), batch end (s160);
 * :mod:`.node`: :class:`~hosts.token.node.Node` (the parts as mixins) and the command line.
 """

@@ -34,7 +34,9 @@ The parts of a node, mixins of :class:`Node` (one state, on one object):
 * :mod:`hosts.token.link` -- the AF_PACKET socket to the NIC and the frame I/O;
 * :mod:`hosts.token.protocol` -- formation, token passing, failures, the main loop;
 * :mod:`hosts.token.data` -- distribution of model and data, example and gradient files;
-* :mod:`hosts.token.training` -- model, compute thread, batch end.
+* :mod:`hosts.token.training` -- model, compute step, batch end;
+* :mod:`hosts.token.sync` -- the node as a Sync of the one training loop
+  (:mod:`hosts.loop`): the loop computes, the protocol runs in a network thread.
 
 This module ties them together (:class:`Node`) and holds the command line.
 
@@ -57,9 +59,11 @@ from typing import Any
 
 import numpy as np
 
+from hosts.loop import TrainLoop
 from hosts.token.data import Distribution, encode_examples, exact_encoding
 from hosts.token.link import NicLink, TokenError
 from hosts.token.protocol import TokenProtocol
+from hosts.token.sync import TokenSync, summary_record
 from hosts.token.training import Timing, Training, model_factory
 from wire import argtypes
 from wire.token import TOKEN_VALUES, TokenHeader, TokenMsg, encode_token
@@ -67,7 +71,7 @@ from wire.token import TOKEN_VALUES, TokenHeader, TokenMsg, encode_token
 
 @dataclass
 class Node(TokenProtocol, Distribution, Training):
-    """The state of one training node (network thread) plus its compute thread."""
+    """The state of one training node (network thread and the loop's compute steps)."""
 
     args: argparse.Namespace
     link: NicLink
@@ -169,38 +173,17 @@ def run_node(args: argparse.Namespace) -> int:
         params, mine, test, m_train = node.receive_distribution()
         node.setup_training(params, mine, test, m_train)
         node.send(node.header(TokenMsg.DATA_ACK, aux=0))
-    node.train()
-    node.work.put(None)
-    node.compute_thread.join(timeout=10)
-    summary(node)
-    return node.exit_code
+    # the one training loop: its compute steps here, the protocol in its network thread
+    sync = TokenSync(node)
+    rc = TrainLoop(sync.config(), sync.work(), sync).run()
+    if sync.error is not None:
+        raise sync.error
+    return node.exit_code if rc == 0 else (node.exit_code or 2)
 
 
 def summary(node: Node) -> None:
-    """The last stdout line: counters and timing (``cpu_s``: this process's CPU seconds
-    since training started, ``cpu_total_s`` since it started;
-    ``train_s``: training time up to the last batch, without evaluation time; ``weights``:
-    the final weights' hash)."""
-    import resource
-
-    from hosts.trainer import weights_hash
-
-    t = node.timing
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = ru.ru_utime + ru.ru_stime
-    print(json.dumps({"event": "summary", "node": node.seq, "exit": node.exit_code,
-                      "cpu_s": round(cpu - node.train_cpu0, 3), "cpu_total_s": round(cpu, 3),
-                      "train_s": round(node.train_s, 4),
-                      "eval_s": round(node.eval_s, 4),
-                      "weights": weights_hash(node.model) if node.model is not None else None,
-                      "batch": node.batch // node.chunks, "active": sorted(node.active),
-                      "standby": node.standby, "stats": node.stats,
-                      "timing": {"compute": t.compute, "token_wait": t.token_wait,
-                                 "broadcast": t.broadcast, "accumulate": t.accumulate,
-                                 "batches": t.batches},
-                      "frames_sent": node.link.sent, "frames_received": node.link.received,
-                      "accuracy": node.evaluate() if node.model is not None and node.test else None}),
-          flush=True)
+    """Print the summary line (:func:`summary_record`)."""
+    print(json.dumps(summary_record(node)), flush=True)
 
 
 def run_intruder(args: argparse.Namespace) -> int:

@@ -13,7 +13,9 @@
   (standby when it names this node), the rejoin round at a batch boundary
   (REJOIN_QUERY / REJOIN_REPLY / REJOIN + MODEL), ABNORMAL below ``--min-nodes``, STOP.
 
-The per-frame handling is :meth:`TokenProtocol.on_frame`, the loop :meth:`TokenProtocol.train`.
+The per-frame handling is :meth:`TokenProtocol.on_frame`, the network thread's loop
+:meth:`TokenProtocol.train` (the training loop's :class:`hosts.token.sync.TokenSync`
+runs it beside the compute steps).
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ class TokenProtocol(FrameIO):
     Owns ``seq``, ``roster``, ``active``, ``standby``, ``holder``, ``bitmap``,
     ``last_pass``, ``acted_pass``, ``last_broadcast``, ``next_rejoin_query``, ``done``,
     ``exit_code``. Relies on the node's other parts: ``finish_batch``, ``save_model``,
-    ``start_compute``, ``parameters_blob``, ``adopt_parameters`` and the compute thread's
+    ``parameters_blob``, ``adopt_parameters`` and the compute step's
     ``work``/``ready`` (:class:`hosts.token.training.Training`), ``send_blob``
     (:class:`hosts.token.data.Distribution`)."""
 
@@ -373,7 +375,7 @@ class TokenProtocol(FrameIO):
 
     def abnormal_standby(self) -> bool:
         """¶33: training stops; this node finishes its current data (the gradient its
-        compute thread is on, bounded by 2 t) and stands by. True if it finished."""
+        compute step is on, bounded by 2 t) and stands by. True if it finished."""
         finished = self.ready is not None or self.ready_event.wait(max(1.0, 2 * self.args.wait_unit))
         self.holder = False
         self.standby = True
@@ -543,7 +545,7 @@ class TokenProtocol(FrameIO):
         if self.args.evals:
             self.log("train_start", cpu_s=round(self.train_cpu0, 3))
             self.emit_eval(0, 0)
-        self.start_compute()
+        # the one training loop (hosts.token.sync) computes the steps put in ``work``
         if self.batch < self.total_steps:
             self.work.put(self.batch)
         if self.seq == 1 and self.args.start_signal:

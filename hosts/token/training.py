@@ -5,8 +5,8 @@
   ``build_model(NAME, --seed)``, the harness's initial weights);
 * :class:`Timing` -- where a node's time goes;
 * :class:`Training` -- the model built from the distributed parameters and shard, the
-  compute thread (gradient of the current batch on a private copy of the model,
-  quantized to fixed point, s140), the batch end (read the sums from the NIC, update
+  compute step (gradient of the current batch on a private copy of the model, quantized
+  to fixed point, s140; run by the one training loop, :mod:`hosts.token.sync`), the batch end (read the sums from the NIC, update
   ``w <- w - lr * sum / n``, s160), evaluation and saving;
 * chunks: a gradient longer than the NIC holds (``TOKEN_MAX_FRAGS`` x ``TOKEN_VALUES``
   = 32,768 values) goes in ``chunks`` pieces of at most that, one token round (one
@@ -90,11 +90,11 @@ def bitmap_members(bitmap: int) -> list[int]:
 
 
 class Training(FrameIO):
-    """Mixin of :class:`hosts.token.node.Node`: model, compute thread, batch end.
+    """Mixin of :class:`hosts.token.node.Node`: model, compute step, batch end.
 
     Owns ``model``/``worker_model`` (under ``model_lock``), ``like``, ``nvalues``,
-    ``nfrags``, ``chunks``, ``x``/``y``/``test``, the batch counts, the compute thread's
-    ``work`` queue and its result ``ready`` (under ``ready_lock``, signalled by
+    ``nfrags``, ``chunks``, ``x``/``y``/``test``, the batch counts, the compute step's
+    ``work`` queue (the steps to compute, None: stop) and its result ``ready`` (under ``ready_lock``, signalled by
     ``ready_event``), the sums of the current batch's chunks read so far; reads the
     protocol's ``roster``/``active``/``standby``, advances ``batch`` (the step: batch x
     chunks + chunk) and clears ``bitmap`` at a step's end."""
@@ -209,69 +209,66 @@ class Training(FrameIO):
         with self.model_lock:
             tr.set_parameters(self.model, tr.unflatten(vec.copy(), self.like))
 
-    def start_compute(self) -> None:
-        self.compute_thread = threading.Thread(target=self.compute_loop, daemon=True)
-        self.compute_thread.start()
+    def compute_step(self, b: int) -> tuple[Any, int, Any, float] | None:
+        """The gradient of step ``b`` (a batch's first step), quantized (s140): ``(q,
+        examples, vec, t_start)``, or None when the batch ended during a piecewise
+        computation (the cutoff went on without this node). The loop's compute step
+        (:class:`hosts.token.sync.TokenSync`) calls it; :meth:`offer` hands the result
+        to the protocol.
 
-    def compute_loop(self) -> None:
-        """Compute thread: gradient of the latest batch it is told, quantized (s140).
-
-        It works on its own copy of the model, taken under the lock the updates hold, so
-        an update of the network thread never races a backward pass."""
+        It works on its own copy of the model (``worker_model``), taken under the lock
+        the updates hold, so an update of the network thread never races a backward pass."""
         from hosts import training as tr
 
-        while True:
-            b = self.work.get()
-            while not self.work.empty():  # only the newest batch matters
-                b = self.work.get()
-            if b is None:
-                return
-            if b != self.batch:
-                continue
-            t = time.monotonic()
-            with self.model_lock:
-                tr.set_parameters(self.worker_model, tr.parameter_arrays(self.model))
-            tb = b // self.chunks  # b is a batch's first step
-            epoch, i = divmod(tb, self.batches_per_epoch)
-            if self.args.gradient:  # a given gradient (experiments.compare)
-                vec = np.load(self.args.gradient).astype(np.float32)
-                if vec.size != self.nvalues:
-                    raise TokenError(f"--gradient has {vec.size} values, the model {self.nvalues}")
-                grads = tr.unflatten(vec, self.like)
-                examples = self.args.batch_size
-                pieces = 1
-            else:
-                seed = self.args.batch_seed if self.args.batch_seed >= 0 else self.seq
-                with self.ready_lock:  # a redistribution (¶100) may grow the shard
-                    x, y = self.x, self.y
-                xb, yb = tr.batches(x, y, self.args.batch_size, epoch, seed=seed)[i]
-                examples = len(yb)
-                pieces = min(self.args.pieces, examples) if self.args.cutoff < 1.0 else 1
-                if pieces > 1:
-                    vec = self.compute_in_pieces(b, xb, yb, pieces, t)
-                    if vec is None:
-                        continue  # the batch ended without this node
-                    grads = tr.unflatten(vec, self.like)
-                else:
-                    grads = tr.compute_gradients(self.worker_model, xb, yb)
-                    vec = tr.flatten(grads)
-            spent = time.monotonic() - t
-            slowdown = self.slowdown()
+        t = time.monotonic()
+        with self.model_lock:
+            tr.set_parameters(self.worker_model, tr.parameter_arrays(self.model))
+        tb = b // self.chunks  # b is a batch's first step
+        epoch, i = divmod(tb, self.batches_per_epoch)
+        if self.args.gradient:  # a given gradient (experiments.compare)
+            vec = np.load(self.args.gradient).astype(np.float32)
+            if vec.size != self.nvalues:
+                raise TokenError(f"--gradient has {vec.size} values, the model {self.nvalues}")
+            grads = tr.unflatten(vec, self.like)
+            examples = self.args.batch_size
+            pieces = 1
+        else:
+            seed = self.args.batch_seed if self.args.batch_seed >= 0 else self.seq
+            with self.ready_lock:  # a redistribution (¶100) may grow the shard
+                x, y = self.x, self.y
+            xb, yb = tr.batches(x, y, self.args.batch_size, epoch, seed=seed)[i]
+            examples = len(yb)
+            pieces = min(self.args.pieces, examples) if self.args.cutoff < 1.0 else 1
             if pieces > 1:
-                pass  # slowed down piece by piece already
-            elif self.args.compute_fixed > 0:
-                time.sleep(max(0.0, self.args.compute_fixed * slowdown - spent))
-            elif slowdown > 1:
-                time.sleep(spent * (slowdown - 1))
-            q = self.quantize(vec)
-            path = Path(self.args.grad_json or ".") / f"grad-b{tb}-s{self.seq}.json"
-            if self.args.grad_json and not path.exists():  # a partial one sent may be there
-                write_json_gradients(path, tb, self.seq, grads)
-            with self.ready_lock:
-                self.timing.compute += time.monotonic() - t
-                if b == self.batch:
-                    self.ready = (b, q, time.monotonic(), examples, vec)
-                    self.ready_event.set()
+                vec = self.compute_in_pieces(b, xb, yb, pieces, t)
+                if vec is None:
+                    return None  # the batch ended without this node
+                grads = tr.unflatten(vec, self.like)
+            else:
+                grads = tr.compute_gradients(self.worker_model, xb, yb)
+                vec = tr.flatten(grads)
+        spent = time.monotonic() - t
+        slowdown = self.slowdown()
+        if pieces > 1:
+            pass  # slowed down piece by piece already
+        elif self.args.compute_fixed > 0:
+            time.sleep(max(0.0, self.args.compute_fixed * slowdown - spent))
+        elif slowdown > 1:
+            time.sleep(spent * (slowdown - 1))
+        q = self.quantize(vec)
+        path = Path(self.args.grad_json or ".") / f"grad-b{tb}-s{self.seq}.json"
+        if self.args.grad_json and not path.exists():  # a partial one sent may be there
+            write_json_gradients(path, tb, self.seq, grads)
+        return q, examples, vec, t
+
+    def offer(self, b: int, q: Any, examples: int, vec: Any, t: float) -> None:
+        """Hand the gradient of step ``b`` to the protocol (``ready``), unless the batch
+        moved on meanwhile."""
+        with self.ready_lock:
+            self.timing.compute += time.monotonic() - t
+            if b == self.batch:
+                self.ready = (b, q, time.monotonic(), examples, vec)
+                self.ready_event.set()
 
     def compute_in_pieces(self, b: int, xb: Any, yb: Any, pieces: int, t0: float) -> Any:
         """Item 38 with partial gradients: the batch's gradient piece by piece; after each
