@@ -8,9 +8,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the switch target of the network tests (``TARGET=bmv2 make test`` runs them on BMv2)
@@ -28,3 +34,30 @@ def net_skip_reason(*programs: str) -> str | None:
         if not (ROOT / "p4src" / "build" / f"{name}.json").exists():
             return f"p4src/build/{name}.json missing (make p4)"
     return None
+
+
+def gradctl(*args: str, timeout: float = 180,
+            env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``gradctl ARGS`` from this checkout (``env``: extra variables)."""
+    full = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-m", "controller.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=str(ROOT), env=full)
+
+
+def held_row(run_dir: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``gradctl net ls --json``'s row of the held network in ``run_dir``."""
+    r = gradctl("net", "ls", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    (row,) = [x for x in json.loads(r.stdout) if x["run_dir"] == run_dir]
+    return row
+
+
+def poll(pred: Callable[[], Any], bound: float = 120.0, step: float = 0.5) -> Any:
+    """Wait for ``pred()`` to be truthy; a bound only against hanging, not a timing check."""
+    deadline = time.monotonic() + bound
+    while True:
+        v = pred()
+        if v or time.monotonic() > deadline:
+            return v
+        time.sleep(step)

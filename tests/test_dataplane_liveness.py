@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import signal
 import subprocess
 import sys
@@ -30,7 +29,8 @@ from controller.watch import SwitchWatcher
 from targets.embedded.liveness import FAULT_ENV, STALL_S, Heartbeat, dataplane_dead, probe_dataplane
 from targets.embedded.runtime_cli import RuntimeServer, execute
 from targets.embedded.switch import Switch
-from tests.netenv import TARGET, net_skip_reason
+from tests.netenv import TARGET, held_row, net_skip_reason, poll
+from tests.netenv import gradctl as _gradctl
 from tests.test_embedded_core import FORWARD, _route, _udp
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -272,27 +272,8 @@ def test_group_keeps_forwarding_while_pipeline_swapped(tmp_path: Path) -> None:
         assert " 0% packet loss" in out, out
 
 
-def gradctl(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    env[FAULT_ENV] = "1"  # the network's switches accept the test-only fault
-    return subprocess.run([sys.executable, "-m", "controller.cli", *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=str(ROOT), env=env)
 
 
-def _ls(run_dir: str) -> dict:
-    r = gradctl("net", "ls", "--json")
-    assert r.returncode == 0, r.stderr
-    (row,) = [x for x in json.loads(r.stdout) if x["run_dir"] == run_dir]
-    return row
-
-
-def _poll(pred, bound: float = 120.0, step: float = 0.5):  # noqa: ANN001, ANN202
-    deadline = time.monotonic() + bound
-    while True:
-        v = pred()
-        if v or time.monotonic() > deadline:
-            return v
-        time.sleep(step)
 
 
 @pytest.fixture
@@ -325,7 +306,7 @@ def test_net_ls_reports_dead_data_plane_then_watcher_restarts_it(held_net: str) 
     st.holder.signal(signal.SIGSTOP)  # nothing restarts it while we look
     try:
         assert execute_remote(run_dir, "s1", "fault dataplane-exit") == "ok"
-        assert _poll(lambda: _dp(run_dir, "s1")["state"] == "dead", 10)
+        assert poll(lambda: _dp(run_dir, "s1")["state"] == "dead", 10)
         row = _ls(run_dir)
         for s, h in row["switch_health"].items():
             # the fault class: the process runs and P4Runtime answers, the data plane is dead
@@ -334,7 +315,7 @@ def test_net_ls_reports_dead_data_plane_then_watcher_restarts_it(held_net: str) 
         assert all(f"{s} data plane dead" in row["health"] for s in down), row["health"]
     finally:
         st.holder.signal(signal.SIGCONT)
-    ok = _poll(lambda: (lambda h: all(h[s]["restarts"] == 1 and h[s]["dataplane"] == "running"
+    ok = poll(lambda: (lambda h: all(h[s]["restarts"] == 1 and h[s]["dataplane"] == "running"
                                       and h[s]["pipeline"] for s in down))(_ls(run_dir)["switch_health"]))
     assert ok, _ls(run_dir)
     assert _ls(run_dir)["health"].startswith("ok 3/3; restarts"), _ls(run_dir)
@@ -354,3 +335,12 @@ def execute_remote(run_dir: str, switch: str, line: str) -> str:
         s.connect(str(Path(run_dir) / f"{switch}.cli"))
         s.sendall(line.encode() + b"\n")
         return s.makefile("rb").readline().decode().strip()
+
+
+def gradctl(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """gradctl with the test-only fault allowed in the network's switches."""
+    return _gradctl(*args, timeout=timeout, env={FAULT_ENV: "1"})
+
+
+def _ls(run_dir: str) -> dict:
+    return held_row(run_dir, env={FAULT_ENV: "1"})

@@ -21,8 +21,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -32,33 +30,16 @@ import numpy as np
 import pytest
 
 from controller.netctl import NetState
-from tests.netenv import TARGET, net_skip_reason
+from tests.netenv import TARGET, gradctl, held_row, net_skip_reason, poll
 
 pytestmark = [pytest.mark.net, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def gradctl(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "controller.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=str(ROOT), env=env)
 
 
-def _ls(run_dir: str) -> dict:
-    r = gradctl("net", "ls", "--json")
-    assert r.returncode == 0, r.stderr
-    (row,) = [x for x in json.loads(r.stdout) if x["run_dir"] == run_dir]
-    return row
 
 
-def _poll(pred, bound: float = 120.0, step: float = 0.5):  # noqa: ANN001, ANN202
-    """Wait for ``pred()`` to be truthy; a bound only against hanging, not a timing check."""
-    deadline = time.monotonic() + bound
-    while True:
-        v = pred()
-        if v or time.monotonic() > deadline:
-            return v
-        time.sleep(step)
 
 
 def _sigkill(network, switch: str, killed: list[int]) -> None:  # noqa: ANN001
@@ -77,10 +58,10 @@ def test_net_ls_reports_dead_switch_then_watcher_restarts_it() -> None:
     run_dir = json.loads(r.stdout)["run_dir"]
     try:
         st = NetState.load(run_dir)
-        row = _ls(run_dir)
+        row = held_row(run_dir)
         assert row["health"] == "ok 3/3", row
         assert all(h["process"] and h["p4runtime"] and h["pipeline"] for h in row["switch_health"].values())
-        assert _poll(lambda: NetState.load(run_dir).health.get("s1", {}).get("p4runtime"))
+        assert poll(lambda: NetState.load(run_dir).health.get("s1", {}).get("p4runtime"))
         victim = next(p for p in st.switches["s1"] if p.what == "switch process")
         # the switches one process serves: s1 alone on BMv2, its whole group on embedded
         down = sorted(s for s, ps in st.switches.items() if any(p.pid == victim.pid for p in ps))
@@ -88,8 +69,8 @@ def test_net_ls_reports_dead_switch_then_watcher_restarts_it() -> None:
         st.holder.signal(signal.SIGSTOP)  # nothing restarts it while we look
         try:
             os.kill(victim.pid, signal.SIGKILL)
-            assert _poll(lambda: not victim.alive(), 10)
-            row = _ls(run_dir)
+            assert poll(lambda: not victim.alive(), 10)
+            row = held_row(run_dir)
             for s, h in row["switch_health"].items():
                 assert h["process"] is (s not in down), (s, h)
                 if s in down:
@@ -97,10 +78,10 @@ def test_net_ls_reports_dead_switch_then_watcher_restarts_it() -> None:
             assert all(f"{s} dead" in row["health"] for s in down), row["health"]
         finally:
             st.holder.signal(signal.SIGCONT)
-        ok = _poll(lambda: (lambda h: all(h[s]["process"] and h[s]["pipeline"] and h[s]["restarts"] == 1
-                                          for s in down))(_ls(run_dir)["switch_health"]))
-        assert ok, _ls(run_dir)
-        row = _ls(run_dir)
+        ok = poll(lambda: (lambda h: all(h[s]["process"] and h[s]["pipeline"] and h[s]["restarts"] == 1
+                                          for s in down))(held_row(run_dir)["switch_health"]))
+        assert ok, held_row(run_dir)
+        row = held_row(run_dir)
         assert row["health"].startswith("ok 3/3; restarts"), row["health"]
         assert all(h["restarts"] == 0 for s, h in row["switch_health"].items() if s not in down)
         # forwarding (and the s2 loss entry) were replayed: h1 reaches h3 across all three
@@ -221,7 +202,7 @@ def test_ndn_training_survives_spine_restart(ndn_net) -> None:  # noqa: ANN001
             except (OSError, json.JSONDecodeError):
                 return False
             return len((st.get(spine) or [{}])[0].get("ports", [])) == 1 and len(st.get("s3", [{}])[0].get("ports", [])) == 2
-        if _poll(subscribed, 60, 0.1):
+        if poll(subscribed, 60, 0.1):
             time.sleep(0.5)
             _sigkill(network, spine, killed)
 
@@ -273,7 +254,7 @@ def test_ndn_data_plane_subscriptions_rebuilt_after_spine_restart(ndn_net) -> No
             except Exception:  # not deployed yet
                 return False
             return ev.get("distributed", 0) > 0          # it took the subscription and replicates
-        if _poll(subscribed, 60, 0.2):
+        if poll(subscribed, 60, 0.2):
             _sigkill(network, spine, killed)
 
     try:
@@ -328,7 +309,7 @@ def _token_run_with_kill(token_net, name: str, victim: str):  # noqa: ANN001, AN
     killed: list[int] = []
 
     def kill_when_training() -> None:
-        if _poll(lambda: '"ready"' in (out / "h1.out").read_text() if (out / "h1.out").exists() else False,
+        if poll(lambda: '"ready"' in (out / "h1.out").read_text() if (out / "h1.out").exists() else False,
                  60, 0.1):
             time.sleep(1.0)
             _sigkill(network, victim, killed)
