@@ -475,7 +475,7 @@ def _run_schemes(args: argparse.Namespace, topo: Topology, run_dir: Path,
     return runs
 
 
-def _check(args: argparse.Namespace) -> tuple[Any, ...]:
+def _check_options(args: argparse.Namespace) -> tuple[Any, ...]:
     """The topology, PS, GPUs, busy GPUs, loss and baselines the options ask for;
     OptionError (or the topology's, the loss's) when they cannot work together."""
     topo = fat_tree(args.k, bw=args.bw) if args.topo == "fat-tree" else leaf_spine(2, 2, 3, bw=args.bw)
@@ -500,7 +500,7 @@ def main(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:  # every check before anything starts
-        topo, ps, gpus, busy, loss, baselines = _check(args)
+        topo, ps, gpus, busy, loss, baselines = _check_options(args)
     except (argtypes.OptionError, DeployError, TopologyError) as e:
         argtypes.fail(parser, e)
     if os.geteuid() != 0:
