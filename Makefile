@@ -29,12 +29,8 @@ help:
 	@echo "make p4       make p4-gen, then recompile p4src/*.p4 and tests/p4/*.p4 with p4c into build/"
 	@echo "              (and ina.p4 once per other INA packet size: p4src/build/ina_v128.json, ina_v256.json)"
 	@echo "make p4-gen   regenerate the P4 value lanes (p4src/gen_lanes.py; no p4c needed)"
-<<<<<<< HEAD
 	@echo "make lint     ruff, then the size report (scripts/size_report.py)"
-=======
-	@echo "make lint     ruff"
 	@echo "make docs     the documentation site: mkdocs build --strict into site/"
->>>>>>> main
 	@echo "make p4rt-shell  p4runtime-shell's own venv (.venv-p4rt-shell; gradctl net shell builds it too)"
 	@echo "TARGET=auto|embedded|bmv2 picks the switch (auto: bmv2 when simple_switch_grpc exists)"
 
