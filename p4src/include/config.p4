@@ -61,7 +61,7 @@ const bit<16> GRADNET_NDN_UDP_PORT   = 6363;   /* ndn: NDN over UDP (NFD's port)
 #define NUM_AGGREGATORS 1024
 #endif
 /* An aggregator idle this long (microseconds) may be taken over by another
- * fragment (aggregator.p4's ina_aging; the controller may write another). */
+ * fragment (ina_aggregator.p4's ina_aging; the controller may write another). */
 const bit<48> INA_AGGREGATOR_TIMEOUT_US = 1000000;
 const bit<8>  INA_GRAD    = 1;
 const bit<8>  INA_PARTIAL = 2;

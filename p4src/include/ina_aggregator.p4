@@ -187,7 +187,7 @@ control Aggregator(inout headers_t hdr,
         hdr.ipv4.dst_addr = meta.ina.sd_ip;
     }
 
-    /* The RESULT goes down the job's multicast tree (result_fanout.p4) under
+    /* The RESULT goes down the job's multicast tree (ina_result_fanout.p4) under
      * the job's result address; replicas become unicasts at the leaves. */
     action multicast_result() {
         standard_metadata.mcast_grp = meta.ina.result_group;
