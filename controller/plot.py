@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import networkx as nx
 
@@ -139,50 +140,16 @@ def _colors(placement: Placement) -> dict[str, str]:
     return colors
 
 
-def plot_placement(
-    topo: Topology,
-    placement: Placement,
-    path: str | Path,
-    *,
-    title: str | None = None,
-    dpi: int = 130,
-) -> Path:
-    """Draw ``placement`` on ``topo`` and save it as a PNG at ``path``; returns the path.
+# (load, one end, other end, text) of each link label to place
+_Labels = list[tuple[float, tuple[float, float], tuple[float, float], str]]
 
-    Raises ``OSError`` when the file cannot be written.
-    """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
 
+def _draw_flows(ax: Any, topo: Topology, placement: Placement, pos: dict[str, tuple[float, float]],
+                unit_per_pt: float, large: bool) -> tuple[Any, dict[str, str], float, _Labels]:
+    """Draw the flows, side by side per link with width ~ load; return the flows, the
+    colours per target, the busiest link's load and the link labels to place."""
     res = placement.result
     prob = placement.problem
-    pos = layout(topo)
-    xs = [p[0] for p in pos.values()]
-    ys = [p[1] for p in pos.values()]
-    span_x = max(xs) - min(xs) or 1.0
-    span_y = max(ys) - min(ys) or 1.0
-    fig_w = min(22.0, max(10.0, 0.75 * span_x + 3))
-    fig_h = min(16.0, max(5.5, fig_w * (span_y + 1.6) / (span_x + 1.6) + 1.6))
-    fig = Figure(figsize=(fig_w, fig_h))
-    FigureCanvasAgg(fig)
-    ax = fig.add_axes((0.01, 0.08, 0.98, 0.83))
-    x_lo, x_hi = min(xs) - 0.8, max(xs) + 0.8
-    ax.set_xlim(x_lo, x_hi)
-    ax.set_ylim(min(ys) - 1.0, max(ys) + 0.8)
-    ax.set_aspect("equal", adjustable="box")
-    ax.axis("off")
-    ax.apply_aspect()
-
-    # data units per typographic point, to offset parallel flows by their line widths
-    unit_per_pt = (x_hi - x_lo) / (ax.get_position().width * fig_w * 72)
-
-    large = len(topo.hosts()) > 32  # no link labels, small vertical host labels
-    # 1. the topology
-    for u, v in topo.graph.edges():
-        (x0, y0), (x1, y1) = pos[u], pos[v]
-        ax.plot([x0, x1], [y0, y1], color=_GREY, lw=0.8, zorder=1, solid_capstyle="round")
-
     # 2. flows: per undirected edge, the streams side by side, width ~ load
     flows = placement_flows(placement)
     colors = _colors(placement)
@@ -197,7 +164,7 @@ def plot_placement(
     max_load = max((sum(x[2] for x in segs) for segs in per_edge.values()), default=1.0)
     max_lw = 12.0  # points for the busiest link
     order = {t: i for i, t in enumerate([*res.switches, res.tor, res.ps])}
-    labels: list[tuple[float, tuple[float, float], tuple[float, float], str]] = []
+    labels: _Labels = []
     for key, segs in per_edge.items():
         u, v = sorted(key, key=lambda n: (pos[n][1], pos[n][0]))
         (x0, y0), (x1, y1) = pos[u], pos[v]
@@ -224,7 +191,11 @@ def plot_placement(
         labelled = not large and (res.ps in key or all(topo.is_switch(n) for n in key))
         if labelled and sum(s[2] for s in segs) >= 0.25 * max_load:
             labels.append((load, (x0, y0), (x1, y1), f"{load:.0f}/{topo.capacity(u, v):g}"))
+    return flows, colors, max_load, labels
 
+
+def _place_labels(ax: Any, labels: _Labels, unit_per_pt: float) -> None:
+    """Place the link labels, heaviest first, each clear of those already placed."""
     # link labels, heaviest first, each at the first point along its link (middle
     # first) that keeps clear of the labels already placed
     placed: list[tuple[float, float]] = []
@@ -240,6 +211,13 @@ def plot_placement(
                 color="#222222",
                 bbox={"boxstyle": "round,pad=0.12", "fc": "white", "ec": "none", "alpha": 0.75})
 
+
+def _draw_nodes(ax: Any, topo: Topology, placement: Placement, pos: dict[str, tuple[float, float]],
+                colors: dict[str, str], large: bool) -> None:
+    """Draw the switches (chosen ones numbered, s_d marked) and the hosts (PS, workers,
+    other hosts)."""
+    res = placement.result
+    prob = placement.problem
     # 3. nodes
     chosen = {s: i + 1 for i, s in enumerate(res.switches)}
     workers = set(prob.workers)
@@ -274,6 +252,15 @@ def plot_placement(
                     fontsize=label_size - 1, ha="center", va="top", zorder=5,
                     rotation=90 if large else 0)
 
+
+def _legend_and_title(fig: Any, topo: Topology, placement: Placement, flows: Any,
+                      colors: dict[str, str], max_load: float, title: str | None) -> None:
+    """The legend (flow colours, line styles, node kinds) and the title with gamma."""
+    from matplotlib.lines import Line2D
+
+    res = placement.result
+    prob = placement.problem
+    workers = set(prob.workers)
     # 4. legend and title
     handles = [Line2D([], [], color=colors[s], lw=4, label=f"to {s} (#{i + 1})")
                for i, s in enumerate(res.switches)]
@@ -299,6 +286,56 @@ def plot_placement(
                  f"load, both directions (busiest link {max_load:.0f} Mbit/s); labels: load "
                  "of the busier direction / capacity",
                  fontsize=10.5, y=0.985)
+
+
+def plot_placement(
+    topo: Topology,
+    placement: Placement,
+    path: str | Path,
+    *,
+    title: str | None = None,
+    dpi: int = 130,
+) -> Path:
+    """Draw ``placement`` on ``topo`` and save it as a PNG at ``path``; returns the path.
+
+    Raises ``OSError`` when the file cannot be written.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    pos = layout(topo)
+    xs = [p[0] for p in pos.values()]
+    ys = [p[1] for p in pos.values()]
+    span_x = max(xs) - min(xs) or 1.0
+    span_y = max(ys) - min(ys) or 1.0
+    fig_w = min(22.0, max(10.0, 0.75 * span_x + 3))
+    fig_h = min(16.0, max(5.5, fig_w * (span_y + 1.6) / (span_x + 1.6) + 1.6))
+    fig = Figure(figsize=(fig_w, fig_h))
+    FigureCanvasAgg(fig)
+    ax = fig.add_axes((0.01, 0.08, 0.98, 0.83))
+    x_lo, x_hi = min(xs) - 0.8, max(xs) + 0.8
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_ylim(min(ys) - 1.0, max(ys) + 0.8)
+    ax.set_aspect("equal", adjustable="box")
+    ax.axis("off")
+    ax.apply_aspect()
+
+    # data units per typographic point, to offset parallel flows by their line widths
+    unit_per_pt = (x_hi - x_lo) / (ax.get_position().width * fig_w * 72)
+
+    large = len(topo.hosts()) > 32  # no link labels, small vertical host labels
+    # 1. the topology
+    for u, v in topo.graph.edges():
+        (x0, y0), (x1, y1) = pos[u], pos[v]
+        ax.plot([x0, x1], [y0, y1], color=_GREY, lw=0.8, zorder=1, solid_capstyle="round")
+
+    # 2. flows, then their labels
+    flows, colors, max_load, labels = _draw_flows(ax, topo, placement, pos, unit_per_pt, large)
+    _place_labels(ax, labels, unit_per_pt)
+    # 3. nodes
+    _draw_nodes(ax, topo, placement, pos, colors, large)
+    # 4. legend and title
+    _legend_and_title(fig, topo, placement, flows, colors, max_load, title)
     out = Path(path)
     fig.savefig(out, dpi=dpi, format="png")
     return out

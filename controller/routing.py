@@ -232,6 +232,74 @@ def _switch_graph(topo: Topology) -> nx.Graph:
     return topo.graph.subgraph(topo.switches())
 
 
+def _destination_nics(topo: Topology, loopbacks: Mapping[str, str] | None) -> list[tuple[str, int, dict]]:
+    """Destination NICs in host/NIC order (the order of every route table), then the
+    switches' loopback addresses."""
+    nics: list[tuple[str, int, dict]] = []
+    for host in topo.hosts():
+        for nic, iface in enumerate(topo.node(host)["ifaces"]):
+            nics.append((host, nic, iface))
+    for sw, ip in (loopbacks or {}).items():
+        _check_switch(topo, sw)
+        nics.append((sw, 0, {"ip": ip, "switch": sw, "mac": None}))
+    return nics
+
+
+def _switch_routes(
+    topo: Topology,
+    s: str,
+    nics: list[tuple[str, int, dict]],
+    dist: dict[str, dict[str, int]],
+    loopback_paths: Mapping[str, Mapping[str, str]] | None,
+) -> SwitchRoutes:
+    """Switch ``s``'s route to every NIC: direct, pinned, one next hop or an ECMP group."""
+    dev = topo.device_id(s)
+    sr = SwitchRoutes(switch=s, device_id=dev, port_macs=port_macs(topo, s))
+    group_ids: dict[tuple[NextHop, ...], int] = {}
+    # (neighbour, next hop via it), in port order: that order is the members' order.
+    neighbours = [
+        (n, _switch_hop(topo, s, p, n)) for p, n in topo.ports(s).items() if topo.is_switch(n)
+    ]
+    # Per attachment switch t: (distance, single next hop or None, group id or None).
+    via: dict[str, tuple[int, NextHop | None, int | None]] = {}
+    for host, nic, iface in nics:
+        t = iface["switch"]
+        d_t = dist[t]
+        if s not in d_t:
+            sr.unreachable.append(iface["ip"])
+            continue
+        if s == t and host == t:  # a switch's own loopback address
+            continue
+        if s == t:
+            hop = NextHop(topo.port(s, host), iface["mac"], host, nic)
+            sr.routes.append(Route(iface["ip"], host, nic, 0, next_hop=hop, direct=True))
+            continue
+        pin = (loopback_paths or {}).get(host, {}).get(s) if host == t else None
+        if pin is not None:
+            here = d_t[s]
+            hop = next((h for n, h in neighbours if n == pin and d_t.get(n) == here - 1), None)
+            if hop is None:
+                raise RoutingError(f"pinned next hop {pin!r} of {s!r} toward {t!r} is not a "
+                                   "neighbour on a shortest path")
+            sr.routes.append(Route(iface["ip"], host, nic, here, next_hop=hop))
+            continue
+        if t not in via:
+            here = d_t[s]
+            hops = tuple(h for n, h in neighbours if d_t.get(n) == here - 1)
+            if len(hops) == 1:
+                via[t] = (here, hops[0], None)
+            else:
+                gid = group_ids.get(hops)
+                if gid is None:
+                    # Identical member sets share one group: ids in first-use order.
+                    gid = group_ids[hops] = FIRST_GROUP_ID + len(group_ids)
+                    sr.groups.append(EcmpGroup(gid, hops))
+                via[t] = (here, None, gid)
+        here, hop, gid = via[t]
+        sr.routes.append(Route(iface["ip"], host, nic, here, next_hop=hop, group_id=gid))
+    return sr
+
+
 def compute_routes(
     topo: Topology,
     switches: Iterable[str] | None = None,
@@ -259,14 +327,7 @@ def compute_routes(
         wanted = [_check_switch(topo, s) for s in switches]
     sgraph = _switch_graph(topo)
 
-    # Destination NICs in host/NIC order (the order of every route table).
-    nics: list[tuple[str, int, dict]] = []
-    for host in topo.hosts():
-        for nic, iface in enumerate(topo.node(host)["ifaces"]):
-            nics.append((host, nic, iface))
-    for sw, ip in (loopbacks or {}).items():
-        _check_switch(topo, sw)
-        nics.append((sw, 0, {"ip": ip, "switch": sw, "mac": None}))
+    nics = _destination_nics(topo, loopbacks)
     # One BFS per attachment switch: distances from it to every switch it reaches.
     dist: dict[str, dict[str, int]] = {}
     for _, _, iface in nics:
@@ -274,54 +335,7 @@ def compute_routes(
         if t not in dist:
             dist[t] = nx.single_source_shortest_path_length(sgraph, t)
 
-    out: dict[str, SwitchRoutes] = {}
-    for s in wanted:
-        dev = topo.device_id(s)
-        sr = SwitchRoutes(switch=s, device_id=dev, port_macs=port_macs(topo, s))
-        group_ids: dict[tuple[NextHop, ...], int] = {}
-        # (neighbour, next hop via it), in port order: that order is the members' order.
-        neighbours = [
-            (n, _switch_hop(topo, s, p, n)) for p, n in topo.ports(s).items() if topo.is_switch(n)
-        ]
-        # Per attachment switch t: (distance, single next hop or None, group id or None).
-        via: dict[str, tuple[int, NextHop | None, int | None]] = {}
-        for host, nic, iface in nics:
-            t = iface["switch"]
-            d_t = dist[t]
-            if s not in d_t:
-                sr.unreachable.append(iface["ip"])
-                continue
-            if s == t and host == t:  # a switch's own loopback address
-                continue
-            if s == t:
-                hop = NextHop(topo.port(s, host), iface["mac"], host, nic)
-                sr.routes.append(Route(iface["ip"], host, nic, 0, next_hop=hop, direct=True))
-                continue
-            pin = (loopback_paths or {}).get(host, {}).get(s) if host == t else None
-            if pin is not None:
-                here = d_t[s]
-                hop = next((h for n, h in neighbours if n == pin and d_t.get(n) == here - 1), None)
-                if hop is None:
-                    raise RoutingError(f"pinned next hop {pin!r} of {s!r} toward {t!r} is not a "
-                                       "neighbour on a shortest path")
-                sr.routes.append(Route(iface["ip"], host, nic, here, next_hop=hop))
-                continue
-            if t not in via:
-                here = d_t[s]
-                hops = tuple(h for n, h in neighbours if d_t.get(n) == here - 1)
-                if len(hops) == 1:
-                    via[t] = (here, hops[0], None)
-                else:
-                    gid = group_ids.get(hops)
-                    if gid is None:
-                        # Identical member sets share one group: ids in first-use order.
-                        gid = group_ids[hops] = FIRST_GROUP_ID + len(group_ids)
-                        sr.groups.append(EcmpGroup(gid, hops))
-                    via[t] = (here, None, gid)
-            here, hop, gid = via[t]
-            sr.routes.append(Route(iface["ip"], host, nic, here, next_hop=hop, group_id=gid))
-        out[s] = sr
-    return out
+    return {s: _switch_routes(topo, s, nics, dist, loopback_paths) for s in wanted}
 
 
 def _switch_hop(topo: Topology, switch: str, port: int, peer: str) -> NextHop:

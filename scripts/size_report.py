@@ -3,7 +3,7 @@
 
 Stdlib only (ast), so ``make lint`` can run it before the venv's extras exist.
 Prints one line per offender and exits 1 when there is any; ``--warn`` prints the
-same report but exits 0 (the tree still has offenders while the split goes on).
+same report but exits 0 (``make lint`` runs it without ``--warn``: any offender fails).
 
     python scripts/size_report.py [--warn] [--max-module N] [--max-function N] [ROOT ...]
 """

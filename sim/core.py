@@ -135,6 +135,13 @@ class Ns3Network:
                     em.SetAttribute("ErrorUnit", ns.StringValue("ERROR_UNIT_PACKET"))
                     devs.Get(1 - j).SetAttribute("ReceiveErrorModel", ns.PointerValue(em))
                     self._em.append(em)
+        self._install_routes(adj, ifc, pins)
+
+    def _install_routes(self, adj: list[list[int]], ifc: list[list[int]],
+                        pins: dict[str, dict[str, str]] | None) -> None:
+        """Static shortest-path routes to every host NIC and switch address (``adj`` and
+        ``ifc``: each node's neighbours and the interfaces toward them), then the pins."""
+        names, topo, g = self.names, self.topo, self.g
         std = __import__("cppyy").gbl.std
         vv = std.vector[std.vector[int]]
         adj_c, ifc_c = vv(), vv()
@@ -279,6 +286,86 @@ def _stop_at(ns: Any, seconds: float) -> None:
     ns.Simulator.Run()
 
 
+def _ina_switches(topo: Topology, net: Ns3Network, sw_of: dict[int, str], sd_id: int,
+                  workers: list[str], ps: str, aggregators: int, payload: int,
+                  aging_s: float) -> dict[str, Any]:
+    """The switch models: the aggregating switches and every switch of the RESULT tree."""
+    g = net.g
+    # switches: the aggregating ones and every switch of the RESULT tree
+    tree_children: dict[str, list[str]] = {}
+    if sd_id:
+        sd = sw_of[sd_id]
+        for w in workers:  # shortest-path tree from s_d to every worker (one copy per link)
+            p = _path(topo, sd, w)
+            for u, v in zip(p, p[1:], strict=False):
+                if v not in tree_children.setdefault(u, []):
+                    tree_children[u].append(v)
+    models: dict[str, Any] = {}
+    for s in sorted(set(sw_of.values()) | set(tree_children)):
+        m = g.AddSwitch(net.node(s), 0.0)
+        m.id = topo.device_id(s)
+        m.sd_id = sd_id
+        m.aggregating = s in sw_of.values()
+        m.slots, m.payload, m.aging_s = aggregators, payload, aging_s
+        m.ps_ip = net.ip(ps)
+        if sd_id:
+            m.sd_ip = net.ip(sw_of[sd_id])
+        for c in tree_children.get(s, []):
+            m.tree_children.push_back(net.ip(c))
+        models[s] = m
+    return models
+
+
+def _ina_ps(net: Ns3Network, pol: dict[str, Any], sw_of: dict[int, str], models: dict[str, Any],
+            payload: int) -> Any:
+    """The PS application: its workers, the switches to CLEAR per fragment, s_d."""
+    g, nf, workers, ps, sd_id = net.g, pol["nf"], pol["workers"], pol["ps"], pol["sd"]
+    psapp = g.AddPs(net.node(ps), 0.0)
+    psapp.workers, psapp.frags, psapp.payload = len(workers), nf, payload
+    psapp.clear_size = INA_HEADER_LEN + ETH_EXTRA
+    psapp.has_sd = bool(sd_id)
+    if sd_id:
+        psapp.sd_id, psapp.sd_ip = sd_id, net.ip(sw_of[sd_id])
+        psapp.sd_model = models[sw_of[sd_id]]
+    for w in workers:
+        psapp.worker_ip.push_back(net.ip(w))
+    for i, s in sw_of.items():
+        psapp.sw_ip[i] = net.ip(s)
+    std = __import__("cppyy").gbl.std
+    for f in range(nf):
+        row = std.vector["uint16_t"](sorted({r[f] for r in pol["tags"] if r[f] and r[f] != sd_id}))
+        psapp.clear_to.push_back(row)
+    return psapp
+
+
+def _ina_workers(net: Ns3Network, pol: dict[str, Any], sw_of: dict[int, str], payload: int,
+                 window: int, timeout: float, max_backoff: float) -> list[Any]:
+    """One worker application per rank, with its tags, fan-ins and VIA_SD flags."""
+    g, nf, workers, ps, sd_id = net.g, pol["nf"], pol["workers"], pol["ps"], pol["sd"]
+    std = __import__("cppyy").gbl.std
+    apps = []
+    for rank, w in enumerate(workers):
+        a = g.AddWorker(net.node(w), 0.001)
+        a.rank, a.frags, a.window, a.payload = rank, nf, window, payload
+        a.timeout, a.max_backoff = timeout, max(max_backoff, timeout)
+        a.ps = net.ip(ps)
+        tags = pol["tags"][rank]
+        fan, via, sdf = [], [], []
+        for f, t in enumerate(tags):
+            fan.append(pol["fanin"].get(t, [0] * nf)[f] if t else 0)
+            v = 1 if t and sd_id and t != sd_id and pol["partial"].get(t, [0] * nf)[f] == sd_id else 0
+            via.append(v)
+            sdf.append(pol["fanin"].get(sd_id, [0] * nf)[f] if v else 0)
+        a.tag = std.vector["uint16_t"](tags)
+        a.fanin = std.vector["uint16_t"](fan)
+        a.via_sd = std.vector["uint8_t"](via)
+        a.sd_fanin = std.vector["uint16_t"](sdf)
+        for i, s in sw_of.items():
+            a.sw_ip[i] = net.ip(s)
+        apps.append(a)
+    return apps
+
+
 def run_ina(topo: Topology, policy: dict[str, Any], values: int, *, window: int = 32,
             timeout: float = 1.0, max_backoff: float = 1.0, aggregators: int = 1024,
             aging_s: float = 1.0, loss: Loss = 0.0, max_time: float = 300.0,
@@ -305,63 +392,9 @@ def run_ina(topo: Topology, policy: dict[str, Any], values: int, *, window: int 
     g.ResetStats(len(workers))
     payload = INA_HEADER_LEN + 4 * vpp + ETH_EXTRA
 
-    # switches: the aggregating ones and every switch of the RESULT tree
-    tree_children: dict[str, list[str]] = {}
-    if sd_id:
-        sd = sw_of[sd_id]
-        for w in workers:  # shortest-path tree from s_d to every worker (one copy per link)
-            p = _path(topo, sd, w)
-            for u, v in zip(p, p[1:], strict=False):
-                if v not in tree_children.setdefault(u, []):
-                    tree_children[u].append(v)
-    models: dict[str, Any] = {}
-    for s in sorted(set(sw_of.values()) | set(tree_children)):
-        m = g.AddSwitch(net.node(s), 0.0)
-        m.id = topo.device_id(s)
-        m.sd_id = sd_id
-        m.aggregating = s in sw_of.values()
-        m.slots, m.payload, m.aging_s = aggregators, payload, aging_s
-        m.ps_ip = net.ip(ps)
-        if sd_id:
-            m.sd_ip = net.ip(sw_of[sd_id])
-        for c in tree_children.get(s, []):
-            m.tree_children.push_back(net.ip(c))
-        models[s] = m
-    psapp = g.AddPs(net.node(ps), 0.0)
-    psapp.workers, psapp.frags, psapp.payload = len(workers), nf, payload
-    psapp.clear_size = INA_HEADER_LEN + ETH_EXTRA
-    psapp.has_sd = bool(sd_id)
-    if sd_id:
-        psapp.sd_id, psapp.sd_ip = sd_id, net.ip(sw_of[sd_id])
-        psapp.sd_model = models[sw_of[sd_id]]
-    for w in workers:
-        psapp.worker_ip.push_back(net.ip(w))
-    for i, s in sw_of.items():
-        psapp.sw_ip[i] = net.ip(s)
-    std = __import__("cppyy").gbl.std
-    for f in range(nf):
-        row = std.vector["uint16_t"](sorted({r[f] for r in pol["tags"] if r[f] and r[f] != sd_id}))
-        psapp.clear_to.push_back(row)
-    apps = []
-    for rank, w in enumerate(workers):
-        a = g.AddWorker(net.node(w), 0.001)
-        a.rank, a.frags, a.window, a.payload = rank, nf, window, payload
-        a.timeout, a.max_backoff = timeout, max(max_backoff, timeout)
-        a.ps = net.ip(ps)
-        tags = pol["tags"][rank]
-        fan, via, sdf = [], [], []
-        for f, t in enumerate(tags):
-            fan.append(pol["fanin"].get(t, [0] * nf)[f] if t else 0)
-            v = 1 if t and sd_id and t != sd_id and pol["partial"].get(t, [0] * nf)[f] == sd_id else 0
-            via.append(v)
-            sdf.append(pol["fanin"].get(sd_id, [0] * nf)[f] if v else 0)
-        a.tag = std.vector["uint16_t"](tags)
-        a.fanin = std.vector["uint16_t"](fan)
-        a.via_sd = std.vector["uint8_t"](via)
-        a.sd_fanin = std.vector["uint16_t"](sdf)
-        for i, s in sw_of.items():
-            a.sw_ip[i] = net.ip(s)
-        apps.append(a)
+    models = _ina_switches(topo, net, sw_of, sd_id, workers, ps, aggregators, payload, aging_s)
+    _ina_ps(net, pol, sw_of, models, payload)
+    apps = _ina_workers(net, pol, sw_of, payload, window, timeout, max_backoff)
     t0, c0 = time.monotonic(), time.process_time()
     _stop_at(ns, max_time)
     run_s, cpu_s = time.monotonic() - t0, time.process_time() - c0

@@ -186,7 +186,7 @@ def test_fault_injection_is_test_only_and_kills_the_loop(monkeypatch: pytest.Mon
 
 
 def test_watcher_restarts_a_dead_data_plane(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.test_p4runtime_server import Target
+    from tests.p4runtime_rig import Target
 
     monkeypatch.setenv(FAULT_ENV, "1")
     target = Target()  # a switch answering P4Runtime, its data plane running

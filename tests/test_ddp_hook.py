@@ -207,6 +207,37 @@ SIZES = (1000, 65, 1, 300)  # a bucket as large as the job (16 fragments), and s
 ITERATIONS, CYCLE = 40, 5  # 160 rounds: the numbers are reused 31 times
 
 
+def _assert_bucket_results(tmp_path: Path, reports: list[dict], st: dict, num_fragments: int) -> None:
+    """Every rank's sums exact, each bucket's first sends its own fragments, the wire
+    numbers bounded by the cycle, and the PS's counts (``st``) per iteration."""
+    import math
+
+    from tests.ddp_rounds_tool import bucket
+    from wire.fixedpoint import dequantize, quantize
+
+    rounds = ITERATIONS * len(SIZES)
+    # every sum, element by element (both ranks get the same multicast RESULT)
+    for r in range(2):
+        got = np.load(tmp_path / f"sums{r}.npz")
+        assert len(got.files) == rounds
+        for i in range(ITERATIONS):
+            for b, n in enumerate(SIZES):
+                q = sum(quantize(bucket(3, k, i, b, n), 16, 2) for k in range(2))
+                a = got[f"arr_{i * len(SIZES) + b}"]
+                assert np.array_equal(a, dequantize(q, 16)), f"rank {r} iteration {i} bucket {b}"
+    for rep in reports:
+        assert rep["rounds"] == rounds
+        for values, frags, sent, retx in rep["buckets"]:
+            assert frags == math.ceil(values / INA_VALUES)
+            assert sent - retx == frags  # first sends: the bucket's own fragments only
+        assert rep["max_fragment"] < CYCLE * num_fragments == rep["fragment_space"]
+        assert rep["reuse_wait_s"] > 0  # the numbers were reused, after the aging wait
+    per_iter = sum(math.ceil(n / INA_VALUES) for n in SIZES)
+    assert st["completed"] == ITERATIONS * per_iter  # not rounds x 16
+    assert st["rounds"] == rounds and st["short_rounds"] >= ITERATIONS * 3 - 1
+    assert st["partial_in"] >= st["completed"] // 2  # mostly aggregated in the switch
+
+
 @pytest.mark.net
 @pytest.mark.slow
 @pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
@@ -216,17 +247,14 @@ def test_buckets_send_their_own_fragments_and_reuse_bounded_numbers(tmp_path: Pa
     fragment numbers reused every 5 rounds: every sum exact element by element, each
     bucket's first sends are ceil(B/64) fragments, the wire numbers stay below 5·F,
     and the switch's aggregator capacity is what it was at the start."""
-    import math
     import sys
 
     from experiments.ina import switch_neighbors
     from experiments.runner import finish, spawn
-    from tests.ddp_rounds_tool import bucket
     from tests.ina_probe import NUM_AGGREGATORS
     from tests.test_ina_aging import _capacity, _deploy, _events, _jobs
     from topologies import star
     from topologies.network import Network
-    from wire.fixedpoint import dequantize, quantize
 
     topo = star(6, bw=100)
     with Network(topo, target=TARGET, run_dir=str(tmp_path / "net")) as network:
@@ -265,26 +293,6 @@ def test_buckets_send_their_own_fragments_and_reuse_bounded_numbers(tmp_path: Pa
         time.sleep(0.3)  # past the timeout: whatever the last rounds left is reclaimable
         end = _capacity(network, topo)
 
-    rounds = ITERATIONS * len(SIZES)
-    # every sum, element by element (both ranks get the same multicast RESULT)
-    for r in range(2):
-        got = np.load(tmp_path / f"sums{r}.npz")
-        assert len(got.files) == rounds
-        for i in range(ITERATIONS):
-            for b, n in enumerate(SIZES):
-                q = sum(quantize(bucket(3, k, i, b, n), 16, 2) for k in range(2))
-                a = got[f"arr_{i * len(SIZES) + b}"]
-                assert np.array_equal(a, dequantize(q, 16)), f"rank {r} iteration {i} bucket {b}"
-    for rep in reports:
-        assert rep["rounds"] == rounds
-        for values, frags, sent, retx in rep["buckets"]:
-            assert frags == math.ceil(values / INA_VALUES)
-            assert sent - retx == frags  # first sends: the bucket's own fragments only
-        assert rep["max_fragment"] < CYCLE * job.num_fragments == rep["fragment_space"]
-        assert rep["reuse_wait_s"] > 0  # the numbers were reused, after the aging wait
-    per_iter = sum(math.ceil(n / INA_VALUES) for n in SIZES)
-    assert st["completed"] == ITERATIONS * per_iter  # not rounds x 16
-    assert st["rounds"] == rounds and st["short_rounds"] >= ITERATIONS * 3 - 1
-    assert st["partial_in"] >= st["completed"] // 2  # mostly aggregated in the switch
+    _assert_bucket_results(tmp_path, reports, st, job.num_fragments)
     assert ev["taken_over"] >= 0
     assert end == start

@@ -2,7 +2,7 @@
 
 These run the committed p4c output of p4src/forward.p4 through ``Switch.process`` and
 check exact output bytes; the namespace-level conformance and differential tests are in
-test_conformance.py.
+test_conformance_*.py.
 """
 
 from __future__ import annotations

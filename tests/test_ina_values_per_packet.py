@@ -17,7 +17,7 @@ import pytest
 from hosts.ina.agent import FaultInjection
 from hosts.ina.ps import ParameterServer
 from hosts.ina.worker import Worker
-from tests.test_ina_hosts import _check_exact, _grads, _run, net  # noqa: F401 (fixture)
+from tests.ina_loopback import _check_exact, _grads, _run, net  # noqa: F401 (fixture)
 from wire import ina, scapy_layers
 from wire.fixedpoint import (
     bfp_dequantize,

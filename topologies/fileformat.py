@@ -237,22 +237,12 @@ def _from_builder(ctx: _Ctx, data: Mapping[str, Any]) -> Topology:
     return topo
 
 
-def from_data(
-    data: Any, source: str | None = None, lines: Mapping[Path, int] | None = None
-) -> Topology:
-    """Build a :class:`Topology` from parsed file data (or :meth:`Topology.to_dict` output).
+# A checked link: (field path, a, b, bw or None, port of a or None, port of b or None).
+_ParsedLink = tuple[Path, str, str, float | None, int | None, int | None]
 
-    ``lines`` maps field paths to 1-based source lines for error messages.
-    """
-    ctx = _Ctx(source, lines)
-    if data is None:
-        raise ctx.error((), "topology file is empty")
-    if not isinstance(data, Mapping):
-        raise ctx.error((), f"top level must be a mapping, got {type(data).__name__}")
-    if "builder" in data:
-        return _from_builder(ctx, data)
-    _check_keys(ctx, (), data, _TOP_KEYS)
 
+def _new_topology(ctx: _Ctx, data: Mapping[str, Any], source: str | None) -> Topology:
+    """The empty topology with the file's name (or the file's stem), bw and grpc_base."""
     kwargs: dict[str, Any] = {}
     if "name" in data:
         kwargs["name"] = data["name"]
@@ -270,10 +260,11 @@ def from_data(
     except TopologyError as exc:
         field = "name" if "name" in exc.reason else "grpc_base"
         raise ctx.error((field,), exc.reason) from None
+    return topo
 
-    hosts = _list(ctx, data, "hosts")
-    switches = _list(ctx, data, "switches")
-    links = _list(ctx, data, "links")
+
+def _add_nodes(ctx: _Ctx, topo: Topology, hosts: list[Any], switches: list[Any]) -> dict[str, list[Any]]:
+    """Add the hosts, then the switches, in file order; return each host's addresses."""
     first_seen: dict[str, str] = {}
 
     def add_node(path: Path, name: Any, add: Any) -> None:
@@ -314,10 +305,16 @@ def from_data(
                 e["name"], role=e.get("role", "switch"), device_id=e.get("device_id"), **a
             ),
         )
+    return host_ips
 
+
+def _parse_links(ctx: _Ctx, topo: Topology,
+                 links: list[Any]) -> tuple[list[_ParsedLink], dict[tuple[str, int], str]]:
+    """Check every link and collect its explicit ports: (path, a, b, bw, port_a, port_b)
+    per link, and the field that claimed each (node, port)."""
     # Pass 1: check every link and collect its explicit ports, so that automatic port
     # numbering in pass 2 never takes a port a later link asks for by number.
-    parsed: list[tuple[Path, str, str, float | None, int | None, int | None]] = []
+    parsed: list[_ParsedLink] = []
     explicit: dict[tuple[str, int], str] = {}
     for i, raw in enumerate(links):
         path = ("links", i)
@@ -356,6 +353,16 @@ def from_data(
                 )
             explicit[node, port] = _field(path)
         parsed.append((path, a, b, bw, ports.get(a), ports.get(b)))
+    return parsed, explicit
+
+
+def _add_links(
+    ctx: _Ctx,
+    topo: Topology,
+    parsed: list[_ParsedLink],
+    explicit: dict[tuple[str, int], str],
+) -> None:
+    """Reserve every explicit port, then add the links in file order."""
     for node, port in explicit:
         topo.reserve_ports(node, [port])
     for path, a, b, bw, pa, pb in parsed:
@@ -364,6 +371,11 @@ def from_data(
         except TopologyError as exc:
             raise ctx.error(path, exc.reason) from None
 
+
+def _check_nodes(
+    ctx: _Ctx, topo: Topology, hosts: list[Any], switches: list[Any], host_ips: dict[str, list[Any]]
+) -> None:
+    """No host with more addresses than NICs; every node and the whole topology valid."""
     for i, raw in enumerate(hosts):
         name = raw if isinstance(raw, str) else raw["name"]
         nics = len(topo.node(name)["ifaces"])
@@ -381,6 +393,33 @@ def from_data(
         topo.validate()
     except TopologyError as exc:
         raise ctx.error((), exc.reason) from None
+
+
+def from_data(
+    data: Any, source: str | None = None, lines: Mapping[Path, int] | None = None
+) -> Topology:
+    """Build a :class:`Topology` from parsed file data (or :meth:`Topology.to_dict` output).
+
+    ``lines`` maps field paths to 1-based source lines for error messages.
+    """
+    ctx = _Ctx(source, lines)
+    if data is None:
+        raise ctx.error((), "topology file is empty")
+    if not isinstance(data, Mapping):
+        raise ctx.error((), f"top level must be a mapping, got {type(data).__name__}")
+    if "builder" in data:
+        return _from_builder(ctx, data)
+    _check_keys(ctx, (), data, _TOP_KEYS)
+
+    topo = _new_topology(ctx, data, source)
+
+    hosts = _list(ctx, data, "hosts")
+    switches = _list(ctx, data, "switches")
+    links = _list(ctx, data, "links")
+    host_ips = _add_nodes(ctx, topo, hosts, switches)
+    parsed, explicit = _parse_links(ctx, topo, links)
+    _add_links(ctx, topo, parsed, explicit)
+    _check_nodes(ctx, topo, hosts, switches, host_ips)
     return topo
 
 

@@ -79,6 +79,62 @@ def _spread(n: int) -> np.ndarray:
     return (np.arange(n) * step) % n
 
 
+def _layout_slots(classes: dict[tuple[int, ...], list[str]], n_targets: int, f_n: int) -> np.ndarray:
+    """``slot_target[c, slot]``: the target index of each slot of worker class ``c``
+    (classes in ``classes``' order, keyed by their quota per target). Targets take
+    nested blocks in order; the last target (direct) takes the leftovers."""
+    quotas = list(classes)
+    qarr = np.array(quotas, dtype=np.int64).reshape(len(quotas), n_targets)
+    used = np.zeros((len(quotas), f_n), dtype=bool)
+    slot_target = np.full((len(quotas), f_n), n_targets - 1, dtype=np.int64)
+
+    for ti in range(n_targets - 1):  # direct (last) takes the leftovers
+        need = qarr[:, ti]
+        users = np.nonzero(need)[0]
+        if users.size == 0:
+            continue
+        # fits[c, o]: class c has slots o..o+need-1 (cyclic) free
+        occ = np.concatenate([used[users], used[users]], axis=1).astype(np.int64)
+        cs = np.concatenate([np.zeros((users.size, 1), np.int64), occ.cumsum(axis=1)], axis=1)
+        off = np.arange(f_n)
+        ends = off[None, :] + need[users][:, None]
+        fits = (cs[np.arange(users.size)[:, None], ends] - cs[:, off]) == 0
+        weight = np.array([len(classes[quotas[c]]) for c in users])
+        score = (fits * weight[:, None]).sum(axis=0)
+        o = int(np.argmax(score))  # first offset that suits the most workers
+        for row, c in enumerate(users):
+            if fits[row, o]:
+                sl = (o + np.arange(need[c])) % f_n
+            else:  # no common block: the first free slots from o on, cyclically
+                order = (o + np.arange(f_n)) % f_n
+                sl = order[~used[c, order]][: need[c]]
+            used[c, sl] = True
+            slot_target[c, sl] = ti
+    return slot_target
+
+
+def _partial_tags(res: LPResult, fan: dict[str, np.ndarray], perm: np.ndarray,
+                  tor_id: int) -> dict[str, tuple[int, ...]]:
+    """Each switch's partial-aggregate tags: share via_tor/switch_out of its fragments
+    (first in slot order) is merged at s_d (``tor_id``), the rest goes to the PS. Adds
+    the merged fan-in to ``fan[res.tor]`` when s_d is active."""
+    f_n = len(perm)
+    partial_tags: dict[str, tuple[int, ...]] = {}
+    inv = np.argsort(perm)  # fragment -> slot, to pick fragments in slot order
+    for s in res.switches:
+        frags = np.nonzero(fan[s])[0]
+        out = res.switch_out.get(s, 0.0)
+        share = res.via_tor.get(s, 0.0) / out if out > 0 and res.tor_active else 0.0
+        n_tor = _largest_remainder([share, 1 - share], len(frags))[0] if frags.size else 0
+        pt = np.zeros(f_n, dtype=np.int64)
+        pick = frags[np.argsort(inv[frags], kind="stable")][:n_tor]
+        pt[pick] = tor_id
+        partial_tags[s] = tuple(int(v) for v in pt)
+        if res.tor_active:
+            fan[res.tor][pick] += fan[s][pick]
+    return partial_tags
+
+
 def routing_policy(placement: Placement | LPResult, num_fragments: int) -> RoutingPolicy:
     """Turn the LP's per-worker rates into per-fragment tags (see docs/placement.md).
 
@@ -116,32 +172,7 @@ def routing_policy(placement: Placement | LPResult, num_fragments: int) -> Routi
         quota = tuple(_largest_remainder([r.get(t, 0.0) for t in targets], f_n))
         classes.setdefault(quota, []).append(w)
     quotas = list(classes)
-    qarr = np.array(quotas, dtype=np.int64).reshape(len(quotas), len(targets))
-    used = np.zeros((len(quotas), f_n), dtype=bool)
-    slot_target = np.full((len(quotas), f_n), len(targets) - 1, dtype=np.int64)
-
-    for ti in range(len(targets) - 1):  # direct (last) takes the leftovers
-        need = qarr[:, ti]
-        users = np.nonzero(need)[0]
-        if users.size == 0:
-            continue
-        # fits[c, o]: class c has slots o..o+need-1 (cyclic) free
-        occ = np.concatenate([used[users], used[users]], axis=1).astype(np.int64)
-        cs = np.concatenate([np.zeros((users.size, 1), np.int64), occ.cumsum(axis=1)], axis=1)
-        off = np.arange(f_n)
-        ends = off[None, :] + need[users][:, None]
-        fits = (cs[np.arange(users.size)[:, None], ends] - cs[:, off]) == 0
-        weight = np.array([len(classes[quotas[c]]) for c in users])
-        score = (fits * weight[:, None]).sum(axis=0)
-        o = int(np.argmax(score))  # first offset that suits the most workers
-        for row, c in enumerate(users):
-            if fits[row, o]:
-                sl = (o + np.arange(need[c])) % f_n
-            else:  # no common block: the first free slots from o on, cyclically
-                order = (o + np.arange(f_n)) % f_n
-                sl = order[~used[c, order]][: need[c]]
-            used[c, sl] = True
-            slot_target[c, sl] = ti
+    slot_target = _layout_slots(classes, len(targets), f_n)
 
     perm = _spread(f_n)  # slot -> fragment
     target_tags = np.array([tag_of[t] for t in targets], dtype=np.int64)
@@ -157,21 +188,7 @@ def routing_policy(placement: Placement | LPResult, num_fragments: int) -> Routi
         for ti, t in enumerate(targets[:-1]):
             fan[t] += k * (per_frag == ti)
 
-    # partial aggregates: share via_tor/switch_out of s's fragments is merged at s_d
-    tor_id = tag_of[res.tor]
-    partial_tags: dict[str, tuple[int, ...]] = {}
-    inv = np.argsort(perm)  # fragment -> slot, to pick fragments in slot order
-    for s in res.switches:
-        frags = np.nonzero(fan[s])[0]
-        out = res.switch_out.get(s, 0.0)
-        share = res.via_tor.get(s, 0.0) / out if out > 0 and res.tor_active else 0.0
-        n_tor = _largest_remainder([share, 1 - share], len(frags))[0] if frags.size else 0
-        pt = np.zeros(f_n, dtype=np.int64)
-        pick = frags[np.argsort(inv[frags], kind="stable")][:n_tor]
-        pt[pick] = tor_id
-        partial_tags[s] = tuple(int(v) for v in pt)
-        if res.tor_active:
-            fan[res.tor][pick] += fan[s][pick]
+    partial_tags = _partial_tags(res, fan, perm, tag_of[res.tor])
     fan_in = {
         t: tuple(int(v) for v in fan[t]) for t in targets[:-1] if t != res.tor or res.tor_active
     }

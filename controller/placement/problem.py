@@ -107,7 +107,21 @@ class PlacementProblem:
         self.multipath = bool(multipath)
         self.tor_in_budget = bool(tor_in_budget)
 
-        # -- PS and workers
+        self._init_hosts(ps, workers)
+        self._init_numbers(budget, switch_capacity)
+        self._init_arcs()
+        reach = self._init_reach()
+        self._init_tor(ps_tor)
+        self._init_candidates(reach, budget)
+        self._init_groups()
+
+        # Cache of arc paths: (src, dst) -> tuple of arc indices.
+        self._path_cache: dict[tuple[str, str], tuple[int, ...]] = {}
+        self._terms_cache: dict[str, dict[tuple[int, int], float]] = {}
+
+    # ---------------------------------------------------------------- construction steps
+    def _init_hosts(self, ps: str, workers: Iterable[str]) -> None:
+        """The PS and the workers: hosts of the graph, distinct, the PS not a worker."""
         self.ps = self._check_host(ps, "parameter server")
         if isinstance(workers, str):
             raise PlacementError("workers must be a collection of host names, not one string")
@@ -124,7 +138,8 @@ class PlacementProblem:
             seen.add(w)
         self.workers: tuple[str, ...] = tuple(ws)
 
-        # -- numbers
+    def _init_numbers(self, budget: int, switch_capacity: float) -> None:
+        """Check the budget K's type and sign and set the switch capacity C."""
         if isinstance(budget, bool) or not isinstance(budget, int | np.integer):
             raise PlacementError(f"budget K must be an integer, got {budget!r}")
         if budget < 0:
@@ -139,7 +154,9 @@ class PlacementProblem:
             raise PlacementError(f"switch capacity C must be > 0, got {switch_capacity!r}")
         self.switch_capacity = cap
 
-        # -- links: arc index <-> (u, v), capacity per arc
+    def _init_arcs(self) -> None:
+        """Arc index <-> (u, v) and the capacity per arc (one arc per direction when full duplex)."""
+        g = self.graph
         self._arc_index: dict[Arc, int] = {}
         self._arcs: list[Arc] = []
         self._arc_cap: list[float] = []
@@ -163,7 +180,8 @@ class PlacementProblem:
             else:
                 self._arc_index[(v, u)] = self._arc_index[(u, v)]
 
-        # -- reachability from the PS (one BFS; also the paths toward d)
+    def _init_reach(self) -> dict[str, str | None]:
+        """Reachability from the PS (one BFS; also the paths toward d); every worker must be reached."""
         self._parents: dict[str, dict[str, str | None]] = {}
         self._dists: dict[str, dict[str, int]] = {}
         self._adj: dict[str, list[str]] | None = None
@@ -175,8 +193,11 @@ class PlacementProblem:
                 f"no path between the parameter server {self.ps!r} and worker(s) "
                 f"{', '.join(map(repr, lost[:5]))}{more}: the graph is disconnected"
             )
+        return reach
 
-        # -- s_d, the PS's ToR switch
+    def _init_tor(self, ps_tor: str | None) -> None:
+        """``s_d``, the PS's ToR switch: the given one, or the neighbour on the widest link."""
+        g = self.graph
         tors = [n for n in g[self.ps] if g.nodes[n].get("kind") == "switch"]
         if ps_tor is None:
             if not tors:
@@ -188,7 +209,9 @@ class PlacementProblem:
             )
         self.tor: str = ps_tor
 
-        # -- candidates: reachable switches in graph order (s_d only if in the budget)
+    def _init_candidates(self, reach: dict[str, str | None], budget: int) -> None:
+        """Candidates: reachable switches in graph order (s_d only if in the budget); K must fit."""
+        g = self.graph
         self.switches: tuple[str, ...] = tuple(
             n for n, k in g.nodes(data="kind") if k == "switch" and n in reach
         )
@@ -206,7 +229,9 @@ class PlacementProblem:
             )
         self.budget = int(budget)
 
-        # -- worker groups
+    def _init_groups(self) -> None:
+        """Worker groups: workers on one leaf link of equal capacity to the same switch share a group."""
+        g = self.graph
         by_key: dict[tuple[Any, ...], list[str]] = {}
         for w in self.workers:
             nbrs = list(g[w])
@@ -222,10 +247,6 @@ class PlacementProblem:
             private = self._arc_index[(rep, key[1])] if key[0] == "leaf" else None
             access = sum(float(d["capacity"]) for d in g[rep].values())
             self._groups.append(_Group(tuple(members), rep, private, access))
-
-        # Cache of arc paths: (src, dst) -> tuple of arc indices.
-        self._path_cache: dict[tuple[str, str], tuple[int, ...]] = {}
-        self._terms_cache: dict[str, dict[tuple[int, int], float]] = {}
 
     # ---------------------------------------------------------------- validation
     def _check_host(self, name: Any, what: str) -> str:

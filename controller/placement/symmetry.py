@@ -13,42 +13,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from ortools.linear_solver import pywraplp
 
 from .lp import _REL_TOL
 from .problem import PlacementProblem
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64 finaliser: a well-spread 64-bit hash of each element (wraps mod 2^64)."""
-    x = x.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    x ^= x >> np.uint64(30)
-    x *= np.uint64(0xBF58476D1CE4E5B9)
-    x ^= x >> np.uint64(27)
-    x *= np.uint64(0x94D049BB133111EB)
-    x ^= x >> np.uint64(31)
-    return x
-
-
-def _refine(colors: np.ndarray, src: np.ndarray, dst: np.ndarray, lab: np.ndarray) -> np.ndarray:
-    """Colour refinement (1-WL): a node's new colour is its old one plus the multiset of
-    (label, colour) over its in-arcs, until the number of colours stops growing. Colours
-    are ranks of hashes of that history, so they do not depend on node numbering and two
-    copies refined together get comparable colours."""
-    lab_h = _mix(lab.astype(np.uint64) + np.uint64(0x51ED27))
-    n_col = len(np.unique(colors))
-    for _ in range(len(colors)):
-        acc = np.zeros(len(colors), dtype=np.uint64)
-        np.add.at(acc, dst, _mix(lab_h ^ colors[src].astype(np.uint64)))
-        key = _mix(colors.astype(np.uint64)) ^ (acc * np.uint64(0xD6E8FEB86659FD93))
-        _, new = np.unique(key, return_inverse=True)
-        new = new.astype(np.int64).ravel()
-        m = int(new.max()) + 1 if len(new) else 0
-        colors = new
-        if m <= n_col:
-            break
-        n_col = m
-    return colors
+from .quotient import _refine, _solve_quotient
 
 
 class _Symmetry:
@@ -74,6 +42,16 @@ class _Symmetry:
 
     def __init__(self, prob: PlacementProblem) -> None:
         self.prob = prob
+        self._build_graph(prob)
+        # Parent of every node in the routing tree toward each destination (rows: PS,
+        # then every reachable switch); only single-path routes need them.
+        self.trees: np.ndarray | None = None
+        if not prob.multipath:
+            self._build_trees(prob)
+
+    def _build_graph(self, prob: PlacementProblem) -> None:
+        """The reduced graph: node colours (``base``), labelled directed edges and their
+        sorted keys; leaf workers stand in as one node per group."""
         g = prob.graph
         reach = prob._tree(prob.ps)
         workers = set(prob.workers)
@@ -124,57 +102,59 @@ class _Symmetry:
         n = self.n
         keys = (self.src * n + self.dst) * max(self.n_lab, 1) + self.lab
         self.edge_keys = np.sort(keys)
-        # Parent of every node in the routing tree toward each destination (rows: PS,
-        # then every reachable switch); only single-path routes need them.
-        self.trees: np.ndarray | None = None
-        if not prob.multipath:
-            dests = [prob.ps, *prob.switches]
-            self.dest_idx = np.array([self.index[d] for d in dests], dtype=np.int64)
-            self.row_of = np.full(n, -1, dtype=np.int64)
-            self.row_of[self.dest_idx] = np.arange(len(dests))
-            # BFS on this smaller graph, neighbours in graph order: a leaf never discovers
-            # a node, so dropping leaves changes no other node's parent (a test compares
-            # with PlacementProblem.path)
-            adj: list[list[int]] = [[] for _ in range(n)]
-            for u, nbrs in g.adj.items():
-                if u in self.index:  # kept nodes and the groups' representatives
-                    adj[self.index[u]] = [self.index[v] for v in nbrs if v in self.index]
-            trees = np.full((len(dests), n), -1, dtype=np.int64)
-            for r, d in enumerate(self.dest_idx.tolist()):
-                par = trees[r].tolist()
-                seen = [False] * n
-                seen[d] = True
-                frontier = [d]
-                while frontier:
-                    nxt = []
-                    for u in frontier:
-                        for v in adj[u]:
-                            if not seen[v]:
-                                seen[v] = True
-                                par[v] = u
-                                nxt.append(v)
-                    frontier = nxt
-                trees[r] = par
-            self.trees = trees
-            # relevant[r, u]: u lies on a routed path toward destination r that the LP
-            # uses (from a worker; toward the PS and s_d also from every switch); only
-            # those parent pointers must be kept by g
-            rel = np.zeros(trees.shape, dtype=bool)
-            rel[:, [self.index[w] for w in prob.workers if w in self.index]] = True
-            sw_idx = [self.index[sw] for sw in prob.switches]
-            for d in (prob.ps, prob.tor):
-                rel[self.row_of[self.index[d]], sw_idx] = True
-            front = rel.copy()
-            while True:
-                r, u = np.nonzero(front)
-                par = trees[r, u]
-                r, par = r[par >= 0], par[par >= 0]
-                new = ~rel[r, par]
-                if not new.any():
-                    break
-                front[:] = False
-                front[r[new], par[new]] = rel[r[new], par[new]] = True
-            self.relevant = rel
+
+    def _build_trees(self, prob: PlacementProblem) -> None:
+        """Single-path routing trees toward the PS and every switch on the reduced graph,
+        and which of their parent pointers the LP's routed paths use (``relevant``)."""
+        g = prob.graph
+        n = self.n
+        dests = [prob.ps, *prob.switches]
+        self.dest_idx = np.array([self.index[d] for d in dests], dtype=np.int64)
+        self.row_of = np.full(n, -1, dtype=np.int64)
+        self.row_of[self.dest_idx] = np.arange(len(dests))
+        # BFS on this smaller graph, neighbours in graph order: a leaf never discovers
+        # a node, so dropping leaves changes no other node's parent (a test compares
+        # with PlacementProblem.path)
+        adj: list[list[int]] = [[] for _ in range(n)]
+        for u, nbrs in g.adj.items():
+            if u in self.index:  # kept nodes and the groups' representatives
+                adj[self.index[u]] = [self.index[v] for v in nbrs if v in self.index]
+        trees = np.full((len(dests), n), -1, dtype=np.int64)
+        for r, d in enumerate(self.dest_idx.tolist()):
+            par = trees[r].tolist()
+            seen = [False] * n
+            seen[d] = True
+            frontier = [d]
+            while frontier:
+                nxt = []
+                for u in frontier:
+                    for v in adj[u]:
+                        if not seen[v]:
+                            seen[v] = True
+                            par[v] = u
+                            nxt.append(v)
+                frontier = nxt
+            trees[r] = par
+        self.trees = trees
+        # relevant[r, u]: u lies on a routed path toward destination r that the LP
+        # uses (from a worker; toward the PS and s_d also from every switch); only
+        # those parent pointers must be kept by g
+        rel = np.zeros(trees.shape, dtype=bool)
+        rel[:, [self.index[w] for w in prob.workers if w in self.index]] = True
+        sw_idx = [self.index[sw] for sw in prob.switches]
+        for d in (prob.ps, prob.tor):
+            rel[self.row_of[self.index[d]], sw_idx] = True
+        front = rel.copy()
+        while True:
+            r, u = np.nonzero(front)
+            par = trees[r, u]
+            r, par = r[par >= 0], par[par >= 0]
+            new = ~rel[r, par]
+            if not new.any():
+                break
+            front[:] = False
+            front[r[new], par[new]] = rel[r[new], par[new]] = True
+        self.relevant = rel
 
     # -------------------------------------------------------------- per round
     def classes(self, chosen: Sequence[str], remaining: Sequence[str]) -> list[list[str]]:
@@ -452,109 +432,3 @@ class _Reduced:
             maximize=False, always=always,
         )  # fmt: skip
         return None if out is None else out[1]
-
-
-def _solve_quotient(
-    rows: np.ndarray,
-    cols: np.ndarray,
-    vals: np.ndarray,
-    row_lb: np.ndarray,
-    row_ub: np.ndarray,
-    col_lb: np.ndarray,
-    col_ub: np.ndarray,
-    obj: np.ndarray,
-    *,
-    maximize: bool,
-    always: bool,
-) -> tuple[float, np.ndarray] | None:
-    """Solve an LP in coordinate form (``col_lb <= x <= col_ub``, ``row_lb <= A x <=
-    row_ub``, optimise ``obj . x``) through its quotient by colour refinement. Returns the
-    optimum and every column's value (its class's value; columns fixed at 0 are 0), or
-    None where the quotient would not be much smaller (unless ``always``), is not
-    equitable (a hash collision) or the solver fails."""
-    n_all = len(col_ub)
-    # drop what cannot matter: columns fixed at 0, zero entries, and rows that 0
-    # satisfies and that have no entries (links no path uses) or no bounds
-    keep_c = (col_ub > 0) | (col_lb > 0)
-    vals = np.where(keep_c[cols], vals, 0.0)
-    used = np.bincount(rows[vals != 0], minlength=len(row_lb)) > 0
-    trivial = (row_lb <= 0) & (row_ub >= 0) & ~used
-    keep_r = ~trivial & (np.isfinite(row_lb) | np.isfinite(row_ub))
-    cmap = np.cumsum(keep_c) - 1
-    rmap = np.cumsum(keep_r) - 1
-    ok = keep_c[cols] & keep_r[rows] & (vals != 0)
-    rows, cols, vals = rmap[rows[ok]], cmap[cols[ok]], vals[ok]
-    row_lb, row_ub = row_lb[keep_r], row_ub[keep_r]
-    col_lb, col_ub, obj = col_lb[keep_c], col_ub[keep_c], obj[keep_c]
-    n_r, n_c = len(row_lb), len(col_ub)
-
-    # initial colours: rows by their bounds, columns by bounds and objective (hashed: a
-    # collision only coarsens the partition, which the check below catches)
-    def h(*parts: np.ndarray) -> np.ndarray:
-        out = np.zeros(len(parts[0]), dtype=np.uint64)
-        for p in parts:
-            out = _mix(out ^ np.ascontiguousarray(p, dtype=float).view(np.uint64))
-        return out
-
-    init = np.concatenate([h(row_lb, row_ub), h(col_lb, col_ub, obj) ^ np.uint64(1)])
-    _, init = np.unique(init, return_inverse=True)
-    scale = float(np.abs(vals).max())
-    # coefficients equal to 12 significant digits share a label
-    _, lab = np.unique(np.round(vals / scale, 12), return_inverse=True)
-    lab = lab.ravel()
-    col = _refine(
-        init.ravel().astype(np.int64),
-        np.concatenate([rows, cols + n_r]),
-        np.concatenate([cols + n_r, rows]),
-        np.concatenate([lab, lab]),
-    )
-    _, rc = np.unique(col[:n_r], return_inverse=True)
-    _, cc = np.unique(col[n_r:], return_inverse=True)
-    rc, cc = rc.ravel(), cc.ravel()
-    n_rc, n_cc = int(rc.max()) + 1, int(cc.max()) + 1
-    if n_r * n_cc > 4_000_000 or n_c * n_rc > 4_000_000 or (4 * n_cc > n_c and not always):
-        return None  # too little symmetry for the quotient to pay off
-    # block sums: each row's sum over each column class, each column's over each row class
-    by_col = np.bincount(rows * n_cc + cc[cols], vals, n_r * n_cc).reshape(n_r, n_cc)
-    by_row = np.bincount(cols * n_rc + rc[rows], vals, n_c * n_rc).reshape(n_c, n_rc)
-    rep_r = np.zeros(n_rc, dtype=np.int64)
-    rep_r[rc[::-1]] = np.arange(n_r)[::-1]  # first row of each class
-    rep_c = np.zeros(n_cc, dtype=np.int64)
-    rep_c[cc[::-1]] = np.arange(n_c)[::-1]
-    quot = by_col[rep_r]
-    tol = 1e-9 * scale
-    if (
-        np.abs(by_col - quot[rc]).max() > tol
-        or np.abs(by_row - by_row[rep_c][cc]).max() > tol
-        or not np.array_equal(row_lb[rep_r][rc], row_lb)
-        or not np.array_equal(row_ub[rep_r][rc], row_ub)
-        or not np.array_equal(col_lb[rep_c][cc], col_lb)
-        or not np.array_equal(col_ub[rep_c][cc], col_ub)
-        or not np.array_equal(obj[rep_c][cc], obj)
-    ):
-        return None  # not equitable (a hash collision): do not trust the quotient
-    s = pywraplp.Solver.CreateSolver("GLOP")
-    inf = s.infinity()
-    y = [
-        s.NumVar(float(col_lb[k]), min(float(col_ub[k]), inf), "") for k in rep_c.tolist()
-    ]
-    cons = [
-        s.Constraint(max(float(row_lb[k]), -inf), min(float(row_ub[k]), inf))
-        for k in rep_r.tolist()
-    ]
-    for i, j in zip(*np.nonzero(quot), strict=True):
-        cons[i].SetCoefficient(y[j], float(quot[i, j]))
-    size = np.bincount(cc, minlength=n_cc)
-    for j, k in enumerate(rep_c.tolist()):
-        if obj[k]:
-            s.Objective().SetCoefficient(y[j], float(obj[k] * size[j]))
-    if maximize:
-        s.Objective().SetMaximization()
-    else:
-        s.Objective().SetMinimization()
-    if s.Solve() != pywraplp.Solver.OPTIMAL:
-        return None
-    y_val = np.array([v.solution_value() for v in y])
-    x = np.zeros(n_all)
-    x[np.flatnonzero(keep_c)] = y_val[cc]
-    return s.Objective().Value(), x
