@@ -9,13 +9,13 @@
 #include "config.p4"
 #include "headers.p4"
 
-control CpuPacketIn(inout packet_in_t packet_in,
+control CpuPacketIn(inout packet_in_t pkt_in,
                     in standard_metadata_t standard_metadata) {
     apply {
         if (standard_metadata.egress_port == CPU_PORT) {
-            packet_in.setValid();
-            packet_in.ingress_port = standard_metadata.ingress_port;
-            packet_in._pad = 0;
+            pkt_in.setValid();
+            pkt_in.ingress_port = standard_metadata.ingress_port;
+            pkt_in._pad = 0;
         }
     }
 }
