@@ -93,7 +93,8 @@ test-long: deps
 bench: deps
 	$(PY) -m bench
 
-# The per-value register/field lanes of the P4 sources come from p4src/gen_lanes.py
+# The per-value register/field lanes of the P4 sources: p4src/gen_lanes.py writes them
+# into p4src/include/generated/
 # (standard library only, so any python3 runs it).
 p4-gen:
 	$(PYTHON) p4src/gen_lanes.py

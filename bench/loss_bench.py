@@ -17,7 +17,7 @@ gloo, ps, ina, ring, ndn  ``linear:2,3``: PS h1, h2, h3 on  s1:4 <-> s2:4, the o
 bml                       BCube(2, 2) (no switch-to-switch  both ports of the level-1 switch s4
                           link: servers relay)              (h2 <-> h4, relayed level-1 traffic)
 token                     LAN of 4 P4 NICs                  nic1:2 <-> lan:1 (NIC to LAN switch;
-                                                            ``token_link_emulation.p4``)
+                                                            ``link_emulation.p4``)
 differentiated            the star its technique needs      s1's port to the PS, the congested
                           (one switch, host links only)     port every gradient block crosses
 ========================= ================================= =====================================

@@ -4,7 +4,7 @@ controller (the IP-multicast PS baseline of the NDN experiment, issue 23).
 ``forward.p4`` already has what a source-rooted multicast tree needs, so nothing in P4
 changes: an ``ipv4_routes`` entry ``group/32 -> set_multicast_group(id)`` on every switch
 of the tree, and a P4Runtime PRE multicast group ``id`` on each of them whose replicas
-(replication id 0, so ``result_fanout.p4`` leaves them alone) go to the switch's children
+(replication id 0, so ``ina_result_fanout.p4`` leaves them alone) go to the switch's children
 in the tree and to its member hosts. The packets keep the group address and MAC down to
 the hosts, which join the group (``hosts.ndn.faces.UdpFace(group=...)``).
 

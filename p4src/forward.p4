@@ -14,7 +14,7 @@
 #include "parsers.p4"
 #include "forwarding.p4"
 #include "priority.p4"
-#include "result_fanout.p4"
+#include "ina_result_fanout.p4"
 #include "port_macs.p4"
 #include "link_emulation.p4"
 #include "packet_io.p4"
@@ -41,9 +41,9 @@ control MyEgress(inout headers_t hdr,
 
     apply {
         result_fanout.apply(hdr, meta, standard_metadata);
-        link_emulation.apply(hdr, meta, standard_metadata);
+        link_emulation.apply(standard_metadata);
         mac_rewrite.apply(hdr, meta, standard_metadata);
-        cpu_packet_in.apply(hdr, meta, standard_metadata);
+        cpu_packet_in.apply(hdr.packet_in, standard_metadata);
     }
 }
 

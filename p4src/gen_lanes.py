@@ -3,30 +3,28 @@
 
 P4_16 has no loops over registers or header fields, so every value a packet carries is
 one register array and one header field, spelled out once per value ("lane") in each
-place that touches it. This script owns those runs; everything else in the .p4 files is
-hand-written, and edited in the .p4 files themselves.
+place that touches it. This script writes those runs, each as a whole file of
+``p4src/include/generated/`` that a hand-written file ``#include``s where the run belongs
+(a header's field list, a control's declarations, an action's body: the C preprocessor
+p4c runs first allows an ``#include`` anywhere). The hand-written files hold no lanes;
+the generated ones hold nothing else, each starting with a "do not edit" comment.
+``LANE_FILES`` lists every run as its per-lane line(s), ``{i}`` the lane number;
+``COUNT_FILES`` state the counts to P4. tests/test_p4_lanes.py checks that the
+checked-in files are this script's output, and tests/test_wire_constants.py that the
+counts equal wire/ina.py's and wire/token.py's (this file runs under plain python3 and
+imports nothing from the project).
 
-How: the checked-in .p4 files are their own templates, with no markers (a new comment
-line would shift the line numbers p4c records in p4src/build/*.json). ``LANE_RUNS``
-lists every run as its per-lane line(s), with ``{i}`` for the zero-padded lane number;
-the generator finds the run that starts at lane 0 in the file and replaces it, whatever
-its current length, with the lanes of the counts below. ``COUNT_LINES`` are the lines
-that state the counts to P4. With the counts below the output is byte-identical to the
-checked-in files, so the committed p4c outputs stay valid; tests/test_p4_lanes.py checks
-that, and tests/test_wire_constants.py that the counts equal wire/ina.py's and
-wire/token.py's (this file runs under plain python3 and imports nothing from the project).
-
-INA (technique 1) has several packet sizes, ``INA_VALUE_SIZES`` (docs/ina.md, "Values
-per packet"): its runs hold the lanes of the largest size, those beyond the smallest in
-preprocessor blocks, one per size (``#if INA_VALUES > 64`` ... ``#endif``), so one
-source compiles to each size with ``-DINA_VALUES=N`` (``make p4``: ``p4src/build/ina.json``
-for the smallest, the default of ``config.p4``, and ``ina_v<N>.json`` for the others).
-INA lanes are numbered with at least two digits (v00..v99, v100..v255), so the smallest
-size keeps its names whatever the largest is. The token NIC (technique 5) has one size,
+In-network aggregation (ina) has several packet sizes, ``INA_VALUE_SIZES`` (docs/ina.md,
+"Values per packet"): its runs hold the lanes of the largest size, those beyond the
+smallest in preprocessor blocks, one per size (``#if INA_VALUES > 64`` ... ``#endif``),
+so one source compiles to each size with ``-DINA_VALUES=N`` (``make p4``:
+``p4src/build/ina.json`` for the smallest, the default, and ``ina_v<N>.json`` for the
+others). INA lanes are numbered with at least two digits (v00..v99, v100..v255), so the
+smallest size keeps its names whatever the largest is. The token NIC has one size,
 ``TOKEN_VALUES``, its lanes numbered with as many digits as the largest needs.
 
-To change the sizes: edit INA_VALUE_SIZES (or TOKEN_VALUES) here and in wire/ina.py (wire/token.py),
-then run ``make p4`` (regenerates, then recompiles with p4c). ``python3
+To change the sizes: edit INA_VALUE_SIZES (or TOKEN_VALUES) here and in wire/ina.py
+(wire/token.py), then run ``make p4`` (regenerates, then recompiles with p4c). ``python3
 p4src/gen_lanes.py --check`` only reports files that differ; ``--variant-sizes`` prints
 the INA sizes ``make p4`` compiles besides the default.
 """
@@ -34,88 +32,92 @@ the INA sizes ``make p4`` compiles besides the default.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-#: Values per INA packet (technique 1), smallest first: the first is the default
+#: Values per INA packet, smallest first: the first is the default
 #: (p4src/build/ina.json); wire/ina.py INA_VALUE_SIZES.
 INA_VALUE_SIZES: tuple[int, ...] = (64, 128, 256)
 #: The default values per INA packet: wire/ina.py INA_VALUES.
 INA_VALUES = INA_VALUE_SIZES[0]
-#: Values per token GRAD/READ frame (technique 5): wire/token.py TOKEN_VALUES.
+#: Values per token GRAD/READ frame: wire/token.py TOKEN_VALUES.
 TOKEN_VALUES = 128
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@dataclass(frozen=True)
-class LaneRun:
-    """A run of lanes in one file: ``lines`` repeated for each lane, ``{i}`` the lane.
-
-    ``guard``: the macro of a run with several sizes (its lanes beyond the smallest size
-    in ``#if GUARD > N`` blocks, lane numbers of at least two digits); None: one size,
-    every lane number as wide as the largest."""
-
-    path: str  # relative to the repository root
-    count: str  # "INA_VALUES" or "TOKEN_VALUES"
-    lines: tuple[str, ...]
-    guard: str | None = None
-
-
-@dataclass(frozen=True)
-class CountLine:
-    """A line stating a lane count to P4: ``{n}`` is the (default) count; a line with
-    ``{sizes}`` instead lists the sizes as ``COUNT != a && COUNT != b ...``."""
-
-    path: str
-    count: str
-    line: str
-
-
-_AGG = "p4src/include/aggregator.p4"
-_TOK = "p4src/include/token_accumulator.p4"
+#: Where the generated files live, relative to the repository root.
+GENERATED_DIR = "p4src/include/generated"
 _INA = "INA_VALUES"
+_TOKEN = "TOKEN_VALUES"
 
-LANE_RUNS: tuple[LaneRun, ...] = (
-    # INA values header (technique 1)
-    LaneRun("p4src/include/headers.p4", _INA, ("    bit<32> v{i};",), _INA),
-    # Aggregator registers; add_values, read_values, zero_values (clear_aggregator, take_over)
-    LaneRun(_AGG, _INA, ("    register<bit<32>>(NUM_AGGREGATORS) agg_value_{i};",), _INA),
-    LaneRun(_AGG, _INA, (
+
+@dataclass(frozen=True)
+class LaneFile:
+    """One generated run: ``lines`` repeated for each lane, ``{i}`` the lane number.
+
+    ``count``: "INA_VALUES" (several sizes: lanes beyond the smallest in ``#if
+    INA_VALUES > N`` blocks, lane numbers of at least two digits) or "TOKEN_VALUES"
+    (one size, every lane number as wide as the largest)."""
+
+    name: str  # file name in GENERATED_DIR
+    count: str
+    what: str  # what the run is, for the file's opening comment
+    lines: tuple[str, ...]
+
+    @property
+    def path(self) -> str:
+        """The file, relative to the repository root."""
+        return f"{GENERATED_DIR}/{self.name}"
+
+
+LANE_FILES: tuple[LaneFile, ...] = (
+    LaneFile("ina_lanes_header.p4", _INA, "the fields of header ina_values_t (headers.p4)",
+             ("    bit<32> v{i};",)),
+    LaneFile("ina_lanes_registers.p4", _INA, "Aggregator's value registers (ina_aggregator.p4)",
+             ("    register<bit<32>>(NUM_AGGREGATORS) agg_value_{i};",)),
+    LaneFile("ina_lanes_add.p4", _INA, "the lanes of Aggregator.add_values (ina_aggregator.p4)", (
         "        agg_value_{i}.read(v, meta.ina.index);",
         "        hdr.ina_values.v{i} = hdr.ina_values.v{i} + v;",
         "        agg_value_{i}.write(meta.ina.index, hdr.ina_values.v{i});",
-    ), _INA),
-    LaneRun(_AGG, _INA, ("        agg_value_{i}.read(hdr.ina_values.v{i}, meta.ina.index);",), _INA),
-    LaneRun(_AGG, _INA, ("        agg_value_{i}.write(meta.ina.index, 0);",), _INA),
-    # Token values header (technique 5)
-    LaneRun("p4src/include/token_headers.p4", "TOKEN_VALUES", ("    bit<32> v{i};",)),
-    # NIC accumulator registers; start_slot, add_to_slot, read_slot, empty_reply
-    LaneRun(_TOK, "TOKEN_VALUES", ("    register<bit<32>>(TOKEN_ACC_SLOTS) acc_v{i};",)),
-    LaneRun(_TOK, "TOKEN_VALUES", ("        acc_v{i}.write(meta.tk.slot, hdr.values.v{i});",)),
-    LaneRun(_TOK, "TOKEN_VALUES", (
-        "        acc_v{i}.read(v, meta.tk.slot);",
-        "        acc_v{i}.write(meta.tk.slot, v + hdr.values.v{i});",
     )),
-    LaneRun(_TOK, "TOKEN_VALUES", ("        acc_v{i}.read(hdr.values.v{i}, meta.tk.slot);",)),
-    LaneRun(_TOK, "TOKEN_VALUES", ("        hdr.values.v{i} = 0;",)),
+    LaneFile("ina_lanes_read.p4", _INA, "the lanes of Aggregator.read_values (ina_aggregator.p4)",
+             ("        agg_value_{i}.read(hdr.ina_values.v{i}, meta.ina.index);",)),
+    LaneFile("ina_lanes_zero.p4", _INA, "the lanes of Aggregator.zero_values (ina_aggregator.p4)",
+             ("        agg_value_{i}.write(meta.ina.index, 0);",)),
+    LaneFile("token_lanes_header.p4", _TOKEN,
+             "the fields of header token_values_t (token_headers.p4)",
+             ("    bit<32> v{i};",)),
+    LaneFile("token_lanes_registers.p4", _TOKEN,
+             "TokenAccumulator's value registers (token_accumulator.p4)",
+             ("    register<bit<32>>(TOKEN_ACC_SLOTS) acc_v{i};",)),
+    LaneFile("token_lanes_start.p4", _TOKEN,
+             "the lanes of TokenAccumulator.start_slot (token_accumulator.p4)",
+             ("        acc_v{i}.write(meta.tk.slot, hdr.values.v{i});",)),
+    LaneFile("token_lanes_add.p4", _TOKEN,
+             "the lanes of TokenAccumulator.add_to_slot (token_accumulator.p4)", (
+                 "        acc_v{i}.read(v, meta.tk.slot);",
+                 "        acc_v{i}.write(meta.tk.slot, v + hdr.values.v{i});",
+             )),
+    LaneFile("token_lanes_read.p4", _TOKEN,
+             "the lanes of TokenAccumulator.read_slot (token_accumulator.p4)",
+             ("        acc_v{i}.read(hdr.values.v{i}, meta.tk.slot);",)),
+    LaneFile("token_lanes_zero.p4", _TOKEN,
+             "the lanes of TokenAccumulator.empty_reply (token_accumulator.p4)",
+             ("        hdr.values.v{i} = 0;",)),
 )
 
-COUNT_LINES: tuple[CountLine, ...] = (
-    CountLine("p4src/include/config.p4", _INA, "#define INA_VALUES {n}"),
-    CountLine("p4src/include/config.p4", _INA, "#if {sizes}"),
-    CountLine("p4src/include/token_headers.p4", "TOKEN_VALUES", "#define TOKEN_VALUES      {n}"),
-)
+#: The files stating the counts to P4 (config.p4 and token_headers.p4 include them).
+INA_COUNT_FILE = "ina_lanes_count.p4"
+TOKEN_COUNT_FILE = "token_lanes_count.p4"
 
 #: Every file the generator writes, relative to the repository root.
-GENERATED_FILES: tuple[str, ...] = tuple(
-    dict.fromkeys([r.path for r in LANE_RUNS] + [c.path for c in COUNT_LINES]))
+GENERATED_FILES: tuple[str, ...] = (
+    f"{GENERATED_DIR}/{INA_COUNT_FILE}", f"{GENERATED_DIR}/{TOKEN_COUNT_FILE}",
+    *(f.path for f in LANE_FILES))
 
 
-class LaneError(ValueError):
-    """A file's lanes cannot be located: a run is missing, ambiguous or hand-edited."""
+def _opening(what: str) -> str:
+    return f"/* generated by p4src/gen_lanes.py, do not edit.\n * {what[0].upper()}{what[1:]}. */"
 
 
 def lane_width(n: int) -> int:
@@ -130,138 +132,73 @@ def check_sizes(sizes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(sizes)
 
 
-def _lane_name(run: LaneRun, k: int, largest: int) -> str:
-    return f"{k:02d}" if run.guard else f"{k:0{lane_width(largest)}d}"
+def _lanes(lf: LaneFile, lo: int, hi: int, largest: int) -> list[str]:
+    width = 2 if lf.count == _INA else lane_width(largest)
+    return [line.format(i=f"{k:0{width}d}") for k in range(lo, hi) for line in lf.lines]
 
 
-def _lanes(run: LaneRun, lo: int, hi: int, largest: int) -> list[str]:
-    return [line.format(i=_lane_name(run, k, largest)) for k in range(lo, hi)
-            for line in run.lines]
-
-
-def render_run(run: LaneRun, sizes: int | tuple[int, ...]) -> list[str]:
-    """The lines of ``run`` (no line endings) for ``sizes``: lanes 0..n-1 for one size
-    ``n``; for a guarded run, lanes 0..sizes[0]-1, then each further size's lanes in a
-    ``#if GUARD > <previous size>`` block."""
+def render_run(lf: LaneFile, sizes: int | tuple[int, ...]) -> list[str]:
+    """The lane lines of ``lf`` (no opening comment, no line endings) for ``sizes``:
+    lanes 0..n-1 for one size ``n``; for INA, lanes 0..sizes[0]-1, then each further
+    size's lanes in an ``#if INA_VALUES > <previous size>`` block."""
     sizes = check_sizes((sizes,) if isinstance(sizes, int) else tuple(sizes))
-    if run.guard is None and len(sizes) != 1:
-        raise ValueError(f"{run.path}: a run without a guard has one size, got {sizes}")
-    out = _lanes(run, 0, sizes[0], sizes[-1])
+    if lf.count != _INA and len(sizes) != 1:
+        raise ValueError(f"{lf.name}: {lf.count} has one size, got {sizes}")
+    out = _lanes(lf, 0, sizes[0], sizes[-1])
     for lo, hi in zip(sizes, sizes[1:], strict=False):
-        out += [f"#if {run.guard} > {lo}", *_lanes(run, lo, hi, sizes[-1]), "#endif"]
+        out += [f"#if {_INA} > {lo}", *_lanes(lf, lo, hi, sizes[-1]), "#endif"]
     return out
 
 
-def _pattern(line: str, placeholder: str) -> re.Pattern[str]:
-    head, *rest = line.split(placeholder)
-    return re.compile(re.escape(head) + "".join(r"(\d+)" + re.escape(p) for p in rest))
+def render(ina_sizes: tuple[int, ...] = INA_VALUE_SIZES,
+           token_values: int = TOKEN_VALUES) -> dict[str, str]:
+    """``{path: text}`` of every generated file for these counts (paths as in
+    ``GENERATED_FILES``)."""
+    ina_sizes = check_sizes(tuple(ina_sizes))
+    token = check_sizes((token_values,))
+    sizes_test = " && ".join(f"{_INA} != {n}" for n in ina_sizes)
+    texts = {
+        f"{GENERATED_DIR}/{INA_COUNT_FILE}": [
+            _opening("the INA values per packet, the default and every size "
+                     "the lanes have (config.p4)"),
+            f"#ifndef {_INA}", f"#define {_INA} {ina_sizes[0]}", "#endif",
+            f"#if {sizes_test}",
+            f'#error "{_INA}: not one of the generated sizes (p4src/gen_lanes.py)"',
+            "#endif"],
+        f"{GENERATED_DIR}/{TOKEN_COUNT_FILE}": [
+            _opening("the values per token GRAD/READ frame (token_headers.p4)"),
+            f"#define {_TOKEN} {token[0]}"],
+    }
+    for lf in LANE_FILES:
+        texts[lf.path] = [_opening(lf.what),
+                          *render_run(lf, ina_sizes if lf.count == _INA else token)]
+    return {path: "\n".join(lines) + "\n" for path, lines in texts.items()}
 
 
-def _rewrite_run(lines: list[str], run: LaneRun, sizes: tuple[int, ...]) -> list[str]:
-    k = len(run.lines)
-    pats = [_pattern(t, "{i}") for t in run.lines]
-    guard_re = re.compile(rf"#if {re.escape(run.guard)} > \d+") if run.guard else None
-
-    def lane_at(p: int) -> str | None:
-        """The lane number text of a group of lines at p matching the run, else None."""
-        if p + k > len(lines):
-            return None
-        found = set()
-        for pat, line in zip(pats, lines[p:p + k], strict=True):
-            m = pat.fullmatch(line)
-            if m is None:
-                return None
-            found.update(m.groups())
-        return found.pop() if len(found) == 1 else None
-
-    starts = [p for p in range(len(lines)) if (t := lane_at(p)) is not None and int(t) == 0]
-    if len(starts) != 1:
-        raise LaneError(f"{run.path}: {len(starts)} runs start with lane 0 of {run.lines[0]!r}")
-    start = starts[0]
-    w = len(lane_at(start) or "")
-    end, lane, depth = start, 0, 0
-
-    def is_lane(p: int, n: int) -> bool:
-        # the lane in this file's width, or in the guarded runs' (at least two digits)
-        return any(lines[p:p + k] == [t.format(i=name) for t in run.lines]
-                   for name in (f"{n:0{w}d}", f"{n:02d}"))
-
-    while True:
-        if is_lane(end, lane):
-            end, lane = end + k, lane + 1
-        elif guard_re is not None and end < len(lines) and guard_re.fullmatch(lines[end]):
-            end, depth = end + 1, depth + 1
-        elif depth and end < len(lines) and lines[end] == "#endif":
-            end, depth = end + 1, depth - 1
-        else:
-            break
-    if depth:
-        raise LaneError(f"{run.path}:{end + 1}: an #if of lane {lane} of {run.lines[0]!r} "
-                        "has no #endif (edited by hand?)")
-    for p in range(end, min(end + k, len(lines))):
-        if any(pat.fullmatch(lines[p]) for pat in pats):
-            raise LaneError(f"{run.path}:{p + 1}: lane {lane} of {run.lines[0]!r} is not "
-                            "the generated text (edited by hand?)")
-    return lines[:start] + render_run(run, sizes) + lines[end:]
-
-
-def _count_text(cl: CountLine, sizes: tuple[int, ...]) -> str:
-    if "{sizes}" in cl.line:
-        return cl.line.format(sizes=" && ".join(f"{cl.count} != {n}" for n in sizes))
-    return cl.line.format(n=sizes[0])
-
-
-def _rewrite_count(lines: list[str], cl: CountLine, sizes: tuple[int, ...]) -> list[str]:
-    if "{sizes}" in cl.line:
-        head = cl.line.split("{sizes}")[0]
-        one = rf"{re.escape(cl.count)} != \d+"
-        pat = re.compile(re.escape(head) + rf"{one}(?: && {one})*")
-    else:
-        pat = _pattern(cl.line, "{n}")
-    hits = [p for p, line in enumerate(lines) if pat.fullmatch(line)]
-    if len(hits) != 1:
-        raise LaneError(f"{cl.path}: {len(hits)} lines match {cl.line!r}")
-    return lines[:hits[0]] + [_count_text(cl, sizes)] + lines[hits[0] + 1:]
-
-
-def regenerate(path: str, text: str, counts: dict[str, tuple[int, ...]]) -> str:
-    """``text`` (the file at ``path``) with its lanes and count lines for ``counts``
-    (count name -> its sizes, smallest first; one size for an unguarded count)."""
-    if text.endswith("\n"):
-        body, tail = text[:-1], "\n"
-    else:
-        body, tail = text, ""
-    lines = body.split("\n")
-    for cl in COUNT_LINES:
-        if cl.path == path:
-            lines = _rewrite_count(lines, cl, counts[cl.count])
-    for run in LANE_RUNS:
-        if run.path == path:
-            lines = _rewrite_run(lines, run, counts[run.count])
-    return "\n".join(lines) + tail
-
-
-def generate(src: Path = ROOT, out: Path | None = None,
-             ina_sizes: tuple[int, ...] = INA_VALUE_SIZES,
+def generate(out: Path = ROOT, ina_sizes: tuple[int, ...] = INA_VALUE_SIZES,
              token_values: int = TOKEN_VALUES, write: bool = True) -> dict[str, bool]:
-    """Regenerate every file of ``GENERATED_FILES`` from ``src`` into ``out`` (default: in place).
+    """Write every file of ``GENERATED_FILES`` into the tree ``out`` (default: this one).
 
     ``ina_sizes``: the INA packet sizes, smallest (the default) first.
-    Returns ``{path: changed}``, ``changed`` meaning the output differs from the source.
-    With ``write`` a file is written where it changed or where ``out`` is another tree.
+    Returns ``{path: changed}``, ``changed`` meaning the file in ``out`` was missing or
+    differed, or is a ``.p4`` file of the directory that no run writes; with ``write``
+    such files are (re)written or removed, the others left alone.
     """
-    counts = {"INA_VALUES": check_sizes(tuple(ina_sizes)),
-              "TOKEN_VALUES": check_sizes((token_values,))}
-    out = src if out is None else out
     changed = {}
-    for rel in GENERATED_FILES:
-        text = (src / rel).read_bytes().decode()
-        new = regenerate(rel, text, counts)
-        changed[rel] = new != text
-        if write and (changed[rel] or out.resolve() != src.resolve()):
-            dst = out / rel
+    texts = render(ina_sizes, token_values)
+    for stale in sorted((out / GENERATED_DIR).glob("*.p4")):
+        rel = f"{GENERATED_DIR}/{stale.name}"
+        if rel not in texts:  # a file no run writes any more
+            changed[rel] = True
+            if write:
+                stale.unlink()
+    for rel, text in texts.items():
+        dst = out / rel
+        new = text.encode()
+        changed[rel] = not dst.is_file() or dst.read_bytes() != new
+        if write and changed[rel]:
             dst.parent.mkdir(parents=True, exist_ok=True)
-            dst.write_bytes(new.encode())
+            dst.write_bytes(new)
     return changed
 
 
@@ -275,7 +212,8 @@ def _sizes_arg(text: str) -> tuple[int, ...]:
 def main(argv: list[str] | None = None) -> int:
     """Command line: regenerate in place, into ``--out``, or only ``--check``."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("--out", type=Path, help="write into this tree instead of in place")
+    ap.add_argument("--out", type=Path, default=ROOT,
+                    help="write into this tree instead of this repository")
     ap.add_argument("--check", action="store_true",
                     help="write nothing; exit 1 if a checked-in file is not the generated one")
     ap.add_argument("--ina-sizes", type=_sizes_arg, default=INA_VALUE_SIZES,
@@ -289,9 +227,8 @@ def main(argv: list[str] | None = None) -> int:
         print(" ".join(map(str, args.ina_sizes[1:])))
         return 0
     try:
-        changed = generate(ROOT, args.out, args.ina_sizes, args.token_values,
-                           write=not args.check)
-    except LaneError as e:
+        changed = generate(args.out, args.ina_sizes, args.token_values, write=not args.check)
+    except ValueError as e:
         print(f"gen_lanes: {e}", file=sys.stderr)
         return 1
     if args.check:

@@ -1,4 +1,4 @@
-/* gradnet: in-network aggregation (technique 1, docs/ina.md).
+/* gradnet: in-network aggregation (ina, docs/ina.md).
  *
  * The program of the switches the placement chose, and of s_d (the PS's ToR
  * switch): forward.p4's forwarding plus register aggregators.
@@ -17,11 +17,11 @@
 #include "config.p4"
 #include "headers.p4"
 #include "parsers.p4"
-#include "admission.p4"
-#include "aggregator.p4"
+#include "ina_admission.p4"
+#include "ina_aggregator.p4"
 #include "forwarding.p4"
 #include "priority.p4"
-#include "result_fanout.p4"
+#include "ina_result_fanout.p4"
 #include "port_macs.p4"
 #include "link_emulation.p4"
 #include "packet_io.p4"
@@ -56,9 +56,9 @@ control MyEgress(inout headers_t hdr,
 
     apply {
         result_fanout.apply(hdr, meta, standard_metadata);
-        link_emulation.apply(hdr, meta, standard_metadata);
+        link_emulation.apply(standard_metadata);
         mac_rewrite.apply(hdr, meta, standard_metadata);
-        cpu_packet_in.apply(hdr, meta, standard_metadata);
+        cpu_packet_in.apply(hdr.packet_in, standard_metadata);
     }
 }
 

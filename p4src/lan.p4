@@ -1,4 +1,4 @@
-/* gradnet: the LAN switch of token-passing gradient broadcast (technique 5,
+/* gradnet: the LAN switch of token-passing gradient broadcast (token,
  * docs/token.md): L2 forwarding by destination MAC, broadcasts flooded to
  * every other port (LanSwitch, token_lan.p4).
  */
@@ -8,7 +8,7 @@
 #include "config.p4"
 #include "token_headers.p4"
 #include "token_lan.p4"
-#include "token_link_emulation.p4"
+#include "link_emulation.p4"
 
 control LanIngress(inout token_headers_t hdr,
                    inout token_metadata_t meta,
@@ -25,10 +25,10 @@ control LanIngress(inout token_headers_t hdr,
 control MyEgress(inout token_headers_t hdr,
                  inout token_metadata_t meta,
                  inout standard_metadata_t standard_metadata) {
-    TokenLinkEmulation() link_emulation;
+    LinkEmulation() link_emulation;
 
     apply {
-        link_emulation.apply(hdr, meta, standard_metadata);
+        link_emulation.apply(standard_metadata);
     }
 }
 

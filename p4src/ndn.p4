@@ -1,4 +1,4 @@
-/* gradnet: NDN forwarding with a persistent PIT (technique 2, docs/ndn.md).
+/* gradnet: NDN forwarding with a persistent PIT (ndn, docs/ndn.md).
  *
  * NDN v0.3 Interest/Data directly over Ethernet (EtherType 0x8624).
  * ingress: packet-out from the controller (straight out, or back through the pipeline);
@@ -22,8 +22,8 @@
 #include "ndn_pit.p4"
 #include "ndn_persistent_pit.p4"
 #include "ndn_drops.p4"
-#include "ndn_link_emulation.p4"
-#include "ndn_packet_io.p4"
+#include "link_emulation.p4"
+#include "packet_io.p4"
 
 control MyIngress(inout ndn_headers_t hdr,
                   inout ndn_metadata_t meta,
@@ -139,12 +139,12 @@ control MyIngress(inout ndn_headers_t hdr,
 control MyEgress(inout ndn_headers_t hdr,
                  inout ndn_metadata_t meta,
                  inout standard_metadata_t standard_metadata) {
-    NdnLinkEmulation() link_emulation;
-    NdnPacketIn() cpu_packet_in;
+    LinkEmulation() link_emulation;
+    CpuPacketIn() cpu_packet_in;
 
     apply {
-        link_emulation.apply(hdr, meta, standard_metadata);
-        cpu_packet_in.apply(hdr, meta, standard_metadata);
+        link_emulation.apply(standard_metadata);
+        cpu_packet_in.apply(hdr.packet_in, standard_metadata);
     }
 }
 

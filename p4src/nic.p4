@@ -1,5 +1,5 @@
-/* gradnet: the smart NIC of token-passing gradient broadcast (technique 5,
- * docs/token.md, seed 004).
+/* gradnet: the smart NIC of token-passing gradient broadcast (token,
+ * docs/token.md).
  *
  * A 2-port program between a training node's host (port 1) and the LAN
  * switch (port 2). Frames of other EtherTypes are bridged unchanged; frames
@@ -17,7 +17,7 @@
 #include "token_headers.p4"
 #include "token_membership.p4"
 #include "token_accumulator.p4"
-#include "token_link_emulation.p4"
+#include "link_emulation.p4"
 
 control NicIngress(inout token_headers_t hdr,
                    inout token_metadata_t meta,
@@ -44,7 +44,7 @@ control NicIngress(inout token_headers_t hdr,
 control MyEgress(inout token_headers_t hdr,
                  inout token_metadata_t meta,
                  inout standard_metadata_t standard_metadata) {
-    TokenLinkEmulation() link_emulation;
+    LinkEmulation() link_emulation;
 
     /* The LAN copy of a TOKEN whose sender's broadcast arrived incomplete here
      * (TokenAccumulator's tail check): this NIC's NACK for the missing fragments. */
@@ -71,7 +71,7 @@ control MyEgress(inout token_headers_t hdr,
                 && standard_metadata.egress_port == NIC_LAN_PORT) {
             nack_copy();
         }
-        link_emulation.apply(hdr, meta, standard_metadata);
+        link_emulation.apply(standard_metadata);
     }
 }
 

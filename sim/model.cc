@@ -1,6 +1,6 @@
 // gradnet's ns-3 model: hosts' agents and the INA switch, per-packet work in C++.
 // Loaded by sim/ns3env.py through cppyy.cppdef; semantics documented in docs/simulation.md
-// beside p4src/include/aggregator.p4 (bytes and packets only, no per-value arithmetic).
+// beside p4src/include/ina_aggregator.p4 (bytes and packets only, no per-value arithmetic).
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -60,7 +60,7 @@ static uint32_t crc32_bytes(const uint8_t* p, size_t n) {
   }
   return c ^ 0xFFFFFFFFu;
 }
-// aggregator.p4 locate(): crc32 over {job_id (8), fragment (32), origin (16)}, mod slots.
+// ina_aggregator.p4 locate(): crc32 over {job_id (8), fragment (32), origin (16)}, mod slots.
 uint32_t AggIndex(uint8_t job, uint32_t frag, uint16_t origin, uint32_t slots) {
   uint8_t b[7] = {job, (uint8_t)(frag >> 24), (uint8_t)(frag >> 16), (uint8_t)(frag >> 8),
                   (uint8_t)frag, (uint8_t)(origin >> 8), (uint8_t)origin};
@@ -176,7 +176,7 @@ class Ps : public Application {
   }
 };
 
-// ------------------------------------------------------------------ switch (p4src/include/aggregator.p4)
+// ------------------------------------------------------------------ switch (p4src/include/ina_aggregator.p4)
 struct Slot { bool used = false; uint32_t frag = 0; uint16_t origin = 0; uint32_t count = 0;
               std::vector<uint32_t> members; double t = 0; };
 
@@ -296,7 +296,7 @@ void Ps::Recv(Ptr<Socket> s) {
       Hdr c{CLEAR, 0, 0, 0, 0, f, sw, 0, 0};
       Send(c, clear_size, sw_ip[sw]);
       g_stats.clears++;
-      if (sd_model) sd_model->Free(f, sw);  // the CLEAR passes s_d (aggregator.p4, last branch)
+      if (sd_model) sd_model->Free(f, sw);  // the CLEAR passes s_d (ina_aggregator.p4, last branch)
     }
     last_s = Simulator::Now().GetSeconds();
   }

@@ -143,8 +143,8 @@ def test_checker_rejects_bad_references() -> None:
     assert check_ref("p4src/include/ndn_persistent_pit.p4:PersistentPit.persistent_pit") is None
     assert "no attribute" in (check_ref("hosts/differentiated/blocks.py:Contribution.nope") or "")
     assert "no file" in (check_ref("hosts/nope.py:x") or "")
-    assert "as a word" in (check_ref("p4src/include/aggregator.p4:Aggregator.no_such_table") or "")
-    assert "as a word" in (check_ref("p4src/include/aggregator.p4:Aggregator.add_value") or "")
+    assert "as a word" in (check_ref("p4src/include/ina_aggregator.p4:Aggregator.no_such_table") or "")
+    assert "as a word" in (check_ref("p4src/include/ina_aggregator.p4:Aggregator.add_value") or "")
     assert "not file:symbol" in (check_ref("hosts/training.py") or "")
     text = "# t\n\n## Step → code\n\n| step | code | notes |\n|---|---|---|\n" \
            "| S1 | `hosts/training.py:flatten`, `hosts/training.py:gone` | |\n"

@@ -1,6 +1,6 @@
 """Controller twin of ``p4src/include/link_emulation.p4`` (``MyEgress.link_emulation``):
-per-port random loss (``link_loss``) and its ``link_emulation_drops`` counter. The NDN and
-token programs' link emulation blocks use the same names, so this class drives them too."""
+per-port random loss (``link_loss``) and its ``link_emulation_drops`` counter. Every program
+(forward, ina, ndn, nic, lan) has this block under the same name, so this class drives them all."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """In-network aggregation (technique 1, seed 002): the controller twins of
-``p4src/include/admission.p4``, ``aggregator.p4`` and ``result_fanout.p4``, the job and its deployment,
+``p4src/include/ina_admission.p4``, ``ina_aggregator.p4`` and ``ina_result_fanout.p4``, the job and its deployment,
 and the ``gradctl ina`` group.
 
 * one module per P4 control block, named after its ``p4src/include`` file:

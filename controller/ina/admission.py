@@ -1,4 +1,4 @@
-"""Controller twin of ``p4src/include/admission.p4`` (``MyIngress.admission``): who may
+"""Controller twin of ``p4src/include/ina_admission.p4`` (``MyIngress.admission``): who may
 send which INA packet into the fabric (docs/trust.md, "INA: admission").
 
 On every switch that runs ``ina.p4`` the controller names the switch-facing ports
@@ -17,7 +17,7 @@ from controller.ina.aggregator import _ip_int
 from controller.p4runtime import ControlBlock, DeployError
 from wire.ina import INA_MAX_WORKERS
 
-#: ``ina_admission_drops`` index -> name (``admission.p4``'s ``INA_ADMIT_*``)
+#: ``ina_admission_drops`` index -> name (``ina_admission.p4``'s ``INA_ADMIT_*``)
 ADMISSION_DROPS: dict[int, str] = {
     1: "empty",  # GRAD with bitmap 0 or count 0
     2: "host_aggregate",  # several contributors, from a host port

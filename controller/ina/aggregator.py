@@ -1,4 +1,4 @@
-"""Controller twin of ``p4src/include/aggregator.p4`` (``MyIngress.aggregator``): the switch's INA identity
+"""Controller twin of ``p4src/include/ina_aggregator.p4`` (``MyIngress.aggregator``): the switch's INA identity
 (``ina_switch``, its id and address and those of s_d), the jobs it aggregates for
 (``ina_jobs``), the aggregator timeout (``ina_aging``), plus the drop and event counters."""
 
@@ -14,9 +14,9 @@ from wire.ina_policy import PolicyError, default_switch_ip
 #: the controller writes another timeout.
 DEFAULT_AGGREGATOR_TIMEOUT_US = 1_000_000
 _TIMEOUT_MAX_US = (1 << 48) - 1  # set_aggregator_timeout's bit<48>
-#: ``ina_events`` cells, by index (aggregator.p4).
+#: ``ina_events`` cells, by index (ina_aggregator.p4).
 EVENT_NAMES = ("added", "partial", "passed_on", "cleared", "result", "taken_over")
-#: ``ina_drops`` cells 1, 2, ... (aggregator.p4): packets the aggregator consumed.
+#: ``ina_drops`` cells 1, 2, ... (ina_aggregator.p4): packets the aggregator consumed.
 DROP_NAMES = ("absorbed", "duplicate", "unknown_job", "clear", "wrong_size")
 
 

@@ -1,4 +1,4 @@
-"""Controller twin of ``p4src/include/result_fanout.p4`` (``MyEgress.result_fanout``): the RESULT
+"""Controller twin of ``p4src/include/ina_result_fanout.p4`` (``MyEgress.result_fanout``): the RESULT
 multicast tree's per-worker rewrites at its leaves (one replica id per worker)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from controller.p4runtime import ControlBlock
 
 
 class ResultFanout(ControlBlock):
-    """``ResultFanout`` (egress, ``result_fanout.p4``, in both programs): a multicast
+    """``ResultFanout`` (egress, ``ina_result_fanout.p4``, in both programs): a multicast
     replica toward a worker becomes a unicast to it."""
 
     CONTROL = "MyEgress.result_fanout"

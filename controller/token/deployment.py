@@ -18,7 +18,7 @@ LanSwitch            ``LanIngress.lan``             ``l2_forward``, ``port_sourc
 LinkEmulation        ``MyEgress.link_emulation``    ``link_loss``; ``link_emulation_drops``
 ==================== ============================== ===================================
 
-``LinkEmulation`` (``controller/deploy.py``, P4 ``token_link_emulation.p4`` in both
+``LinkEmulation`` (``controller/deploy.py``, P4 ``link_emulation.p4`` in both
 programs) is the per-port emulated loss of ``forward.p4``: ``TokenDeployment(loss=...)``
 installs it (the loss sweep, ``bench/loss_bench.py``).
 

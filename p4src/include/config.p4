@@ -20,7 +20,7 @@ const port_t DROP_PORT = 511;
 /* EtherTypes and IP protocols the parsers know. */
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<16> ETHERTYPE_NDN  = 0x8624;   /* IANA-registered NDN EtherType */
-/* Token-passing gradient broadcast (technique 5) runs in a LAN and carries its
+/* Token-passing gradient broadcast (token) runs in a LAN and carries its
  * token in a MAC-level header: IEEE 802 "local experimental" EtherType. */
 const bit<16> GRADNET_TOKEN_ETHERTYPE = 0x88B5;
 const bit<8>  IP_PROTO_TCP = 6;
@@ -28,11 +28,11 @@ const bit<8>  IP_PROTO_UDP = 17;
 
 /* UDP ports reserved for the techniques' packets. A data plane recognises a
  * technique's header by the UDP destination port (hosts send to it). */
-const bit<16> GRADNET_INA_UDP_PORT   = 40000;  /* 1: in-network aggregation */
-const bit<16> GRADNET_DIFF_UDP_PORT  = 40001;  /* 3: differentiated blocks (unreliable) */
-const bit<16> GRADNET_BCUBE_UDP_PORT = 40002;  /* 4: BCube level exchanges */
-const bit<16> GRADNET_TOKEN_UDP_PORT = 40003;  /* 5: token broadcast over IP (tests) */
-const bit<16> GRADNET_NDN_UDP_PORT   = 6363;   /* 2: NDN over UDP (NFD's port) */
+const bit<16> GRADNET_INA_UDP_PORT   = 40000;  /* ina: in-network aggregation */
+const bit<16> GRADNET_DIFF_UDP_PORT  = 40001;  /* differentiated: unreliable blocks */
+const bit<16> GRADNET_BCUBE_UDP_PORT = 40002;  /* bcube: level exchanges */
+const bit<16> GRADNET_TOKEN_UDP_PORT = 40003;  /* token: broadcast over IP (tests) */
+const bit<16> GRADNET_NDN_UDP_PORT   = 6363;   /* ndn: NDN over UDP (NFD's port) */
 
 /* Table sizes (P4Info "size"; BMv2 enforces them). */
 #define IPV4_ROUTES_SIZE   4096
@@ -53,12 +53,7 @@ const bit<16> GRADNET_NDN_UDP_PORT   = 6363;   /* 2: NDN over UDP (NFD's port) *
 /* In-network aggregation (docs/ina.md). Values per packet: the default below
  * unless the build defines another; make p4 compiles ina.p4 once per size
  * (p4src/gen_lanes.py; docs/ina.md, "Values per packet"). */
-#ifndef INA_VALUES
-#define INA_VALUES 64
-#endif
-#if INA_VALUES != 64 && INA_VALUES != 128 && INA_VALUES != 256
-#error "INA_VALUES: not one of the generated sizes (p4src/gen_lanes.py)"
-#endif
+#include "generated/ina_lanes_count.p4"
 /* UDP length of a GRAD of this program's size: UDP 8 + INA header 52 + values.
  * A GRAD of another size (a job planned for another INA_VALUES) is not summed. */
 #define INA_GRAD_UDP_LEN (8 + 52 + 4 * INA_VALUES)
@@ -66,7 +61,7 @@ const bit<16> GRADNET_NDN_UDP_PORT   = 6363;   /* 2: NDN over UDP (NFD's port) *
 #define NUM_AGGREGATORS 1024
 #endif
 /* An aggregator idle this long (microseconds) may be taken over by another
- * fragment (aggregator.p4's ina_aging; the controller may write another). */
+ * fragment (ina_aggregator.p4's ina_aging; the controller may write another). */
 const bit<48> INA_AGGREGATOR_TIMEOUT_US = 1000000;
 const bit<8>  INA_GRAD    = 1;
 const bit<8>  INA_PARTIAL = 2;

@@ -38,7 +38,7 @@ control Forwarding(inout headers_t hdr,
         standard_metadata.egress_spec = port;
     }
 
-    /* A multicast route: the PRE replicates (result_fanout.p4 in egress). */
+    /* A multicast route: the PRE replicates (ina_result_fanout.p4 in egress). */
     action set_multicast_group(bit<16> group) {
         standard_metadata.mcast_grp = group;
     }

@@ -1,10 +1,12 @@
-/* gradnet: per-port link emulation (egress): random loss.
+/* gradnet: per-port link emulation (egress): random loss, in every program.
  *
  * The machines gradnet runs on have no netem, so lossy links are emulated
  * in the switch: link_loss gives each egress port a drop threshold
  * t = round(p * 2^32) for loss probability p; a packet is dropped when a
  * uniform random 32-bit value is < t (t = 0: never; p = 1 is approximated
- * by t = 2^32 - 1). Emulated drops are counted per port.
+ * by t = 2^32 - 1). Emulated drops are counted per port. Every program
+ * instantiates it as MyEgress.link_emulation, so controller/deploy.py's
+ * LinkEmulation drives them all by the same table, action and counter names.
  *
  * Delay is NOT done here. v1model has no way to hold a packet: the only
  * P4-level delay would be recirculating it until
@@ -18,21 +20,23 @@
 #define _GRADNET_LINK_EMULATION_P4_
 
 #include "config.p4"
-#include "headers.p4"
 
-control LinkEmulation(inout headers_t hdr,
-                      inout metadata_t meta,
-                      inout standard_metadata_t standard_metadata) {
+control LinkEmulation(inout standard_metadata_t standard_metadata) {
 
     counter(NUM_PORTS, CounterType.packets) link_emulation_drops;
 
+    /* the port's threshold, and this packet's random draw (set by either action) */
+    bit<32> loss_threshold;
+    bit<32> loss_random;
+
     action set_loss_rate(bit<32> drop_threshold) {
-        meta.loss_threshold = drop_threshold;
-        random(meta.loss_random, 32w0, 32w0xFFFFFFFF);
+        loss_threshold = drop_threshold;
+        random(loss_random, 32w0, 32w0xFFFFFFFF);
     }
 
     action no_loss() {
-        meta.loss_threshold = 0;
+        loss_threshold = 0;
+        loss_random = 0;
     }
 
     table link_loss {
@@ -44,7 +48,7 @@ control LinkEmulation(inout headers_t hdr,
 
     apply {
         link_loss.apply();
-        if (meta.loss_random < meta.loss_threshold) {
+        if (loss_random < loss_threshold) {
             mark_to_drop(standard_metadata);
             link_emulation_drops.count((bit<32>)standard_metadata.egress_port);
         }

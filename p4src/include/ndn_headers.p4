@@ -1,4 +1,4 @@
-/* gradnet: NDN (technique 2, docs/ndn.md) headers, metadata and bounds.
+/* gradnet: NDN (ndn, docs/ndn.md) headers, metadata and bounds.
  *
  * NDN packet format v0.3 directly over Ethernet (EtherType 0x8624). The parser
  * reads the outer TLV (Interest 0x05 / Data 0x06) and the Name; everything after
@@ -44,7 +44,7 @@ const bit<8> NDN_TLV_INTEREST = 0x05;
 const bit<8> NDN_TLV_DATA     = 0x06;
 const bit<8> NDN_TLV_NAME     = 0x07;
 const bit<8> NDN_TLV_GENERIC_COMPONENT = 0x08;
-/* The seed's markers: first name component "*insert*" / "*distribute*"
+/* The subscription protocol's markers (docs/ndn.md): first name component "*insert*" / "*distribute*"
  * (GenericNameComponent, ASCII). */
 const bit<128> NDN_INSERT_MARKER     = 0x2a696e736572742a;            /* "*insert*" */
 const bit<128> NDN_DISTRIBUTE_MARKER = 0x2a646973747269627574652a;    /* "*distribute*" */
@@ -158,9 +158,6 @@ struct ndn_metadata_t {
     bit<1>  via_controller; /* came back from the controller through the pipeline */
     port_t  in_port;       /* the face it came in on (for via_controller: the punted one's) */
     port_t  next_hop;      /* the FIB's port (0: no route) */
-    /* Link emulation (same fields as metadata_t, used by NdnLinkEmulation) */
-    bit<32> loss_threshold;
-    bit<32> loss_random;
 }
 
 #endif  /* _GRADNET_NDN_HEADERS_P4_ */

@@ -4,7 +4,7 @@
  * chosen by a crc32 of both, kept for the Interest's lifetime (InterestLifetime, 4 s
  * when absent, at most NDN_MAX_NONCE_US). An Interest whose (name, nonce) is still
  * there came round a loop or is a copy: a counted NDN_DROP_DUPLICATE_NONCE drop. A
- * consumer's retransmission carries a fresh nonce (hosts/ndn/common.py: Requester), so it
+ * consumer's retransmission carries a fresh nonce (hosts/ndn/requester.py: Requester), so it
  * passes. A different pair that hashes to the same slot overwrites it: at worst a
  * duplicate is then missed, never a fresh Interest dropped.
  *

@@ -1,4 +1,4 @@
-/* gradnet: NDN parser and deparser (technique 2, bounds in ndn_headers.p4).
+/* gradnet: NDN parser and deparser (ndn, bounds in ndn_headers.p4).
  *
  * Per name component: look at its (type, length) without consuming them, pick the
  * take_<len> state (one per allowed length, since P4 has no variable-width

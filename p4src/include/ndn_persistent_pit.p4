@@ -1,11 +1,11 @@
-/* gradnet: NDN persistent PIT (ingress; seed 000 steps 1, 4.2, 6).
+/* gradnet: NDN persistent PIT (ingress): subscriptions, and the updates they receive.
  *
  * The ingress has taken the marker off the name: slots 0 and 1 hold /PS/train.
  *
  * Data-plane subscriptions (default): entry i = low NDN_SUB_BITS bits of h_2 (the hash
  * of /PS/train) holds /PS/train itself (compared exactly) and, per port 1..8, the time
  * its subscription expires. An insert Interest /<*insert*>/PS/train/G from port p
- * creates the entry (step 4.2.2: absent, or every port expired) or finds it (4.2.1) and
+ * creates the entry (absent, or every port expired) or finds it (held by /PS/train) and
  * sets port p's expiry to now + the subscription lifetime (subscription_config): soft
  * state, refreshed by the GPU's periodic insert Interests, gone when they stop, rebuilt
  * by them after a switch restart (registers do not survive one). The ingress then sends
@@ -125,10 +125,10 @@ control PersistentPit(inout ndn_headers_t hdr,
                     if (!same && live != 0) {
                         meta.drop_reason = NDN_DROP_SUB_COLLISION;
                     } else {
-                        if (!same) {                  /* step 4.2.2: a new entry */
+                        if (!same) {                  /* a new entry */
                             sub_key0.write(index, meta.t0 ++ meta.l0 ++ meta.c0);
                             sub_key1.write(index, meta.t1 ++ meta.l1 ++ meta.c1);
-                        }                             /* step 4.2.1: add or refresh the port */
+                        }                             /* add or refresh the port */
                         sub_expiry.write(base + (bit<32>)(meta.in_port - 1), now + sub_lifetime);
                     }
                 } else if (meta.unsubscribe == 1) {
@@ -137,7 +137,7 @@ control PersistentPit(inout ndn_headers_t hdr,
                     }
                     /* none left here: the upstream switch may drop our port too */
                     meta.forward = !same || (live & ~in_bit) == 0 ? 1w1 : 1w0;
-                } else if (same && live != 0) {      /* step 6: replicate the update */
+                } else if (same && live != 0) {      /* replicate the update */
                     standard_metadata.mcast_grp = (bit<16>)live;
                 } else {
                     persistent_pit.apply();

@@ -2,7 +2,7 @@
  *
  * Sets standard_metadata.priority, which BMv2 (--priority-queues N) and the
  * embedded target use to pick the egress queue (higher = served first).
- * Differentiated gradient transmission (technique 3) marks important blocks
+ * Differentiated gradient transmission (differentiated) marks important blocks
  * with a high DSCP. The key is the whole diffserv byte, ternary, so entries
  * usually mask out ECN (mask 0xFC) and carry a priority to order overlaps. */
 #ifndef _GRADNET_PRIORITY_P4_

@@ -1,4 +1,4 @@
-/* gradnet: token-passing gradient broadcast (technique 5, docs/token.md).
+/* gradnet: token-passing gradient broadcast (token, docs/token.md).
  *
  * Headers, metadata, parser and deparser of the smart NIC (nic.p4) and of the
  * LAN switch (lan.p4). Protocol frames are Ethernet frames with EtherType
@@ -19,7 +19,7 @@ const port_t NIC_LAN_PORT  = 2;
  * to its host and to the LAN. */
 const bit<16> NIC_BOTH_PORTS_GROUP = 1;
 
-#define TOKEN_VALUES      128
+#include "generated/token_lanes_count.p4"  /* TOKEN_VALUES */
 #define TOKEN_MAX_MEMBERS 32     /* sequence numbers 1..31, one bit each in a bitmap */
 #define TOKEN_MAX_FRAGS   256    /* 256 x 128 = 32,768 values per gradient */
 #define TOKEN_ACC_SLOTS   512    /* two banks (batch parity) of TOKEN_MAX_FRAGS */
@@ -31,16 +31,16 @@ const bit<8> TOKEN_MSG_READ_REPLY   = 0x03;  /* NIC -> host */
 const bit<8> TOKEN_MSG_TICK         = 0x04;  /* host -> NIC, periodic: evaluate the timeouts */
 const bit<8> TOKEN_MSG_RESEND_DUE   = 0x05;  /* NIC -> host: silence after your broadcast, resend it */
 const bit<8> TOKEN_MSG_PASS         = 0x06;  /* host -> NIC: done (or passing); the NIC emits the TOKEN */
-const bit<8> TOKEN_MSG_FORM_START   = 0x10;  /* s121: opens formation (sender = 1) */
-const bit<8> TOKEN_MSG_FORM_REPLY   = 0x11;  /* s122: a node answers (sender = 0) */
-const bit<8> TOKEN_MSG_ROSTER       = 0x12;  /* s123: member (seq, mac); flag LAST closes formation */
-const bit<8> TOKEN_MSG_MODEL        = 0x20;  /* s110/s130: model parameters, raw payload */
+const bit<8> TOKEN_MSG_FORM_START   = 0x10;  /* opens formation (sender = 1) */
+const bit<8> TOKEN_MSG_FORM_REPLY   = 0x11;  /* a node answers (sender = 0) */
+const bit<8> TOKEN_MSG_ROSTER       = 0x12;  /* member (seq, mac); flag LAST closes formation */
+const bit<8> TOKEN_MSG_MODEL        = 0x20;  /* model parameters, raw payload */
 const bit<8> TOKEN_MSG_DATA         = 0x21;  /* training data of member `member`, raw payload */
 const bit<8> TOKEN_MSG_DATA_DONE    = 0x22;  /* distribution done: nodes ack, then training */
 const bit<8> TOKEN_MSG_DATA_ACK     = 0x23;
-const bit<8> TOKEN_MSG_TOKEN        = 0x30;  /* s132: the token names next_holder */
-const bit<8> TOKEN_MSG_GRAD         = 0x31;  /* s134: one fragment of the holder's gradient */
-const bit<8> TOKEN_MSG_NODE_LOST    = 0x32;  /* s320: member `member` is gone; sender holds the token */
+const bit<8> TOKEN_MSG_TOKEN        = 0x30;  /* the token names next_holder */
+const bit<8> TOKEN_MSG_GRAD         = 0x31;  /* one fragment of the holder's gradient */
+const bit<8> TOKEN_MSG_NODE_LOST    = 0x32;  /* member `member` is gone; sender holds the token */
 const bit<8> TOKEN_MSG_ABNORMAL     = 0x33;  /* too many departures: stop */
 const bit<8> TOKEN_MSG_REJOIN_QUERY = 0x34;  /* after a batch: standby nodes, speak up */
 const bit<8> TOKEN_MSG_REJOIN_REPLY = 0x35;  /* a standby (removed) member answers */
@@ -48,7 +48,7 @@ const bit<8> TOKEN_MSG_REJOIN       = 0x36;  /* member `member` is active again 
 const bit<8> TOKEN_MSG_STOP         = 0x37;  /* training finished */
 const bit<8> TOKEN_MSG_NACK         = 0x38;  /* member `member`: re-send fragments [frag, nfrags) of batch */
 
-const bit<8> TOKEN_FLAG_RESEND = 0x01;  /* a re-sent broadcast (s136) */
+const bit<8> TOKEN_FLAG_RESEND = 0x01;  /* a re-sent broadcast */
 const bit<8> TOKEN_FLAG_LAST   = 0x02;  /* last ROSTER frame / last READ of a batch */
 const bit<8> TOKEN_FLAG_PREV   = 0x04;  /* TOKEN: its nfrags are of batch - 1 (batch-opening token) */
 
@@ -80,134 +80,7 @@ header token_t {
 
 /* TOKEN_VALUES two's-complement fixed-point values; sums wrap mod 2^32. */
 header token_values_t {
-    bit<32> v000;
-    bit<32> v001;
-    bit<32> v002;
-    bit<32> v003;
-    bit<32> v004;
-    bit<32> v005;
-    bit<32> v006;
-    bit<32> v007;
-    bit<32> v008;
-    bit<32> v009;
-    bit<32> v010;
-    bit<32> v011;
-    bit<32> v012;
-    bit<32> v013;
-    bit<32> v014;
-    bit<32> v015;
-    bit<32> v016;
-    bit<32> v017;
-    bit<32> v018;
-    bit<32> v019;
-    bit<32> v020;
-    bit<32> v021;
-    bit<32> v022;
-    bit<32> v023;
-    bit<32> v024;
-    bit<32> v025;
-    bit<32> v026;
-    bit<32> v027;
-    bit<32> v028;
-    bit<32> v029;
-    bit<32> v030;
-    bit<32> v031;
-    bit<32> v032;
-    bit<32> v033;
-    bit<32> v034;
-    bit<32> v035;
-    bit<32> v036;
-    bit<32> v037;
-    bit<32> v038;
-    bit<32> v039;
-    bit<32> v040;
-    bit<32> v041;
-    bit<32> v042;
-    bit<32> v043;
-    bit<32> v044;
-    bit<32> v045;
-    bit<32> v046;
-    bit<32> v047;
-    bit<32> v048;
-    bit<32> v049;
-    bit<32> v050;
-    bit<32> v051;
-    bit<32> v052;
-    bit<32> v053;
-    bit<32> v054;
-    bit<32> v055;
-    bit<32> v056;
-    bit<32> v057;
-    bit<32> v058;
-    bit<32> v059;
-    bit<32> v060;
-    bit<32> v061;
-    bit<32> v062;
-    bit<32> v063;
-    bit<32> v064;
-    bit<32> v065;
-    bit<32> v066;
-    bit<32> v067;
-    bit<32> v068;
-    bit<32> v069;
-    bit<32> v070;
-    bit<32> v071;
-    bit<32> v072;
-    bit<32> v073;
-    bit<32> v074;
-    bit<32> v075;
-    bit<32> v076;
-    bit<32> v077;
-    bit<32> v078;
-    bit<32> v079;
-    bit<32> v080;
-    bit<32> v081;
-    bit<32> v082;
-    bit<32> v083;
-    bit<32> v084;
-    bit<32> v085;
-    bit<32> v086;
-    bit<32> v087;
-    bit<32> v088;
-    bit<32> v089;
-    bit<32> v090;
-    bit<32> v091;
-    bit<32> v092;
-    bit<32> v093;
-    bit<32> v094;
-    bit<32> v095;
-    bit<32> v096;
-    bit<32> v097;
-    bit<32> v098;
-    bit<32> v099;
-    bit<32> v100;
-    bit<32> v101;
-    bit<32> v102;
-    bit<32> v103;
-    bit<32> v104;
-    bit<32> v105;
-    bit<32> v106;
-    bit<32> v107;
-    bit<32> v108;
-    bit<32> v109;
-    bit<32> v110;
-    bit<32> v111;
-    bit<32> v112;
-    bit<32> v113;
-    bit<32> v114;
-    bit<32> v115;
-    bit<32> v116;
-    bit<32> v117;
-    bit<32> v118;
-    bit<32> v119;
-    bit<32> v120;
-    bit<32> v121;
-    bit<32> v122;
-    bit<32> v123;
-    bit<32> v124;
-    bit<32> v125;
-    bit<32> v126;
-    bit<32> v127;
+#include "generated/token_lanes_header.p4"
 }
 
 struct token_headers_t {
@@ -263,8 +136,6 @@ struct token_nic_metadata_t {
 
 struct token_metadata_t {
     token_nic_metadata_t tk;
-    bit<32> loss_threshold;  /* TokenLinkEmulation: drop when loss_random < threshold */
-    bit<32> loss_random;
 }
 
 parser TokenParser(packet_in packet,

@@ -1,4 +1,4 @@
-/* gradnet: the LAN switch of token-passing broadcast (technique 5,
+/* gradnet: the LAN switch of token-passing broadcast (token,
  * docs/token.md): an Ethernet switch. Frames to a known MAC (l2_forward,
  * installed by the controller) go to its port; broadcasts and unknown
  * destinations are flooded through multicast group = ingress port, which the

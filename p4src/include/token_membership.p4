@@ -1,13 +1,13 @@
-/* gradnet: the smart NIC's member list and liveness watchdog (technique 5,
- * docs/token.md; seed 004 s120-s123, s61, s310-s330).
+/* gradnet: the smart NIC's member list and liveness watchdog (token,
+ * docs/token.md).
  *
  * Formation: the NIC learns its host's MAC from CONFIG, then the roster
  * (sequence number -> MAC) from ROSTER frames; the LAST one closes formation,
  * after which formation frames are dropped (late nodes stay out) and every
  * frame of the protocol must come from an active member: its `sender` names a
- * sequence number whose recorded MAC is the frame's source MAC (s61).
+ * sequence number whose recorded MAC is the frame's source MAC.
  *
- * Watchdog (s310-s320): every member broadcast stamps last_ts with the ingress
+ * Watchdog: every member broadcast stamps last_ts with the ingress
  * timestamp; TOKEN and NODE_LOST also record who sent it and who holds the
  * token now. A P4 pipeline runs only when a packet arrives, so the host sends
  * TICK frames periodically and the NIC decides on each:
@@ -26,7 +26,7 @@
 
 /* member_drops indices */
 #define TOKEN_DROP_MALFORMED    1   /* parser error (e.g. a short GRAD) */
-#define TOKEN_DROP_NON_MEMBER   2   /* sender/MAC not an active member (s61) */
+#define TOKEN_DROP_NON_MEMBER   2   /* sender/MAC not an active member */
 #define TOKEN_DROP_CLOSED       3   /* formation frame after formation closed */
 #define TOKEN_DROP_LOCAL_ON_LAN 4   /* a host<->NIC message arriving from the LAN */
 #define TOKEN_DROP_UNKNOWN      5   /* unknown msg_type */
@@ -45,9 +45,9 @@
 #define TOKEN_EV_REJOIN      7
 #define TOKEN_EV_FORWARDED   8   /* protocol frames passed on */
 #define TOKEN_EVENTS        16
-/* s136 says "re-send once"; on a lossy LAN a lost token and a lost resend would declare a
- * live node lost, so the last sender re-sends up to this often, every t/2 after the
- * first (the others' waits, >= t after the last resend they saw, never end meanwhile) */
+/* A single re-send is not enough: on a lossy LAN a lost token and a lost resend would
+ * declare a live node lost, so the last sender re-sends up to this often, every t/2 after
+ * the first (the others' waits, >= t after the last resend they saw, never end meanwhile) */
 #define TOKEN_RESENDS        3
 
 control TokenMembership(inout token_headers_t hdr,
@@ -94,7 +94,7 @@ control TokenMembership(inout token_headers_t hdr,
         pass_seen.read(meta.tk.pass_seen, 0);
         init_mac.read(meta.tk.init_mac, 0);
         active_map.read(meta.tk.active_map, 0);
-        /* s131: before any TOKEN, node 1 holds it */
+        /* before any TOKEN, node 1 holds it */
         meta.tk.holder = meta.tk.last_holder;
         if (meta.tk.last_holder == 0) {
             meta.tk.holder = 1;
@@ -175,7 +175,7 @@ control TokenMembership(inout token_headers_t hdr,
         member_events.count(TOKEN_EV_ROSTER);
     }
 
-    /* s132 / ¶87: the host is done (or passes); the NIC names the next active member
+    /* the host is done (or passes); the NIC names the next active member
      * (meta.tk.next_seq, from active_map) and broadcasts the TOKEN, to the LAN and
      * back to its host (which takes it again when it is alone). */
     action emit_token() {

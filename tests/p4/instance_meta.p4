@@ -1,5 +1,5 @@
 /* Conformance: standard_metadata per instance type, and the packet length
- * simple_switch reports in egress (issue 11).
+ * simple_switch reports in egress.
  *
  * simple_switch keeps a packet-length register besides the PHV: the
  * received length, plus or minus the size of every header that an action

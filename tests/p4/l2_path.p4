@@ -1,4 +1,4 @@
-/* Conformance: frames that take the L2 path (issue 11).
+/* Conformance: frames that take the L2 path.
  *
  * A small router/bridge: IPv4 frames whose destination is in ipv4_host are
  * routed (TTL - 1, checksum updated); everything else -- frames that are
