@@ -62,7 +62,10 @@ Results: ``<out-dir>/train-<time>/`` with ``manifest.json`` (commit, target, opt
 seeds, load), one ``runs/<scheme>-seed<S>.json`` per run (``--resume DIR`` skips the
 runs already there), ``summary.json``, ``tables.txt`` (the table in full; also as
 ``tables.json`` and CSV), ``accuracy_vs_time.png`` and ``time_to_accuracy.png``.
-``--dry-run`` prints the plan and exits.
+``--dry-run`` prints the plan and exits; it and every run first warn when the plan is
+unlikely to reach the target. The work is the same at any worker count: a global batch
+(``--global-batch``) split over the ranks, the learning rate scaled with it, epochs as
+passes over the training set (:mod:`experiments.scaling`).
 """
 
 from __future__ import annotations
