@@ -101,7 +101,7 @@ def simulate(model: str, data: str, seed: int, world: int, batch: int, lr: float
     ``hosts.trainer``'s order) summed and applied with ``lr / world``. Evaluates the test
     accuracy at ``eval_every`` steps (default 4 per epoch) and each epoch's end; stops
     early once ``target`` is reached. Returns ``{"curve": [(step, acc)], "reached_step",
-    "final", "best"}``."""
+    "final", "best", "weights"}`` (the final weights' ``hosts.loop.weights_hash``)."""
     import numpy as np
     import torch
 
@@ -129,8 +129,11 @@ def simulate(model: str, data: str, seed: int, world: int, batch: int, lr: float
                         break
             if reached is not None:
                 break
+    from hosts.loop import weights_hash
+
     accs = [a for _, a in curve]
-    return {"curve": curve, "reached_step": reached, "final": accs[-1], "best": max(accs)}
+    return {"curve": curve, "reached_step": reached, "final": accs[-1], "best": max(accs),
+            "weights": weights_hash(net)}
 
 
 def check(model: str, data: str, seed: int, world: int, work: Work, epochs: int, n_train: int,

@@ -85,3 +85,50 @@ def test_the_big_model_is_worth_moving():
     g = tr.flatten(tr.compute_gradients(model, data.x_train[:2], data.y_train[:2]))
     assert g.size == n and max_scale_bits(g, 31) >= 16
     assert np.abs(dequantize(quantize(g, 16, 31), 16) - g).max() <= 2.0 ** -16
+
+
+def test_the_simulation_is_the_loops_arithmetic():
+    """W ranks of hosts/loop.py in threads, summing through a barrier in rank order, end
+    with exactly the weights of :func:`scaling.simulate` (same batches, same sums)."""
+    import threading
+
+    import numpy as np
+
+    from hosts.loop import LoopConfig, ModelWork, Sync, SyncResult, TrainLoop, weights_hash
+
+    world, batch, steps, epochs, lr, seed = 3, 4, 5, 2, 0.4, 1
+    data = tr.load_data("digits", seed)
+    grads: list[np.ndarray | None] = [None] * world
+    total: list[np.ndarray] = []
+
+    def add_in_rank_order() -> None:
+        acc = np.zeros_like(grads[0])
+        for g in grads:
+            acc += g
+        total[:] = [acc]
+
+    barrier = threading.Barrier(world, action=add_in_rank_order)
+
+    class BarrierSum(Sync):
+        def __init__(self, rank: int) -> None:
+            self.rank = rank
+
+        def sync(self, grad: np.ndarray) -> SyncResult:
+            grads[self.rank] = grad
+            barrier.wait()  # the last to arrive sums every rank's gradient
+            out = total[0].copy()
+            barrier.wait()  # everyone has it before the next step overwrites it
+            return SyncResult(sum=out)
+
+    works = [ModelWork(tr.build_model("digits", seed), data, tr.worker_shard(data, r, world),
+                       batch, seed) for r in range(world)]
+    loops = [TrainLoop(LoopConfig(r, world, epochs, steps, lr, eval_every=None), works[r], BarrierSum(r))
+             for r in range(world)]
+    threads = [threading.Thread(target=lp.train) for lp in loops]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len({weights_hash(w.model) for w in works}) == 1
+    sim = scaling.simulate("digits", "digits", seed, world, batch, lr, epochs, steps)
+    assert sim["weights"] == weights_hash(works[0].model)
