@@ -128,7 +128,10 @@ def run_cell(d: Path, nodes: int, spread: float, bw: float, args: argparse.Names
     workers = [f"h{i + 2}" for i in range(nodes)]  # h1 is nic-lan's PS host
     argv = ["--scheme", args.schemes, "--reference", "ring" if "ring" in args.schemes else args.schemes.split(",")[0],
             "--topo", f"nic-lan:{nodes + 1}", "--workers", str(nodes), "--bw", f"{bw:.4g}", "--seeds", str(args.seeds),
-            "--epochs", str(epochs_for(args.epochs, nodes)), "--out-dir", str(d)]
+            "--epochs", str(epochs_for(args.epochs, nodes)), "--out-dir", str(d),
+            # the grid's recorded cells: per-rank batch 16 and the digits CNN's lr unscaled
+            # at every node count (the harness's default now splits a global batch of 64)
+            "--batch", "16", "--lr", "0.5"]
     for h, f in zip(workers, spread_factors(nodes, spread), strict=True):
         if f > 1.0:
             argv += ["--slow", f"{h}={f:.4g}"]

@@ -93,3 +93,9 @@ class Plan:
     parameters: int
     slow: dict[str, float]
     loss: dict[tuple[str, int], float]
+    # the work every rank of every scheme gets (experiments/scaling.py): per-rank batch,
+    # the global batch of one step, how they and lr were derived, the training set's size
+    batch: int = 16
+    global_batch: int = 64
+    rule: str = ""
+    n_train: int = 0

@@ -200,7 +200,8 @@ def manifest(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
             "target": target, "target_version": version or "gradnet embedded",
             "options": {k: v for k, v in vars(args).items() if k != "func"},
             "seeds": plan.seeds, "schemes": plan.schemes, "topology": plan.topo.name,
-            "ps": plan.ps, "workers": plan.workers, "lr": plan.lr,
+            "ps": plan.ps, "workers": plan.workers, "lr": plan.lr, "batch": plan.batch,
+            "global_batch": plan.global_batch, "steps_per_epoch": plan.steps_per_epoch,
             "target_accuracy": plan.target_accuracy, "parameters": plan.parameters,
             "load_at_start": os.getloadavg(), "cpus": os.cpu_count(), "python": platform.python_version(),
             "started": time.strftime("%Y-%m-%d %H:%M:%S")}

@@ -22,7 +22,7 @@ def _trainer_argv(args: argparse.Namespace, plan: Plan, setting: Setting, scheme
     slow = plan.slow.get(plan.workers[rank], 1.0)  # by rank: the same rank on every topology
     argv = [sys.executable, "-m", "hosts.trainer", "--scheme", scheme, "--rank", str(rank),
             "--world", str(len(setting.workers)), "--model", args.model, "--data", args.data,
-            "--seed", str(seed), "--epochs", str(args.epochs), "--batch", str(args.batch),
+            "--seed", str(seed), "--epochs", str(args.epochs), "--batch", str(plan.batch),
             "--lr", repr(plan.lr), "--max-steps", str(plan.steps_per_epoch),
             "--eval-every", str(plan.eval_every), "--timeout", str(min(120.0, args.max_time)),
             "--slow", repr(slow), "--compute-time", repr(args.compute_time)]

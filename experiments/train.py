@@ -62,7 +62,10 @@ Results: ``<out-dir>/train-<time>/`` with ``manifest.json`` (commit, target, opt
 seeds, load), one ``runs/<scheme>-seed<S>.json`` per run (``--resume DIR`` skips the
 runs already there), ``summary.json``, ``tables.txt`` (the table in full; also as
 ``tables.json`` and CSV), ``accuracy_vs_time.png`` and ``time_to_accuracy.png``.
-``--dry-run`` prints the plan and exits.
+``--dry-run`` prints the plan and exits; it and every run first warn when the plan is
+unlikely to reach the target. The work is the same at any worker count: a global batch
+(``--global-batch``) split over the ranks, the learning rate scaled with it, epochs as
+passes over the training set (:mod:`experiments.scaling`).
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ from rich.table import Table
 
 from controller import argtypes, registry
 from controller.output import TableConsole
+from experiments import scaling
 from experiments.harness_records import HarnessError, Plan, RunRecord, Setting
 from experiments.harness_report import fmt_interval as fmt_interval  # the tables of bench/
 from experiments.harness_report import manifest, pick_reference, plot, print_table, summarize
@@ -151,12 +155,16 @@ def build_parser(add_help: bool = True, prog: str = "python -m experiments --mod
                         f"{','.join(DEFAULT_SCHEMES)}; the harness runs {','.join(HARNESS_SCHEMES)} today)")
     p.add_argument("--reference", default=None,
                    help="the scheme the ratios are taken against (default: gloo if run, else ring, else the first)")
-    p.add_argument("--model", default="digits", help="model: digits (CNN, 3,818 parameters) or mlp (>= 100k)")
+    p.add_argument("--model", default="digits", help="model: digits (CNN, 3,818 parameters), digits-wide, mlp (126k) or mlp-1m (1.1M, 4.5 MB)")
     p.add_argument("--data", default="digits", help="data set: digits (bundled with scikit-learn) or synthetic")
     p.add_argument("--epochs", type=argtypes.count, default=4,
-                   help="epochs per run (default 4: every seed of the digits CNN reaches its target)")
-    p.add_argument("--batch", type=argtypes.count, default=16, help="per-rank batch size (default 16)")
-    p.add_argument("--lr", type=argtypes.positive, default=None, help="SGD learning rate (default: the model's)")
+                   help="passes over the training set per run, whatever --workers (default 4: the digits CNN reaches its target)")
+    p.add_argument("--global-batch", type=argtypes.count, default=64,
+                   help="examples per SGD step over all ranks, split evenly (default 64; see experiments/scaling.py)")
+    p.add_argument("--batch", type=argtypes.count, default=None,
+                   help="per-rank batch size instead (default: --global-batch // --workers)")
+    p.add_argument("--lr", type=argtypes.positive, default=None,
+                   help="SGD learning rate (default: the model's, scaled linearly with the global batch)")
     p.add_argument("--max-steps", type=argtypes.natural, default=0, help="cap on steps per epoch (0: none)")
     p.add_argument("--eval-every", type=argtypes.natural, default=0,
                    help="evaluate every K steps besides each epoch's end (default: 4 per epoch)")
@@ -199,8 +207,8 @@ def _check_schemes(args: argparse.Namespace) -> list[str]:
     args.reference = pick_reference(schemes, args.reference)
     if args.seeds < 1:
         raise HarnessError("--seeds must be at least 1")
-    if args.epochs < 1 or args.batch < 1 or args.workers < 1:
-        raise HarnessError("--epochs, --batch and --workers must be at least 1")
+    if args.epochs < 1 or (args.batch or 1) < 1 or args.global_batch < 1 or args.workers < 1:
+        raise HarnessError("--epochs, --batch, --global-batch and --workers must be at least 1")
     if args.compute_time < 0 or args.max_time <= 0 or args.bw <= 0:
         raise HarnessError("--compute-time must be >= 0, --max-time and --bw > 0")
     no_kill = [s for s in schemes if not (s in PLUGINS and getattr(_plugin(s), "KILL_SUPPORTED", False))]
@@ -276,27 +284,6 @@ def _settings(args: argparse.Namespace, schemes: list[str], shared: Setting,
     return settings
 
 
-def _steps_and_target(args: argparse.Namespace, n_train: int) -> tuple[int, float]:
-    """Steps per epoch (every rank's full batches, ``--max-steps``) and the target accuracy."""
-    from hosts import training as tr
-
-    steps = (n_train // args.workers) // args.batch
-    if args.max_steps > 0:
-        steps = min(steps, args.max_steps)
-    if steps < 1:
-        raise HarnessError(f"--batch {args.batch}: a shard of {n_train // args.workers} "
-                           f"examples has no full batch")
-    target = args.target_accuracy
-    if target is None:
-        target = tr.TARGET_ACCURACY.get((args.model, args.data))
-        if target is None:
-            raise HarnessError(f"no default target for --model {args.model} --data {args.data}: "
-                               "give --target-accuracy")
-    if not 0 < target <= 1:
-        raise HarnessError("--target-accuracy must be in (0, 1]")
-    return steps, target
-
-
 def make_plan(args: argparse.Namespace) -> Plan:
     """Check the options against each other and the topology; raise HarnessError."""
     from controller.deploy import DeployError, check_loss
@@ -323,12 +310,12 @@ def make_plan(args: argparse.Namespace) -> Plan:
             raise HarnessError(str(e)) from None
     shared = Setting(topo, ps, workers, float(args.bw))
     settings = _settings(args, schemes, shared, loss)
-    steps, target = _steps_and_target(args, len(data.y_train))
-    lr = args.lr if args.lr is not None else tr.DEFAULT_LR.get(args.model, 0.1)
-    eval_every = args.eval_every or max(1, steps // 4)
+    work, target = scaling.plan_work(args, len(data.y_train))
+    eval_every = args.eval_every or max(1, work.steps_per_epoch // 4)
     seeds = list(range(args.seed, args.seed + args.seeds))
-    return Plan(schemes, seeds, topo, ps, workers, settings, lr, target, eval_every, steps,
-                int(sum(p.numel() for p in model.parameters())), slow, loss)
+    return Plan(schemes, seeds, topo, ps, workers, settings, work.lr, target, eval_every,
+                work.steps_per_epoch, int(sum(p.numel() for p in model.parameters())), slow, loss,
+                work.batch, work.global_batch, work.rule, len(data.y_train))
 
 
 # ----------------------------------------------------------------------------- one run
@@ -448,13 +435,15 @@ def print_plan(plan: Plan, args: argparse.Namespace) -> None:
                   ", ".join(map(str, plan.seeds)))
     console.print(t)
     console.print(f"{args.model}: {plan.parameters:,} parameters; {args.data}; {args.epochs} epochs of "
-                  f"{plan.steps_per_epoch} steps, per-rank batch {args.batch}, lr {plan.lr:g}, "
+                  f"{plan.steps_per_epoch} steps, per-rank batch {plan.batch}, lr {plan.lr:.4g}, "
                   f"evaluation every {plan.eval_every} steps; target {plan.target_accuracy:.0%} "
                   f"test accuracy; PS {plan.ps}; max {args.max_time:g} s a run"
                   + (f"; loss {', '.join(f'{s}:{p}={r:g}' for (s, p), r in plan.loss.items())}"
                      if plan.loss else "")
                   + (f"; slow {', '.join(f'{h} x{f:g}' for h, f in plan.slow.items())}" if plan.slow else "")
                   + (f"; DILATED: compute fixed at {args.compute_time:g} s per batch" if args.compute_time else ""))
+    console.print(f"work: {plan.rule}; {args.epochs} x {plan.steps_per_epoch} x {plan.global_batch} = "
+                  f"{args.epochs * plan.steps_per_epoch * plan.global_batch:,} samples on every scheme")
     console.print(f"reference: {args.reference}" + (" (picked: gloo if run, else ring, else the first scheme; "
                                                       "--reference names another)"
                                                       if getattr(args, "reference_picked", False) else ""))
@@ -469,6 +458,8 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     print_plan(plan, args)
+    for line in scaling.plan_warnings(plan, args):  # before anything starts
+        console.print(f"[yellow]warning: {line}[/yellow]")
     if args.dry_run:
         return 0
     if os.geteuid() != 0:

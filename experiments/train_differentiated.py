@@ -172,7 +172,7 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
     world = len(setting.workers)
     common = ["--world", str(world), "--mode", "differentiated", "--max-time", str(args.max_time),
               "--model", args.model, "--data", args.data, "--seed", str(seed), "--epochs", str(args.epochs),
-              "--batch", str(args.batch), "--lr", repr(plan.lr), "--max-steps", str(plan.steps_per_epoch),
+              "--batch", str(plan.batch), "--lr", repr(plan.lr), "--max-steps", str(plan.steps_per_epoch),
               "--block-size", str(BLOCK_SIZE)]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     eq = _queues(net, setting)

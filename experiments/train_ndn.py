@@ -216,7 +216,7 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
     common = ["--train", name, "--transport", transport, *[x for kv in ip.items() for x in kv],
               "--mode", "sync", "--rounds", str(rounds),
               "--values", str(plan.parameters), "--seed", str(seed), "--max-time", repr(bound),
-              "--train-model", args.model, "--data", args.data, "--batch", str(args.batch),
+              "--train-model", args.model, "--data", args.data, "--batch", str(plan.batch),
               "--steps-per-epoch", str(plan.steps_per_epoch), "--eval-every", str(plan.eval_every)]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     py = sys.executable

@@ -132,7 +132,7 @@ def deploy(net: Any, setting: Setting, args: argparse.Namespace, plan: Plan) -> 
 def node_options(args: argparse.Namespace, plan: Plan, seed: int) -> list[str]:
     """The ``hosts.token.node`` options every node of a run gets (the harness's work)."""
     opts = ["--model", args.model, "--data", args.data, "--seed", str(seed),
-            "--epochs", str(args.epochs), "--batch-size", str(args.batch),
+            "--epochs", str(args.epochs), "--batch-size", str(plan.batch),
             "--max-steps", str(plan.steps_per_epoch), "--batch-seed", str(seed),
             "--lr", repr(plan.lr), "--cutoff", "1.0", "--evals", "--eval-every", str(plan.eval_every),
             "--wait-unit", repr(WAIT_UNIT), "--min-nodes", str(MIN_NODES),
