@@ -455,7 +455,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--values", type=argtypes.values, default=3818)
     p.add_argument("--model", choices=["synthetic", "digits"], default="synthetic",
                    help="synthetic gradients, or the digits CNN of hosts/training.py (3,818 values)")
-    p.add_argument("--world", type=argtypes.count, default=1, help="digits: accepting GPUs (shards)")
+    p.add_argument("--world", type=argtypes.natural, default=1,
+                   help="digits: accepting GPUs (shards; 0 when every GPU declines)")
     p.add_argument("--seed", type=argtypes.natural, default=0)
     p.add_argument("--gradient-dir", default="", metavar="DIR",
                    help="send DIR/grad-<gpu-index>.npy (float32, --values long) as every gradient "
