@@ -223,7 +223,8 @@ class NdnDeployment:
 def read_switch_state(topology: Topology, addresses: Mapping[str, str],
                       program: str | Path = NDN_PROGRAM) -> dict[str, dict[str, Any]]:
     """``{switch: {"persistent_pit": [{name, group, ports}], "drops": {...}, "events":
-    {...}, "link_drops": {...}, "expired": {"pit", "subscriptions"}}}`` read from running switches as a P4Runtime backup (so it
+    {...}, "link_drops": {...}, "expired": {"pit", "subscriptions"}, "admission": {"guarded",
+    "jobs", "members"}}}`` read from running switches as a P4Runtime backup (so it
     works while the persistent-PIT manager is primary)."""
     from finsy import P4CounterEntry
 
@@ -250,5 +251,6 @@ def read_switch_state(topology: Topology, addresses: Mapping[str, str],
                 "expired": {"pit": sum(p for p, _ in counter(tpit.name("pit_expired")).values()),
                             "subscriptions": sum(p for p, _ in
                                                  counter(pp.name("subscriptions_expired")).values())},
+                "admission": prog.block(NdnSubAdmission).read(c),
             }
     return out

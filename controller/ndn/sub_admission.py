@@ -69,6 +69,16 @@ class NdnSubAdmission(ControlBlock):
         """INSERT ``(port, /PS/train) -> member``: a GPU on its port."""
         return +self.entry("ndn_sub_members", {"meta.in_port": port, **_key(prefix)}, "member")
 
+    def read(self, client: Any) -> dict[str, Any]:
+        """``{"guarded", "jobs", "members"}`` of one switch, read over a
+        :class:`targets.p4rt_client.P4RuntimeClient` (primary or backup)."""
+        from finsy import P4TableEntry
+
+        (d,) = client.read(P4TableEntry(self.name("sub_guard_config"), is_default_action=True))
+        return {"guarded": bool(int(d.action.args.get("on", 0))),
+                "jobs": len(client.read(P4TableEntry(self.name("ndn_sub_slots")))),
+                "members": len(client.read(P4TableEntry(self.name("ndn_sub_members"))))}
+
     def plan(self, topo: Topology, jobs: Sequence[NdnJob]) -> dict[str, list[Any]]:
         """Every switch's admission updates for ``jobs`` (slots in job order)."""
         prefixes = [j.prefix for j in jobs]
