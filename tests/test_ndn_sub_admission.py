@@ -120,5 +120,9 @@ def test_the_controller_plan_names_members_fabric_and_slots() -> None:
     members = {s: names.count("ndn_sub_members") for s, names in tables.items()}
     assert sum(members.values()) == 4
     assert members[topo.iface("h2")["switch"]] >= 1
+    wide = leaf_spine(1, 10, 1)                          # a spine with 10 switch-facing ports
+    spine = next(s for s in wide.switches() if len(wide.ports(s)) == 10)
+    names = [e.table_id.split(".")[-1] for e in adm.plan(wide, jobs[:1])[spine]]
+    assert names.count("ndn_fabric_ports") == 8          # ndn.p4 takes Interests on 1..8 only
     with pytest.raises(Exception, match="one prefix"):
         adm.plan(topo, [NdnJob("h1"), NdnJob("h1")])

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller.ndn.pit import PIT_PORTS
 from controller.p4runtime import ControlBlock, DeployError
 from topologies.base import Topology
 from wire.ndn import components
@@ -88,7 +89,8 @@ class NdnSubAdmission(ControlBlock):
             raise DeployError(f"{len(jobs)} NDN jobs, the persistent PIT has {SUB_SLOTS} slots")
         out: dict[str, list[Any]] = {}
         for s in topo.switches():
-            fabric = [p for p, n in sorted(topo.ports(s).items()) if topo.is_switch(n)]
+            # the data plane takes Interests from ports 1..PIT_PORTS only (port_range)
+            fabric = [p for p, n in sorted(topo.ports(s).items()) if topo.is_switch(n) and p <= PIT_PORTS]
             out[s] = [self.guard_entry(True), *self.fabric_port_entries(fabric),
                       *(self.slot_entry(j.prefix, i) for i, j in enumerate(jobs))]
         for j in jobs:
