@@ -39,7 +39,7 @@ from rich.table import Table
 from controller import argtypes
 from controller.deploy import DeployError, check_loss
 from controller.deploy import deploy as deploy_forward
-from controller.ndn import NdnDeployment, read_switch_state
+from controller.ndn import NdnDeployment, NdnJob, read_switch_state
 from controller.output import TableConsole
 from experiments import options as opts
 from experiments.ndn_results import (
@@ -244,8 +244,10 @@ def loss_on_fabric_link(topo: Topology, ps: str, gpu: str, p: float) -> dict[tup
 def run_ndn(net: Any, topo: Topology, run_dir: Path, loss: dict[tuple[str, int], float],
             subscriptions: str = "switch", **kw: Any) -> NdnRunResult:
     """Deploy ndn.p4 and run the agents over NDN. ``subscriptions``: ``switch`` (the data
-    plane keeps them) or ``controller`` (the persistent-PIT manager runs for the run)."""
-    dep = NdnDeployment(topo, net.grpc_addresses(), loss=loss, subscriptions=subscriptions)
+    plane keeps them) or ``controller`` (the persistent-PIT manager runs for the run).
+    Guarded: only ``kw["gpus"]`` may subscribe under ``/<ps>/train`` (docs/trust.md)."""
+    jobs = [NdnJob(kw["ps"], tuple(kw["gpus"]))] if "ps" in kw and "gpus" in kw else None
+    dep = NdnDeployment(topo, net.grpc_addresses(), loss=loss, subscriptions=subscriptions, jobs=jobs)
     rep = dep.deploy()
     _log(f"ndn.p4 deployed ({subscriptions} subscriptions): {rep}")
     run_dir.mkdir(parents=True, exist_ok=True)

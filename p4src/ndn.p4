@@ -4,7 +4,8 @@
  * ingress: packet-out from the controller (straight out, or back through the pipeline);
  *          parser bounds -> counted drops; a marker (/*insert*, /*unsubscribe*,
  *          /*distribute*) is taken off the name; name-prefix hashes; one FIB lookup;
- *          Interests: nonce check, subscriptions (persistent PIT, in the data plane or
+ *          Interests: nonce check, subscription admission (guarded: a job's members
+ *          only, controller-assigned slots), subscriptions (persistent PIT, in the data plane or
  *          punted to the controller), transient PIT (aggregate), then the FIB's port;
  *          distribute Data from the FIB's face toward the PS (upstream check): acks by
  *          the transient PIT, updates by the persistent PIT; other Data: transient PIT
@@ -20,6 +21,7 @@
 #include "ndn_fib.p4"
 #include "ndn_nonce.p4"
 #include "ndn_pit.p4"
+#include "ndn_sub_admission.p4"
 #include "ndn_persistent_pit.p4"
 #include "ndn_drops.p4"
 #include "link_emulation.p4"
@@ -32,6 +34,7 @@ control MyIngress(inout ndn_headers_t hdr,
     NdnFib() fib;
     NdnNonce() nonce;
     TransientPit() pit;
+    NdnSubAdmission() sub_admission;
     PersistentPit() persistent_pit;
     NdnDrops() drops;
 
@@ -99,6 +102,7 @@ control MyIngress(inout ndn_headers_t hdr,
                 }
             }
             nonce.apply(hdr, meta, standard_metadata);
+            sub_admission.apply(hdr, meta, standard_metadata);
             persistent_pit.apply(hdr, meta, standard_metadata);
             pit.apply(hdr, meta, standard_metadata);
             if (meta.drop_reason != 0) {

@@ -9,6 +9,12 @@ with the PS's source MAC, h6 from the other leaf with its own. ndn.p4's upstream
 the FIB names toward /h1, so every forgery is a counted ``not_upstream`` drop at the
 intruder's leaf, sniffers beside two GPUs never see one, and every GPU ends bit-exact with
 the PS and with a replay of the training.
+
+A third intruder floods subscriptions: insert Interests for names whose *open* persistent
+PIT slot (the low 8 bits of the crc32 of /PS/train, computed the old way) is /h1/train's,
+and for /h1/train itself. With the job's admission (NdnDeployment jobs=) every one is a
+counted ``subscription_unknown_job`` / ``subscription_not_member`` drop at the intruder's
+leaf, no switch ever counts a ``subscription_collision``, and the job's rounds are exact.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from controller.ndn import NdnDeployment, read_switch_state
+from controller.ndn import NdnDeployment, NdnJob, prefix_hash, read_switch_state
 from experiments.ndn import run_agents
 from tests.netenv import net_skip_reason
 from topologies import leaf_spine
@@ -74,6 +80,34 @@ while not stop.exists():
             seen['forged' if forged else 'real'] += 1
 print(json.dumps(seen), flush=True)
 """
+
+
+#: argv: iface stop-file names (json); prints "ready", then the packets it sent (at most
+#: 8000, for at most 150 s: longer than the job's 90 s bound, which it denies when open)
+FLOODER = """
+import json, pathlib, sys, time
+from hosts.ndn.faces import EthernetFace
+from wire.ndn import interest_packet, name_of
+f = EthernetFace(sys.argv[1])
+stop = pathlib.Path(sys.argv[2])
+pkts = [(ps, t) for ps, t in json.loads(sys.argv[3])]
+print('ready', flush=True)
+n, end = 0, time.monotonic() + 150
+while not stop.exists() and n < 8000 and time.monotonic() < end:
+    for ps, t in pkts:
+        f.send(interest_packet(name_of(b'*insert*', ps, t, 'h3')))
+        n += 1
+    time.sleep(0.5)
+print(n, flush=True)
+"""
+
+
+def colliding_prefixes(n: int = 20) -> list[tuple[str, str]]:
+    """(PS, train) pairs under /h1 whose open slot is /h1/train's: they travel the GPUs'
+    path toward the PS and, without admission, would block it on every switch."""
+    want = prefix_hash("/h1/train") & 0xFF
+    out = [("h1", f"t{k}") for k in range(50000) if prefix_hash(f"/h1/t{k}") & 0xFF == want]
+    return out[:n]
 
 
 @pytest.fixture(scope="module")
@@ -148,3 +182,43 @@ def test_forged_distribute_data_is_dropped_upstream_and_counted(net) -> None:  #
     assert {s: got[s] for s in want} == want
     assert all(n == 0 for s, n in got.items() if s not in want), got
     assert st[leaf["h3"]]["events"]["distributed"] > 0   # the PS's own updates went out
+
+
+def test_colliding_subscription_flood_leaves_the_job_unaffected(net) -> None:  # noqa: ANN001
+    network, topo, out = net
+    run_dir = out / "sub-flood"
+    run_dir.mkdir()
+    stop = run_dir / "stop"
+    names = colliding_prefixes()
+    assert len(names) == 20
+    gpus = ["h2", "h4", "h5"]
+    dep = NdnDeployment(topo, network.grpc_addresses(), jobs=[NdnJob("h1", tuple(gpus))])
+    dep.deploy()
+    flood = _start(network, "h3", FLOODER, topo.iface("h3")["name"], str(stop),
+                   json.dumps([*names, ("h1", "train")]))
+    try:
+        res = run_agents(network, topo, run_dir, transport="ndn", ps="h1", gpus=gpus,
+                         rounds=3, compute_time=0.2, max_time=90)
+    finally:
+        stop.touch()
+        try:
+            sent = int(flood.communicate(timeout=20)[0].split()[-1])
+        except subprocess.TimeoutExpired:
+            flood.kill()
+            raise
+    assert res.exact, res.problems
+    assert sent > len(names), sent
+    leaf = topo.iface("h3")["switch"]
+    per_round = len(names) + 1
+    want = {"subscription_unknown_job": sent // per_round * len(names) + min(sent % per_round, len(names)),
+            "subscription_not_member": sent // per_round + (sent % per_round > len(names))}
+    deadline = time.monotonic() + 30
+    while True:
+        st = read_switch_state(topo, network.grpc_addresses())
+        got = {k: st[leaf]["drops"].get(k, 0) for k in want}
+        if got == want or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert got == want
+    assert all(st[s]["drops"].get("subscription_collision", 0) == 0 for s in st), st
+    assert all(st[s]["drops"].get(k, 0) == 0 for s in st if s != leaf for k in want), st

@@ -181,13 +181,14 @@ def test_ndn_training_survives_spine_restart(ndn_net) -> None:  # noqa: ANN001
     persistent-PIT manager's entry and multicast group; the manager reconnects; training
     ends bit-exact, and the spine replicates updates again after the restart (its
     counters restarted at zero)."""
-    from controller.ndn import NdnDeployment, fib_routes, read_switch_state
+    from controller.ndn import NdnDeployment, NdnJob, fib_routes, read_switch_state
     from controller.watch import SwitchWatcher
     from experiments.ndn import run_agents
 
     network, topo, out = ndn_net
     spine = topo.peer("s3", fib_routes(topo)["s3"]["h1"])[0]
-    dep = NdnDeployment(topo, network.grpc_addresses(), subscriptions="controller")
+    dep = NdnDeployment(topo, network.grpc_addresses(), subscriptions="controller",
+                        jobs=[NdnJob("h1", ("h2", "h3", "h4"))])          # guarded, replayed too
     dep.deploy()
     switches = {sw.name: (sw.grpc_addr, sw.device_id) for sw in network.net.switches}
     watcher = SwitchWatcher(switches, alive=lambda n: network.switch(n).process_alive(),
@@ -234,13 +235,14 @@ def test_ndn_data_plane_subscriptions_rebuilt_after_spine_restart(ndn_net) -> No
     groups but an empty persistent PIT. The GPUs' refreshes rebuild it (the spine takes
     subscriptions and replicates updates again, its counters restarted at zero), the
     updates lost meanwhile come back by probe, and training ends bit-exact."""
-    from controller.ndn import NdnDeployment, fib_routes, read_switch_state
+    from controller.ndn import NdnDeployment, NdnJob, fib_routes, read_switch_state
     from controller.watch import SwitchWatcher
     from experiments.ndn import run_agents
 
     network, topo, out = ndn_net
     spine = topo.peer("s3", fib_routes(topo)["s3"]["h1"])[0]
-    dep = NdnDeployment(topo, network.grpc_addresses())
+    dep = NdnDeployment(topo, network.grpc_addresses(),
+                        jobs=[NdnJob("h1", ("h2", "h3", "h4"))])          # guarded, replayed too
     dep.deploy()
     switches = {sw.name: (sw.grpc_addr, sw.device_id) for sw in network.net.switches}
     watcher = SwitchWatcher(switches, alive=lambda n: network.switch(n).process_alive(),
@@ -266,7 +268,9 @@ def test_ndn_data_plane_subscriptions_rebuilt_after_spine_restart(ndn_net) -> No
         assert res.exact, res.problems
         h = watcher.snapshot()[spine]
         assert h["restarts"] == 1 and h["replays"] == 1, h
-        ev = read_switch_state(topo, network.grpc_addresses())[spine]["events"]
+        st = read_switch_state(topo, network.grpc_addresses())[spine]
+        assert st["admission"] == {"guarded": True, "jobs": 1, "members": 0}   # replayed
+        ev = st["events"]
         assert ev.get("subscribed", 0) > 0 and ev.get("distributed", 0) > 0, ev   # rebuilt by refreshes
         assert sum(res.gpus[g]["refreshes"] for g in ("h3", "h4")) > 0
     finally:

@@ -3,7 +3,8 @@
 ndn`` group.
 
 * one module per P4 control block, named after its ``p4src/include`` file:
-  :mod:`.fib`, :mod:`.nonce`, :mod:`.pit`, :mod:`.persistent_pit`, :mod:`.drops`;
+  :mod:`.fib`, :mod:`.nonce`, :mod:`.pit`, :mod:`.persistent_pit`, :mod:`.sub_admission`,
+  :mod:`.drops`;
 * :mod:`controller.ndn.deployment` -- the job/deployment that ties the twins together;
 * :mod:`controller.ndn.cli` -- ``gradctl ndn ...``.
 """
@@ -45,8 +46,11 @@ from controller.ndn.pit import (
     TransientPit,
     subset_groups_count,
 )
+from controller.ndn.sub_admission import NdnJob, NdnSubAdmission
 
 __all__ = [
+    "NdnJob",
+    "NdnSubAdmission",
     "check_name",
     "components",
     "fib_routes",

@@ -53,10 +53,11 @@ def register(sub: Any, topo_help: str) -> None:
     nsub = ndn.add_subparsers(dest="ndn_command", metavar="ACTION", required=True)
     dep = nsub.add_parser("deploy", help="load ndn.p4 with its FIB everywhere (fresh pipelines)",
                           description="Load ndn.p4 on every switch, install the FIB, the PIT "
-                                      "lifetime and port-subset multicast groups and loss rates; "
+                                      "lifetime and port-subset multicast groups, loss rates and the "
+                                      "subscription admission of the job (--ps, --gpus); "
                                       "optionally run the persistent-PIT manager.")
     _where(dep, topo_help)
-    dep.add_argument("--ps", default="h1", help="the parameter server host (for the printed commands)")
+    dep.add_argument("--ps", default="h1", help="the parameter server host (the job: admission, printed commands)")
     dep.add_argument("--gpus", default="all", help="GPU hosts, comma-separated, or all (default)")
     dep.add_argument("--loss", action="append", default=[], metavar="SWITCH:PORT=RATE",
                      help="emulated loss on a switch port (repeatable)")
@@ -68,6 +69,9 @@ def register(sub: Any, topo_help: str) -> None:
     dep.add_argument("--subscriptions", choices=["switch", "controller"], default=None,
                      help="who keeps the persistent PIT: the switches' data plane (default) or the "
                           "controller (insert Interests punted; the default with --manage)")
+    dep.add_argument("--open", action="store_true",
+                     help="let any host subscribe under any prefix (hashed slots); by default only "
+                          "--gpus may subscribe under /<ps>/train, in a slot of its own")
     dep.add_argument("--subscription-lifetime", type=argtypes.positive, default=6.0, metavar="S",
                      help="data-plane subscriptions expire S seconds after their last refresh (default 6)")
     dep.set_defaults(func=cmd_ndn_deploy)
@@ -104,7 +108,7 @@ def agent_commands(topo: Any, ps: str, gpus: list[str]) -> dict[str, str]:
 
 def cmd_ndn_deploy(args: argparse.Namespace) -> int:
     """``gradctl ndn deploy``."""
-    from controller.ndn import NameBoundsError, NdnDeployment
+    from controller.ndn import NameBoundsError, NdnDeployment, NdnJob
 
     topo = network_topology(args)  # a held network's own (--bw), from --run-dir
     gpus = _gpus(topo, args.ps, args.gpus)
@@ -118,7 +122,8 @@ def cmd_ndn_deploy(args: argparse.Namespace) -> int:
     try:
         mode = args.subscriptions or ("controller" if args.manage is not None else "switch")
         dep = NdnDeployment(topo, addresses, loss=loss, pit_lifetime=args.pit_lifetime, subscriptions=mode,
-                            subscription_lifetime=args.subscription_lifetime)
+                            subscription_lifetime=args.subscription_lifetime,
+                            jobs=None if args.open else [NdnJob(args.ps, tuple(gpus))])
         report = dep.deploy(timeout=args.timeout)
     except NameBoundsError as e:
         raise UsageError(f"a host name does not fit ndn.p4's name bounds: {e}") from None
@@ -193,10 +198,12 @@ def cmd_ndn_show(args: argparse.Namespace) -> int:
                       ", ".join(f"{p}->{n}" for p, n in e["subscribers"].items()))
     con.print(t)
     c = Table(title="NDN counters (packets)")
-    for col in ("switch", "events", "drops", "emulated loss"):
+    for col in ("switch", "subscriptions", "events", "drops", "emulated loss"):
         c.add_column(col)
     for s, st in state.items():
-        c.add_row(s, " ".join(f"{k}={v}" for k, v in st["events"].items()) or "-",
+        a = st["admission"]
+        c.add_row(s, f"guarded: {a['jobs']} jobs, {a['members']} members" if a["guarded"] else "open",
+                  " ".join(f"{k}={v}" for k, v in st["events"].items()) or "-",
                   " ".join(f"{k}={v}" for k, v in st["drops"].items()) or "-",
                   " ".join(f"port{k}={v}" for k, v in st["link_drops"].items()) or "-")
     con.print(c)

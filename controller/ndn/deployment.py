@@ -12,6 +12,10 @@ NdnNonce             ``MyIngress.nonce``            registers only (duplicate no
 TransientPit         ``MyIngress.pit``              ``pit_config``, ``pit_expired``;
                                                     registers; the per-port-subset
                                                     multicast groups
+NdnSubAdmission      ``MyIngress.sub_admission``    ``sub_guard_config``,
+                                                    ``ndn_sub_slots``,
+                                                    ``ndn_fabric_ports``,
+                                                    ``ndn_sub_members`` (with jobs)
 PersistentPit        ``MyIngress.persistent_pit``   ``subscription_config``,
                                                     ``subscriptions_expired``; registers;
                                                     ``persistent_pit`` + one multicast
@@ -23,7 +27,9 @@ LinkEmulation        ``MyEgress.link_emulation``    (``controller/deploy.py``)
 :class:`NdnDeployment` ties them together: it loads ``ndn.p4`` on every switch, installs
 the FIB (one prefix ``/<host>`` per host, next hops along a shortest-path tree toward the
 host, so the paths of all GPUs to one PS form a tree), the transient PIT's groups and
-lifetime, the subscription mode and lifetime, and loss rates. Subscriptions live in the
+lifetime, the subscription mode and lifetime, loss rates and, given ``jobs``, the
+subscription admission (only a job's GPUs subscribe under its prefix, each job in a slot
+of its own: :mod:`controller.ndn.sub_admission`). Subscriptions live in the
 switches' registers by default (``subscriptions="switch"``); with ``"controller"``
 :class:`PersistentPitManager` runs one thread per switch that reads the punted
 ``/*insert*/PS/train`` Interests (packet-in), adds their in-port to the persistent PIT
@@ -37,7 +43,7 @@ Names and their hashes follow ``docs/ndn.md``: :func:`prefix_hash` computes exac
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +57,7 @@ from controller.ndn.persistent_pit import (
     read_persistent_pit,
 )
 from controller.ndn.pit import TransientPit
+from controller.ndn.sub_admission import NdnJob, NdnSubAdmission
 from controller.p4runtime import REPO_ROOT, Program
 from controller.roles import READER, SHELL
 from topologies.base import Topology
@@ -125,8 +132,11 @@ class NdnDeployment:
                  program: str | Path = NDN_PROGRAM,
                  loss: Mapping[tuple[str, int], float] | None = None,
                  pit_lifetime: float = 4.0, subscriptions: str = "switch",
-                 subscription_lifetime: float = SUBSCRIPTION_LIFETIME) -> None:
+                 subscription_lifetime: float = SUBSCRIPTION_LIFETIME,
+                 jobs: Sequence[NdnJob] | None = None) -> None:
         self.topology = topology
+        #: None: open subscriptions (anyone, hashed slots); else guarded for these jobs
+        self.jobs = list(jobs) if jobs is not None else None
         self.subscriptions = subscriptions
         self.subscription_lifetime = subscription_lifetime
         self.addresses = dict(addresses)
@@ -139,16 +149,17 @@ class NdnDeployment:
 
     def plan(self) -> dict[str, list[Any]]:
         """Every switch's updates: FIB routes, PIT lifetime and port-subset groups, the
-        subscription mode and lifetime."""
+        subscription mode and lifetime, the subscription admission (with jobs)."""
         topo, prog = self.topology, self.program
         fib, pit, pp = prog.block(NdnFib), prog.block(TransientPit), prog.block(PersistentPit)
+        guard = prog.block(NdnSubAdmission).plan(topo, self.jobs) if self.jobs is not None else {}
         out = {}
         for s in topo.switches():
             ups: list[Any] = [pit.lifetime_entry(self.pit_lifetime),
                               pp.config_entry(self.subscriptions, self.subscription_lifetime)]
             ups += [fib.route_entry(f"/{h}", port) for h, port in sorted(self.routes[s].items())]
             ups += pit.port_groups(topo.ports(s))
-            out[s] = ups
+            out[s] = ups + guard.get(s, [])
         return out
 
     def deploy(self, timeout: float = 60.0) -> DeployReport:
@@ -212,7 +223,8 @@ class NdnDeployment:
 def read_switch_state(topology: Topology, addresses: Mapping[str, str],
                       program: str | Path = NDN_PROGRAM) -> dict[str, dict[str, Any]]:
     """``{switch: {"persistent_pit": [{name, group, ports}], "drops": {...}, "events":
-    {...}, "link_drops": {...}, "expired": {"pit", "subscriptions"}}}`` read from running switches as a P4Runtime backup (so it
+    {...}, "link_drops": {...}, "expired": {"pit", "subscriptions"}, "admission": {"guarded",
+    "jobs", "members"}}}`` read from running switches as a P4Runtime backup (so it
     works while the persistent-PIT manager is primary)."""
     from finsy import P4CounterEntry
 
@@ -239,5 +251,6 @@ def read_switch_state(topology: Topology, addresses: Mapping[str, str],
                 "expired": {"pit": sum(p for p, _ in counter(tpit.name("pit_expired")).values()),
                             "subscriptions": sum(p for p, _ in
                                                  counter(pp.name("subscriptions_expired")).values())},
+                "admission": prog.block(NdnSubAdmission).read(c),
             }
     return out

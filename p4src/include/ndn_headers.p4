@@ -39,6 +39,9 @@
 #define NDN_PIT_PORTS 8
 #define NDN_FIB_SIZE 1024
 #define NDN_PERSISTENT_PIT_SIZE 256
+/* Guarded subscriptions (ndn_sub_admission.p4): jobs with a slot, members on one switch. */
+#define NDN_SUB_JOBS_SIZE 256
+#define NDN_SUB_MEMBERS_SIZE 2048
 
 const bit<8> NDN_TLV_INTEREST = 0x05;
 const bit<8> NDN_TLV_DATA     = 0x06;
@@ -70,6 +73,8 @@ const bit<7> NDN_OUT_VIA_PIPELINE = 1;
 #define NDN_DROP_DUPLICATE_NONCE    14  /* Interest whose (name, nonce) was seen within its lifetime: a loop or a copy */
 #define NDN_DROP_PIT_EXPIRED        15  /* Data whose PIT entry outlived its InterestLifetime (entry freed) */
 #define NDN_DROP_SUB_COLLISION      16  /* subscription whose slot holds another live /PS/train */
+#define NDN_DROP_SUB_NOT_MEMBER     17  /* guarded: subscription from a host port not a member of the job */
+#define NDN_DROP_SUB_UNKNOWN_JOB    18  /* guarded: subscription under a prefix no job holds */
 #define NDN_DROP_REASON_COUNT       24
 
 /* What the switch did with a packet it did not drop: index of
@@ -158,6 +163,8 @@ struct ndn_metadata_t {
     bit<1>  via_controller; /* came back from the controller through the pipeline */
     port_t  in_port;       /* the face it came in on (for via_controller: the punted one's) */
     port_t  next_hop;      /* the FIB's port (0: no route) */
+    bit<1>  sub_no_slot;   /* guarded: /PS/train holds no slot here (persistent PIT table only) */
+    bit<8>  sub_slot;      /* the persistent PIT slot of /PS/train (ndn_sub_admission.p4) */
 }
 
 #endif  /* _GRADNET_NDN_HEADERS_P4_ */

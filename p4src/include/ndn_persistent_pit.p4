@@ -2,8 +2,8 @@
  *
  * The ingress has taken the marker off the name: slots 0 and 1 hold /PS/train.
  *
- * Data-plane subscriptions (default): entry i = low NDN_SUB_BITS bits of h_2 (the hash
- * of /PS/train) holds /PS/train itself (compared exactly) and, per port 1..8, the time
+ * Data-plane subscriptions (default): entry i = the slot of /PS/train (ndn_sub_admission.p4:
+ * open, the low NDN_SUB_BITS bits of h_2; guarded, the controller's) holds /PS/train itself (compared exactly) and, per port 1..8, the time
  * its subscription expires. An insert Interest /<*insert*>/PS/train/G from port p
  * creates the entry (absent, or every port expired) or finds it (held by /PS/train) and
  * sets port p's expiry to now + the subscription lifetime (subscription_config): soft
@@ -104,9 +104,11 @@ control PersistentPit(inout ndn_headers_t hdr,
             subscription_config.apply();
             if (meta.insert == 1 && via_controller == 1) {
                 meta.punt = 1;
+            } else if (meta.sub_no_slot == 1) {   /* guarded, no job's: Data only (see above) */
+                persistent_pit.apply();
             } else {
                 now = standard_metadata.ingress_global_timestamp;
-                index = (bit<32>)meta.h2[NDN_SUB_BITS - 1:0];
+                index = (bit<32>)meta.sub_slot;   /* ndn_sub_admission.p4 */
                 base = index * NDN_PIT_PORTS;
                 sub_key0.read(k0, index);
                 sub_key1.read(k1, index);
