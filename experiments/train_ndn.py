@@ -110,10 +110,14 @@ def setting(args: argparse.Namespace, shared: Setting) -> Setting:
 
 
 def deploy(net: Any, setting: Setting, args: argparse.Namespace, plan: Plan) -> None:
-    """``ndn.p4`` on every switch (FIB, PIT groups, the plan's emulated loss)."""
-    from controller.ndn import NdnDeployment
+    """``ndn.p4`` on every switch (FIB, PIT groups, the plan's emulated loss), subscriptions
+    guarded: only the GPUs may subscribe, to one training name per seed (docs/trust.md)."""
+    from controller.ndn import NdnDeployment, NdnJob
 
-    rep = NdnDeployment(setting.topo, net.grpc_addresses(), loss=plan.loss).deploy()
+    assert setting.ps is not None
+    jobs = [NdnJob(setting.ps, tuple(setting.workers), training_name(s))
+            for s in range(args.seed, args.seed + args.seeds)]
+    rep = NdnDeployment(setting.topo, net.grpc_addresses(), loss=plan.loss, jobs=jobs).deploy()
     _log(f"ndn.p4 deployed: {rep}")
 
 
