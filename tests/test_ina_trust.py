@@ -6,9 +6,11 @@ One fat-tree k=4 network (embedded target unless TARGET says otherwise). The job
 (under a switch with no member) are intruders. They send forged frames built with the
 scapy classes of ``wire/scapy_layers.py`` from inside their namespaces (``tests/ina_forge.py``):
 GRADs before the workers send (with their own address, spoofing a worker's MAC and IP,
-empty, multi-contributor), and RESULTs and CLEARs while the job runs. Every element of
-every worker's result must equal the exact integer sum, and the admission drop counters
-of the intruders' first switches must show every forged frame under its reason.
+empty, multi-contributor), and RESULTs and CLEARs while the job runs; RESULTs and GRADs
+with an IPv4 option or as IP fragments (which the switches never parse as INA: dropped
+and counted in ``ingress_drops``). Every element of every worker's result must equal the
+exact integer sum, and the drop counters of the intruders' first switches must show
+every forged frame under its reason.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from controller.ina import ADMISSION_DROPS, InaDeployment, InaJob, switch_ip
+from controller.ina import ADMISSION_DROPS, UNPARSED_DROPS, InaDeployment, InaJob, switch_ip
 from controller.routing import port_mac
 from experiments.ina import run_jobs, switch_neighbors
 from tests.netenv import net_skip_reason
@@ -112,9 +114,11 @@ def _finish(proc: Any) -> int:
 
 
 def _check_drops(dep: InaDeployment, expected: Counter) -> None:
-    """Every admission counter of every switch equals ``expected[(switch, reason)]``."""
+    """Every admission counter (and ``ip_options``, ``ip_fragment``) of every switch equals
+    ``expected[(switch, reason)]``."""
     got = dep.read_admission()
-    want = {s: {n: expected.get((s, n), 0) for n in ADMISSION_DROPS.values()} for s in got}
+    names = (*ADMISSION_DROPS.values(), *UNPARSED_DROPS)
+    want = {s: {n: expected.get((s, n), 0) for n in names} for s in got}
     assert got == want
 
 
@@ -198,3 +202,40 @@ def test_forged_results_and_clears_change_no_sum(net) -> None:  # noqa: ANN001
     assert res.exact, f"{res.mismatches} elements differ from the exact sum"
     assert all(n > 0 for n in sent.values())
     _check_drops(dep, Counter({(_edge(topo, h), "not_server"): n for h, n in sent.items()}))
+
+
+def test_forged_with_ip_options_or_as_fragments_change_no_sum(net) -> None:  # noqa: ANN001
+    """RESULTs to every worker and GRADs to the PS spoofing rank 0 (whose bit they carry),
+    all spoofing the agents' only check, the source address: from h2 with a 4-byte IPv4
+    option (a receiving kernel strips it), from h12 as IP fragments (a kernel reassembles
+    them). Neither is parsed as INA by a switch, so admission never sees them; every one
+    is dropped at the sender's first switch, counted as ``ip_options`` or ``ip_fragment``,
+    repeated while the job runs, and the sums stay exact."""
+    network, topo, out = net
+    job = InaJob.plan(topo, PS, WORKERS, 2, 1000.0, VALUES, job_id=5)
+    dep = InaDeployment(topo, network.grpc_addresses(), [job])
+    dep.deploy()
+    n_w = len(WORKERS)
+    ps_ip = topo.host_ip(PS)
+
+    def forged(sender: str, how: dict[str, Any]) -> list[dict[str, Any]]:
+        frames = []
+        for f in range(job.num_fragments):
+            res = {"msg_type": int(MsgType.RESULT), "job_id": job.job_id, "fragment": f,
+                   "bitmap": (1 << n_w) - 1, "count": n_w}
+            frames += [{**_frame(topo, sender, topo.host_ip(w), res, as_host=PS), **how}
+                       for w in WORKERS]
+            _, grad = _grad(job, 0, f, tag=0, fanin=0)
+            frames.append({**_frame(topo, sender, ps_ip, grad, as_host=WORKERS[0]), **how})
+        return frames
+
+    how = {"h2": ({"ip_options": "01010101"}, "ip_options"), "h12": ({"fragsize": 128}, "ip_fragment")}
+    procs = {h: _forger(network, h, forged(h, extra), out / f"unparsed-{h}.json", until_eof=True)
+             for h, (extra, _) in how.items()}
+    try:
+        (res,) = run_jobs(network, topo, [(job, _grads(n_w, 13))], out, "forged-unparsed")
+    finally:
+        sent = {h: _finish(p) for h, p in procs.items()}
+    assert res.exact, f"{res.mismatches} elements differ from the exact sum"
+    assert all(n > 0 for n in sent.values())
+    _check_drops(dep, Counter({(_edge(topo, h), how[h][1]): n for h, n in sent.items()}))

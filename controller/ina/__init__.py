@@ -10,6 +10,7 @@ and the ``gradctl ina`` group.
 
 from controller.ina.admission import (
     ADMISSION_DROPS,
+    UNPARSED_DROPS,
     InaAdmission,
 )
 from controller.ina.aggregator import (
@@ -42,4 +43,5 @@ __all__ = [
     "result_rid",
     "ResultFanout",
     "switch_ip",
+    "UNPARSED_DROPS",
 ]

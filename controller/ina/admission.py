@@ -7,12 +7,18 @@ trusts the CPU port itself); on a worker's first
 switch, the worker's (port, address, job, rank) and the bit its GRADs carry
 (``ina_members``); on the PS's first switch, the PS's (port, address, job)
 (``ina_servers``). ``ina_admission_drops`` counts what the block refused, by reason.
+
+Admission sees only what the parser read whole: an IPv4 packet with options or an IP
+fragment is no INA packet to it, and forwarding drops it on every port (``ingress_drops``
+``ip_options`` / ``ip_fragment``, :data:`UNPARSED_DROPS`; docs/trust.md, "IP: only what
+the switch parsed"). ``gradctl ina counters`` shows both next to the admission drops.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from controller.forward.forwarding import DROP_REASONS
 from controller.ina.aggregator import _ip_int
 from controller.p4runtime import ControlBlock, DeployError
 from wire.ina import INA_MAX_WORKERS
@@ -26,6 +32,10 @@ ADMISSION_DROPS: dict[int, str] = {
     5: "not_server",  # PARTIAL/RESULT/CLEAR from a host that is not the job's PS
     6: "bad_type",  # unknown msg_type from a host port
 }
+
+#: ``ingress_drops`` reasons (``controller.forward.DROP_REASONS``) shown with the admission
+#: drops: IPv4 with options, IP fragments; dropped on every port, never parsed as INA.
+UNPARSED_DROPS: tuple[str, ...] = (DROP_REASONS[6], DROP_REASONS[7])
 
 
 class InaAdmission(ControlBlock):

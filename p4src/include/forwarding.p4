@@ -97,6 +97,16 @@ control Forwarding(inout headers_t hdr,
             meta.drop_reason = DROP_REASON_CHECKSUM_ERROR;
         } else if (!hdr.ipv4.isValid()) {
             meta.drop_reason = DROP_REASON_NOT_IPV4;
+        } else if (hdr.ipv4.ihl != 5) {
+            /* Only what the parser read whole is forwarded: behind options
+             * or in a fragment, a host's kernel would deliver a UDP datagram
+             * (an INA one too) that the parser never saw, so admission and
+             * the aggregators never checked it (docs/trust.md, "IP: only
+             * what the switch parsed"). On every port: no switch and no
+             * agent sends either. */
+            meta.drop_reason = DROP_REASON_IP_OPTIONS;
+        } else if (hdr.ipv4.flags & 1 != 0 || hdr.ipv4.frag_offset != 0) {
+            meta.drop_reason = DROP_REASON_IP_FRAGMENT;
         } else if (hdr.ipv4.ttl <= 1) {
             /* TTL would reach 0 here. */
             meta.drop_reason = DROP_REASON_TTL_EXPIRED;
@@ -112,11 +122,7 @@ control Forwarding(inout headers_t hdr,
                     }
                 }
             }
-            /* The checksum of a header with options is not recomputed
-             * (parsers.p4), so its TTL is left alone. */
-            if (hdr.ipv4.ihl == 5) {
-                hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
-            }
+            hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
         }
         if (meta.drop_reason != 0) {
             drop_and_count();

@@ -33,11 +33,14 @@ parser GradnetParser(packet_in packet,
 
     state parse_ipv4 {
         packet.extract(hdr.ipv4);
-        /* L4 only behind an option-less header of a first (or only) fragment:
-         * later fragments carry no L4 header, and options are not parsed. */
-        transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
-            (5, 0, IP_PROTO_TCP): parse_tcp;
-            (5, 0, IP_PROTO_UDP): parse_udp;
+        /* L4 only behind an option-less header of a whole datagram (MF clear,
+         * offset 0): options are not parsed, and a fragment's L4 header and
+         * payload are not all in this packet. Forwarding drops the rest
+         * (forwarding.p4, DROP_REASON_IP_OPTIONS / _IP_FRAGMENT). */
+        transition select(hdr.ipv4.ihl, hdr.ipv4.flags[0:0], hdr.ipv4.frag_offset,
+                          hdr.ipv4.protocol) {
+            (5, 0, 0, IP_PROTO_TCP): parse_tcp;
+            (5, 0, 0, IP_PROTO_UDP): parse_udp;
             default: accept;
         }
     }
@@ -86,7 +89,7 @@ parser GradnetParser(packet_in packet,
 
 /* IPv4 header checksum over the 20-byte option-less header. Packets with
  * options are neither verified nor updated (their checksum covers bytes the
- * parser does not extract); we forward them with the TTL untouched.
+ * parser does not extract); forwarding drops them.
  * A failed check sets standard_metadata.checksum_error (BMv2 does not drop;
  * the ingress decides). */
 control GradnetVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
