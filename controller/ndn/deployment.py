@@ -43,6 +43,7 @@ Names and their hashes follow ``docs/ndn.md``: :func:`prefix_hash` computes exac
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -224,8 +225,25 @@ class NdnDeployment:
             if not c.is_primary:
                 raise DeployError(f"{leaf}: not primary for role {NDN_PIT.name}")
             c.use_schema(self.program.p4info_path)
+            before = self._unsubscribed(c)
             c.packet_out(frame, egress_port=self.topology.port(leaf, gpu), _pad=OUT_VIA_PIPELINE)
+            # a packet-out has no answer: wait until the switch counts it (else closing the
+            # stream at once may lose it)
+            end = time.monotonic() + 5.0
+            while self._unsubscribed(c) == before:
+                if time.monotonic() > end:
+                    raise DeployError(f"{leaf}: the unsubscribe of {gpu} was not taken "
+                                      "(see its ndn_drops)")
+                time.sleep(0.05)
         return leaf
+
+    def _unsubscribed(self, client: Any) -> int:
+        """``ndn_events``' unsubscribed cell of the switch behind ``client``."""
+        from finsy import P4CounterEntry
+
+        name = self.program.block(NdnDrops).name("ndn_events")
+        return sum(x.packet_count for x in client.read(P4CounterEntry(name))
+                   if NDN_EVENTS.get(x.index) == "unsubscribed")
 
     def set_loss(self, switch: str, port: int, p: float) -> None:
         """Change one port's emulated loss at run time (through the manager's primary
