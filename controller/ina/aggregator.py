@@ -38,7 +38,7 @@ def _fields(job: int, fragment: int, origin: int) -> bytes:
 
 
 def modulo_index(job: int, fragment: int, origin: int = 0, n: int = NUM_AGGREGATORS) -> int:
-    """The default index of ``locate``: crc32(job, fragment, origin) mod ``n``."""
+    """The default index of ``hash_fragment``: crc32(job, fragment, origin) mod ``n``."""
     return zlib.crc32(_fields(job, fragment, origin)) % n
 
 
