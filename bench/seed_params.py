@@ -17,8 +17,8 @@ Run: ``python -m bench seed-params`` (``--part token,ndn,ring,budget`` picks par
   aggregator on a 4,096-position ring): the share of 20,000 fragments whose aggregator
   changes when N grows from N-1 to N; aggregators used and GRADs passed on (another fragment's
   key there) for 256 concurrent fragments on ``ina.p4`` in process; and the in-process
-  packet rate of ``ina.p4`` either way (a 2-core machine shared with other jobs: the
-  rate is indicative only).
+  aggregation rate of ``ina.p4`` either way, per CPU second of the bench process
+  (5 interleaved runs; a 2-core machine shared with other jobs: indicative only).
 * **budget**: greedy + LP placement on fat-trees with s_d outside K (the method's model,
   the default) or inside it (``tor_in_budget``): gamma (Mbit/s per worker) and solve time.
 """
@@ -251,10 +251,11 @@ def ring_rate(n: int | None, frags: int = 400) -> float:
     for f in range(frags):
         clear = INA_HEADER.pack(int(MsgType.CLEAR), 1, 0, f, 1, 0, 1, 1, 0, 0, 0)
         pkts += [grad(f, 0), grad(f, 1), bytes(hdr / clear)]
-    t0 = time.perf_counter()
+    # CPU time of this process: less at the mercy of the other jobs than wall time
+    t0 = time.process_time()
     for p in pkts:
         sw.process(1, p)
-    dt = time.perf_counter() - t0
+    dt = time.process_time() - t0
     ev = prog.counters["MyIngress.aggregator.ina_events"]
     if ev.read(1)[0] != frags or ev.read(3)[0] != frags:   # partials, cleared
         raise RuntimeError(f"ina.p4 in process: {ev.read(1)[0]} partials and {ev.read(3)[0]} "
@@ -266,15 +267,19 @@ def ring_table() -> Table:
     tab = Table(title="ina: aggregator index, crc32 modulo N vs consistent hashing (ina.p4 in "
                       "process; rates measured on a loaded, shared 2-core machine)")
     for c in ("index", "N", "fragments moved from N-1 to N", "aggregators taken / passed on "
-              "(256 in flight)", "aggregations/s (median of 3)"):
+              "(256 in flight)", "aggregations per CPU second (median of 5, interleaved)"):
         tab.add_column(c, justify="right")
+    rates: dict[str, list[float]] = {"modulo": [], "ring": []}
+    for _ in range(5):                                  # interleaved: the load drifts
+        rates["modulo"].append(ring_rate(None))
+        rates["ring"].append(ring_rate(1024))
     for n, runs in ((16, False), (1024, True)):
         mod, ring = moved_share(n)
         for label, idx, share in (("modulo", None, mod), ("ring", n, ring)):
             if runs or label == "ring":
                 taken, passed = ring_contention(idx if label == "ring" else None)
                 used = f"{taken} / {passed}"
-                rate = f"{statistics.median(ring_rate(idx) for _ in range(3)):.0f}" if runs else "-"
+                rate = f"{statistics.median(rates[label]):.0f}" if runs else "-"
             else:
                 used, rate = "- (N is compiled in: 1024)", "-"
             tab.add_row(label, str(n), f"{share:.1%}", used, rate)
