@@ -107,13 +107,14 @@ def _gpus(topo: Any, ps: str, spec: str) -> list[str]:
     return gpus
 
 
-def agent_commands(topo: Any, ps: str, gpus: list[str]) -> dict[str, str]:
-    """The command that starts each agent in its host (NDN transport, sync, defaults)."""
+def agent_commands(topo: Any, ps: str, gpus: list[str], persistent: bool = False) -> dict[str, str]:
+    """The command that starts each agent in its host (NDN transport, sync, defaults;
+    ``persistent``: the GPUs do not refresh their subscriptions)."""
     py = shlex.quote(sys.executable)
     out = {ps: f"{py} -m hosts.ndn.ps --me {ps} --gpus {','.join(gpus)} --iface {topo.iface(ps)['name']}"}
     for i, g in enumerate(gpus):
         out[g] = (f"{py} -m hosts.ndn.gpu --me {g} --gpu-index {i} --ps {ps} "
-                  f"--iface {topo.iface(g)['name']}")
+                  f"--iface {topo.iface(g)['name']}" + (" --refresh 0" if persistent else ""))
     return out
 
 
@@ -140,7 +141,7 @@ def cmd_ndn_deploy(args: argparse.Namespace) -> int:
         raise UsageError(f"a host name does not fit ndn.p4's name bounds: {e}") from None
     if held_state(args.run_dir) is not None:
         save_held_loss(args.run_dir, loss)
-    commands = agent_commands(topo, args.ps, gpus)
+    commands = agent_commands(topo, args.ps, gpus, persistent=args.persistent)
     if args.json:
         print(json.dumps({"entries": report.updates, "fib": dep.routes, "commands": commands,
                           "managing": args.manage is not None}, indent=2))
