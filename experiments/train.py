@@ -178,6 +178,9 @@ def build_parser(add_help: bool = True, prog: str = "python -m experiments --mod
                    help="fix compute per batch at S seconds (dilated time, labelled; 0: real)")
     p.add_argument("--budget", type=argtypes.natural, default=0,
                    help="INA: aggregating switches besides s_d (default 0: s_d aggregates)")
+    p.add_argument("--tor-in-budget", action="store_true",
+                   help="INA: count s_d in --budget (it aggregates only when placed; default: "
+                        "s_d aggregates outside the budget)")
     p.add_argument("--resume", default=None, metavar="DIR", help="continue a results directory")
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     fidelity_auto.add_arguments(p)
@@ -363,7 +366,8 @@ def run_one(net: Any, args: argparse.Namespace, plan: Plan, scheme: str, seed: i
             rec = run_trainers(net, args, plan, scheme, seed, job, d, port, collective)
     rec.wall_s = time.monotonic() - t0
     split = time_split(setting.topo, before, Snapshot.take(net), {"agents": rec.agent_cpu_s})
-    ideal = ideal_for(plan, scheme, getattr(args, "budget", 0), job)
+    ideal = ideal_for(plan, scheme, getattr(args, "budget", 0), job,
+                      tor_in_budget=getattr(args, "tor_in_budget", False))
     if ideal.get("error"):
         _log(f"[yellow]no ideal bound for {scheme}: {ideal['error']}[/yellow]")
     complete(rec, split.to_dict(), plan, args, window.result(), ideal)
@@ -407,7 +411,8 @@ def derive(rec: RunRecord, plan: Plan, args: argparse.Namespace) -> None:
     if rec.ideal_bound_s is None and rec.scheme in plan.settings and rec.iterations:
         from experiments.fidelity import ideal_for  # a record saved before the ideal bound
 
-        rec.ideal_bound_s = ideal_for(plan, rec.scheme, getattr(args, "budget", 0)).get("ideal_bound_s")
+        rec.ideal_bound_s = ideal_for(plan, rec.scheme, getattr(args, "budget", 0),
+                                     tor_in_budget=getattr(args, "tor_in_budget", False)).get("ideal_bound_s")
     if rec.steps_to_target is not None and rec.iterations:
         rec.bound_to_target_s = rec.steps_to_target * ((rec.compute_s_per_iter or 0.0)
                                                        + (rec.ideal_bound_s or 0.0))
@@ -521,7 +526,8 @@ def _run_todo(args: argparse.Namespace, plan: Plan, run_dir: Path,
 
     topo = plan.topo
     jobs = {"ps": InaJob.plan(topo, plan.ps, plan.workers, 0, 1000.0, plan.parameters, aggregate=False),
-            "ina": InaJob.plan(topo, plan.ps, plan.workers, args.budget, 1000.0, plan.parameters)}
+            "ina": InaJob.plan(topo, plan.ps, plan.workers, args.budget, 1000.0, plan.parameters,
+                               tor_in_budget=getattr(args, "tor_in_budget", False))}
     groups: dict[str, list[tuple[str, int]]] = {}
     for s, seed in todo:
         groups.setdefault(plan.settings[s].key, []).append((s, seed))

@@ -258,6 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a holder without a gradient waits at most this long before passing (s)")
     p.add_argument("--wait-unit", type=argtypes.positive, default=1.0, help="t of the staggered timeouts (s)")
     p.add_argument("--tick", type=argtypes.positive, default=0.05, help="TICK period to the NIC (s)")
+    p.add_argument("--resends", type=argtypes.integer(1, 255), default=3,
+                   help="re-sends of a silent pass before the next nodes wait for NODE_LOST "
+                        "(default 3, robust to a lossy LAN; 1: the method's single re-send)")
     p.add_argument("--rejoin-window", type=argtypes.nonnegative, default=0.3,
                    help="how long a REJOIN_QUERY waits for standby nodes (s)")
     p.add_argument("--rejoin-every", type=argtypes.count, default=5,
