@@ -234,6 +234,25 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def steps_table(args: argparse.Namespace) -> int:
+    """Write sim/regimes_steps.json: the steps to target of every (model, workers, seed)."""
+    from sim import regimes as rg
+
+    out: dict[str, Any] = {}
+    for m in _list(args.models):
+        for w in _list(args.workers, int):
+            for seed in _list(args.seeds, int):
+                out.setdefault(m, {}).setdefault(str(w), {})[str(seed)] = rg.steps_to_target(m, w, seed)
+                console.print(f"{m} {w} workers seed {seed}: {out[m][str(w)][str(seed)]} steps")
+    rg.STEPS_FILE.write_text(json.dumps({
+        "about": "steps to the default target on digits (sim/regimes.py:steps_to_target: the "
+                 "harness's plan at global batch 64, experiments/scaling.simulate, evaluated 4 "
+                 "times an epoch, 4 epochs; null: not reached); python -m bench regimes "
+                 "--steps-table", "steps": out}, indent=1) + "\n")
+    console.print(f"wrote {rg.STEPS_FILE}")
+    return 0
+
+
 def _plain(t: Table) -> str:
     from rich.console import Console
 
@@ -263,10 +282,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="compute per step, seconds (default: measured per model and batch)")
     p.add_argument("--out-dir", default="results", help="where results/regimes-<time>/ goes")
     p.add_argument("--resume", help="an earlier regimes directory: reuse what it computed")
+    p.add_argument("--steps-table", action="store_true",
+                   help="only compute the steps to target of --models x --workers x --seeds "
+                        "into sim/regimes_steps.json (what the map reads; no ns-3 needed)")
     args = p.parse_args(argv)
     for k, v in (QUICK if args.quick else DEFAULTS).items():
         if getattr(args, k) is None:
             setattr(args, k, v)
+    if args.steps_table:
+        return steps_table(args)
     from sim.ns3env import Ns3Missing, available
 
     if not available():

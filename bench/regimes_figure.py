@@ -27,7 +27,7 @@ def figure(cells: list[Any], path: Path, note: str = "") -> None:
     cols = list(dict.fromkeys((c.network, c.mbit) for c in cells))
     at = {((c.model, c.workers), (c.network, c.mbit)): c for c in cells}
     grid = [[to_rgb(COLOURS["-"]) for _ in cols] for _ in rows]
-    fig, ax = plt.subplots(figsize=(1.9 * len(cols) + 2.5, 0.62 * len(rows) + 2.2))
+    fig, ax = plt.subplots(figsize=(max(9.0, 1.9 * len(cols) + 2.5), 0.62 * len(rows) + 2.4))
     for i, r in enumerate(rows):
         for j, k in enumerate(cols):
             c = at.get((r, k))
@@ -43,9 +43,10 @@ def figure(cells: list[Any], path: Path, note: str = "") -> None:
     ax.imshow(grid, aspect="auto")
     ax.set_xticks(range(len(cols)), [f"{n}\n{m / 1000:g} Gbit/s" for n, m in cols], fontsize=8)
     ax.set_yticks(range(len(rows)), [f"{m}, {w} workers" for m, w in rows], fontsize=8)
-    ax.set_title("Which scheme reaches the target first (margin: runner-up's time / winner's; "
-                 f"pale: margin under {TIE:.2f})\nsync from ns-3 (deterministic) or the ideal "
-                 "bound; compute measured on a shared, loaded 2-core machine" + note, fontsize=9)
+    ax.set_title("Which scheme reaches the target first\n(margin: runner-up's time / winner's; "
+                 f"pale: margin under {TIE:.2f}, a tie)\nsync from ns-3 (deterministic) or the "
+                 "ideal bound; compute measured on a shared, loaded 2-core machine" + note,
+                 fontsize=9)
     ax.legend(handles=[Patch(color=v, label=k) for k, v in COLOURS.items() if k != "-"],
               loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     fig.tight_layout()
