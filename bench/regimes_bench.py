@@ -52,15 +52,18 @@ class Store:
         self.inputs: dict[str, Any] = (json.loads(self.inputs_path.read_text())
                                        if self.inputs_path.exists() else {})
 
-    def sync(self, spec: str, scheme: str, workers: int, values: int, simulate: bool) -> dict:
+    def sync(self, spec: str, scheme: str, workers: int, values: int, simulate: bool,
+             budget: int = 2) -> dict:
         """One synchronization's figures, computed once."""
         from sim.regimes import sync_figures
 
         key = f"{spec}_{scheme}_{workers}_{values}_{'ns3' if simulate else 'ideal'}"
+        if scheme == "ina":
+            key += f"_K{budget}_line-rate"
         path = self.root / "sync" / (key.replace(":", "-").replace(",", "_") + ".json")
         if path.exists():
             return json.loads(path.read_text())
-        fig = sync_figures(spec, scheme, workers, values, simulate)
+        fig = sync_figures(spec, scheme, workers, values, simulate, budget=budget)
         path.write_text(json.dumps(fig))
         return fig
 
@@ -124,7 +127,7 @@ def build_cell(store: Store, args: argparse.Namespace, model: str, workers: int,
     simulate = rg.sim_cost(workers, params) <= args.ns3_budget
     for s in rg.SCHEMES:
         t0 = time.monotonic()
-        fig = store.sync(spec, s, workers, params, simulate)
+        fig = store.sync(spec, s, workers, params, simulate, args.budget)
         cell.schemes[s] = rg.scheme_cell(s, fig)
         sc = cell.schemes[s]
         console.print(f"[dim]  {s}: {_ms(sc.sync_s)} ms ({sc.source}; ideal {_ms(sc.ideal_s)} ms)"
@@ -221,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
              f"same for every scheme; compute = one CPU thread, "
              f"{'--compute-time' if args.compute_time is not None else 'measured (CPU time)'}; "
              f"sync from ns-3 (deterministic: no interval) or, marked (ideal), the ideal bound; "
-             f"interval over {len(seeds)} seed(s)")
+             f"interval over {len(seeds)} seed(s); INA with K={args.budget} line-rate switches")
     console.print(table(cells, title))
     (root / "table.txt").write_text(_plain(table(cells, title)))
     (root / "cells.json").write_text(json.dumps({"title": title, "cells": [c.as_dict() for c in cells]},
@@ -278,6 +281,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="simulate a synchronization in ns-3 only up to this many "
                         f"worker-fragments (workers x parameters/64; default "
                         f"{DEFAULTS['ns3_budget']}); larger ones come from the ideal bound")
+    p.add_argument("--budget", type=int, default=2,
+                   help="INA: aggregating switches besides the PS's ToR (default 2, make run's; "
+                        "fewer where the network has fewer)")
     p.add_argument("--compute-time", type=float,
                    help="compute per step, seconds (default: measured per model and batch)")
     p.add_argument("--out-dir", default="results", help="where results/regimes-<time>/ goes")

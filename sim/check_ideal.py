@@ -93,16 +93,17 @@ def placement(topo: Any, scheme: str, workers: int) -> tuple[str | None, list[st
 
 
 def ina_job(topo: Any, ps: str, ws: list[str], values: int, aggregate: bool,
-            budget: int = BUDGET) -> Any:
-    """``InaJob.plan`` as the harness plans it (switch capacity 1000), with at most
-    ``budget`` aggregating switches besides s_d (fewer where the topology has fewer)."""
+            budget: int = BUDGET, capacity: float = 1000.0) -> Any:
+    """``InaJob.plan`` as the harness plans it (switch capacity ``capacity`` Mbit/s of
+    input, the harness's 1000 by default), with at most ``budget`` aggregating switches
+    besides s_d (fewer where the topology has fewer)."""
     from controller.ina import InaJob
     from controller.placement import PlacementError
 
     k = budget if aggregate else 0
     while True:
         try:
-            return InaJob.plan(topo, ps, ws, k, 1000.0, values, job_id=1, aggregate=aggregate)
+            return InaJob.plan(topo, ps, ws, k, capacity, values, job_id=1, aggregate=aggregate)
         except PlacementError:
             if k == 0:
                 raise
@@ -141,13 +142,17 @@ def link_mbit(topo: Any) -> float:
     return min(topo.graph.edges[h, s]["capacity"] for h in topo.hosts() for s in topo.graph[h])
 
 
-def compare(spec: str, scheme: str, workers: int, values: int, max_time: float = 60.0) -> Pair:
-    """The ideal model and ns-3 for ``scheme`` on topology ``spec`` (``star:5,bw=1000``)."""
+def compare(spec: str, scheme: str, workers: int, values: int, max_time: float = 60.0,
+            budget: int = BUDGET, capacity: float = 1000.0) -> Pair:
+    """The ideal model and ns-3 for ``scheme`` on topology ``spec`` (``star:5,bw=1000``);
+    ``budget`` and ``capacity``: INA's aggregating switches besides s_d and their
+    processing capacity (Mbit/s of input; ``math.inf``: line-rate switches)."""
     from topologies.spec import parse_topology
 
     topo = parse_topology(spec)
     ps, ws = placement(topo, scheme, workers)
-    job = ina_job(topo, ps, ws, values, scheme == "ina") if scheme in ("ps", "ina") else None
+    job = (ina_job(topo, ps, ws, values, scheme == "ina", budget, capacity)
+           if scheme in ("ps", "ina") else None)
     idl = ideal(scheme, topo, ps, ws, values, job)
     k, b = idl.busiest()
     link_s = b * 8 / (idl.capacity[k] * 1e6) if b else 0.0

@@ -48,6 +48,9 @@ FRAGMENT_VALUES = 64
 #: margins under this are reported as a tie: the compute measurement's own noise is larger
 TIE = 1.05
 SOURCES = ("ns-3", "ideal", "emulated")
+#: INA's switches aggregate at line rate: the placement's capacity C unlimited (the
+#: harness's 1000 Mbit/s would cap a switch at one 1 Gbit/s link's worth of input)
+SWITCH_CAPACITY = math.inf
 
 
 def network_spec(network: str, hosts: int, mbit: float) -> str:
@@ -240,20 +243,24 @@ def parameters_of(model: str) -> int:
 
 
 def sync_figures(spec: str, scheme: str, workers: int, values: int, simulate: bool,
-                 max_time: float = 60.0) -> dict[str, Any]:
+                 max_time: float = 60.0, budget: int = 2,
+                 capacity: float = SWITCH_CAPACITY) -> dict[str, Any]:
     """One synchronization's figures: the ideal bound always, ns-3's time when
-    ``simulate`` (a plain dict, cached by the bench)."""
+    ``simulate`` (a plain dict, cached by the bench); ``budget``: INA's K, ``capacity``
+    its switches' (Mbit/s of input)."""
     from topologies.spec import parse_topology
 
     from . import check_ideal as ci
 
     if simulate:
-        p = ci.compare(spec, scheme, workers, values, max_time=max_time)
+        p = ci.compare(spec, scheme, workers, values, max_time=max_time, budget=budget,
+                       capacity=capacity)
         return {"sim_s": p.sim_s, "ideal_s": p.ideal_bound_s, "retx": p.retransmissions,
                 "wall_s": p.wall_s, "simulated": True}
     topo = parse_topology(spec)
     ps, ws = ci.placement(topo, scheme, workers)
-    job = ci.ina_job(topo, ps, ws, values, scheme == "ina") if scheme in ("ps", "ina") else None
+    job = (ci.ina_job(topo, ps, ws, values, scheme == "ina", budget, capacity)
+           if scheme in ("ps", "ina") else None)
     idl = ci.ideal(scheme, topo, ps, ws, values, job)
     k, b = idl.busiest()
     link_s = b * 8 / (idl.capacity[k] * 1e6) if b else 0.0
