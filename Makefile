@@ -88,7 +88,7 @@ simulate: deps
 # make regimes: which scheme reaches the target first per (model, workers, network, link
 # rate), from ns-3 and the ideal bound (sim/regimes.py, docs/harness.md "Regime map").
 regimes: deps
-	@echo "make regimes: 72 cells, 120 ns-3 runs; about 10 minutes on an idle 2-core machine (cached with ARGS=\"--resume DIR\")"
+	@echo "make regimes: 72 cells, 120 ns-3 runs; about 10 minutes on a 2-core machine (ARGS=\"--resume DIR\" reuses a run)"
 	$(PY) -m bench regimes $(ARGS)
 
 test: deps
