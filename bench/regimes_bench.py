@@ -257,9 +257,11 @@ def steps_table(args: argparse.Namespace) -> int:
 
 
 def _plain(t: Table) -> str:
+    import io
+
     from rich.console import Console
 
-    c = Console(width=250, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    c = Console(width=250, record=True, file=io.StringIO())
     c.print(t)
     return c.export_text()
 
