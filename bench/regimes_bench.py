@@ -90,7 +90,11 @@ def plan(args: argparse.Namespace) -> list[tuple[str, int, str, float]]:
     for n in networks:
         if n not in rg.NETWORKS:
             raise ValueError(f"--networks: unknown network {n!r} (known: {', '.join(rg.NETWORKS)})")
-    workers, gbps = _list(args.workers, int), _list(args.gbps, float)
+    try:
+        workers, gbps = _list(args.workers, int), _list(args.gbps, float)
+        _list(args.seeds, int)
+    except ValueError as e:
+        raise ValueError(f"--workers, --gbps and --seeds take comma-separated numbers ({e})") from None
     if not workers or min(workers) < 2 or not gbps or min(gbps) <= 0:
         raise ValueError("--workers must be integers >= 2 and --gbps positive numbers")
     if not _list(args.seeds, int):
