@@ -10,7 +10,7 @@ P4_TEST_PROGRAMS := $(wildcard tests/p4/*.p4)
 APT_PACKAGES := mininet iproute2 ethtool iputils-ping procps tcpdump libpcap0.8 openssl
 export TARGET
 
-.PHONY: all deps apt venv p4rt-shell docs run compare compare-full compare-sync run-scale simulate test test-long bench p4 p4-gen lint clean help run-%
+.PHONY: all deps apt venv p4rt-shell docs run compare compare-full compare-sync run-scale simulate regimes test test-long bench p4 p4-gen lint clean help run-%
 all: help
 
 help:
@@ -23,6 +23,7 @@ help:
 	@echo "             shared options (--workers --bw --loss --seed --max-time --target --out-dir): \"common options\" of --help"
 	@echo "make run-scale INA and its PS baseline on a k=8 fat-tree: 80 switches, 127 workers (ARGS=...)"
 	@echo "make simulate the sync-time scale table in ns-3: PS, ring, INA on fat-trees (ARGS=...)"
+	@echo "make regimes  the regime map: which scheme reaches the target first vs workers, link rate, oversubscription, model (ns-3; ARGS=...)"
 	@echo "make test     run the test suite (kept under 20 min)"
 	@echo "make test-long  the long tier: second sizes, soaks and harness runs the suite leaves out"
 	@echo "make bench    run the benchmarks (tables and ratios)"
@@ -83,6 +84,12 @@ run-%: deps
 # make simulate: sync time vs workers at data-centre scale in ns-3 (sim/, docs/simulation.md).
 simulate: deps
 	$(PY) -m bench.sim_bench $(ARGS)
+
+# make regimes: which scheme reaches the target first per (model, workers, network, link
+# rate), from ns-3 and the ideal bound (sim/regimes.py, docs/harness.md "Regime map").
+regimes: deps
+	@echo "make regimes: 72 cells, 120 ns-3 runs; about 10 minutes on a 2-core machine (ARGS=\"--resume DIR\" reuses a run)"
+	$(PY) -m bench regimes $(ARGS)
 
 test: deps
 	$(PY) -m pytest -q -ra --durations=25

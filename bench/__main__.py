@@ -3,7 +3,7 @@
     python -m bench [placement] [target] [ina] [ina-scale] [ina-bfp] [ina-train] [ndn] [ndn-baselines]
                     [differentiated] [differentiated-ablation] [differentiated-replay] [bcube] [token]
                     [token-grid] [train] [ddp]
-                    [fuzz] [fuzz-config] [fuzz-p4rt] [loss] [simulate]
+                    [fuzz] [fuzz-config] [fuzz-p4rt] [loss] [simulate] [regimes]
 
 With no names, runs all of them. One name may be followed by its own options
 (``python -m bench token-grid --seeds 5 --out-dir DIR``; ``python -m bench NAME --help``

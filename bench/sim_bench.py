@@ -21,6 +21,11 @@ against the emulator.
                                            [--methods greedy,random,tor-first]]
                               [--bcube [--bcube-sizes 8x2,4x3,16x2] [--bcube-values V]]
                               [--validate [--validate-bw 2,5,10] | --validate-summary FILE]
+                              [--check-ideal [--check-cases all|tight] [--json FILE]]
+
+5. ``--check-ideal``: the harness's ideal model (experiments/ideal.py) against ns-3 for PS,
+   INA, ring, the sharded PS and BML on small topologies, at a latency-bound and a
+   bandwidth-bound gradient (sim/check_ideal.py).
 """
 
 from __future__ import annotations
@@ -273,6 +278,36 @@ def validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_ideal(args: argparse.Namespace) -> int:
+    """The harness's ideal model against ns-3 (sim/check_ideal.py)."""
+    from sim.check_ideal import cases, compare
+
+    t = Table(title="the ideal model (experiments/ideal.py) vs ns-3, one synchronization; ideal "
+                    "bound = busiest link's bytes at its rate + steps x one ns-3 switch traversal "
+                    "(1 us + a 98-byte frame); ns-3 is deterministic (one run each)")
+    for c in ("topology", "workers", "values", "scheme", "ideal busiest", "ideal bytes",
+              "ns-3 busiest", "ns-3 bytes", "ideal bound ms", "ns-3 ms", "ns-3 / ideal",
+              "retx", "wall s"):
+        t.add_column(c, justify="left" if c in ("topology", "scheme", "ideal busiest",
+                                                 "ns-3 busiest") else "right")
+    rows = []
+    for spec, scheme, workers, values in cases(args.check_cases):
+        r = compare(spec, scheme, workers, values, max_time=args.max_time)
+        rows.append(r.as_dict())
+        ratio = "-" if r.ratio is None else f"{r.ratio:.3f}"
+        console.print(f"[dim]{spec} {scheme} {workers} workers {values:,} values: ideal "
+                      f"{r.ideal_bound_s * 1e3:.3f} ms, ns-3 {_us(r.sim_s)} ms ({ratio}), wall "
+                      f"{r.wall_s:.1f} s[/dim]")
+        t.add_row(spec, str(r.workers), f"{values:,}", scheme, r.ideal_busiest,
+                  f"{r.ideal_bytes:,}", r.sim_busiest, f"{r.sim_bytes:,}",
+                  f"{r.ideal_bound_s * 1e3:,.3f}", _sync(r.sim_s, args.max_time), ratio,
+                  str(r.retransmissions), f"{r.wall_s:.1f}")
+    console.print(t)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry."""
     p = argparse.ArgumentParser(prog="python -m bench simulate", description=__doc__.splitlines()[0])
@@ -311,6 +346,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="--extrapolate: gradient lengths to simulate")
     p.add_argument("--extrapolate-workers", type=int, default=15,
                    help="--extrapolate: workers (default 15: fat-tree k=4)")
+    p.add_argument("--check-ideal", action="store_true",
+                   help="the harness's ideal model (experiments/ideal.py) vs ns-3 instead")
+    p.add_argument("--check-cases", choices=("all", "tight"), default="all",
+                   help="--check-ideal: every topology and size (all, ~5 min here), or one "
+                        "small bandwidth-bound case per scheme (tight)")
+    p.add_argument("--json", help="--check-ideal: also write the rows to this JSON file")
     p.add_argument("--validate", action="store_true", help="the validation table instead")
     p.add_argument("--validate-bw", default="2,5,10")
     p.add_argument("--validate-workers", type=int, default=4)
@@ -322,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
     if not available():
         print(f"simulate: skipped: {Ns3Missing.__doc__} pip install -e '.[sim]'")
         return 0
+    if args.check_ideal:
+        return check_ideal(args)
     if args.validate or args.validate_summary:
         return validate(args)
     if args.limits:

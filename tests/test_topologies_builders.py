@@ -169,6 +169,34 @@ def test_leaf_spine_structure() -> None:
         assert [topo.peer(spine, i + 1)[0] for i in range(4)] == leaves
 
 
+@pytest.mark.parametrize(("oversub", "uplink"), [(1, 2000.0), (2, 1000.0), (4, 500.0), (2.5, 800.0)])
+def test_leaf_spine_oversubscription_sets_the_uplink_rate(oversub: float, uplink: float) -> None:
+    """A leaf's host capacity over its uplink capacity is ``oversub``: 4 hosts at 1000 Mbit/s
+    over 2 spines at 4:1 -> 500 Mbit/s a leaf-spine link; the host links keep ``bw``."""
+    from topologies.spec import parse_topology
+
+    topo = parse_topology(f"leaf-spine:2,3,4,bw=1000,oversub={oversub}")
+    assert topo.name == f"leaf_spine-2x3x4-oversub{oversub:g}"
+    for ln in topo.links():
+        host_link = topo.is_host(ln.a) or topo.is_host(ln.b)
+        assert ln.capacity == (1000.0 if host_link else uplink), ln
+    for leaf in topo.switches("leaf"):
+        down = sum(topo.graph.edges[leaf, h]["capacity"] for h in topo.graph[leaf] if topo.is_host(h))
+        up = sum(topo.graph.edges[leaf, s]["capacity"] for s in topo.switches("spine"))
+        assert down / up == pytest.approx(oversub)
+    # the same structure as without the parameter, and 0 keeps every link at bw
+    assert sorted(topo.graph.edges) == sorted(leaf_spine(2, 3, 4).graph.edges)
+    assert {ln.capacity for ln in leaf_spine(2, 3, 4, bw=1000, oversub=0).links()} == {1000.0}
+
+
+@pytest.mark.parametrize("bad", ["-1", "inf", "nan"])
+def test_leaf_spine_oversubscription_must_be_positive(bad: str) -> None:
+    from topologies.spec import SpecError, parse_topology
+
+    with pytest.raises(SpecError, match="oversub: must be a positive number"):
+        parse_topology(f"leaf-spine:2,3,4,oversub={bad}")
+
+
 def test_rail_networks_copy_the_one_rail_topology_per_nic() -> None:
     from controller.routing import compute_routes
     from topologies.spec import parse_topology

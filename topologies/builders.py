@@ -91,7 +91,8 @@ def fat_tree(k: int, bw: float = DEFAULT_BW) -> Topology:
     return topo
 
 
-def leaf_spine(spines: int, leaves: int, hosts_per_leaf: int, bw: float = DEFAULT_BW) -> Topology:
+def leaf_spine(spines: int, leaves: int, hosts_per_leaf: int, bw: float = DEFAULT_BW,
+               oversub: float = 0) -> Topology:
     """A two-tier Clos: every leaf connects to every spine.
 
     Switches ``s1..s<spines>`` are spines (role ``spine``), then the leaves (role
@@ -99,13 +100,24 @@ def leaf_spine(spines: int, leaves: int, hosts_per_leaf: int, bw: float = DEFAUL
     hosts, then one port per spine in spine order; spine port ``i`` leads to leaf ``i``
     (1-based). Switch attribute ``pos`` is the 0-based position within its tier; host
     attribute ``leaf`` is the 0-based position of its leaf.
+
+    ``oversub``: a leaf's host capacity over its uplink capacity (``leaf-spine:2,4,4,
+    oversub=4``): every leaf-spine link then runs at ``hosts_per_leaf * bw / (spines *
+    oversub)`` Mbit/s, host links at ``bw``. 0 (the default): every link at ``bw``, which
+    makes the ratio ``hosts_per_leaf / spines``.
     """
     spines = _int_arg(spines, "spines", 1)
     leaves = _int_arg(leaves, "leaves", 1)
     hosts_per_leaf = _int_arg(hosts_per_leaf, "hosts_per_leaf", 1)
+    if isinstance(oversub, bool) or not isinstance(oversub, (int, float)) or not (
+            oversub == 0 or 0 < oversub < float("inf")):
+        raise TopologyError(f"must be a positive number (0: every link at bw), got {oversub!r}",
+                            field="oversub")
+    uplink = hosts_per_leaf * bw / (spines * oversub) if oversub else None
     _check_size(leaves * hosts_per_leaf, "leaves", hosts_per_leaf + spines, "spines")
     _check_size(0, "leaves", leaves, "leaves")  # every spine has a port per leaf
-    topo = Topology(f"leaf_spine-{spines}x{leaves}x{hosts_per_leaf}", bw=bw)
+    topo = Topology(f"leaf_spine-{spines}x{leaves}x{hosts_per_leaf}"
+                    + (f"-oversub{oversub:g}" if oversub else ""), bw=bw)
     spine_names = [topo.add_switch(f"s{i + 1}", role="spine", pos=i) for i in range(spines)]
     leaf_names = [topo.add_switch(f"s{spines + i + 1}", role="leaf", pos=i) for i in range(leaves)]
     hid = 0
@@ -115,7 +127,7 @@ def leaf_spine(spines: int, leaves: int, hosts_per_leaf: int, bw: float = DEFAUL
             topo.add_link(leaf, topo.add_host(f"h{hid}", leaf=i))
     for leaf in leaf_names:
         for spine in spine_names:
-            topo.add_link(leaf, spine)
+            topo.add_link(leaf, spine, bw=uplink)
     topo.validate()
     return topo
 
