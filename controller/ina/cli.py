@@ -271,6 +271,7 @@ def ina_deploy(args: argparse.Namespace) -> int:
     except DeployError as e:
         raise UsageError(f"job {args.job_id} cannot join the deployed jobs "
                          f"{sorted(others)}: {e}") from None
+    spec["stamp"] = job.stamp  # drawn by the deployment; the job keeps it when redeployed
     t0 = time.monotonic()
     report = dep.deploy(timeout=args.timeout)
     took = time.monotonic() - t0

@@ -56,7 +56,8 @@ def plan_job(topo: Topology, spec: dict[str, Any]) -> Any:
                            spec["capacity"] or 1.0, spec["values"], job_id=spec["job_id"],
                            scale_bits=spec["scale_bits"], aggregate=not spec["baseline"],
                            number_format=spec.get("number_format", "fixed"),
-                           values_per_packet=spec.get("values_per_packet", INA_VALUES))
+                           values_per_packet=spec.get("values_per_packet", INA_VALUES),
+                           stamp=spec.get("stamp", 0))
     except (PlacementError, DeployError) as e:
         raise DeployError(f"job {spec['job_id']}: {e}") from None
 
