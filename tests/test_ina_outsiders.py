@@ -242,21 +242,27 @@ def test_agents_refuse_what_admission_let_through_by_its_stamp(net, check: bool)
     if not check:
         job.stamp = 0  # the policy the agents read carries no stamp: they do not check
     results, grads = _forgeries(topo, job)
-    holder: dict[str, Any] = {}
 
-    def forge() -> None:  # GRADs before the workers send, RESULTs while the job runs
-        assert _finish(_forger(network, grads, out / f"grads-{check}.json", False))["sent"] == len(grads)
-        holder["proc"] = _forger(network, results, out / f"results-{check}.json", until_eof=True)
+    def forge() -> None:  # every agent listens, no worker has sent yet
+        frames = grads + results
+        assert _finish(_forger(network, frames, out / f"stamp-{check}.json", False))["sent"] == len(frames)
 
-    try:
-        (res,) = run_jobs(network, topo, [(job, _grads(2, 23))], out, f"stamp-{check}",
-                          before_go=forge, max_time=60.0)
-    finally:
-        if "proc" in holder:
-            _finish(holder["proc"])
+    grads_in = _grads(2, 23)
     if check:
+        (res,) = run_jobs(network, topo, [(job, grads_in)], out, "stamp-checked", before_go=forge)
         assert res.exact, f"{res.mismatches} elements differ from the exact sum"
-        assert res.ps_packets["refused_stamp"] >= len(grads)  # every forged GRAD
-        assert res.worker_refused_stamp > 0
-    else:  # nothing else stood between the forgeries and the sums
-        assert not res.exact
+        assert res.ps_packets["refused_stamp"] == len(grads)  # every forged GRAD, queued
+        assert res.worker_refused_stamp == len(results)  # every forged RESULT, queued
+        return
+    # unchecked, nothing else stands between the forgeries and the sums: the workers
+    # take the forged RESULTs as soon as they have sent (every value 12345, never the
+    # exact sum) and stop; the PS, holding forged GRADs, never completes a fragment
+    from experiments.ina import _expected_sum
+
+    with pytest.raises(RuntimeError, match="not complete"):
+        run_jobs(network, topo, [(job, grads_in)], out, "stamp-off", before_go=forge, max_time=10.0)
+    expected = _expected_sum(job, grads_in)
+    for rank in range(len(job.workers)):
+        got = np.load(out / f"stamp-off-job{job.job_id}" / f"out-{rank}.npy")[: expected.size]
+        assert np.count_nonzero(got != expected) > 0
+        assert np.all(got == FORGED[0])
