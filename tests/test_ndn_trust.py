@@ -40,16 +40,19 @@ pytestmark = [pytest.mark.net, pytest.mark.slow]
 
 FORGED = 1e6
 
-#: argv: iface stop-file rounds source-mac|"" value; prints "ready", then the packets it sent
+#: argv: iface stop-file rounds source-mac|"" value [tags]; prints "ready", then the
+#: packets it sent; ``tags``: hex of VLAN tags put before the NDN EtherType
 INTRUDER = """
 import pathlib, struct, sys, time
 import numpy as np
 from hosts.ndn.faces import EthernetFace
 from wire.ndn import ETHERTYPE_NDN, NDN_MAC, data_packet, name_of, segments
 iface, stop, rounds, mac = sys.argv[1], pathlib.Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+tags = bytes.fromhex(sys.argv[6]) if len(sys.argv) > 6 else b''
 f = EthernetFace(iface)
-if mac:   # spoof the PS's source address: the switches must not care
-    f._hdr = NDN_MAC + bytes.fromhex(mac.replace(':', '')) + struct.pack('!H', ETHERTYPE_NDN)
+if mac or tags:   # spoof the PS's source address: the switches must not care
+    src = bytes.fromhex(mac.replace(':', '')) if mac else f.mac
+    f._hdr = NDN_MAC + src + tags + struct.pack('!H', ETHERTYPE_NDN)
 segs = segments(np.full(3818, float(sys.argv[5]), np.float32))
 pkts = [data_packet(name_of(b'*distribute*', 'h1', 'train', f'v={v}', f'seg={i}'), c, len(segs) - 1)
         for v in range(1, rounds + 1) for i, c in enumerate(segs)]
@@ -222,3 +225,57 @@ def test_colliding_subscription_flood_leaves_the_job_unaffected(net) -> None:  #
     assert got == want
     assert all(st[s]["drops"].get("subscription_collision", 0) == 0 for s in st), st
     assert all(st[s]["drops"].get(k, 0) == 0 for s in st if s != leaf for k in want), st
+
+
+def test_tagged_forgeries_are_dropped_and_counted(net) -> None:  # noqa: ANN001
+    """The forged distribute Data behind a VLAN tag (h3: VID 0 with the PS's MAC; h6:
+    802.1ad VID 0 over 802.1Q VID 5), which a GPU's kernel would hand to its 0x8624
+    socket with the tags stripped (tests/test_kernel_delivery.py): ndn.p4 never parses
+    them as NDN, so each is a counted ``not_ndn`` drop at the intruder's leaf, the
+    sniffers beside two GPUs see none, and the GPUs end bit-exact."""
+    network, topo, out = net
+    run_dir = out / "tagged"
+    run_dir.mkdir()
+    stop = run_dir / "stop"
+    dep = NdnDeployment(topo, network.grpc_addresses())
+    dep.deploy()
+    dep.start_manager(run_dir / "persistent-pit.json")
+    before = {s: st["drops"].get("not_ndn", 0)
+              for s, st in read_switch_state(topo, network.grpc_addresses()).items()}
+    procs: dict[str, subprocess.Popen] = {}
+    outs: dict[str, str] = {}
+    try:
+        for g in ("h2", "h4"):
+            procs[f"sniff-{g}"] = _start(network, g, SNIFFER, topo.iface(g)["name"], str(stop), repr(FORGED))
+        procs["h3"] = _start(network, "h3", INTRUDER, topo.iface("h3")["name"], str(stop), "3",
+                             topo.host_mac("h1"), repr(FORGED), "81000000")
+        procs["h6"] = _start(network, "h6", INTRUDER, topo.iface("h6")["name"], str(stop), "3", "",
+                             repr(FORGED), "88a8000081000005")
+        res = run_agents(network, topo, run_dir, transport="ndn", ps="h1", gpus=["h2", "h4", "h5"],
+                         rounds=3, compute_time=0.2, max_time=90)
+    finally:
+        stop.touch()
+        for name, p in procs.items():
+            try:
+                outs[name] = p.communicate(timeout=20)[0]
+            except subprocess.TimeoutExpired:
+                p.kill()
+                outs[name] = p.communicate()[0]
+        dep.stop_manager()
+    assert res.exact, res.problems
+    sent = {h: int(outs[h].split()[-1]) for h in ("h3", "h6")}
+    assert all(n > 0 for n in sent.values()), sent
+    for g in ("h2", "h4"):
+        seen = json.loads(outs[f"sniff-{g}"].splitlines()[-1])
+        assert seen["forged"] == 0, (g, seen)
+    leaf = {h: topo.iface(h)["switch"] for h in sent}
+    want = {leaf["h3"]: sent["h3"], leaf["h6"]: sent["h6"]}
+    deadline = time.monotonic() + 30
+    while True:
+        st = read_switch_state(topo, network.grpc_addresses())
+        got = {s: st[s]["drops"].get("not_ndn", 0) - before.get(s, 0) for s in st}
+        if all(got[s] >= n for s, n in want.items()) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    # at least every forgery (BMv2 also counts the root namespace's own frames)
+    assert all(got[s] >= n for s, n in want.items()), (got, want)
