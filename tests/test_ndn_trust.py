@@ -279,3 +279,69 @@ def test_tagged_forgeries_are_dropped_and_counted(net) -> None:  # noqa: ANN001
         time.sleep(0.5)
     # at least every forgery (BMv2 also counts the root namespace's own frames)
     assert all(got[s] >= n for s, n in want.items()), (got, want)
+
+
+#: argv: iface stop-file; prints "ready", then "<sent> <seconds>": Interests for 4,096
+#: distinct names toward the PS, at most 2,000 a second, 16,000 in all, 60 s at most
+INTEREST_FLOODER = """
+import pathlib, sys, time
+from hosts.ndn.faces import EthernetFace
+from wire.ndn import interest_packet, name_of
+f = EthernetFace(sys.argv[1])
+stop = pathlib.Path(sys.argv[2])
+pkts = [interest_packet(name_of('h1', 'flood', f'n{i}')) for i in range(4096)]
+print('ready', flush=True)
+n, t0 = 0, time.monotonic()
+while not stop.exists() and n < 16000 and time.monotonic() - t0 < 60:
+    for p in pkts[n % 4096:n % 4096 + 100]:
+        f.send(p)
+        n += 1
+    time.sleep(0.05)
+print(n, time.monotonic() - t0, flush=True)
+"""
+
+
+def test_an_outsiders_interest_flood_is_bounded_per_port(net) -> None:  # noqa: ANN001
+    """h3, on the PS's leaf and in no job, sends Interests for thousands of names (each
+    would start or take over a transient PIT entry on every switch to the PS) through a
+    whole training. With the job known, NdnDeployment limits every host port in no job
+    to OUTSIDER_PIT_BUDGET new entries a second: h3's leaf refuses the rest
+    (``pit_budget``), so at most that many a second get in, and the job is bit-exact."""
+    from controller.ndn.deployment import OUTSIDER_PIT_BUDGET
+
+    network, topo, out = net
+    run_dir = out / "interest-flood"
+    run_dir.mkdir()
+    stop = run_dir / "stop"
+    gpus = ["h2", "h4", "h5"]
+    dep = NdnDeployment(topo, network.grpc_addresses(), jobs=[NdnJob("h1", tuple(gpus))])
+    dep.deploy()
+    flood = _start(network, "h3", INTEREST_FLOODER, topo.iface("h3")["name"], str(stop))
+    try:
+        res = run_agents(network, topo, run_dir, transport="ndn", ps="h1", gpus=gpus,
+                         rounds=3, compute_time=0.2, max_time=90)
+    finally:
+        stop.touch()
+        try:
+            sent_s, seconds_s = flood.communicate(timeout=90)[0].split()[-2:]
+        except subprocess.TimeoutExpired:
+            flood.kill()
+            raise
+    assert res.exact, res.problems
+    sent, seconds = int(sent_s), float(seconds_s)
+    leaf = topo.iface("h3")["switch"]
+    admitted_at_most = OUTSIDER_PIT_BUDGET * (int(seconds) + 2)
+    assert sent > admitted_at_most, (sent, seconds)  # the flood went past the budget
+    # the flooder repeats each name's packet (same nonce) every 4,096: a repeat within the
+    # nonce's lifetime is a duplicate_nonce drop, before the PIT; the rest past the budget
+    # is pit_budget
+    deadline = time.monotonic() + 30
+    while True:
+        st = read_switch_state(topo, network.grpc_addresses())
+        d = st[leaf]["drops"]
+        refused = d.get("pit_budget", 0) + d.get("duplicate_nonce", 0)
+        if refused >= sent - admitted_at_most or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert d.get("pit_budget", 0) > 0 and refused >= sent - admitted_at_most, (sent, seconds, st[leaf])
+    assert all(st[s]["drops"].get("pit_budget", 0) == 0 for s in st if s != leaf), st
