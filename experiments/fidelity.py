@@ -71,9 +71,11 @@ def resend_packet_bytes(scheme: str) -> int:
     return ideal.TCP_MSS + ideal.TCP_HDR
 
 
-def ideal_for(plan: Any, scheme: str, budget: int, job: Any = None) -> dict[str, Any]:
+def ideal_for(plan: Any, scheme: str, budget: int, job: Any = None, *,
+              tor_in_budget: bool = False) -> dict[str, Any]:
     """The ideal figures of one synchronization of ``scheme`` as the harness runs it
-    (``plan.settings[scheme]``; ``job``: the run's INA job, planned again if None);
+    (``plan.settings[scheme]``; ``job``: the run's INA job, planned again if None, with
+    s_d inside the budget when ``tor_in_budget``);
     ``{"error": why}`` where the model cannot say (a finished run is never lost to it)."""
     from experiments.ideal import ideal_sync
 
@@ -83,7 +85,8 @@ def ideal_for(plan: Any, scheme: str, budget: int, job: Any = None) -> dict[str,
             from controller.ina import InaJob
 
             job = InaJob.plan(setting.topo, setting.ps, setting.workers, budget if scheme == "ina" else 0,
-                              1000.0, plan.parameters, aggregate=scheme == "ina")
+                              1000.0, plan.parameters, aggregate=scheme == "ina",
+                              tor_in_budget=tor_in_budget)
         return ideal_sync(scheme, setting, plan.parameters, job).to_dict()
     except Exception as e:  # noqa: BLE001 (reported beside the run, which keeps its figures)
         return {"error": f"{type(e).__name__}: {e}"}

@@ -350,7 +350,8 @@ def _plan_jobs(args: argparse.Namespace, topo: Topology, plan: list[tuple[str, l
     for j, (ps, workers) in enumerate(plan):
         grads.append(_gradients(len(workers), args.values, args.seed + j))
         ina_jobs.append(InaJob.plan(topo, ps, workers, args.budget, args.capacity, args.values,
-                                    job_id=j + 1, values_per_packet=args.values_per_packet))
+                                    job_id=j + 1, values_per_packet=args.values_per_packet,
+                                    tor_in_budget=args.tor_in_budget))
         base_jobs.append(InaJob.plan(topo, ps, workers, 0, args.capacity, args.values,
                                      job_id=j + 1, aggregate=False,
                                      values_per_packet=args.values_per_packet))
@@ -385,7 +386,8 @@ def _run_on_network(args: argparse.Namespace, topo: Topology, run_dir: Path, ina
         switch_neighbors(net, topo, aggregating)
         congestion = {"ina": args.congestion, "ps": args.baseline_congestion or args.congestion}
         for jobs, tag in ((ina_jobs, "ina"), (base_jobs, "ps")):
-            dep = InaDeployment(topo, addresses, jobs, loss=loss)
+            dep = InaDeployment(topo, addresses, jobs, loss=loss,
+                                aggregator_ring=args.aggregator_ring if tag == "ina" else None)
             rep = dep.deploy()
             _log(f"{tag}: deployed: {len(dep.aggregators)} aggregating switches; {rep}")
             before = Snapshot.take(net)
@@ -427,6 +429,12 @@ def build_parser() -> argparse.ArgumentParser:
                    metavar="V", help="values a packet carries: 64 (default), 128 or 256; the "
                    "switches run the ina.p4 compiled for it (docs/ina.md)")
     p.add_argument("--budget", type=argtypes.natural, default=2, help="K programmable switches (default 2)")
+    p.add_argument("--tor-in-budget", action="store_true",
+                   help="count s_d in K: it aggregates only when placed (default: s_d always "
+                        "aggregates, outside K)")
+    p.add_argument("--aggregator-ring", type=argtypes.integer(1, 1024), metavar="N",
+                   help="consistent hashing of the aggregator index over N aggregators "
+                        "(default: crc32 modulo all 1024)")
     p.add_argument("--capacity", type=argtypes.positive, default=1000.0, help="switch capacity C in Mbit/s")
     p.add_argument("--window", type=argtypes.count, default=32, help="outstanding fragments per worker")
     p.add_argument("--timeout", type=argtypes.positive, default=1.0,

@@ -347,6 +347,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=argtypes.positive, default=0.3)
     p.add_argument("--cutoff", type=argtypes.number(above=0.0, hi=1.0), default=0.9, help="a batch ends at this fraction of its data")
     p.add_argument("--wait-unit", type=argtypes.positive, default=1.0, help="t of the staggered timeouts (s)")
+    p.add_argument("--resends", type=argtypes.integer(1, 255), default=3,
+                   help="re-sends of a silent pass before a node is declared lost (default 3, "
+                        "robust to a lossy LAN; 1: the method's single re-send)")
     p.add_argument("--kill", type=_kill_spec, action="append", default=[], metavar="HOST@T",
                    help="kill node HOST T seconds into training (repeatable)")
     p.add_argument("--slow", type=_slow_spec, action="append", default=[], metavar="HOST=F",
@@ -395,7 +398,7 @@ def main(argv: list[str]) -> int:
     console.save_to(out)  # every table in full: tables.txt, tables.json, CSV
     common = ["--seed", str(args.seed), "--epochs", str(args.epochs), "--batch-size", str(args.batch_size), "--lr", str(args.lr),
               "--cutoff", str(args.cutoff), "--wait-unit", str(args.wait_unit),
-              "--min-nodes", str(args.min_nodes), "--save", str(out / "model.pt")]
+              "--resends", str(args.resends), "--min-nodes", str(args.min_nodes), "--save", str(out / "model.pt")]
     per_host = {h: ["--slowdown", str(f)] for h, f in args.slow}
     with Network(topo, target=args.target, limit_bw=args.bw < 1000, log=_log) as net:
         dep = TokenDeployment(topo, net.grpc_addresses())

@@ -42,7 +42,8 @@ the ideal bound of one synchronization (``experiments.ideal``: its own traffic, 
 re-sends), the bytes that actually crossed the busiest link (re-sends included), the
 re-sent bytes, the bytes that reached the PS and the CPU of switches and agents in the
 training window, and gets a verdict, ``link-bound`` or ``emulator-bound``
-(``experiments.fidelity``); ratios between emulator-bound runs give no verdict.
+(``experiments.fidelity``); ratios between emulator-bound runs give no verdict, and
+``--fidelity auto`` reruns such a comparison dilated (``experiments.fidelity_auto``).
 
 Plugins: a scheme with its own agents (token broadcast, NDN-PS and its IP baselines,
 differentiated transmission) joins through a module ``experiments/train_<scheme>.py``
@@ -83,7 +84,7 @@ from rich.table import Table
 
 from controller import argtypes, registry
 from controller.output import TableConsole
-from experiments import scaling
+from experiments import fidelity_auto, scaling
 from experiments.harness_records import HarnessError, Plan, RunRecord, Setting
 from experiments.harness_report import fmt_interval as fmt_interval  # the tables of bench/
 from experiments.harness_report import manifest, pick_reference, plot, print_table, summarize
@@ -177,8 +178,12 @@ def build_parser(add_help: bool = True, prog: str = "python -m experiments --mod
                    help="fix compute per batch at S seconds (dilated time, labelled; 0: real)")
     p.add_argument("--budget", type=argtypes.natural, default=0,
                    help="INA: aggregating switches besides s_d (default 0: s_d aggregates)")
+    p.add_argument("--tor-in-budget", action="store_true",
+                   help="INA: count s_d in --budget (it aggregates only when placed; default: "
+                        "s_d aggregates outside the budget)")
     p.add_argument("--resume", default=None, metavar="DIR", help="continue a results directory")
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
+    fidelity_auto.add_arguments(p)
     options.add_common(p, "train", takes={
         "--seeds": {"default": 3}, "--seed": {"default": 0},
         "--target-accuracy": {"default": None}, "--workers": {"default": 4},
@@ -361,7 +366,8 @@ def run_one(net: Any, args: argparse.Namespace, plan: Plan, scheme: str, seed: i
             rec = run_trainers(net, args, plan, scheme, seed, job, d, port, collective)
     rec.wall_s = time.monotonic() - t0
     split = time_split(setting.topo, before, Snapshot.take(net), {"agents": rec.agent_cpu_s})
-    ideal = ideal_for(plan, scheme, getattr(args, "budget", 0), job)
+    ideal = ideal_for(plan, scheme, getattr(args, "budget", 0), job,
+                      tor_in_budget=getattr(args, "tor_in_budget", False))
     if ideal.get("error"):
         _log(f"[yellow]no ideal bound for {scheme}: {ideal['error']}[/yellow]")
     complete(rec, split.to_dict(), plan, args, window.result(), ideal)
@@ -405,7 +411,8 @@ def derive(rec: RunRecord, plan: Plan, args: argparse.Namespace) -> None:
     if rec.ideal_bound_s is None and rec.scheme in plan.settings and rec.iterations:
         from experiments.fidelity import ideal_for  # a record saved before the ideal bound
 
-        rec.ideal_bound_s = ideal_for(plan, rec.scheme, getattr(args, "budget", 0)).get("ideal_bound_s")
+        rec.ideal_bound_s = ideal_for(plan, rec.scheme, getattr(args, "budget", 0),
+                                     tor_in_budget=getattr(args, "tor_in_budget", False)).get("ideal_bound_s")
     if rec.steps_to_target is not None and rec.iterations:
         rec.bound_to_target_s = rec.steps_to_target * ((rec.compute_s_per_iter or 0.0)
                                                        + (rec.ideal_bound_s or 0.0))
@@ -441,7 +448,8 @@ def print_plan(plan: Plan, args: argparse.Namespace) -> None:
                   + (f"; loss {', '.join(f'{s}:{p}={r:g}' for (s, p), r in plan.loss.items())}"
                      if plan.loss else "")
                   + (f"; slow {', '.join(f'{h} x{f:g}' for h, f in plan.slow.items())}" if plan.slow else "")
-                  + (f"; DILATED: compute fixed at {args.compute_time:g} s per batch" if args.compute_time else ""))
+                  + (f"; DILATED{f' {args.dilation}x' if getattr(args, 'dilation', 1) > 1 else ''}: compute "
+                     f"fixed at {args.compute_time:g} s per batch" if args.compute_time else ""))
     console.print(f"work: {plan.rule}; {args.epochs} x {plan.steps_per_epoch} x {plan.global_batch} = "
                   f"{args.epochs * plan.steps_per_epoch * plan.global_batch:,} samples on every scheme")
     console.print(f"reference: {args.reference}" + (" (picked: gloo if run, else ring, else the first scheme; "
@@ -468,13 +476,14 @@ def run(args: argparse.Namespace) -> int:
     run_dir = _open_run_dir(args, plan)
     records, todo = _runs_done(run_dir, plan, args)
     records += _run_todo(args, plan, run_dir, todo)
-    return _report(run_dir, records, plan, args)
+    rc = _report(run_dir, records, plan, args)
+    return fidelity_auto.continue_auto(args, records, rc, run, lambda m: console.print(f"[yellow]{m}[/yellow]"))
 
 
 def _open_run_dir(args: argparse.Namespace, plan: Plan) -> Path:
     """The results directory (new, or ``--resume``'s) with its manifest written."""
     run_dir = Path(args.resume) if args.resume else Path(args.out_dir).resolve() / time.strftime(
-        "train-%Y%m%d-%H%M%S")
+        "train-%Y%m%d-%H%M%S") + (f"-dilated{args.dilation}x" if getattr(args, "dilation", 1) > 1 else "")
     (run_dir / "runs").mkdir(parents=True, exist_ok=True)
     mf = run_dir / "manifest.json"
     if mf.exists():  # resumed: keep where the first runs came from, note this continuation
@@ -517,7 +526,8 @@ def _run_todo(args: argparse.Namespace, plan: Plan, run_dir: Path,
 
     topo = plan.topo
     jobs = {"ps": InaJob.plan(topo, plan.ps, plan.workers, 0, 1000.0, plan.parameters, aggregate=False),
-            "ina": InaJob.plan(topo, plan.ps, plan.workers, args.budget, 1000.0, plan.parameters)}
+            "ina": InaJob.plan(topo, plan.ps, plan.workers, args.budget, 1000.0, plan.parameters,
+                               tor_in_budget=getattr(args, "tor_in_budget", False))}
     groups: dict[str, list[tuple[str, int]]] = {}
     for s, seed in todo:
         groups.setdefault(plan.settings[s].key, []).append((s, seed))

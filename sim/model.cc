@@ -60,7 +60,7 @@ static uint32_t crc32_bytes(const uint8_t* p, size_t n) {
   }
   return c ^ 0xFFFFFFFFu;
 }
-// ina_aggregator.p4 locate(): crc32 over {job_id (8), fragment (32), origin (16)}, mod slots.
+// ina_aggregator.p4 hash_fragment() (the default index): crc32 over {job_id (8), fragment (32), origin (16)}, mod slots.
 uint32_t AggIndex(uint8_t job, uint32_t frag, uint16_t origin, uint32_t slots) {
   uint8_t b[7] = {job, (uint8_t)(frag >> 24), (uint8_t)(frag >> 16), (uint8_t)(frag >> 8),
                   (uint8_t)frag, (uint8_t)(origin >> 8), (uint8_t)origin};

@@ -10,7 +10,7 @@ collects the answers: a free aggregator (or one past its timeout) adds the GRAD 
 sends a ``PARTIAL`` to the PS, a busy one passes the GRAD on to the PS unaggregated (on
 s_d), so the PARTIALs count the aggregators a job can get; ``listen`` then frees them
 with ``CLEAR``. The fragment numbers are picked so that crc32(job, fragment, origin 0)
-mod ``NUM_AGGREGATORS`` -- the index ``ina_aggregator.p4``'s ``locate`` computes -- covers
+mod ``NUM_AGGREGATORS`` -- the default index ``ina_aggregator.p4``'s ``hash_fragment`` computes -- covers
 every index once. (The PS cannot probe by itself: a passed-on GRAD would come back with
 its own address as source, which its kernel drops.)
 
@@ -42,7 +42,7 @@ _BATCH, _PAUSE = 16, 0.02  # GRADs per burst: far below any queue of the switch 
 
 
 def aggregator_index(job: int, fragment: int, origin: int = 0, n: int = NUM_AGGREGATORS) -> int:
-    """The aggregator ``ina_aggregator.p4``'s ``locate`` hashes a fragment to."""
+    """The aggregator ``ina_aggregator.p4``'s ``hash_fragment`` hashes a fragment to (the default index)."""
     return zlib.crc32(struct.pack(">BIH", job, fragment, origin)) % n
 
 

@@ -76,6 +76,28 @@ def test_exact_sums_no_loss(net) -> None:  # noqa: ANN001
     assert all(e["cleared"] == e["partial"] for e in events.values())
 
 
+def test_tor_in_budget_counts_s_d_in_k(net) -> None:  # noqa: ANN001
+    """``tor_in_budget``: s_d is an ordinary candidate inside K. On this fat-tree the
+    placement then takes two other switches and leaves s_d out, so s_d adds nothing
+    (it only stands by for passed-on packets) and the sums stay exact."""
+    network, topo, out = net
+    workers = [f"h{i}" for i in range(3, 17)]
+    job = InaJob.plan(topo, "h1", workers, 2, 1000.0, 2048, tor_in_budget=True)
+    res_pl = job.placement.result
+    assert len(job.placement.switches) == 2 and res_pl.tor not in job.placement.switches
+    assert not res_pl.tor_active
+    dep = InaDeployment(topo, network.grpc_addresses(), [job])
+    dep.deploy()
+    (res,) = run_jobs(network, topo, [(job, _grads(len(workers), 2048, 5))], out, "torin")
+    assert res.exact, f"{res.mismatches} elements differ from the exact sum"
+    events = dep.read_events()
+    assert events[res_pl.tor]["added"] == 0
+    assert all(events[s]["added"] > 0 for s in job.placement.switches)
+    # the seed's model (the default): s_d aggregates outside K
+    default = _plan(topo, workers)
+    assert default.placement.result.tor_active and len(default.aggregating_switches) == 3
+
+
 def test_exact_sums_with_loss_on_worker_links(net) -> None:  # noqa: ANN001
     network, topo, out = net
     workers = [f"h{i}" for i in range(3, 11)]

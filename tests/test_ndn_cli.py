@@ -16,6 +16,9 @@ from controller.cli import main
     (["ndn", "deploy", "star:3", "--run-dir", "/tmp", "--loss", "s1=0.1"], "bad loss spec"),
     (["ndn", "show", "star:3", "--run-dir", "/tmp"], "no P4Runtime socket"),
     (["ndn", "show", "nope:3", "--run-dir", "/tmp"], "nope"),
+    (["ndn", "unsubscribe", "star:3", "--run-dir", "/tmp", "--gpu", "h9"], "is not a GPU host"),
+    (["ndn", "unsubscribe", "star:3", "--run-dir", "/tmp", "--gpu", "h1"], "is not a GPU host"),
+    (["ndn", "unsubscribe", "star:3", "--run-dir", "/tmp", "--gpu", "h2"], "no P4Runtime socket"),
 ])
 def test_usage_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2

@@ -18,6 +18,7 @@ from controller.ndn import (
     NDN_DROP_REASONS,
     NDN_EVENTS,
     OUT_VIA_PIPELINE,
+    PERSISTENT,
     NameBoundsError,
     PersistentPit,
     TransientPit,
@@ -25,6 +26,7 @@ from controller.ndn import (
     components,
     prefix_hash,
 )
+from controller.ndn.persistent_pit import PERSISTENT_LIFETIME_US
 from controller.p4runtime import Program
 from targets.embedded.state import Replica, TableEntry
 from targets.embedded.switch import Switch
@@ -265,6 +267,38 @@ def test_subscriptions_are_soft_state(sw: Switch) -> None:
     drops, ev = counters(sw)
     assert drops == {"no_subscribers": 1}
     assert ev["unsubscribed"] == 2 and ev["distributed"] == 2
+
+
+def test_persistent_subscriptions_live_until_unsubscribed(sw: Switch) -> None:
+    """The persistent lifetime (``PERSISTENT``, what ``PersistentPit.config_entry`` writes
+    for it): one insert Interest and no refresh keeps the port an hour later; a GPU that
+    died subscribed keeps getting updates until the controller unsubscribes it on its
+    behalf (its unsubscribe Interest, packet-out through the pipeline from its port)."""
+    route(sw, "/h1", 1)
+    _sub_lifetime(sw, PERSISTENT_LIFETIME_US)
+    for port, g in ((2, "h2"), (3, "h3")):
+        assert sw.process(port, frame(ins(g)))[0][0] == 1
+    _later(sw, 3600.0)                                               # no refresh for an hour
+    d = dist()
+    assert sorted(q for q, _ in sw.process(1, frame(d))) == [2, 3]
+    assert sw.program.counters["MyIngress.persistent_pit.subscriptions_expired"].read(0)[0] == 0
+    # h3 died subscribed: the controller sends its unsubscribe through the pipeline
+    u3 = interest_packet(name_of(b"*unsubscribe*", "h1", "train", "h3"))
+    out = ((3 << 7) | OUT_VIA_PIPELINE).to_bytes(2, "big") + frame(u3)
+    assert sw.process(255, out) == []                                # h2 left: not sent on
+    assert [q for q, _ in sw.process(1, frame(d))] == [2]
+    # h2 unsubscribes itself: none left, so the Interest goes on toward the PS
+    u2 = interest_packet(name_of(b"*unsubscribe*", "h1", "train", "h2"))
+    assert sw.process(2, frame(u2)) == [(1, frame(u2))]
+    assert sw.process(1, frame(d)) == []
+    _drops, ev = counters(sw)
+    assert ev["unsubscribed"] == 2 and ev["distributed"] == 2
+
+
+def test_persistent_lifetime_is_what_the_controller_writes() -> None:
+    pp = Program.load(NDN_JSON).block(PersistentPit)
+    assert pp.config_entry("switch", PERSISTENT).action.args["lifetime_us"] == PERSISTENT_LIFETIME_US
+    assert pp.config_entry("switch", 6.0).action.args["lifetime_us"] == 6_000_000
 
 
 def test_subscriptions_are_rebuilt_by_refreshes_after_a_restart() -> None:

@@ -169,6 +169,30 @@ def test_slow_node_passes_then_broadcasts_and_killed_node_is_declared_lost(net) 
     assert sum(e["examples"] for e in taken.values()) == shard
 
 
+@pytest.mark.long  # ~35 s; the suite keeps the lost node with 3 re-sends, and the single
+# re-send in process (test_token_nic.py: test_config_sets_one_resend_...)
+def test_one_resend_then_the_killed_node_is_declared_lost(net) -> None:  # noqa: ANN001
+    # --resends 1, the method's single re-send: the dead holder's predecessor re-sends its
+    # pass once, and the node d positions after the holder declares it d*t later
+    run, _out, _dep = _run(net, "oneresend", "--cutoff", "1.0", "--compute-fixed", "0.05",
+                           "--resends", "1", epochs=2, kills={"h4": 1.5}, from_training=True)
+    _ok(run, ["h1", "h2", "h3"])
+    dead = _seq(run, "h4")
+    ev = _lost(run, dead)
+    d = (ev["by"] - dead) % 4
+    assert ev["silence_s"] >= d * T
+    pred = next(h for h in TRAIN if _seq(run, h) == (dead - 2) % 4 + 1)
+    events = [e for e in run.node(pred).events if e["event"] in ("resend", "lost")]
+    lost_at = next(i for i, e in enumerate(events) if e["event"] == "lost" and e["member"] == dead)
+    resends = [e for e in events[:lost_at] if e["event"] == "resend"]
+    assert resends, "the predecessor never re-sent"
+    last_pass = resends[-1]["pass_no"]
+    assert sum(1 for e in resends if e["pass_no"] == last_pass) == 1   # once, not 3 times
+    # the predecessor saw the declaration d*t or more after its one re-send
+    assert events[lost_at]["t"] - resends[-1]["t"] >= d * T - 0.1
+    assert run.node("h1").summary["batch"] == 20
+
+
 @pytest.mark.long  # a scenario: the suite keeps exact sums, loss repair and a lost node
 def test_standby_node_rejoins_after_the_batch(net) -> None:  # noqa: ANN001
     # frozen 1 s into training for longer than its detection (resend t + d*t, d <= 3),

@@ -225,6 +225,30 @@ def test_watchdog_resend_then_staggered_node_lost(nic: Switch) -> None:
     assert bitmap == 0b1000
 
 
+def test_config_sets_one_resend_before_the_wait_for_node_lost(nic: Switch) -> None:
+    """CONFIG's ``member`` = 1 (``--resends 1``, the method's single re-send): after the
+    one RESEND_DUE the NIC asks no more, and NODE_LOST follows d*t after the re-send."""
+    assert tx(nic, HOST, H(TokenMsg.CONFIG, aux=WAIT_US, member=1), MACS[1]) == []
+    tx(nic, HOST, H(TokenMsg.PASS, sender=2, pass_no=1), MACS[1])
+    time.sleep(WAIT_US / 1e6 + 0.05)
+    out = tx(nic, HOST, H(TokenMsg.TICK), MACS[1])
+    assert [h.msg_type for _p, h, _ in out] == [TokenMsg.RESEND_DUE]
+    tx(nic, HOST, H(TokenMsg.PASS, sender=2, pass_no=1, flags=int(TokenFlags.RESEND)), MACS[1])
+    t0 = time.monotonic()
+    lost: list = []
+    while not lost and time.monotonic() - t0 < 5:
+        out = tx(nic, HOST, H(TokenMsg.TICK), MACS[1])
+        assert [h.msg_type for _p, h, _ in out] != [TokenMsg.RESEND_DUE]  # one re-send only
+        lost = out
+        time.sleep(0.02)
+    waited = time.monotonic() - t0
+    h = lost[0][1]
+    assert (h.msg_type, h.member, h.sender) == (TokenMsg.NODE_LOST, 3, 2)
+    # member 2 is d = 3 positions after member 3: 3t after the re-send, not 3t after a third
+    assert 3 * WAIT_US <= h.aux < 4 * WAIT_US and waited >= 3 * WAIT_US / 1e6
+    assert _counter(nic, "NicIngress.membership.member_events", 4) == 1  # RESEND_DUE once
+
+
 def test_lan_switch_floods_broadcasts_and_forwards_unicast() -> None:
     sw = Switch()
     sw.install_program(sw.load_program(LAN.read_bytes()))

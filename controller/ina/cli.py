@@ -100,14 +100,14 @@ def parse_hosts(topo: Topology, ps: str, workers: str | None) -> tuple[str, list
 
 
 def _placement_problem(topo: Topology, ps: str, workers: list[str], budget: int,
-                       capacity: float) -> Any:
+                       capacity: float, tor_in_budget: bool = False) -> Any:
     from controller.placement import PlacementError, PlacementProblem
 
     n = len(topo.switches())
     if budget > n:
         raise UsageError(f"budget K={budget} is larger than the {n} switches of {topo.name}")
     try:
-        return PlacementProblem(topo, ps, workers, budget, capacity)
+        return PlacementProblem(topo, ps, workers, budget, capacity, tor_in_budget=tor_in_budget)
     except PlacementError as e:
         raise UsageError(str(e)) from None
 
@@ -166,7 +166,8 @@ def run_place(args: argparse.Namespace) -> int:
         raise UsageError(f"--fragments must be >= 1, got {args.fragments}")
     if args.plot:
         _check_output_path(args.plot, "--plot")
-    problem = _placement_problem(topo, ps, workers, args.budget, args.capacity)
+    problem = _placement_problem(topo, ps, workers, args.budget, args.capacity,
+                                 args.tor_in_budget)
     pls = solve_placements(problem, args.method, seed=args.seed, time_limit_s=args.time_limit)
     pl = pls[0]  # greedy first with --method all
     job = _policy_job(topo, pl, args.fragments, 1) if args.fragments else None
@@ -247,12 +248,12 @@ def ina_deploy(args: argparse.Namespace) -> int:
     policy_path = _policy_path(args)
     if not args.baseline:
         # the same checks as `place` (clear messages), before anything is installed
-        _placement_problem(topo, ps, workers, args.budget, args.capacity)
+        _placement_problem(topo, ps, workers, args.budget, args.capacity, args.tor_in_budget)
     spec = {"job_id": args.job_id, "ps": ps, "workers": workers, "budget": args.budget,
             "capacity": args.capacity, "values": args.values, "scale_bits": args.scale_bits,
             "number_format": args.number_format,
             "values_per_packet": args.values_per_packet, "baseline": args.baseline,
-            "policy": str(policy_path), "ddp": args.ddp}
+            "policy": str(policy_path), "ddp": args.ddp, "tor_in_budget": args.tor_in_budget}
     job = jobstate.plan_job(topo, spec)
     timeout_us = _timeout_us(args)
     # On a held network the jobs deployed before stay: all are installed together (one
@@ -267,7 +268,7 @@ def ina_deploy(args: argparse.Namespace) -> int:
     spec["aggregator_timeout_us"] = timeout_us
     try:
         dep = InaDeployment(topo, addresses, jobs, loss=held_loss(args.run_dir),
-                            aggregator_timeout_us=timeout_us)
+                            aggregator_timeout_us=timeout_us, aggregator_ring=args.aggregator_ring)
     except DeployError as e:
         raise UsageError(f"job {args.job_id} cannot join the deployed jobs "
                          f"{sorted(others)}: {e}") from None
@@ -447,6 +448,9 @@ def _job_args(sp: argparse.ArgumentParser, required: bool = True) -> None:
     sp.add_argument("--capacity", type=argtypes.positive, required=required, metavar="C",
                     help="processing capacity of a programmable switch, Mbit/s (sum of "
                          "its input rates)")
+    sp.add_argument("--tor-in-budget", action="store_true",
+                    help="count s_d in the budget K: it aggregates only when placed, like any "
+                         "other switch (default: s_d always aggregates, outside K)")
 
 
 def register_place(sub: Any, topo_help: str) -> None:
@@ -513,6 +517,10 @@ def register_ina(sub: Any, topo_help: str) -> None:
     idep.add_argument("--aggregator-timeout-ms", type=argtypes.number(0.0, 1e9), metavar="MS",
                       help="an aggregator idle this long may be taken over by another "
                            "fragment (0: never; default: the program's, 1000)")
+    idep.add_argument("--aggregator-ring", type=argtypes.integer(1, 1024), metavar="N",
+                      help="consistent hashing of the aggregator index over aggregators "
+                           "0..N-1 (changing N moves about 1/N of the fragments; default: "
+                           "crc32 modulo all 1024)")
     idep.add_argument("--ddp", action="store_true",
                       help="print commands for PyTorch DDP ranks (hosts.ina.ddp_train --hook "
                            "ina; --values: the model's parameter count) and a PS that serves "

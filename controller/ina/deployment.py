@@ -46,7 +46,7 @@ import networkx as nx
 
 from controller.deploy import DEFAULT_PROGRAM, Deployment, DeployReport, Forwarding
 from controller.ina.admission import UNPARSED_DROPS, InaAdmission
-from controller.ina.aggregator import Aggregator, switch_ip
+from controller.ina.aggregator import Aggregator, ring_owners, switch_ip
 from controller.ina.result_fanout import ResultFanout, result_address, result_rid
 from controller.p4runtime import REPO_ROOT, DeployError, Program, multicast_group
 from controller.placement import (
@@ -120,6 +120,7 @@ class InaJob:
         aggregate: bool = True,
         number_format: str = "fixed",
         values_per_packet: int = INA_VALUES,
+        tor_in_budget: bool = False,
         stamp: int = 0,
     ) -> InaJob:
         """Place ``budget`` switches (greedy + LP) and derive the per-fragment policy.
@@ -128,7 +129,10 @@ class InaJob:
         ``number_format="bfp"`` plans the fragments of a block-floating-point
         allreduce of ``num_values`` values (the blocks plus the exponent fragments ahead
         of them, ``wire.fixedpoint.bfp_fragments``). ``values_per_packet``: 64, 128 or
-        256 values a fragment (docs/ina.md, "Values per packet").
+        256 values a fragment (docs/ina.md, "Values per packet"). ``tor_in_budget``: s_d
+        takes one of the K slots and aggregates only when the placement picks it (it
+        still merges what busy aggregators pass on); default False, s_d aggregates
+        outside the budget (docs/placement.md).
         """
         workers = list(workers)
         if not 1 <= len(workers) <= MAX_WORKERS:
@@ -148,7 +152,8 @@ class InaJob:
         if not aggregate:
             return cls(job_id, topology, ps, workers, None, None, num_fragments, scale_bits,
                        number_format, v, stamp)
-        problem = PlacementProblem(topology, ps, workers, budget, switch_capacity)
+        problem = PlacementProblem(topology, ps, workers, budget, switch_capacity,
+                                   tor_in_budget=tor_in_budget)
         placement = greedy_placement(problem)
         policy = routing_policy(placement, num_fragments)
         return cls(job_id, topology, ps, workers, placement, policy, num_fragments, scale_bits,
@@ -205,12 +210,17 @@ class InaDeployment:
     def __init__(self, topology: Topology, addresses: Mapping[str, str], jobs: list[InaJob],
                  ina_program: str | Path | None = None,
                  loss: Mapping[tuple[str, int], float] | None = None,
-                 aggregator_timeout_us: int | None = None) -> None:
+                 aggregator_timeout_us: int | None = None,
+                 aggregator_ring: int | None = None) -> None:
         """``ina_program``: the compiled ina.p4 every ``ina.p4`` switch loads; None: the
         one for the jobs' values per packet (:func:`ina_program_path`), which must be the
         same for every job (``DeployError`` otherwise: a switch parses one size, and
-        every job's packets cross the switches that run admission)."""
+        every job's packets cross the switches that run admission).
+        ``aggregator_ring``: None (default) indexes the aggregators by crc32 modulo all
+        of them; N fills ``ina_ring`` so that consistent hashing spreads the fragments
+        over aggregators 0..N-1 (docs/ina.md, "Aggregator index")."""
         self.topology = topology
+        self.ring_owners = None if aggregator_ring is None else ring_owners(aggregator_ring)
         # None: the program's default (INA_AGGREGATOR_TIMEOUT_US)
         self.aggregator_timeout_us = aggregator_timeout_us
         self.addresses = addresses
@@ -277,6 +287,8 @@ class InaDeployment:
             per_switch[s].append(agg.identity_entry(topo.device_id(s), topo.device_id(sd)))
             if self.aggregator_timeout_us is not None:
                 per_switch[s].append(agg.aging_entry(self.aggregator_timeout_us))
+            if self.ring_owners is not None:
+                per_switch[s].extend(agg.ring_entries(self.ring_owners))
             for j in self.jobs:
                 if j.placement is not None:
                     per_switch[s].append(agg.job_entry(j.job_id, topo.host_ip(j.ps), j.result_group))

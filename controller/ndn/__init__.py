@@ -33,6 +33,7 @@ from controller.ndn.fib import (
 from controller.ndn.nonce import NdnNonce
 from controller.ndn.persistent_pit import (
     OUT_VIA_PIPELINE,
+    PERSISTENT,
     PERSISTENT_GROUP_BASE,
     SUBSCRIPTION_LIFETIME,
     SUBSCRIPTION_MODES,
@@ -66,6 +67,7 @@ __all__ = [
     "NdnFib",
     "NdnNonce",
     "OUT_VIA_PIPELINE",
+    "PERSISTENT",
     "PERSISTENT_GROUP_BASE",
     "PersistentEntry",
     "PersistentPit",

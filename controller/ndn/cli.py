@@ -74,7 +74,18 @@ def register(sub: Any, topo_help: str) -> None:
                           "--gpus may subscribe under /<ps>/train, in a slot of its own")
     dep.add_argument("--subscription-lifetime", type=argtypes.positive, default=6.0, metavar="S",
                      help="data-plane subscriptions expire S seconds after their last refresh (default 6)")
+    dep.add_argument("--persistent", action="store_true",
+                     help="data-plane subscriptions live until unsubscribed (start the GPUs with "
+                          "--refresh 0; a dead GPU's port: gradctl ndn unsubscribe)")
     dep.set_defaults(func=cmd_ndn_deploy)
+    uns = nsub.add_parser("unsubscribe", help="unsubscribe a GPU on its behalf (it died subscribed)",
+                          description="Send GPU's unsubscribe Interest through its leaf switch's "
+                                      "pipeline as if from its port: its port stops getting "
+                                      "updates, and switches above drop the branch once empty.")
+    network_args(uns, topo_help)
+    uns.add_argument("--ps", default="h1", help="the parameter server host (default h1)")
+    uns.add_argument("--gpu", required=True, help="the GPU host to unsubscribe")
+    uns.set_defaults(func=cmd_ndn_unsubscribe)
     show = nsub.add_parser("show", help="persistent PIT, subscribers and counters of every switch",
                            description="Read every switch's persistent PIT and NDN counters "
                                        "(as a P4Runtime backup), leaving the pipeline as it is.")
@@ -96,19 +107,20 @@ def _gpus(topo: Any, ps: str, spec: str) -> list[str]:
     return gpus
 
 
-def agent_commands(topo: Any, ps: str, gpus: list[str]) -> dict[str, str]:
-    """The command that starts each agent in its host (NDN transport, sync, defaults)."""
+def agent_commands(topo: Any, ps: str, gpus: list[str], persistent: bool = False) -> dict[str, str]:
+    """The command that starts each agent in its host (NDN transport, sync, defaults;
+    ``persistent``: the GPUs do not refresh their subscriptions)."""
     py = shlex.quote(sys.executable)
     out = {ps: f"{py} -m hosts.ndn.ps --me {ps} --gpus {','.join(gpus)} --iface {topo.iface(ps)['name']}"}
     for i, g in enumerate(gpus):
         out[g] = (f"{py} -m hosts.ndn.gpu --me {g} --gpu-index {i} --ps {ps} "
-                  f"--iface {topo.iface(g)['name']}")
+                  f"--iface {topo.iface(g)['name']}" + (" --refresh 0" if persistent else ""))
     return out
 
 
 def cmd_ndn_deploy(args: argparse.Namespace) -> int:
     """``gradctl ndn deploy``."""
-    from controller.ndn import NameBoundsError, NdnDeployment, NdnJob
+    from controller.ndn import PERSISTENT, NameBoundsError, NdnDeployment, NdnJob
 
     topo = network_topology(args)  # a held network's own (--bw), from --run-dir
     gpus = _gpus(topo, args.ps, args.gpus)
@@ -122,14 +134,14 @@ def cmd_ndn_deploy(args: argparse.Namespace) -> int:
     try:
         mode = args.subscriptions or ("controller" if args.manage is not None else "switch")
         dep = NdnDeployment(topo, addresses, loss=loss, pit_lifetime=args.pit_lifetime, subscriptions=mode,
-                            subscription_lifetime=args.subscription_lifetime,
+                            subscription_lifetime=PERSISTENT if args.persistent else args.subscription_lifetime,
                             jobs=None if args.open else [NdnJob(args.ps, tuple(gpus))])
         report = dep.deploy(timeout=args.timeout)
     except NameBoundsError as e:
         raise UsageError(f"a host name does not fit ndn.p4's name bounds: {e}") from None
     if held_state(args.run_dir) is not None:
         save_held_loss(args.run_dir, loss)
-    commands = agent_commands(topo, args.ps, gpus)
+    commands = agent_commands(topo, args.ps, gpus, persistent=args.persistent)
     if args.json:
         print(json.dumps({"entries": report.updates, "fib": dep.routes, "commands": commands,
                           "managing": args.manage is not None}, indent=2))
@@ -159,6 +171,20 @@ def cmd_ndn_deploy(args: argparse.Namespace) -> int:
         _console().print(f"persistent-PIT manager: {manager.handled} insert Interests handled, "
                          f"{len(manager.errors)} errors", markup=False)
     return 1 if manager.errors else 0
+
+
+def cmd_ndn_unsubscribe(args: argparse.Namespace) -> int:
+    """``gradctl ndn unsubscribe``."""
+    from controller.ndn import NdnDeployment
+
+    topo = network_topology(args)
+    gpus = _gpus(topo, args.ps, args.gpu)
+    try:
+        leaf = NdnDeployment(topo, _addresses(args, topo)).unsubscribe(gpus[0], args.ps)
+    except DeployError as e:
+        raise UsageError(str(e)) from None
+    _console().print(f"{gpus[0]} unsubscribed from /{args.ps}/train at {leaf}", markup=False)
+    return 0
 
 
 def cmd_ndn_show(args: argparse.Namespace) -> int:

@@ -43,6 +43,7 @@ Names and their hashes follow ``docs/ndn.md``: :func:`prefix_hash` computes exac
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ from controller.deploy import Deployment, DeployReport, LinkEmulation, check_los
 from controller.ndn.drops import NDN_DROP_REASONS, NDN_EVENTS, NdnDrops
 from controller.ndn.fib import NdnFib, fib_routes
 from controller.ndn.persistent_pit import (
+    OUT_VIA_PIPELINE,
     SUBSCRIPTION_LIFETIME,
     PersistentPit,
     PersistentPitManager,
@@ -58,18 +60,23 @@ from controller.ndn.persistent_pit import (
 )
 from controller.ndn.pit import PIT_PORTS, TransientPit
 from controller.ndn.sub_admission import NdnJob, NdnSubAdmission
-from controller.p4runtime import REPO_ROOT, Program
-from controller.roles import READER, SHELL
+from controller.p4runtime import REPO_ROOT, DeployError, Program
+from controller.roles import NDN_PIT, READER, SHELL
 from topologies.base import Topology
 
 # The name bounds live with the agents that must respect them (and stay light to import).
 from wire.ndn import (
+    ETHERTYPE_NDN,
     MAX_COMPONENT,
     MAX_DEPTH,
     MAX_NAME_BYTES,
+    NDN_MAC,
+    UNSUBSCRIBE_MARKER,
     NameBoundsError,
     check_name,
     components,
+    interest_packet,
+    name_of,
     prefix_hash,
 )
 
@@ -207,6 +214,52 @@ class NdnDeployment:
         """Stop the persistent-PIT manager, if running."""
         if self.manager is not None:
             self.manager.stop()
+
+    def unsubscribe(self, gpu: str, ps: str, train: str = "train") -> str:
+        """Unsubscribe ``gpu`` from ``/ps/train`` on its behalf (a subscriber that died
+        without unsubscribing: with persistent subscriptions its port would get every
+        update for good). The controller sends the GPU's own unsubscribe Interest through
+        its leaf switch's pipeline as if from the GPU's port (packet-out, ``_pad =
+        NDN_OUT_VIA_PIPELINE``): the port is cleared there, and the Interest goes on
+        toward the PS only where no subscriber is left, as the GPU's would. Data-plane
+        subscriptions only (controller-mode entries have no unsubscribe). Returns the
+        leaf switch."""
+        from targets.p4rt_client import P4RuntimeClient
+
+        if self.subscriptions != "switch":
+            raise DeployError("unsubscribe on a subscriber's behalf needs data-plane "
+                              "subscriptions (subscriptions='switch')")
+        if self.manager is not None and self.manager.running:
+            raise DeployError("the persistent-PIT manager holds the switches' streams")
+        iface = self.topology.iface(gpu)
+        leaf = iface["switch"]
+        frame = (NDN_MAC + bytes.fromhex(iface["mac"].replace(":", ""))
+                 + ETHERTYPE_NDN.to_bytes(2, "big")
+                 + interest_packet(name_of(UNSUBSCRIBE_MARKER, ps, train, gpu)))
+        with P4RuntimeClient(self.addresses[leaf], self.topology.device_id(leaf),
+                             election_id=NDN_PIT.election_id, role=NDN_PIT.name) as c:
+            if not c.is_primary:
+                raise DeployError(f"{leaf}: not primary for role {NDN_PIT.name}")
+            c.use_schema(self.program.p4info_path)
+            before = self._unsubscribed(c)
+            c.packet_out(frame, egress_port=self.topology.port(leaf, gpu), _pad=OUT_VIA_PIPELINE)
+            # a packet-out has no answer: wait until the switch counts it (else closing the
+            # stream at once may lose it)
+            end = time.monotonic() + 5.0
+            while self._unsubscribed(c) == before:
+                if time.monotonic() > end:
+                    raise DeployError(f"{leaf}: the unsubscribe of {gpu} was not taken "
+                                      "(see its ndn_drops)")
+                time.sleep(0.05)
+        return leaf
+
+    def _unsubscribed(self, client: Any) -> int:
+        """``ndn_events``' unsubscribed cell of the switch behind ``client``."""
+        from finsy import P4CounterEntry
+
+        name = self.program.block(NdnDrops).name("ndn_events")
+        return sum(x.packet_count for x in client.read(P4CounterEntry(name))
+                   if NDN_EVENTS.get(x.index) == "unsubscribed")
 
     def set_loss(self, switch: str, port: int, p: float) -> None:
         """Change one port's emulated loss at run time (through the manager's primary

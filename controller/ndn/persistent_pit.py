@@ -34,6 +34,12 @@ PERSISTENT_GROUP_BASE = 0x1000
 OUT_VIA_PIPELINE = 1
 #: How long a data-plane subscription lives without a refresh (s), P4 default.
 SUBSCRIPTION_LIFETIME = 6.0
+#: ``subscription_lifetime`` of a persistent subscription: it lives until unsubscribed
+#: (the GPUs need not refresh it; docs/ndn.md, "Persistent subscriptions").
+PERSISTENT = float("inf")
+#: The lifetime written for :data:`PERSISTENT`: 2^47 us (4.5 years), past any switch's
+#: uptime, and ``now + lifetime`` stays within the register's 48 bits.
+PERSISTENT_LIFETIME_US = 1 << 47
 SUBSCRIPTION_MODES = ("switch", "controller")
 
 
@@ -61,13 +67,15 @@ class PersistentPit(ControlBlock):
 
     def config_entry(self, mode: str = "switch", lifetime: float = SUBSCRIPTION_LIFETIME) -> Any:
         """MODIFY of ``subscription_config``'s default: ``mode`` ``switch`` (data plane) or
-        ``controller`` (punt inserts), and the data-plane subscription lifetime (s)."""
+        ``controller`` (punt inserts), and the data-plane subscription lifetime (s;
+        :data:`PERSISTENT`: until unsubscribed)."""
         if mode not in SUBSCRIPTION_MODES:
             raise DeployError(f"subscription mode must be one of {SUBSCRIPTION_MODES}, got {mode!r}")
-        if not 0 < lifetime < 3600:
+        if lifetime != PERSISTENT and not 0 < lifetime < 3600:
             raise DeployError(f"subscription lifetime must be in (0, 3600) s, got {lifetime!r}")
+        lifetime_us = PERSISTENT_LIFETIME_US if lifetime == PERSISTENT else int(lifetime * 1e6)
         return ~self.default_entry("subscription_config", "set_subscriptions",
-                                   controller=int(mode == "controller"), lifetime_us=int(lifetime * 1e6))
+                                   controller=int(mode == "controller"), lifetime_us=lifetime_us)
 
     def subscribers_entry(self, key: Sequence[tuple[int, bytes]], group: int) -> Any:
         """The entry ``key -> set_subscribers(group)`` (INSERT with ``+``)."""

@@ -226,11 +226,8 @@ def _hex_tags(s: str) -> str:
     return s
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Command line of a node."""
-    p = argtypes.Parser(prog="python -m hosts.token.node", description=__doc__.split("\n\n")[0])
-    p.add_argument("--iface", required=True, help="the interface toward the node's NIC")
-    p.add_argument("--initiator", action="store_true", help="this node holds model and data (s110)")
+def _intruder_args(p: argparse.ArgumentParser) -> None:
+    """The options of ``--intrude`` (tests: not a node)."""
     p.add_argument("--intrude", action="store_true",
                    help="not a node: send forged GRAD/TOKEN frames (tests)")
     p.add_argument("--count", type=argtypes.count, default=200, help="--intrude: frames at most")
@@ -238,6 +235,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--intrude: send every forged frame behind these VLAN tags (hex, 4 bytes "
                         "a tag, e.g. 81000000), and a forged STOP among them (tests)")
     p.add_argument("--duration", type=argtypes.positive, default=5.0, help="--intrude: seconds at most")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Command line of a node."""
+    p = argtypes.Parser(prog="python -m hosts.token.node", description=__doc__.split("\n\n")[0])
+    p.add_argument("--iface", required=True, help="the interface toward the node's NIC")
+    p.add_argument("--initiator", action="store_true", help="this node holds model and data (s110)")
+    _intruder_args(p)
     p.add_argument("--expect", type=argtypes.natural, default=0, help="initiator: close formation once this "
                    "many nodes (itself included) are in and 0.3 s passed quietly")
     p.add_argument("--form-silence", type=argtypes.positive, default=2.0, help="silence that closes formation (s)")
@@ -280,6 +285,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a holder without a gradient waits at most this long before passing (s)")
     p.add_argument("--wait-unit", type=argtypes.positive, default=1.0, help="t of the staggered timeouts (s)")
     p.add_argument("--tick", type=argtypes.positive, default=0.05, help="TICK period to the NIC (s)")
+    p.add_argument("--resends", type=argtypes.integer(1, 255), default=3,
+                   help="re-sends of a silent pass before the next nodes wait for NODE_LOST "
+                        "(default 3, robust to a lossy LAN; 1: the method's single re-send)")
     p.add_argument("--rejoin-window", type=argtypes.nonnegative, default=0.3,
                    help="how long a REJOIN_QUERY waits for standby nodes (s)")
     p.add_argument("--rejoin-every", type=argtypes.count, default=5,

@@ -87,7 +87,9 @@ class TokenProtocol(FrameIO):
     # ------------------------------------------------------------------ formation
     def configure_nic(self) -> None:
         t_us = int(self.args.wait_unit * 1e6)
-        self.send(TokenHeader(msg_type=int(TokenMsg.CONFIG), aux=t_us))
+        # member: how often the NIC asks for a re-send of a silent pass before the others'
+        # wait for NODE_LOST (docs/token.md, "Watchdog"; 0 would mean the NIC's default, 3)
+        self.send(TokenHeader(msg_type=int(TokenMsg.CONFIG), aux=t_us, member=self.args.resends))
 
     def form_as_initiator(self) -> None:
         """s121-s123: open formation, record answers in order, close on silence."""

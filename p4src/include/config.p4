@@ -67,6 +67,10 @@ const bit<16> GRADNET_NDN_UDP_PORT   = 6363;   /* ndn: NDN over UDP (NFD's port)
 #ifndef NUM_AGGREGATORS
 #define NUM_AGGREGATORS 1024
 #endif
+/* Consistent hashing of the aggregator index (ina_aggregator.p4's ina_ring): a
+ * fragment's point on a ring of 2^INA_RING_BITS positions, one table entry each. */
+#define INA_RING_BITS 12
+#define INA_RING_POSITIONS 4096
 /* An aggregator idle this long (microseconds) may be taken over by another
  * fragment (ina_aggregator.p4's ina_aging; the controller may write another). */
 const bit<48> INA_AGGREGATOR_TIMEOUT_US = 1000000;

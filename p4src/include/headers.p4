@@ -110,6 +110,8 @@ struct ina_metadata_t {
     ipv4_addr_t ps_ip;
     bit<16>     result_group;   /* multicast group of the job's workers (on s_d) */
     bit<32>     index;          /* aggregator index */
+    bit<32>     ring_pos;       /* the fragment's point on the ring (ina_ring) */
+    bit<16>     locate_origin;  /* the origin locate hashes with */
     bit<64>     key;            /* 1 ++ origin ++ job ++ fragment; 0 = free */
     bit<64>     stored_key;
     bit<256>    stored_bitmap;

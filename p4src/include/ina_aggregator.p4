@@ -9,6 +9,15 @@
  * unaggregated to s_d, the PS's ToR switch, which aggregates it under the
  * sender's origin; s_d itself passes such packets to the PS.
  *
+ * The index: crc32(job, fragment, origin) mod NUM_AGGREGATORS by default, or, once
+ * the controller fills ina_ring, consistent hashing: crc16 of the same fields gives
+ * the fragment's point on a ring of INA_RING_POSITIONS positions, and the entry of
+ * that position names the aggregator that owns it (the first aggregator point
+ * clockwise, computed by the controller). Changing how many aggregators the ring uses
+ * then moves only the positions the added or removed aggregator owns (about 1/N),
+ * where modulo N moves almost every fragment. Either way an aggregator is used by a
+ * fragment only if it is free or holds that very (origin, job, fragment) key.
+ *
  * Aging: an aggregator whose last contribution is older than the timeout
  * (ina_aging, switch timestamps in microseconds) is taken over by the next GRAD
  * that hashes to it, its old contents dropped: an abandoned or forged
@@ -91,11 +100,33 @@ control Aggregator(inout headers_t hdr,
         meta.ina.handled = 1;
     }
 
-    action locate(bit<16> origin) {
+    /* The modulo index and the ring position of (job, fragment, origin). */
+    action hash_fragment(bit<16> origin) {
         hash(meta.ina.index, HashAlgorithm.crc32, (bit<32>)0,
              { hdr.ina.job_id, hdr.ina.fragment, origin }, (bit<32>)NUM_AGGREGATORS);
+        hash(meta.ina.ring_pos, HashAlgorithm.crc16, (bit<32>)0,
+             { hdr.ina.job_id, hdr.ina.fragment, origin }, (bit<32>)INA_RING_POSITIONS);
         meta.ina.key = (bit<64>)1 << 56 | (bit<64>)origin << 40
                      | (bit<64>)hdr.ina.job_id << 32 | (bit<64>)hdr.ina.fragment;
+    }
+
+    action ring_owner(bit<32> index) {
+        meta.ina.index = index;
+    }
+
+    action ring_off() {
+    }
+
+    /* Consistent hashing (the controller's, Aggregator.ring_entries): ring position ->
+     * the aggregator owning it. Empty (the default): the modulo index stands. */
+    table ina_ring {
+        key = { meta.ina.ring_pos: exact; }
+        actions = { ring_owner; ring_off; }
+        default_action = ring_off();
+        size = INA_RING_POSITIONS;
+    }
+
+    action load_aggregator() {
         agg_key.read(meta.ina.stored_key, meta.ina.index);
         agg_bitmap.read(meta.ina.stored_bitmap, meta.ina.index);
         agg_count.read(meta.ina.stored_count, meta.ina.index);
@@ -202,6 +233,20 @@ control Aggregator(inout headers_t hdr,
             ina_aging.apply();
         }
         if (hdr.ina.isValid() && meta.ina.switch_id != 0) {
+            /* one lookup of ina_ring per packet (a table applies once): GRADs locate
+             * under their origin, RESULT/CLEAR under 0, a CLEAR passing s_d under the
+             * switch it names */
+            bool at_tag = hdr.ina.tag == meta.ina.switch_id;
+            meta.ina.locate_origin = 0;
+            if (!at_tag) {
+                meta.ina.locate_origin = hdr.ina.tag;
+            } else if (hdr.ina.msg_type == INA_GRAD) {
+                meta.ina.locate_origin = hdr.ina.origin;
+            }
+            if (at_tag || (hdr.ina.msg_type == INA_CLEAR && meta.ina.switch_id == meta.ina.sd_id)) {
+                hash_fragment(meta.ina.locate_origin);
+                ina_ring.apply();
+            }
             if (hdr.ina.tag == meta.ina.switch_id) {
                 if (!ina_jobs.apply().hit) {
                     consume(INA_DROP_UNKNOWN_JOB);
@@ -211,7 +256,7 @@ control Aggregator(inout headers_t hdr,
                      * times out and resends to the PS, which sums it whole */
                     consume(INA_DROP_WRONG_SIZE);
                 } else if (hdr.ina.msg_type == INA_GRAD) {
-                    locate(hdr.ina.origin);
+                    load_aggregator();
                     if (meta.ina.stored_key != 0 && meta.ina.aging_timeout != 0
                             && standard_metadata.ingress_global_timestamp - meta.ina.stored_time
                                > meta.ina.aging_timeout) {
@@ -254,13 +299,13 @@ control Aggregator(inout headers_t hdr,
                         pass_to_sd();
                     }
                 } else if (hdr.ina.msg_type == INA_RESULT) {
-                    locate(0);
+                    load_aggregator();
                     if (meta.ina.stored_key == meta.ina.key) {
                         clear_aggregator();
                     }
                     multicast_result();
                 } else if (hdr.ina.msg_type == INA_CLEAR) {
-                    locate(0);
+                    load_aggregator();
                     if (meta.ina.stored_key == meta.ina.key) {
                         clear_aggregator();
                     }
@@ -270,7 +315,7 @@ control Aggregator(inout headers_t hdr,
                        && meta.ina.switch_id == meta.ina.sd_id) {
                 /* A CLEAR for another switch passing s_d: free what s_d holds
                  * for that switch's passed-on packets. */
-                locate(hdr.ina.tag);
+                load_aggregator();
                 if (meta.ina.stored_key == meta.ina.key) {
                     clear_aggregator();
                 }

@@ -12,7 +12,12 @@
  * the Interest on along the FIB toward the PS. A slot held by another /PS/train with a
  * live port is a counted NDN_DROP_SUB_COLLISION drop. An unsubscribe Interest
  * /<*unsubscribe*>/PS/train/G from port p clears port p and is sent on toward the PS only
- * when no port is left (so the upstream switch drops this switch's port in turn).
+ * when no port is left (so the upstream switch drops this switch's port in turn). The
+ * controller sends the same Interest through the pipeline as if from port p
+ * (NDN_OUT_VIA_PIPELINE) for a subscriber that died without unsubscribing.
+ *
+ * Lifetime: subscription_config's lifetime; the controller's persistent choice is a
+ * lifetime of 2^47 us (4.5 years): the entry then lives until it is unsubscribed.
  *
  * A distribute Data /<*distribute*>/PS/train/v=r/seg=i goes to the multicast group whose
  * id is the bitmap of the entry's live ports (the PIT's port-subset groups); ports found
@@ -99,7 +104,11 @@ control PersistentPit(inout ndn_headers_t hdr,
     }
 
     apply {
-        bool mine = meta.drop_reason == 0 && meta.marked == 1 && meta.ack == 0 && meta.via_controller == 0;
+        /* a controller's packet-out through the pipeline is a subscription it already
+         * handled (controller mode), or an unsubscribe it sends on behalf of a port whose
+         * subscriber died without unsubscribing: that one clears the port here */
+        bool mine = meta.drop_reason == 0 && meta.marked == 1 && meta.ack == 0
+                    && (meta.via_controller == 0 || meta.unsubscribe == 1);
         if (mine) {
             subscription_config.apply();
             if (meta.insert == 1 && via_controller == 1) {

@@ -90,7 +90,10 @@ control NdnSubAdmission(inout ndn_headers_t hdr,
     }
 
     apply {
-        if (meta.drop_reason == 0 && meta.marked == 1 && meta.ack == 0 && meta.via_controller == 0) {
+        /* a controller's unsubscribe on a dead GPU's behalf (ndn_persistent_pit.p4) is
+         * checked as if it came in on the GPU's port, which is what it claims */
+        if (meta.drop_reason == 0 && meta.marked == 1 && meta.ack == 0
+                && (meta.via_controller == 0 || meta.unsubscribe == 1)) {
             sub_guard_config.apply();
             meta.sub_slot = meta.h2[NDN_SUB_BITS - 1:0];
             if (guard == 1) {

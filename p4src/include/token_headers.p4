@@ -100,6 +100,7 @@ struct token_nic_metadata_t {
     bit<8>  last_holder;
     bit<8>  resend_state;  /* 0 none, 1 host asked to resend, 2 resend seen */
     bit<8>  resend_count;
+    bit<8>  resend_limit;  /* re-sends of a pass before the wait for NODE_LOST (CONFIG) */
     bit<32> pass_seen;
     bit<1>  stale_pass;
     bit<48> elapsed;

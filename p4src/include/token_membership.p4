@@ -47,8 +47,10 @@
 #define TOKEN_EV_FORWARDED   8   /* protocol frames passed on */
 #define TOKEN_EVENTS        16
 /* A single re-send is not enough: on a lossy LAN a lost token and a lost resend would
- * declare a live node lost, so the last sender re-sends up to this often, every t/2 after
- * the first (the others' waits, >= t after the last resend they saw, never end meanwhile) */
+ * declare a live node lost, so by default the last sender re-sends up to this often, every
+ * t/2 after the first (the others' waits, >= t after the last resend they saw, never end
+ * meanwhile). CONFIG's `member` field sets another count (1: the method's single re-send);
+ * 0 keeps this default. */
 #define TOKEN_RESENDS        3
 
 control TokenMembership(inout token_headers_t hdr,
@@ -67,6 +69,7 @@ control TokenMembership(inout token_headers_t hdr,
     register<bit<8>>(1)  last_holder;
     register<bit<8>>(1)  resend_state;
     register<bit<8>>(1)  resend_count;  /* RESEND_DUEs asked for the last pass */
+    register<bit<8>>(1)  resend_limit;  /* CONFIG's count of re-sends (0: TOKEN_RESENDS) */
     register<bit<32>>(1) pass_seen;     /* highest pass_no of a TOKEN seen */
     register<bit<48>>(1) init_mac;     /* who opened formation (first FORM_START / ROSTER) */
     register<bit<32>>(1) active_map;   /* bit i: member i active (the next-holder search) */
@@ -92,6 +95,10 @@ control TokenMembership(inout token_headers_t hdr,
         last_holder.read(meta.tk.last_holder, 0);
         resend_state.read(meta.tk.resend_state, 0);
         resend_count.read(meta.tk.resend_count, 0);
+        resend_limit.read(meta.tk.resend_limit, 0);
+        if (meta.tk.resend_limit == 0) {
+            meta.tk.resend_limit = TOKEN_RESENDS;
+        }
         pass_seen.read(meta.tk.pass_seen, 0);
         init_mac.read(meta.tk.init_mac, 0);
         active_map.read(meta.tk.active_map, 0);
@@ -105,6 +112,7 @@ control TokenMembership(inout token_headers_t hdr,
     action configure() {
         my_mac.write(0, hdr.ethernet.src_addr);
         wait_unit.write(0, (bit<48>)hdr.token.aux);
+        resend_limit.write(0, hdr.token.member);
         mark_to_drop(standard_metadata);
         meta.tk.handled = 1;
         member_events.count(TOKEN_EV_CONFIG);
@@ -224,7 +232,7 @@ control TokenMembership(inout token_headers_t hdr,
                     } else if (meta.tk.last_sender == meta.tk.my_seq
                                && meta.tk.last_holder != meta.tk.my_seq
                                && ((meta.tk.resend_state == 0 && meta.tk.elapsed > meta.tk.wait_unit)
-                                   || (meta.tk.resend_state == 2 && meta.tk.resend_count < TOKEN_RESENDS
+                                   || (meta.tk.resend_state == 2 && meta.tk.resend_count < meta.tk.resend_limit
                                        && meta.tk.elapsed > (meta.tk.wait_unit >> 1)))) {
                         ask_resend();
                     } else if (meta.tk.last_holder != meta.tk.my_seq && meta.tk.last_holder != 0) {
