@@ -180,7 +180,7 @@ def _job_result(job: InaJob, grads: list[np.ndarray], jdir: Path, ps: Any, procs
                 tag: str, t0: float, t_go: float, max_time: float) -> RunResult:
     """Wait for one job's workers and PS; their results checked against the exact sum."""
     expected = _expected_sum(job, grads)
-    retx = mismatches = decreases = 0
+    retx = mismatches = decreases = refused_stamp = 0
     worker_cpu = 0.0
     rss: list[float] = []
     failed = []
@@ -192,6 +192,7 @@ def _job_result(job: InaJob, grads: list[np.ndarray], jdir: Path, ps: Any, procs
             continue
         summary = json.loads(out.strip().splitlines()[-1])
         retx += int(summary.get("retransmissions", 0))
+        refused_stamp += int(summary.get("refused_stamp", 0))
         decreases += int(summary.get("window_decreases", 0))
         rss.append(float(summary.get("max_rss_mib", 0.0)))
         worker_cpu += float(summary.get("sync_cpu_s", summary.get("cpu_s", 0.0)))
@@ -213,9 +214,11 @@ def _job_result(job: InaJob, grads: list[np.ndarray], jdir: Path, ps: Any, procs
         mode=tag, seconds=seconds,
         ps_rx_bytes=int(rep.get("nic_rx_bytes") or 0),
         ps_rx_packets=int(rep.get("nic_rx_packets") or 0),
-        ps_packets={k: int(st[k]) for k in ("grad_in", "partial_in", "retx_in", "forwarded_in",
-                                             "duplicates", "overlaps")},
+        ps_packets={k: int(st.get(k, 0)) for k in ("grad_in", "partial_in", "retx_in", "forwarded_in",
+                                                   "duplicates", "overlaps", "refused_source",
+                                                   "refused_stamp")},
         retransmissions=retx, exact=mismatches == 0, mismatches=mismatches,
+        worker_refused_stamp=refused_stamp,
         worker_cpu_s=worker_cpu, ps_cpu_s=float(rep.get("sync_cpu_s", rep.get("cpu_s", 0.0))),
         worker_rss_mib=rss, ps_rss_mib=float(rep.get("max_rss_mib", 0.0)),
         window_decreases=decreases,

@@ -33,6 +33,7 @@ class RunResult:
     worker_rss_mib: list[float] = field(default_factory=list)  # peak resident memory per worker
     ps_rss_mib: float = 0.0
     window_decreases: int = 0  # workers' congestion window halvings (--congestion aimd)
+    worker_refused_stamp: int = 0  # RESULTs the workers refused by the job's stamp (docs/trust.md)
     split: dict[str, Any] = field(default_factory=dict)  # experiments.accounting.TimeSplit
 
 

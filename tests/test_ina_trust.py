@@ -119,7 +119,10 @@ def _check_drops(dep: InaDeployment, expected: Counter) -> None:
     got = dep.read_admission()
     names = (*ADMISSION_DROPS.values(), *UNPARSED_DROPS)
     want = {s: {n: expected.get((s, n), 0) for n in names} for s in got}
-    assert got == want
+    # not_ipv4 also counts the root namespace's own frames on BMv2's switch-side veths
+    # (IPv6 neighbour discovery): the tests here forge none
+    assert {s: {n: v for n, v in c.items() if n != "not_ipv4"} for s, c in got.items()} == \
+        {s: {n: v for n, v in c.items() if n != "not_ipv4"} for s, c in want.items()}
 
 
 @pytest.mark.parametrize("aggregate", [True, pytest.param(False, marks=pytest.mark.long)],

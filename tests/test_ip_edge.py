@@ -95,3 +95,31 @@ def test_short_ihl_and_df_are_as_before(program: str) -> None:
     df = _eth(IP(src="10.0.0.9", dst="10.0.0.2", ttl=64, flags="DF") / UDP(dport=5000) / (b"x" * 8))
     assert [p for p, _ in sw.process(HOST_PORT, df)] == [OUT_PORT]
     assert _drops(sw, "ip_fragment") == 0
+
+
+def test_forward_p4_drops_every_encoding_it_does_not_parse_whole() -> None:
+    """The IP baselines' and differentiated blocks' program, ``forward.p4`` (no admission:
+    the receivers check members): each encoding of ``tests/ina_forge.py`` that is no
+    untagged IPv4 (tags, IPv6) is dropped and counted ``not_ipv4``, a bad IPv4 header
+    checksum ``checksum_error``; the rest is routed: a whole IPv4/UDP datagram (forward.p4
+    reads no INA header: a frame cut inside it is UDP payload whose IP total length the
+    receiving kernel finds too long, and drops)."""
+    from tests.ina_forge import ENCODINGS, build
+
+    sw = _switch("forward")
+    item = {"src_mac": "00:00:0a:00:00:09", "dst_mac": "02:00:00:01:00:01", "src_ip": "10.0.0.1",
+            "dst_ip": "10.0.0.2", "values": [1] * INA_VALUES,
+            "ina": {"msg_type": int(MsgType.RESULT), "job_id": 1, "fragment": 0, "bitmap": 3, "count": 2}}
+    dropped = {"vlan0": "not_ipv4", "vlan5": "not_ipv4", "qinq": "not_ipv4", "ipv6": "not_ipv4",
+               "ip_csum_bad": "checksum_error"}
+    want = dict.fromkeys(DROP_REASONS.values(), 0)
+    for enc in ENCODINGS:
+        (frame,) = build({**item, "encoding": enc})
+        out = sw.process(HOST_PORT, frame)
+        if enc in dropped:
+            want[dropped[enc]] += 1
+            assert out == [], enc
+        else:
+            assert [p for p, _ in out] == [OUT_PORT], enc
+    assert {n: _drops(sw, n) for n in want} == want
+    assert sw.stats.errors == 0

@@ -409,3 +409,36 @@ def test_program_blocks_bind() -> None:
 
     for cls in (NdnFib, NdnNonce, TransientPit, PersistentPit, NdnDrops):
         prog.block(cls)
+
+
+def test_a_limited_port_starts_at_most_its_budget_of_pit_entries_a_second(sw: Switch) -> None:
+    """pit_port_budget (installed by NdnDeployment for every host port in no job): port 3
+    may start 5 entries a second. Its sixth new name within the second is a counted
+    ``pit_budget`` drop and leaves the PIT as it was (a live entry of port 2 that the
+    same slot holds is not taken over); joining a live entry of the same name is free;
+    a second later the window starts again. Port 2, unlimited, is never refused."""
+    route(sw, "/h1", 1)
+    p = sw.program
+    t = "MyIngress.pit.pit_port_budget"
+    p.tables[t].insert(TableEntry((3,), p.action_call(t, "MyIngress.pit.limit", (5,))))
+
+    def interest(name: str, nonce: int) -> bytes:
+        return frame(bytes(make_interest(name_of(*name.strip("/").split("/")), InterestParam(nonce=nonce))))
+
+    a, b = _colliding_names()  # b's slot is a's
+    assert sw.process(2, interest(a, 1)) == [(1, interest(a, 1))]          # port 2: a live entry
+    for i in range(5):
+        n = f"/h1/train/o{i}"
+        assert sw.process(3, interest(n, 100 + i)) == [(1, interest(n, 100 + i))]
+    assert sw.process(3, interest(b, 200)) == []                           # over: refused
+    assert sw.process(3, interest(a, 201)) == []                           # joins a's entry: free
+    da = data_packet(name_of(*a.strip("/").split("/")), b"a")
+    out = sw.process(1, frame(da))
+    assert sorted(port for port, _ in out) == [2, 3]                       # a's entry intact
+    for i in range(20):                                                    # port 2: no budget
+        n = f"/h1/train/p{i}"
+        assert sw.process(2, interest(n, 300 + i)) == [(1, interest(n, 300 + i))]
+    _later(sw, 1.01)
+    assert sw.process(3, interest(b, 202)) == [(1, interest(b, 202))]      # a new window
+    drops, _ = counters(sw)
+    assert drops == {"pit_budget": 1}

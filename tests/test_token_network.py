@@ -322,3 +322,23 @@ def test_a_kill_due_after_training_is_reported_as_such(net) -> None:  # noqa: AN
     assert run.kills == {}
     assert list(run.kills_after_exit) == ["h4"]
     assert not run.events("lost")
+
+
+def test_tagged_intruder_frames_never_reach_a_node(net) -> None:  # noqa: ANN001
+    """h5, outside the job, sends its forged GRADs and TOKENs, and a STOP every node would
+    obey, behind an 802.1Q tag of VID 0 through a whole training. The LAN switch
+    delivers them (h5's own source MAC), the nodes' kernels would strip the tag and hand
+    them to the 0x88B5 socket, so only the NICs stand between: every one is a ``tagged``
+    drop, and the training runs every batch with all four gradients, exactly."""
+    dump = net[2] / "tagged-dump"
+    intruder = ("h5", 0.5, ["--intrude", "--intrude-tags", "81000000", "--duration", "4",
+                            "--count", "400"])
+    run, _out, _dep = _run(net, "tagged", "--dump", str(dump), "--cutoff", "1.0", epochs=1,
+                           after_formation=[intruder])
+    _ok(run, TRAIN)
+    assert _check_dump(dump) == 4 * 10
+    assert all(e["n"] == 4 for _h, e in run.events("batch"))
+    assert all(run.node(h).summary["batch"] == 10 for h in TRAIN)  # no node stopped early
+    c = run.counters
+    assert c is not None
+    assert c.total("member", "drops", "tagged") > 0

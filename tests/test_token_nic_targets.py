@@ -226,3 +226,25 @@ def test_lan_switch_refuses_a_source_mac_not_behind_its_port(target: str) -> Non
             client.close()
         tb.stop()
         shutil.rmtree(tb.dir, ignore_errors=True)
+
+
+def test_tagged_frames_are_dropped_both_ways(rig: NicRig) -> None:
+    """An 802.1Q/802.1ad-tagged token frame (VID 0, VID 5, two tags) is not the protocol
+    to the NIC's parser, yet the host's kernel strips the tag and hands it to the node's
+    0x88B5 socket (tests/test_kernel_delivery.py): the NIC drops every tagged frame, from
+    the LAN and from the host, and counts it (``tagged``); the same frame untagged from
+    the LAN reaches the host."""
+    tok = H(TokenMsg.TOKEN, sender=1, next_holder=2, batch=0, pass_no=1)
+    frame = encode_token(tok, MACS[0])
+    n = 0
+    for tags in ([(0x8100, 0)], [(0x8100, 5)], [(0x88A8, 0), (0x8100, 0)]):
+        tagged = frame[:12] + b"".join(t.to_bytes(2, "big") + v.to_bytes(2, "big") for t, v in tags) \
+            + frame[12:]
+        for port in (LANP, HOST):
+            rig.tb.drain()
+            rig.tb.send(port, tagged)
+            n += 1
+            assert not any(rig.tb.recv_all(0.3).values()), (tags, port)
+    assert rig.counter("NicIngress.membership.member_drops", 9) == n  # tagged
+    out = rig.send(LANP, tok, MACS[0], n=1)
+    assert (HOST, TokenMsg.TOKEN) in [(p, h.msg_type) for p, h in out]

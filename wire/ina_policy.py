@@ -132,7 +132,7 @@ def policy_json(job: int, ps: str, workers: Sequence[str], num_fragments: int, *
                 sd_ip: str | None = None, partial_tags: Rows | None = None,
                 port: int | None = None, scale_bits: int | None = None,
                 number_format: str | None = None,
-                values_per_packet: int = INA_VALUES) -> dict[str, Any]:
+                values_per_packet: int = INA_VALUES, stamp: int = 0) -> dict[str, Any]:
     """The policy's JSON object (docs/ina_policy.md), as given: no validation (the
     simulator writes policies beyond the wire's worker limit; :class:`Policy` checks what
     it reads). ``tags``: one row per worker (a list of switch ids per fragment, or one id
@@ -144,6 +144,8 @@ def policy_json(job: int, ps: str, workers: Sequence[str], num_fragments: int, *
         if value is not None:
             d[key] = value
     d["values_per_packet"] = values_per_packet
+    if stamp:
+        d["stamp"] = stamp
     d["workers"] = list(workers)
     d["num_fragments"] = num_fragments
     d["tags"] = tags if isinstance(tags, int) else [_out_row(r) for r in tags]
@@ -187,6 +189,10 @@ class Policy:
     #: values per packet (fragment), one of ``INA_VALUE_SIZES``: every switch the job
     #: crosses runs the ina.p4 compiled for it (docs/ina.md, "Values per packet")
     values_per_packet: int = INA_VALUES
+    #: the job's admission stamp (docs/trust.md, "INA: admitted packets carry the job's
+    #: stamp"): the switch that admits an INA packet from a host writes it into
+    #: ``worker_id``, and the agents take only packets that carry it; 0: not checked
+    stamp: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workers", tuple(self.workers))
@@ -203,6 +209,7 @@ class Policy:
         _int(self.num_fragments, "num_fragments", 1, 2**32 - 1)
         _int(self.port, "port", 1, 65535)
         _int(self.scale_bits, "scale_bits", 0, 62)
+        _int(self.stamp, "stamp", 0, 65535)
         if self.number_format not in NUMBER_FORMATS:
             raise PolicyError(f"format: {self.number_format!r} is not one of {NUMBER_FORMATS}")
         if (isinstance(self.values_per_packet, bool)
@@ -332,6 +339,7 @@ class Policy:
             partial_tags=id_map("partial_tags", 65535),
             number_format=str(d.get("format", "fixed")),
             values_per_packet=d.get("values_per_packet", INA_VALUES),
+            stamp=_int(d.get("stamp", 0), "stamp", 0, 65535),
         )
 
     @classmethod
@@ -355,7 +363,7 @@ class Policy:
             partial_tags={k: _compact(v) for k, v in sorted(self.partial_tags.items())}
             if self.partial_tags else None,
             port=self.port, scale_bits=self.scale_bits, number_format=self.number_format,
-            values_per_packet=self.values_per_packet,
+            values_per_packet=self.values_per_packet, stamp=self.stamp,
         )
 
     def dump(self, path: str | Path) -> None:

@@ -8,10 +8,12 @@ switch, the worker's (port, address, job, rank) and the bit its GRADs carry
 (``ina_members``); on the PS's first switch, the PS's (port, address, job)
 (``ina_servers``). ``ina_admission_drops`` counts what the block refused, by reason.
 
-Admission sees only what the parser read whole: an IPv4 packet with options or an IP
-fragment is no INA packet to it, and forwarding drops it on every port (``ingress_drops``
-``ip_options`` / ``ip_fragment``, :data:`UNPARSED_DROPS`; docs/trust.md, "IP: only what
-the switch parsed"). ``gradctl ina counters`` shows both next to the admission drops.
+Admission sees only what the parser read whole: an IPv4 packet with options, an IP
+fragment, a tagged or IPv6 frame, a frame too short for its headers is no INA packet to
+it, and forwarding drops it on every port (``ingress_drops`` ``ip_options``,
+``ip_fragment``, ``not_ipv4``, ``parser_error``, and ``checksum_error`` for a bad IPv4
+header checksum: :data:`UNPARSED_DROPS`; docs/trust.md, "IP: only what the switch
+parsed"). ``gradctl ina counters`` shows them next to the admission drops.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ ADMISSION_DROPS: dict[int, str] = {
 }
 
 #: ``ingress_drops`` reasons (``controller.forward.DROP_REASONS``) shown with the admission
-#: drops: IPv4 with options, IP fragments; dropped on every port, never parsed as INA.
-UNPARSED_DROPS: tuple[str, ...] = (DROP_REASONS[6], DROP_REASONS[7])
+#: drops: IPv4 with options, IP fragments, not IPv4 (tagged, IPv6), frames too short for
+#: their headers, bad IPv4 header checksums; dropped on every port, never parsed as INA.
+UNPARSED_DROPS: tuple[str, ...] = tuple(DROP_REASONS[i] for i in (6, 7, 3, 1, 2))
 
 
 class InaAdmission(ControlBlock):
@@ -52,21 +55,23 @@ class InaAdmission(ControlBlock):
         return [+self.entry("ina_fabric_ports", {"standard_metadata.ingress_port": p}, "fabric_port")
                 for p in ports]
 
-    def member_entry(self, port: int, ip: str, job_id: int, rank: int) -> Any:
-        """INSERT ``(port, ip, job, rank) -> member(1 << rank)``: a worker on its port."""
+    def member_entry(self, port: int, ip: str, job_id: int, rank: int, stamp: int = 0) -> Any:
+        """INSERT ``(port, ip, job, rank) -> member(1 << rank, stamp)``: a worker on its
+        port; its admitted GRADs leave with the job's ``stamp`` in ``worker_id``."""
         if not 0 <= rank < INA_MAX_WORKERS:
             raise DeployError(f"rank {rank} has no bit in the INA bitmap (0..{INA_MAX_WORKERS - 1})")
         return +self.entry("ina_members", {
             "standard_metadata.ingress_port": port, "hdr.ipv4.src_addr": _ip_int(ip),
             "hdr.ina.job_id": job_id, "hdr.ina.worker_id": rank,
-        }, "member", bitmap=1 << rank)
+        }, "member", bitmap=1 << rank, stamp=stamp)
 
-    def server_entry(self, port: int, ip: str, job_id: int) -> Any:
-        """INSERT ``(port, ip, job) -> job_server``: a job's PS on its port."""
+    def server_entry(self, port: int, ip: str, job_id: int, stamp: int = 0) -> Any:
+        """INSERT ``(port, ip, job) -> job_server(stamp)``: a job's PS on its port; its
+        admitted packets leave with the job's ``stamp`` in ``worker_id``."""
         return +self.entry("ina_servers", {
             "standard_metadata.ingress_port": port, "hdr.ipv4.src_addr": _ip_int(ip),
             "hdr.ina.job_id": job_id,
-        }, "job_server")
+        }, "job_server", stamp=stamp)
 
     async def read_drops(self, session: Any) -> dict[str, int]:
         """``ina_admission_drops`` by name (packets)."""

@@ -272,6 +272,7 @@ def ina_deploy(args: argparse.Namespace) -> int:
     except DeployError as e:
         raise UsageError(f"job {args.job_id} cannot join the deployed jobs "
                          f"{sorted(others)}: {e}") from None
+    spec["stamp"] = job.stamp  # drawn by the deployment; the job keeps it when redeployed
     t0 = time.monotonic()
     report = dep.deploy(timeout=args.timeout)
     took = time.monotonic() - t0
@@ -386,7 +387,7 @@ def ina_counters(args: argparse.Namespace) -> int:
     else:
         console.print("the policy names no aggregating switch (PS baseline)", markup=False)
     console.print("ina_admission_drops (docs/trust.md): INA packets refused where they "
-                  "entered the fabric; ip_options, ip_fragment: IPv4 refused unparsed "
+                  "entered the fabric; ip_options ... checksum_error: refused unparsed "
                   "(ingress_drops)", markup=False)
     console.print(admission_table(topo, switches, roles, counters))
     return 0

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,6 +100,11 @@ class InaJob:
     #: values per packet (64, 128 or 256; docs/ina.md): written into the policy, and the
     #: deployment loads the ina.p4 compiled for it
     values_per_packet: int = INA_VALUES
+    #: the job's admission stamp (docs/trust.md): every switch that admits one of the
+    #: job's INA packets from a host writes it into ``worker_id``, and the agents take
+    #: only packets that carry it. 0 until a deployment draws one (:class:`InaDeployment`);
+    #: written into the policy, so write the policy after building the deployment.
+    stamp: int = 0
 
     @classmethod
     def plan(
@@ -115,6 +121,7 @@ class InaJob:
         number_format: str = "fixed",
         values_per_packet: int = INA_VALUES,
         tor_in_budget: bool = False,
+        stamp: int = 0,
     ) -> InaJob:
         """Place ``budget`` switches (greedy + LP) and derive the per-fragment policy.
 
@@ -132,6 +139,8 @@ class InaJob:
             raise DeployError(f"a job has 1..{MAX_WORKERS} workers, got {len(workers)}")
         if not 0 <= job_id <= 255:
             raise DeployError(f"job id must be within 0..255, got {job_id}")
+        if not 0 <= stamp <= 0xFFFF:
+            raise DeployError(f"stamp must be within 0..65535, got {stamp}")
         if num_values < 1:
             raise DeployError("a gradient needs at least one value")
         if number_format not in NUMBER_FORMATS:
@@ -142,13 +151,13 @@ class InaJob:
                          else -(-num_values // v))
         if not aggregate:
             return cls(job_id, topology, ps, workers, None, None, num_fragments, scale_bits,
-                       number_format, v)
+                       number_format, v, stamp)
         problem = PlacementProblem(topology, ps, workers, budget, switch_capacity,
                                    tor_in_budget=tor_in_budget)
         placement = greedy_placement(problem)
         policy = routing_policy(placement, num_fragments)
         return cls(job_id, topology, ps, workers, placement, policy, num_fragments, scale_bits,
-                   number_format, v)
+                   number_format, v, stamp)
 
     # -- derived ---------------------------------------------------------------------
     @property
@@ -172,7 +181,7 @@ class InaJob:
         topo = self.topology
         common: dict[str, Any] = dict(
             port=INA_UDP_PORT, scale_bits=self.scale_bits, number_format=self.number_format,
-            values_per_packet=self.values_per_packet)
+            values_per_packet=self.values_per_packet, stamp=self.stamp)
         ps, workers = topo.host_ip(self.ps), [topo.host_ip(w) for w in self.workers]
         if self.policy is None:
             return policy_json(self.job_id, ps, workers, self.num_fragments, **common)
@@ -216,6 +225,9 @@ class InaDeployment:
         self.aggregator_timeout_us = aggregator_timeout_us
         self.addresses = addresses
         self.jobs = jobs
+        for j in jobs:  # a secret per job, unguessable by a host outside it (docs/trust.md)
+            if not j.stamp:
+                j.stamp = 1 + secrets.randbelow(0xFFFF)
         ids = [j.job_id for j in jobs]
         if len(set(ids)) != len(ids):
             raise DeployError(f"job ids must be distinct, got {ids}")
@@ -305,10 +317,10 @@ class InaDeployment:
             for rank, w in enumerate(j.workers):
                 leaf = topo.iface(w)["switch"]
                 out[leaf].append(dep.block(leaf, InaAdmission).member_entry(
-                    topo.port(leaf, w), topo.host_ip(w), j.job_id, rank))
+                    topo.port(leaf, w), topo.host_ip(w), j.job_id, rank, j.stamp))
             leaf = topo.iface(j.ps)["switch"]
             out[leaf].append(dep.block(leaf, InaAdmission).server_entry(
-                topo.port(leaf, j.ps), topo.host_ip(j.ps), j.job_id))
+                topo.port(leaf, j.ps), topo.host_ip(j.ps), j.job_id, j.stamp))
         return out
 
     def _result_tree_updates(self, dep: Deployment, job: InaJob) -> dict[str, list[Any]]:

@@ -57,7 +57,8 @@ def plan_job(topo: Topology, spec: dict[str, Any]) -> Any:
                            scale_bits=spec["scale_bits"], aggregate=not spec["baseline"],
                            number_format=spec.get("number_format", "fixed"),
                            values_per_packet=spec.get("values_per_packet", INA_VALUES),
-                           tor_in_budget=spec.get("tor_in_budget", False))
+                           tor_in_budget=spec.get("tor_in_budget", False),
+                           stamp=spec.get("stamp", 0))
     except (PlacementError, DeployError) as e:
         raise DeployError(f"job {spec['job_id']}: {e}") from None
 

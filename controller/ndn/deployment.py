@@ -58,7 +58,7 @@ from controller.ndn.persistent_pit import (
     PersistentPitManager,
     read_persistent_pit,
 )
-from controller.ndn.pit import TransientPit
+from controller.ndn.pit import PIT_PORTS, TransientPit
 from controller.ndn.sub_admission import NdnJob, NdnSubAdmission
 from controller.p4runtime import REPO_ROOT, DeployError, Program
 from controller.roles import NDN_PIT, READER, SHELL
@@ -100,6 +100,9 @@ __all__ = [
 ]
 
 NDN_PROGRAM = REPO_ROOT / "p4src" / "build" / "ndn.json"
+#: new transient PIT entries a second a host port in no job may start, when the jobs are
+#: known (docs/trust.md, "Per-switch state a host outside a job can fill")
+OUTSIDER_PIT_BUDGET = 200
 
 
 # ----------------------------------------------------------------------------- blocks
@@ -140,8 +143,12 @@ class NdnDeployment:
                  loss: Mapping[tuple[str, int], float] | None = None,
                  pit_lifetime: float = 4.0, subscriptions: str = "switch",
                  subscription_lifetime: float = SUBSCRIPTION_LIFETIME,
-                 jobs: Sequence[NdnJob] | None = None) -> None:
+                 jobs: Sequence[NdnJob] | None = None,
+                 outsider_pit_budget: int = OUTSIDER_PIT_BUDGET) -> None:
+        """``outsider_pit_budget``: with ``jobs``, the transient PIT entries a second a
+        host port that is no job's PS or GPU may start (docs/trust.md)."""
         self.topology = topology
+        self.outsider_pit_budget = outsider_pit_budget
         #: None: open subscriptions (anyone, hashed slots); else guarded for these jobs
         self.jobs = list(jobs) if jobs is not None else None
         self.subscriptions = subscriptions
@@ -166,8 +173,17 @@ class NdnDeployment:
                               pp.config_entry(self.subscriptions, self.subscription_lifetime)]
             ups += [fib.route_entry(f"/{h}", port) for h, port in sorted(self.routes[s].items())]
             ups += pit.port_groups(topo.ports(s))
-            out[s] = ups + guard.get(s, [])
+            out[s] = ups + guard.get(s, []) + self._budgets(s, pit)
         return out
+
+    def _budgets(self, s: str, pit: TransientPit) -> list[Any]:
+        """With jobs: a PIT budget on every port of ``s`` (1..8) whose host is in no job."""
+        if self.jobs is None:
+            return []
+        topo = self.topology
+        members = {h for j in self.jobs for h in (j.ps, *j.gpus)}
+        return [pit.budget_entry(p, self.outsider_pit_budget) for p, n in sorted(topo.ports(s).items())
+                if topo.is_host(n) and n not in members and 1 <= p <= PIT_PORTS]
 
     def deploy(self, timeout: float = 60.0) -> DeployReport:
         """Load ndn.p4 everywhere and install the plan and the loss rates (synchronous)."""

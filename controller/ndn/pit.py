@@ -24,8 +24,8 @@ class TransientPit(ControlBlock):
     them."""
 
     CONTROL = "MyIngress.pit"
-    TABLES = ("pit_config",)
-    ACTIONS = ("set_lifetime",)
+    TABLES = ("pit_config", "pit_port_budget")
+    ACTIONS = ("set_lifetime", "limit")
     COUNTERS = ("pit_expired",)
 
     def lifetime_entry(self, seconds: float) -> Any:
@@ -33,6 +33,15 @@ class TransientPit(ControlBlock):
         if not 0 < seconds < 3600:
             raise DeployError(f"PIT lifetime must be in (0, 3600) s, got {seconds!r}")
         return ~self.default_entry("pit_config", "set_lifetime", microseconds=int(seconds * 1e6))
+
+    def budget_entry(self, port: int, per_second: int) -> Any:
+        """INSERT ``port -> limit(per_second)``: Interests from ``port`` may start at most
+        ``per_second`` PIT entries a second (docs/trust.md, "Per-switch state ...")."""
+        if not 1 <= port <= PIT_PORTS:
+            raise DeployError(f"a PIT budget needs a port in 1..{PIT_PORTS}, got {port}")
+        if not 0 <= per_second < 2**32:
+            raise DeployError(f"PIT budget must be in 0..2^32-1 entries a second, got {per_second}")
+        return +self.entry("pit_port_budget", {"meta.in_port": port}, "limit", per_second=per_second)
 
     @staticmethod
     def port_groups(ports: Iterable[int]) -> list[Any]:

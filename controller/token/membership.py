@@ -12,7 +12,8 @@ from controller.p4runtime import (
 )
 
 MEMBER_DROPS = {1: "malformed", 2: "non_member", 3: "formation_closed", 4: "local_on_lan",
-                5: "unknown_type", 6: "formation_source", 7: "host_token", 8: "lost_tie"}
+                5: "unknown_type", 6: "formation_source", 7: "host_token", 8: "lost_tie",
+                9: "tagged"}
 
 
 MEMBER_EVENTS = {0: "config", 1: "roster", 2: "token", 3: "tick", 4: "resend_due",

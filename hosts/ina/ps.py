@@ -35,6 +35,7 @@ import numpy as np
 
 from hosts.ina.agent import FaultInjection, InaTimeoutError, open_ina_socket
 from hosts.ina.ps_job import JobState, JobStats
+from hosts.ina.stamp import admitted, policy_stamp
 from hosts.net import net_dev, peak_rss_mib, wait_readable
 from wire import argtypes
 from wire.ina import (
@@ -232,6 +233,7 @@ class ParameterServer:
             job_id, num_workers, num_fragments, fragment_offset, (1 << num_workers) - 1,
             dsts, worker_bits, switches, clears, JobStats(job_id, num_workers, total),
             self.rounds, self.cycle, values_per_packet=values_per_packet or INA_VALUES,
+            stamp=policy_stamp(policy),
         )
 
     def close(self) -> None:
@@ -292,13 +294,16 @@ class ParameterServer:
             else:
                 c.short += 1
             return
-        mt, job, _wid, frag, tag, origin, bm, cnt, _fanin, flags, _sdf, mx = \
+        mt, job, wid, frag, tag, origin, bm, cnt, _fanin, flags, _sdf, mx = \
             INA_HEADER.unpack_from(data)
         placed = self._place(mt, job, frag, bm, flags, len(data))
         if placed is None:
             return
         jb, r, f = placed
         st = jb.stats
+        if not admitted(jb.stamp, wid):  # never admitted by a switch of the job
+            st.refused_stamp += 1
+            return
         src = addr[0]
         # A contribution comes from one of the job's switches (an aggregate, a PARTIAL, a
         # GRAD passed on keeps its worker's address), or from the worker whose bit it is.

@@ -36,6 +36,7 @@ class JobStats:
     count_mismatch: int = 0  # count field != popcount(bitmap) (accepted by bitmap)
     wrong_size: int = 0  # not this job's packet size (another values per packet): dropped
     refused_source: int = 0  # from no worker of the job (for its bit) and no job switch
+    refused_stamp: int = 0  # without the job's admission stamp (hosts/ina/stamp.py)
     results_sent: int = 0
     result_resends: int = 0  # RESULT again for a RETX of a finished fragment
     clears_sent: int = 0
@@ -66,6 +67,7 @@ class JobState:
     #                 offset + (round mod cycle)·F + index
     round_done: int = 0  # fragments of this round finished
     values_per_packet: int = INA_VALUES  # V: values a fragment carries
+    stamp: int = 0  # the job's admission stamp (hosts/ina/stamp.py); 0: unchecked
     acc: np.ndarray = field(init=False)  # (F, V) int32, wraps mod 2^32 like the switches
     packet_len: int = field(init=False)  # UDP payload bytes of a GRAD/PARTIAL: header + 4V
     zero_values: bytes = field(init=False)  # 4V zero bytes

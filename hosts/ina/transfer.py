@@ -17,6 +17,7 @@ from typing import Any
 
 from hosts.ina.agent import InaTimeoutError
 from hosts.ina.congestion import CongestionControl
+from hosts.ina.stamp import admitted
 from wire.ina import INA_HEADER, INA_HEADER_LEN, InaFlags, MsgType
 from wire.ina_policy import FragmentRouting
 
@@ -39,6 +40,7 @@ class WorkerStats:
     stale_results: int = 0  # RESULT for a fragment not sent yet (older run, other offset)
     ignored: int = 0  # wrong size, wrong type, wrong job, out of range, bad bitmap
     refused_source: int = 0  # a RESULT from an address not the job's PS or s_d (docs/trust.md)
+    refused_stamp: int = 0  # a RESULT without the job's admission stamp (hosts/ina/stamp.py)
     send_blocked: int = 0  # socket buffer full: waited for it to drain
     window_decreases: int = 0  # congestion "aimd": times a timeout halved the window
     rto_s: float = 0.0  # congestion "aimd": the last retransmission timeout from the RTT
@@ -104,7 +106,7 @@ class FragmentTransfer:
                           self.exp_of, self.cc.seq_of, self.cc.last_sent, self.cc.aimd)
         self._recv_ctx = (stats, self.cc, self.done, self.result, on_result, w.sock.recvfrom,
                           w.result_sources, INA_HEADER.unpack_from, int(MsgType.RESULT), w.job_id,
-                          INA_HEADER_LEN, self.vl, self.pl, n_f, offset, self.full)
+                          INA_HEADER_LEN, self.vl, self.pl, n_f, offset, self.full, w.stamp)
         self.t0 = time.monotonic()
 
     def run(self) -> bytearray:
@@ -174,7 +176,7 @@ class FragmentTransfer:
     def _receive(self) -> bool:
         """Everything already received; True when anything arrived."""
         (st, cc, done, result, on_result, recvfrom, sources, unpack_from, result_t, job,
-         hl, vl, pl, n_f, offset, full) = self._recv_ctx
+         hl, vl, pl, n_f, offset, full, stamp) = self._recv_ctx
         next_f, n_done, outstanding, aimd = self.next_f, self.n_done, self.outstanding, cc.aimd
         busy = False
         while True:
@@ -191,7 +193,10 @@ class FragmentTransfer:
             if len(data) != pl:  # not this job's values per packet
                 st.ignored += 1
                 continue
-            mt, j, _, frag, _, _, bm, _, _, _, _, mx = unpack_from(data)
+            mt, j, wid, frag, _, _, bm, _, _, _, _, mx = unpack_from(data)
+            if not admitted(stamp, wid):  # never admitted by a switch of the job
+                st.refused_stamp += 1
+                continue
             f = frag - offset
             if mt != result_t or j != job or not 0 <= f < n_f or bm != full:
                 st.ignored += 1

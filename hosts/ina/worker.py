@@ -36,6 +36,7 @@ import numpy as np
 from hosts.ina.agent import FaultInjection, InaTimeoutError, open_ina_socket
 from hosts.ina.congestion import CONGESTION_MODES
 from hosts.ina.rounds import DEFAULT_REUSE_AFTER_S, FragmentCycle
+from hosts.ina.stamp import policy_stamp
 from hosts.ina.transfer import FragmentTransfer, WorkerStats
 from hosts.net import peak_rss_mib
 from wire import argtypes
@@ -100,6 +101,8 @@ class Worker:
         progress: called as ``progress(done, total)`` at most every 0.1 s.
         result_sources: the addresses a RESULT may come from (default: ``ps_ip``;
             ``from_policy`` adds ``s_d``); any other source is refused and counted.
+        stamp: the job's admission stamp (``from_policy``: the policy's); a RESULT
+            whose ``worker_id`` is not it is refused and counted (hosts/ina/stamp.py).
         number_format: "fixed" (``scale_bits`` for every value) or "bfp" (block
             floating point: ``allreduce`` agrees a shared exponent per block in the
             network first; docs/ina.md). Every worker of a job must use the same.
@@ -137,6 +140,7 @@ class Worker:
         number_format: str = "fixed",
         congestion: str = "fixed",
         values_per_packet: int = INA_VALUES,
+        stamp: int = 0,
     ) -> None:
         self.values_per_packet = check_values_per_packet(values_per_packet)
         if not 1 <= num_workers <= INA_MAX_WORKERS:
@@ -158,6 +162,7 @@ class Worker:
         self.last_bfp: tuple[np.ndarray, np.ndarray] | None = None
         self.rank, self.num_workers, self.job_id = rank, num_workers, job_id
         self.ps_addr = (_ip(ps_ip, "ps_ip"), port)
+        self.stamp = stamp  # the job's admission stamp (hosts/ina/stamp.py); 0: unchecked
         self.result_sources = frozenset(
             _ip(a, "result source") for a in (result_sources or ())) | {self.ps_addr[0]}
         self.policy = policy
@@ -178,6 +183,7 @@ class Worker:
         kw.setdefault("values_per_packet", policy.values_per_packet)
         # s_d multicasts the PS's RESULT keeping the PS's address; s_d's own is allowed too
         kw.setdefault("result_sources", [policy.sd.ip] if policy.sd is not None else [])
+        kw.setdefault("stamp", policy_stamp(policy))
         return cls(
             rank, policy.num_workers, policy.job, policy.ps, policy.for_worker(rank),
             policy.switch_ips, port=policy.port, **kw,

@@ -187,24 +187,54 @@ def summary(node: Node) -> None:
 
 
 def run_intruder(args: argparse.Namespace) -> int:
-    """Send forged protocol frames from a non-member MAC (tests the NICs' s61 filter)."""
+    """Send forged protocol frames from a non-member MAC (tests the NICs' s61 filter);
+    with ``--intrude-tags`` behind those VLAN tags, and a forged STOP among them."""
     link = NicLink(args.iface)
     rng = np.random.default_rng(7)
+    tags = bytes.fromhex(args.intrude_tags) if args.intrude_tags else b""
+
+    def send(frame: bytes) -> None:
+        link.send(frame[:12] + tags + frame[12:])  # the tags go after the two MACs
+
     sent = 0
     end = time.monotonic() + args.duration
     while time.monotonic() < end and sent < args.count:
         for sender in range(1, 5):
             for batch in range(0, 4):
                 vals = rng.integers(-1000, 1000, TOKEN_VALUES).astype(np.int32)
-                link.send(encode_token(TokenHeader(int(TokenMsg.GRAD), sender=sender, batch=batch,
-                                                   frag=0, nfrags=1), link.mac, values=vals))
+                send(encode_token(TokenHeader(int(TokenMsg.GRAD), sender=sender, batch=batch,
+                                              frag=0, nfrags=1), link.mac, values=vals))
                 sent += 1
-        link.send(encode_token(TokenHeader(int(TokenMsg.TOKEN), sender=1, next_holder=2,
-                                           batch=0, pass_no=10**6), link.mac))
+        send(encode_token(TokenHeader(int(TokenMsg.TOKEN), sender=1, next_holder=2,
+                                      batch=0, pass_no=10**6), link.mac))
         sent += 1
+        if tags:  # a STOP a node would obey (the NIC must never bridge it)
+            send(encode_token(TokenHeader(int(TokenMsg.STOP), sender=1, batch=10**6), link.mac))
+            sent += 1
         time.sleep(0.05)
     print(json.dumps({"event": "intruder", "sent": sent}), flush=True)
     return 0
+
+
+def _hex_tags(s: str) -> str:
+    """``--intrude-tags``: whole 4-byte tags in hex."""
+    try:
+        if len(bytes.fromhex(s)) % 4:
+            raise ValueError
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected hex of 4-byte VLAN tags, got {s!r}") from None
+    return s
+
+
+def _intruder_args(p: argparse.ArgumentParser) -> None:
+    """The options of ``--intrude`` (tests: not a node)."""
+    p.add_argument("--intrude", action="store_true",
+                   help="not a node: send forged GRAD/TOKEN frames (tests)")
+    p.add_argument("--count", type=argtypes.count, default=200, help="--intrude: frames at most")
+    p.add_argument("--intrude-tags", type=_hex_tags, default="",
+                   help="--intrude: send every forged frame behind these VLAN tags (hex, 4 bytes "
+                        "a tag, e.g. 81000000), and a forged STOP among them (tests)")
+    p.add_argument("--duration", type=argtypes.positive, default=5.0, help="--intrude: seconds at most")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -212,10 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argtypes.Parser(prog="python -m hosts.token.node", description=__doc__.split("\n\n")[0])
     p.add_argument("--iface", required=True, help="the interface toward the node's NIC")
     p.add_argument("--initiator", action="store_true", help="this node holds model and data (s110)")
-    p.add_argument("--intrude", action="store_true",
-                   help="not a node: send forged GRAD/TOKEN frames (tests)")
-    p.add_argument("--count", type=argtypes.count, default=200, help="--intrude: frames at most")
-    p.add_argument("--duration", type=argtypes.positive, default=5.0, help="--intrude: seconds at most")
+    _intruder_args(p)
     p.add_argument("--expect", type=argtypes.natural, default=0, help="initiator: close formation once this "
                    "many nodes (itself included) are in and 0.3 s passed quietly")
     p.add_argument("--form-silence", type=argtypes.positive, default=2.0, help="silence that closes formation (s)")

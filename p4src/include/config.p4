@@ -20,6 +20,11 @@ const port_t DROP_PORT = 511;
 /* EtherTypes and IP protocols the parsers know. */
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<16> ETHERTYPE_NDN  = 0x8624;   /* IANA-registered NDN EtherType */
+/* VLAN tag protocol ids: 802.1Q, 802.1ad, and the old QinQ 0x9100. Linux strips
+ * a 0x8100/0x88A8 tag (VID 0: as untagged) before protocol dispatch. */
+const bit<16> ETHERTYPE_VLAN_CTAG = 0x8100;
+const bit<16> ETHERTYPE_VLAN_STAG = 0x88A8;
+const bit<16> ETHERTYPE_VLAN_QINQ = 0x9100;
 /* Token-passing gradient broadcast (token) runs in a LAN and carries its
  * token in a MAC-level header: IEEE 802 "local experimental" EtherType. */
 const bit<16> GRADNET_TOKEN_ETHERTYPE = 0x88B5;

@@ -16,6 +16,13 @@
  * On any port a GRAD with an empty bitmap or a zero count is refused: no
  * switch or worker ever sends one. Every refused packet is dropped and
  * counted by reason (ina_admission_drops); the aggregator never sees it.
+ *
+ * An admitted packet from a host leaves with the job's stamp (an action
+ * parameter of its ina_members / ina_servers entry, drawn by the controller)
+ * in worker_id, which nothing after admission reads; the UDP checksum is
+ * updated incrementally (RFC 1624). The agents take only packets that carry
+ * the stamp (hosts/ina/stamp.py): a datagram that reached them without
+ * passing admission carries whatever its sender guessed.
  */
 #ifndef _GRADNET_ADMISSION_P4_
 #define _GRADNET_ADMISSION_P4_
@@ -40,6 +47,7 @@ control InaAdmission(inout headers_t hdr,
     counter(INA_ADMIT_REASONS, CounterType.packets) ina_admission_drops;
 
     bit<256> own_bit;
+    bit<16> admit_stamp = 0;
 
     action fabric_port() { }
 
@@ -51,8 +59,9 @@ control InaAdmission(inout headers_t hdr,
         size = PORT_TABLE_SIZE;
     }
 
-    action member(bit<256> bitmap) {
+    action member(bit<256> bitmap, bit<16> stamp) {
         own_bit = bitmap;
+        admit_stamp = stamp;
     }
 
     /* A job's worker on the port it is attached to: its GRADs carry `bitmap`. */
@@ -68,7 +77,9 @@ control InaAdmission(inout headers_t hdr,
         size = INA_MEMBERS_SIZE;
     }
 
-    action job_server() { }
+    action job_server(bit<16> stamp) {
+        admit_stamp = stamp;
+    }
 
     /* A job's PS on the port it is attached to. */
     table ina_servers {
@@ -80,6 +91,20 @@ control InaAdmission(inout headers_t hdr,
         actions = { job_server; NoAction; }
         default_action = NoAction();
         size = INA_JOBS_SIZE;
+    }
+
+    /* worker_id := the job's stamp, the UDP checksum updated for it (0 stays 0:
+     * no checksum; a computed 0 is sent as 0xFFFF). */
+    action write_stamp() {
+        bit<32> s = (bit<32>)(~hdr.udp.checksum) + (bit<32>)(~hdr.ina.worker_id)
+                    + (bit<32>)admit_stamp;
+        s = (s & 0xFFFF) + (s >> 16);
+        s = (s & 0xFFFF) + (s >> 16);
+        bit<16> c = ~(bit<16>)s;
+        if (hdr.udp.checksum != 0) {
+            hdr.udp.checksum = (c == 0) ? 16w0xFFFF : c;
+        }
+        hdr.ina.worker_id = admit_stamp;
     }
 
     action refuse(bit<32> reason) {
@@ -103,11 +128,15 @@ control InaAdmission(inout headers_t hdr,
                     refuse(INA_ADMIT_NOT_MEMBER);
                 } else if (hdr.ina.bitmap != own_bit) {
                     refuse(INA_ADMIT_WRONG_BIT);
+                } else {
+                    write_stamp();
                 }
             } else if (hdr.ina.msg_type == INA_PARTIAL || hdr.ina.msg_type == INA_RESULT
                        || hdr.ina.msg_type == INA_CLEAR) {
                 if (!ina_servers.apply().hit) {
                     refuse(INA_ADMIT_NOT_SERVER);
+                } else {
+                    write_stamp();
                 }
             } else {
                 refuse(INA_ADMIT_BAD_TYPE);

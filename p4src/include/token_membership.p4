@@ -33,6 +33,7 @@
 #define TOKEN_DROP_FORM_SOURCE  6   /* FORM_START / ROSTER not from who opened formation */
 #define TOKEN_DROP_HOST_TOKEN   7   /* a TOKEN from the host: the NIC emits tokens (PASS) */
 #define TOKEN_DROP_LOST_TIE     8   /* a second NODE_LOST for the same node, from farther after it */
+#define TOKEN_DROP_TAGGED       9   /* an 802.1Q/802.1ad-tagged frame (docs/trust.md) */
 #define TOKEN_DROP_REASONS      16
 /* member_events indices */
 #define TOKEN_EV_CONFIG      0
@@ -203,7 +204,15 @@ control TokenMembership(inout token_headers_t hdr,
     }
 
     apply {
-        if (hdr.ethernet.ether_type == GRADNET_TOKEN_ETHERTYPE) {
+        /* A tagged frame is never parsed as the protocol, yet Linux strips a
+         * VLAN tag before it hands frames to the host's AF_PACKET socket for
+         * 0x88B5 (any VID): bridged, it would reach the host unchecked. No
+         * node sends tags, so the NIC drops every tagged frame, both ways. */
+        if (hdr.ethernet.ether_type == ETHERTYPE_VLAN_CTAG
+                || hdr.ethernet.ether_type == ETHERTYPE_VLAN_STAG
+                || hdr.ethernet.ether_type == ETHERTYPE_VLAN_QINQ) {
+            drop_frame(TOKEN_DROP_TAGGED);
+        } else if (hdr.ethernet.ether_type == GRADNET_TOKEN_ETHERTYPE) {
             if (standard_metadata.parser_error != error.NoError || !hdr.token.isValid()) {
                 drop_frame(TOKEN_DROP_MALFORMED);
             }
