@@ -41,9 +41,10 @@ from targets.embedded.codegen.layout import (
     RESUBMIT,
     TRUNCATE,
 )
-from targets.embedded.compiler import Program
+from targets.embedded.compiler import CompileError, Program
 from targets.embedded.liveness import FaultLog, Heartbeat
 from targets.embedded.loop import run_switches
+from targets.embedded.native import glue as native_glue
 from targets.embedded.state import PacketReplicationEngine, Replica
 from targets.embedded.traffic import PortQueues, TrafficConfigMixin
 
@@ -93,8 +94,11 @@ class Switch(TrafficConfigMixin):
         priority_queues: int = 1,
         queue_depth: int = 64,
         seed: int | None = None,
+        backend: str | None = None,
     ) -> None:
         self.device_id = device_id
+        # auto | native | python (targets/embedded/native/glue.py); $GRADNET_BACKEND by default
+        self.backend = native_glue.check_backend(backend or native_glue.default_backend())
         self.cpu_port = cpu_port
         self.nb_queues = max(1, priority_queues)
         self.queue_depth = queue_depth
@@ -130,8 +134,15 @@ class Switch(TrafficConfigMixin):
 
     # ------------------------------------------------------------------ program
     def load_program(self, device_config: bytes | str) -> Program:
-        """Compile BMv2 JSON; raises ``compiler.CompileError`` on a bad program."""
-        return Program(device_config, seed=self.seed)
+        """Compile BMv2 JSON; raises ``compiler.CompileError`` on a bad program (or one
+        the native backend, when asked for explicitly, does not support)."""
+        program = Program(device_config, seed=self.seed)
+        bind_metadata(program)
+        try:
+            native_glue.attach(program, self.backend, self.seed)
+        except native_glue.Unsupported as e:
+            raise CompileError(f"native backend: unsupported: {e}") from e
+        return program
 
     def install_program(self, program: Program) -> None:
         """Swap in a program (atomic for the data plane) and clear the PRE.
@@ -202,6 +213,9 @@ class Switch(TrafficConfigMixin):
             F = prog.template[:]
             F[prog.sm_ingress_port] = F[INPORT] = port
             F[prog.sm_packet_length] = len(frame)
+            if prog.native is not None:
+                native_glue.receive(self, prog, port, frame)
+                return
             if prog.tm_ig_ts is not None:
                 F[prog.tm_ig_ts] = self._now_us()
             self._ingress(prog, F, frame, len(frame), 0)
@@ -235,6 +249,11 @@ class Switch(TrafficConfigMixin):
             F[prog.sm_checksum_error] = 1
         prog.ingress(F)
         F[EXIT] = 0
+        self._ingress_tail(prog, F, frame, payload, length, loops)
+
+    def _ingress_tail(self, prog: Program, F: list[int], frame: bytes, payload: bytes, length: int,
+                      loops: int) -> None:
+        """What follows the ingress pipeline: clone, digest, resubmit, multicast, enqueue."""
         if self._debug:
             log.debug("ingress port %d: egress_spec=%d", F[prog.sm_ingress_port], F[prog.sm_egress_spec])
         if (F[CLONE] or F[LEARN] or F[RESUBMIT]) and self._ingress_extras(prog, F, frame, length, loops):
@@ -419,6 +438,11 @@ class Switch(TrafficConfigMixin):
         F[prog.sm_packet_length] = F[PKTLEN]
         prog.egress(F)
         F[EXIT] = 0
+        self._egress_tail(prog, port, F, payload, length, trunc, out, loops)
+
+    def _egress_tail(self, prog: Program, port: int, F: list[int], payload: bytes, length: int, trunc: int,
+                     out: list[tuple[int, bytes]], loops: int) -> None:
+        """What follows the egress pipeline: clone, drop, checksums, deparse, recirculate."""
         if F[CLONE]:
             sm = prog.sm
             sid = F[CLONE] & ~FLAG

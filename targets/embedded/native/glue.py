@@ -1,0 +1,113 @@
+"""How a switch picks its backend and runs a packet on the native one.
+
+``attach(program, backend)`` gives a compiled Program its native instance
+(``Program.native``) when the backend asks for it and the program allows it.
+``receive(switch, program, port, frame)`` runs one frame: the native call finishes the
+common path (parse to deparse through an unshaped queue); where it stops -- clone,
+digest, resubmit, multicast, a shaped queue, the CPU port -- the switch's Python path
+resumes from the PHV the native code left, so every feature the Python backend has
+keeps working, with the state in native memory.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+from typing import Any
+
+from targets.embedded.native.cexpr import Unsupported
+
+log = logging.getLogger("gradnet.switch")
+
+BACKENDS = ("auto", "native", "python")
+ENV = "GRADNET_BACKEND"
+SENT, DROPPED, AFTER_INGRESS, AFTER_EGRESS, BAD_PRIORITY, EGRESS_DROPPED = range(6)
+_TM_FIELDS = ("tm_ig_ts", "tm_eg_ts", "tm_enq_ts", "tm_enq_depth", "tm_deq_depth", "tm_deq_delta")
+
+
+def default_backend() -> str:
+    """The backend the environment asks for ($GRADNET_BACKEND), else python."""
+    b = os.environ.get(ENV, "python").strip().lower() or "python"
+    return b if b in BACKENDS else "python"
+
+
+def check_backend(name: str) -> str:
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r} (auto, native or python)")
+    return name
+
+
+def attach(program: Any, backend: str, seed: int | None = None) -> None:
+    """Run ``program`` natively when ``backend`` is native or auto and it can.
+
+    native: raise Unsupported when it cannot; auto: one log line naming what is missing,
+    and the Python backend."""
+    if backend == "python" or program.native is not None:
+        return
+    try:
+        used = [f[3:] for f in _TM_FIELDS[1:] if getattr(program, f) is not None]
+        if used:
+            raise Unsupported(f"traffic-manager metadata ({', '.join(used)})")
+        from targets.embedded.native.binding import NativeBackend  # ctypes, built on demand
+        program.native = NativeBackend(program, seed)
+    except Unsupported as e:
+        if backend == "native":
+            raise
+        log.info("native backend not used: %s; running the Python backend", e)
+
+
+def _fast_ports(sw: Any) -> bytes:
+    """Per port (0..511): 1 when a packet to it may go straight from the native
+    ingress to the native egress -- its queues have no rate (not the CPU port)."""
+    key = (getattr(sw, "_tm_version", 0), sw._shaped, len(sw._tm), sw.cpu_port)
+    cached = getattr(sw, "_native_fast", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    mask = bytearray(512)
+    for p in range(512):
+        q = sw._tm.get(p)
+        if q is None:
+            mask[p] = 0 if sw._shaped else 1
+        else:
+            mask[p] = int(q.port_rate is None and all(r is None for r in q.rate))
+    if sw.cpu_port is not None and 0 <= sw.cpu_port < 512:
+        mask[sw.cpu_port] = 0
+    sw._native_fast = (key, bytes(mask))
+    return sw._native_fast[1]
+
+
+def receive(sw: Any, prog: Any, port: int, frame: bytes) -> None:
+    """Run one received frame through the native backend (see the module doc)."""
+    nat = prog.native
+    now = sw._now_us() if prog.tm_ig_ts is not None else 0
+    rc = nat.lib.np_process(nat.ctx, frame, len(frame), port, now, sw.nb_queues, _fast_ports(sw), nat.out,
+                            len(nat.out), ctypes.byref(nat.outlen), ctypes.byref(nat.outport),
+                            ctypes.byref(nat.outprio))
+    if rc == SENT:
+        out = nat.outport.value
+        _count_enqueue(sw, out, nat.outprio.value)
+        sw._transmit(out, ctypes.string_at(nat.out, nat.outlen.value), sw._txq)
+    elif rc == DROPPED:
+        sw.stats.pipeline_drops += 1
+    elif rc == EGRESS_DROPPED:
+        _count_enqueue(sw, nat.outport.value, nat.outprio.value)
+        sw.stats.pipeline_drops += 1
+    elif rc == BAD_PRIORITY:
+        sw._queue(nat.outport.value)
+        sw.stats.priority_out_of_range += 1
+    elif rc == AFTER_INGRESS:
+        F, off = nat.phv()
+        sw._ingress_tail(prog, F, frame, frame[off:], len(frame), 0)
+    elif rc == AFTER_EGRESS:
+        F, off = nat.phv()
+        out = nat.outport.value
+        _count_enqueue(sw, out, nat.outprio.value)
+        sw._egress_tail(prog, out, F, frame[off:], len(frame), 0, sw._txq, 0)
+    else:
+        raise RuntimeError(f"native packet path returned {rc}")
+
+
+def _count_enqueue(sw: Any, port: int, prio: int) -> None:
+    q = sw._tm.get(port) or sw._queue(port)
+    q.enqueued[sw.nb_queues - 1 - prio] += 1
