@@ -42,6 +42,15 @@ def refuse_objects(prog: Any) -> None:
     for present, what in checks:
         if present:
             raise Unsupported(what)
+    if not prog.tm_bound:
+        from targets.embedded.switch import bind_metadata  # the switch decides what is read
+
+        bind_metadata(prog)
+    # the ingress timestamp is passed in; the queue clocks and depths stay in Python
+    used = [f[3:] for f in ("tm_eg_ts", "tm_enq_ts", "tm_enq_depth", "tm_deq_depth", "tm_deq_delta")
+            if getattr(prog, f) is not None]
+    if used:
+        raise Unsupported(f"traffic-manager metadata ({', '.join(used)})")
 
 
 class NativeGen(CExprMixin, PipelineMixin):

@@ -23,7 +23,6 @@ log = logging.getLogger("gradnet.switch")
 BACKENDS = ("auto", "native", "python")
 ENV = "GRADNET_BACKEND"
 SENT, DROPPED, AFTER_INGRESS, AFTER_EGRESS, BAD_PRIORITY, EGRESS_DROPPED = range(6)
-_TM_FIELDS = ("tm_ig_ts", "tm_eg_ts", "tm_enq_ts", "tm_enq_depth", "tm_deq_depth", "tm_deq_delta")
 
 
 def default_backend() -> str:
@@ -46,9 +45,6 @@ def attach(program: Any, backend: str, seed: int | None = None) -> None:
     if backend == "python" or program.native is not None:
         return
     try:
-        used = [f[3:] for f in _TM_FIELDS[1:] if getattr(program, f) is not None]
-        if used:
-            raise Unsupported(f"traffic-manager metadata ({', '.join(used)})")
         from targets.embedded.native.binding import NativeBackend  # ctypes, built on demand
         program.native = NativeBackend(program, seed)
     except Unsupported as e:

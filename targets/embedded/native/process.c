@@ -31,8 +31,8 @@ int np_process(void *p, const uint8_t *frame, uint32_t len, uint32_t port, uint6
   F[SM_INSTANCE_TYPE] = 0;
   if (eport >= 512 || !fast[eport]) { rc = 2; goto done; }
   uint64_t prio = SM_PRIORITY >= 0 ? F[SM_PRIORITY] : 0;
-  if (prio >= nbq) { rc = 4; goto done; }
   *outport = (uint32_t)eport; *outprio = (uint32_t)prio;
+  if (prio >= nbq) { rc = 4; goto done; }
   if (SM_QID >= 0) F[SM_QID] = prio;
   F[SM_EGRESS_PORT] = eport;
   F[SM_EGRESS_SPEC] = 0;
