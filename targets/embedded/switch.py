@@ -97,7 +97,6 @@ class Switch(TrafficConfigMixin):
         backend: str | None = None,
     ) -> None:
         self.device_id = device_id
-        # auto | native | python (targets/embedded/native/glue.py); $GRADNET_BACKEND by default
         self.backend = native_glue.check_backend(backend or native_glue.default_backend())
         self.cpu_port = cpu_port
         self.nb_queues = max(1, priority_queues)
@@ -134,8 +133,7 @@ class Switch(TrafficConfigMixin):
 
     # ------------------------------------------------------------------ program
     def load_program(self, device_config: bytes | str) -> Program:
-        """Compile BMv2 JSON; raises ``compiler.CompileError`` on a bad program (or one
-        the native backend, when asked for explicitly, does not support)."""
+        """Compile BMv2 JSON (CompileError: a bad program, or one --backend native lacks)."""
         program = Program(device_config, seed=self.seed)
         bind_metadata(program)
         try:
@@ -251,8 +249,7 @@ class Switch(TrafficConfigMixin):
         F[EXIT] = 0
         self._ingress_tail(prog, F, frame, payload, length, loops)
 
-    def _ingress_tail(self, prog: Program, F: list[int], frame: bytes, payload: bytes, length: int,
-                      loops: int) -> None:
+    def _ingress_tail(self, prog: Program, F: list[int], frame: bytes, payload: bytes, length: int, loops: int) -> None:
         """What follows the ingress pipeline: clone, digest, resubmit, multicast, enqueue."""
         if self._debug:
             log.debug("ingress port %d: egress_spec=%d", F[prog.sm_ingress_port], F[prog.sm_egress_spec])

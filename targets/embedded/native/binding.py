@@ -11,6 +11,7 @@ atomic with respect to packets.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import random
 from typing import Any
@@ -190,10 +191,8 @@ class NativeBackend:
             self.ctx = None
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # interpreter shutdown
             self.close()
-        except Exception:  # interpreter shutdown
-            pass
 
 
 def _rebind(ns: dict[str, Any], old: Any, new: Any) -> None:

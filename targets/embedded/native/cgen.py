@@ -159,7 +159,7 @@ class NativeGen(CExprMixin, PipelineMixin):
             for op in s["parser_ops"]:
                 out += self._parser_op(op, err)
             out += self._transitions(s, states)
-        out += [" perr:", f"  F[SM_PARSER_ERROR] = e;" if self.prog.sm.get("parser_error") is not None else "  (void)e;",
+        out += [" perr:", "  F[SM_PARSER_ERROR] = e;" if self.prog.sm.get("parser_error") is not None else "  (void)e;",
                 "  return o;", "}"]
         return out
 
