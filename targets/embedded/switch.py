@@ -41,7 +41,7 @@ from targets.embedded.codegen.layout import (
     RESUBMIT,
     TRUNCATE,
 )
-from targets.embedded.compiler import CompileError, Program
+from targets.embedded.compiler import Program
 from targets.embedded.liveness import FaultLog, Heartbeat
 from targets.embedded.loop import run_switches
 from targets.embedded.native import glue as native_glue
@@ -136,10 +136,7 @@ class Switch(TrafficConfigMixin):
         """Compile BMv2 JSON (CompileError: a bad program, or one --backend native lacks)."""
         program = Program(device_config, seed=self.seed)
         bind_metadata(program)
-        try:
-            native_glue.attach(program, self.backend, self.seed)
-        except native_glue.Unsupported as e:
-            raise CompileError(f"native backend: unsupported: {e}") from e
+        native_glue.attach(program, self.backend, self.seed)
         return program
 
     def install_program(self, program: Program) -> None:
@@ -530,6 +527,8 @@ class Switch(TrafficConfigMixin):
                 self._receive(p, frame)
             return
         port = self._fd_port[fd]
+        if self.program is not None and self.program.native is not None and not self.tx_handlers:  # batched, in C
+            return native_glue.rx(self, self.program, port, self._ports[port])
         recvmsg = self._ports[port].recvmsg
         for _ in range(64):
             try:
@@ -591,8 +590,7 @@ def bind_metadata(program: Program) -> None:
 
 
 def restore_vlan_tag(frame: bytes, aux: bytes) -> bytes:
-    """``frame`` with the 802.1Q tag that the kernel moved into ``struct tpacket_auxdata``
-    (``aux``: tp_status, tp_len, tp_snaplen, tp_mac, tp_net, tp_vlan_tci, tp_vlan_tpid)
+    """``frame`` with the 802.1Q tag the kernel moved into ``aux`` (struct tpacket_auxdata)
     put back after the MAC addresses, as libpcap (and so BMv2) does."""
     status = int.from_bytes(aux[0:4], "little")
     tci = int.from_bytes(aux[16:18], "little")

@@ -12,6 +12,8 @@ typedef struct {
   w256 W[NW + 1];                  /* its wide fields */
   const uint8_t *pkt; uint32_t n, off;
   uint8_t hbuf[HBUF + 65536];      /* hash and checksum input */
+  uint8_t *rxbuf, *txbuf;          /* a received batch (np_rx): RXB frames of RXSZ bytes; a frame out */
+  uint32_t rxlen[32], rxn, rxi;
 } ctx_t;
 
 static uint64_t rng_next(ctx_t *c) {  /* splitmix64 */
@@ -47,6 +49,7 @@ void np_free(void *p) {
   for (int r = 0; r < NR; r++) free(c->R[r]);
   for (int k = 0; k < NC; k++) { free(c->CP[k]); free(c->CB[k]); }
   for (int t = 0; t < NT; t++) tfree(&c->T[t]);
+  free(c->rxbuf); free(c->txbuf);
   pthread_mutex_destroy(&c->mu);
   free(c);
 }

@@ -80,8 +80,8 @@ class NativeGen(CExprMixin, PipelineMixin):
         for pl in self.spec["pipelines"]:
             body += self.gen_pipeline(pl)
         body += self.gen_deparser(self.spec["deparsers"][0])
-        parts = [(_HERE / "runtime.c").read_text(), self.gen_decls(), (_HERE / "api.c").read_text(),
-                 "\n".join(self.out), "\n".join(body), (_HERE / "process.c").read_text()]
+        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "process", "io")]
+        parts = [fixed[0], self.gen_decls(), fixed[1], "\n".join(self.out), "\n".join(body), *fixed[2:]]
         self.source = "\n".join(parts)
 
     def uid(self, prefix: str) -> str:

@@ -16,6 +16,7 @@ import logging
 import os
 from typing import Any
 
+from targets.embedded.codegen.layout import CompileError
 from targets.embedded.native.cexpr import Unsupported
 
 log = logging.getLogger("gradnet.switch")
@@ -40,7 +41,7 @@ def check_backend(name: str) -> str:
 def attach(program: Any, backend: str, seed: int | None = None) -> None:
     """Run ``program`` natively when ``backend`` is native or auto and it can.
 
-    native: raise Unsupported when it cannot; auto: one log line naming what is missing,
+    native: raise CompileError naming what is missing when it cannot; auto: one log line naming what is missing,
     and the Python backend."""
     if backend == "python" or program.native is not None:
         return
@@ -49,7 +50,7 @@ def attach(program: Any, backend: str, seed: int | None = None) -> None:
         program.native = NativeBackend(program, seed)
     except Unsupported as e:
         if backend == "native":
-            raise
+            raise CompileError(f"native backend: unsupported: {e}") from e
         log.info("native backend not used: %s; running the Python backend", e)
 
 
@@ -107,3 +108,61 @@ def receive(sw: Any, prog: Any, port: int, frame: bytes) -> None:
 def _count_enqueue(sw: Any, port: int, prio: int) -> None:
     q = sw._tm.get(port) or sw._queue(port)
     q.enqueued[sw.nb_queues - 1 - prio] += 1
+
+
+def _tx_fds(sw: Any) -> Any:
+    """Per port (0..511), the socket to send on (-1: none), as the native code reads it."""
+    key = tuple(sorted((p, s.fileno()) for p, s in sw._ports.items()))
+    cached = getattr(sw, "_native_txfd", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    arr = (ctypes.c_int32 * 512)(*([-1] * 512))
+    for p, fd in key:
+        if 0 <= p < 512 and p != sw.cpu_port:
+            arr[p] = fd
+    sw._native_txfd = (key, arr)
+    return arr
+
+
+def rx(sw: Any, prog: Any, port: int, sock: Any) -> None:
+    """Receive and run what waits on ``port``'s socket in native batches (recvmmsg; the
+    frames the native code finishes are sent from there); count what each packet did,
+    and finish in Python the packets it hands back, in their order."""
+    nat = prog.native
+    stats, ports, nbq = sw.stats, sw.stats.ports, sw.nb_queues
+    for _ in range(8):  # at most 8 x 64 frames before the loop looks at the other ports
+        now = sw._now_us() if prog.tm_ig_ts is not None else 0
+        n = nat.lib.np_rx(nat.ctx, sock.fileno(), port, now, nbq, _fast_ports(sw), _tx_fds(sw), nat.events, 64,
+                          nat.slow, ctypes.byref(nat.slowlen))
+        if n <= 0:
+            return
+        ports[port].rx += n
+        for ev in nat.events[:n]:
+            rc, out, prio, tx = ev & 0xFF, (ev >> 8) & 0xFFF, (ev >> 20) & 0xFF, ev >> 28
+            if rc in (SENT, EGRESS_DROPPED, AFTER_EGRESS):
+                q = sw._tm.get(out) or sw._queue(out)
+                q.enqueued[nbq - 1 - prio] += 1
+            if rc in (DROPPED, EGRESS_DROPPED):
+                stats.pipeline_drops += 1
+            elif rc == BAD_PRIORITY:
+                sw._queue(out)
+                stats.priority_out_of_range += 1
+            elif tx == 1:
+                ports[out].tx += 1
+            elif tx == 2:
+                ports[out].queue_drops += 1
+            elif tx == 3:
+                stats.no_such_port += 1
+        slow = nat.slowlen.value
+        if slow:
+            frame = nat.slow.raw[:slow]
+            try:
+                F, off = nat.phv()
+                if rc == AFTER_INGRESS:
+                    sw._ingress_tail(prog, F, frame, frame[off:], slow, 0)
+                else:
+                    sw._egress_tail(prog, out, F, frame[off:], slow, 0, sw._txq, 0)
+            except Exception:
+                sw.fault("processing a packet from port %d", port)
+        elif n < 64:
+            return

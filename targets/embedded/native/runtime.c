@@ -1,6 +1,7 @@
 /* gradnet native backend: the fixed part of every generated program (hand-written;
  * nothing in this file comes from a BMv2 JSON). The generator appends the program:
  * its PHV size, state and pipeline functions, using only generated identifiers. */
+#define _GNU_SOURCE
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
