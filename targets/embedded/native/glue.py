@@ -29,7 +29,10 @@ SENT, DROPPED, AFTER_INGRESS, AFTER_EGRESS, BAD_PRIORITY, EGRESS_DROPPED = range
 def default_backend() -> str:
     """The backend the environment asks for ($GRADNET_BACKEND), else python."""
     b = os.environ.get(ENV, "python").strip().lower() or "python"
-    return b if b in BACKENDS else "python"
+    if b not in BACKENDS:
+        log.warning("%s=%r is not auto, native or python: using python", ENV, b)
+        return "python"
+    return b
 
 
 def check_backend(name: str) -> str:
