@@ -71,6 +71,29 @@ int np_reg_set(void *p, int r, uint64_t i, const uint64_t *in) {  /* in: already
   pthread_mutex_unlock(&c->mu);
   return 0;
 }
+/* Whole registers at once, four limbs a cell (out/in hold REG_S[r] * 4 words). */
+int np_reg_dump(void *p, int r, uint64_t *out) {
+  ctx_t *c = p;
+  if (r < 0 || r >= NR) return -1;
+  pthread_mutex_lock(&c->mu);
+  for (uint32_t i = 0; i < REG_S[r]; i++) {
+    if (REG_W[r] > 64) memcpy(out + 4 * i, &((w256 *)c->R[r])[i], 32);
+    else { out[4 * i] = ((uint64_t *)c->R[r])[i]; out[4 * i + 1] = out[4 * i + 2] = out[4 * i + 3] = 0; }
+  }
+  pthread_mutex_unlock(&c->mu);
+  return 0;
+}
+int np_reg_load(void *p, int r, const uint64_t *in) {
+  ctx_t *c = p;
+  if (r < 0 || r >= NR) return -1;
+  pthread_mutex_lock(&c->mu);
+  for (uint32_t i = 0; i < REG_S[r]; i++) {
+    if (REG_W[r] > 64) memcpy(&((w256 *)c->R[r])[i], in + 4 * i, 32);
+    else ((uint64_t *)c->R[r])[i] = in[4 * i];
+  }
+  pthread_mutex_unlock(&c->mu);
+  return 0;
+}
 int np_ctr_get(void *p, int k, uint64_t i, uint64_t *out) {
   ctx_t *c = p;
   if (k < 0 || k >= NC || i >= CTR_S[k]) return -1;

@@ -39,6 +39,8 @@ def _bind(lib: ctypes.CDLL) -> None:
         "np_reg_get": (ctypes.c_int, [vp, ctypes.c_int, _U64, p64]),
         "np_reg_set": (ctypes.c_int, [vp, ctypes.c_int, _U64, p64]),
         "np_ctr_get": (ctypes.c_int, [vp, ctypes.c_int, _U64, p64]),
+        "np_reg_dump": (ctypes.c_int, [vp, ctypes.c_int, p64]),
+        "np_reg_load": (ctypes.c_int, [vp, ctypes.c_int, p64]),
         "np_ctr_set": (ctypes.c_int, [vp, ctypes.c_int, _U64, _U64, _U64]),
         "np_tbl_load": (ctypes.c_int, [vp, ctypes.c_int, ctypes.c_int, p64, p64, ctypes.POINTER(i32), p64, i32, p64]),
         "np_phv": (u32, [vp, p64, p64]),
@@ -60,6 +62,7 @@ class CellsView:
     def __init__(self, be: NativeBackend, kind: str, index: int, size: int) -> None:
         self._be, self._kind, self._k, self._size = be, kind, index, size
         self._buf = (_U64 * 4)()
+        self.wide = True  # a register over 64 bits (set by the backend)
 
     def __len__(self) -> int:
         return self._size
@@ -83,8 +86,17 @@ class CellsView:
         p, b = (v, b) if self._kind == "packets" else (p, v)
         lib.np_ctr_set(ctx, self._k, i, p & _MASK64, b & _MASK64)
 
+    def _whole(self) -> list[int]:
+        buf = (_U64 * (4 * self._size))()
+        self._be.lib.np_reg_dump(self._be.ctx, self._k, buf)
+        if not self.wide:  # one limb a cell
+            return list(buf[0::4])
+        return [_join(buf[4 * j:4 * j + 4]) for j in range(self._size)]
+
     def __getitem__(self, i: int | slice) -> Any:
         if isinstance(i, slice):
+            if self._kind == "reg" and i == slice(None):
+                return self._whole()  # one native call, not one per cell
             return [self._get(j) for j in range(*i.indices(self._size))]
         if i < 0:
             i += self._size
@@ -98,6 +110,10 @@ class CellsView:
             vals = list(v)
             if len(vals) != len(idx):
                 raise ValueError("slice assignment changes the size of native cells")
+            if self._kind == "reg" and len(idx) == self._size and idx.step == 1:
+                buf = (_U64 * (4 * self._size))(*[x for val in vals for x in _limbs(val, 4)])
+                self._be.lib.np_reg_load(self._be.ctx, self._k, buf)
+                return
             for j, x in zip(idx, vals, strict=True):
                 self._set(j, x)
             return
@@ -140,6 +156,7 @@ class NativeBackend:
         prog = self.prog
         for name, reg in prog.registers.items():
             view = CellsView(self, "reg", self.gen.reg_index[name], reg.size)
+            view.wide = reg.bitwidth > 64
             old = reg.cells
             view[:] = list(old)
             _rebind(prog._ns, old, view)
