@@ -13,7 +13,7 @@ typedef struct {
   const uint8_t *pkt; uint32_t n, off;
   uint8_t hbuf[HBUF + 65536];      /* hash and checksum input */
   uint8_t *rxbuf, *txbuf;          /* a received batch (np_rx): RXB frames of RXSZ bytes; a frame out */
-  uint32_t rxlen[32], rxn, rxi;
+  uint32_t rxlen[32], rxn, rxi, rxport;  /* frames rxi..rxn-1 of the batch wait, from rxport */
 } ctx_t;
 
 static uint64_t rng_next(ctx_t *c) {  /* splitmix64 */

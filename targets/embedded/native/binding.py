@@ -44,6 +44,7 @@ def _bind(lib: ctypes.CDLL) -> None:
         "np_ctr_set": (ctypes.c_int, [vp, ctypes.c_int, _U64, _U64, _U64]),
         "np_tbl_load": (ctypes.c_int, [vp, ctypes.c_int, ctypes.c_int, p64, p64, ctypes.POINTER(i32), p64, i32, p64]),
         "np_phv": (u32, [vp, p64, p64]),
+        "np_rx_pending": (u32, [vp]),
         "np_rx": (ctypes.c_int, [vp, ctypes.c_int, u32, _U64, u32, ctypes.c_char_p, ctypes.POINTER(i32),
                                  ctypes.POINTER(u32), u32, ctypes.c_char_p, ctypes.POINTER(u32)]),
         "np_process": (ctypes.c_int, [vp, ctypes.c_char_p, u32, u32, _U64, u32, ctypes.c_char_p, ctypes.c_char_p, u32,

@@ -51,6 +51,7 @@ def attach(program: Any, backend: str, seed: int | None = None) -> None:
     try:
         from targets.embedded.native.binding import NativeBackend  # ctypes, built on demand
         program.native = NativeBackend(program, seed)
+        log.info("program runs on the native backend (%s)", program.native.path.name)
     except Unsupported as e:
         if backend == "native":
             raise CompileError(f"native backend: unsupported: {e}") from e
@@ -133,7 +134,9 @@ def rx(sw: Any, prog: Any, port: int, sock: Any) -> None:
     and finish in Python the packets it hands back, in their order."""
     nat = prog.native
     stats, ports, nbq = sw.stats, sw.stats.ports, sw.nb_queues
-    for _ in range(8):  # at most 8 x 64 frames before the loop looks at the other ports
+    for i in range(1 << 30):
+        if i >= 8 and not nat.lib.np_rx_pending(nat.ctx):
+            return  # 8 x 64 frames: the loop looks at the other ports (epoll brings us back)
         now = sw._now_us() if prog.tm_ig_ts is not None else 0
         n = nat.lib.np_rx(nat.ctx, sock.fileno(), port, now, nbq, _fast_ports(sw), _tx_fds(sw), nat.events, 64,
                           nat.slow, ctypes.byref(nat.slowlen))
@@ -167,5 +170,7 @@ def rx(sw: Any, prog: Any, port: int, sock: Any) -> None:
                     sw._egress_tail(prog, out, F, frame[off:], slow, 0, sw._txq, 0)
             except Exception:
                 sw.fault("processing a packet from port %d", port)
-        elif n < 64:
+            if sw._txq:  # out now, before the frames after it (which native code sends at once)
+                sw._send()
+        elif n < 64 and not nat.lib.np_rx_pending(nat.ctx):
             return

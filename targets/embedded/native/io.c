@@ -4,7 +4,9 @@
  * releases it). It stops at the first packet the Python path must finish (its frame in
  * slow, its PHV in the instance) and keeps the rest of the batch for the next call.
  * One event per packet tells Python what to count: rc | port << 8 | prio << 20 | tx << 28
- * (tx: 1 sent, 2 the socket refused it, 3 no socket for the port). */
+ * (tx: 1 sent, 2 the socket refused it, 3 no socket for the port). Frames still waiting in
+ * the batch are taken first, with the port they came from, whichever socket is named;
+ * np_rx_pending says how many wait (the caller must come back for them: epoll will not). */
 #include <sys/socket.h>
 #include <linux/if_packet.h>
 #include <errno.h>
@@ -48,6 +50,11 @@ static int rx_fill(ctx_t *c, int fd) {
   return n;
 }
 
+uint32_t np_rx_pending(void *p) {
+  ctx_t *c = p;
+  return c->rxn - c->rxi;
+}
+
 int np_rx(void *p, int fd, uint32_t port, uint64_t now_us, uint32_t nbq, const uint8_t *fast,
           const int32_t *txfd, uint32_t *ev, uint32_t maxev, uint8_t *slow, uint32_t *slowlen) {
   ctx_t *c = p;
@@ -56,11 +63,14 @@ int np_rx(void *p, int fd, uint32_t port, uint64_t now_us, uint32_t nbq, const u
   uint8_t *out = c->txbuf;
   *slowlen = 0;
   while (k < maxev) {
-    if (c->rxi >= c->rxn && rx_fill(c, fd) <= 0) break;
+    if (c->rxi >= c->rxn) {
+      if (rx_fill(c, fd) <= 0) break;
+      c->rxport = port;
+    }
     uint8_t *f = c->rxbuf + (size_t)c->rxi * RXSZ + 4;
     uint32_t len = c->rxlen[c->rxi++];
     oport = oprio = 0;
-    int rc = np_process(c, f, len, port, now_us, nbq, fast, out, 65536 + HDRMAX + 64, &olen, &oport, &oprio);
+    int rc = np_process(c, f, len, c->rxport, now_us, nbq, fast, out, 65536 + HDRMAX + 64, &olen, &oport, &oprio);
     uint32_t tx = 0;
     if (rc == 0) {
       int s = oport < 512 ? txfd[oport] : -1;
