@@ -44,7 +44,8 @@ def build(source: str, extra_flags: tuple[str, ...] = ()) -> Path:
     cc = compiler()
     if cc is None:
         raise Unsupported("no C compiler (cc, gcc or clang) on PATH")
-    flags = [*CFLAGS, *extra_flags]
+    # $GRADNET_NATIVE_CFLAGS: more flags, e.g. sanitizers (tests/test_native_sanitizers.py)
+    flags = [*CFLAGS, *os.environ.get("GRADNET_NATIVE_CFLAGS", "").split(), *extra_flags]
     digest = hashlib.sha256("\0".join([source, *flags]).encode()).hexdigest()[:32]
     out = cache_dir() / f"p4_{digest}.so"
     if out.exists():
