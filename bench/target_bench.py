@@ -235,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
                   "running that program. Goals: embedded >= 2x BMv2 and >= 0.8x bare. CPU us/frame is the "
                   "switch process's CPU time per frame out while saturated (steadier than pps on a shared "
                   "machine).[/dim]")
+    if "native" in targets:  # ina.p4 too, in process (the switch's own CPU, no veths)
+        from bench import native_inprocess
+
+        native_inprocess.main(["--packets", str(min(args.packets, 6000))])
     return 0
 
 
