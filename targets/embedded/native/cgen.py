@@ -17,6 +17,7 @@ from targets.embedded.codegen import layout as L
 from targets.embedded.codegen.layout import json_int
 from targets.embedded.native.cexpr import CExprMixin, Unsupported, mask_hex
 from targets.embedded.native.cpipe import PipelineMixin
+from targets.embedded.tm_metadata import bind_metadata
 
 _HERE = Path(__file__).parent
 _ALGOS = {"crc16": "h_crc16", "crc16_custom": "h_crc16", "crc32": "h_crc32", "crc32_custom": "h_crc32",
@@ -43,8 +44,6 @@ def refuse_objects(prog: Any) -> None:
         if present:
             raise Unsupported(what)
     if not prog.tm_bound:
-        from targets.embedded.switch import bind_metadata  # the switch decides what is read
-
         bind_metadata(prog)
     # the ingress timestamp is passed in; the queue clocks and depths stay in Python
     used = [f[3:] for f in ("tm_eg_ts", "tm_enq_ts", "tm_enq_depth", "tm_deq_depth", "tm_deq_delta")
