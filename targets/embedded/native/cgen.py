@@ -227,14 +227,10 @@ class NativeGen(CExprMixin, PipelineMixin):
                 raise Unsupported(f"parser transition type {ttype}")
             val = json_int(tr["value"])
             mask = tr.get("mask")
-            if mask is not None:
-                mv = json_int(mask)
-                cond = f"(k & UINT64_C({mv & (2**64 - 1):#x})) == UINT64_C({val & mv & (2**64 - 1):#x})"
-            else:
-                if val >> 64:
-                    lines.append("  /* a value wider than the key never matches */")
-                    continue
-                cond = f"k == UINT64_C({val:#x})"
+            mv = json_int(mask) if mask is not None else (1 << 64) - 1
+            if val < 0 or mv < 0 or (val & mv) >> 64:
+                continue  # never equal to a key of at most 64 bits (as in the Python backend)
+            cond = f"(k & UINT64_C({mv & (2**64 - 1):#x})) == UINT64_C({val & mv:#x})"
             lines.append(f"  if ({cond}) {go(tr['next_state'])}")
         lines.append("  return o;")
         return lines
