@@ -134,15 +134,15 @@ def rx(sw: Any, prog: Any, port: int, sock: Any) -> None:
     and finish in Python the packets it hands back, in their order."""
     nat = prog.native
     stats, ports, nbq = sw.stats, sw.stats.ports, sw.nb_queues
-    for i in range(1 << 30):
-        if i >= 8 and not nat.lib.np_rx_pending(nat.ctx):
-            return  # 8 x 64 frames: the loop looks at the other ports (epoll brings us back)
+    total = 0
+    while True:
         now = sw._now_us() if prog.tm_ig_ts is not None else 0
         n = nat.lib.np_rx(nat.ctx, sock.fileno(), port, now, nbq, _fast_ports(sw), _tx_fds(sw), nat.events, 64,
                           nat.slow, ctypes.byref(nat.slowlen))
         if n <= 0:
             return
         ports[port].rx += n
+        total += n
         for ev in nat.events[:n]:
             rc, out, prio, tx = ev & 0xFF, (ev >> 8) & 0xFFF, (ev >> 20) & 0xFF, ev >> 28
             if rc in (SENT, EGRESS_DROPPED, AFTER_EGRESS):
@@ -172,5 +172,7 @@ def rx(sw: Any, prog: Any, port: int, sock: Any) -> None:
                 sw.fault("processing a packet from port %d", port)
             if sw._txq:  # out now, before the frames after it (which native code sends at once)
                 sw._send()
-        elif n < 64 and not nat.lib.np_rx_pending(nat.ctx):
+        # About 64 frames a call, as the Python path takes (the traffic manager drains
+        # between calls), but never frames left in the batch: epoll would not bring us back.
+        if not nat.lib.np_rx_pending(nat.ctx) and (total >= 64 or (not slow and n < 64)):
             return
