@@ -7,7 +7,8 @@ TARGET ?= auto
 P4C ?= p4c-bm2-ss
 P4_PROGRAMS := $(wildcard p4src/*.p4)
 P4_TEST_PROGRAMS := $(wildcard tests/p4/*.p4)
-APT_PACKAGES := mininet iproute2 ethtool iputils-ping procps tcpdump libpcap0.8 openssl
+# gcc + libc6-dev: the embedded target's native backend compiles each P4 program to C
+APT_PACKAGES := mininet iproute2 ethtool iputils-ping procps tcpdump libpcap0.8 openssl gcc libc6-dev
 export TARGET
 
 .PHONY: all deps apt venv p4rt-shell docs run compare compare-full compare-sync run-scale simulate regimes test test-long bench p4 p4-gen lint clean help run-%
@@ -40,7 +41,7 @@ deps: apt venv
 # apt packages, installed only when a command they provide is missing.
 apt: $(VENV)/.apt-stamp
 $(VENV)/.apt-stamp:
-	@missing=0; for c in mnexec ip ethtool ping tc tcpdump openssl; do command -v $$c >/dev/null || missing=1; done; \
+	@missing=0; for c in mnexec ip ethtool ping tc tcpdump openssl cc; do command -v $$c >/dev/null || missing=1; done; \
 	if [ $$missing = 1 ]; then \
 	  echo "installing apt packages: $(APT_PACKAGES)"; \
 	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && \

@@ -153,7 +153,22 @@ def measure(program: str, target: str, packets: int) -> Result:
         raise SystemExit(f"{json_path} missing: run `make p4`")
     bare = target in ("bare", "hand")
     work = "none" if target == "bare" else program
-    kw = {"command": [sys.executable, "-m", "bench.bare_forwarder", "--work", work]} if bare else {"target": target}
+    kw = {"command": [sys.executable, "-m", "bench.bare_forwarder", "--work", work]} if bare else {
+        "target": "embedded" if target in ("embedded", "native") else target}
+    # the embedded switch's backend: python (the row "embedded") or native (C), via the environment
+    saved = os.environ.get("GRADNET_BACKEND")
+    os.environ["GRADNET_BACKEND"] = "native" if target == "native" else "python"
+    try:
+        return _measure(program, target, packets, json_path, p4info, bare, kw)
+    finally:
+        if saved is None:
+            os.environ.pop("GRADNET_BACKEND", None)
+        else:
+            os.environ["GRADNET_BACKEND"] = saved
+
+
+def _measure(program: str, target: str, packets: int, json_path: Path, p4info: Path, bare: bool,
+             kw: dict) -> Result:
     with Testbed(2, **kw) as tb:
         c = None
         if not bare:
@@ -190,16 +205,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--packets", type=int, default=20000, help="frames per saturation run (default 20000)")
     p.add_argument("--programs", default="forward,registers", help="comma-separated: forward,registers")
     p.add_argument("--targets", default=None,
-                   help="embedded,bmv2,hand,bare (default: all, bmv2 only if installed)")
+                   help="embedded,native,bmv2,hand,bare (default: all, bmv2 only if installed; embedded is the "
+                        "Python backend, native the program compiled to C)")
     args = p.parse_args(argv)
     if os.geteuid() != 0:
         print("target_bench needs root (network namespaces)", file=sys.stderr)
         return 2
     targets = args.targets.split(",") if args.targets else (
-        ["embedded", "bmv2", "hand", "bare"] if bmv2_available() else ["embedded", "hand", "bare"])
-    unknown = set(targets) - {"embedded", "bmv2", "hand", "bare"}
+        ["embedded", "native", "bmv2", "hand", "bare"] if bmv2_available() else ["embedded", "native", "hand", "bare"])
+    unknown = set(targets) - {"embedded", "native", "bmv2", "hand", "bare"}
     if unknown:
-        p.error(f"unknown target(s) {', '.join(sorted(unknown))}: choose from embedded, bmv2, hand, bare")
+        p.error(f"unknown target(s) {', '.join(sorted(unknown))}: choose from embedded, native, bmv2, hand, bare")
     results: list[Result] = []
     bare: Result | None = None
     for prog in args.programs.split(","):
@@ -219,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
                   "running that program. Goals: embedded >= 2x BMv2 and >= 0.8x bare. CPU us/frame is the "
                   "switch process's CPU time per frame out while saturated (steadier than pps on a shared "
                   "machine).[/dim]")
+    if "native" in targets:  # ina.p4 too, in process (the switch's own CPU, no veths)
+        from bench import native_inprocess
+
+        native_inprocess.main(["--packets", str(min(args.packets, 6000))])
     return 0
 
 
@@ -227,22 +247,26 @@ def results_table(results: list[Result], bare: Result | None) -> Table:
     to the bare forwarder."""
     table = Table(title="P4 target packet rate (1 core per switch, 2-vCPU machine)")
     for col in ("program", "target", "saturated pps", "lossless pps", "CPU us/frame",
-                "vs BMv2", "vs hand-coded", "vs bare"):
+                "CPU vs python", "vs BMv2", "vs hand-coded", "vs bare"):
         table.add_column(col, justify="left" if col in ("program", "target") else "right")
     by = {(r.program, r.target): r for r in results}
 
     def ratio(r: Result, ref: Result | None) -> str:
         return f"{r.lossless_pps / ref.lossless_pps:.2f}x" if ref and ref.lossless_pps else "-"
 
-    names = {"hand": "hand-coded Python"}
+    def cpu_ratio(r: Result) -> str:  # how many times less CPU a frame than the Python backend
+        py = by.get((r.program, "embedded"))
+        return f"{py.cpu_us / r.cpu_us:.2f}x" if py and r.cpu_us else "-"
+
+    names = {"hand": "hand-coded Python", "embedded": "embedded (python)", "native": "embedded (native C)"}
     for r in results:
         table.add_row(r.program, names.get(r.target, r.target), f"{r.saturated_pps:,.0f}",
-                      f"{r.lossless_pps:,.0f}", f"{r.cpu_us:.1f}",
+                      f"{r.lossless_pps:,.0f}", f"{r.cpu_us:.1f}", cpu_ratio(r),
                       ratio(r, by.get((r.program, "bmv2"))) if r.target != "hand" else "-",
                       ratio(r, by.get((r.program, "hand"))), ratio(r, bare))
     if bare is not None:
         table.add_row("(none)", "bare", f"{bare.saturated_pps:,.0f}", f"{bare.lossless_pps:,.0f}",
-                      f"{bare.cpu_us:.1f}", "-", "-", "1.00x")
+                      f"{bare.cpu_us:.1f}", "-", "-", "-", "1.00x")
     return table
 
 

@@ -40,7 +40,8 @@ CPU_PORT = 255
 
 
 def _forwarding_switch(**kw: object) -> tuple[Switch, object]:
-    sw = Switch(seed=1, **kw)  # type: ignore[arg-type]
+    # the Python backend: these tests inject faults by replacing its generated functions
+    sw = Switch(seed=1, backend="python", **kw)  # type: ignore[arg-type]
     fwd = sw.load_program(FORWARD.read_bytes())
     sw.install_program(fwd)
     _route(sw, 0x0A000000, 8, "set_next_hop", 0x020000000201, 3)

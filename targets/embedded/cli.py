@@ -81,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queue-rate", action="append", type=_rate_spec, default=[],
                    metavar="[PORT:[PRIO:]]PPS", help="rate limit of a queue in packets/s (repeatable)")
     p.add_argument("--seed", type=int, default=None, help="seed of the P4 random() extern")
+    p.add_argument("--backend", choices=["auto", "native", "python"], default=None,
+                   help="data-plane backend: native (the program compiled to C; refused if it uses a "
+                        "feature native lacks), python, or auto (native when supported and a C compiler "
+                        "exists, else python, logged); default: $GRADNET_BACKEND, else python")
     p.add_argument("--runtime-socket", default=None, metavar="PATH",
                    help="serve the runtime CLI (set_queue_rate, set_queue_depth, get_queue_stats: "
                         "simple_switch_CLI's queue commands) on this Unix socket")
@@ -108,7 +112,8 @@ def _setup_logging(args: argparse.Namespace) -> None:
 def _make_switch(args: argparse.Namespace) -> Switch:
     """The switch with its queue rates, program and ports."""
     sw = Switch(device_id=args.device_id, cpu_port=args.cpu_port,
-                priority_queues=args.priority_queues, queue_depth=args.queue_depth, seed=args.seed)
+                priority_queues=args.priority_queues, queue_depth=args.queue_depth, seed=args.seed,
+                backend=args.backend)
     for port, prio, pps in args.queue_rate:
         sw.set_queue_rate(pps, port, prio)
     if args.json and not args.no_p4:

@@ -88,6 +88,9 @@ class Program(LayoutMixin, ExprMixin, ActionsMixin, HashMixin, ParserMixin, Depa
     tm_enq_depth: int | None = None
     tm_deq_depth: int | None = None
     tm_deq_delta: int | None = None
+    # the native backend's instance (targets.embedded.native.binding.NativeBackend) when
+    # the switch runs this program natively; None: the Python code runs every packet
+    native: Any = None
 
     def __init__(self, spec: dict[str, Any] | str | bytes, seed: int | None = None) -> None:
         # The config is untrusted data (it arrives over P4Runtime): see config_check for

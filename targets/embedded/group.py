@@ -66,7 +66,7 @@ def _setup(spec: dict[str, Any]) -> tuple[Switch, list[Any]]:
 
     name = spec["name"]
     sw = Switch(device_id=int(spec["device_id"]), cpu_port=spec.get("cpu_port"),
-                priority_queues=int(spec.get("priority_queues", 1)))
+                priority_queues=int(spec.get("priority_queues", 1)), backend=spec.get("backend"))
     if spec.get("json"):
         try:
             sw.install_program(sw.load_program(Path(spec["json"]).read_bytes()))

@@ -118,6 +118,13 @@ class Table:
         # tables with an action profile / selector: an action_profiles.ActionProfile (not
         # imported here: that module builds on this one)
         self.profile: Any = None
+        # called with the table after every change of its entries or default (the
+        # native backend copies the table into native memory)
+        self.on_change: Callable[[Table], None] | None = None
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change(self)
 
     # -- control plane -------------------------------------------------------------
     def _identity(self, key: tuple, priority: int) -> tuple:
@@ -171,6 +178,7 @@ class Table:
                 raise StateError("RESOURCE_EXHAUSTED", f"table {self.name} is full ({self.max_size} entries)")
             self._entries[ident] = entry
             self._index_add(entry)
+        self._changed()
 
     def modify(self, key: tuple, priority: int, action: ActionCall) -> TableEntry:
         """Replace the action of an existing entry."""
@@ -182,7 +190,8 @@ class Table:
             if entry.is_const:
                 raise StateError("PERMISSION_DENIED", f"table {self.name}: entry is const")
             entry.action = action
-            return entry
+        self._changed()
+        return entry
 
     def delete(self, key: tuple, priority: int) -> None:
         """Remove an entry; NOT_FOUND if absent."""
@@ -195,6 +204,7 @@ class Table:
                 self._entries[self._identity(key, priority)] = entry
                 raise StateError("PERMISSION_DENIED", f"table {self.name}: entry is const")
             self._index_remove(entry)
+        self._changed()
 
     def get(self, key: tuple, priority: int) -> TableEntry | None:
         """The entry with exactly this key and priority, if any."""
@@ -207,6 +217,7 @@ class Table:
                 if not entry.is_const:
                     del self._entries[ident]
                     self._index_remove(entry)
+        self._changed()
 
     def entries(self) -> Iterator[TableEntry]:
         """A snapshot of all entries."""
@@ -222,10 +233,12 @@ class Table:
         if action.name not in self.action_names:
             raise StateError("INVALID_ARGUMENT", f"table {self.name}: action {action.name} not allowed")
         self.default = action
+        self._changed()
 
     def reset_default(self) -> None:
         """Back to the program's default action."""
         self.default = self.initial_default
+        self._changed()
 
     # -- indexes -------------------------------------------------------------------
     def _lpm_index_key(self, key: tuple) -> tuple[int, tuple]:

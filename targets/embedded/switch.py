@@ -21,7 +21,6 @@ import collections
 import contextlib
 import logging
 import os
-import re
 import socket
 import threading
 import time
@@ -44,7 +43,9 @@ from targets.embedded.codegen.layout import (
 from targets.embedded.compiler import Program
 from targets.embedded.liveness import FaultLog, Heartbeat
 from targets.embedded.loop import run_switches
+from targets.embedded.native import glue as native_glue
 from targets.embedded.state import PacketReplicationEngine, Replica
+from targets.embedded.tm_metadata import bind_metadata
 from targets.embedded.traffic import PortQueues, TrafficConfigMixin
 
 log = logging.getLogger("gradnet.switch")
@@ -93,8 +94,10 @@ class Switch(TrafficConfigMixin):
         priority_queues: int = 1,
         queue_depth: int = 64,
         seed: int | None = None,
+        backend: str | None = None,
     ) -> None:
         self.device_id = device_id
+        self.backend = native_glue.check_backend(backend or native_glue.default_backend())
         self.cpu_port = cpu_port
         self.nb_queues = max(1, priority_queues)
         self.queue_depth = queue_depth
@@ -130,8 +133,11 @@ class Switch(TrafficConfigMixin):
 
     # ------------------------------------------------------------------ program
     def load_program(self, device_config: bytes | str) -> Program:
-        """Compile BMv2 JSON; raises ``compiler.CompileError`` on a bad program."""
-        return Program(device_config, seed=self.seed)
+        """Compile BMv2 JSON (CompileError: a bad program, or one --backend native lacks)."""
+        program = Program(device_config, seed=self.seed)
+        bind_metadata(program)
+        native_glue.attach(program, self.backend, self.seed)
+        return program
 
     def install_program(self, program: Program) -> None:
         """Swap in a program (atomic for the data plane) and clear the PRE.
@@ -202,6 +208,9 @@ class Switch(TrafficConfigMixin):
             F = prog.template[:]
             F[prog.sm_ingress_port] = F[INPORT] = port
             F[prog.sm_packet_length] = len(frame)
+            if prog.native is not None:
+                native_glue.receive(self, prog, port, frame)
+                return
             if prog.tm_ig_ts is not None:
                 F[prog.tm_ig_ts] = self._now_us()
             self._ingress(prog, F, frame, len(frame), 0)
@@ -235,6 +244,10 @@ class Switch(TrafficConfigMixin):
             F[prog.sm_checksum_error] = 1
         prog.ingress(F)
         F[EXIT] = 0
+        self._ingress_tail(prog, F, frame, payload, length, loops)
+
+    def _ingress_tail(self, prog: Program, F: list[int], frame: bytes, payload: bytes, length: int, loops: int) -> None:
+        """What follows the ingress pipeline: clone, digest, resubmit, multicast, enqueue."""
         if self._debug:
             log.debug("ingress port %d: egress_spec=%d", F[prog.sm_ingress_port], F[prog.sm_egress_spec])
         if (F[CLONE] or F[LEARN] or F[RESUBMIT]) and self._ingress_extras(prog, F, frame, length, loops):
@@ -419,6 +432,11 @@ class Switch(TrafficConfigMixin):
         F[prog.sm_packet_length] = F[PKTLEN]
         prog.egress(F)
         F[EXIT] = 0
+        self._egress_tail(prog, port, F, payload, length, trunc, out, loops)
+
+    def _egress_tail(self, prog: Program, port: int, F: list[int], payload: bytes, length: int, trunc: int,
+                     out: list[tuple[int, bytes]], loops: int) -> None:
+        """What follows the egress pipeline: clone, drop, checksums, deparse, recirculate."""
         if F[CLONE]:
             sm = prog.sm
             sid = F[CLONE] & ~FLAG
@@ -509,6 +527,8 @@ class Switch(TrafficConfigMixin):
                 self._receive(p, frame)
             return
         port = self._fd_port[fd]
+        if self.program is not None and self.program.native is not None and not self.tx_handlers:  # batched, in C
+            return native_glue.rx(self, self.program, port, self._ports[port])
         recvmsg = self._ports[port].recvmsg
         for _ in range(64):
             try:
@@ -537,41 +557,8 @@ class Switch(TrafficConfigMixin):
         return timeout
 
 
-def bind_metadata(program: Program) -> None:
-    """Find the traffic manager's standard_metadata fields that ``program`` reads.
-
-    p4c declares every field whether used or not; clocks and queue depths cost a
-    call per packet each, so the switch fills only those the program can observe
-    (its code, its field lists and digests) -- what it never reads has no effect. The
-    slots go on the program itself (``Program.tm_*``), once."""
-    if program.tm_bound:
-        return
-    lists = [set(v) for v in program.field_lists.values()]
-    lists += [set(ll.slots) for ll in program.learn_by_id.values()]
-
-    def used(name: str) -> int | None:
-        slot = program.sm.get(name)
-        if slot is None:
-            return None
-        if re.search(rf"\bF\[{slot}\]", program.source) or any(slot in fl for fl in lists):
-            return slot
-        return None
-
-    program.tm_ig_ts = used("ingress_global_timestamp")
-    program.tm_eg_ts = used("egress_global_timestamp")
-    program.tm_enq_depth = used("enq_qdepth")
-    program.tm_deq_depth = used("deq_qdepth")
-    program.tm_deq_delta = used("deq_timedelta")
-    # deq_timedelta is computed from the enqueue time
-    program.tm_enq_ts = used("enq_timestamp")
-    if program.tm_enq_ts is None and program.tm_deq_delta is not None:
-        program.tm_enq_ts = program.sm.get("enq_timestamp")
-    program.tm_bound = True
-
-
 def restore_vlan_tag(frame: bytes, aux: bytes) -> bytes:
-    """``frame`` with the 802.1Q tag that the kernel moved into ``struct tpacket_auxdata``
-    (``aux``: tp_status, tp_len, tp_snaplen, tp_mac, tp_net, tp_vlan_tci, tp_vlan_tpid)
+    """``frame`` with the 802.1Q tag the kernel moved into ``aux`` (struct tpacket_auxdata)
     put back after the MAC addresses, as libpcap (and so BMv2) does."""
     status = int.from_bytes(aux[0:4], "little")
     tci = int.from_bytes(aux[16:18], "little")

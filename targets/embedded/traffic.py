@@ -85,6 +85,7 @@ class TrafficConfigMixin:
 
     def _reapply(self) -> None:
         self._shaped = any(v is not None for v in (*self._rate_cfg.values(), *self._port_rate_cfg.values()))
+        self._tm_version = getattr(self, "_tm_version", 0) + 1  # the native fast-port mask is stale
         for p, q in list(self._tm.items()):  # may run in a control thread
             self._apply_cfg(p, q)
         self.wake()  # the data plane re-plans its dequeue timer

@@ -1,0 +1,1 @@
+"""The embedded target's native backend: the program compiled to C (see cgen)."""

@@ -1,0 +1,37 @@
+"""Build (or find cached) the native backend's shared objects for BMv2 JSON programs, so
+that no switch compiles one when a P4Runtime client is waiting; print what each program
+runs on. ``python -m targets.embedded.native p4src/build/*.json tests/p4/build/*.json``"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from targets.embedded.compiler import CompileError, load_file
+from targets.embedded.native.cexpr import Unsupported
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m targets.embedded.native", description=__doc__.splitlines()[0])
+    p.add_argument("json", nargs="+", help="BMv2 JSON programs (p4c-bm2-ss output)")
+    args = p.parse_args(argv)
+    from targets.embedded.native.binding import NativeBackend
+
+    rc = 0
+    for path in args.json:
+        t0 = time.monotonic()
+        try:
+            nb = NativeBackend(load_file(path))
+            print(f"{path}: native ({nb.path.name}, {time.monotonic() - t0:.1f} s)")
+            nb.close()
+        except Unsupported as e:
+            print(f"{path}: python (native lacks: {e})")
+        except CompileError as e:
+            print(f"{path}: error: {e}", file=sys.stderr)
+            rc = 2
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""The native backend's state and packet path as seen from Python (ctypes).
+
+``NativeBackend(prog)`` builds the program's C, creates one native instance and moves
+the program's state into it: register cells and counters become list-like views of
+native memory (``CellsView``), so the P4Runtime server, the runtime CLI and the Python
+packet path read and write the same cells; table writes, which keep going to the Python
+``state.Table`` (the control plane's record), are copied into the native table at once
+(``Table.on_change``). Each native call takes the instance's lock, so a read or write is
+atomic with respect to packets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import random
+from typing import Any
+
+from targets.embedded.native.build import build
+from targets.embedded.native.cgen import NativeGen
+
+_U64 = ctypes.c_uint64
+_MASK64 = (1 << 64) - 1
+
+
+def _limbs(v: int, n: int) -> list[int]:
+    return [(v >> (64 * i)) & _MASK64 for i in range(n)]
+
+
+def _join(limbs: Any) -> int:
+    return sum(int(x) << (64 * i) for i, x in enumerate(limbs))
+
+
+def _bind(lib: ctypes.CDLL) -> None:
+    vp, u32, i32 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int32
+    p64 = ctypes.POINTER(_U64)
+    sigs = {
+        "np_new": (vp, [_U64]), "np_free": (None, [vp]),
+        "np_reg_get": (ctypes.c_int, [vp, ctypes.c_int, _U64, p64]),
+        "np_reg_set": (ctypes.c_int, [vp, ctypes.c_int, _U64, p64]),
+        "np_ctr_get": (ctypes.c_int, [vp, ctypes.c_int, _U64, p64]),
+        "np_reg_dump": (ctypes.c_int, [vp, ctypes.c_int, p64]),
+        "np_reg_load": (ctypes.c_int, [vp, ctypes.c_int, p64]),
+        "np_ctr_set": (ctypes.c_int, [vp, ctypes.c_int, _U64, _U64, _U64]),
+        "np_tbl_load": (ctypes.c_int, [vp, ctypes.c_int, ctypes.c_int, p64, p64, ctypes.POINTER(i32), p64, i32, p64]),
+        "np_phv": (u32, [vp, p64, p64]),
+        "np_rx_pending": (u32, [vp]),
+        "np_rx": (ctypes.c_int, [vp, ctypes.c_int, u32, _U64, u32, ctypes.c_char_p, ctypes.POINTER(i32),
+                                 ctypes.POINTER(u32), u32, ctypes.c_char_p, ctypes.POINTER(u32)]),
+        "np_process": (ctypes.c_int, [vp, ctypes.c_char_p, u32, u32, _U64, u32, ctypes.c_char_p, ctypes.c_char_p, u32,
+                                      ctypes.POINTER(u32), ctypes.POINTER(u32), ctypes.POINTER(u32)]),
+    }
+    for name, (res, args) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, args
+
+
+class CellsView:
+    """A list-like view of one native register (``kind`` "reg") or one column of a
+    native counter (``kind`` "packets" / "bytes"): what ``RegisterArray.cells`` and
+    ``CounterArray.packets/bytes`` were, with the same indexing and slice assignment."""
+
+    def __init__(self, be: NativeBackend, kind: str, index: int, size: int) -> None:
+        self._be, self._kind, self._k, self._size = be, kind, index, size
+        self._buf = (_U64 * 4)()
+        self.wide = True  # a register over 64 bits (set by the backend)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def _get(self, i: int) -> int:
+        lib, ctx, buf = self._be.lib, self._be.ctx, self._buf
+        if self._kind == "reg":
+            lib.np_reg_get(ctx, self._k, i, buf)
+            return _join(buf)
+        lib.np_ctr_get(ctx, self._k, i, buf)
+        return int(buf[0] if self._kind == "packets" else buf[1])
+
+    def _set(self, i: int, v: int) -> None:
+        lib, ctx = self._be.lib, self._be.ctx
+        if self._kind == "reg":
+            self._buf[:] = _limbs(v, 4)
+            lib.np_reg_set(ctx, self._k, i, self._buf)
+            return
+        lib.np_ctr_get(ctx, self._k, i, self._buf)
+        p, b = int(self._buf[0]), int(self._buf[1])
+        p, b = (v, b) if self._kind == "packets" else (p, v)
+        lib.np_ctr_set(ctx, self._k, i, p & _MASK64, b & _MASK64)
+
+    def _whole(self) -> list[int]:
+        buf = (_U64 * (4 * self._size))()
+        self._be.lib.np_reg_dump(self._be.ctx, self._k, buf)
+        if not self.wide:  # one limb a cell
+            return list(buf[0::4])
+        return [_join(buf[4 * j:4 * j + 4]) for j in range(self._size)]
+
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            if self._kind == "reg" and i == slice(None):
+                return self._whole()  # one native call, not one per cell
+            return [self._get(j) for j in range(*i.indices(self._size))]
+        if i < 0:
+            i += self._size
+        if not 0 <= i < self._size:
+            raise IndexError("cell index out of range")
+        return self._get(i)
+
+    def __setitem__(self, i: int | slice, v: Any) -> None:
+        if isinstance(i, slice):
+            idx = range(*i.indices(self._size))
+            vals = list(v)
+            if len(vals) != len(idx):
+                raise ValueError("slice assignment changes the size of native cells")
+            if self._kind == "reg" and len(idx) == self._size and idx.step == 1:
+                buf = (_U64 * (4 * self._size))(*[x for val in vals for x in _limbs(val, 4)])
+                self._be.lib.np_reg_load(self._be.ctx, self._k, buf)
+                return
+            for j, x in zip(idx, vals, strict=True):
+                self._set(j, x)
+            return
+        if i < 0:
+            i += self._size
+        if not 0 <= i < self._size:
+            raise IndexError("cell index out of range")
+        self._set(i, v)
+
+    def __iter__(self) -> Any:
+        return iter(self[:])
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == list(other) if isinstance(other, list | CellsView) else NotImplemented
+
+    def __repr__(self) -> str:
+        return f"CellsView({self[:]!r})"
+
+
+class NativeBackend:
+    """One native instance of a compiled Program (see the module doc)."""
+
+    def __init__(self, prog: Any, seed: int | None = None, extra_flags: tuple[str, ...] = ()) -> None:
+        self.prog = prog
+        self.gen = NativeGen(prog)  # raises Unsupported naming what is missing
+        self.path = build(self.gen.source, extra_flags)
+        self.lib = ctypes.CDLL(str(self.path))
+        _bind(self.lib)
+        self.ctx = self.lib.np_new(seed if seed is not None else random.getrandbits(64))
+        self.out = ctypes.create_string_buffer(65536 + self.gen.hdr_max + 64)
+        self.outlen, self.outport, self.outprio = ctypes.c_uint32(), ctypes.c_uint32(), ctypes.c_uint32()
+        self.events = (ctypes.c_uint32 * 64)()
+        self.slow = ctypes.create_string_buffer(65536 + 8)
+        self.slowlen = ctypes.c_uint32()
+        self._F = (_U64 * prog.nslots)()
+        self._W = (_U64 * (4 * max(1, len(self.gen.wide))))()
+        self._adopt_state()
+
+    def _adopt_state(self) -> None:
+        prog = self.prog
+        for name, reg in prog.registers.items():
+            view = CellsView(self, "reg", self.gen.reg_index[name], reg.size)
+            view.wide = reg.bitwidth > 64
+            old = reg.cells
+            view[:] = list(old)
+            _rebind(prog._ns, old, view)
+            reg.cells = view
+        for name, ctr in prog.counters.items():
+            k = self.gen.ctr_index[name]
+            for kind in ("packets", "bytes"):
+                view = CellsView(self, kind, k, ctr.size)
+                view[:] = list(getattr(ctr, kind))
+                setattr(ctr, kind, view)
+        for tbl in prog.tables.values():
+            self.sync_table(tbl)
+            tbl.on_change = self.sync_table
+
+    def sync_table(self, tbl: Any) -> None:
+        """Copy a table's entries (in its lookup order) and default into native memory."""
+        gen, prog = self.gen, self.prog
+        t = gen.tbl_index[tbl.name]
+        nk, np_ = gen.key_limbs(tbl), gen.table_params(tbl)
+        ids = prog._table_actions[tbl.name]
+        if tbl.kind == "exact":
+            entries = list(tbl._exact.values())
+        elif tbl.kind == "lpm":
+            entries = [e for plen in list(tbl._lpm_lens) for e in list(tbl._lpm.get(plen, {}).values())]
+        else:
+            entries = list(tbl._scan)
+        keys, masks, acts, data = [], [], [], []
+        for e in entries:
+            k, m = _encode_key(tbl.keys, e.key)
+            keys += k
+            masks += m
+            acts.append(ids[e.action.name].id)
+            data += _encode_params(e.action.params, np_)
+        n = len(entries)
+        arr = _U64 * max(1, n * nk)
+        dflt = tbl.default
+        self.lib.np_tbl_load(self.ctx, t, n, arr(*keys), arr(*masks), (ctypes.c_int32 * max(1, n))(*acts),
+                             (_U64 * max(1, 4 * n * np_))(*data), ids[dflt.name].id,
+                             (_U64 * max(1, 4 * np_))(*_encode_params(dflt.params, np_)))
+
+    def phv(self) -> tuple[list[int], int]:
+        """The PHV the last ``process`` left (as the Python backend's list) and the
+        payload offset."""
+        off = self.lib.np_phv(self.ctx, self._F, self._W)
+        F = list(self._F)
+        W = self._W
+        for s, i in self.gen.wide.items():
+            F[s] = _join(W[4 * i:4 * i + 4])
+        return F, off
+
+    def close(self) -> None:
+        if self.ctx:
+            self.lib.np_free(self.ctx)
+            self.ctx = None
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # interpreter shutdown
+            self.close()
+
+
+def _rebind(ns: dict[str, Any], old: Any, new: Any) -> None:
+    """Point the generated Python code's names for ``old`` at ``new``."""
+    for k, v in list(ns.items()):
+        if v is old:
+            ns[k] = new
+
+
+def _encode_key(keys: Any, key: tuple) -> tuple[list[int], list[int]]:
+    vals, masks = [], []
+    for kf, v in zip(keys, key, strict=True):
+        w = kf.bitwidth
+        n = (w + 63) // 64
+        full = (1 << w) - 1
+        mt = kf.match_type
+        if mt == "exact":
+            value, mask = v, full
+        elif mt == "lpm":
+            value, plen = v
+            mask = full ^ ((1 << (w - plen)) - 1)
+        elif mt in ("ternary", "optional"):
+            value, mask = v
+        else:  # range: low in the value, high in the mask
+            value, mask = v
+        vals += _limbs(value, n)
+        masks += _limbs(mask, n)
+    return vals, masks
+
+
+def _encode_params(params: tuple[int, ...], n: int) -> list[int]:
+    out: list[int] = []
+    for p in params:
+        out += _limbs(p, 4)
+    return out + [0] * (4 * (n - len(params)))

@@ -1,0 +1,328 @@
+"""Generate the C of a program for the native backend from the compiled Python Program.
+
+The Python ``Program`` has already checked the config and laid the PHV out; this module
+walks the same JSON again and emits C over the same slots: a parser (one label per
+parse state), checksum and hash calculations, one function per action, the two
+pipelines as labelled blocks joined by ``goto``, and a deparser. What the native
+backend does not implement raises :class:`Unsupported` naming the feature, before any C
+is built. Everything spliced into the C is a number or an identifier made here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from targets.embedded.codegen import layout as L
+from targets.embedded.codegen.layout import json_int
+from targets.embedded.native.cexpr import CExprMixin, Unsupported, mask_hex
+from targets.embedded.native.cpipe import PipelineMixin
+from targets.embedded.tm_metadata import bind_metadata
+
+_HERE = Path(__file__).parent
+_ALGOS = {"crc16": "h_crc16", "crc16_custom": "h_crc16", "crc32": "h_crc32", "crc32_custom": "h_crc32",
+          "crcCCITT": "h_ccitt", "csum16": "h_csum16", "cksum16": "h_csum16", "xor16": "h_xor16",
+          "identity": "h_identity"}
+
+
+def refuse_objects(prog: Any) -> None:
+    """Raise Unsupported for objects of the program the native backend lacks."""
+    spec = prog.spec
+    checks = [
+        (prog.stacks or prog.union_stacks, "header stacks"),
+        (prog.unions, "header unions"),
+        (any(h.vl >= 0 for h in prog.headers.values()), "varbit fields"),
+        (prog.value_sets, "parser value sets"),
+        (prog.meters or prog.direct_meters, "meters"),
+        (prog.direct_counters, "direct counters"),
+        (any(p.get("action_profiles") for p in spec["pipelines"]), "action profiles and selectors"),
+        (any(any(w > 256 for _, w, _ in h.fields) for h in prog.headers.values()), "fields over 256 bits"),
+        (any(any(sg for _, _, sg in h.fields) for h in prog.headers.values()), "signed fields (int<W>)"),
+        (any(r.bitwidth > 256 for r in prog.registers.values()), "registers over 256 bits"),
+    ]
+    for present, what in checks:
+        if present:
+            raise Unsupported(what)
+    if not prog.tm_bound:
+        bind_metadata(prog)
+    # the ingress timestamp is passed in; the queue clocks and depths stay in Python
+    used = [f[3:] for f in ("tm_eg_ts", "tm_enq_ts", "tm_enq_depth", "tm_deq_depth", "tm_deq_delta")
+            if getattr(prog, f) is not None]
+    if used:
+        raise Unsupported(f"traffic-manager metadata ({', '.join(used)})")
+
+
+class NativeGen(CExprMixin, PipelineMixin):
+    """One program's C source (``source``) and the index maps the binding uses."""
+
+    def __init__(self, prog: Any) -> None:
+        refuse_objects(prog)
+        self.prog = prog
+        self.spec = prog.spec
+        self.wide: dict[int, int] = {}
+        for h in prog.headers.values():
+            for i, (_, w, _) in enumerate(h.fields):
+                if w > 64:
+                    self.wide[h.base + 1 + i] = len(self.wide)
+        self.reg_index = {n: i for i, n in enumerate(prog.registers)}
+        self.ctr_index = {n: i for i, n in enumerate(prog.counters)}
+        self.tbl_index = {n: i for i, n in enumerate(prog.tables)}
+        self.calc_fns: dict[str, str] = {}
+        self.calc_bytes = 1
+        self.out: list[str] = []
+        self._uid = 0
+        self.hdr_max = sum(prog.headers[h].nbits // 8 for h in self.spec["deparsers"][0]["order"])
+        body: list[str] = []
+        body += self.gen_parser(self.spec["parsers"][0])
+        body += self.gen_checksums()
+        body += self.gen_actions()
+        for pl in self.spec["pipelines"]:
+            body += self.gen_pipeline(pl)
+        body += self.gen_deparser(self.spec["deparsers"][0])
+        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "process", "io")]
+        parts = [fixed[0], self.gen_decls(), fixed[1], "\n".join(self.out), "\n".join(body), *fixed[2:]]
+        self.source = "\n".join(parts)
+
+    def uid(self, prefix: str) -> str:
+        self._uid += 1
+        return f"{prefix}{self._uid}"
+
+    # -- constants --------------------------------------------------------------------
+    def gen_decls(self) -> str:
+        p = self.prog
+        sm = p.sm
+
+        def slot(name: str) -> int:
+            s = sm.get(name)
+            return -1 if s is None else s
+
+        tables = list(p.tables.values())
+        d = [f"#define NS {p.nslots}", f"#define NW {len(self.wide)}", f"#define NT {len(tables)}",
+             f"#define NR {len(p.registers)}", f"#define NC {len(p.counters)}",
+             f"#define HBUF {self.calc_bytes}", f"#define HDRMAX {self.hdr_max}"]
+        for name, v in (("EXIT", L.EXIT), ("CLONE", L.CLONE), ("CLONE_FL", L.CLONE_FL), ("RESUBMIT", L.RESUBMIT),
+                        ("RECIRC", L.RECIRC), ("LEARN", L.LEARN), ("TRUNCATE", L.TRUNCATE), ("PKTLEN", L.PKTLEN),
+                        ("ILEN", L.ILEN), ("INPORT", L.INPORT)):
+            d.append(f"#define H_{name} {v}")
+        for name in ("ingress_port", "egress_spec", "egress_port", "instance_type", "packet_length",
+                     "checksum_error", "mcast_grp", "priority", "qid", "parser_error"):
+            d.append(f"#define SM_{name.upper()} {slot(name)}")
+        d.append(f"#define TM_IG_TS {-1 if p.tm_ig_ts is None else p.tm_ig_ts}")
+        tmpl = ", ".join(str(v) for v in p.template)
+        d.append(f"static const uint64_t TEMPLATE[NS] = {{{tmpl}}};")
+        d.append(self._array("uint32_t", "REG_S", [r.size for r in p.registers.values()]))
+        d.append(self._array("int", "REG_W", [r.bitwidth for r in p.registers.values()]))
+        d.append(self._array("uint64_t", "CTR_S", [c.size for c in p.counters.values()]))
+        d.append(self._array("int", "TBL_NK", [self.key_limbs(t) for t in tables]))
+        d.append(self._array("int", "TBL_NP", [self.table_params(t) for t in tables]))
+        d.append(self._array("int", "TBL_EXACT", [int(t.kind == "exact") for t in tables]))
+        rng = []
+        for i, t in enumerate(tables):
+            flags = [int(k.match_type == "range") for k in t.keys for _ in range(self.limbs(k.bitwidth))]
+            rng.append(f"static const uint8_t TR{i}[] = {{{', '.join(map(str, flags or [0]))}}};")
+        d += rng
+        d.append(f"static const uint8_t *const TBL_RANGE[NT + 1] = {{{', '.join(f'TR{i}' for i in range(len(tables)))}"
+                 f"{', ' if tables else ''}0}};")
+        for fn in ("g_ingress", "g_egress"):
+            d.append(f"static void {fn}(void *c);")
+        return "\n".join(d)
+
+    @staticmethod
+    def _array(ctype: str, name: str, vals: list[int]) -> str:
+        return f"static const {ctype} {name}[] = {{{', '.join(str(v) for v in vals) or '0'}}};"
+
+    @staticmethod
+    def limbs(w: int) -> int:
+        return (w + 63) // 64
+
+    def key_limbs(self, t: Any) -> int:
+        return sum(self.limbs(k.bitwidth) for k in t.keys)
+
+    def table_params(self, t: Any) -> int:
+        infos = self.prog._table_actions[t.name].values()
+        n = max([len(i.params) for i in infos] or [0])
+        if n > 16:
+            raise Unsupported("an action with more than 16 parameters")
+        return n
+
+    # -- parser -----------------------------------------------------------------------
+    def gen_parser(self, parser: dict[str, Any]) -> list[str]:
+        states = {s["name"]: i for i, s in enumerate(parser["parse_states"])}
+        err = self.prog.errors
+        out = ["static uint32_t g_parse(ctx_t *c) {",
+               "  uint64_t *F = c->F; w256 *W = c->W; (void)W; const uint8_t *pk = c->pkt;",
+               "  uint32_t o = 0, n = c->n; uint64_t k = 0, e = 0; (void)k; (void)pk;",
+               f"  goto S{states[parser['init_state']]};"]
+        for i, s in enumerate(parser["parse_states"]):
+            out.append(f" S{i}:")
+            for op in s["parser_ops"]:
+                out += self._parser_op(op, err)
+            out += self._transitions(s, states)
+        out += [" perr:", "  F[SM_PARSER_ERROR] = e;" if self.prog.sm.get("parser_error") is not None else "  (void)e;",
+                "  return o;", "}"]
+        return out
+
+    def _parser_op(self, op: dict[str, Any], err: dict[str, int]) -> list[str]:
+        name, params = op["op"], op["parameters"]
+        if name == "extract":
+            p = params[0]
+            if p["type"] != "regular":
+                raise Unsupported(f"extract into a {p['type']}")
+            h = self.prog.headers[p["value"]]
+            if h.nbits % 8:
+                raise Unsupported("a header that is not whole bytes")
+            nb = h.nbits // 8
+            lines = [f"  if (o + {nb} > n) {{ e = {err['PacketTooShort']}; goto perr; }}"]
+            off = 0
+            for i, (_, w, _) in enumerate(h.fields):
+                s = h.base + 1 + i
+                if w > 64:
+                    lines.append(f"  W[{self.wide[s]}] = rdw(pk + o, {off}, {w});")
+                else:
+                    lines.append(f"  F[{s}] = rdb(pk + o, {off}, {w});")
+                off += w
+            lines.append(f"  F[{h.base}] = 1; o += {nb};")
+            return lines
+        if name == "set":
+            return ["  " + self.store(params[0], params[1])]
+        if name == "verify":
+            e = params[1]
+            code = str(err[e["value"]]) if e.get("type") == "error" else self.exact64(e)
+            return [f"  if (!{self.cond(params[0])}) {{ e = {code}; goto perr; }}"]
+        if name == "primitive":
+            lines: list[str] = []
+            for prim in params:
+                lines += self.primitive(prim)
+            return lines
+        raise Unsupported(f"parser operation {name!r}" if isinstance(name, str) else "parser operation")
+
+    def _transitions(self, s: dict[str, Any], states: dict[str, int]) -> list[str]:
+        parts, total = [], 0
+        for kf in s.get("transition_key", []):
+            if kf["type"] != "field":
+                raise Unsupported(f"a parser select on a {kf['type']}")
+            sl, w = self.finfo(kf["value"])
+            wb = (w + 7) // 8 * 8
+            parts.append((sl, w, wb))
+            total += wb
+        if total > 64:
+            raise Unsupported("a parser select key over 64 bits")
+        lines = []
+        if parts:
+            terms, shift = [], total
+            for sl, _, wb in parts:
+                shift -= wb
+                terms.append(f"(F[{sl}] << {shift})" if shift else f"F[{sl}]")
+            lines.append(f"  k = {' | '.join(terms)};")
+
+        def go(nxt: str | None) -> str:
+            return "return o;" if nxt is None else f"goto S{states[nxt]};"
+
+        for tr in s["transitions"]:
+            ttype = tr.get("type", "hexstr")
+            if ttype == "default":
+                lines.append(f"  {go(tr['next_state'])}")
+                return lines
+            if ttype != "hexstr":
+                raise Unsupported(f"parser transition type {ttype}")
+            val = json_int(tr["value"])
+            mask = tr.get("mask")
+            mv = json_int(mask) if mask is not None else (1 << 64) - 1
+            if val < 0 or mv < 0 or (val & mv) >> 64:
+                continue  # never equal to a key of at most 64 bits (as in the Python backend)
+            cond = f"(k & UINT64_C({mv & (2**64 - 1):#x})) == UINT64_C({val & mv:#x})"
+            lines.append(f"  if ({cond}) {go(tr['next_state'])}")
+        lines.append("  return o;")
+        return lines
+
+    # -- deparser ---------------------------------------------------------------------
+    def gen_deparser(self, dep: dict[str, Any]) -> list[str]:
+        out = ["static uint32_t g_deparse(ctx_t *c, uint8_t *out, uint32_t cap) {",
+               "  uint64_t *F = c->F; w256 *W = c->W; (void)W; uint32_t h = 0;",
+               "  if (cap < HDRMAX) return UINT32_MAX;", "  memset(out, 0, HDRMAX);"]
+        for hname in dep["order"]:
+            h = self.prog.headers[hname]
+            out.append(f"  if (F[{h.base}]) {{")
+            off = 0
+            for i, (_, w, _) in enumerate(h.fields):
+                s = h.base + 1 + i
+                fn = f"wrw(out + h, {off}, {w}, W[{self.wide[s]}])" if w > 64 else f"wrb(out + h, {off}, {w}, F[{s}])"
+                out.append(f"    {fn};")
+                off += w
+            out.append(f"    h += {h.nbits // 8};")
+            out.append("  }")
+        out += ["  return h;", "}"]
+        return out
+
+    # -- calculations and checksums -------------------------------------------------------
+    def calc_fn(self, name: str) -> str:
+        """The C function computing calculation ``name`` (generated once)."""
+        if name in self.calc_fns:
+            return self.calc_fns[name]
+        calc = self.prog.calculations.get(name)
+        if calc is None:
+            raise Unsupported("an unknown calculation")
+        algo = _ALGOS.get(calc["algo"])
+        if algo is None:
+            raise Unsupported(f"hash algorithm {calc['algo']!r}" if isinstance(calc["algo"], str) else "hash algorithm")
+        fn = self.uid("calc")
+        lines = [f"static uint64_t {fn}(ctx_t *c, const uint8_t *P, uint32_t pn) {{",
+                 "  uint64_t *F = c->F; w256 *W = c->W; (void)W; (void)F; uint8_t *b = c->hbuf; uint32_t n = 0;"]
+        total, payload = 0, False
+        body = []
+        for e in calc["input"]:
+            t = e["type"]
+            if t == "field":
+                s, w = self.finfo(e["value"])
+                hdr = self.prog.headers[self.prog.aliases.get(".".join(e["value"]), e["value"])[0]]
+                guard = "" if hdr.metadata else f"if (F[{hdr.base}]) "
+                body.append(f"  {guard}{{ {self._put(s, w)} n += {w}; }}")
+                total += w
+            elif t == "hexstr":
+                w = int(e["bitwidth"])
+                v = json_int(e["value"]) & ((1 << w) - 1)
+                if w > 64:
+                    raise Unsupported("a calculation constant over 64 bits")
+                body.append(f"  wrb(b, n, {w}, UINT64_C({v:#x})); n += {w};")
+                total += w
+            elif t == "header":
+                h = self.prog.headers[e["value"]]
+                put = " ".join(f"{self._put(h.base + 1 + i, w)} n += {w};" for i, (_, w, _) in enumerate(h.fields))
+                body.append(f"  if (F[{h.base}]) {{ {put} }}")
+                total += h.nbits
+            elif t == "payload":
+                payload = True
+            else:
+                raise Unsupported(f"calculation input {t}")
+        nbytes = (total + 7) // 8 + 1
+        self.calc_bytes = max(self.calc_bytes, nbytes)
+        lines.append(f"  memset(b, 0, {nbytes});")
+        lines += body
+        lines.append("  n = (n + 7) >> 3;")
+        if payload:
+            lines.append("  memcpy(b + n, P, pn); n += pn;")
+        else:
+            lines.append("  (void)P; (void)pn;")
+        lines += [f"  return {algo}(b, n);", "}"]
+        self.out.append("\n".join(lines))
+        self.calc_fns[name] = fn
+        return fn
+
+    def _put(self, s: int, w: int) -> str:
+        return f"wrw(b, n, {w}, W[{self.wide[s]}]);" if w > 64 else f"wrb(b, n, {w}, F[{s}]);"
+
+    def gen_checksums(self) -> list[str]:
+        ver = ["static int g_verify(ctx_t *c) {", "  uint64_t *F = c->F; w256 *W = c->W; (void)W; (void)F; int bad = 0;"]
+        upd = ["static void g_update(ctx_t *c, const uint8_t *P, uint32_t pn) {",
+               "  uint64_t *F = c->F; w256 *W = c->W; (void)W; (void)F; (void)P; (void)pn;"]
+        for ck in self.spec.get("checksums", []):
+            fn = self.calc_fn(ck["calculation"])
+            s, w = self.finfo(ck["target"])
+            if w > 64:
+                raise Unsupported("a checksum over 64 bits")
+            cond = self.cond(ck["if_cond"]) if ck.get("if_cond") else "1"
+            if ck.get("verify"):
+                ver.append(f"  if ({cond} && ({fn}(c, 0, 0) & {mask_hex(w)}) != F[{s}]) bad = 1;")
+            if ck.get("update"):
+                upd.append(f"  if ({cond}) F[{s}] = {fn}(c, P, pn) & {mask_hex(w)};")
+        return [*ver, "  return bad;", "}", *upd, "}"]

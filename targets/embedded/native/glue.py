@@ -1,0 +1,178 @@
+"""How a switch picks its backend and runs a packet on the native one.
+
+``attach(program, backend)`` gives a compiled Program its native instance
+(``Program.native``) when the backend asks for it and the program allows it.
+``receive(switch, program, port, frame)`` runs one frame: the native call finishes the
+common path (parse to deparse through an unshaped queue); where it stops -- clone,
+digest, resubmit, multicast, a shaped queue, the CPU port -- the switch's Python path
+resumes from the PHV the native code left, so every feature the Python backend has
+keeps working, with the state in native memory.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+from typing import Any
+
+from targets.embedded.codegen.layout import CompileError
+from targets.embedded.native.cexpr import Unsupported
+
+log = logging.getLogger("gradnet.switch")
+
+BACKENDS = ("auto", "native", "python")
+ENV = "GRADNET_BACKEND"
+SENT, DROPPED, AFTER_INGRESS, AFTER_EGRESS, BAD_PRIORITY, EGRESS_DROPPED = range(6)
+
+
+def default_backend() -> str:
+    """The backend the environment asks for ($GRADNET_BACKEND), else python."""
+    b = os.environ.get(ENV, "python").strip().lower() or "python"
+    if b not in BACKENDS:
+        log.warning("%s=%r is not auto, native or python: using python", ENV, b)
+        return "python"
+    return b
+
+
+def check_backend(name: str) -> str:
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r} (auto, native or python)")
+    return name
+
+
+def attach(program: Any, backend: str, seed: int | None = None) -> None:
+    """Run ``program`` natively when ``backend`` is native or auto and it can.
+
+    native: raise CompileError naming what is missing when it cannot; auto: one log line naming what is missing,
+    and the Python backend."""
+    if backend == "python" or program.native is not None:
+        return
+    try:
+        from targets.embedded.native.binding import NativeBackend  # ctypes, built on demand
+        program.native = NativeBackend(program, seed)
+        log.info("program runs on the native backend (%s)", program.native.path.name)
+    except Unsupported as e:
+        if backend == "native":
+            raise CompileError(f"native backend: unsupported: {e}") from e
+        log.info("native backend not used: %s; running the Python backend", e)
+
+
+def _fast_ports(sw: Any) -> bytes:
+    """Per port (0..511): 1 when a packet to it may go straight from the native
+    ingress to the native egress -- its queues have no rate (not the CPU port)."""
+    key = (getattr(sw, "_tm_version", 0), sw._shaped, len(sw._tm), sw.cpu_port)
+    cached = getattr(sw, "_native_fast", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    mask = bytearray(512)
+    for p in range(512):
+        q = sw._tm.get(p)
+        if q is None:
+            mask[p] = 0 if sw._shaped else 1
+        else:
+            mask[p] = int(q.port_rate is None and all(r is None for r in q.rate))
+    if sw.cpu_port is not None and 0 <= sw.cpu_port < 512:
+        mask[sw.cpu_port] = 0
+    sw._native_fast = (key, bytes(mask))
+    return sw._native_fast[1]
+
+
+def receive(sw: Any, prog: Any, port: int, frame: bytes) -> None:
+    """Run one received frame through the native backend (see the module doc)."""
+    nat = prog.native
+    now = sw._now_us() if prog.tm_ig_ts is not None else 0
+    rc = nat.lib.np_process(nat.ctx, frame, len(frame), port, now, sw.nb_queues, _fast_ports(sw), nat.out,
+                            len(nat.out), ctypes.byref(nat.outlen), ctypes.byref(nat.outport),
+                            ctypes.byref(nat.outprio))
+    if rc == SENT:
+        out = nat.outport.value
+        _count_enqueue(sw, out, nat.outprio.value)
+        sw._transmit(out, ctypes.string_at(nat.out, nat.outlen.value), sw._txq)
+    elif rc == DROPPED:
+        sw.stats.pipeline_drops += 1
+    elif rc == EGRESS_DROPPED:
+        _count_enqueue(sw, nat.outport.value, nat.outprio.value)
+        sw.stats.pipeline_drops += 1
+    elif rc == BAD_PRIORITY:
+        sw._queue(nat.outport.value)
+        sw.stats.priority_out_of_range += 1
+    elif rc == AFTER_INGRESS:
+        F, off = nat.phv()
+        sw._ingress_tail(prog, F, frame, frame[off:], len(frame), 0)
+    elif rc == AFTER_EGRESS:
+        F, off = nat.phv()
+        out = nat.outport.value
+        _count_enqueue(sw, out, nat.outprio.value)
+        sw._egress_tail(prog, out, F, frame[off:], len(frame), 0, sw._txq, 0)
+    else:
+        raise RuntimeError(f"native packet path returned {rc}")
+
+
+def _count_enqueue(sw: Any, port: int, prio: int) -> None:
+    q = sw._tm.get(port) or sw._queue(port)
+    q.enqueued[sw.nb_queues - 1 - prio] += 1
+
+
+def _tx_fds(sw: Any) -> Any:
+    """Per port (0..511), the socket to send on (-1: none), as the native code reads it."""
+    key = tuple(sorted((p, s.fileno()) for p, s in sw._ports.items()))
+    cached = getattr(sw, "_native_txfd", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    arr = (ctypes.c_int32 * 512)(*([-1] * 512))
+    for p, fd in key:
+        if 0 <= p < 512 and p != sw.cpu_port:
+            arr[p] = fd
+    sw._native_txfd = (key, arr)
+    return arr
+
+
+def rx(sw: Any, prog: Any, port: int, sock: Any) -> None:
+    """Receive and run what waits on ``port``'s socket in native batches (recvmmsg; the
+    frames the native code finishes are sent from there); count what each packet did,
+    and finish in Python the packets it hands back, in their order."""
+    nat = prog.native
+    stats, ports, nbq = sw.stats, sw.stats.ports, sw.nb_queues
+    total = 0
+    while True:
+        now = sw._now_us() if prog.tm_ig_ts is not None else 0
+        n = nat.lib.np_rx(nat.ctx, sock.fileno(), port, now, nbq, _fast_ports(sw), _tx_fds(sw), nat.events, 64,
+                          nat.slow, ctypes.byref(nat.slowlen))
+        if n <= 0:
+            return
+        ports[port].rx += n
+        total += n
+        for ev in nat.events[:n]:
+            rc, out, prio, tx = ev & 0xFF, (ev >> 8) & 0xFFF, (ev >> 20) & 0xFF, ev >> 28
+            if rc in (SENT, EGRESS_DROPPED, AFTER_EGRESS):
+                q = sw._tm.get(out) or sw._queue(out)
+                q.enqueued[nbq - 1 - prio] += 1
+            if rc in (DROPPED, EGRESS_DROPPED):
+                stats.pipeline_drops += 1
+            elif rc == BAD_PRIORITY:
+                sw._queue(out)
+                stats.priority_out_of_range += 1
+            elif tx == 1:
+                ports[out].tx += 1
+            elif tx == 2:
+                ports[out].queue_drops += 1
+            elif tx == 3:
+                stats.no_such_port += 1
+        slow = nat.slowlen.value
+        if slow:
+            frame = nat.slow.raw[:slow]
+            try:
+                F, off = nat.phv()
+                if rc == AFTER_INGRESS:
+                    sw._ingress_tail(prog, F, frame, frame[off:], slow, 0)
+                else:
+                    sw._egress_tail(prog, out, F, frame[off:], slow, 0, sw._txq, 0)
+            except Exception:
+                sw.fault("processing a packet from port %d", port)
+            if sw._txq:  # out now, before the frames after it (which native code sends at once)
+                sw._send()
+        # About 64 frames a call, as the Python path takes (the traffic manager drains
+        # between calls), but never frames left in the batch: epoll would not bring us back.
+        if not nat.lib.np_rx_pending(nat.ctx) and (total >= 64 or (not slow and n < 64)):
+            return

@@ -1,0 +1,54 @@
+/* gradnet native backend: simple_switch's packet flow for the common case (hand-written).
+ * One call runs parser, checksum verification, ingress, the (unshaped) traffic manager,
+ * egress, checksum update and deparser. What it does not finish -- clone, digest,
+ * resubmit, recirculate, truncate, multicast, a shaped or unknown port -- it leaves in
+ * the instance's PHV and says where the Python path must resume:
+ *   0 sent (out, *outlen, *outport)   1 dropped by the pipeline (ingress or egress)
+ *   2 resume after ingress            3 resume after egress     4 priority out of range
+ *   5 dropped by egress (after the traffic manager counted it) */
+int np_process(void *p, const uint8_t *frame, uint32_t len, uint32_t port, uint64_t now_us, uint32_t nbq,
+               const uint8_t *fast, uint8_t *out, uint32_t cap, uint32_t *outlen, uint32_t *outport,
+               uint32_t *outprio) {
+  ctx_t *c = p;
+  uint64_t *F = c->F;
+  int rc;
+  pthread_mutex_lock(&c->mu);
+  memcpy(F, TEMPLATE, sizeof c->F);
+  memset(c->W, 0, sizeof c->W);
+  F[SM_INGRESS_PORT] = F[H_INPORT] = port;
+  F[SM_PACKET_LENGTH] = len;
+  if (TM_IG_TS >= 0) F[TM_IG_TS] = now_us;
+  F[H_PKTLEN] = F[H_ILEN] = len;
+  c->pkt = frame; c->n = len;
+  c->off = g_parse(c);
+  if (g_verify(c) && SM_CHECKSUM_ERROR >= 0) F[SM_CHECKSUM_ERROR] = 1;
+  g_ingress(c);
+  F[H_EXIT] = 0;
+  if (F[H_CLONE] | F[H_LEARN] | F[H_RESUBMIT]) { rc = 2; goto done; }
+  if (SM_MCAST_GRP >= 0 && F[SM_MCAST_GRP]) { rc = 2; goto done; }
+  uint64_t eport = F[SM_EGRESS_SPEC];
+  if (eport == 511) { rc = 1; goto done; }
+  F[SM_INSTANCE_TYPE] = 0;
+  if (eport >= 512 || !fast[eport]) { rc = 2; goto done; }
+  uint64_t prio = SM_PRIORITY >= 0 ? F[SM_PRIORITY] : 0;
+  *outport = (uint32_t)eport; *outprio = (uint32_t)prio;
+  if (prio >= nbq) { rc = 4; goto done; }
+  if (SM_QID >= 0) F[SM_QID] = prio;
+  F[SM_EGRESS_PORT] = eport;
+  F[SM_EGRESS_SPEC] = 0;
+  F[SM_PACKET_LENGTH] = F[H_PKTLEN];
+  g_egress(c);
+  F[H_EXIT] = 0;
+  if (F[H_CLONE] | F[H_TRUNCATE] | F[H_RECIRC]) { rc = 3; goto done; }
+  if (F[SM_EGRESS_SPEC] == 511) { rc = 5; goto done; }
+  uint32_t plen = len - c->off;
+  g_update(c, frame + c->off, plen);
+  uint32_t h = g_deparse(c, out, cap);
+  if (h == UINT32_MAX || h + plen > cap) { rc = 3; goto done; }
+  memcpy(out + h, frame + c->off, plen);
+  *outlen = h + plen;
+  rc = 0;
+done:
+  pthread_mutex_unlock(&c->mu);
+  return rc;
+}

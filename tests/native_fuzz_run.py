@@ -1,0 +1,34 @@
+"""Fuzzed frames through one program on the native backend, in a process of its own
+(tests/test_native_sanitizers.py runs it with a sanitizer build): random entries, then
+``count`` mutated frames of every protocol; prints how many frames came out."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from targets.embedded.switch import Switch
+from tests.native_pair import ROOT, fill_tables
+from tests.test_native_equivalence import _frames
+
+
+def main(argv: list[str]) -> int:
+    name, count = argv[0], int(argv[1])
+    path = next(p for d in ("p4src", "tests/p4") for p in (ROOT / d / "build").glob(f"{name}.json"))
+    sw = Switch(seed=1, backend="native", cpu_port=64, priority_queues=8)
+    sw.install_program(sw.load_program(path.read_bytes()))
+    twin = Switch(seed=1, backend="python", cpu_port=64, priority_queues=8)  # fill_tables writes pairs
+    twin.install_program(twin.load_program(path.read_bytes()))
+    rng = np.random.default_rng(7)
+    frames = _frames(rng, count)
+    fill_tables((twin, sw), frames[:200], rng)
+    out = 0
+    for i, f in enumerate(frames):
+        out += len(sw.process(int(rng.choice([0, 1, 2, 64])), f if i % 7 else f[: int(rng.integers(0, 60))]))
+    print(f"{name}: {len(frames)} frames, {out} out, {sw.stats.errors} errors")
+    return 0 if sw.stats.errors == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

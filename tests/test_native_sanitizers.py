@@ -1,0 +1,42 @@
+"""The native backend built with AddressSanitizer and UBSan: fuzzed frames (truncated,
+mutated, random) through forward.p4 and ina.p4 with random entries show no
+out-of-bounds access and no undefined behaviour (the process would abort)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from targets.embedded.native.build import compiler
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _asan_runtime() -> str | None:
+    cc = compiler()
+    if cc is None:
+        return None
+    r = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True)
+    path = r.stdout.strip()
+    return path if r.returncode == 0 and os.path.isabs(path) and os.path.exists(path) else None
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("program", ["forward", "ina"])
+def test_fuzzed_frames_clean_under_asan_and_ubsan(program: str, tmp_path: Path) -> None:
+    runtime = _asan_runtime()
+    if runtime is None:
+        pytest.skip("no C compiler with AddressSanitizer")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), LD_PRELOAD=runtime,
+               ASAN_OPTIONS="detect_leaks=0:abort_on_error=1", UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1",
+               GRADNET_NATIVE_CACHE=str(tmp_path),
+               GRADNET_NATIVE_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -O1")
+    r = subprocess.run([sys.executable, "-m", "tests.native_fuzz_run", program, "3000"], env=env, cwd=ROOT,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "runtime error" not in r.stderr and "AddressSanitizer" not in r.stderr, r.stderr[-3000:]
+    assert f"{program}: " in r.stdout
