@@ -16,7 +16,10 @@ gradient at ``--clip``, the same in every variant), for each seed:
 * ``adaptive share``: as differentiated, the important blocks being the fewest that carry
   ``--share`` of the total contribution (instead of the fixed quantile);
 * ``one queue``: as differentiated, every DSCP on one priority (the switch's priorities
-  off, the last runs: the switch is reconfigured for them).
+  off, the last runs: the switch is reconfigured for them);
+* ``differentiated + EF``, ``random + EF``, ``top-k + EF``: error feedback (worker and
+  PS ``--error-feedback``: the blocks not in the PS's sum join their next gradient) with
+  SANE's, random or the largest-norm blocks important.
 
 The table: the share of blocks sent reliably, sync time per iteration with the line-rate
 bound of the reliable bytes (the TCP bytes of an iteration in full segments at the port's
@@ -54,14 +57,18 @@ MSS = 1448  # TCP payload of a full-size segment (1,500-byte MTU, timestamps on)
 FRAME = 1514
 FLOOR_AFTER_EPOCH = 2
 
-# name -> (worker mode, worker options beyond the common ones, switch priorities on)
-VARIANTS: dict[str, tuple[str, list[str], bool]] = {
-    "all-reliable": ("reliable", [], True),
-    "important only": ("important", [], True),
-    "differentiated": ("differentiated", [], True),
-    "random importance": ("differentiated", ["--importance", "random"], True),
-    "adaptive share": ("differentiated", ["--share", "{share}"], True),
-    "one queue": ("differentiated", [], False),
+# name -> (worker mode, worker options beyond the common ones, switch priorities on,
+# options of the worker and the PS)
+VARIANTS: dict[str, tuple[str, list[str], bool, list[str]]] = {
+    "all-reliable": ("reliable", [], True, []),
+    "important only": ("important", [], True, []),
+    "differentiated": ("differentiated", [], True, []),
+    "random importance": ("differentiated", ["--importance", "random"], True, []),
+    "adaptive share": ("differentiated", ["--share", "{share}"], True, []),
+    "differentiated + EF": ("differentiated", [], True, ["--error-feedback"]),
+    "random + EF": ("differentiated", ["--importance", "random"], True, ["--error-feedback"]),
+    "top-k + EF": ("differentiated", ["--importance", "topk"], True, ["--error-feedback"]),
+    "one queue": ("differentiated", [], False, []),
 }
 
 
@@ -211,14 +218,14 @@ def main(argv: list[str] | None = None) -> int:
         prio = None
         eq = None
         for name in order:
-            mode, extra, priorities = VARIANTS[name]
+            mode, extra, priorities, both = VARIANTS[name]
             if priorities != prio:
                 eq = configure(net, topo, QosSetup(args.port_rate, 64, 64, 3, priorities=priorities,
                                                    byte_rate=bool(args.byte_rate)))
                 prio = priorities
             for seed in seeds:
                 common = ["--epochs", str(args.epochs), "--batch", "32", "--lr", "0.5", "--seed", str(seed),
-                          "--max-steps", str(args.max_steps)]
+                          "--max-steps", str(args.max_steps), *both]
                 wargs = ["--quantile", str(args.quantile), "--levels", "3",
                          *[x.format(share=args.share) for x in extra]]
                 r = run_transport(net, topo, eq, out / f"{name.replace(' ', '-')}-seed{seed}", mode, common,

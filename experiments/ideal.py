@@ -313,6 +313,19 @@ def differentiated(tr: Traffic, st: Any, values: int, job: Any) -> int:
     return 2 * max(tr.hops(w, st.ps) for w in st.workers)
 
 
+def differentiated_reliable(tr: Traffic, st: Any, values: int, job: Any) -> int:
+    """Every block over TCP to the PS (a 34-byte block header and a 5-byte frame each, one
+    message a block), the parameters back over TCP."""
+    from hosts.differentiated.blocks import BlockLayout
+    from wire.differentiated import DIFF_BLOCK_HEADER_LEN, FRAME
+
+    nblocks = len(BlockLayout([(values,)]))  # a lower bound: conv kernels make more blocks
+    for w in st.workers:
+        tr.tcp(w, st.ps, 4 * values + nblocks * (DIFF_BLOCK_HEADER_LEN + FRAME.size), msgs=1)
+        tr.tcp(st.ps, w, 4 * values)
+    return 2 * max(tr.hops(w, st.ps) for w in st.workers)
+
+
 def token(tr: Traffic, st: Any, values: int, job: Any) -> int:
     """Every node broadcasts its gradient once on the LAN (fragments of TOKEN_VALUES) and
     passes the token on (a header-only frame); the broadcasts are sequential."""
@@ -337,6 +350,9 @@ SCHEMES: dict[str, Callable[[Traffic, Any, int, Any], int]] = {
     "ndn-ipmc": lambda tr, st, v, job: _ndn(tr, st, v, "ipmc"),
     "ndn-tcp": lambda tr, st, v, job: _ndn(tr, st, v, "tcp"),
     "differentiated": differentiated, "token": token,
+    # differentiated's variants (error feedback, block selection): every block once, as it
+    "differentiated-ef": differentiated, "differentiated-random-ef": differentiated,
+    "differentiated-topk-ef": differentiated, "differentiated-reliable": differentiated_reliable,
 }
 
 

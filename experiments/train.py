@@ -96,9 +96,12 @@ console = TableConsole()
 #: The module doc's first paragraph: the help text of ``gradctl train`` and of the mode.
 SUMMARY = __doc__.split("\n\n")[0]
 
+#: Differentiated transmission's variants, on request (``experiments/train_differentiated.py``).
+DIFF_VARIANTS = ("differentiated-reliable", "differentiated-ef", "differentiated-random-ef",
+                 "differentiated-topk-ef")
 # Every scheme the harness knows, in the issue's order; those it runs today.
 ALL_SCHEMES = ("ps", "ring", "ina", "ndn", "bml", "rail_ring", "rail_sharded_ps", "token",
-               "differentiated", "gloo", "ndn-ipmc", "ndn-tcp")
+               "differentiated", "gloo", "ndn-ipmc", "ndn-tcp", *DIFF_VARIANTS)
 BUILTIN_SCHEMES = ("gloo", "ps", "ina", "ring", "bml", "rail_ring", "rail_sharded_ps")
 P4_PROGRAM = {"gloo": "forward.p4", "ps": "ina.p4 (no aggregator used)", "ina": "ina.p4",
               "ring": "forward.p4", "bml": "forward.p4", "rail_ring": "forward.p4",
@@ -107,7 +110,8 @@ P4_PROGRAM = {"gloo": "forward.p4", "ps": "ina.p4 (no aggregator used)", "ina": 
 RAIL_SCHEMES = ("rail_ring", "rail_sharded_ps")
 # on request only: the k-rail baselines (--scheme bml,rail_ring,rail_sharded_ps), and
 # ndn-ipmc and ndn-tcp (NDN's IP-multicast and TCP baselines, issue 23)
-DEFAULT_SCHEMES = tuple(s for s in ALL_SCHEMES if s not in (*RAIL_SCHEMES, "ndn-ipmc", "ndn-tcp"))
+# and differentiated's variants (all-reliable, error feedback, block selection)
+DEFAULT_SCHEMES = tuple(s for s in ALL_SCHEMES if s not in (*RAIL_SCHEMES, "ndn-ipmc", "ndn-tcp", *DIFF_VARIANTS))
 #: Schemes that sum through hosts.bml.collective with a plan file.
 COLLECTIVE_SCHEMES = ("ring", "bml", *RAIL_SCHEMES)
 

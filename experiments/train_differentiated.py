@@ -42,6 +42,14 @@ small packets), 64 packets per queue. The agents' settings are those of the expe
 quantile 0.5 (half the blocks important), alpha 0.5, 3 levels, blocks of 64 values,
 a 10 ms grace for unreliable blocks.
 
+Variants, on request (``gradctl train --scheme differentiated,differentiated-ef,...``),
+the same agents, network and queues with other options (:data:`VARIANTS`):
+``differentiated-reliable`` (every block over TCP on the top queue: the all-reliable
+baseline), ``differentiated-ef`` (SANE with error feedback: a worker's blocks that did
+not go into the PS's update join their next gradient), ``differentiated-random-ef`` and
+``differentiated-topk-ef`` (the same share of blocks chosen at random, or by the largest
+L2 norm of what is pending, both with error feedback).
+
 Per run, besides the :class:`~experiments.train.RunRecord`, ``<agents>/differentiated-
 seed<S>/differentiated.json`` holds what the record has no field for: the blocks the PS
 zero-filled (missing at reconstruction) per level and in all, the late and stale blocks,
@@ -56,7 +64,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +84,14 @@ ALPHA = 0.5
 BLOCK_SIZE = 64
 GRACE_S = 0.01
 DEPTH = 64
+#: harness scheme -> (options of the worker and the PS, options of the worker only)
+VARIANTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "differentiated": ((), ()),
+    "differentiated-reliable": (("--mode", "reliable"), ()),
+    "differentiated-ef": (("--error-feedback",), ()),
+    "differentiated-random-ef": (("--error-feedback",), ("--importance", "random")),
+    "differentiated-topk-ef": (("--error-feedback",), ("--importance", "topk")),
+}
 
 
 def qos_setup(args: argparse.Namespace) -> QosSetup:
@@ -165,15 +181,50 @@ def deploy(net: Any, setting: Setting, args: argparse.Namespace, plan: Plan) -> 
          f"DSCP -> priority {dscp_priority_map(setup.levels, NB_QUEUES)}")
 
 
-def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: int, d: Path) -> RunRecord:
+@dataclass(frozen=True)
+class Variant:
+    """The plugin of one of :data:`VARIANTS`: this module's network and queues, its run
+    with the variant's options."""
+
+    scheme: str
+    P4: str = P4
+    KILL_SUPPORTED: bool = KILL_SUPPORTED
+
+    def setting(self, args: argparse.Namespace, shared: Setting) -> Setting:
+        """The star with priority queues (:func:`setting`)."""
+        return setting(args, shared)
+
+    def deploy(self, net: Any, setting: Setting, args: argparse.Namespace, plan: Plan) -> None:
+        """Program and queues (:func:`deploy`)."""
+        deploy(net, setting, args, plan)
+
+    def run(self, net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: int,
+            d: Path) -> RunRecord:
+        """One training run with the variant's options."""
+        return run(net, args, plan, setting, seed, d, scheme=self.scheme)
+
+
+def plugin(scheme: str) -> Any:
+    """The plugin of harness scheme ``scheme``: this module for ``differentiated``, a
+    :class:`Variant` for the other names of :data:`VARIANTS`."""
+    if scheme == "differentiated":
+        return sys.modules[__name__]
+    if scheme not in VARIANTS:
+        raise KeyError(scheme)
+    return Variant(scheme)
+
+
+def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: int, d: Path,
+        scheme: str = "differentiated") -> RunRecord:
     """Train once with the PS and one worker agent per training host; the run's record
     (and ``d/differentiated.json``, see the module doc)."""
-    rec = RunRecord("differentiated", seed)
+    rec = RunRecord(scheme, seed)
     world = len(setting.workers)
+    both, worker_only = VARIANTS[scheme]
     common = ["--world", str(world), "--mode", "differentiated", "--max-time", str(args.max_time),
               "--model", args.model, "--data", args.data, "--seed", str(seed), "--epochs", str(args.epochs),
               "--batch", str(plan.batch), "--lr", repr(plan.lr), "--max-steps", str(plan.steps_per_epoch),
-              "--block-size", str(BLOCK_SIZE)]
+              "--block-size", str(BLOCK_SIZE), *both]  # a variant's --mode comes last: it wins
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     eq = _queues(net, setting)
     port = setting.topo.port(_switch(setting), setting.ps)
@@ -198,7 +249,8 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
                            [sys.executable, "-m", "hosts.differentiated.worker", "--ps", ps_ip,
                             "--rank", str(rank), *common, "--alpha", repr(ALPHA), "--quantile", repr(QUANTILE),
                             "--levels", str(LEVELS), "--batch-seed", str(seed), "--slow", repr(slow),
-                            "--compute-time", repr(args.compute_time), "--eval-every", str(plan.eval_every)],
+                            "--compute-time", repr(args.compute_time), "--eval-every", str(plan.eval_every),
+                            *worker_only],
                            env=env))
     outs = []
     for rank, p in enumerate(procs):
@@ -214,7 +266,7 @@ def run(net: Any, args: argparse.Namespace, plan: Plan, setting: Setting, seed: 
     after = eq.counters(port) if eq.has_counters else {}
 
     summaries = _fill_record(rec, outs, ps_rep, plan)
-    _write_report(d, net, args, seed, port, world, ps_rep, summaries,
+    _write_report(d, net, args, scheme, seed, port, world, ps_rep, summaries,
                   {p: {k: after[p][k] - before.get(p, {}).get(k, 0) for k in after[p]} for p in after})
     return rec
 
@@ -250,24 +302,25 @@ def _fill_record(rec: RunRecord, outs: list[list[dict[str, Any]]], ps_rep: dict[
     return summaries
 
 
-def _write_report(d: Path, net: Any, args: argparse.Namespace, seed: int, port: int, world: int,
+def _write_report(d: Path, net: Any, args: argparse.Namespace, scheme: str, seed: int, port: int, world: int,
                   ps_rep: dict[str, Any], summaries: list[dict[str, Any]],
                   queues: dict[Any, dict[str, int]]) -> None:
     """``d/differentiated.json``: the blocks lost, late and zero-filled, the queues."""
     missing = {k: int(v) for k, v in ps_rep.get("missing_blocks", {}).items()}
     sent = [sum(x) for x in zip(*(s.get("sent_datagrams", []) for s in summaries), strict=False)]
     report = {
-        "seed": seed, "qos": asdict(getattr(net, "_differentiated_qos", None) or qos_setup(args)),
+        "scheme": scheme, "options": [*VARIANTS[scheme][0], *VARIANTS[scheme][1]], "seed": seed, "qos": asdict(getattr(net, "_differentiated_qos", None) or qos_setup(args)),
         "queueing": (getattr(net, "_differentiated_qos", None) or qos_setup(args)).label(), "port": port, "quantile": QUANTILE, "alpha": ALPHA,
         "levels": LEVELS, "block_size": BLOCK_SIZE, "grace_s": GRACE_S,
         "iterations": ps_rep.get("iterations"), "blocks_per_worker": ps_rep.get("blocks_per_worker"),
         "blocks_total": (ps_rep.get("blocks_per_worker") or 0) * world * int(ps_rep.get("iterations") or 0),
         "zero_filled_blocks": sum(missing.values()), "zero_filled_per_level": missing,
         "late_blocks": ps_rep.get("late_blocks"), "stale_blocks": ps_rep.get("stale_blocks"),
+        "late_after_s": ps_rep.get("late_after_s"),
         "sent_datagrams_per_level": sent, "received_datagrams_per_level": ps_rep.get("received_datagrams"),
         "queues": queues,
         "ps": ps_rep,
     }
     (d / "differentiated.json").write_text(json.dumps(report, indent=1))
-    _log(f"differentiated, seed {seed}: {report['zero_filled_blocks']} of {report['blocks_total']} blocks "
+    _log(f"{scheme}, seed {seed}: {report['zero_filled_blocks']} of {report['blocks_total']} blocks "
          f"zero-filled ({missing or 'none'}), {report['late_blocks']} late; {d / 'differentiated.json'}")

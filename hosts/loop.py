@@ -41,7 +41,9 @@ SYNCS: dict[str, str] = {
     **dict.fromkeys(("ring", "bml", "rail_ring", "rail_sharded_ps"), "hosts.trainer:CollectiveSum"),
     # the GPUs; the PS (hosts.ndn.ps) applies the update and distributes the parameters
     **dict.fromkeys(("ndn", "ndn-ipmc", "ndn-tcp"), "hosts.ndn.gpu:NdnSync"),
-    "differentiated": "hosts.differentiated.worker:DiffWorker",
+    **dict.fromkeys(("differentiated", "differentiated-reliable", "differentiated-ef",
+                     "differentiated-random-ef", "differentiated-topk-ef"),
+                    "hosts.differentiated.worker:DiffWorker"),
     # the token protocol in its network thread; the Sync computes the batch the protocol
     # is on (partial gradients under a cutoff) and blocks while its node stands by
     "token": "hosts.token.sync:TokenSync",

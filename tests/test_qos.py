@@ -238,3 +238,33 @@ def test_port_byte_rate_charges_a_packet_its_length() -> None:
     assert sent["set_port_rate"] == 1
     assert per_burst <= sent["set_port_byte_rate"] <= per_burst + 2, (sent, len(frames[0]))
     assert execute(sw, "set_port_byte_rate x").startswith("error:")
+
+
+@pytest.mark.skipif(not ECHO.exists(), reason="tests/p4/build/metadata_echo.json missing (make p4)")
+def test_port_rate_catches_up_after_a_late_drain() -> None:
+    """A drain that runs late (the switch's loop on a busy CPU) sends what the port's rate
+    allowed meanwhile, up to PORT_CATCH_UP_S of it, not one frame; an idle port earns no
+    such credit (a burst into an idle port still leaves one frame at once)."""
+    from targets.embedded.traffic import PORT_CATCH_UP_S
+
+    sw = Switch(priority_queues=4, queue_depth=64)
+    sw.install_program(sw.load_program(ECHO.read_bytes()))
+    sw.set_port_rate(1000, 2)
+    frames = [_echo(0, i) for i in range(45)]  # built first: scapy is slow
+    for f in frames[:40]:
+        sw._receive(1, f)
+    assert len(sw._txq) <= 4  # the idle port's one frame (and what 1000 pkt/s let out meanwhile)
+    sw._txq = []
+    time.sleep(0.008)  # the loop wakes 8 ms late: 8 frames' worth at 1000 pkt/s
+    sw._drain(time.monotonic())
+    assert 7 <= len(sw._txq) <= 1000 * PORT_CATCH_UP_S, len(sw._txq)
+    deadline = time.monotonic() + 5
+    while any(sw._tm[2].queues):  # drain the rest
+        sw._drain(time.monotonic())
+        time.sleep(0.001)
+        assert time.monotonic() < deadline
+    sw._txq = []
+    time.sleep(0.03)  # idle for 30 ms: no credit
+    for f in frames[40:]:
+        sw._receive(1, f)
+    assert len(sw._txq) <= 2

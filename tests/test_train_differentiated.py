@@ -153,3 +153,46 @@ def test_gloo_and_differentiated_end_to_end(tmp_path: Path) -> None:
     else:
         assert report["queueing"].endswith("shared by the queues in strict priority")
         assert "7" in report["queues"]  # per-queue counters: the embedded target
+
+
+def test_variants_share_the_network_and_pass_their_options() -> None:
+    """differentiated's variants: on request only, one network with differentiated (the
+    same key: deployed once, run in turn), each run with its own agents' options."""
+    from experiments import train_differentiated as td
+
+    names = ",".join(td.VARIANTS)
+    assert set(td.VARIANTS) == {"differentiated", *harness.DIFF_VARIANTS}
+    assert not set(harness.DIFF_VARIANTS) & set(harness.DEFAULT_SCHEMES)
+    plan = harness.make_plan(harness.build_parser().parse_args(["--scheme", names, "--target", "embedded"]))
+    assert len({plan.settings[s].key for s in td.VARIANTS}) == 1
+    assert {harness.p4_of(s) for s in td.VARIANTS} == {td.P4}
+    assert td.plugin("differentiated") is td and td.plugin("differentiated-ef").scheme == "differentiated-ef"
+    assert td.VARIANTS["differentiated-reliable"] == (("--mode", "reliable"), ())
+    assert td.VARIANTS["differentiated-topk-ef"] == (("--error-feedback",), ("--importance", "topk"))
+    with pytest.raises(KeyError):
+        td.plugin("differentiated-nonsense")
+
+
+@pytest.mark.long  # two short trainings over the switch
+@pytest.mark.net
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_reliable_and_error_feedback_variants_end_to_end(tmp_path: Path) -> None:
+    """All-reliable zero-fills nothing; error feedback trains (identical models on every
+    rank), never folds a late block in, and reports its runs under its own name."""
+    reason = net_skip_reason("forward")
+    if reason:
+        pytest.skip(reason)
+    rc = harness.main(["--scheme", "differentiated-reliable,differentiated-ef", "--seeds", "1", "--workers", "3",
+                       "--epochs", "1", "--max-steps", "8", "--eval-every", "4", "--target-accuracy", "0.2",
+                       "--out-dir", str(tmp_path)])
+    assert rc == 0
+    (run_dir,) = tmp_path.glob("train-*")
+    runs = {r["scheme"]: r for r in json.loads((run_dir / "summary.json").read_text())["runs"]}
+    for scheme in ("differentiated-reliable", "differentiated-ef"):
+        assert runs[scheme]["ok"] and runs[scheme]["models_identical"], runs[scheme]["error"]
+        assert runs[scheme]["iterations"] == 8
+    rel = json.loads((run_dir / "agents" / "differentiated-reliable-seed0" / "differentiated.json").read_text())
+    ef = json.loads((run_dir / "agents" / "differentiated-ef-seed0" / "differentiated.json").read_text())
+    assert rel["zero_filled_blocks"] == 0 and rel["options"] == ["--mode", "reliable"]
+    assert ef["options"] == ["--error-feedback"] and ef["late_blocks"] == 0

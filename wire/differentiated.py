@@ -42,6 +42,7 @@ __all__ = [
     "DiffBlockHeader",
     "DiffDecodeError",
     "Kind",
+    "ack_body",
     "decode_diff_block",
     "dscp_priority_map",
     "encode_diff_block",
@@ -50,6 +51,7 @@ __all__ = [
     "level_priority",
     "manifest",
     "pack_datagrams",
+    "parse_ack",
     "params_body",
     "parse_manifest",
     "parse_params",
@@ -136,12 +138,14 @@ class Kind:
     MANIFEST = b"M"  # worker -> PS: iteration, important blocks, unreliable datagrams per level
     BLOCK = b"B"  # worker -> PS: one important block message (above)
     PARAMS = b"P"  # PS -> worker: iteration (u32), stop flag (u8), float32 parameters
+    ACK = b"A"  # PS -> worker (error feedback): iteration (u32), blocks (u32), delivered bitmap
     BYE = b"X"  # worker -> PS: summary JSON
 
 
 FRAME = struct.Struct("!cI")
 MANIFEST = struct.Struct("!IIH")  # iteration, important blocks, levels; then u32 datagrams per level
 PARAMS = struct.Struct("!IB")
+ACK = struct.Struct("!II")  # iteration, number of blocks; then the bitmap, ceil(blocks / 8) bytes
 
 
 def level_dscp(level: int, mode: str) -> int:
@@ -224,6 +228,27 @@ def parse_params(body: bytes) -> tuple[int, bool, np.ndarray]:
     """(iteration, stop, float32 parameters)."""
     it, stop = PARAMS.unpack_from(body)
     return it, bool(stop), np.frombuffer(body[PARAMS.size:], dtype=">f4").astype(np.float32)
+
+
+def ack_body(iteration: int, delivered: Sequence[bool] | np.ndarray) -> bytes:
+    """Body of an ACK: which of one worker's blocks of ``iteration`` went into the PS's
+    update (bit j of the bitmap, most significant bit first, set for block j); the
+    worker keeps the others as its error-feedback residual."""
+    mask = np.asarray(delivered, dtype=bool).ravel()
+    return ACK.pack(iteration, mask.size) + np.packbits(mask).tobytes()
+
+
+def parse_ack(body: bytes) -> tuple[int, np.ndarray]:
+    """(iteration, delivered mask as a bool array); :class:`DiffDecodeError` when the body
+    is shorter than its header or its bitmap."""
+    if len(body) < ACK.size:
+        raise DiffDecodeError(f"ACK truncated: {len(body)} bytes, expected at least {ACK.size}")
+    it, n = ACK.unpack_from(body)
+    need = ACK.size + (n + 7) // 8
+    if len(body) != need:
+        raise DiffDecodeError(f"ACK of {n} blocks has {len(body)} bytes, expected {need}")
+    bits = np.unpackbits(np.frombuffer(body, dtype=np.uint8, offset=ACK.size), count=n)
+    return it, bits.astype(bool)
 
 
 assert DIFF_BLOCK_HEADER_LEN < MAX_DATAGRAM

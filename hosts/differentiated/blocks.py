@@ -187,3 +187,66 @@ def classify_random(n_blocks: int, important: int, levels: int, rng: np.random.G
     for rank, j in enumerate(rest):
         out[j] = 1 + rank * levels // max(1, rest.size)
     return out
+
+
+def block_norms(blocks: Sequence[np.ndarray]) -> np.ndarray:
+    """Every block's L2 norm (its magnitude for top-k selection)."""
+    return np.array([float(np.sqrt(np.sum(np.square(b, dtype=np.float64)))) for b in blocks])
+
+
+def classify_topk(scores: np.ndarray, important: int, levels: int) -> np.ndarray:
+    """Top-k selection: the ``important`` blocks of largest ``scores`` (e.g. :func:`block_norms`
+    of what is pending) are level 0, the others ranked by score into ``levels`` equal
+    groups, 1 the largest. Ties go to the lower block index."""
+    s = np.asarray(scores, dtype=np.float64)
+    if not 0 <= important <= s.size:
+        raise ValueError(f"{important} important blocks of {s.size}")
+    order = np.argsort(-s, kind="stable")
+    out = np.empty(s.size, dtype=np.int64)
+    out[order[:important]] = DIFF_LEVEL_IMPORTANT
+    rest = order[important:]
+    for rank, j in enumerate(rest):
+        out[j] = 1 + rank * levels // max(1, rest.size)
+    return out
+
+
+class ErrorFeedback:
+    """A worker's error-feedback state: the residual of every block it did not deliver.
+
+    Each iteration :meth:`pending` adds the residual to the new gradient (what is pending
+    is what gets classified and sent); once the PS says which blocks went into its
+    update, :meth:`settle` keeps the values of the others as the next residual. Delivered
+    plus residual is therefore always the sum of the gradients computed so far (up to
+    float32 rounding of the additions)."""
+
+    def __init__(self, layout: BlockLayout) -> None:
+        self.layout = layout
+        sizes = np.cumsum([0, *layout.sizes])
+        # each block's (offset, count) in the flattened gradient (tensors in order)
+        self.spans = [(int(sizes[b.tensor_index]) + b.start, b.count) for b in layout.blocks]
+        self.residual = np.zeros(int(sizes[-1]), dtype=np.float32)
+        self.last: np.ndarray | None = None
+
+    def pending(self, grad: np.ndarray) -> np.ndarray:
+        """The new gradient (flat float32) plus the residual: what this iteration sends."""
+        g = np.asarray(grad, dtype=np.float32).ravel()
+        if g.size != self.residual.size:
+            raise ValueError(f"gradient of {g.size} values for a layout of {self.residual.size}")
+        if self.last is not None:
+            raise RuntimeError("pending() twice without settle(): the previous iteration is unsettled")
+        self.last = g + self.residual
+        return self.last
+
+    def settle(self, delivered: np.ndarray) -> None:
+        """The PS used the blocks where ``delivered`` is True: the residual becomes the
+        pending values of the others (zero for the delivered ones)."""
+        mask = np.asarray(delivered, dtype=bool).ravel()
+        if self.last is None:
+            raise RuntimeError("settle() without pending()")
+        if mask.size != len(self.spans):
+            raise ValueError(f"{mask.size} delivery bits for {len(self.spans)} blocks")
+        res = self.last.copy()
+        for (off, n), ok in zip(self.spans, mask, strict=True):
+            if ok:
+                res[off:off + n] = 0.0
+        self.residual, self.last = res, None

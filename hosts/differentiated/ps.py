@@ -8,7 +8,9 @@ Listens on TCP and UDP port DIFF_TCP_PORT/DIFF_UDP_PORT. Each iteration it waits
 every important block of every worker is in (plus ``--grace`` seconds for unreliable
 blocks, less when all arrive), rebuilds each worker's gradient with zeros in place of the
 missing blocks, adds the late blocks of earlier iterations (delayed update), takes one
-SGD step on the sum and sends the new parameters to every worker over TCP. Evaluates
+SGD step on the sum and sends the new parameters to every worker over TCP. With
+``--error-feedback`` it first sends each worker an ACK, the bitmap of its blocks that went
+into the step, and folds no late block in (the worker re-sends them as its residual). Evaluates
 test accuracy after every epoch. Prints one JSON summary; with ``--out-dir`` (fixed
 tensors) saves each worker's reconstruction ``recon-w<rank>-it<i>.npz`` and the
 received-block lists.
@@ -39,10 +41,10 @@ import numpy as np
 
 from hosts.net import net_dev, udp_socket
 from wire import argtypes
-from wire.differentiated import DIFF_LEVEL_IMPORTANT, Kind, frame, params_body
+from wire.differentiated import DIFF_LEVEL_IMPORTANT, Kind, ack_body, frame, params_body
 
 from .blocks import BlockLayout
-from .receiver import Receiver
+from .receiver import LATE_BINS, Receiver
 from .worker import (
     add_common_args,
     check_common_args,
@@ -68,7 +70,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--grace", type=argtypes.nonnegative, default=0.01,
                    help="seconds to wait for unreliable blocks once the important ones are in")
     p.add_argument("--staleness", type=argtypes.natural, default=1,
-                   help="late blocks up to this many iterations old are applied (delayed update)")
+                   help="late blocks up to this many iterations old are applied (delayed update; "
+                        "0 with --error-feedback, whose residual re-sends them)")
     p.add_argument("--linger", type=argtypes.nonnegative, default=0.5, help="seconds to count late datagrams at the end")
     p.add_argument("--out-dir", default=None, help="save reconstructions here (fixed tensors)")
     p.add_argument("--members", default=None, metavar="IP,IP,...",
@@ -140,7 +143,9 @@ class DiffPS:
         tcp.bind((args.bind, args.port))
         tcp.listen(args.world + 4)
         udp = udp_socket(args.bind, args.port, rcvbuf=8 << 20, sndbuf=None, blocking=True)
-        self.rx = Receiver(self.layout, args.world, tcp, udp, args.staleness, self.members).start()
+        # error feedback: a late block is not folded in (stale), the worker's residual has it
+        staleness = 0 if args.error_feedback else args.staleness
+        self.rx = Receiver(self.layout, args.world, tcp, udp, staleness, self.members).start()
         print(json.dumps({"listening": args.port}), file=sys.stderr, flush=True)
         self.out_dir = Path(args.out_dir) if args.out_dir else None
         if self.out_dir:
@@ -215,7 +220,15 @@ class DiffPS:
             values = training.flatten(training.parameter_arrays(self.model))
         else:
             values = np.zeros(0, dtype=np.float32)
-        rx.send_all(frame(Kind.PARAMS, params_body(it + 1, stop, values)))
+        params = frame(Kind.PARAMS, params_body(it + 1, stop, values))
+        if args.error_feedback:  # each worker its own ACK: the blocks of its that were used
+            n = len(self.layout)
+            for w in range(args.world):
+                got = blocks.get(w, {})
+                mask = np.fromiter((j in got for j in range(n)), dtype=bool, count=n)
+                rx.send_to(w, frame(Kind.ACK, ack_body(it, mask)) + params)
+        else:
+            rx.send_all(params)
         return stop
 
     def reconstruct(self, it: int, blocks: dict, levels: dict) -> tuple[list[np.ndarray], int]:
@@ -256,6 +269,9 @@ class DiffPS:
             "received_datagrams": {str(k): v for k, v in sorted(st.datagrams.items())},
             "received_blocks": {str(k): v for k, v in sorted(st.blocks.items())},
             "late_blocks": st.late_blocks, "stale_blocks": st.stale_blocks,
+            # late and stale blocks by seconds after their iteration closed (bin upper bounds)
+            "late_after_s": dict(zip([*map(str, LATE_BINS), "more"], st.late_after, strict=True)),
+            "late_in_host": st.late_in_host,
             "bad_messages": st.bad_messages, "duplicates": st.duplicates, "refused": st.refused(),
             "tcp_bytes": st.tcp_bytes, "udp_bytes": st.udp_bytes,
             "nic_rx_bytes": nic1["rx_bytes"] - nic0["rx_bytes"],

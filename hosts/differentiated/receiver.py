@@ -33,6 +33,7 @@ import json
 import logging
 import queue
 import socket
+import struct
 import threading
 import time
 from collections.abc import Collection, Sequence
@@ -54,6 +55,9 @@ from wire.differentiated import (
 from .blocks import BlockLayout
 
 log = logging.getLogger("gradnet.differentiated.receiver")
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux's value
+_CMSG_SPACE = socket.CMSG_SPACE(16)  # one struct timespec
+LATE_BINS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
 
 @dataclass
@@ -71,6 +75,20 @@ class ReceiveStats:
     refused_connections: int = 0  # TCP from a non-member's address, or a HELLO of another rank
     refused_datagrams: int = 0  # UDP from a non-member's address
     refused_blocks: int = 0  # a block whose worker field is not a rank of its sender
+    #: late and stale blocks by how long after their iteration closed they came (upper
+    #: bounds of the bins in seconds, ``LATE_BINS``; the last bin is everything later)
+    late_after: list[int] = field(default_factory=lambda: [0] * (len(LATE_BINS) + 1))
+
+    #: of those, the ones whose datagram had reached the PS's NIC (kernel timestamp)
+    #: before the iteration closed: late in the PS's processing, not in the network
+    late_in_host: int = 0
+
+    def note_late(self, seconds: float, at_nic: float | None = None) -> None:
+        """Count one block stored ``seconds`` after its iteration closed, its datagram at
+        the NIC ``at_nic`` seconds after it (negative: before)."""
+        self.late_after[int(np.searchsorted(LATE_BINS, seconds))] += 1
+        if at_nic is not None and at_nic < 0:
+            self.late_in_host += 1
 
     def refused(self) -> dict[str, int]:
         """The refusal counters by name (the PS's summary)."""
@@ -95,6 +113,7 @@ class DataBuffer:
         self.stats = ReceiveStats()
         self.byes: dict[int, dict] = {}
         self.first_block_at: dict[int, float] = {}
+        self.closed_at: dict[int, float] = {}  # iteration -> when take() closed it
 
     # -- engines ------------------------------------------------------------------------
     def manifest(self, worker: int, body: bytes) -> None:
@@ -105,10 +124,10 @@ class DataBuffer:
             self.cond.notify_all()
 
     def store(self, data: bytes | memoryview, reliable: bool,
-              ranks: Collection[int] | None = None) -> None:
+              ranks: Collection[int] | None = None, arrival: float | None = None) -> None:
         """Decapsulate the block messages of ``data`` and keep their values; with
         ``ranks`` (the ranks its sender may speak for), blocks of other workers are
-        refused and counted."""
+        refused and counted. ``arrival``: when the datagram reached the NIC (monotonic)."""
         off = 0
         n = len(data)
         with self.cond:
@@ -129,6 +148,10 @@ class DataBuffer:
                 self.stats.blocks[level] += 1
                 it = hdr.iteration
                 if it < self.iteration:
+                    if it in self.closed_at:
+                        closed = self.closed_at[it]
+                        self.stats.note_late(time.monotonic() - closed,
+                                             None if arrival is None else arrival - closed)
                     if it >= self.iteration - self.staleness:
                         self.stats.late_blocks += 1
                         self.carry.append((hdr.block_index, values))
@@ -187,6 +210,7 @@ class DataBuffer:
             levels = {w: m[2] for w, m in self.manifests.get(it, {}).items()}
             carry, self.carry = self.carry, []
             self.iteration = it + 1
+            self.closed_at[it] = time.monotonic()
             for old in [k for k in self.manifests if k <= it - self.staleness]:
                 del self.manifests[old]
                 self.important_got.pop(old, None)
@@ -225,6 +249,8 @@ class Receiver:
             self.ranks_of[ip] = self.ranks_of.get(ip, frozenset()) | {r}
         self.tcp = tcp
         self.udp = udp
+        # the kernel stamps each datagram's arrival: late blocks are told apart by it
+        udp.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         self.reliable_buffer: queue.Queue = queue.Queue()  # (worker, kind, body)
         self.unreliable_buffer: queue.Queue = queue.Queue()  # (sender's ranks or None, datagram)
         self.conns: dict[int, socket.socket] = {}
@@ -255,6 +281,13 @@ class Receiver:
     def send_all(self, message: bytes) -> None:
         """Send one framed message to every worker (their TCP connections)."""
         for s in list(self.conns.values()):
+            with contextlib.suppress(OSError):
+                s.sendall(message)
+
+    def send_to(self, worker: int, message: bytes) -> None:
+        """Send one framed message to one worker (nothing if it is not connected)."""
+        s = self.conns.get(worker)
+        if s is not None:
             with contextlib.suppress(OSError):
                 s.sendall(message)
 
@@ -314,20 +347,33 @@ class Receiver:
                 self.data.stats.tcp_bytes += 5 + len(msg[1])
             self.reliable_buffer.put((worker, *msg))
 
+    def _recv_datagram(self) -> tuple | None:
+        """One datagram from the UDP socket as the unreliable buffer's item ``(ranks,
+        datagram, arrival)`` (arrival: the kernel's receive time on the monotonic clock),
+        or None for a refused one; OSError passes up."""
+        dgram, anc, _flags, src = self.udp.recvmsg(65535, _CMSG_SPACE)
+        arrival = None
+        for level, kind, data in anc:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= 16:
+                sec, nsec = struct.unpack("qq", data[:16])
+                arrival = time.monotonic() - (time.time() - (sec + nsec * 1e-9))
+        ranks = None
+        if self.members is not None:
+            ranks = self.ranks_of.get(src[0])
+            if ranks is None:
+                with self.data.cond:
+                    self.data.stats.refused_datagrams += 1
+                return None
+        return ranks, dgram, arrival
+
     def _udp_reader(self) -> None:
         while not self._stop.is_set():
             try:
-                dgram, src = self.udp.recvfrom(65535)
+                item = self._recv_datagram()
             except OSError:
                 return
-            ranks = None
-            if self.members is not None:
-                ranks = self.ranks_of.get(src[0])
-                if ranks is None:
-                    with self.data.cond:
-                        self.data.stats.refused_datagrams += 1
-                    continue
-            self.unreliable_buffer.put((ranks, dgram))
+            if item is not None:
+                self.unreliable_buffer.put(item)
 
     # -- receive engines (S352, S353) ----------------------------------------------------
     def _reliable_engine(self) -> None:
@@ -354,10 +400,13 @@ class Receiver:
             item = self.unreliable_buffer.get()
             if item is None:
                 return
-            ranks, dgram = item
-            # every block of a datagram has the same level: count the datagram under it
-            level = DIFF_BLOCK_HEADER.unpack_from(dgram)[8] if len(dgram) >= DIFF_BLOCK_HEADER_LEN else 0
-            with self.data.cond:
-                self.data.stats.datagrams[level] += 1
-                self.data.stats.udp_bytes += len(dgram)
-            self.data.store(dgram, reliable=False, ranks=ranks)
+            self._store_datagram(item)
+
+    def _store_datagram(self, item: tuple) -> None:
+        ranks, dgram, arrival = item
+        # every block of a datagram has the same level: count the datagram under it
+        level = DIFF_BLOCK_HEADER.unpack_from(dgram)[8] if len(dgram) >= DIFF_BLOCK_HEADER_LEN else 0
+        with self.data.cond:
+            self.data.stats.datagrams[level] += 1
+            self.data.stats.udp_bytes += len(dgram)
+        self.data.store(dgram, reliable=False, ranks=ranks, arrival=arrival)

@@ -12,8 +12,12 @@ Modes: ``reliable`` sends every block over TCP, ``unreliable`` every block over 
 on one best-effort priority, ``differentiated`` as above, ``important`` (an ablation)
 the important blocks over TCP and nothing else (no unreliable channel: the PS zero-fills
 the rest). ``--importance random`` draws the important blocks at random (the same count
-as the quantile's), ``--share S`` replaces the fixed quantile by an adaptive threshold:
-the fewest blocks that carry the share S of the total contribution. Prints one JSON summary.
+as the quantile's), ``--importance topk`` takes that many blocks of largest L2 norm,
+``--share S`` replaces the fixed quantile by an adaptive threshold:
+the fewest blocks that carry the share S of the total contribution. ``--error-feedback``
+(worker and PS): the PS acknowledges which blocks went into its update, and the worker
+adds every block it did not deliver to that block's next gradient (the residual); the
+contribution and the selection are computed on what is pending. Prints one JSON summary.
 
 Options for the time-to-accuracy harness (``experiments/train_differentiated.py``); none
 of them changes anything when absent: ``--model``/``--data`` name the model and data set
@@ -48,16 +52,27 @@ from wire.differentiated import (
     DIFF_LEVEL_IMPORTANT,
     DIFF_TCP_PORT,
     DSCP_LEVELS,
+    DiffDecodeError,
     Kind,
     encode_diff_block,
     frame,
     level_dscp,
     manifest,
     pack_datagrams,
+    parse_ack,
     parse_params,
 )
 
-from .blocks import BlockLayout, Contribution, classify, classify_random, share_threshold
+from .blocks import (
+    BlockLayout,
+    Contribution,
+    ErrorFeedback,
+    block_norms,
+    classify,
+    classify_random,
+    classify_topk,
+    share_threshold,
+)
 
 MODES = ("differentiated", "reliable", "unreliable", "important")
 
@@ -83,6 +98,10 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default=None,
                    help="data set name of hosts.training.load_data (default: the digits split)")
     p.add_argument("--max-steps", type=argtypes.natural, default=0, help="cap on iterations per epoch (0: none)")
+    p.add_argument("--error-feedback", action="store_true",
+                   help="error feedback: the PS acknowledges each worker's blocks that went into its "
+                        "update (and folds no late block in), the worker adds the others to their "
+                        "next gradient (default: off, missing blocks are lost)")
 
 
 def check_common_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -173,12 +192,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--quantile", type=argtypes.probability, default=0.5,
                    help="threshold = this quantile of the contributions (default 0.5: half the blocks important)")
     p.add_argument("--levels", type=argtypes.count, default=3, help="unreliable levels (default 3)")
-    p.add_argument("--importance", choices=("sane", "random"), default="sane",
-                   help="which blocks are important: SANE's largest (default) or, as an ablation, "
-                        "random ones (as many as the quantile gives; seeded by --seed and --rank)")
+    p.add_argument("--importance", choices=("sane", "random", "topk"), default="sane",
+                   help="which blocks are important: SANE's largest (default), random ones (as many "
+                        "as the quantile gives; seeded by --seed and --rank) or topk, as many of the "
+                        "largest L2 norm of what is pending (no smoothing)")
     p.add_argument("--share", type=argtypes.probability, default=0.0,
                    help="adaptive threshold: the blocks carrying this share of the total "
                         "contribution are important (0, default: the fixed --quantile)")
+    p.add_argument("--residual-out", default=None, metavar="NPZ",
+                   help="with --error-feedback: save the final residual here (np.savez, one array a tensor; "
+                        "{rank} in the name becomes the rank)")
     p.add_argument("--udp-pps", type=argtypes.nonnegative, default=0.0,
                    help="pace unreliable datagrams at this rate (default 0: as fast as possible)")
     p.add_argument("--batch-seed", type=int, default=None,
@@ -205,8 +228,10 @@ def _check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         p.error(f"--levels must be in 1..{len(DSCP_LEVELS)} (one DSCP per level)")
     if not 0.0 <= args.quantile <= 1.0 or not 0.0 <= args.alpha < 1.0:
         p.error("--quantile must be in [0, 1] and --alpha in [0, 1)")
-    if not 0.0 <= args.share <= 1.0 or (args.share and args.importance == "random"):
-        p.error("--share must be in [0, 1] (0: the fixed quantile), and not with --importance random")
+    if not 0.0 <= args.share <= 1.0 or (args.share and args.importance != "sane"):
+        p.error("--share must be in [0, 1] (0: the fixed quantile), and only with --importance sane")
+    if args.residual_out and not args.error_feedback:
+        p.error("--residual-out needs --error-feedback")
 
 
 class DiffWorker(Sync):
@@ -222,6 +247,7 @@ class DiffWorker(Sync):
         self.sent_blocks = [0] * (args.levels + 1)
         self.tcp_bytes = self.udp_bytes = 0
         self.sync_times: list[float] = []
+        self.delivered = 0  # blocks the PS acknowledged (error feedback)
         self.it = 0
 
     def load(self) -> None:
@@ -253,6 +279,7 @@ class DiffWorker(Sync):
         shapes = [a.shape for a in self.like]
         self.layout = BlockLayout(shapes, args.block_size)
         self.contrib = Contribution(len(self.layout), args.alpha)
+        self.ef = ErrorFeedback(self.layout) if args.error_feedback else None
         self.pick_rng = np.random.default_rng([args.seed, args.rank, 0xD1FF])
         self.n_random = int(np.sum(classify(np.arange(len(self.layout), dtype=np.float64), args.quantile,
                                             args.levels) == DIFF_LEVEL_IMPORTANT))  # the quantile's count
@@ -296,8 +323,9 @@ class DiffWorker(Sync):
         """``--max-time`` is over."""
         return time.monotonic() >= self.deadline
 
-    def levels(self, c: np.ndarray) -> np.ndarray:
-        """Each block's level (0: important) by the mode and the contributions ``c``."""
+    def levels(self, c: np.ndarray, blocks: list[np.ndarray]) -> np.ndarray:
+        """Each block's level (0: important) by the mode, the contributions ``c`` and
+        (top-k) the blocks' norms."""
         args, n = self.args, len(self.layout)
         if args.mode == "reliable":
             return np.zeros(n, dtype=np.int64)
@@ -305,6 +333,8 @@ class DiffWorker(Sync):
             return np.ones(n, dtype=np.int64)
         if args.importance == "random":
             return classify_random(n, self.n_random, args.levels, self.pick_rng)
+        if args.importance == "topk":
+            return classify_topk(block_norms(blocks), self.n_random, args.levels)
         return classify(c, args.quantile, args.levels,
                         cut=share_threshold(c, args.share) if args.share else None)
 
@@ -313,17 +343,35 @@ class DiffWorker(Sync):
         when the PS closed the connection."""
         from hosts import training
 
-        blocks = self.layout.split(training.unflatten(grad, self.like))
-        levels = self.levels(self.contrib.update(blocks))
+        pending = self.ef.pending(grad) if self.ef else grad  # error feedback: + the residual
+        blocks = self.layout.split(training.unflatten(pending, self.like))
+        levels = self.levels(self.contrib.update(blocks), blocks)
         t0 = time.monotonic()
         self.send(self.it, blocks, levels)
         msg = recv_msg(self.f)
+        if self.ef is not None:
+            msg = self.settle(msg)
         if msg is None or msg[0] != Kind.PARAMS:
             raise ConnectionError(f"PS closed the connection at iteration {self.it}")
         _p_it, stop, values = parse_params(msg[1])
         self.sync_times.append(time.monotonic() - t0)
         self.it += 1
         return SyncResult(params=values, stop=bool(stop))
+
+    def settle(self, msg: tuple[bytes, bytes] | None) -> tuple[bytes, bytes] | None:
+        """Error feedback: the PS's ACK of this iteration settles the residual; returns
+        the next message (the parameters). ConnectionError on anything else."""
+        if msg is None or msg[0] != Kind.ACK:
+            raise ConnectionError(f"no ACK from the PS at iteration {self.it} (is it running --error-feedback?)")
+        try:
+            it, mask = parse_ack(msg[1])
+        except DiffDecodeError as e:
+            raise ConnectionError(f"bad ACK at iteration {self.it}: {e}") from None
+        if it != self.it or mask.size != len(self.layout):
+            raise ConnectionError(f"ACK of iteration {it} for {mask.size} blocks at iteration {self.it}")
+        self.ef.settle(mask)
+        self.delivered += int(mask.sum())
+        return recv_msg(self.f)
 
     def send(self, it: int, blocks: list[np.ndarray], levels: np.ndarray) -> None:
         """The manifest and the important blocks over TCP, the others as datagrams."""
@@ -381,7 +429,23 @@ class DiffWorker(Sync):
             "sent_blocks": self.sent_blocks, "sent_datagrams": self.sent_datagrams,
             "tcp_bytes": self.tcp_bytes, "udp_bytes": self.udp_bytes,
             "retransmissions": tcp_retransmissions() - self.retrans0,
+            "error_feedback": self.ef is not None, "importance": self.args.importance,
+            **self.ef_stats(),
         }
+
+    def ef_stats(self) -> dict[str, Any]:
+        """Error feedback's fields: blocks delivered (acknowledged) and the final
+        residual's L2 norm; ``--residual-out`` gets the residual itself."""
+        if self.ef is None:
+            return {}
+        res = self.ef.residual
+        if self.args.residual_out:
+            from hosts import training
+
+            np.savez(self.args.residual_out.replace("{rank}", str(self.args.rank)),
+                     *training.unflatten(res, self.like))
+        return {"delivered_blocks": self.delivered,
+                "residual_norm": float(np.sqrt(np.sum(np.square(res, dtype=np.float64))))}
 
     def finish(self, summary: dict[str, Any]) -> None:
         """The summary goes to the PS with BYE (the loop prints it next)."""

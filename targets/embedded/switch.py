@@ -46,7 +46,7 @@ from targets.embedded.loop import run_switches
 from targets.embedded.native import glue as native_glue
 from targets.embedded.state import PacketReplicationEngine, Replica
 from targets.embedded.tm_metadata import bind_metadata
-from targets.embedded.traffic import PortQueues, TrafficConfigMixin
+from targets.embedded.traffic import PORT_CATCH_UP_S, PortQueues, TrafficConfigMixin
 
 log = logging.getLogger("gradnet.switch")
 
@@ -330,6 +330,11 @@ class Switch(TrafficConfigMixin):
     # ------------------------------------------------------------------ traffic manager
     def _enqueue(self, prog: Program, port: int, F: list[int], payload: bytes, length: int, trunc: int) -> None:
         q = self._tm.get(port) or self._queue(port)
+        if q.port_rate is not None and not any(q.queues):
+            # an idle port earns no catch-up credit (see PORT_CATCH_UP_S): one frame at most
+            now = time.monotonic()
+            q.port_tokens = min(1.0, q.port_tokens + (now - q.port_last) * q.port_rate)
+            q.port_last = now
         # simple_switch 1.15 drops a priority beyond the last queue, one queue included
         prio = F[prog.sm_priority] if prog.sm_priority is not None else 0
         if prio >= self.nb_queues:
@@ -392,7 +397,10 @@ class Switch(TrafficConfigMixin):
                 if prate is not None:
                     # a byte rate: the head packet costs its length in frames (at most one)
                     cost = 1.0 if q.port_frame is None else min(1.0, dq[0][3] / q.port_frame)
-                    q.port_tokens = min(1.0, q.port_tokens + (now - q.port_last) * prate)
+                    # while packets wait, the port earns up to PORT_CATCH_UP_S of credit: a
+                    # drain that runs late (a busy CPU) sends what the line would have sent
+                    q.port_tokens = min(max(1.0, prate * PORT_CATCH_UP_S),
+                                        q.port_tokens + (now - q.port_last) * prate)
                     q.port_last = now
                     if q.port_tokens < cost:
                         # The port is busy: nothing may go, whatever its priority.

@@ -7,6 +7,12 @@ from __future__ import annotations
 import collections
 from collections.abc import Callable
 
+#: How far behind a port's rate the switch's loop may fall and still catch up: while
+#: packets wait, a port rate earns up to this many seconds of frames. With a bucket of one
+#: frame, every late wake-up of the loop (a loaded CPU) lost the rate it should have sent,
+#: and a port set to 1,651 pkt/s served well under it (docs/differentiated.md, "Deadline").
+PORT_CATCH_UP_S = 0.01
+
 
 class PortQueues:
     """One egress port's queues: strict priority, optional rate (pps) and depth."""
