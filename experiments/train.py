@@ -88,6 +88,15 @@ from experiments import fidelity_auto, scaling
 from experiments.harness_records import HarnessError, Plan, RunRecord, Setting
 from experiments.harness_report import fmt_interval as fmt_interval  # the tables of bench/
 from experiments.harness_report import manifest, pick_reference, plot, print_table, summarize
+from experiments.harness_schemes import (  # noqa: F401 (read here by tests and plugins)
+    ALL_SCHEMES,
+    BUILTIN_SCHEMES,
+    COLLECTIVE_SCHEMES,
+    DEFAULT_SCHEMES,
+    DIFF_VARIANTS,
+    P4_PROGRAM,
+    RAIL_SCHEMES,
+)
 from experiments.harness_trainers import run_trainers
 from experiments.runner import log as _log
 from experiments.runner import prepare_hosts
@@ -95,25 +104,6 @@ from experiments.runner import prepare_hosts
 console = TableConsole()
 #: The module doc's first paragraph: the help text of ``gradctl train`` and of the mode.
 SUMMARY = __doc__.split("\n\n")[0]
-
-#: Differentiated transmission's variants, on request (``experiments/train_differentiated.py``).
-DIFF_VARIANTS = ("differentiated-reliable", "differentiated-ef", "differentiated-random-ef",
-                 "differentiated-topk-ef")
-# Every scheme the harness knows, in the issue's order; those it runs today.
-ALL_SCHEMES = ("ps", "ring", "ina", "ndn", "bml", "rail_ring", "rail_sharded_ps", "token",
-               "differentiated", "gloo", "ndn-ipmc", "ndn-tcp", *DIFF_VARIANTS)
-BUILTIN_SCHEMES = ("gloo", "ps", "ina", "ring", "bml", "rail_ring", "rail_sharded_ps")
-P4_PROGRAM = {"gloo": "forward.p4", "ps": "ina.p4 (no aggregator used)", "ina": "ina.p4",
-              "ring": "forward.p4", "bml": "forward.p4", "rail_ring": "forward.p4",
-              "rail_sharded_ps": "forward.p4"}
-#: BML's same-NIC-count baselines: k concurrent rings or sharded PSs on a k-rail network.
-RAIL_SCHEMES = ("rail_ring", "rail_sharded_ps")
-# on request only: the k-rail baselines (--scheme bml,rail_ring,rail_sharded_ps), and
-# ndn-ipmc and ndn-tcp (NDN's IP-multicast and TCP baselines, issue 23)
-# and differentiated's variants (all-reliable, error feedback, block selection)
-DEFAULT_SCHEMES = tuple(s for s in ALL_SCHEMES if s not in (*RAIL_SCHEMES, "ndn-ipmc", "ndn-tcp", *DIFF_VARIANTS))
-#: Schemes that sum through hosts.bml.collective with a plan file.
-COLLECTIVE_SCHEMES = ("ring", "bml", *RAIL_SCHEMES)
 
 # Schemes with their own agents plug in as a module of this package (see
 # "Plugins" in the module doc), registered in controller/registry.py; one that is not
