@@ -476,8 +476,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _open_run_dir(args: argparse.Namespace, plan: Plan) -> Path:
     """The results directory (new, or ``--resume``'s) with its manifest written."""
-    run_dir = Path(args.resume) if args.resume else Path(args.out_dir).resolve() / time.strftime(
-        "train-%Y%m%d-%H%M%S") + (f"-dilated{args.dilation}x" if getattr(args, "dilation", 1) > 1 else "")
+    dilated = f"-dilated{args.dilation}x" if getattr(args, "dilation", 1) > 1 else ""
+    run_dir = Path(args.resume) if args.resume else Path(args.out_dir).resolve() / (
+        time.strftime("train-%Y%m%d-%H%M%S") + dilated)
     (run_dir / "runs").mkdir(parents=True, exist_ok=True)
     mf = run_dir / "manifest.json"
     if mf.exists():  # resumed: keep where the first runs came from, note this continuation
