@@ -67,8 +67,18 @@ class RttEstimator:
             return self.rto / 2
         return min(2 * self.min_rtt, self.rto / 2)
 
+    def probe_timeout(self) -> float:
+        """The timer's first expiry after a new RESULT (a tail-loss probe, as RFC 8985's
+        PTO): two smoothed round trips, within 10 ms and the timeout. The last fragments
+        have no later RESULT to reveal a loss; a probe lets the PS look at them early,
+        and costs one header-only request when nothing was lost."""
+        if self.samples == 0:
+            return self.rto
+        return min(max(2 * self.srtt, _GRANULARITY_S), self.rto)
+
     def backoff(self, expiries: int) -> float:
-        """The timeout after ``expiries`` expiries without a new RESULT in between."""
+        """The timeout after ``expiries`` expiries without a new RESULT in between
+        (0: the first full timeout, after the probe)."""
         return min(self.rto * (2 ** expiries), self.ceiling)
 
 

@@ -244,8 +244,10 @@ class ParameterServer(PsRecovery):
         values = jb.acc[f].astype(_BE_I32).tobytes()
         mx = jb.max_exp[f]
         pack = INA_HEADER.pack
+        # a recovered fragment's RESULT is flagged: the workers take no RTT sample from it
+        fl = _RETX if f in jb.recovery.level else 0
         for addr, tag in jb.result_dsts:
-            pkt = pack(_RESULT, jb.job, 0, frag, tag, 0, jb.full, jb.num_workers, 0, 0, 0, mx)
+            pkt = pack(_RESULT, jb.job, 0, frag, tag, 0, jb.full, jb.num_workers, 0, fl, 0, mx)
             self._send(pkt + values, addr)
             st.results_sent += 1
         for s, addr in jb.clears[f]:

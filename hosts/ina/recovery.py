@@ -8,8 +8,9 @@ itself). So it asks for exactly what is missing, on evidence:
   has one more later completion against it. Workers send fragments in order, so at
   ``REORDER_ALLOWANCE`` later completions every worker has sent it (level 1); at
   ``ESCALATE_AFTER`` later completions it is still incomplete (level 2), but not
-  before a flush it caused has had two flush round trips to come back (measured, like
-  a timer's samples: completions come in bursts, faster than a switch answers). A worker's
+  before what level 1 sent has had two round trips to be answered (flush round trips,
+  measured like a timer's samples: completions come in bursts, faster than a switch
+  or a worker answers). A worker's
   request for a fragment it contributed to (``hosts/ina/transfer.py``: its timer or
   later RESULTs) is evidence too: the first request raises the fragment to level 1,
   a second request of the same worker to level 2.
@@ -18,8 +19,12 @@ itself). So it asks for exactly what is missing, on evidence:
   gets a flush (a NACK tagged with it): it answers with a PARTIAL of what it holds,
   complete or not (ina_aggregator.p4). A complete one is a lost PARTIAL sent again; an
   incomplete one says exactly whose GRAD is missing, and those workers get a NACK.
-- **Level 2.** Every missing worker not yet asked at level 2 gets a NACK (the switch
-  held nothing: its aggregator was taken over, or every GRAD to it was lost).
+- **Level 2.** Every missing worker gets a NACK (the switch held nothing: its
+  aggregator was taken over, or every GRAD to it was lost; or a NACK or re-send was
+  lost too), again on a worker's repeated request, at most once per two flush round
+  trips.
+- **RESULTs of recovered fragments** carry ``RETX``: their round trip says nothing about
+  the network (Karn's rule), so the workers take no sample from them.
 - **A flushed aggregate that completes later** (the missing GRAD was late, not lost)
   reaches the PS as a PARTIAL that overlaps what the flush brought. The PS keeps the
   flushed sums per (fragment, switch) and adds the difference (the sums are linear and
@@ -88,8 +93,10 @@ class JobRecovery:
         self.level: dict[int, int] = {}  # fragment -> recovery level reached (1, 2)
         self.nacked: dict[int, int] = {}  # fragment -> ranks NACKed at level 2 / for a request
         self.askers: dict[int, int] = {}  # fragment -> ranks that asked for its RESULT
+        self.nacked_at: dict[int, float] = {}  # fragment -> when all its missing were NACKed
         self.flushed: dict[int, set[int]] = {}  # fragment -> switches flushed
         self.flushed_at: dict[int, float] = {}  # fragment -> when its flush went out
+        self.acted_at: dict[int, float] = {}  # fragment -> when its last level began
         # (fragment, switch) -> (bitmap, sums, max_exp) of what the switch last sent
         self.held: dict[tuple[int, int], tuple[int, np.ndarray, int]] = {}
 
@@ -114,7 +121,7 @@ class JobRecovery:
             if n == REORDER_ALLOWANCE:
                 due.append(g)
             elif n >= ESCALATE_AFTER:
-                t = self.flushed_at.get(g)
+                t = self.acted_at.get(g)
                 if t is None or now - t >= 2 * self.flush_rtt:
                     due.append(g)
                     del holes[g]
@@ -129,6 +136,7 @@ class JobRecovery:
         if new <= cur or not missing:
             return None
         self.level[f] = new
+        self.acted_at[f] = now
         act = Actions(f)
         if new == 1 and self.tags is not None:
             switches: set[int] = set()
@@ -149,28 +157,27 @@ class JobRecovery:
             if switches:
                 self.flushed_at[f] = now
         else:  # level 2, or no switch aggregates: ask every missing worker
-            act.nack = missing & ~self.nacked.get(f, 0)
-            self.nacked[f] = self.nacked.get(f, 0) | act.nack
+            act.nack = missing
+            self.nacked[f] = self.nacked.get(f, 0) | missing
+            self.nacked_at[f] = now
         return act
 
     def on_request(self, f: int, rank_bits: int, missing: int, now: float) -> Actions | None:
         """A worker (``rank_bits``) asks for the RESULT of incomplete fragment ``f``.
         A first request raises a fragment with no recovery yet to level 1. A second
-        request of the same worker (its timer fired again) raises it to level 2, or,
-        when it is there already and the asker is missing, NACKs the asker again (its
-        NACK or its re-send was lost). Anything else is already being recovered."""
+        request of the same worker (its timer fired again: a NACK, a flush or a re-send
+        was lost too) NACKs every worker still missing, at most once per two flush
+        round trips. Anything else is already being recovered."""
         again = self.askers.get(f, 0) & rank_bits
         self.askers[f] = self.askers.get(f, 0) | rank_bits
-        cur = self.level.get(f, 0)
-        if cur == 0:
+        if self.level.get(f, 0) == 0:
             return self.escalate(f, missing, now, 1)
-        if not again:
+        if not again or not missing or now - self.nacked_at.get(f, -1e9) < 2 * self.flush_rtt:
             return None
-        if cur == 1:
-            return self.escalate(f, missing, now, 2)
-        if rank_bits & missing:
-            return Actions(f, nack=rank_bits & missing)
-        return None
+        self.level[f] = 2
+        self.nacked_at[f] = now
+        self.nacked[f] = self.nacked.get(f, 0) | missing
+        return Actions(f, nack=missing)
 
     def group(self, f: int, switch: int) -> int:
         """The ranks whose contribution to fragment ``f`` the switch aggregates (s_d:

@@ -210,7 +210,7 @@ class FragmentTransfer:
             outstanding += 1
             busy = True
         if busy and self.timer_at is None:
-            self.timer_at = now + self.rtt.rto
+            self.timer_at = now + self.rtt.probe_timeout()
         self.next_f, self.sent, self.outstanding = next_f, sent, outstanding
         return busy
 
@@ -237,7 +237,7 @@ class FragmentTransfer:
                 else:
                     st.ignored += 1
                 continue
-            mt, j, _, frag, _, _, bm, _, _, _, _, mx = unpack_from(data)
+            mt, j, _, frag, _, _, bm, _, _, rflags, _, mx = unpack_from(data)
             f = frag - offset
             if mt != result_t or j != job or not 0 <= f < n_f or bm != full:
                 st.ignored += 1
@@ -253,7 +253,7 @@ class FragmentTransfer:
                 n_done += 1
                 outstanding -= 1
                 got = True
-                if not self.asked[f]:
+                if not self.asked[f] and not rflags & _RETX:  # Karn: not a recovered one
                     self.rtt.sample(time.monotonic() - self.sent_at[f])
                 if cc.aimd:
                     cc.on_result()
@@ -264,7 +264,7 @@ class FragmentTransfer:
         self.n_done, self.outstanding = n_done, outstanding
         if got:  # progress: the timer restarts, backoff ends
             self.expiries = 0
-            self.timer_at = time.monotonic() + self.rtt.rto if outstanding else None
+            self.timer_at = time.monotonic() + self.rtt.probe_timeout() if outstanding else None
         return busy
 
     def _evidence(self, f: int) -> None:
@@ -307,6 +307,14 @@ class FragmentTransfer:
             self.requests += 1
         except BlockingIOError:
             self.st.send_blocked += 1
+        self._rearm()
+
+    def _rearm(self) -> None:
+        """A request or a re-send went out: give its answer a probe timeout before the
+        timer asks again (a backed-off timer keeps its later deadline)."""
+        t = time.monotonic() + self.rtt.probe_timeout()
+        if self.timer_at is None or self.timer_at < t:
+            self.timer_at = t
 
     def _on_nack(self, data: bytes) -> None:
         """The PS lacks this worker's contribution to a fragment: re-send it to the PS
@@ -337,6 +345,7 @@ class FragmentTransfer:
             self.sent += 1
         except BlockingIOError:
             self.st.send_blocked += 1
+        self._rearm()
 
     def _timer_expired(self, now: float) -> None:
         """No new RESULT for a whole timeout: ask for the oldest fragment without one
@@ -353,8 +362,8 @@ class FragmentTransfer:
         self.st.request_timer += 1
         self.holes.pop(lo, None)
         self._request(lo)
+        self.timer_at = now + max(self.rtt.backoff(self.expiries), self.rtt.probe_timeout())
         self.expiries += 1
-        self.timer_at = now + self.rtt.backoff(self.expiries)
 
     def _timeout(self, now: float) -> InaTimeoutError:
         """The error for a run past ``max_time`` (with the stats so far)."""
@@ -382,4 +391,4 @@ class FragmentTransfer:
             self.blocked = False
 
 
-_NACK = int(MsgType.NACK)
+_NACK, _RETX = int(MsgType.NACK), int(InaFlags.RETX)
