@@ -149,6 +149,9 @@ class FragmentTransfer:
         t0 = self.t0
         deadline = t0 + w.max_time
         last_progress = t0
+        # what queued up before this allreduce (a NACK the PS sent while this worker was
+        # still computing) is read before the first sends, so it is found stale
+        self._receive()
         while self.n_done < n_f:
             busy = self._send_new(time.monotonic())
             busy = self._receive() or busy
