@@ -164,14 +164,17 @@ class JobRecovery:
 
     def on_request(self, f: int, rank_bits: int, missing: int, now: float) -> Actions | None:
         """A worker (``rank_bits``) asks for the RESULT of incomplete fragment ``f``.
-        A first request raises a fragment with no recovery yet to level 1. A second
-        request of the same worker (its timer fired again: a NACK, a flush or a re-send
-        was lost too) NACKs every worker still missing, at most once per two flush
-        round trips. Anything else is already being recovered."""
+        A first request raises a fragment with no recovery yet to level 1; after that,
+        an asker that is itself missing gets a NACK (its own NACK or re-send was lost),
+        and a second request of the same worker NACKs every worker still missing, at
+        most once per two flush round trips. Anything else is already being recovered.
+        (NACKs go only to workers with evidence against them: ``PsRecovery._act``.)"""
         again = self.askers.get(f, 0) & rank_bits
         self.askers[f] = self.askers.get(f, 0) | rank_bits
         if self.level.get(f, 0) == 0:
             return self.escalate(f, missing, now, 1)
+        if rank_bits & missing:
+            return Actions(f, nack=rank_bits & missing)
         if not again or not missing or now - self.nacked_at.get(f, -1e9) < 2 * self.flush_rtt:
             return None
         self.level[f] = 2
@@ -222,6 +225,17 @@ class JobRecovery:
             return delta, (vals - ovals).astype(np.int32)  # wraps mod 2^32
 
 
+def _progressed(jb: Any, f: int) -> int:
+    """The ranks with a contribution to a fragment after ``f`` in this round (a finished
+    fragment counts every rank)."""
+    bits, full = 0, jb.full
+    for h in jb.have[f + 1:]:
+        bits |= h
+        if bits == full:
+            break
+    return bits
+
+
 class PsRecovery:
     """The ``ParameterServer``'s side of recovery (mixed into it): requests from workers,
     NACKs and flushes out, flushed PARTIALs in. Uses the PS's ``_send``, ``_place``,
@@ -233,9 +247,15 @@ class PsRecovery:
         raise NotImplementedError
 
     def _act(self, jb: Any, act: Actions | None) -> None:
-        """Send one fragment's NACKs (one per rank, to its address) and flushes."""
+        """Send one fragment's NACKs (one per rank, to its address) and flushes. A NACK
+        goes only to a worker with evidence against it: it contributed to a later
+        fragment (so it sent this one), or it asked for this fragment's RESULT. A worker
+        that has not got this far (a straggler, a rank still computing) is not asked
+        for what it has not sent yet, nor for what is still on its way."""
         if act is None:
             return
+        if act.nack:
+            act.nack &= _progressed(jb, act.f) | jb.recovery.askers.get(act.f, 0)
         st, frag = jb.stats, jb.wire_fragment(act.f)
         pack = INA_HEADER.pack
         for s in act.flush:
