@@ -61,9 +61,12 @@ def test_rtt_estimator_follows_samples_within_floor_and_ceiling() -> None:
     rtt = RttEstimator(0.2, 1.0)
     assert rtt.rto == 0.2 and rtt.reorder_window() == 0.1  # no sample yet
     for _ in range(20):
-        rtt.sample(0.5)  # a steady 0.5 s (waiting for a slower rank): the timer follows
-    assert 0.5 < rtt.rto <= 0.52 and rtt.min_rtt == 0.5
-    assert rtt.backoff(1) == 1.0 and rtt.backoff(5) == 1.0  # doubled, capped
+        rtt.sample(0.3)  # a steady 0.3 s (waiting for a slower rank): the timer follows
+    assert 0.3 < rtt.rto <= 0.32 and rtt.min_rtt == 0.3
+    for _ in range(20):
+        rtt.sample(2.0)  # ... up to twice its floor, not to every wait
+    assert rtt.rto == 0.4
+    assert rtt.backoff(1) == 0.8 and rtt.backoff(5) == 1.0  # doubled, capped
     for _ in range(50):
         rtt.sample(0.001)
     assert rtt.rto == 0.2  # never below the floor

@@ -19,6 +19,8 @@ from __future__ import annotations
 CONGESTION_MODES = ("fixed", "aimd")
 #: congestion "aimd": every timer at most 8 x --timeout (a PS must linger longer)
 MAX_RTO_FACTOR = 8
+#: the timeout from the samples stays within RTO_SPREAD x the floor (backoff aside)
+RTO_SPREAD = 2
 #: RFC 6298's clock granularity G in ``srtt + max(G, 4 rttvar)``: a steady RTT (rttvar
 #: near 0) must not leave the timer at the bare srtt
 _GRANULARITY_S = 0.01
@@ -55,7 +57,12 @@ class RttEstimator:
         if rtt < self.min_rtt:
             self.min_rtt = rtt
         rto = self.srtt + max(_GRANULARITY_S, 4 * self.rttvar)
-        self.rto = min(max(self.floor, rto), self.ceiling)
+        # at most RTO_SPREAD x the floor before backoff: a RESULT waits for every rank,
+        # so the samples grow with every wait on another rank's recovery, and unbounded
+        # the timer of every rank grew to the ceiling (a second of stall per lost packet
+        # among the last fragments, which only the timer finds). The timer only asks
+        # (52 bytes), so firing early costs little.
+        self.rto = min(max(self.floor, rto), RTO_SPREAD * self.floor, self.ceiling)
         return self.rto
 
     def reorder_window(self) -> float:
