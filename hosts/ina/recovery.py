@@ -225,15 +225,33 @@ class JobRecovery:
             return delta, (vals - ovals).astype(np.int32)  # wraps mod 2^32
 
 
-def _progressed(jb: Any, f: int) -> int:
-    """The ranks with a contribution to a fragment after ``f`` in this round (a finished
-    fragment counts every rank)."""
-    bits, full = 0, jb.full
-    for h in jb.have[f + 1:]:
-        bits |= h
-        if bits == full:
-            break
-    return bits
+#: how far past a fragment ``_eligible`` looks for a worker's later contribution (more
+#: than any worker's window: a worker sends nothing that far ahead of a fragment it lacks)
+_PROGRESS_SCAN = 256
+
+
+def _eligible(jb: Any, f: int, cand: int) -> int:
+    """Of the ranks ``cand``, those with evidence that their contribution to fragment
+    ``f`` was lost: they asked for its RESULT, or the PS has their contribution to a
+    later fragment that took the same path (the same switch, or straight to the PS):
+    packets of one path arrive in order, so that one was sent after, and arrived
+    before, this one. A later fragment through another switch proves nothing (paths
+    queue differently: make run's fat-tree reorders completions by dozens)."""
+    rec = jb.recovery
+    out = cand & rec.askers.get(f, 0)
+    tags, have, m, r = rec.tags, jb.have, cand & ~out, 0
+    end = min(jb.num_fragments, f + 1 + _PROGRESS_SCAN)
+    while m:
+        if m & 1:
+            bit = 1 << r
+            t = 0 if tags is None else int(tags[r, f])
+            for g in range(f + 1, end):
+                if have[g] & bit and (tags is None or int(tags[r, g]) == t):
+                    out |= bit
+                    break
+        m >>= 1
+        r += 1
+    return out
 
 
 class PsRecovery:
@@ -255,7 +273,7 @@ class PsRecovery:
         if act is None:
             return
         if act.nack:
-            act.nack &= _progressed(jb, act.f) | jb.recovery.askers.get(act.f, 0)
+            act.nack = _eligible(jb, act.f, act.nack)
         st, frag = jb.stats, jb.wire_fragment(act.f)
         pack = INA_HEADER.pack
         for s in act.flush:
