@@ -96,6 +96,7 @@ class JobRecovery:
         self.nacked_at: dict[int, float] = {}  # fragment -> when all its missing were NACKed
         self.flushed: dict[int, set[int]] = {}  # fragment -> switches flushed
         self.flushed_at: dict[int, float] = {}  # fragment -> when its flush went out
+        self.answered: dict[int, set[int]] = {}  # fragment -> switches that answered
         self.acted_at: dict[int, float] = {}  # fragment -> when its last level began
         # (fragment, switch) -> (bitmap, sums, max_exp) of what the switch last sent
         self.held: dict[tuple[int, int], tuple[int, np.ndarray, int]] = {}
@@ -174,6 +175,9 @@ class JobRecovery:
         if self.level.get(f, 0) == 0:
             return self.escalate(f, missing, now, 1)
         if rank_bits & missing:
+            t = 0 if self.tags is None else int(self.tags[rank_bits.bit_length() - 1, f])
+            if t and t in self.flushed.get(f, ()) and t not in self.answered.get(f, ()):
+                return None  # its switch's flush reply will say whether it is in
             return Actions(f, nack=rank_bits & missing)
         if not again or not missing or now - self.nacked_at.get(f, -1e9) < 2 * self.flush_rtt:
             return None
@@ -198,8 +202,9 @@ class JobRecovery:
 
     # ------------------------------------------------------------ flushed sums
 
-    def flush_answered(self, f: int, now: float) -> None:
+    def flush_answered(self, f: int, switch: int, now: float) -> None:
         """A flushed switch answered for fragment ``f``: one flush round-trip sample."""
+        self.answered.setdefault(f, set()).add(switch)
         t = self.flushed_at.get(f)
         if t is not None:
             self.flush_rtt = 0.875 * self.flush_rtt + 0.125 * (now - t)
@@ -326,7 +331,7 @@ class PsRecovery:
         (``JobRecovery.partial_delta``)."""
         if flags & _RETX:
             jb.stats.flush_replies += 1
-            jb.recovery.flush_answered(f, time.monotonic())
+            jb.recovery.flush_answered(f, tag, time.monotonic())
         return jb.recovery.partial_delta(f, tag, bm, data, mx, jb.values_per_packet)
 
     def _after_flush_reply(self, jb: Any, f: int, tag: int) -> None:
