@@ -33,7 +33,13 @@ from typing import Any
 
 import numpy as np
 
-from hosts.ina.agent import FaultInjection, InaTimeoutError, open_ina_socket, parse_fault_spec, progress_bar
+from hosts.ina.agent import (
+    FaultInjection,
+    InaTimeoutError,
+    open_ina_socket,
+    parse_fault_spec,
+    progress_bar,
+)
 from hosts.ina.congestion import CONGESTION_MODES, RttEstimator, rto_ceiling
 from hosts.ina.rounds import DEFAULT_REUSE_AFTER_S, FragmentCycle
 from hosts.ina.stamp import policy_stamp
@@ -53,12 +59,7 @@ from wire.fixedpoint import (
     pad_to_fragments,
     quantize,
 )
-from wire.ina import (
-    INA_MAX_WORKERS,
-    INA_UDP_PORT,
-    INA_VALUES,
-    check_values_per_packet,
-)
+from wire.ina import INA_MAX_WORKERS, INA_UDP_PORT, INA_VALUES, check_values_per_packet
 from wire.ina_policy import FragmentRouting, Policy, PolicyError, SwitchRef, _ip, default_switch_ip
 
 __all__ = [
