@@ -242,3 +242,43 @@ def test_digits_cnn_real_training(net) -> None:  # noqa: ANN001
     assert res.exact, res.problems
     assert res.ps["segments"] == 11 and res.ps["version"] == 3
     assert res.ps["accuracy"] > res.ps["accuracy_initial"]
+
+
+def test_window_grows_to_its_cap_and_the_update_enters_each_gpu_link_once(net) -> None:  # noqa: ANN001
+    """Without loss the PS's collection window opens from 2 to its cap (32 here) and
+    stays there; the update of every round crosses each GPU's link once (its NIC's
+    counters): about 1/N of what a unicast PS would send, which is N copies."""
+    network, topo, out = net
+    gpus = ["h2", "h3", "h4", "h5"]
+    res = run_ndn(network, topo, out / "window", {}, ps="h1", gpus=gpus, values=35_000, rounds=3,
+                  compute_time=0.05, max_time=90, ps_args=("--window-max", "32"))
+    assert res.exact, res.problems
+    win = res.ps["window"]
+    assert win["adaptive"] and win["max_cwnd"] == 32, win
+    assert win["increases"] >= 30 and win["rtt_samples"] > 0, win
+    update = res.ps["tx_by_kind"]["distribute"]         # 3 rounds, one copy each (frames)
+    assert update == 3 * res.ps["rounds"][0]["distribute_bytes"]
+    for g in gpus:
+        rx = res.gpus[g]["nic_train_rx_bytes"]
+        # its one copy of every update, plus its collection Interests and acks: under
+        # 1.25/N of the N copies (N x update) a unicast PS sends
+        assert update <= rx < 1.25 * update, (g, rx, update)
+
+
+def test_window_backs_off_under_loss_and_stays_exact(net) -> None:  # noqa: ANN001
+    """5 % loss both ways on the fabric link toward three of the GPUs: lost gradient
+    segments time out (RTO from the measured round trips) and halve the PS's window,
+    which then grows again; every round still ends bit-exact."""
+    network, topo, out = net
+    loss = loss_on_fabric_link(topo, "h1", "h4", 0.05)
+    res = run_ndn(network, topo, out / "window-loss", loss, ps="h1", gpus=["h2", "h4", "h5", "h6"],
+                  values=35_000, rounds=3, compute_time=0.05, max_time=120)
+    assert res.exact, res.problems
+    assert sum(res.switches[s]["link_drops"].get(p, 0) for s, p in loss) > 0
+    win = res.ps["window"]
+    assert win["timeouts_as_loss"] >= 1 and win["decreases"] >= 1, win
+    assert win["decreases"] <= win["timeouts_as_loss"]     # at most one halving per loss
+    first = win["decreased_to"][0]
+    assert first < win["max_cwnd"] and first >= 1, win
+    assert win["increases_after_first_decrease"] > 0, win   # it opened again
+    assert res.ps["retransmissions"] >= win["timeouts_as_loss"]

@@ -85,8 +85,12 @@ class ParameterServer:
         self.face = make_face(args.transport, args.iface, hosts, me=args.me, ps=args.me,
                                  group=args.group)
         self.gpus: list[str] = [g for g in args.gpus.split(",") if g]
-        # 16 outstanding segments per GPU: every GPU's gradient flows at once, none bursts
-        self.req = Requester(self.face, timeout=args.timeout, window=max(64, 16 * len(self.gpus)))
+        # One window over every GPU's collection Interests, served round-robin: at most
+        # that many gradient segments queue at the PS's port (docs/ndn.md, "Collection").
+        self.req = Requester(self.face, timeout=args.timeout,
+                             # TCP repairs losses itself: no RTO of ours over it
+                             adaptive=args.window == "aimd" and args.transport != "tcp",
+                             window=args.window_max or max(64, 16 * len(self.gpus)))
         self.me, self.train = args.me, args.train
         self.work: HarnessWork | None = None
         self.error = ""
@@ -120,6 +124,7 @@ class ParameterServer:
         self.first_at: dict[str, float] = {}
         self.prev_done: dict[str, float] = {}
         self.rtt = float("inf")                        # smallest ask-to-first-segment time
+        self.collected = (0.0, 0.0)                    # this round's first and last segment
         self.rounds: list[dict[str, Any]] = []
         self.applied: list[tuple[str, int]] = []
         self.applied_sum = np.zeros(args.values, dtype=np.float64)
@@ -285,7 +290,7 @@ class ParameterServer:
         self.asked_at[g] = time.monotonic()
         self.grads[g] = {}
         for seg in range(self.nseg):
-            self.req.express(self.n(g, self.me, self.train, f"v={k}", f"seg={seg}"), kind="collect")
+            self.req.express(self.n(g, self.me, self.train, f"v={k}", f"seg={seg}"), kind="collect", flow=g)
 
     def on_gradient(self, g: str, k: int, seg: int, content: bytes, name: list[bytes]) -> None:
         if not self.req.satisfied(name) or g not in self.collecting or k != self.step.get(g):
@@ -304,9 +309,14 @@ class ParameterServer:
         # at once was done before we asked: we asked too late, so the estimate shrinks.
         base = self.round_start if self.a.mode == "sync" else self.prev_done.get(g, self.asked_at[g])
         took = self.first_at[g] - base
-        wait = self.first_at[g] - self.asked_at[g]
+        # ``wait`` from when g's first Interest went out (it may have queued behind the
+        # window), and an answer counts as immediate within the measured round trip and
+        # its deviation: the queue at the PS's port must not read as compute time, or
+        # the estimate grows round by round and the PS asks ever later (idle link)
+        wait = self.first_at[g] - max(self.asked_at[g], self.req.started.get(g, 0.0))
         self.rtt = min(self.rtt, wait)
-        self.est[g] = finish_estimate(self.est.get(g), took, wait, self.rtt)
+        self.est[g] = finish_estimate(self.est.get(g), took, wait,
+                                      max(self.rtt, self.req.quick_answer() or 0.0))
         self.prev_done[g] = now
         grad = join_segments(parts, self.a.values)
         if self.a.mode == "async":
@@ -323,6 +333,8 @@ class ParameterServer:
         self.step[g] = k + 1
         self.collect_at.pop(g, None)
         if all(self.step[x] == self.version + 1 for x in self.accepted):
+            self.collected = (min(self.first_at[x] for x in self.accepted) - self.round_start,
+                              now - self.round_start)
             grads = [join_segments(self.grads[x], self.a.values) for x in self.accepted]
             if self.work is not None:
                 self.params = self.work.apply(grads, self.a.lr)
@@ -364,7 +376,10 @@ class ParameterServer:
         if self.a.mode == "sync":
             by = self.face.stats.by_kind
             delta = {k: by.get(k, 0) - self.bytes_at_round.get(k, 0) for k in by}
+            # when the first and the last gradient segment of the round came (s after its start)
+            first, last = self.collected
             self.rounds.append({"version": v, "seconds": now - self.round_start, "sent_at": now,
+                                "first_segment_s": round(first, 4), "last_segment_s": round(last, 4),
                                 "tx_bytes": {k: d for k, d in delta.items() if d},
                                 "distribute_bytes": delta.get("distribute", 0),
                                 "tx_total": sum(delta.values())})
@@ -407,6 +422,7 @@ class ParameterServer:
             "subscribed": sorted(self.subscribers), "version": self.version,
             "segments": self.nseg, "rounds": self.rounds, "applied": self.applied,
             "estimates": self.est, "retransmissions": self.req.retransmissions,
+            "window": self.req.summary(),
             "train_start": self.train_start,
             "recovery_answers": self.recovery_answers, "recovery_deferred": self.recovery_deferred,
             "tx_bytes": st.tx_bytes, "tx_packets": st.tx_packets, "tx_by_kind": st.by_kind,
@@ -435,6 +451,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=argtypes.positive, default=0.1)
     p.add_argument("--seed", type=argtypes.natural, default=0)
     p.add_argument("--timeout", type=argtypes.positive, default=0.5, help="Interest retransmission timeout (s)")
+    p.add_argument("--window", choices=["aimd", "fixed"], default="aimd",
+                   help="collection Interests outstanding: aimd (adaptive window, RTO from "
+                        "measured round trips) or fixed (--window-max at once, --timeout)")
+    p.add_argument("--window-max", type=argtypes.natural, default=0,
+                   help="most collection Interests outstanding over all GPUs "
+                        "(default 0: max(64, 16 per GPU))")
     p.add_argument("--assign-timeout", type=argtypes.positive, default=15.0,
                    help="how long to wait for task-assignment answers (s)")
     p.add_argument("--linger", type=argtypes.nonnegative, default=4.0,
