@@ -256,6 +256,8 @@ def test_window_grows_to_its_cap_and_the_update_enters_each_gpu_link_once(net) -
     win = res.ps["window"]
     assert win["adaptive"] and win["max_cwnd"] == 32, win
     assert win["increases"] >= 30 and win["rtt_samples"] > 0, win
+    # every segment of every update streamed (sent as soon as each GPU's segment was in)
+    assert res.ps["streamed_segments"] == 3 * res.ps["segments"]
     update = res.ps["tx_by_kind"]["distribute"]         # 3 rounds, one copy each (frames)
     assert update == 3 * res.ps["rounds"][0]["distribute_bytes"]
     for g in gpus:

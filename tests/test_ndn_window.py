@@ -65,3 +65,27 @@ def test_rto_from_measured_round_trips_and_backoff() -> None:
     low = RttEstimator(min_rto=0.2)
     low.add(0.001)
     assert low.rto() == 0.2
+
+
+def test_a_streamed_update_is_the_whole_update_bit_for_bit() -> None:
+    """``--distribute stream`` computes the update segment by segment as the gradients'
+    segments come in: the SGD step is element-wise, so the segments, joined, are the
+    update computed at once, bit for bit (the synthetic step and the harness's torch step)."""
+    import numpy as np
+
+    from hosts.ndn.harness import HarnessWork, sgd_step
+    from wire.ndn import SEGMENT_VALUES
+
+    work = HarnessWork("digits", "digits", 0, 16, 21, 0)
+    p = work.params()
+    rng = np.random.default_rng(1)
+    grads = [(rng.standard_normal(p.size) * 0.01).astype(np.float32) for _ in range(4)]
+    cuts = range(0, p.size, SEGMENT_VALUES)
+    streamed = np.concatenate([work.apply_slice(p[lo:lo + SEGMENT_VALUES],
+                                                [g[lo:lo + SEGMENT_VALUES] for g in grads], 0.5)
+                               for lo in cuts])
+    assert streamed.view(np.uint32).tolist() == work.apply(grads, 0.5).view(np.uint32).tolist()
+    synth = np.concatenate([sgd_step(p[lo:lo + SEGMENT_VALUES], [g[lo:lo + SEGMENT_VALUES] for g in grads], 0.1)
+                            for lo in cuts])
+    assert synth.view(np.uint32).tolist() == sgd_step(p, grads, 0.1).view(np.uint32).tolist()
+    assert not np.array_equal(streamed, p)          # the step did move the parameters

@@ -61,6 +61,7 @@ from hosts.net import nic_counters
 from wire import argtypes
 from wire.ndn import (
     NDN_UDP_PORT,
+    SEGMENT_VALUES,
     NameBoundsError,
     Packet,
     check_name,
@@ -125,6 +126,9 @@ class ParameterServer:
         self.prev_done: dict[str, float] = {}
         self.rtt = float("inf")                        # smallest ask-to-first-segment time
         self.collected = (0.0, 0.0)                    # this round's first and last segment
+        self.streamed: set[int] = set()                # segments of the next version already sent
+        self.streamed_total = 0
+        self.next_params: np.ndarray | None = None     # the next version, as its segments go out
         self.rounds: list[dict[str, Any]] = []
         self.applied: list[tuple[str, int]] = []
         self.applied_sum = np.zeros(args.values, dtype=np.float64)
@@ -299,6 +303,8 @@ class ParameterServer:
         if not parts:
             self.first_at[g] = time.monotonic()
         parts[seg] = content
+        if self.a.mode == "sync" and self.a.distribute == "stream":
+            self.stream(seg)
         if len(parts) < self.nseg:
             return
         now = time.monotonic()
@@ -336,7 +342,11 @@ class ParameterServer:
             self.collected = (min(self.first_at[x] for x in self.accepted) - self.round_start,
                               now - self.round_start)
             grads = [join_segments(self.grads[x], self.a.values) for x in self.accepted]
-            if self.work is not None:
+            if self.next_params is not None:    # streamed: every segment already computed
+                self.params, self.next_params = self.next_params, None
+                if self.work is not None:
+                    self.work.load(self.params)
+            elif self.work is not None:
                 self.params = self.work.apply(grads, self.a.lr)
                 if self.work.is_eval_point(self.version + 1):
                     self.evaluate(self.version + 1)   # before the GPUs get it: they wait, as in the trainer
@@ -351,6 +361,42 @@ class ParameterServer:
                 for x in self.accepted:   # collect when each GPU should be done
                     self.collect_at[x] = now + 0.8 * self.est.get(x, 0.0)
 
+    def stream(self, seg: int) -> None:
+        """``--distribute stream``: once segment ``seg`` of every GPU's gradient is in,
+        compute that segment of the next version (the SGD step is element-wise) and
+        distribute it at once, so the update leaves on the PS's uplink while the other
+        segments still arrive on its downlink. Not before a version the harness
+        evaluates (the PS evaluates before the GPUs get it)."""
+        v = self.version + 1
+        if seg in self.streamed or (self.work is not None and self.work.is_eval_point(v)):
+            return
+        for x in self.accepted:
+            if seg not in self.grads.get(x, {}) or not (
+                    self.step[x] == v or (x in self.collecting and self.step[x] == self.version)):
+                return
+        lo, hi = seg * SEGMENT_VALUES, min(self.a.values, (seg + 1) * SEGMENT_VALUES)
+        grads = [np.frombuffer(self.grads[x][seg], dtype="<f4") for x in self.accepted]
+        if self.next_params is None:
+            self.next_params = self.params.copy()
+        new = (self.work.apply_slice(self.params[lo:hi], grads, self.a.lr) if self.work is not None
+               else sgd_step(self.params[lo:hi], grads, self.a.lr))
+        self.next_params[lo:hi] = new
+        self.streamed.add(seg)
+        self.streamed_total += 1
+        pkt = data_packet(self.n(b"*distribute*", self.me, self.train, f"v={v}", f"seg={seg}"),
+                          segments(new)[0], self.nseg - 1)
+        for d in self.dests():
+            self.face.send(pkt, dest=d, kind="distribute")
+
+    def dests(self) -> list[Any]:
+        """Where an update goes: once into the NDN network or to the IP group, or once
+        per subscribed GPU (IP unicast, TCP)."""
+        if self.a.transport == "ndn":
+            return [None]
+        if self.a.transport == "ipmc":     # once, to the group: the switches replicate
+            return [(self.a.group, NDN_UDP_PORT)]
+        return list(self.subscribers.values())
+
     def new_version(self, now: float) -> None:
         """Store the new parameters and distribute them (step 6)."""
         self.version += 1
@@ -359,20 +405,17 @@ class ParameterServer:
         segs = self.seg_cache[v] = segments(self.params)
         while len(self.seg_cache) > 3:                  # version 0 and the newest ones
             del self.seg_cache[next(k for k in self.seg_cache if k not in (0, v))]
-        if self.a.transport == "ndn":
-            dests: list[Any] = [None]
-        elif self.a.transport == "ipmc":     # once, to the group: the switches replicate
-            dests = [(self.a.group, NDN_UDP_PORT)]
-        else:
-            dests = list(self.subscribers.values())
+        dests = self.dests()
         for seg, content in enumerate(segs):
-            pkt = data_packet(self.n(b"*distribute*", self.me, self.train, f"v={v}", f"seg={seg}"),
-                                 content, self.nseg - 1)
-            for d in dests:
-                self.face.send(pkt, dest=d, kind="distribute")
+            if seg not in self.streamed:            # streamed segments went out already
+                pkt = data_packet(self.n(b"*distribute*", self.me, self.train, f"v={v}", f"seg={seg}"),
+                                  content, self.nseg - 1)
+                for d in dests:
+                    self.face.send(pkt, dest=d, kind="distribute")
             for src in self.held.pop((v, seg), []):
                 self.send_data(self.n(self.me, self.train, f"v={v}", f"seg={seg}"), content, src,
                                "recovery", final=self.nseg - 1)
+        self.streamed = set()
         if self.a.mode == "sync":
             by = self.face.stats.by_kind
             delta = {k: by.get(k, 0) - self.bytes_at_round.get(k, 0) for k in by}
@@ -422,7 +465,7 @@ class ParameterServer:
             "subscribed": sorted(self.subscribers), "version": self.version,
             "segments": self.nseg, "rounds": self.rounds, "applied": self.applied,
             "estimates": self.est, "retransmissions": self.req.retransmissions,
-            "window": self.req.summary(),
+            "window": self.req.summary(), "streamed_segments": self.streamed_total,
             "train_start": self.train_start,
             "recovery_answers": self.recovery_answers, "recovery_deferred": self.recovery_deferred,
             "tx_bytes": st.tx_bytes, "tx_packets": st.tx_packets, "tx_by_kind": st.by_kind,
@@ -457,6 +500,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--window-max", type=argtypes.natural, default=0,
                    help="most collection Interests outstanding over all GPUs "
                         "(default 0: max(64, 16 per GPU))")
+    p.add_argument("--distribute", choices=["stream", "version"], default="stream",
+                   help="sync: stream (each segment of the update goes out once every GPU's "
+                        "segment is in) or version (the whole update once every gradient is in)")
     p.add_argument("--assign-timeout", type=argtypes.positive, default=15.0,
                    help="how long to wait for task-assignment answers (s)")
     p.add_argument("--linger", type=argtypes.nonnegative, default=4.0,
