@@ -500,9 +500,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--window-max", type=argtypes.natural, default=0,
                    help="most collection Interests outstanding over all GPUs "
                         "(default 0: max(64, 16 per GPU))")
-    p.add_argument("--distribute", choices=["stream", "version"], default="stream",
-                   help="sync: stream (each segment of the update goes out once every GPU's "
-                        "segment is in) or version (the whole update once every gradient is in)")
+    p.add_argument("--distribute", choices=["stream", "version"], default="version",
+                   help="sync: version (the whole update once every gradient is in) or stream "
+                        "(each segment of the update as soon as every GPU's segment is in)")
     p.add_argument("--assign-timeout", type=argtypes.positive, default=15.0,
                    help="how long to wait for task-assignment answers (s)")
     p.add_argument("--linger", type=argtypes.nonnegative, default=4.0,
