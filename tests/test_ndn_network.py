@@ -274,7 +274,7 @@ def test_window_backs_off_under_loss_and_stays_exact(net) -> None:  # noqa: ANN0
     network, topo, out = net
     loss = loss_on_fabric_link(topo, "h1", "h4", 0.05)
     res = run_ndn(network, topo, out / "window-loss", loss, ps="h1", gpus=["h2", "h4", "h5", "h6"],
-                  values=35_000, rounds=3, compute_time=0.05, max_time=120,
+                  values=17_500, rounds=3, compute_time=0.05, max_time=120,
                   ps_args=("--distribute", "stream"))
     assert res.exact, res.problems
     assert res.ps["streamed_segments"] == 3 * res.ps["segments"]

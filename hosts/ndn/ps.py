@@ -7,10 +7,12 @@ Every step of the seed's claim 1, from the PS's side, names with PS ``P``, train
 3.2  training content: answers ``/P/T/G/seg=i`` with the initial parameters.
 4.3  subscription: answers ``/*insert*/P/T/G`` with an empty ``/*distribute*/P/T/G``.
 5.1  collection: Interests ``/G/P/T/v=r/seg=i`` when its estimate of G's finishing time
-     says so (EWMA of G's past compute times; the GPU holds an early Interest).
+     says so (EWMA of G's past compute times; the GPU holds an early Interest), every
+     GPU's under one AIMD window served round-robin (``--window``, ``--window-max``).
 6    synchronous: once every accepting GPU's gradient r is in, ``params -= lr·mean``
      and the new parameters go out ONCE as ``/*distribute*/P/T/v=r+1/seg=i``, which the
-     switches replicate along the persistent PIT; asynchronous: one update per received
+     switches replicate along the persistent PIT (``--distribute stream``: each segment
+     as soon as every GPU's segment is in); asynchronous: one update per received
      gradient, versions counted by the PS.
 9    lost-update recovery: answers ordinary ``/P/T/v=k/seg=i`` Interests from the stored
      versions (holding those for a version not computed yet).
