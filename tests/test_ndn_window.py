@@ -65,6 +65,12 @@ def test_rto_from_measured_round_trips_and_backoff() -> None:
     low = RttEstimator(min_rto=0.2)
     low.add(0.001)
     assert low.rto() == 0.2
+    # a standing queue: steady 190 ms round trips, rttvar -> 0; the margin keeps the RTO
+    # clear of the jitter (srtt + 4 rttvar alone would sit a few ms above srtt)
+    steady = RttEstimator(min_rto=0.2, margin=0.2)
+    for _ in range(60):
+        steady.add(0.19)
+    assert steady.rto() == pytest.approx(0.39, abs=0.005)
 
 
 def test_a_streamed_update_is_the_whole_update_bit_for_bit() -> None:

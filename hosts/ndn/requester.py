@@ -24,7 +24,9 @@ class _Pending:
     sent_at: float          # last (re)transmission
     due: float
     warm: bool              # sent while its flow was answering: its round trip is a sample
+    seq: int = 0            # order of (re)transmission
     retries: int = 0
+    later: int = 0          # answers to Interests of its flow sent after it
 
 
 class Requester:
@@ -48,6 +50,11 @@ class Requester:
     ``timeout`` and a timeout is no loss signal. Once answered, a flow is *warm*: its
     Interests time out after the :class:`RttEstimator`'s RTO (doubling per retry), and a
     timeout halves the window. A flow with nothing outstanding or queued turns cold again.
+    As TCP restarts its timer on every new acknowledgement, a warm Interest times out
+    only when its flow has also had no Data for an RTO (its answer may be queued behind
+    the window's other Data at the PS's port); and, as TCP's fast retransmit, one whose
+    flow answered three Interests sent after it is lost (one GPU's answers come back in
+    order) and is sent again at once.
     """
 
     def __init__(self, face: Any, timeout: float = 0.5,
@@ -60,13 +67,17 @@ class Requester:
         self.cwnd = AimdWindow(initial=float(min(initial_window, window) if adaptive else window),
                                maximum=float(window))
         self.rtt = RttEstimator(initial_rto=timeout, min_rto=min(min_rto, timeout),
-                                max_rto=max(4.0, timeout))
+                                max_rto=max(4.0, timeout), margin=min(min_rto, timeout))
         self.pending: dict[bytes, _Pending] = {}
         self.windowed = 0                      # pending Interests that have a flow
         self.backlog: OrderedDict[str, OrderedDict[bytes, tuple[list[bytes], str]]] = OrderedDict()
         self.warm: set[str] = set()
         self.active: set[str] = set()          # flows with Interests outstanding or queued
         self.started: dict[str, float] = {}    # flow -> when its first Interest went out
+        self.order: dict[str, OrderedDict[bytes, None]] = {}   # flow -> pending, oldest first
+        self.arrived: dict[str, float] = {}    # flow -> its last Data
+        self.seq = 0
+        self.fast_retransmissions = 0
         self.retransmissions = 0
         self.timeouts_as_loss = 0
 
@@ -89,10 +100,12 @@ class Requester:
     def _send(self, k: bytes, name: list[bytes], kind: str, flow: str | None) -> None:
         pkt = interest_packet(name, self.lifetime_ms)
         now = time.monotonic()
-        p = _Pending(pkt, name, kind, flow, now, now + self._timeout(flow, 0), flow in self.warm)
+        self.seq += 1
+        p = _Pending(pkt, name, kind, flow, now, now + self._timeout(flow, 0), flow in self.warm, self.seq)
         self.pending[k] = p
         if flow is not None:
             self.windowed += 1
+            self.order.setdefault(flow, OrderedDict())[k] = None
             if flow not in self.active:
                 self.active.add(flow)
                 self.started[flow] = now
@@ -126,10 +139,23 @@ class Requester:
         if p is None:
             return False
         if p.flow is not None:
+            now = time.monotonic()
             self.windowed -= 1
             if p.warm and p.retries == 0:
                 # Karn: first transmissions only; and not one a GPU may have held
-                self.rtt.add(time.monotonic() - p.sent_at)
+                self.rtt.add(now - p.sent_at)
+            self.arrived[p.flow] = now
+            order = self.order[p.flow]
+            del order[k]
+            # older Interests of the flow still unanswered; only an answer to a first
+            # transmission says where in the flow's order it was sent (Karn again)
+            for qk in order if p.retries == 0 else ():
+                q = self.pending[qk]
+                if q.seq > p.seq:
+                    break
+                q.later += 1
+                if q.later == 3 and p.flow in self.warm:
+                    q.due = now                # fast retransmit (tick)
             self.warm.add(p.flow)
             if self.adaptive:
                 self.cwnd.on_data()
@@ -140,7 +166,7 @@ class Requester:
     def _cool(self, flow: str) -> None:
         """A flow with nothing outstanding or queued turns cold (its next Interests may be
         held again)."""
-        if flow in self.backlog or any(q.flow == flow for q in self.pending.values()):
+        if flow in self.backlog or self.order.get(flow):
             return
         self.warm.discard(flow)
         self.active.discard(flow)
@@ -155,9 +181,17 @@ class Requester:
         """Retransmit every Interest due; returns seconds until the next one is due."""
         now = time.monotonic()
         nxt = self.timeout
-        for p in list(self.pending.values()):
+        for k, p in list(self.pending.items()):
             if p.due <= now:
                 if self.adaptive and p.flow in self.warm:
+                    if p.later < 3:
+                        quiet = self.arrived.get(p.flow, 0.0) + self.rtt.rto(p.retries)
+                        if quiet > now:        # its flow still answers: not lost yet
+                            p.due = quiet
+                            nxt = min(nxt, p.due - now)
+                            continue
+                    else:
+                        self.fast_retransmissions += 1
                     self.timeouts_as_loss += 1
                     self.cwnd.on_loss(p.sent_at, now)
                 # a retransmission carries a fresh nonce: the switches drop a repeated one
@@ -167,6 +201,11 @@ class Requester:
                 self.retransmissions += 1
                 p.retries += 1
                 p.sent_at = now
+                p.later = 0
+                self.seq += 1
+                p.seq = self.seq
+                if p.flow is not None:
+                    self.order[p.flow].move_to_end(k)
                 p.due = now + self._timeout(p.flow, p.retries)
             nxt = min(nxt, p.due - now)
         return max(nxt, 0.0)
@@ -176,4 +215,5 @@ class Requester:
         return {**self.cwnd.summary(), "adaptive": self.adaptive,
                 "srtt_ms": round(self.rtt.srtt * 1e3, 3) if self.rtt.srtt is not None else None,
                 "rto_ms": round(self.rtt.rto() * 1e3, 3), "rtt_samples": self.rtt.samples,
-                "timeouts_as_loss": self.timeouts_as_loss}
+                "timeouts_as_loss": self.timeouts_as_loss,
+                "fast_retransmissions": self.fast_retransmissions}

@@ -5,7 +5,9 @@ without a fixed guess of how many Interests to keep outstanding:
 
 * :class:`RttEstimator`: the retransmission timeout from measured round trips, as NDN's
   RTT estimator (and TCP's, RFC 6298) computes it: ``srtt``, ``rttvar`` smoothed with
-  gains 1/8 and 1/4, ``rto = srtt + 4 rttvar`` within ``[min_rto, max_rto]``, doubled
+  gains 1/8 and 1/4, ``rto = srtt + max(4 rttvar, margin)`` within ``[min_rto, max_rto]``
+  (``margin``, as Linux TCP's rto_min: a standing queue makes the round trips steady,
+  rttvar small, and the emulator's jitter would time out Interests that are only late), doubled
   for each further retransmission of one Interest (exponential back-off). Round trips of
   retransmitted Interests are not sampled (Karn: whose Data answers them is unknown).
 * :class:`AimdWindow`: the congestion window. Slow start (one more Interest per Data)
@@ -33,6 +35,7 @@ class RttEstimator:
     initial_rto: float = 1.0
     min_rto: float = 0.2
     max_rto: float = 4.0
+    margin: float = 0.0      # least margin over srtt (Linux TCP keeps its rto_min here)
     srtt: float | None = None
     rttvar: float = 0.0
     samples: int = 0
@@ -49,7 +52,7 @@ class RttEstimator:
 
     def rto(self, retries: int = 0) -> float:
         """The timeout of an Interest sent ``retries`` times before (doubled per retry)."""
-        base = self.initial_rto if self.srtt is None else self.srtt + 4 * self.rttvar
+        base = self.initial_rto if self.srtt is None else self.srtt + max(4 * self.rttvar, self.margin)
         base = min(self.max_rto, max(self.min_rto, base))
         return min(self.max_rto, base * (2 ** min(retries, 16)))
 
