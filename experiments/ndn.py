@@ -104,7 +104,7 @@ def run_agents(net: Any, topo: Topology, run_dir: Path, *, transport: str, ps: s
                compute_time: float = 0.2, late: dict[str, float] | None = None,
                max_time: float = 120.0, timeout: float = 0.5, model: str = "synthetic",
                gradient_dir: Path | None = None, group: str = "", probe: float | None = None,
-               probe_gap: float = 0.0, on_start: Any = None) -> NdnRunResult:
+               probe_gap: float = 0.0, on_start: Any = None, ps_args: tuple[str, ...] = ()) -> NdnRunResult:
     """Start the PS and the GPUs in their hosts, wait, and check the results.
 
     ``late`` delays some GPUs' start (seconds), e.g. to subscribe after the others.
@@ -113,7 +113,8 @@ def run_agents(net: Any, topo: Topology, run_dir: Path, *, transport: str, ps: s
     ``transport``: ``ndn``, ``ip``, ``ipmc`` (updates to the multicast ``group``) or
     ``tcp``. ``probe``: the GPUs' probe timer (initial and maximum, s; default the
     agents' 2 s); ``probe_gap``: the GPUs' ``--probe-gap`` (0: off). ``on_start``: called once every GPU has subscribed, just before the
-    first round (the PS waits for it), e.g. to read the switches' counters.
+    first round (the PS waits for it), e.g. to read the switches' counters. ``ps_args``:
+    more options of the PS (``--window``, ``--window-max``).
     """
     import sys as _sys
 
@@ -149,7 +150,7 @@ def run_agents(net: Any, topo: Topology, run_dir: Path, *, transport: str, ps: s
         py, "-m", "hosts.ndn.ps", "--me", ps, "--gpus", ",".join(gpus), "--iface",
         topo.iface(ps)["name"], "--lr", str(lr), "--out", str(run_dir / "ps"),
         "--assign-timeout", str(max(15.0, max(late.values(), default=0) + 10)), *common,
-        *(["--hold-start", str(hold)] if on_start else [])])
+        *(["--hold-start", str(hold)] if on_start else []), *ps_args])
     for g, delay in sorted(late.items(), key=lambda kv: kv[1]):
         time.sleep(max(0.0, t0 + delay - time.monotonic()))
         procs[g] = spawn(net.host(g), run_dir / f"gpu-{g}", gpu_argv[g])

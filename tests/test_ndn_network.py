@@ -242,3 +242,51 @@ def test_digits_cnn_real_training(net) -> None:  # noqa: ANN001
     assert res.exact, res.problems
     assert res.ps["segments"] == 11 and res.ps["version"] == 3
     assert res.ps["accuracy"] > res.ps["accuracy_initial"]
+
+
+def test_window_grows_to_its_cap_and_the_update_enters_each_gpu_link_once(net) -> None:  # noqa: ANN001
+    """Without loss the PS's collection window opens from 2 to its cap (32 here) and
+    stays there; the update of every round crosses each GPU's link once (its NIC's
+    counters): about 1/N of what a unicast PS would send, which is N copies."""
+    network, topo, out = net
+    gpus = ["h2", "h3", "h4", "h5"]
+    res = run_ndn(network, topo, out / "window", {}, ps="h1", gpus=gpus, values=35_000, rounds=3,
+                  compute_time=0.05, max_time=90, probe_gap=0.3, ps_args=("--window-max", "32"))
+    assert res.exact, res.problems
+    win = res.ps["window"]
+    assert win["adaptive"] and win["max_cwnd"] == 32, win
+    assert win["increases"] >= 30 and win["rtt_samples"] > 0, win
+    assert res.ps["streamed_segments"] == 0               # the update sent whole (default)
+    update = res.ps["tx_by_kind"]["distribute"]         # 3 rounds, one copy each (frames)
+    assert update == 3 * res.ps["rounds"][0]["distribute_bytes"]
+    frame = update // (3 * res.ps["segments"])          # one distribution Data
+    for g in gpus:
+        st = res.gpus[g]
+        # its one copy of every update, plus its collection Interests and acks (and what
+        # a probe fetched again if a round was slow on this loaded machine): under 1.25/N
+        # of the N copies (N x update) a unicast PS sends
+        rx = st["nic_train_rx_bytes"] - st["segments_recovered"] * frame
+        assert update <= rx + st["segments_recovered"] * frame, (g, st["nic_train_rx_bytes"], update)
+        assert rx < 1.25 * update, (g, rx, update, st["segments_recovered"])
+
+
+def test_window_backs_off_under_loss_and_stays_exact(net) -> None:  # noqa: ANN001
+    """5 % loss both ways on the fabric link toward three of the GPUs: lost gradient
+    segments time out (RTO from the measured round trips) and halve the PS's window,
+    which then grows again; every round still ends bit-exact, with the update streamed
+    (``--distribute stream``: each segment as soon as every GPU's segment is in)."""
+    network, topo, out = net
+    loss = loss_on_fabric_link(topo, "h1", "h4", 0.05)
+    res = run_ndn(network, topo, out / "window-loss", loss, ps="h1", gpus=["h2", "h4", "h5", "h6"],
+                  values=17_500, rounds=3, compute_time=0.05, max_time=120,
+                  ps_args=("--distribute", "stream"))
+    assert res.exact, res.problems
+    assert res.ps["streamed_segments"] == 3 * res.ps["segments"]
+    assert sum(res.switches[s]["link_drops"].get(p, 0) for s, p in loss) > 0
+    win = res.ps["window"]
+    assert win["timeouts_as_loss"] >= 1 and win["decreases"] >= 1, win
+    assert win["decreases"] <= win["timeouts_as_loss"]     # at most one halving per loss
+    first = win["decreased_to"][0]
+    assert first < win["max_cwnd"] and first >= 1, win
+    assert win["increases_after_first_decrease"] > 0, win   # it opened again
+    assert res.ps["retransmissions"] >= win["timeouts_as_loss"]

@@ -182,6 +182,21 @@ class HarnessWork:
         self.tr.apply_gradients(self.model, self.tr.unflatten(total, self.like), lr, scale=1.0 / len(grads))
         return self.params()
 
+    def apply_slice(self, params: np.ndarray, grads: Sequence[np.ndarray], lr: float) -> np.ndarray:
+        """:meth:`apply`'s step on a slice of the flat parameters (an update streamed
+        segment by segment): the float32 sum of ``grads`` in the given order, then the
+        same in-place ``add_(sum, alpha=-lr / n)`` as ``hosts.training.apply_gradients``.
+        The caller loads the whole result with :meth:`load` once every slice is done."""
+        import torch
+
+        total = np.zeros(len(params), dtype=np.float32)
+        for g in grads:
+            total = (total + np.asarray(g, dtype=np.float32)).astype(np.float32)
+        out = torch.from_numpy(np.array(params, dtype=np.float32))
+        with torch.no_grad():
+            out.add_(torch.from_numpy(total), alpha=-lr * (1.0 / len(grads)))
+        return out.numpy()
+
     def weights(self) -> str:
         """``hosts.loop.weights_hash`` of the model (equal models, equal hashes)."""
         from hosts.loop import weights_hash

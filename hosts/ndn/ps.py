@@ -7,10 +7,12 @@ Every step of the seed's claim 1, from the PS's side, names with PS ``P``, train
 3.2  training content: answers ``/P/T/G/seg=i`` with the initial parameters.
 4.3  subscription: answers ``/*insert*/P/T/G`` with an empty ``/*distribute*/P/T/G``.
 5.1  collection: Interests ``/G/P/T/v=r/seg=i`` when its estimate of G's finishing time
-     says so (EWMA of G's past compute times; the GPU holds an early Interest).
+     says so (EWMA of G's past compute times; the GPU holds an early Interest), every
+     GPU's under one AIMD window served round-robin (``--window``, ``--window-max``).
 6    synchronous: once every accepting GPU's gradient r is in, ``params -= lr·mean``
      and the new parameters go out ONCE as ``/*distribute*/P/T/v=r+1/seg=i``, which the
-     switches replicate along the persistent PIT; asynchronous: one update per received
+     switches replicate along the persistent PIT (``--distribute stream``: each segment
+     as soon as every GPU's segment is in); asynchronous: one update per received
      gradient, versions counted by the PS.
 9    lost-update recovery: answers ordinary ``/P/T/v=k/seg=i`` Interests from the stored
      versions (holding those for a version not computed yet).
@@ -61,6 +63,7 @@ from hosts.net import nic_counters
 from wire import argtypes
 from wire.ndn import (
     NDN_UDP_PORT,
+    SEGMENT_VALUES,
     NameBoundsError,
     Packet,
     check_name,
@@ -85,8 +88,12 @@ class ParameterServer:
         self.face = make_face(args.transport, args.iface, hosts, me=args.me, ps=args.me,
                                  group=args.group)
         self.gpus: list[str] = [g for g in args.gpus.split(",") if g]
-        # 16 outstanding segments per GPU: every GPU's gradient flows at once, none bursts
-        self.req = Requester(self.face, timeout=args.timeout, window=max(64, 16 * len(self.gpus)))
+        # One window over every GPU's collection Interests, served round-robin: at most
+        # that many gradient segments queue at the PS's port (docs/ndn.md, "Collection").
+        self.req = Requester(self.face, timeout=args.timeout,
+                             # TCP repairs losses itself: no RTO of ours over it
+                             adaptive=args.window == "aimd" and args.transport != "tcp",
+                             window=args.window_max or max(64, 16 * len(self.gpus)))
         self.me, self.train = args.me, args.train
         self.work: HarnessWork | None = None
         self.error = ""
@@ -120,6 +127,10 @@ class ParameterServer:
         self.first_at: dict[str, float] = {}
         self.prev_done: dict[str, float] = {}
         self.rtt = float("inf")                        # smallest ask-to-first-segment time
+        self.collected = (0.0, 0.0)                    # this round's first and last segment
+        self.streamed: set[int] = set()                # segments of the next version already sent
+        self.streamed_total = 0
+        self.next_params: np.ndarray | None = None     # the next version, as its segments go out
         self.rounds: list[dict[str, Any]] = []
         self.applied: list[tuple[str, int]] = []
         self.applied_sum = np.zeros(args.values, dtype=np.float64)
@@ -285,7 +296,7 @@ class ParameterServer:
         self.asked_at[g] = time.monotonic()
         self.grads[g] = {}
         for seg in range(self.nseg):
-            self.req.express(self.n(g, self.me, self.train, f"v={k}", f"seg={seg}"), kind="collect")
+            self.req.express(self.n(g, self.me, self.train, f"v={k}", f"seg={seg}"), kind="collect", flow=g)
 
     def on_gradient(self, g: str, k: int, seg: int, content: bytes, name: list[bytes]) -> None:
         if not self.req.satisfied(name) or g not in self.collecting or k != self.step.get(g):
@@ -294,6 +305,8 @@ class ParameterServer:
         if not parts:
             self.first_at[g] = time.monotonic()
         parts[seg] = content
+        if self.a.mode == "sync" and self.a.distribute == "stream":
+            self.stream(seg)
         if len(parts) < self.nseg:
             return
         now = time.monotonic()
@@ -304,9 +317,14 @@ class ParameterServer:
         # at once was done before we asked: we asked too late, so the estimate shrinks.
         base = self.round_start if self.a.mode == "sync" else self.prev_done.get(g, self.asked_at[g])
         took = self.first_at[g] - base
-        wait = self.first_at[g] - self.asked_at[g]
+        # ``wait`` from when g's first Interest went out (it may have queued behind the
+        # window), and an answer counts as immediate within the measured round trip and
+        # its deviation: the queue at the PS's port must not read as compute time, or
+        # the estimate grows round by round and the PS asks ever later (idle link)
+        wait = self.first_at[g] - max(self.asked_at[g], self.req.started.get(g, 0.0))
         self.rtt = min(self.rtt, wait)
-        self.est[g] = finish_estimate(self.est.get(g), took, wait, self.rtt)
+        self.est[g] = finish_estimate(self.est.get(g), took, wait,
+                                      max(self.rtt, self.req.quick_answer() or 0.0))
         self.prev_done[g] = now
         grad = join_segments(parts, self.a.values)
         if self.a.mode == "async":
@@ -323,8 +341,14 @@ class ParameterServer:
         self.step[g] = k + 1
         self.collect_at.pop(g, None)
         if all(self.step[x] == self.version + 1 for x in self.accepted):
+            self.collected = (min(self.first_at[x] for x in self.accepted) - self.round_start,
+                              now - self.round_start)
             grads = [join_segments(self.grads[x], self.a.values) for x in self.accepted]
-            if self.work is not None:
+            if self.next_params is not None:    # streamed: every segment already computed
+                self.params, self.next_params = self.next_params, None
+                if self.work is not None:
+                    self.work.load(self.params)
+            elif self.work is not None:
                 self.params = self.work.apply(grads, self.a.lr)
                 if self.work.is_eval_point(self.version + 1):
                     self.evaluate(self.version + 1)   # before the GPUs get it: they wait, as in the trainer
@@ -339,6 +363,42 @@ class ParameterServer:
                 for x in self.accepted:   # collect when each GPU should be done
                     self.collect_at[x] = now + 0.8 * self.est.get(x, 0.0)
 
+    def stream(self, seg: int) -> None:
+        """``--distribute stream``: once segment ``seg`` of every GPU's gradient is in,
+        compute that segment of the next version (the SGD step is element-wise) and
+        distribute it at once, so the update leaves on the PS's uplink while the other
+        segments still arrive on its downlink. Not before a version the harness
+        evaluates (the PS evaluates before the GPUs get it)."""
+        v = self.version + 1
+        if seg in self.streamed or (self.work is not None and self.work.is_eval_point(v)):
+            return
+        for x in self.accepted:
+            if seg not in self.grads.get(x, {}) or not (
+                    self.step[x] == v or (x in self.collecting and self.step[x] == self.version)):
+                return
+        lo, hi = seg * SEGMENT_VALUES, min(self.a.values, (seg + 1) * SEGMENT_VALUES)
+        grads = [np.frombuffer(self.grads[x][seg], dtype="<f4") for x in self.accepted]
+        if self.next_params is None:
+            self.next_params = self.params.copy()
+        new = (self.work.apply_slice(self.params[lo:hi], grads, self.a.lr) if self.work is not None
+               else sgd_step(self.params[lo:hi], grads, self.a.lr))
+        self.next_params[lo:hi] = new
+        self.streamed.add(seg)
+        self.streamed_total += 1
+        pkt = data_packet(self.n(b"*distribute*", self.me, self.train, f"v={v}", f"seg={seg}"),
+                          segments(new)[0], self.nseg - 1)
+        for d in self.dests():
+            self.face.send(pkt, dest=d, kind="distribute")
+
+    def dests(self) -> list[Any]:
+        """Where an update goes: once into the NDN network or to the IP group, or once
+        per subscribed GPU (IP unicast, TCP)."""
+        if self.a.transport == "ndn":
+            return [None]
+        if self.a.transport == "ipmc":     # once, to the group: the switches replicate
+            return [(self.a.group, NDN_UDP_PORT)]
+        return list(self.subscribers.values())
+
     def new_version(self, now: float) -> None:
         """Store the new parameters and distribute them (step 6)."""
         self.version += 1
@@ -347,24 +407,24 @@ class ParameterServer:
         segs = self.seg_cache[v] = segments(self.params)
         while len(self.seg_cache) > 3:                  # version 0 and the newest ones
             del self.seg_cache[next(k for k in self.seg_cache if k not in (0, v))]
-        if self.a.transport == "ndn":
-            dests: list[Any] = [None]
-        elif self.a.transport == "ipmc":     # once, to the group: the switches replicate
-            dests = [(self.a.group, NDN_UDP_PORT)]
-        else:
-            dests = list(self.subscribers.values())
+        dests = self.dests()
         for seg, content in enumerate(segs):
-            pkt = data_packet(self.n(b"*distribute*", self.me, self.train, f"v={v}", f"seg={seg}"),
-                                 content, self.nseg - 1)
-            for d in dests:
-                self.face.send(pkt, dest=d, kind="distribute")
+            if seg not in self.streamed:            # streamed segments went out already
+                pkt = data_packet(self.n(b"*distribute*", self.me, self.train, f"v={v}", f"seg={seg}"),
+                                  content, self.nseg - 1)
+                for d in dests:
+                    self.face.send(pkt, dest=d, kind="distribute")
             for src in self.held.pop((v, seg), []):
                 self.send_data(self.n(self.me, self.train, f"v={v}", f"seg={seg}"), content, src,
                                "recovery", final=self.nseg - 1)
+        self.streamed = set()
         if self.a.mode == "sync":
             by = self.face.stats.by_kind
             delta = {k: by.get(k, 0) - self.bytes_at_round.get(k, 0) for k in by}
+            # when the first and the last gradient segment of the round came (s after its start)
+            first, last = self.collected
             self.rounds.append({"version": v, "seconds": now - self.round_start, "sent_at": now,
+                                "first_segment_s": round(first, 4), "last_segment_s": round(last, 4),
                                 "tx_bytes": {k: d for k, d in delta.items() if d},
                                 "distribute_bytes": delta.get("distribute", 0),
                                 "tx_total": sum(delta.values())})
@@ -407,6 +467,7 @@ class ParameterServer:
             "subscribed": sorted(self.subscribers), "version": self.version,
             "segments": self.nseg, "rounds": self.rounds, "applied": self.applied,
             "estimates": self.est, "retransmissions": self.req.retransmissions,
+            "window": self.req.summary(), "streamed_segments": self.streamed_total,
             "train_start": self.train_start,
             "recovery_answers": self.recovery_answers, "recovery_deferred": self.recovery_deferred,
             "tx_bytes": st.tx_bytes, "tx_packets": st.tx_packets, "tx_by_kind": st.by_kind,
@@ -435,6 +496,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=argtypes.positive, default=0.1)
     p.add_argument("--seed", type=argtypes.natural, default=0)
     p.add_argument("--timeout", type=argtypes.positive, default=0.5, help="Interest retransmission timeout (s)")
+    p.add_argument("--window", choices=["aimd", "fixed"], default="aimd",
+                   help="collection Interests outstanding: aimd (adaptive window, RTO from "
+                        "measured round trips) or fixed (--window-max at once, --timeout)")
+    p.add_argument("--window-max", type=argtypes.natural, default=0,
+                   help="most collection Interests outstanding over all GPUs "
+                        "(default 0: max(64, 16 per GPU))")
+    p.add_argument("--distribute", choices=["stream", "version"], default="version",
+                   help="sync: version (the whole update once every gradient is in) or stream "
+                        "(each segment of the update as soon as every GPU's segment is in)")
     p.add_argument("--assign-timeout", type=argtypes.positive, default=15.0,
                    help="how long to wait for task-assignment answers (s)")
     p.add_argument("--linger", type=argtypes.nonnegative, default=4.0,

@@ -21,7 +21,9 @@ def finish_estimate(old: float | None, took: float, wait: float, rtt: float) -> 
     """Step 5.1's estimate of a GPU's finishing time after one more gradient.
 
     ``took``: round start (or the GPU's previous gradient) to its first segment; ``wait``:
-    the PS's ask to that segment; ``rtt``: the smallest ``wait`` seen. A GPU that held the
+    the PS's first Interest to that segment; ``rtt``: how long an answer given at once
+    takes (the PS: the smallest ``wait`` seen, or its measured round trip plus four
+    deviations when larger: the queue at its port). A GPU that held the
     Interest (``wait`` clearly above ``rtt``) answered when it finished, so ``took`` is a
     measurement, averaged with the old estimate; one that answered at once was done
     before the PS asked, so the estimate shrinks to 0.7 x the smaller of the two."""
