@@ -4,6 +4,11 @@
 
     reason = net_skip_reason("ina")          # None when the test can run
     needs_net = pytest.mark.skipif(reason is not None, reason=reason or "")
+
+    @pytest.fixture(scope="module")
+    def net(tmp_path_factory):
+        with started_network(tmp_path_factory, "mine", star(3), "ina", neighbors=True) as n:
+            yield n
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +40,32 @@ def net_skip_reason(*programs: str) -> str | None:
         if not (ROOT / "p4src" / "build" / f"{name}.json").exists():
             return f"p4src/build/{name}.json missing (make p4)"
     return None
+
+
+@contextmanager
+def started_network(tmp: Any, name: str, topo: Any, *programs: str, neighbors: bool = False,
+                    **network_kw: Any) -> Iterator[tuple[Any, Any, Path]]:
+    """A module fixture's network: skip unless ``programs`` can run here, start ``topo``
+    (``network_kw`` goes to :class:`topologies.network.Network`), optionally answer ARP
+    for every switch address (INA jobs may pick any switch), yield ``(network, topo,
+    runs dir)`` and stop the network even when a test fails."""
+    import pytest
+
+    reason = net_skip_reason(*programs)
+    if reason:
+        pytest.skip(reason)
+    from topologies.network import Network
+
+    network = Network(topo, run_dir=str(tmp.mktemp(f"{name}_net")), **network_kw)
+    network.start()
+    try:
+        if neighbors:
+            from experiments.ina import switch_neighbors
+
+            switch_neighbors(network, topo, topo.switches())
+        yield network, topo, tmp.mktemp(f"{name}_runs")
+    finally:
+        network.stop()
 
 
 def gradctl(*args: str, timeout: float = 180,

@@ -31,7 +31,7 @@ import pytest
 from hosts.ina.ps import ParameterServer
 from hosts.ina.rounds import FragmentCycle, max_round_cycle
 from tests.ina_probe import NUM_AGGREGATORS, aggregator_index, covering_fragments
-from tests.netenv import net_skip_reason
+from tests.netenv import started_network
 from wire.ina import INA_HEADER, INA_VALUES, MsgType
 from wire.ina_policy import Policy
 
@@ -193,21 +193,10 @@ JOB_VALUES = 512  # 8 fragments
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, object, Path]]:
-    reason = net_skip_reason("ina")
-    if reason:
-        pytest.skip(reason)
-    from experiments.ina import switch_neighbors
     from topologies import star
-    from topologies.network import Network
-
-    topo = star(6, bw=100)
-    network = Network(topo, run_dir=str(tmp_path_factory.mktemp("ina_aging_net")))
-    network.start()
-    try:
-        switch_neighbors(network, topo, topo.switches())
-        yield network, topo, tmp_path_factory.mktemp("ina_aging_runs")
-    finally:
-        network.stop()
+    with started_network(tmp_path_factory, "ina_aging",
+                         star(6, bw=100), "ina", neighbors=True) as n:
+        yield n
 
 
 def _jobs(topo):  # noqa: ANN001, ANN202

@@ -29,7 +29,7 @@ from controller.ina.aggregator import (
     ring_owners,
     ring_position,
 )
-from tests.netenv import net_skip_reason
+from tests.netenv import started_network
 from wire.ina import INA_HEADER, INA_VALUES, MsgType
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,21 +92,9 @@ def test_switch_uses_the_ring_owner_and_the_stored_key_rule() -> None:
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, object]]:
-    reason = net_skip_reason("ina")
-    if reason:
-        pytest.skip(reason)
-    from experiments.ina import switch_neighbors
     from topologies import star
-    from topologies.network import Network
-
-    topo = star(3, bw=100)
-    network = Network(topo, run_dir=str(tmp_path_factory.mktemp("ina_ring_net")))
-    network.start()
-    try:
-        switch_neighbors(network, topo, topo.switches())
-        yield network, topo
-    finally:
-        network.stop()
+    with started_network(tmp_path_factory, "ina_ring", star(3, bw=100), "ina", neighbors=True) as n:
+        yield n[:2]
 
 
 def _probe(network, topo, frags: range) -> dict:  # noqa: ANN001

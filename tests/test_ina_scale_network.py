@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 
 from controller.ina import InaDeployment, InaJob
-from experiments.ina import run_jobs, switch_neighbors
-from tests.netenv import net_skip_reason
+from experiments.ina import run_jobs
+from tests.netenv import net_skip_reason, started_network
 from topologies import leaf_spine
 from wire.fixedpoint import (
     FixedPointOverflow,
@@ -41,19 +41,9 @@ pytestmark = [pytest.mark.net, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, object, Path]]:
-    reason = net_skip_reason("ina")
-    if reason:
-        pytest.skip(reason)
-    from topologies.network import Network
-
-    topo = leaf_spine(2, 3, 14, bw=50)
-    network = Network(topo, run_dir=str(tmp_path_factory.mktemp("ina_scale_net")))
-    network.start()
-    try:
-        switch_neighbors(network, topo, topo.switches())
-        yield network, topo, tmp_path_factory.mktemp("ina_scale_runs")
-    finally:
-        network.stop()
+    with started_network(tmp_path_factory, "ina_scale",
+                         leaf_spine(2, 3, 14, bw=50), "ina", neighbors=True) as n:
+        yield n
 
 
 def _lossy_leaves(topo, workers: list[str]) -> dict[tuple[str, int], float]:  # noqa: ANN001

@@ -28,8 +28,8 @@ import pytest
 
 from controller.ina import ADMISSION_DROPS, UNPARSED_DROPS, InaDeployment, InaJob, switch_ip
 from controller.routing import port_mac
-from experiments.ina import run_jobs, switch_neighbors
-from tests.netenv import net_skip_reason
+from experiments.ina import run_jobs
+from tests.netenv import started_network
 from topologies import fat_tree
 from wire.ina import INA_VALUES, MsgType
 
@@ -43,19 +43,9 @@ pytestmark = [pytest.mark.net, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any, Path]]:
-    reason = net_skip_reason("ina")
-    if reason:
-        pytest.skip(reason)
-    from topologies.network import Network
-
-    topo = fat_tree(4, bw=50)
-    network = Network(topo, run_dir=str(tmp_path_factory.mktemp("ina_trust_net")))
-    network.start()
-    try:
-        switch_neighbors(network, topo, topo.switches())
-        yield network, topo, tmp_path_factory.mktemp("ina_trust_runs")
-    finally:
-        network.stop()
+    with started_network(tmp_path_factory, "ina_trust",
+                         fat_tree(4, bw=50), "ina", neighbors=True) as n:
+        yield n
 
 
 def _grads(n: int, seed: int) -> list[np.ndarray]:

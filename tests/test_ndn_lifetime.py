@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from controller.ndn import PERSISTENT, NdnDeployment, NdnJob, read_switch_state
-from tests.netenv import net_skip_reason
+from tests.netenv import started_network
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,19 +62,9 @@ f.send(data_packet(name_of(b'*distribute*', 'h1', 'train', f'v={sys.argv[2]}', '
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any, Path]]:
-    reason = net_skip_reason("ndn")
-    if reason:
-        pytest.skip(reason)
     from topologies import star
-    from topologies.network import Network
-
-    topo = star(3, bw=100)
-    network = Network(topo, run_dir=str(tmp_path_factory.mktemp("ndn_lifetime_net")))
-    network.start()
-    try:
-        yield network, topo, tmp_path_factory.mktemp("ndn_lifetime_runs")
-    finally:
-        network.stop()
+    with started_network(tmp_path_factory, "ndn_lifetime", star(3, bw=100), "ndn") as n:
+        yield n
 
 
 def _publish(network: Any, topo: Any, version: int) -> None:

@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 from controller.netctl import NetState
-from tests.netenv import TARGET, gradctl, held_row, net_skip_reason, poll
+from tests.netenv import TARGET, gradctl, held_row, net_skip_reason, poll, started_network
 
 pytestmark = [pytest.mark.net, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,23 +96,12 @@ def test_net_ls_reports_dead_switch_then_watcher_restarts_it() -> None:
 # ----------------------------------------------------------------------------- INA
 @pytest.fixture(scope="module")
 def ina_net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, object, Path]]:
-    reason = net_skip_reason("ina", "forward")
-    if reason:
-        pytest.skip(reason)
-    from experiments.ina import switch_neighbors
     from topologies import leaf_spine
-    from topologies.network import Network
 
-    topo = leaf_spine(2, 3, 2, bw=50)
     # one process per switch: the SIGKILL takes down the aggregating switch alone
-    network = Network(topo, target=TARGET, run_dir=str(tmp_path_factory.mktemp("restart_net")),
-                      switch_processes=0)
-    network.start()
-    try:
-        switch_neighbors(network, topo, topo.switches())
-        yield network, topo, tmp_path_factory.mktemp("restart_runs")
-    finally:
-        network.stop()
+    with started_network(tmp_path_factory, "restart", leaf_spine(2, 3, 2, bw=50), "ina",
+                         "forward", neighbors=True, target=TARGET, switch_processes=0) as n:
+        yield n
 
 
 def test_ina_job_exact_after_aggregating_switch_sigkilled(ina_net) -> None:  # noqa: ANN001
@@ -158,20 +147,13 @@ def test_ina_job_exact_after_aggregating_switch_sigkilled(ina_net) -> None:  # n
 # ----------------------------------------------------------------------------- NDN
 @pytest.fixture(scope="module")
 def ndn_net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, object, Path]]:
-    reason = net_skip_reason("ndn")
-    if reason:
-        pytest.skip(reason)
     from topologies import leaf_spine
-    from topologies.network import Network
 
-    topo = leaf_spine(1, 2, 2, bw=20)     # spine s1; PS h1 and h2 on one leaf, h3 and h4 on the other
-    network = Network(topo, target=TARGET, run_dir=str(tmp_path_factory.mktemp("restart_ndn")),
-                      switch_processes=0)  # one process per switch: the SIGKILL takes the spine alone
-    network.start()
-    try:
-        yield network, topo, tmp_path_factory.mktemp("restart_ndn_runs")
-    finally:
-        network.stop()
+    # spine s1; PS h1 and h2 on one leaf, h3 and h4 on the other; one process per switch:
+    # the SIGKILL takes the spine alone
+    with started_network(tmp_path_factory, "restart_ndn", leaf_spine(1, 2, 2, bw=20), "ndn",
+                         target=TARGET, switch_processes=0) as n:
+        yield n
 
 
 @pytest.mark.long  # the subscriptions rebuilt after a spine restart stay in the suite
@@ -280,20 +262,11 @@ def test_ndn_data_plane_subscriptions_rebuilt_after_spine_restart(ndn_net) -> No
 # ----------------------------------------------------------------------------- token
 @pytest.fixture(scope="module")
 def token_net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, object, Path]]:
-    reason = net_skip_reason("nic", "lan")
-    if reason:
-        pytest.skip(reason)
     from controller.token import token_lan
-    from topologies.network import Network
 
-    topo = token_lan(3, bw=1000)
-    network = Network(topo, target=TARGET, run_dir=str(tmp_path_factory.mktemp("restart_token")),
-                      limit_bw=False, switch_processes=0)  # one process per switch
-    network.start()
-    try:
-        yield network, topo, tmp_path_factory.mktemp("restart_token_runs")
-    finally:
-        network.stop()
+    with started_network(tmp_path_factory, "restart_token", token_lan(3, bw=1000), "nic", "lan",
+                         target=TARGET, limit_bw=False, switch_processes=0) as n:
+        yield n   # one process per switch
 
 
 def _token_run_with_kill(token_net, name: str, victim: str):  # noqa: ANN001, ANN202
