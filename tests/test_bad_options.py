@@ -21,7 +21,6 @@ import importlib
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -74,24 +73,22 @@ def _agent(module: str) -> Callable[[list[str]], Any]:
 
 
 def _run(fn: Callable[[list[str]], Any], argv: list[str],
-         capsys: pytest.CaptureFixture[str]) -> tuple[Any, str, str, float]:
-    t0 = time.monotonic()
+         capsys: pytest.CaptureFixture[str]) -> tuple[Any, str, str]:
     try:
         code = fn(argv)
     except SystemExit as e:
         code = e.code
-    return code, *capsys.readouterr(), time.monotonic() - t0
+    return code, *capsys.readouterr()
 
 
 def _check(fn: Callable[[list[str]], Any], argv: list[str], fragment: str,
            capsys: pytest.CaptureFixture[str]) -> str:
     """Run; assert the one-line error; return it."""
-    code, out, err, dt = _run(fn, argv, capsys)
+    code, out, err = _run(fn, argv, capsys)
     assert "Traceback" not in out + err, (argv, err)
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert code == 2 and len(lines) == 1, (argv, code, err)
     assert "error:" in lines[0] and fragment in lines[0], (argv, fragment, lines[0])
-    assert dt < 15, (argv, dt)
     return lines[0]
 
 
@@ -344,11 +341,9 @@ def test_every_option_of_every_agent(module: str, capsys: pytest.CaptureFixture[
     [sys.executable, "-m", "hosts.ina.worker", "--policy", "p.json", "--rank", "-1"],
 ])
 def test_as_a_command(argv: list[str], tmp_path: Path) -> None:
-    """The real command line: exit status 2, one line, nothing left behind, fast."""
-    t0 = time.monotonic()
+    """The real command line: exit status 2, one line, nothing left behind."""
     r = subprocess.run([*argv, *(["--out-dir", str(tmp_path)] if "experiments" in argv else [])],
                        cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert time.monotonic() - t0 < 15
     assert r.returncode == 2 and "Traceback" not in r.stderr + r.stdout, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "error:" in r.stderr
     assert not list(tmp_path.iterdir())
