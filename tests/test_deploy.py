@@ -210,8 +210,8 @@ def test_deploy_unreachable_switch_fails_fast(tmp_path: Path) -> None:
     addrs = {"s1": f"unix:{tmp_path}/s1.grpc"}
     t0 = time.monotonic()
     with pytest.raises(DeployError, match=r"s1: cannot connect to unix:.*s1\.grpc"):
-        deploy(star(1), addrs, timeout=5)
-    assert time.monotonic() - t0 < 6
+        deploy(star(1), addrs, timeout=2)
+    assert time.monotonic() - t0 < 12   # the timeout, not gRPC's own minutes of back-off
 
 
 # ----------------------------------------------------------------------------- network
