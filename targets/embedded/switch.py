@@ -148,6 +148,7 @@ class Switch(TrafficConfigMixin):
         self.pre.clone_sessions.clear()
         bind_metadata(program)
         self.program = program
+        self.wake()  # a loop in C serving the old program's ports returns and takes the new one
         log.info("device %d: program installed (%d tables)", self.device_id, len(program.tables))
 
     # ------------------------------------------------------------------ ports
@@ -525,6 +526,10 @@ class Switch(TrafficConfigMixin):
         """File descriptors whose readability the data plane waits for."""
         return [self._wake_r, *self._fd_port]
 
+    def native_loop_ok(self) -> bool:
+        """Whether the C loop may serve this switch's ports (``glue.native_rx_ok``)."""
+        return native_glue.native_rx_ok(self)
+
     def on_readable(self, fd: int) -> None:
         """Receive what is waiting on ``fd`` (a port, or the wake-up pipe)."""
         if fd == self._wake_r:
@@ -535,7 +540,7 @@ class Switch(TrafficConfigMixin):
                 self._receive(p, frame)
             return
         port = self._fd_port[fd]
-        if self.program is not None and self.program.native is not None and not self.tx_handlers:  # batched, in C
+        if native_glue.native_rx_ok(self):  # batched, in C
             return native_glue.rx(self, self.program, port, self._ports[port])
         recvmsg = self._ports[port].recvmsg
         for _ in range(64):

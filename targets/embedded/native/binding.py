@@ -45,8 +45,9 @@ def _bind(lib: ctypes.CDLL) -> None:
         "np_tbl_load": (ctypes.c_int, [vp, ctypes.c_int, ctypes.c_int, p64, p64, ctypes.POINTER(i32), p64, i32, p64]),
         "np_phv": (u32, [vp, p64, p64]),
         "np_rx_pending": (u32, [vp]),
-        "np_rx": (ctypes.c_int, [vp, ctypes.c_int, u32, _U64, u32, ctypes.c_char_p, ctypes.POINTER(i32),
-                                 ctypes.POINTER(u32), u32, ctypes.c_char_p, ctypes.POINTER(u32)]),
+        "np_rx": (ctypes.c_int, [vp, ctypes.c_int, u32, _U64, u32, ctypes.c_char_p, ctypes.POINTER(i32), p64, u32,
+                                 ctypes.c_char_p, ctypes.POINTER(u32), ctypes.POINTER(u32)]),
+        "np_cnt_words": (u32, []),
         "np_process": (ctypes.c_int, [vp, ctypes.c_char_p, u32, u32, _U64, u32, ctypes.c_char_p, ctypes.c_char_p, u32,
                                       ctypes.POINTER(u32), ctypes.POINTER(u32), ctypes.POINTER(u32)]),
     }
@@ -146,9 +147,8 @@ class NativeBackend:
         self.ctx = self.lib.np_new(seed if seed is not None else random.getrandbits(64))
         self.out = ctypes.create_string_buffer(65536 + self.gen.hdr_max + 64)
         self.outlen, self.outport, self.outprio = ctypes.c_uint32(), ctypes.c_uint32(), ctypes.c_uint32()
-        self.events = (ctypes.c_uint32 * 64)()
         self.slow = ctypes.create_string_buffer(65536 + 8)
-        self.slowlen = ctypes.c_uint32()
+        self.slowlen, self.slowinfo = ctypes.c_uint32(), ctypes.c_uint32()
         self._F = (_U64 * prog.nslots)()
         self._W = (_U64 * (4 * max(1, len(self.gen.wide))))()
         self._adopt_state()

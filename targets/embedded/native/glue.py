@@ -128,50 +128,106 @@ def _tx_fds(sw: Any) -> Any:
     return arr
 
 
+# The switch's counters as io.c lays them out (uint64 words; np_cnt_words() in all).
+CNT_PIPE, CNT_NOPORT, CNT_RX = 0, 1, 8
+CNT_TX, CNT_QDROP, CNT_PRIO, CNT_ENQ = CNT_RX + 512, CNT_RX + 1024, CNT_RX + 1536, CNT_RX + 2048
+MAX_NATIVE_QUEUES = 8  # the counters hold 8 priorities a port (simple_switch's most)
+
+
+def counters(sw: Any, prog: Any) -> Any:
+    """The switch's native counters (one array, shared by every port it serves natively)."""
+    cnt = getattr(sw, "_native_cnt", None)
+    if cnt is None:
+        cnt = sw._native_cnt = (ctypes.c_uint64 * prog.native.lib.np_cnt_words())()
+    return cnt
+
+
+def fold(sw: Any) -> bool:
+    """Add what the native code counted since the last fold to ``sw.stats`` and the traffic
+    manager's per-queue counts, and zero it; True when it counted anything."""
+    cnt = getattr(sw, "_native_cnt", None)
+    if cnt is None:
+        return False
+    import numpy as np  # here: a switch without a native program never needs it
+
+    a = np.frombuffer(cnt, dtype=np.uint64)
+    nz = np.flatnonzero(a)
+    if not len(nz):
+        return False
+    stats, ports, nbq = sw.stats, sw.stats.ports, sw.nb_queues
+    for i, v in zip(nz.tolist(), a[nz].tolist(), strict=True):
+        if i >= CNT_ENQ:
+            port, prio = divmod(i - CNT_ENQ, 8)
+            q = sw._tm.get(port) or sw._queue(port)
+            q.enqueued[nbq - 1 - prio] += v
+        elif i >= CNT_PRIO:
+            sw._queue(i - CNT_PRIO)
+            stats.priority_out_of_range += v
+        elif i >= CNT_QDROP:
+            ports[i - CNT_QDROP].queue_drops += v
+        elif i >= CNT_TX:
+            ports[i - CNT_TX].tx += v
+        elif i >= CNT_RX:
+            ports[i - CNT_RX].rx += v
+        elif i == CNT_PIPE:
+            stats.pipeline_drops += v
+        elif i == CNT_NOPORT:
+            stats.no_such_port += v
+    a[nz] = 0
+    return True
+
+
+def native_rx_ok(sw: Any) -> bool:
+    """Whether the switch's ports can be received natively (batched, in C): a native
+    program, no per-frame capture handlers, at most 8 priority queues."""
+    prog = sw.program
+    return (prog is not None and prog.native is not None and not sw.tx_handlers
+            and sw.nb_queues <= MAX_NATIVE_QUEUES)
+
+
+def finish_slow(sw: Any, prog: Any, port: int) -> None:
+    """Finish in Python the packet the native code handed back (its frame in
+    ``nat.slow``, its PHV in the instance), then send what it made."""
+    nat = prog.native
+    slow = nat.slowlen.value
+    if not slow:
+        return
+    nat.slowlen.value = 0
+    info = nat.slowinfo.value
+    rc, out = info & 0xFF, (info >> 8) & 0xFFF
+    frame = nat.slow.raw[:slow]
+    try:
+        F, off = nat.phv()
+        if rc == AFTER_INGRESS:
+            sw._ingress_tail(prog, F, frame, frame[off:], slow, 0)
+        else:
+            sw._egress_tail(prog, out, F, frame[off:], slow, 0, sw._txq, 0)
+    except Exception:
+        sw.fault("processing a packet from port %d", port)
+    if sw._txq:  # out now, before the frames after it (which native code sends at once)
+        sw._send()
+
+
 def rx(sw: Any, prog: Any, port: int, sock: Any) -> None:
     """Receive and run what waits on ``port``'s socket in native batches (recvmmsg; the
-    frames the native code finishes are sent from there); count what each packet did,
-    and finish in Python the packets it hands back, in their order."""
+    frames the native code finishes leave by sendmmsg from there), count what each packet
+    did, and finish in Python the packets it hands back, in their order. (The native
+    loop, nloop.py, does the same for every port at once; this serves a switch whose
+    loop runs in Python.)"""
     nat = prog.native
-    stats, ports, nbq = sw.stats, sw.stats.ports, sw.nb_queues
+    cnt = counters(sw, prog)
     total = 0
     while True:
         now = sw._now_us() if prog.tm_ig_ts is not None else 0
-        n = nat.lib.np_rx(nat.ctx, sock.fileno(), port, now, nbq, _fast_ports(sw), _tx_fds(sw), nat.events, 64,
-                          nat.slow, ctypes.byref(nat.slowlen))
+        n = nat.lib.np_rx(nat.ctx, sock.fileno(), port, now, sw.nb_queues, _fast_ports(sw), _tx_fds(sw), cnt, 64,
+                          nat.slow, ctypes.byref(nat.slowlen), ctypes.byref(nat.slowinfo))
         if n <= 0:
+            fold(sw)
             return
-        ports[port].rx += n
         total += n
-        for ev in nat.events[:n]:
-            rc, out, prio, tx = ev & 0xFF, (ev >> 8) & 0xFFF, (ev >> 20) & 0xFF, ev >> 28
-            if rc in (SENT, EGRESS_DROPPED, AFTER_EGRESS):
-                q = sw._tm.get(out) or sw._queue(out)
-                q.enqueued[nbq - 1 - prio] += 1
-            if rc in (DROPPED, EGRESS_DROPPED):
-                stats.pipeline_drops += 1
-            elif rc == BAD_PRIORITY:
-                sw._queue(out)
-                stats.priority_out_of_range += 1
-            elif tx == 1:
-                ports[out].tx += 1
-            elif tx == 2:
-                ports[out].queue_drops += 1
-            elif tx == 3:
-                stats.no_such_port += 1
         slow = nat.slowlen.value
-        if slow:
-            frame = nat.slow.raw[:slow]
-            try:
-                F, off = nat.phv()
-                if rc == AFTER_INGRESS:
-                    sw._ingress_tail(prog, F, frame, frame[off:], slow, 0)
-                else:
-                    sw._egress_tail(prog, out, F, frame[off:], slow, 0, sw._txq, 0)
-            except Exception:
-                sw.fault("processing a packet from port %d", port)
-            if sw._txq:  # out now, before the frames after it (which native code sends at once)
-                sw._send()
+        fold(sw)
+        finish_slow(sw, prog, port)
         # About 64 frames a call, as the Python path takes (the traffic manager drains
         # between calls), but never frames left in the batch: epoll would not bring us back.
         if not nat.lib.np_rx_pending(nat.ctx) and (total >= 64 or (not slow and n < 64)):
