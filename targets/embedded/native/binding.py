@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import random
+import threading
 from typing import Any
 
 from targets.embedded.native.build import build
@@ -138,9 +139,11 @@ class CellsView:
 class NativeBackend:
     """One native instance of a compiled Program (see the module doc)."""
 
-    def __init__(self, prog: Any, seed: int | None = None, extra_flags: tuple[str, ...] = ()) -> None:
+    def __init__(self, prog: Any, seed: int | None = None, extra_flags: tuple[str, ...] = (),
+                 gen: NativeGen | None = None) -> None:
         self.prog = prog
-        self.gen = NativeGen(prog)  # raises Unsupported naming what is missing
+        self.gen = gen or NativeGen(prog)  # raises Unsupported naming what is missing
+        self._sync_lock = threading.Lock()  # one table copy at a time: the last one has the last write
         self.path = build(self.gen.source, extra_flags)
         self.lib = ctypes.CDLL(str(self.path))
         _bind(self.lib)
@@ -169,11 +172,15 @@ class NativeBackend:
                 view[:] = list(getattr(ctr, kind))
                 setattr(ctr, kind, view)
         for tbl in prog.tables.values():
+            tbl.on_change = self.sync_table  # first: a write from now on copies the table itself
             self.sync_table(tbl)
-            tbl.on_change = self.sync_table
 
     def sync_table(self, tbl: Any) -> None:
         """Copy a table's entries (in its lookup order) and default into native memory."""
+        with self._sync_lock:
+            self._sync_table(tbl)
+
+    def _sync_table(self, tbl: Any) -> None:
         gen, prog = self.gen, self.prog
         t = gen.tbl_index[tbl.name]
         nk, np_ = gen.key_limbs(tbl), gen.table_params(tbl)

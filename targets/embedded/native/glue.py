@@ -14,6 +14,9 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from targets.embedded.codegen.layout import CompileError
@@ -27,11 +30,12 @@ SENT, DROPPED, AFTER_INGRESS, AFTER_EGRESS, BAD_PRIORITY, EGRESS_DROPPED = range
 
 
 def default_backend() -> str:
-    """The backend the environment asks for ($GRADNET_BACKEND), else python."""
-    b = os.environ.get(ENV, "python").strip().lower() or "python"
+    """The backend the environment asks for ($GRADNET_BACKEND), else auto: native where
+    the program allows it and a C compiler is present (attach says what is missing)."""
+    b = os.environ.get(ENV, "auto").strip().lower() or "auto"
     if b not in BACKENDS:
-        log.warning("%s=%r is not auto, native or python: using python", ENV, b)
-        return "python"
+        log.warning("%s=%r is not auto, native or python: using auto", ENV, b)
+        return "auto"
     return b
 
 
@@ -41,21 +45,71 @@ def check_backend(name: str) -> str:
     return name
 
 
-def attach(program: Any, backend: str, seed: int | None = None) -> None:
+def attach(program: Any, backend: str, seed: int | None = None, on_ready: Callable[[], None] | None = None) -> None:
     """Run ``program`` natively when ``backend`` is native or auto and it can.
 
-    native: raise CompileError naming what is missing when it cannot; auto: one log line naming what is missing,
-    and the Python backend."""
+    native: build now, or raise CompileError naming what is missing. auto: one log line
+    naming what is missing, and the Python backend; a program whose C is not in the cache
+    yet compiles in a background thread while the Python backend serves (so a
+    SetForwardingPipelineConfig never waits for the compiler), then ``on_ready`` is called
+    and the switch's data-plane thread swaps it in (``adopt``)."""
     if backend == "python" or program.native is not None:
         return
     try:
         from targets.embedded.native.binding import NativeBackend  # ctypes, built on demand
-        program.native = NativeBackend(program, seed)
+        from targets.embedded.native.build import cached, compiler
+        from targets.embedded.native.cgen import NativeGen
+
+        gen = NativeGen(program)  # raises Unsupported naming what is missing
+        if compiler() is None:
+            raise Unsupported("no C compiler (cc, gcc or clang) on PATH")
+        if backend == "auto" and on_ready is not None and cached(gen.source) is None:
+            threading.Thread(target=_compile, args=(program, gen, on_ready), daemon=True,
+                             name="native-compile").start()
+            log.info("compiling the program to C in the background; the Python backend serves meanwhile")
+            return
+        program.native = NativeBackend(program, seed, gen=gen)
         log.info("program runs on the native backend (%s)", program.native.path.name)
     except Unsupported as e:
         if backend == "native":
             raise CompileError(f"native backend: unsupported: {e}") from e
         log.info("native backend not used: %s; running the Python backend", e)
+
+
+_building: dict[str, threading.Lock] = {}  # source -> lock: one compile per program at a time
+
+
+def _compile(program: Any, gen: Any, on_ready: Callable[[], None]) -> None:
+    from targets.embedded.native.build import build
+
+    t0 = time.monotonic()
+    try:
+        with _building.setdefault(gen.source, threading.Lock()):  # a second load waits, then finds it cached
+            build(gen.source)
+    except Exception as e:  # a generator bug or a broken compiler: the Python backend keeps serving
+        log.warning("native backend not used: building the program failed (%s)", e)
+        return
+    program.native_built = gen
+    log.info("program compiled to C in %.1f s; the data plane swaps it in", time.monotonic() - t0)
+    on_ready()
+
+
+def adopt(program: Any, seed: int | None) -> bool:
+    """Swap in the native backend that ``attach`` built in the background (call from the
+    data-plane thread, between packets, with the switch's control lock held: the state
+    moves into native memory). True when the program now runs natively."""
+    gen, program.native_built = program.native_built, None
+    if gen is None or program.native is not None:
+        return program.native is not None
+    from targets.embedded.native.binding import NativeBackend
+
+    try:
+        program.native = NativeBackend(program, seed, gen=gen)
+    except Exception as e:
+        log.warning("native backend not used: loading the compiled program failed (%s)", e)
+        return False
+    log.info("program now runs on the native backend (%s)", program.native.path.name)
+    return True
 
 
 def _fast_ports(sw: Any) -> bytes:

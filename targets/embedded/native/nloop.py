@@ -41,13 +41,18 @@ def _addr(obj: Any) -> int:
     return ctypes.cast(obj, ctypes.c_void_p).value or 0
 
 
+def build_loop() -> Path:
+    """The shared object of loop.c (built once into the native cache)."""
+    return build((_HERE / "loop.c").read_text())
+
+
 class NativeLoop:
     """The C half of the data-plane loop (see the module doc)."""
 
     PYTHON = PYTHON
 
     def __init__(self, py_epoll: select.epoll) -> None:
-        self.lib = ctypes.CDLL(str(build((_HERE / "loop.c").read_text())))
+        self.lib = ctypes.CDLL(str(build_loop()))
         self.lib.gl_run.restype = ctypes.c_int
         self.lib.gl_run.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
                                     ctypes.c_int64, ctypes.POINTER(ctypes.c_int)]

@@ -46,7 +46,9 @@ class P4RuntimeService(ArbitrationMixin, PipelineConfigMixin, TablesMixin, Profi
         self.switch = switch
         self.pipeline: Pipeline | None = None
         self._saved: Pipeline | None = None
-        self._lock = threading.RLock()  # pipeline changes, writes and reads
+        # pipeline changes, writes and reads; the switch's, so that the data plane can move a
+        # program's state into native memory between two writes
+        self._lock = getattr(switch, "ctrl_lock", None) or threading.RLock()
         self._conn_lock = threading.RLock()
         self._conns: list[Connection] = []
         self._digests: dict[int, DigestState] = {}
