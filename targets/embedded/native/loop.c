@@ -4,7 +4,8 @@
  * own shared object, reached through its np_rx) and the Python loop's own epoll, and
  * runs receive batch -> pipelines -> send batch for every ready port, without the GIL,
  * until one of:
- *   GL_IDLE (0)  nothing more to read after some work, or the timeout passed idle;
+ *   GL_IDLE (0)  nothing more to read for LINGER_MS after some work, or the timeout
+ *                passed idle;
  *   GL_BUDGET    budget_us of work passed (the Python side beats the heartbeat, folds
  *                the counters and runs its timers, then calls again);
  *   GL_SLOW      a packet that the Python path must finish (*which: its source);
@@ -38,6 +39,7 @@ typedef struct {           /* one port socket served natively (laid out as bindi
 
 enum { GL_IDLE, GL_BUDGET, GL_SLOW, GL_PYTHON };
 #define PER_PORT 64   /* frames from one port before the next port's turn */
+#define LINGER_MS 1   /* idle time after work before returning GL_IDLE */
 
 static int64_t now_ns(void) {
   struct timespec t;
@@ -63,7 +65,10 @@ int gl_run(int epfd, int pyfd, src_t *src, int n, int timeout_ms, int64_t budget
     /* batches left in an instance first: epoll will not report their sockets */
     for (int i = 0; i < n; i++)
       if (src[i].pending(src[i].ctx) && serve(&src[i], &work)) { *which = i; return GL_SLOW; }
-    int m = epoll_wait(epfd, ev, 64, work ? 0 : timeout_ms);
+    /* after some work, linger a little for more before handing back to Python (each
+     * return costs the Python loop tens of microseconds: under load it would be paid
+     * every few frames) */
+    int m = epoll_wait(epfd, ev, 64, work ? (timeout_ms < LINGER_MS ? timeout_ms : LINGER_MS) : timeout_ms);
     if (m < 0) return errno == EINTR ? GL_IDLE : -1;
     if (m == 0) return GL_IDLE;
     if (end < 0) end = now_ns() + budget_us * 1000;  /* from the first event, not the wait */

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import math
 import select
 from pathlib import Path
 from typing import Any
@@ -133,7 +134,7 @@ class NativeLoop:
         budget, a slow packet or the Python epoll; fold the counters; finish the slow
         packet. Returns the reason and the switch that had a slow packet (or None)."""
         rc = self.lib.gl_run(self.ep.fileno(), self.py_ep.fileno(), self._arr, len(self.sources),
-                             max(0, int(wait_s * 1000)), BUDGET_US, ctypes.byref(self._which))
+                             max(0, math.ceil(wait_s * 1000)), BUDGET_US, ctypes.byref(self._which))
         for sw in self.switches:
             glue.fold(sw)
         if rc == SLOW:
