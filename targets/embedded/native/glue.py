@@ -14,8 +14,10 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import queue
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -64,8 +66,7 @@ def attach(program: Any, backend: str, seed: int | None = None, on_ready: Callab
         if compiler() is None:
             raise Unsupported("no C compiler (cc, gcc or clang) on PATH")
         if backend == "auto" and on_ready is not None and cached(gen.source) is None:
-            threading.Thread(target=_compile, args=(program, gen, on_ready), daemon=True,
-                             name="native-compile").start()
+            _compile_later(program, gen.source, on_ready)
             log.info("compiling the program to C in the background; the Python backend serves meanwhile")
             return
         program.native = NativeBackend(program, seed, gen=gen)
@@ -76,22 +77,44 @@ def attach(program: Any, backend: str, seed: int | None = None, on_ready: Callab
         log.info("native backend not used: %s; running the Python backend", e)
 
 
-_building: dict[str, threading.Lock] = {}  # source -> lock: one compile per program at a time
+# One background compiler per process, one program at a time: a program replaced (and
+# freed) before its turn is skipped, so a client cycling through pipelines, or the
+# config fuzzer, does not start one compiler per program.
+_jobs: queue.SimpleQueue[tuple[weakref.ref, str, Callable[[], None]]] = queue.SimpleQueue()
+_worker: list[threading.Thread] = []
+_worker_lock = threading.Lock()
 
 
-def _compile(program: Any, gen: Any, on_ready: Callable[[], None]) -> None:
+def _compile_later(program: Any, source: str, on_ready: Callable[[], None]) -> None:
+    _jobs.put((weakref.ref(program), source, on_ready))
+    with _worker_lock:
+        if not _worker:
+            _worker.append(threading.Thread(target=_compile_jobs, daemon=True, name="native-compile"))
+            _worker[0].start()
+
+
+def _compile_jobs() -> None:
     from targets.embedded.native.build import build
+    from targets.embedded.native.cgen import NativeGen
 
-    t0 = time.monotonic()
-    try:
-        with _building.setdefault(gen.source, threading.Lock()):  # a second load waits, then finds it cached
-            build(gen.source)
-    except Exception as e:  # a generator bug or a broken compiler: the Python backend keeps serving
-        log.warning("native backend not used: building the program failed (%s)", e)
-        return
-    program.native_built = gen
-    log.info("program compiled to C in %.1f s; the data plane swaps it in", time.monotonic() - t0)
-    on_ready()
+    while True:
+        ref, source, on_ready = _jobs.get()
+        if ref() is None:
+            continue  # replaced and gone before its turn
+        t0 = time.monotonic()
+        try:
+            build(source)
+            program = ref()
+            if program is None:
+                continue
+            gen = NativeGen(program)  # again: the job kept no reference to the program
+        except Exception as e:  # a generator bug or a broken compiler: the Python backend keeps serving
+            log.warning("native backend not used: building the program failed (%s)", e)
+            continue
+        program.native_built = gen
+        log.info("program compiled to C in %.1f s; the data plane swaps it in", time.monotonic() - t0)
+        on_ready()
+        del program, gen
 
 
 def adopt(program: Any, seed: int | None) -> bool:

@@ -13,6 +13,7 @@ ports in the Python loop, with one log line saying why.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import math
@@ -88,7 +89,8 @@ class NativeLoop:
             self.ep.unregister(fd)
             self.py_ep.register(fd, select.EPOLLIN)
         for fd in set(want) - self.native_fds:
-            self.py_ep.unregister(fd)
+            with contextlib.suppress(FileNotFoundError):  # a caller of its own (tests) never registered it
+                self.py_ep.unregister(fd)
             self.ep.register(fd, select.EPOLLIN)
         self.native_fds = set(want)
         self._build(want)
