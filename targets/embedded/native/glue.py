@@ -256,10 +256,11 @@ def fold(sw: Any) -> bool:
 
 def native_rx_ok(sw: Any) -> bool:
     """Whether the switch's ports can be received natively (batched, in C): a native
-    program, no per-frame capture handlers, at most 8 priority queues."""
+    program, no per-frame capture handlers, at most 8 priority queues, no trace (a trace
+    shadows ``_receive``; traced packets run the Python pipeline, on the native state)."""
     prog = sw.program
     return (prog is not None and prog.native is not None and not sw.tx_handlers
-            and sw.nb_queues <= MAX_NATIVE_QUEUES)
+            and sw.nb_queues <= MAX_NATIVE_QUEUES and "_receive" not in sw.__dict__)
 
 
 def finish_slow(sw: Any, prog: Any, port: int) -> None:

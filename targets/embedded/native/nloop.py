@@ -106,7 +106,8 @@ class NativeLoop:
         prog = sw.program
         if prog is None or prog.native is None:
             return
-        why = "capture handlers" if sw.tx_handlers else f"{sw.nb_queues} priority queues (native: at most 8)"
+        why = ("capture handlers" if sw.tx_handlers else "a trace" if "_receive" in sw.__dict__
+               else f"{sw.nb_queues} priority queues (native: at most 8)")
         if self._why.get(id(sw)) != why:
             self._why[id(sw)] = why
             log.info("device %d: its ports run in the Python loop (%s)", sw.device_id, why)
