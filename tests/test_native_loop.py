@@ -163,3 +163,22 @@ def _packet_socket(iface: str) -> socket.socket:
     s.setsockopt(263, 23, 1)  # PACKET_IGNORE_OUTGOING: not what we send ourselves
     s.bind((iface, 3))
     return s
+
+
+def test_a_write_of_many_updates_reaches_packets_once_at_its_end() -> None:
+    """Inside ``deferred_sync`` (a P4Runtime Write) table changes are copied into native
+    memory once, when it ends: packets see the table before or after, whole."""
+    from scapy.all import IP, UDP, Ether
+
+    sw = Switch(seed=1, backend="native")
+    prog = sw.load_program(FORWARD.read_bytes())
+    sw.install_program(prog)
+    routes = "MyIngress.forwarding.ipv4_routes"
+    frame = bytes(Ether(src="00:00:0a:00:00:01", dst="02:00:00:01:00:01") / IP(src="10.0.0.1", dst="10.0.0.2")
+                  / UDP(sport=1000, dport=2000) / (b"\x00" * 18))
+    with prog.native.deferred_sync():
+        for i in range(200):  # the last one routes the frame
+            prog.tables[routes].insert(TableEntry(((0x0B000000 + i if i < 199 else 0x0A000002, 32),), prog.action_call(
+                routes, "MyIngress.forwarding.set_next_hop", (0x000000000002, 2))))
+        assert sw.process(1, frame) == []  # not yet in native memory
+    assert [p for p, _ in sw.process(1, frame)] == [2]

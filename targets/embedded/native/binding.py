@@ -15,6 +15,7 @@ import contextlib
 import ctypes
 import random
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from targets.embedded.native.build import build
@@ -144,6 +145,7 @@ class NativeBackend:
         self.prog = prog
         self.gen = gen or NativeGen(prog)  # raises Unsupported naming what is missing
         self._sync_lock = threading.Lock()  # one table copy at a time: the last one has the last write
+        self._deferred: dict[str, Any] | None = None  # tables changed inside deferred_sync()
         self.path = build(self.gen.source, extra_flags)
         self.lib = ctypes.CDLL(str(self.path))
         _bind(self.lib)
@@ -176,9 +178,31 @@ class NativeBackend:
             self.sync_table(tbl)
 
     def sync_table(self, tbl: Any) -> None:
-        """Copy a table's entries (in its lookup order) and default into native memory."""
+        """Copy a table's entries (in its lookup order) and default into native memory
+        (inside ``deferred_sync``: when it ends)."""
+        deferred = self._deferred
+        if deferred is not None and threading.get_ident() == self._defer_thread:
+            deferred[tbl.name] = tbl
+            return
         with self._sync_lock:
             self._sync_table(tbl)
+
+    @contextlib.contextmanager
+    def deferred_sync(self) -> Iterator[None]:
+        """Within it, table changes made by this thread are copied into native memory
+        once each, when it ends (a P4Runtime Write of many updates). Packets see the
+        table as it was until then; the Python table, the control plane's record,
+        changes at once."""
+        if self._deferred is not None:  # nested: the outer one copies
+            yield
+            return
+        self._deferred, self._defer_thread = {}, threading.get_ident()
+        try:
+            yield
+        finally:
+            tables, self._deferred = self._deferred, None
+            for tbl in tables.values():
+                self.sync_table(tbl)
 
     def _sync_table(self, tbl: Any) -> None:
         gen, prog = self.gen, self.prog
