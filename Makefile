@@ -11,7 +11,7 @@ P4_TEST_PROGRAMS := $(wildcard tests/p4/*.p4)
 APT_PACKAGES := mininet iproute2 ethtool iputils-ping procps tcpdump libpcap0.8 openssl gcc libc6-dev
 export TARGET
 
-.PHONY: all deps apt venv p4rt-shell docs run compare compare-full compare-sync run-scale simulate regimes test test-long bench p4 p4-gen lint clean help run-%
+.PHONY: all deps apt venv native p4rt-shell docs run compare compare-full compare-sync run-scale simulate regimes test test-long bench p4 p4-gen lint clean help run-%
 all: help
 
 help:
@@ -30,13 +30,24 @@ help:
 	@echo "make bench    run the benchmarks (tables and ratios)"
 	@echo "make p4       make p4-gen, then recompile p4src/*.p4 and tests/p4/*.p4 with p4c into build/"
 	@echo "              (and ina.p4 once per other INA packet size: p4src/build/ina_v128.json, ina_v256.json)"
+	@echo "make native  build the native backend's C for every compiled program into its cache (make deps does)"
 	@echo "make p4-gen   regenerate the P4 value lanes (p4src/gen_lanes.py; no p4c needed)"
 	@echo "make lint     ruff, then the size report (scripts/size_report.py)"
 	@echo "make docs     the documentation site: mkdocs build --strict into site/"
 	@echo "make p4rt-shell  p4runtime-shell's own venv (.venv-p4rt-shell; gradctl net shell builds it too)"
 	@echo "TARGET=auto|embedded|bmv2 picks the switch (auto: bmv2 when simple_switch_grpc exists)"
 
-deps: apt venv
+deps: apt venv native
+
+# The native backend's shared objects for every compiled program, built ahead into the
+# cache (targets/embedded/native/__main__.py) so that no switch compiles C while a
+# P4Runtime client waits; a program that is not there compiles in the background.
+NATIVE_INPUTS := $(wildcard p4src/build/*.json tests/p4/build/*.json targets/embedded/native/*.c targets/embedded/native/*.py)
+native: $(VENV)/.native-stamp
+$(VENV)/.native-stamp: $(VENV)/.stamp $(NATIVE_INPUTS)
+	@if command -v cc >/dev/null; then $(PY) -m targets.embedded.native --quiet p4src/build/*.json tests/p4/build/*.json; \
+	else echo "no C compiler: the embedded switches run the Python backend"; fi
+	@touch $@
 
 # apt packages, installed only when a command they provide is missing.
 apt: $(VENV)/.apt-stamp
@@ -123,6 +134,7 @@ p4: p4-gen
 	  $(P4C) --arch v1model --std p4-16 -I p4src/include -DINA_VALUES=$$n \
 	    --p4runtime-files $$out.p4info.txt -o $$out.json p4src/ina.p4; \
 	done
+	@if [ -x $(PY) ] && command -v cc >/dev/null; then $(PY) -m targets.embedded.native --quiet p4src/build/*.json tests/p4/build/*.json; fi
 
 # ruff, then the size report: any module over 600 lines or function over 80 fails.
 lint: venv

@@ -172,15 +172,34 @@ def forward(a: str, b: str, work: Callable[[bytes], bytes | None] | None = None)
                     pass  # a full transmit queue drops, as a switch's would
 
 
+def forward_c(a: str, b: str) -> None:
+    """Forward frames between ``a`` and ``b`` in C (bench/bare_forwarder.c, built by the
+    native backend's build path) until SIGTERM: the I/O ceiling of a C switch."""
+    import ctypes
+    from pathlib import Path
+
+    from targets.embedded.native.build import build
+
+    lib = ctypes.CDLL(str(build((Path(__file__).parent / "bare_forwarder.c").read_text())))
+    sa, sb = _open(a), _open(b)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # bf_run never returns to Python
+    print("ready", flush=True)
+    lib.bf_run(sa.fileno(), sb.fileno())
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry: ``[--work none|forward|registers] IFACE_A IFACE_B``."""
+    """Command-line entry: ``[--work none|forward|registers|c] IFACE_A IFACE_B``."""
     p = argparse.ArgumentParser(prog="python -m bench.bare_forwarder", description=__doc__.splitlines()[0])
-    p.add_argument("--work", default="none", choices=("none", "forward", "registers"),
-                   help="hand-coded per-frame work between receive and send (default: none)")
+    p.add_argument("--work", default="none", choices=("none", "forward", "registers", "c"),
+                   help="hand-coded per-frame work between receive and send (default: none); c: no work, the "
+                        "loop itself in C (bench/bare_forwarder.c), the ceiling for the native backend")
     p.add_argument("iface_a")
     p.add_argument("iface_b")
     args = p.parse_args(argv)
-    forward(args.iface_a, args.iface_b, bench_work(args.work))
+    if args.work == "c":
+        forward_c(args.iface_a, args.iface_b)
+    else:
+        forward(args.iface_a, args.iface_b, bench_work(args.work))
     return 0
 
 

@@ -84,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=["auto", "native", "python"], default=None,
                    help="data-plane backend: native (the program compiled to C; refused if it uses a "
                         "feature native lacks), python, or auto (native when supported and a C compiler "
-                        "exists, else python, logged); default: $GRADNET_BACKEND, else python")
+                        "exists, else python, logged; a program not in the native cache compiles in the "
+                        "background while python serves); default: $GRADNET_BACKEND, else auto")
     p.add_argument("--runtime-socket", default=None, metavar="PATH",
                    help="serve the runtime CLI (set_queue_rate, set_queue_depth, get_queue_stats: "
                         "simple_switch_CLI's queue commands) on this Unix socket")

@@ -91,6 +91,9 @@ class Program(LayoutMixin, ExprMixin, ActionsMixin, HashMixin, ParserMixin, Depa
     # the native backend's instance (targets.embedded.native.binding.NativeBackend) when
     # the switch runs this program natively; None: the Python code runs every packet
     native: Any = None
+    # a NativeGen whose C was compiled in the background, waiting for the data plane to
+    # swap it in (native.glue.attach / adopt)
+    native_built: Any = None
 
     def __init__(self, spec: dict[str, Any] | str | bytes, seed: int | None = None) -> None:
         # The config is untrusted data (it arrives over P4Runtime): see config_check for

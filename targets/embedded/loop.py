@@ -12,7 +12,7 @@ from __future__ import annotations
 import select
 import threading
 import time
-from typing import Protocol
+from typing import Any, Protocol
 
 from targets.embedded.liveness import BEAT_S, DataPlaneFault, Heartbeat
 
@@ -68,6 +68,7 @@ def _loop(switches: list[Switch], stop: threading.Event, hb: Heartbeat) -> None:
             ep.register(fd, select.EPOLLIN)
             owner[fd] = sw
     due: dict[Switch, float] = {}  # switch -> monotonic time its queues need service
+    native: Any = None  # the C half of the loop, once a switch runs a native program
     try:
         while not stop.is_set():
             hb.beat()
@@ -76,8 +77,20 @@ def _loop(switches: list[Switch], stop: threading.Event, hb: Heartbeat) -> None:
             wait = BEAT_S
             if due:
                 wait = min(max(min(due.values()) - time.monotonic(), 0.0001), BEAT_S)
-            events = ep.poll(wait)
             active: dict[Switch, None] = {}
+            if native is None and any(getattr(sw, "native_loop_ok", bool)() for sw in switches):
+                from targets.embedded.native import nloop  # builds loop.c (cached)
+
+                native = nloop.make(ep) or False
+            if native and native.refresh(switches):
+                # ports of native programs: receive, pipelines and send in C, until idle,
+                # a time budget, a packet for the Python path or a Python fd is ready
+                why, slow_sw = native.run(wait)
+                if slow_sw is not None:
+                    active[slow_sw] = None
+                events = ep.poll(0) if why == native.PYTHON else []
+            else:
+                events = ep.poll(wait)
             for fd, _ in events:
                 sw = owner[fd]
                 try:
@@ -101,4 +114,6 @@ def _loop(switches: list[Switch], stop: threading.Event, hb: Heartbeat) -> None:
                 else:
                     due[sw] = time.monotonic() + t
     finally:
+        if native:
+            native.close()
         ep.close()

@@ -153,11 +153,13 @@ class Tracer:
             sw._receive = self._receive  # type: ignore[method-assign]
             sw._transmit = self._transmit  # type: ignore[method-assign]
             self._hook(sw.program)
+        self.switch.wake()  # a loop in C serving the ports hands them back to the Python loop
 
     def stop(self) -> None:
         """Stop tracing; the switch runs its untouched code again."""
         with self._lock:
             self._undo()
+        self.switch.wake()
 
     def _undo(self) -> None:
         sw = self.switch

@@ -15,21 +15,31 @@ from targets.embedded.native.cexpr import Unsupported
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m targets.embedded.native", description=__doc__.splitlines()[0])
     p.add_argument("json", nargs="+", help="BMv2 JSON programs (p4c-bm2-ss output)")
+    p.add_argument("--quiet", action="store_true", help="print only errors and a one-line summary")
     args = p.parse_args(argv)
     from targets.embedded.native.binding import NativeBackend
+    from targets.embedded.native.nloop import build_loop
+
+    build_loop()  # the data-plane loop in C, shared by every program
+    say = (lambda _msg: None) if args.quiet else print
+    counts = {"native": 0, "python": 0}
 
     rc = 0
     for path in args.json:
         t0 = time.monotonic()
         try:
             nb = NativeBackend(load_file(path))
-            print(f"{path}: native ({nb.path.name}, {time.monotonic() - t0:.1f} s)")
+            say(f"{path}: native ({nb.path.name}, {time.monotonic() - t0:.1f} s)")
             nb.close()
+            counts["native"] += 1
         except Unsupported as e:
-            print(f"{path}: python (native lacks: {e})")
+            say(f"{path}: python (native lacks: {e})")
+            counts["python"] += 1
         except CompileError as e:
             print(f"{path}: error: {e}", file=sys.stderr)
             rc = 2
+    if args.quiet:
+        print(f"native backend: {counts['native']} programs built or cached, {counts['python']} run on Python")
     return rc
 
 

@@ -12,8 +12,10 @@ typedef struct {
   w256 W[NW + 1];                  /* its wide fields */
   const uint8_t *pkt; uint32_t n, off;
   uint8_t hbuf[HBUF + 65536];      /* hash and checksum input */
-  uint8_t *rxbuf, *txbuf;          /* a received batch (np_rx): RXB frames of RXSZ bytes; a frame out */
+  uint8_t *rxbuf, *txbuf;          /* a received batch (np_rx): RXB frames of RXSZ bytes; frames out */
   uint32_t rxlen[32], rxn, rxi, rxport;  /* frames rxi..rxn-1 of the batch wait, from rxport */
+  uint32_t txoff[32], txlen[32], txn, txused;  /* frames queued in txbuf for one sendmmsg */
+  int32_t txfd[32]; uint16_t txport[32];
 } ctx_t;
 
 static uint64_t rng_next(ctx_t *c) {  /* splitmix64 */

@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import random
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 from targets.embedded.native.build import build
@@ -45,8 +47,9 @@ def _bind(lib: ctypes.CDLL) -> None:
         "np_tbl_load": (ctypes.c_int, [vp, ctypes.c_int, ctypes.c_int, p64, p64, ctypes.POINTER(i32), p64, i32, p64]),
         "np_phv": (u32, [vp, p64, p64]),
         "np_rx_pending": (u32, [vp]),
-        "np_rx": (ctypes.c_int, [vp, ctypes.c_int, u32, _U64, u32, ctypes.c_char_p, ctypes.POINTER(i32),
-                                 ctypes.POINTER(u32), u32, ctypes.c_char_p, ctypes.POINTER(u32)]),
+        "np_rx": (ctypes.c_int, [vp, ctypes.c_int, u32, _U64, u32, ctypes.c_char_p, ctypes.POINTER(i32), p64, u32,
+                                 ctypes.c_char_p, ctypes.POINTER(u32), ctypes.POINTER(u32)]),
+        "np_cnt_words": (u32, []),
         "np_process": (ctypes.c_int, [vp, ctypes.c_char_p, u32, u32, _U64, u32, ctypes.c_char_p, ctypes.c_char_p, u32,
                                       ctypes.POINTER(u32), ctypes.POINTER(u32), ctypes.POINTER(u32)]),
     }
@@ -137,18 +140,20 @@ class CellsView:
 class NativeBackend:
     """One native instance of a compiled Program (see the module doc)."""
 
-    def __init__(self, prog: Any, seed: int | None = None, extra_flags: tuple[str, ...] = ()) -> None:
+    def __init__(self, prog: Any, seed: int | None = None, extra_flags: tuple[str, ...] = (),
+                 gen: NativeGen | None = None) -> None:
         self.prog = prog
-        self.gen = NativeGen(prog)  # raises Unsupported naming what is missing
+        self.gen = gen or NativeGen(prog)  # raises Unsupported naming what is missing
+        self._sync_lock = threading.Lock()  # one table copy at a time: the last one has the last write
+        self._deferred: dict[str, Any] | None = None  # tables changed inside deferred_sync()
         self.path = build(self.gen.source, extra_flags)
         self.lib = ctypes.CDLL(str(self.path))
         _bind(self.lib)
         self.ctx = self.lib.np_new(seed if seed is not None else random.getrandbits(64))
         self.out = ctypes.create_string_buffer(65536 + self.gen.hdr_max + 64)
         self.outlen, self.outport, self.outprio = ctypes.c_uint32(), ctypes.c_uint32(), ctypes.c_uint32()
-        self.events = (ctypes.c_uint32 * 64)()
         self.slow = ctypes.create_string_buffer(65536 + 8)
-        self.slowlen = ctypes.c_uint32()
+        self.slowlen, self.slowinfo = ctypes.c_uint32(), ctypes.c_uint32()
         self._F = (_U64 * prog.nslots)()
         self._W = (_U64 * (4 * max(1, len(self.gen.wide))))()
         self._adopt_state()
@@ -169,11 +174,37 @@ class NativeBackend:
                 view[:] = list(getattr(ctr, kind))
                 setattr(ctr, kind, view)
         for tbl in prog.tables.values():
+            tbl.on_change = self.sync_table  # first: a write from now on copies the table itself
             self.sync_table(tbl)
-            tbl.on_change = self.sync_table
 
     def sync_table(self, tbl: Any) -> None:
-        """Copy a table's entries (in its lookup order) and default into native memory."""
+        """Copy a table's entries (in its lookup order) and default into native memory
+        (inside ``deferred_sync``: when it ends)."""
+        deferred = self._deferred
+        if deferred is not None and threading.get_ident() == self._defer_thread:
+            deferred[tbl.name] = tbl
+            return
+        with self._sync_lock:
+            self._sync_table(tbl)
+
+    @contextlib.contextmanager
+    def deferred_sync(self) -> Iterator[None]:
+        """Within it, table changes made by this thread are copied into native memory
+        once each, when it ends (a P4Runtime Write of many updates). Packets see the
+        table as it was until then; the Python table, the control plane's record,
+        changes at once."""
+        if self._deferred is not None:  # nested: the outer one copies
+            yield
+            return
+        self._deferred, self._defer_thread = {}, threading.get_ident()
+        try:
+            yield
+        finally:
+            tables, self._deferred = self._deferred, None
+            for tbl in tables.values():
+                self.sync_table(tbl)
+
+    def _sync_table(self, tbl: Any) -> None:
         gen, prog = self.gen, self.prog
         t = gen.tbl_index[tbl.name]
         nk, np_ = gen.key_limbs(tbl), gen.table_params(tbl)

@@ -39,15 +39,29 @@ def cache_dir() -> Path:
         return alt
 
 
+def _flags(extra_flags: tuple[str, ...]) -> list[str]:
+    # $GRADNET_NATIVE_CFLAGS: more flags, e.g. sanitizers (tests/test_native_sanitizers.py)
+    return [*CFLAGS, *os.environ.get("GRADNET_NATIVE_CFLAGS", "").split(), *extra_flags]
+
+
+def _target(source: str, flags: list[str]) -> Path:
+    digest = hashlib.sha256("\0".join([source, *flags]).encode()).hexdigest()[:32]
+    return cache_dir() / f"p4_{digest}.so"
+
+
+def cached(source: str, extra_flags: tuple[str, ...] = ()) -> Path | None:
+    """The shared object for ``source`` if it is built already (None: build() would compile)."""
+    out = _target(source, _flags(extra_flags))
+    return out if out.exists() else None
+
+
 def build(source: str, extra_flags: tuple[str, ...] = ()) -> Path:
     """The shared object for ``source`` (built once per source and flags)."""
     cc = compiler()
     if cc is None:
         raise Unsupported("no C compiler (cc, gcc or clang) on PATH")
-    # $GRADNET_NATIVE_CFLAGS: more flags, e.g. sanitizers (tests/test_native_sanitizers.py)
-    flags = [*CFLAGS, *os.environ.get("GRADNET_NATIVE_CFLAGS", "").split(), *extra_flags]
-    digest = hashlib.sha256("\0".join([source, *flags]).encode()).hexdigest()[:32]
-    out = cache_dir() / f"p4_{digest}.so"
+    flags = _flags(extra_flags)
+    out = _target(source, flags)
     if out.exists():
         return out
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:

@@ -14,6 +14,11 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import queue
+import threading
+import time
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 from targets.embedded.codegen.layout import CompileError
@@ -27,11 +32,12 @@ SENT, DROPPED, AFTER_INGRESS, AFTER_EGRESS, BAD_PRIORITY, EGRESS_DROPPED = range
 
 
 def default_backend() -> str:
-    """The backend the environment asks for ($GRADNET_BACKEND), else python."""
-    b = os.environ.get(ENV, "python").strip().lower() or "python"
+    """The backend the environment asks for ($GRADNET_BACKEND), else auto: native where
+    the program allows it and a C compiler is present (attach says what is missing)."""
+    b = os.environ.get(ENV, "auto").strip().lower() or "auto"
     if b not in BACKENDS:
-        log.warning("%s=%r is not auto, native or python: using python", ENV, b)
-        return "python"
+        log.warning("%s=%r is not auto, native or python: using auto", ENV, b)
+        return "auto"
     return b
 
 
@@ -41,21 +47,92 @@ def check_backend(name: str) -> str:
     return name
 
 
-def attach(program: Any, backend: str, seed: int | None = None) -> None:
+def attach(program: Any, backend: str, seed: int | None = None, on_ready: Callable[[], None] | None = None) -> None:
     """Run ``program`` natively when ``backend`` is native or auto and it can.
 
-    native: raise CompileError naming what is missing when it cannot; auto: one log line naming what is missing,
-    and the Python backend."""
+    native: build now, or raise CompileError naming what is missing. auto: one log line
+    naming what is missing, and the Python backend; a program whose C is not in the cache
+    yet compiles in a background thread while the Python backend serves (so a
+    SetForwardingPipelineConfig never waits for the compiler), then ``on_ready`` is called
+    and the switch's data-plane thread swaps it in (``adopt``)."""
     if backend == "python" or program.native is not None:
         return
     try:
         from targets.embedded.native.binding import NativeBackend  # ctypes, built on demand
-        program.native = NativeBackend(program, seed)
+        from targets.embedded.native.build import cached, compiler
+        from targets.embedded.native.cgen import NativeGen
+
+        gen = NativeGen(program)  # raises Unsupported naming what is missing
+        if compiler() is None:
+            raise Unsupported("no C compiler (cc, gcc or clang) on PATH")
+        if backend == "auto" and on_ready is not None and cached(gen.source) is None:
+            _compile_later(program, gen.source, on_ready)
+            log.info("compiling the program to C in the background; the Python backend serves meanwhile")
+            return
+        program.native = NativeBackend(program, seed, gen=gen)
         log.info("program runs on the native backend (%s)", program.native.path.name)
     except Unsupported as e:
         if backend == "native":
             raise CompileError(f"native backend: unsupported: {e}") from e
         log.info("native backend not used: %s; running the Python backend", e)
+
+
+# One background compiler per process, one program at a time: a program replaced (and
+# freed) before its turn is skipped, so a client cycling through pipelines, or the
+# config fuzzer, does not start one compiler per program.
+_jobs: queue.SimpleQueue[tuple[weakref.ref, str, Callable[[], None]]] = queue.SimpleQueue()
+_worker: list[threading.Thread] = []
+_worker_lock = threading.Lock()
+
+
+def _compile_later(program: Any, source: str, on_ready: Callable[[], None]) -> None:
+    _jobs.put((weakref.ref(program), source, on_ready))
+    with _worker_lock:
+        if not _worker:
+            _worker.append(threading.Thread(target=_compile_jobs, daemon=True, name="native-compile"))
+            _worker[0].start()
+
+
+def _compile_jobs() -> None:
+    from targets.embedded.native.build import build
+    from targets.embedded.native.cgen import NativeGen
+
+    while True:
+        ref, source, on_ready = _jobs.get()
+        if ref() is None:
+            continue  # replaced and gone before its turn
+        t0 = time.monotonic()
+        try:
+            build(source)
+            program = ref()
+            if program is None:
+                continue
+            gen = NativeGen(program)  # again: the job kept no reference to the program
+        except Exception as e:  # a generator bug or a broken compiler: the Python backend keeps serving
+            log.warning("native backend not used: building the program failed (%s)", e)
+            continue
+        program.native_built = gen
+        log.info("program compiled to C in %.1f s; the data plane swaps it in", time.monotonic() - t0)
+        on_ready()
+        del program, gen
+
+
+def adopt(program: Any, seed: int | None) -> bool:
+    """Swap in the native backend that ``attach`` built in the background (call from the
+    data-plane thread, between packets, with the switch's control lock held: the state
+    moves into native memory). True when the program now runs natively."""
+    gen, program.native_built = program.native_built, None
+    if gen is None or program.native is not None:
+        return program.native is not None
+    from targets.embedded.native.binding import NativeBackend
+
+    try:
+        program.native = NativeBackend(program, seed, gen=gen)
+    except Exception as e:
+        log.warning("native backend not used: loading the compiled program failed (%s)", e)
+        return False
+    log.info("program now runs on the native backend (%s)", program.native.path.name)
+    return True
 
 
 def _fast_ports(sw: Any) -> bytes:
@@ -128,50 +205,107 @@ def _tx_fds(sw: Any) -> Any:
     return arr
 
 
+# The switch's counters as io.c lays them out (uint64 words; np_cnt_words() in all).
+CNT_PIPE, CNT_NOPORT, CNT_RX = 0, 1, 8
+CNT_TX, CNT_QDROP, CNT_PRIO, CNT_ENQ = CNT_RX + 512, CNT_RX + 1024, CNT_RX + 1536, CNT_RX + 2048
+MAX_NATIVE_QUEUES = 8  # the counters hold 8 priorities a port (simple_switch's most)
+
+
+def counters(sw: Any, prog: Any) -> Any:
+    """The switch's native counters (one array, shared by every port it serves natively)."""
+    cnt = getattr(sw, "_native_cnt", None)
+    if cnt is None:
+        cnt = sw._native_cnt = (ctypes.c_uint64 * prog.native.lib.np_cnt_words())()
+    return cnt
+
+
+def fold(sw: Any) -> bool:
+    """Add what the native code counted since the last fold to ``sw.stats`` and the traffic
+    manager's per-queue counts, and zero it; True when it counted anything."""
+    cnt = getattr(sw, "_native_cnt", None)
+    if cnt is None:
+        return False
+    import numpy as np  # here: a switch without a native program never needs it
+
+    a = np.frombuffer(cnt, dtype=np.uint64)
+    nz = np.flatnonzero(a)
+    if not len(nz):
+        return False
+    stats, ports, nbq = sw.stats, sw.stats.ports, sw.nb_queues
+    for i, v in zip(nz.tolist(), a[nz].tolist(), strict=True):
+        if i >= CNT_ENQ:
+            port, prio = divmod(i - CNT_ENQ, 8)
+            q = sw._tm.get(port) or sw._queue(port)
+            q.enqueued[nbq - 1 - prio] += v
+        elif i >= CNT_PRIO:
+            sw._queue(i - CNT_PRIO)
+            stats.priority_out_of_range += v
+        elif i >= CNT_QDROP:
+            ports[i - CNT_QDROP].queue_drops += v
+        elif i >= CNT_TX:
+            ports[i - CNT_TX].tx += v
+        elif i >= CNT_RX:
+            ports[i - CNT_RX].rx += v
+        elif i == CNT_PIPE:
+            stats.pipeline_drops += v
+        elif i == CNT_NOPORT:
+            stats.no_such_port += v
+    a[nz] = 0
+    return True
+
+
+def native_rx_ok(sw: Any) -> bool:
+    """Whether the switch's ports can be received natively (batched, in C): a native
+    program, no per-frame capture handlers, at most 8 priority queues, no trace (a trace
+    shadows ``_receive``; traced packets run the Python pipeline, on the native state)."""
+    prog = sw.program
+    return (prog is not None and prog.native is not None and not sw.tx_handlers
+            and sw.nb_queues <= MAX_NATIVE_QUEUES and "_receive" not in sw.__dict__)
+
+
+def finish_slow(sw: Any, prog: Any, port: int) -> None:
+    """Finish in Python the packet the native code handed back (its frame in
+    ``nat.slow``, its PHV in the instance), then send what it made."""
+    nat = prog.native
+    slow = nat.slowlen.value
+    if not slow:
+        return
+    nat.slowlen.value = 0
+    info = nat.slowinfo.value
+    rc, out = info & 0xFF, (info >> 8) & 0xFFF
+    frame = nat.slow.raw[:slow]
+    try:
+        F, off = nat.phv()
+        if rc == AFTER_INGRESS:
+            sw._ingress_tail(prog, F, frame, frame[off:], slow, 0)
+        else:
+            sw._egress_tail(prog, out, F, frame[off:], slow, 0, sw._txq, 0)
+    except Exception:
+        sw.fault("processing a packet from port %d", port)
+    if sw._txq:  # out now, before the frames after it (which native code sends at once)
+        sw._send()
+
+
 def rx(sw: Any, prog: Any, port: int, sock: Any) -> None:
     """Receive and run what waits on ``port``'s socket in native batches (recvmmsg; the
-    frames the native code finishes are sent from there); count what each packet did,
-    and finish in Python the packets it hands back, in their order."""
+    frames the native code finishes leave by sendmmsg from there), count what each packet
+    did, and finish in Python the packets it hands back, in their order. (The native
+    loop, nloop.py, does the same for every port at once; this serves a switch whose
+    loop runs in Python.)"""
     nat = prog.native
-    stats, ports, nbq = sw.stats, sw.stats.ports, sw.nb_queues
+    cnt = counters(sw, prog)
     total = 0
     while True:
         now = sw._now_us() if prog.tm_ig_ts is not None else 0
-        n = nat.lib.np_rx(nat.ctx, sock.fileno(), port, now, nbq, _fast_ports(sw), _tx_fds(sw), nat.events, 64,
-                          nat.slow, ctypes.byref(nat.slowlen))
+        n = nat.lib.np_rx(nat.ctx, sock.fileno(), port, now, sw.nb_queues, _fast_ports(sw), _tx_fds(sw), cnt, 64,
+                          nat.slow, ctypes.byref(nat.slowlen), ctypes.byref(nat.slowinfo))
         if n <= 0:
+            fold(sw)
             return
-        ports[port].rx += n
         total += n
-        for ev in nat.events[:n]:
-            rc, out, prio, tx = ev & 0xFF, (ev >> 8) & 0xFFF, (ev >> 20) & 0xFF, ev >> 28
-            if rc in (SENT, EGRESS_DROPPED, AFTER_EGRESS):
-                q = sw._tm.get(out) or sw._queue(out)
-                q.enqueued[nbq - 1 - prio] += 1
-            if rc in (DROPPED, EGRESS_DROPPED):
-                stats.pipeline_drops += 1
-            elif rc == BAD_PRIORITY:
-                sw._queue(out)
-                stats.priority_out_of_range += 1
-            elif tx == 1:
-                ports[out].tx += 1
-            elif tx == 2:
-                ports[out].queue_drops += 1
-            elif tx == 3:
-                stats.no_such_port += 1
         slow = nat.slowlen.value
-        if slow:
-            frame = nat.slow.raw[:slow]
-            try:
-                F, off = nat.phv()
-                if rc == AFTER_INGRESS:
-                    sw._ingress_tail(prog, F, frame, frame[off:], slow, 0)
-                else:
-                    sw._egress_tail(prog, out, F, frame[off:], slow, 0, sw._txq, 0)
-            except Exception:
-                sw.fault("processing a packet from port %d", port)
-            if sw._txq:  # out now, before the frames after it (which native code sends at once)
-                sw._send()
+        fold(sw)
+        finish_slow(sw, prog, port)
         # About 64 frames a call, as the Python path takes (the traffic manager drains
         # between calls), but never frames left in the batch: epoll would not bring us back.
         if not nat.lib.np_rx_pending(nat.ctx) and (total >= 64 or (not slow and n < 64)):

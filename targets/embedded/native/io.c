@@ -1,17 +1,55 @@
 /* gradnet native backend: batched receive and transmit on AF_PACKET sockets (hand-written).
  * np_rx receives up to RXB frames with one recvmmsg, runs each through np_process and
- * sends what it finishes straight to the egress port's socket, without the GIL (ctypes
- * releases it). It stops at the first packet the Python path must finish (its frame in
- * slow, its PHV in the instance) and keeps the rest of the batch for the next call.
- * One event per packet tells Python what to count: rc | port << 8 | prio << 20 | tx << 28
- * (tx: 1 sent, 2 the socket refused it, 3 no socket for the port). Frames still waiting in
- * the batch are taken first, with the port they came from, whichever socket is named;
- * np_rx_pending says how many wait (the caller must come back for them: epoll will not). */
+ * queues what it finishes for its egress port's socket; the queued frames leave with one
+ * sendmmsg per run of frames to the same socket, at the latest when the call returns, so
+ * a frame the Python path finishes afterwards cannot overtake them. It runs without the
+ * GIL (ctypes releases it, or the native loop, loop.c, calls it). It stops at the first
+ * packet the Python path must finish (its frame in slow, its PHV in the instance,
+ * *slowinfo = rc | port << 8 | prio << 20) and keeps the rest of the batch for the next
+ * call. What each packet did is counted in cnt (the switch's counters, CNT_* below; the
+ * Python side folds them into SwitchStats). Frames still waiting in the batch are taken
+ * first, with the port they came from, whichever socket is named; np_rx_pending says how
+ * many wait (the caller must come back for them: epoll will not). */
 #include <sys/socket.h>
 #include <linux/if_packet.h>
 #include <errno.h>
 #define RXB 32
 #define RXSZ (65536 + 8)
+#define TXMAX (65536 + HDRMAX + 64)   /* the largest frame out */
+#define TXARENA (4 * TXMAX)
+/* the counters array (uint64 words), one per switch */
+#define CNT_PIPE 0
+#define CNT_NOPORT 1
+#define CNT_RX 8
+#define CNT_TX (CNT_RX + 512)
+#define CNT_QDROP (CNT_TX + 512)
+#define CNT_PRIO (CNT_QDROP + 512)
+#define CNT_ENQ (CNT_PRIO + 512)      /* [port * 8 + prio] */
+#define CNT_WORDS (CNT_ENQ + 512 * 8)
+
+uint32_t np_cnt_words(void) { return CNT_WORDS; }
+
+static void tx_flush(ctx_t *c, uint64_t *cnt) {
+  struct mmsghdr m[RXB];
+  struct iovec iov[RXB];
+  uint32_t n = c->txn, i = 0;
+  memset(m, 0, sizeof(m[0]) * n);
+  for (uint32_t k = 0; k < n; k++) {
+    iov[k].iov_base = c->txbuf + c->txoff[k]; iov[k].iov_len = c->txlen[k];
+    m[k].msg_hdr.msg_iov = &iov[k]; m[k].msg_hdr.msg_iovlen = 1;
+  }
+  while (i < n) {
+    uint32_t j = i;
+    while (j < n && c->txfd[j] == c->txfd[i]) j++;  /* a run to one socket */
+    while (i < j) {
+      int r = sendmmsg(c->txfd[i], m + i, j - i, MSG_DONTWAIT);
+      if (r <= 0) { cnt[CNT_QDROP + c->txport[i]]++; i++; continue; }  /* as a refused send() */
+      for (int k = 0; k < r; k++) cnt[CNT_TX + c->txport[i + k]]++;
+      i += (uint32_t)r;
+    }
+  }
+  c->txn = 0; c->txused = 0;
+}
 
 static int rx_fill(ctx_t *c, int fd) {
   struct mmsghdr m[RXB];
@@ -56,32 +94,46 @@ uint32_t np_rx_pending(void *p) {
 }
 
 int np_rx(void *p, int fd, uint32_t port, uint64_t now_us, uint32_t nbq, const uint8_t *fast,
-          const int32_t *txfd, uint32_t *ev, uint32_t maxev, uint8_t *slow, uint32_t *slowlen) {
+          const int32_t *txfd, uint64_t *cnt, uint32_t maxpk, uint8_t *slow, uint32_t *slowlen,
+          uint32_t *slowinfo) {
   ctx_t *c = p;
   uint32_t k = 0, olen = 0, oport = 0, oprio = 0;
-  if (!c->txbuf && !(c->txbuf = malloc(65536 + HDRMAX + 64))) return -1;
-  uint8_t *out = c->txbuf;
+  if (!c->txbuf && !(c->txbuf = malloc(TXARENA))) return -1;
   *slowlen = 0;
-  while (k < maxev) {
+  while (k < maxpk) {
     if (c->rxi >= c->rxn) {
       if (rx_fill(c, fd) <= 0) break;
       c->rxport = port;
     }
     uint8_t *f = c->rxbuf + (size_t)c->rxi * RXSZ + 4;
     uint32_t len = c->rxlen[c->rxi++];
+    uint32_t inport = c->rxport < 512 ? c->rxport : 0;
     oport = oprio = 0;
-    int rc = np_process(c, f, len, c->rxport, now_us, nbq, fast, out, 65536 + HDRMAX + 64, &olen, &oport, &oprio);
-    uint32_t tx = 0;
-    if (rc == 0) {
-      int s = oport < 512 ? txfd[oport] : -1;
-      tx = s < 0 ? 3 : (send(s, out, olen, MSG_DONTWAIT) >= 0 ? 1 : 2);
-    }
-    ev[k++] = (uint32_t)rc | (oport & 0xFFF) << 8 | (oprio & 0xFF) << 20 | tx << 28;
-    if (rc == 2 || rc == 3) {  /* the Python path finishes this one */
+    if (TXARENA - c->txused < TXMAX || c->txn == RXB) tx_flush(c, cnt);
+    uint8_t *out = c->txbuf + c->txused;
+    int rc = np_process(c, f, len, c->rxport, now_us, nbq, fast, out, TXMAX, &olen, &oport, &oprio);
+    k++;
+    cnt[CNT_RX + inport]++;
+    oport &= 511;
+    if (rc == 0 || rc == 3 || rc == 5) cnt[CNT_ENQ + oport * 8 + (oprio & 7)]++;
+    if (rc == 1 || rc == 5) cnt[CNT_PIPE]++;
+    else if (rc == 4) cnt[CNT_PRIO + oport]++;
+    else if (rc == 0) {
+      int s = txfd[oport];
+      if (s < 0) cnt[CNT_NOPORT]++;
+      else {
+        c->txoff[c->txn] = c->txused; c->txlen[c->txn] = olen; c->txfd[c->txn] = s;
+        c->txport[c->txn++] = (uint16_t)oport;
+        c->txused += (olen + 63) & ~63u;
+      }
+    } else if (rc == 2 || rc == 3) {  /* the Python path finishes this one, after what went before */
+      if (c->txn) tx_flush(c, cnt);
       memcpy(slow, f, len);
       *slowlen = len;
-      break;
+      *slowinfo = (uint32_t)rc | oport << 8 | (oprio & 0xFF) << 20;
+      return (int)k;
     }
   }
+  if (c->txn) tx_flush(c, cnt);
   return (int)k;
 }

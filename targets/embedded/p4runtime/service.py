@@ -3,6 +3,7 @@ its own module, plus the Write and Read dispatch."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Iterator
@@ -46,7 +47,9 @@ class P4RuntimeService(ArbitrationMixin, PipelineConfigMixin, TablesMixin, Profi
         self.switch = switch
         self.pipeline: Pipeline | None = None
         self._saved: Pipeline | None = None
-        self._lock = threading.RLock()  # pipeline changes, writes and reads
+        # pipeline changes, writes and reads; the switch's, so that the data plane can move a
+        # program's state into native memory between two writes
+        self._lock = getattr(switch, "ctrl_lock", None) or threading.RLock()
         self._conn_lock = threading.RLock()
         self._conns: list[Connection] = []
         self._digests: dict[int, DigestState] = {}
@@ -72,7 +75,10 @@ class P4RuntimeService(ArbitrationMixin, PipelineConfigMixin, TablesMixin, Profi
         except P4RuntimeError as e:
             abort(context, e)
         errors: list[P4RuntimeError | None] = []
-        with self._lock:
+        native = getattr(pl.program, "native", None)
+        # a native program copies each table it changed once, at the end of the Write
+        # (not once per update: 4096 ring entries were 4096 whole-table copies)
+        with self._lock, (native.deferred_sync() if native is not None else contextlib.nullcontext()):
             for update in request.updates:
                 try:
                     self._write_update(pl, update)

@@ -1,0 +1,90 @@
+/* gradnet native backend: the data-plane loop in C (hand-written; nothing in this file
+ * comes from a BMv2 JSON). One call waits on an epoll set holding every port socket that
+ * a native program serves (of one switch or of a group of switches, each program in its
+ * own shared object, reached through its np_rx) and the Python loop's own epoll, and
+ * runs receive batch -> pipelines -> send batch for every ready port, without the GIL,
+ * until one of:
+ *   GL_IDLE (0)  nothing more to read for LINGER_MS after some work, or the timeout
+ *                passed idle;
+ *   GL_BUDGET    budget_us of work passed (the Python side beats the heartbeat, folds
+ *                the counters and runs its timers, then calls again);
+ *   GL_SLOW      a packet that the Python path must finish (*which: its source);
+ *   GL_PYTHON    the Python epoll is readable (a wake-up, a packet-out, a port that the
+ *                Python backend serves).
+ * Control-plane calls (np_tbl_load, np_reg_*) take the program instance's mutex, which a
+ * packet holds from parse to deparse, so they are atomic with respect to packets. */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <errno.h>
+
+typedef int (*rx_fn)(void *, int, uint32_t, uint64_t, uint32_t, const uint8_t *, const int32_t *, uint64_t *,
+                     uint32_t, uint8_t *, uint32_t *, uint32_t *);
+typedef uint32_t (*pending_fn)(void *);
+
+typedef struct {           /* one port socket served natively (laid out as binding.Source) */
+  rx_fn rx;
+  pending_fn pending;
+  void *ctx;               /* the program instance */
+  const uint8_t *fast;     /* per egress port: 1 = unshaped, straight to egress */
+  const int32_t *txfd;     /* per egress port: socket, -1 none */
+  uint64_t *cnt;           /* the switch's counters (io.c CNT_*) */
+  uint8_t *slow;           /* the frame handed to the Python path */
+  uint32_t *slowlen, *slowinfo;
+  int64_t t0_ns;           /* the switch's clock origin (CLOCK_MONOTONIC) */
+  int32_t fd;
+  uint32_t port, nbq, ts;  /* ts: the program reads the ingress timestamp */
+} src_t;
+
+enum { GL_IDLE, GL_BUDGET, GL_SLOW, GL_PYTHON };
+#define PER_PORT 64   /* frames from one port before the next port's turn */
+#define LINGER_MS 1   /* idle time after work before returning GL_IDLE */
+
+static int64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Up to PER_PORT frames of source s (np_rx loops over recvmmsg until the socket is
+ * empty or the count is reached); 1 when a packet waits for the Python path. */
+static int serve(src_t *s, uint32_t *work) {
+  uint64_t now = s->ts ? (uint64_t)((now_ns() - s->t0_ns) / 1000) : 0;
+  int k = s->rx(s->ctx, s->fd, s->port, now, s->nbq, s->fast, s->txfd, s->cnt, PER_PORT, s->slow, s->slowlen,
+                s->slowinfo);
+  if (k > 0) *work += (uint32_t)k;
+  return *s->slowlen != 0;
+}
+
+int gl_run(int epfd, int pyfd, src_t *src, int n, int timeout_ms, int64_t budget_us, int *which) {
+  struct epoll_event ev[64];
+  int64_t end = -1;
+  uint32_t work = 0;
+  for (;;) {
+    /* batches left in an instance first: epoll will not report their sockets */
+    for (int i = 0; i < n; i++)
+      if (src[i].pending(src[i].ctx) && serve(&src[i], &work)) { *which = i; return GL_SLOW; }
+    /* after some work, linger a little for more before handing back to Python (each
+     * return costs the Python loop tens of microseconds: under load it would be paid
+     * every few frames) */
+    int m = epoll_wait(epfd, ev, 64, work ? (timeout_ms < LINGER_MS ? timeout_ms : LINGER_MS) : timeout_ms);
+    if (m < 0) return errno == EINTR ? GL_IDLE : -1;
+    if (m == 0) return GL_IDLE;
+    if (end < 0) end = now_ns() + budget_us * 1000;  /* from the first event, not the wait */
+    int py = 0;
+    uint32_t before = work;
+    for (int e = 0; e < m; e++) {
+      int fd = ev[e].data.fd;
+      if (fd == pyfd) { py = 1; continue; }
+      for (int i = 0; i < n; i++) {
+        if (src[i].fd != fd) continue;
+        if (serve(&src[i], &work)) { *which = i; return GL_SLOW; }
+        break;
+      }
+    }
+    if (py) return GL_PYTHON;
+    if (work == before) return GL_IDLE;  /* readable but nothing read (a socket error): let Python look */
+    if (now_ns() >= end) return GL_BUDGET;
+  }
+}
