@@ -5,8 +5,8 @@
  *
  * ingress: InaAdmission (drops INA packets from hosts outside their job,
  *          docs/trust.md), Aggregator (may consume, redirect or multicast
- *          the packet), then the usual forwarding for whatever neither
- *          consumed
+ *          the packet), then, for whatever neither consumed, the source
+ *          binding of host ports (source_guard.p4) and the usual forwarding
  * egress:  RESULT replicas rewritten per worker, emulated link loss,
  *          per-port source MAC, packet-in header
  */
@@ -19,6 +19,7 @@
 #include "parsers.p4"
 #include "ina_admission.p4"
 #include "ina_aggregator.p4"
+#include "source_guard.p4"
 #include "forwarding.p4"
 #include "priority.p4"
 #include "ina_result_fanout.p4"
@@ -31,6 +32,7 @@ control MyIngress(inout headers_t hdr,
                   inout standard_metadata_t standard_metadata) {
     InaAdmission() admission;
     Aggregator() aggregator;
+    SourceGuard() source_guard;
     Forwarding() forwarding;
     PriorityClassifier() priority_classifier;
 
@@ -40,6 +42,8 @@ control MyIngress(inout headers_t hdr,
             aggregator.apply(hdr, meta, standard_metadata);
         }
         if (meta.ina.handled == 0) {
+            /* after admission, so that INA packets keep their own drop reasons */
+            source_guard.apply(hdr, meta, standard_metadata);
             forwarding.apply(hdr, meta, standard_metadata);
         }
         priority_classifier.apply(hdr, meta, standard_metadata);

@@ -91,6 +91,8 @@ control Forwarding(inout headers_t hdr,
             /* From the controller: send where it says, unrouted. */
             standard_metadata.egress_spec = hdr.packet_out.egress_port;
             hdr.packet_out.setInvalid();
+        } else if (meta.drop_reason != 0) {
+            /* decided before forwarding (source_guard.p4): counted below, not routed */
         } else if (standard_metadata.parser_error != error.NoError) {
             meta.drop_reason = DROP_REASON_PARSER_ERROR;
         } else if (standard_metadata.checksum_error == 1) {
