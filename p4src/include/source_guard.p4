@@ -5,8 +5,8 @@
  * host-facing port to the MAC and IPv4 address of the host interface behind it
  * (source_bindings -> host_port(mac, ip)), marks the switch-facing ports exempt
  * (fabric_port: what arrives there was checked where it entered) and turns the default
- * for any other port to unknown_port. A frame from a host port whose source MAC, or,
- * for IPv4, whose source address, is not the port's is a SRC_SPOOF drop, counted in
+ * for any other port to unknown_port. An IPv4 frame from a host port whose source MAC
+ * or source address is not the port's is a SRC_SPOOF drop, counted in
  * forwarding.p4's ingress_drops with the other drops (Forwarding skips the route
  * lookup for it). So a host, member of a job or not, cannot send under another host's
  * addresses, whatever it carries (differentiated blocks, the baselines' TCP, BCube
@@ -52,12 +52,13 @@ control SourceGuard(inout headers_t hdr,
     }
 
     apply {
-        if (!hdr.packet_out.isValid() && meta.drop_reason == 0) {
+        /* IPv4 only: forwarding drops everything else anyway (not_ipv4), and frames
+         * a switch-side interface emits itself (IPv6 neighbour discovery on BMv2's
+         * veths) keep that reason. */
+        if (!hdr.packet_out.isValid() && meta.drop_reason == 0 && hdr.ipv4.isValid()) {
             source_bindings.apply();
             if (bound) {
-                if (hdr.ethernet.src_addr != bound_mac) {
-                    meta.drop_reason = DROP_REASON_SRC_SPOOF;
-                } else if (hdr.ipv4.isValid() && hdr.ipv4.src_addr != bound_ip) {
+                if (hdr.ethernet.src_addr != bound_mac || hdr.ipv4.src_addr != bound_ip) {
                     meta.drop_reason = DROP_REASON_SRC_SPOOF;
                 }
             }
