@@ -15,10 +15,11 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterable
+from pathlib import Path
 
 
 def _send(args: argparse.Namespace) -> dict[str, int]:
-    frames = [bytes.fromhex(h) for h in json.loads(open(args.frames, encoding="utf-8").read())]
+    frames = [bytes.fromhex(h) for h in json.loads(Path(args.frames).read_text(encoding="utf-8"))]
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
     s.bind((args.iface, 0))
     sent, gap = 0, 1.0 / args.pps

@@ -28,7 +28,13 @@ from controller.routing import port_mac
 from experiments.differentiated import PS_HOST, SWITCH, QosSetup, configure, run_transport
 from hosts.differentiated.blocks import BlockLayout
 from tests.netenv import net_skip_reason
-from tests.test_differentiated_network import BLOCK, LEVELS, _check_reconstruction, _gradient, _levels
+from tests.test_differentiated_network import (
+    BLOCK,
+    LEVELS,
+    _check_reconstruction,
+    _gradient,
+    _levels,
+)
 from topologies import star
 from wire.differentiated import DIFF_UDP_PORT, NB_QUEUES, encode_diff_block, level_dscp
 
