@@ -227,13 +227,17 @@ def test_an_outsiders_grad_flood_holds_no_aggregator(net) -> None:  # noqa: ANN0
 
 
 def _trust_port(network: Any, topo: Any, dep: InaDeployment) -> None:
-    """Break admission on purpose: s1 takes h6's port for a switch-facing one."""
-    from controller.deploy import Deployment
+    """Break the network's checks on purpose: s1 takes h6's port for a switch-facing one,
+    for INA admission and for the source binding (source_guard.p4), which would
+    otherwise drop h6's spoofed datagrams on their way to the agents."""
+    from controller.deploy import Deployment, SourceGuard
 
     async def run() -> None:
         async with Deployment(topo, network.grpc_addresses(), dep.programs, set_pipeline=False) as d:
             adm = d.block("s1", InaAdmission)
-            await d.session("s1").write(adm.fabric_port_entries([topo.port("s1", OUTSIDER)]))
+            port = topo.port("s1", OUTSIDER)
+            guard = d.block("s1", SourceGuard)
+            await d.session("s1").write([*adm.fabric_port_entries([port]), ~guard.fabric(port)])
 
     asyncio.run(run())
 

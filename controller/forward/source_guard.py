@@ -30,10 +30,14 @@ class SourceGuard(ControlBlock):
         return +self.entry("source_bindings", {"standard_metadata.ingress_port": port},
                            "host_port", mac=mac, ip=ip)
 
+    def fabric(self, port: int) -> Any:
+        """The entry ``port -> fabric_port`` (a switch-facing port, not checked), to
+        INSERT (``+``) or MODIFY (``~``)."""
+        return self.entry("source_bindings", {"standard_metadata.ingress_port": port}, "fabric_port")
+
     def fabric_entry(self, port: int) -> Any:
-        """INSERT ``port -> fabric_port``: a switch-facing port, not checked."""
-        return +self.entry("source_bindings", {"standard_metadata.ingress_port": port},
-                           "fabric_port")
+        """INSERT ``port -> fabric_port``."""
+        return +self.fabric(port)
 
     def guard_entry(self, on: bool = True) -> Any:
         """MODIFY of the default: ``unknown_port`` (guarded) or ``fabric_port`` (open)."""
