@@ -91,8 +91,6 @@ control Forwarding(inout headers_t hdr,
             /* From the controller: send where it says, unrouted. */
             standard_metadata.egress_spec = hdr.packet_out.egress_port;
             hdr.packet_out.setInvalid();
-        } else if (meta.drop_reason != 0) {
-            /* decided before forwarding (source_guard.p4): counted below, not routed */
         } else if (standard_metadata.parser_error != error.NoError) {
             meta.drop_reason = DROP_REASON_PARSER_ERROR;
         } else if (standard_metadata.checksum_error == 1) {
@@ -109,6 +107,10 @@ control Forwarding(inout headers_t hdr,
             meta.drop_reason = DROP_REASON_IP_OPTIONS;
         } else if (hdr.ipv4.flags & 1 != 0 || hdr.ipv4.frag_offset != 0) {
             meta.drop_reason = DROP_REASON_IP_FRAGMENT;
+        } else if (meta.src_spoof == 1) {
+            /* source_guard.p4, before forwarding: after the checks above, so that
+             * a malformed frame keeps its reason whoever it claims to be from */
+            meta.drop_reason = DROP_REASON_SRC_SPOOF;
         } else if (hdr.ipv4.ttl <= 1) {
             /* TTL would reach 0 here. */
             meta.drop_reason = DROP_REASON_TTL_EXPIRED;

@@ -6,9 +6,10 @@
  * (source_bindings -> host_port(mac, ip)), marks the switch-facing ports exempt
  * (fabric_port: what arrives there was checked where it entered) and turns the default
  * for any other port to unknown_port. An IPv4 frame from a host port whose source MAC
- * or source address is not the port's is a SRC_SPOOF drop, counted in
- * forwarding.p4's ingress_drops with the other drops (Forwarding skips the route
- * lookup for it). So a host, member of a job or not, cannot send under another host's
+ * or source address is not the port's is marked (meta.src_spoof); forwarding.p4
+ * drops it as SRC_SPOOF and counts it in ingress_drops with the other drops, after
+ * its structural checks (a malformed frame keeps its reason: parser_error,
+ * ip_options...) and before the route lookup. So a host, member of a job or not, cannot send under another host's
  * addresses, whatever it carries (differentiated blocks, the baselines' TCP, BCube
  * exchanges).
  *
@@ -41,7 +42,7 @@ control SourceGuard(inout headers_t hdr,
 
     /* A port the controller bound to nothing while guarding: nothing is accepted. */
     action unknown_port() {
-        meta.drop_reason = DROP_REASON_SRC_SPOOF;
+        meta.src_spoof = 1;
     }
 
     table source_bindings {
@@ -55,11 +56,11 @@ control SourceGuard(inout headers_t hdr,
         /* IPv4 only: forwarding drops everything else anyway (not_ipv4), and frames
          * a switch-side interface emits itself (IPv6 neighbour discovery on BMv2's
          * veths) keep that reason. */
-        if (!hdr.packet_out.isValid() && meta.drop_reason == 0 && hdr.ipv4.isValid()) {
+        if (!hdr.packet_out.isValid() && hdr.ipv4.isValid()) {
             source_bindings.apply();
             if (bound) {
                 if (hdr.ethernet.src_addr != bound_mac || hdr.ipv4.src_addr != bound_ip) {
-                    meta.drop_reason = DROP_REASON_SRC_SPOOF;
+                    meta.src_spoof = 1;
                 }
             }
         }
