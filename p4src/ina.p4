@@ -3,10 +3,11 @@
  * The program of the switches the placement chose, and of s_d (the PS's ToR
  * switch): forward.p4's forwarding plus register aggregators.
  *
- * ingress: InaAdmission (drops INA packets from hosts outside their job,
- *          docs/trust.md), Aggregator (may consume, redirect or multicast
- *          the packet), then, for whatever neither consumed, the source
- *          binding of host ports (source_guard.p4) and the usual forwarding
+ * ingress: SourceGuard (source binding of host ports, for packets that are
+ *          not INA), InaAdmission (drops INA packets from hosts outside their
+ *          job, docs/trust.md), Aggregator (may consume, redirect or multicast
+ *          the packet), then the usual forwarding for whatever neither
+ *          consumed
  * egress:  RESULT replicas rewritten per worker, emulated link loss,
  *          per-port source MAC, packet-in header
  */
@@ -37,13 +38,18 @@ control MyIngress(inout headers_t hdr,
     PriorityClassifier() priority_classifier;
 
     apply {
+        /* Source binding for everything but INA packets, which admission binds to
+         * their port and address itself (an aggregate the aggregator rewrites
+         * carries the switch's address, and is INA). It only marks the packet;
+         * forwarding drops and counts it. */
+        if (!hdr.ina.isValid()) {
+            source_guard.apply(hdr, meta, standard_metadata);
+        }
         admission.apply(hdr, meta, standard_metadata);
         if (meta.ina.handled == 0) {
             aggregator.apply(hdr, meta, standard_metadata);
         }
         if (meta.ina.handled == 0) {
-            /* after admission, so that INA packets keep their own drop reasons */
-            source_guard.apply(hdr, meta, standard_metadata);
             forwarding.apply(hdr, meta, standard_metadata);
         }
         priority_classifier.apply(hdr, meta, standard_metadata);

@@ -38,7 +38,7 @@ from controller.ina.admission import InaAdmission
 from controller.routing import port_mac
 from tests.ina_forge import ENCODINGS
 from tests.ina_probe import NUM_AGGREGATORS
-from tests.netenv import net_skip_reason
+from tests.netenv import started_network
 from wire.ina import INA_VALUES, MsgType
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,21 +55,10 @@ NOT_PARSED = {"vlan0": "not_ipv4", "vlan5": "not_ipv4", "qinq": "not_ipv4", "ipv
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any, Path]]:
-    reason = net_skip_reason("ina")
-    if reason:
-        pytest.skip(reason)
-    from experiments.ina import switch_neighbors
     from topologies import star
-    from topologies.network import Network
-
-    topo = star(6, bw=100)
-    network = Network(topo, run_dir=str(tmp_path_factory.mktemp("ina_outsiders_net")))
-    network.start()
-    try:
-        switch_neighbors(network, topo, topo.switches())
-        yield network, topo, tmp_path_factory.mktemp("ina_outsiders_runs")
-    finally:
-        network.stop()
+    with started_network(tmp_path_factory, "ina_outsiders",
+                         star(6, bw=100), "ina", neighbors=True) as n:
+        yield n
 
 
 def _deploy(network: Any, topo: Any) -> tuple[InaDeployment, InaJob]:
@@ -227,17 +216,13 @@ def test_an_outsiders_grad_flood_holds_no_aggregator(net) -> None:  # noqa: ANN0
 
 
 def _trust_port(network: Any, topo: Any, dep: InaDeployment) -> None:
-    """Break the network's checks on purpose: s1 takes h6's port for a switch-facing one,
-    for INA admission and for the source binding (source_guard.p4), which would
-    otherwise drop h6's spoofed datagrams on their way to the agents."""
-    from controller.deploy import Deployment, SourceGuard
+    """Break admission on purpose: s1 takes h6's port for a switch-facing one."""
+    from controller.deploy import Deployment
 
     async def run() -> None:
         async with Deployment(topo, network.grpc_addresses(), dep.programs, set_pipeline=False) as d:
             adm = d.block("s1", InaAdmission)
-            port = topo.port("s1", OUTSIDER)
-            guard = d.block("s1", SourceGuard)
-            await d.session("s1").write([*adm.fabric_port_entries([port]), ~guard.fabric(port)])
+            await d.session("s1").write(adm.fabric_port_entries([topo.port("s1", OUTSIDER)]))
 
     asyncio.run(run())
 
