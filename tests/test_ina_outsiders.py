@@ -38,7 +38,7 @@ from controller.ina.admission import InaAdmission
 from controller.routing import port_mac
 from tests.ina_forge import ENCODINGS
 from tests.ina_probe import NUM_AGGREGATORS
-from tests.netenv import started_network
+from tests.netenv import net_skip_reason
 from wire.ina import INA_VALUES, MsgType
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,10 +55,21 @@ NOT_PARSED = {"vlan0": "not_ipv4", "vlan5": "not_ipv4", "qinq": "not_ipv4", "ipv
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any, Path]]:
+    reason = net_skip_reason("ina")
+    if reason:
+        pytest.skip(reason)
+    from experiments.ina import switch_neighbors
     from topologies import star
-    with started_network(tmp_path_factory, "ina_outsiders",
-                         star(6, bw=100), "ina", neighbors=True) as n:
-        yield n
+    from topologies.network import Network
+
+    topo = star(6, bw=100)
+    network = Network(topo, run_dir=str(tmp_path_factory.mktemp("ina_outsiders_net")))
+    network.start()
+    try:
+        switch_neighbors(network, topo, topo.switches())
+        yield network, topo, tmp_path_factory.mktemp("ina_outsiders_runs")
+    finally:
+        network.stop()
 
 
 def _deploy(network: Any, topo: Any) -> tuple[InaDeployment, InaJob]:
