@@ -35,6 +35,7 @@ from controller.forward import (
     LinkEmulation,
     PortMacs,
     PriorityClassifier,
+    SourceGuard,
     loss_threshold,
 )
 from controller.p4runtime import (
@@ -61,6 +62,7 @@ __all__ = [
     "LinkEmulation",
     "PortMacs",
     "PriorityClassifier",
+    "SourceGuard",
     "addresses_from_run_dir",
     "deploy",
     "load_addresses",
@@ -252,11 +254,16 @@ class Deployment:
         loss: LossSpec | None = None,
         priorities: Mapping[int, int] | None = None,
         multicast: Mapping[str, Mapping[int, Iterable[int]]] | None = None,
+        bind_sources: bool = True,
     ) -> DeployReport:
         """Install routes + ECMP groups (default: :func:`compute_routes`), port MACs,
         loss rates ``{(switch, port): p}``, DSCP priorities ``{dscp: prio}`` (every switch)
         and multicast groups ``{switch: {group_id: ports}}``, each switch in as few
-        WriteRequests as possible, all switches in parallel."""
+        WriteRequests as possible, all switches in parallel.
+
+        With ``bind_sources`` (the default), every switch that gets routes and whose
+        program has the ``SourceGuard`` block binds its host ports to their hosts'
+        addresses (``source_guard.p4``; docs/trust.md); ``False`` leaves it open."""
         if not self.sessions:
             raise DeployError("Deployment is not open (use 'async with Deployment(...)')")
         try:
@@ -277,6 +284,8 @@ class Deployment:
             if s in routes:
                 updates += self.block(s, Forwarding).route_entries(routes[s])
                 updates += self.block(s, PortMacs).mac_entries(routes[s].port_macs)
+                if bind_sources and _has_block(self.programs[s], SourceGuard):
+                    updates += self.block(s, SourceGuard).plan(self.topology, s)
             le = self.block(s, LinkEmulation)
             updates += [+le.loss_entry(port, p) for (sw, port), p in loss.items() if sw == s]
             if priorities:
@@ -337,6 +346,11 @@ class Deployment:
         return dict(zip(names, results, strict=True))
 
 
+def _has_block(program: Program, cls: type[Any]) -> bool:
+    """True when ``program`` has every table of ``cls`` at its default path."""
+    return not program.missing("tables", (f"{cls.CONTROL}.{t}" for t in cls.TABLES))
+
+
 async def _delete_multicast_groups(specs: Mapping[str, tuple[str, int, Program]],
                                    timeout: float) -> None:
     """Delete every multicast group of switches that already run a pipeline.
@@ -387,12 +401,15 @@ def deploy(
     loss: LossSpec | None = None,
     priorities: Mapping[int, int] | None = None,
     timeout: float = 30.0,
+    bind_sources: bool = True,
 ) -> DeployReport:
-    """Load the program on every switch and install everything (synchronous)."""
+    """Load the program on every switch and install everything (synchronous;
+    ``bind_sources``: :meth:`Deployment.install`)."""
 
     async def run() -> DeployReport:
         async with Deployment(topology, addresses, program, timeout=timeout) as dep:
-            return await dep.install(routes, loss=loss, priorities=priorities)
+            return await dep.install(routes, loss=loss, priorities=priorities,
+                                     bind_sources=bind_sources)
 
     return asyncio.run(run())
 

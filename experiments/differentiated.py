@@ -150,16 +150,18 @@ class TransportRun:
 
 
 def configure(net: Any, topo: Topology, setup: QosSetup,
-              loss: Mapping[tuple[str, int], float] | None = None) -> EgressQueues:
+              loss: Mapping[tuple[str, int], float] | None = None,
+              bind_sources: bool = True) -> EgressQueues:
     """Deploy forward.p4 with the DSCP map (and ``loss``: ``{(switch, port): rate}``) and
     set the bottleneck port's queues: a rate shared in strict priority, or (on BMv2,
-    always) a static partition of it, recorded in ``setup.rates``."""
+    always) a static partition of it, recorded in ``setup.rates``. ``bind_sources``:
+    host ports bound to their hosts' addresses (docs/trust.md; ``False``: open)."""
     from controller.deploy import deploy
 
     rules = dscp_priority_map(setup.levels, NB_QUEUES)
     if not setup.priorities:
         rules = dict.fromkeys(rules, 0)
-    deploy(topo, net.grpc_addresses(), priorities=rules, loss=loss or None)
+    deploy(topo, net.grpc_addresses(), priorities=rules, loss=loss or None, bind_sources=bind_sources)
     eq = EgressQueues.of(net.run_dir, SWITCH, NB_QUEUES)
     configure_queues(eq, topo.port(SWITCH, PS_HOST), setup, rules)
     prepare_hosts(net, topo.hosts())  # a reliable channel idle between iterations keeps its window

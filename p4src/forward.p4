@@ -1,7 +1,8 @@
 /* gradnet: plain IPv4 forwarding, the data plane of the baselines
  * (parameter server, ring all-reduce, BCube over ordinary switches).
  *
- * ingress: controller packet-out, drop checks, LPM route / ECMP,
+ * ingress: source binding of host ports (source_guard.p4),
+ *          controller packet-out, drop checks, LPM route / ECMP,
  *          TTL decrement, DSCP -> queue priority
  * egress:  multicast leaves to unicast, emulated link loss, per-port
  *          source MAC, packet-in header
@@ -12,6 +13,7 @@
 #include "config.p4"
 #include "headers.p4"
 #include "parsers.p4"
+#include "source_guard.p4"
 #include "forwarding.p4"
 #include "priority.p4"
 #include "ina_result_fanout.p4"
@@ -22,10 +24,12 @@
 control MyIngress(inout headers_t hdr,
                   inout metadata_t meta,
                   inout standard_metadata_t standard_metadata) {
+    SourceGuard() source_guard;
     Forwarding() forwarding;
     PriorityClassifier() priority_classifier;
 
     apply {
+        source_guard.apply(hdr, meta, standard_metadata);
         forwarding.apply(hdr, meta, standard_metadata);
         priority_classifier.apply(hdr, meta, standard_metadata);
     }

@@ -3,8 +3,9 @@
  * The program of the switches the placement chose, and of s_d (the PS's ToR
  * switch): forward.p4's forwarding plus register aggregators.
  *
- * ingress: InaAdmission (drops INA packets from hosts outside their job,
- *          docs/trust.md), Aggregator (may consume, redirect or multicast
+ * ingress: SourceGuard (source binding of host ports, for packets that are
+ *          not INA), InaAdmission (drops INA packets from hosts outside their
+ *          job, docs/trust.md), Aggregator (may consume, redirect or multicast
  *          the packet), then the usual forwarding for whatever neither
  *          consumed
  * egress:  RESULT replicas rewritten per worker, emulated link loss,
@@ -19,6 +20,7 @@
 #include "parsers.p4"
 #include "ina_admission.p4"
 #include "ina_aggregator.p4"
+#include "source_guard.p4"
 #include "forwarding.p4"
 #include "priority.p4"
 #include "ina_result_fanout.p4"
@@ -31,10 +33,18 @@ control MyIngress(inout headers_t hdr,
                   inout standard_metadata_t standard_metadata) {
     InaAdmission() admission;
     Aggregator() aggregator;
+    SourceGuard() source_guard;
     Forwarding() forwarding;
     PriorityClassifier() priority_classifier;
 
     apply {
+        /* Source binding for everything but INA packets, which admission binds to
+         * their port and address itself (an aggregate the aggregator rewrites
+         * carries the switch's address, and is INA). It only marks the packet;
+         * forwarding drops and counts it. */
+        if (!hdr.ina.isValid()) {
+            source_guard.apply(hdr, meta, standard_metadata);
+        }
         admission.apply(hdr, meta, standard_metadata);
         if (meta.ina.handled == 0) {
             aggregator.apply(hdr, meta, standard_metadata);

@@ -100,6 +100,13 @@ control MyIngress(inout ndn_headers_t hdr,
                 } else if (meta.in_port != meta.next_hop) {
                     meta.drop_reason = NDN_DROP_NOT_UPSTREAM;
                 }
+            } else if (meta.next_hop != 0 && meta.in_port != meta.next_hop
+                       && meta.via_controller == 0) {
+                /* Any other Data only from the face its Interest went out of: the
+                 * switch forwards an Interest only to the FIB's face for its name, so
+                 * a Data from another port answers no Interest of this switch, whatever
+                 * PIT entry is live (a host that guessed or saw the name). */
+                meta.drop_reason = NDN_DROP_DATA_NOT_UPSTREAM;
             }
             nonce.apply(hdr, meta, standard_metadata);
             sub_admission.apply(hdr, meta, standard_metadata);

@@ -335,9 +335,11 @@ def fat_tree_net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[obj
     network = start_network(topo, tmp_path_factory.mktemp("fat_tree"))
     try:
         report = deploy(topo, network.grpc_addresses())
-        assert report.total == sum(  # + 1: each switch's ECMP salt
+        assert report.total == sum(  # + 1: each switch's ECMP salt; a source binding per
+            # port (source_guard.p4) + 1: its default
             1 + len(sr.routes) + sum(g.size for g in sr.groups) + len(sr.port_macs)
-            for sr in compute_routes(topo).values()
+            + len(topo.ports(s)) + 1
+            for s, sr in compute_routes(topo).items()
         )
         print(f"fat-tree k=4: started and deployed in {time.monotonic() - t0:.1f} s ({report})")
         yield network, topo

@@ -243,6 +243,23 @@ def test_a_hash_collision_never_delivers_data_under_another_name(sw: Switch) -> 
     assert drops == {"unsolicited_data": 1}
 
 
+def test_data_only_from_the_face_its_interest_went_out_of(sw: Switch) -> None:
+    """A GPU's Interest goes out of the FIB's face (port 1); a Data of its exact name from
+    any other port (a bystander that guessed or saw the name, a subscriber) is a counted
+    ``data_not_upstream`` drop and leaves the PIT entry live; the producer's answer from
+    port 1 is delivered."""
+    route(sw, "/h1", 1)
+    name = "/h1/train/v=1/seg=3"
+    i = interest_packet(name)
+    assert sw.process(2, frame(i)) == [(1, frame(i))]
+    forged, real = data_packet(name, b"forged"), data_packet(name, b"real")
+    for port in (3, 4, 2):
+        assert sw.process(port, frame(forged)) == []
+    assert sw.process(1, frame(real)) == [(2, frame(real))]
+    drops, _ = counters(sw)
+    assert drops == {"data_not_upstream": 3}
+
+
 def test_subscriptions_are_soft_state(sw: Switch) -> None:
     """Refreshed by the GPU's insert Interests, expired when not refreshed, removed by
     an unsubscribe Interest (sent on toward the PS only when no port is left), and

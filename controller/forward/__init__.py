@@ -9,6 +9,8 @@ Forwarding           ``MyIngress.forwarding``           ``ipv4_routes``, ``ecmp_
 PriorityClassifier   ``MyIngress.priority_classifier``  ``dscp_priority``
 LinkEmulation        ``MyEgress.link_emulation``        ``link_loss``; ``link_emulation_drops``
 PortMacs             ``MyEgress.mac_rewrite``           ``port_macs``
+SourceGuard          ``MyIngress.source_guard``         ``source_bindings`` (drops counted
+                                                        in ``ingress_drops``)
 ==================== ================================== ====================================
 
 Programs of later techniques include the same controls, so their deployments reuse these
@@ -19,6 +21,7 @@ from .forwarding import DROP_REASONS, Forwarding
 from .link_emulation import LinkEmulation, loss_threshold
 from .port_macs import PortMacs
 from .priority import PriorityClassifier
+from .source_guard import SourceGuard
 
 __all__ = ["DROP_REASONS", "Forwarding", "LinkEmulation", "PortMacs", "PriorityClassifier",
-           "loss_threshold"]
+           "SourceGuard", "loss_threshold"]

@@ -11,9 +11,10 @@ from controller.routing import SwitchRoutes
 
 #: Index of ``ingress_drops`` -> reason (``DROP_REASON_*`` in p4src/include/config.p4).
 #: ``ip_options`` and ``ip_fragment``: IPv4 the parser did not read whole (docs/trust.md,
-#: "IP: only what the switch parsed"), dropped on every port.
+#: "IP: only what the switch parsed"), dropped on every port. ``src_spoof``: a source
+#: MAC or IPv4 address not its host port's (``source_guard.p4``, decided before routing).
 DROP_REASONS = {1: "parser_error", 2: "checksum_error", 3: "not_ipv4", 4: "ttl_expired",
-                5: "no_route", 6: "ip_options", 7: "ip_fragment"}
+                5: "no_route", 6: "ip_options", 7: "ip_fragment", 8: "src_spoof"}
 
 
 class Forwarding(ControlBlock):

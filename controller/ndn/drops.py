@@ -16,7 +16,7 @@ NDN_DROP_REASONS = {1: "not_ndn", 2: "length_form", 3: "malformed", 4: "name_too
                     11: "parser_error", 12: "bad_marker", 13: "not_upstream",
                     14: "duplicate_nonce", 15: "pit_expired", 16: "subscription_collision",
                     17: "subscription_not_member", 18: "subscription_unknown_job",
-                    19: "pit_budget"}
+                    19: "pit_budget", 20: "data_not_upstream"}
 
 
 #: Index of ``ndn_events`` -> what the switch did (``NDN_EV_*``).

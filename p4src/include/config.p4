@@ -55,7 +55,8 @@ const bit<16> GRADNET_NDN_UDP_PORT   = 6363;   /* ndn: NDN over UDP (NFD's port)
 #define DROP_REASON_NO_ROUTE       5
 #define DROP_REASON_IP_OPTIONS     6   /* IPv4 header with options (IHL != 5) */
 #define DROP_REASON_IP_FRAGMENT    7   /* an IPv4 fragment (MF set or offset != 0) */
-#define DROP_REASON_COUNT          8
+#define DROP_REASON_SRC_SPOOF      8   /* source MAC/IPv4 not its host port's (source_guard.p4) */
+#define DROP_REASON_COUNT          9
 
 /* In-network aggregation (docs/ina.md). Values per packet: the default below
  * unless the build defines another; make p4 compiles ina.p4 once per size

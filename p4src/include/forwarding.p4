@@ -107,6 +107,10 @@ control Forwarding(inout headers_t hdr,
             meta.drop_reason = DROP_REASON_IP_OPTIONS;
         } else if (hdr.ipv4.flags & 1 != 0 || hdr.ipv4.frag_offset != 0) {
             meta.drop_reason = DROP_REASON_IP_FRAGMENT;
+        } else if (meta.src_spoof == 1) {
+            /* source_guard.p4, before forwarding: after the checks above, so that
+             * a malformed frame keeps its reason whoever it claims to be from */
+            meta.drop_reason = DROP_REASON_SRC_SPOOF;
         } else if (hdr.ipv4.ttl <= 1) {
             /* TTL would reach 0 here. */
             meta.drop_reason = DROP_REASON_TTL_EXPIRED;

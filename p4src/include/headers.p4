@@ -132,6 +132,7 @@ struct metadata_t {
     bit<16> ecmp_member_index;
     bit<16> ecmp_salt;          /* per switch, see forwarding.p4 */
     bit<8>  drop_reason;        /* DROP_REASON_*, 0 = not dropped */
+    bit<1>  src_spoof;          /* source not its host port's (source_guard.p4) */
     /* In-network aggregation (ina_aggregator.p4) */
     ina_metadata_t ina;
 }

@@ -76,6 +76,7 @@ const bit<7> NDN_OUT_VIA_PIPELINE = 1;
 #define NDN_DROP_SUB_NOT_MEMBER     17  /* guarded: subscription from a host port not a member of the job */
 #define NDN_DROP_SUB_UNKNOWN_JOB    18  /* guarded: subscription under a prefix no job holds */
 #define NDN_DROP_PIT_BUDGET         19  /* Interest from a limited port past its PIT entries per second */
+#define NDN_DROP_DATA_NOT_UPSTREAM  20  /* other Data not from the FIB's face for its name */
 #define NDN_DROP_REASON_COUNT       24
 
 /* What the switch did with a packet it did not drop: index of
