@@ -64,7 +64,7 @@ def corpus(src_mac: str, src_ip: str, peers: list[tuple[str, str]],
                 bytes(Ether(src=src_mac, dst="ff:ff:ff:ff:ff:ff") / ARP(psrc=src_ip, pdst=ip))]
         udp = eth / IP(src=src_ip, dst=ip) / UDP(sport=ina.INA_UDP_PORT, dport=ina.INA_UDP_PORT)
         for t in ina.MsgType:
-            vals = None if t == ina.MsgType.CLEAR else v
+            vals = None if t in ina.HEADER_ONLY_TYPES else v
             out.append(bytes(udp / Raw(ina.encode_ina(int(t), 1, 0, 3, 0, 0, 1, 1, values=vals))))
         out.append(bytes(udp / Raw(ina.encode_ina(int(ina.MsgType.GRAD), 1, 31, 2**31, 0, 0,
                                                  0xFFFFFFFF, 32, values=v))))
