@@ -59,12 +59,7 @@ from wire.fixedpoint import (
     pad_to_fragments,
     quantize,
 )
-from wire.ina import (
-    INA_MAX_WORKERS,
-    INA_UDP_PORT,
-    INA_VALUES,
-    check_values_per_packet,
-)
+from wire.ina import INA_MAX_WORKERS, INA_UDP_PORT, INA_VALUES, check_values_per_packet
 from wire.ina_policy import FragmentRouting, Policy, PolicyError, SwitchRef, _ip, default_switch_ip
 
 __all__ = [
