@@ -203,3 +203,33 @@ def test_duplicated_and_lost_packets_exact(net) -> None:  # noqa: ANN001
         model.close()
     _check_exact(pol, grads, ps, out)
     assert rep.jobs[7].contributions == N_W * 40
+
+
+def test_unanswered_flush_does_not_hold_back_the_askers_nack() -> None:
+    """A flush whose reply never comes (the flush or the reply lost, the switch out of
+    reach) holds back a missing asker's NACK for two flush round trips, not for good."""
+    from hosts.ina.recovery import JobRecovery
+
+    rec = JobRecovery(3, 4, np.full((3, 4), 5))
+    first = rec.on_request(0, 0b001, 0b111, 10.0)
+    assert first is not None and first.flush == [5] and first.nack == 0
+    assert rec.on_request(0, 0b001, 0b111, 10.0 + rec.flush_rtt) is None  # reply may come
+    late = rec.on_request(0, 0b001, 0b111, 10.0 + 2 * rec.flush_rtt + 1e-3)
+    assert late is not None and late.nack == 0b001 and late.flush == []
+    rec.flush_answered(0, 5, 10.01)  # answered: the asker is NACKed at once
+    assert rec.on_request(0, 0b010, 0b010, 10.02).nack == 0b010
+
+
+def test_switch_out_of_reach_is_recovered_through_the_ps(net) -> None:  # noqa: ANN001
+    """Every fragment is tagged for switch 5, which nothing serves: every GRAD to it and
+    every flush is lost. The workers' timers ask, the PS flushes in vain, then NACKs
+    each asker, whose re-sends go straight to the PS: exact, no flush answered. (Once,
+    the PS waited for the flush reply for good: no RESULT ever.)"""
+    pol = _switch_policy(net, 4)
+    grads = _grads(N_W, 4 * 64, seed=8)
+    rep, ps, out = _run([pol], {7: grads})
+    _check_exact(pol, grads, ps, out)
+    st = rep.jobs[7]
+    assert st.flush_replies == 0 and st.flushes_sent >= 1
+    assert _counts(out, 7, "resend_nack") == [4, 4, 4, 4]  # every GRAD once more, to the PS
+    assert st.contributions == N_W * 4 and st.accepted_partial == 0

@@ -166,7 +166,9 @@ class JobRecovery:
     def on_request(self, f: int, rank_bits: int, missing: int, now: float) -> Actions | None:
         """A worker (``rank_bits``) asks for the RESULT of incomplete fragment ``f``.
         A first request raises a fragment with no recovery yet to level 1; after that,
-        an asker that is itself missing gets a NACK (its own NACK or re-send was lost),
+        an asker that is itself missing gets a NACK (its own NACK or re-send was lost;
+        where its switch was flushed, once the reply is in or two flush round trips
+        passed without one),
         and a second request of the same worker NACKs every worker still missing, at
         most once per two flush round trips. Anything else is already being recovered.
         (NACKs go only to workers with evidence against them: ``PsRecovery._act``.)"""
@@ -176,8 +178,12 @@ class JobRecovery:
             return self.escalate(f, missing, now, 1)
         if rank_bits & missing:
             t = 0 if self.tags is None else int(self.tags[rank_bits.bit_length() - 1, f])
-            if t and t in self.flushed.get(f, ()) and t not in self.answered.get(f, ()):
+            if (t and t in self.flushed.get(f, ()) and t not in self.answered.get(f, ())
+                    and now - self.flushed_at.get(f, -1e9) < 2 * self.flush_rtt):
                 return None  # its switch's flush reply will say whether it is in
+            # answered, or no reply within two flush round trips (the flush or its
+            # reply was lost, or the switch is unreachable): waiting on it stalled the
+            # fragment for good, since only this worker's request was left to move it
             return Actions(f, nack=rank_bits & missing)
         if not again or not missing or now - self.nacked_at.get(f, -1e9) < 2 * self.flush_rtt:
             return None
