@@ -121,12 +121,20 @@ class ParameterServer(PsRecovery):
         self.linger, self.max_time, self.iface = linger, max_time, iface
         self.rounds, self.idle_exit = rounds, idle_exit
         self.faults = faults
-        self.port = port if port is not None else (policy.port if policy else INA_UDP_PORT)
-        self.add_job(job_id, num_workers, num_fragments, policy, worker_ips=worker_ips,
-                     fragment_offset=fragment_offset)
+        port = port if port is not None else (policy.port if policy else INA_UDP_PORT)
         if bind_ip is None:
             bind_ip = policy.ps if policy is not None else ""
-        self.sock = open_ina_socket(bind_ip, self.port)
+        self.sock = open_ina_socket(bind_ip, port)
+        # the port bound (port 0: the kernel's pick): every agent of a job shares one
+        # port, and RESULTs and NACKs go to the workers on it (with port 0 kept here they
+        # went to port 0, lost: each RESULT came only on the worker's timer request)
+        self.port = self.sock.getsockname()[1]
+        try:
+            self.add_job(job_id, num_workers, num_fragments, policy, worker_ips=worker_ips,
+                         fragment_offset=fragment_offset)
+        except BaseException:
+            self.sock.close()
+            raise
 
     @classmethod
     def from_policies(cls, policies: Sequence[Policy], **kw: Any) -> ParameterServer:
