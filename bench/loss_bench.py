@@ -248,6 +248,11 @@ def sweep(scheme: str, rates: list[float], seeds: list[int], target: str, steps:
                 a = approximation(scheme, d)
                 if a:
                     cell.approx.append(a)
+                if ina is not None and scheme == "ina":  # what the aggregators did (takeovers)
+                    ev = ina.read_counters(list(ina.aggregators), [])
+                    _log(f"loss {scheme} {rate:.0%} seed {seed}: switch counters "
+                         + "; ".join(f"{s}: " + ", ".join(f"{k}={v}" for k, v in c.items() if v)
+                                     for s, c in ev.items()))
                 _log(f"loss {scheme} {rate:.0%} seed {seed}: ok={rec.ok} identical={rec.models_identical} "
                      f"weights={rec.final_weights} (lossless {ref.get(seed)}) {a} "
                      f"retrans={rec.retransmissions} tcp={cell.tcp_retrans[-1]} dropped={dropped} "

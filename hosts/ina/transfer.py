@@ -36,6 +36,9 @@ _RECV_SIZE = 2048
 #: a RESULT counts as lost (and is asked for) once this many RESULTs of later fragments
 #: have arrived: TCP's three duplicate acknowledgements; below it, reordering
 REORDER_ALLOWANCE = 3
+#: the switches' default aggregator timeout (INA_AGGREGATOR_TIMEOUT_US, docs/ina.md,
+#: "Aging"): a contribution idle longer may have been taken over
+AGGREGATOR_TIMEOUT_S = 1.0
 
 
 @dataclass
@@ -119,6 +122,7 @@ class FragmentTransfer:
         self.result = bytearray(n_f * self.vl)
         self.done = bytearray(n_f)
         self.asked = bytearray(n_f)  # a RESULT request went out: no RTT sample (Karn)
+        self.requested = bytearray(n_f)  # ... a request (not only a NACK's re-send)
         self.sent_at = [0.0] * n_f  # each fragment's last data send
         # fragments without a RESULT below the highest RESULT in: fragment -> RESULTs of
         # later fragments since (REORDER_ALLOWANCE of them: ask for it)
@@ -308,7 +312,7 @@ class FragmentTransfer:
         """Ask the PS for fragment ``f``'s RESULT (a header-only NACK with this worker's
         bit): it answers with the RESULT it holds, or asks whoever it lacks."""
         w = self.w
-        self.asked[f] = 1
+        self.asked[f] = self.requested[f] = 1
         pkt = INA_HEADER.pack(_NACK, w.job_id, w.rank, f + self.offset, 0, 0, self.bit, 1, 0, 0, 0)
         try:
             self.sendto(pkt, w.ps_addr)
@@ -341,7 +345,33 @@ class FragmentTransfer:
         self.holes.pop(f, None)  # being recovered: no request for it
         self.suspects.pop(f, None)
         self.asked[f] = 1  # its RESULT answers one of two sends: no RTT sample
-        self._resend(f, time.monotonic())
+        now = time.monotonic()
+        # the answer to this worker's own request, for a GRAD sent longer ago than a
+        # switch holds an idle aggregator: it was taken over, and so, likely, were the
+        # round's others (one loss in transit is a NACK on the PS's evidence, or younger)
+        taken_over = self.requested[f] and now - self.sent_at[f] >= AGGREGATOR_TIMEOUT_S
+        self._resend(f, now)
+        if taken_over:
+            self._ask_overdue(f, now)
+
+    def _ask_overdue(self, f: int, now: float) -> None:
+        """The PS lacked this worker's contribution to fragment ``f``, which the worker
+        had asked the RESULT of and sent over ``AGGREGATOR_TIMEOUT_S`` ago: ask at once for
+        every later fragment without a RESULT that went out half a timeout ago or earlier
+        and was not asked for yet (``request_fast``). When a rank lags the others by more
+        than the aggregator timeout, its GRADs take the round's aggregators over (the
+        same key past the timeout: docs/ina.md, "Aging") and drop the others' sums; asked
+        one per timer expiry, such a round came back one fragment per timeout (60 in
+        24 s). Without a NACK nothing is asked early: a rank waiting on a slow one is
+        not missing at the PS, and is never NACKed."""
+        done, asked, sent_at, st = self.done, self.asked, self.sent_at, self.st
+        old = now - self.rtt.rto / 2
+        for g in range(f + 1, self.next_f):
+            if not done[g] and not asked[g] and sent_at[g] <= old:
+                st.request_fast += 1
+                self.holes.pop(g, None)
+                self.suspects.pop(g, None)
+                self._request(g)
 
     def _resend(self, f: int, now: float) -> None:
         vl = self.vl
