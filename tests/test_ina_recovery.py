@@ -233,3 +233,24 @@ def test_switch_out_of_reach_is_recovered_through_the_ps(net) -> None:  # noqa: 
     assert st.flush_replies == 0 and st.flushes_sent >= 1
     assert _counts(out, 7, "resend_nack") == [4, 4, 4, 4]  # every GRAD once more, to the PS
     assert st.contributions == N_W * 4 and st.accepted_partial == 0
+
+
+def test_only_completions_of_the_same_path_count_against_a_fragment() -> None:
+    """Fragments of switch 5 (even) and switch 6 (odd): completions through switch 6 are
+    no evidence against a fragment of switch 5 (paths reorder); three of switch 5's own
+    later fragments are (level 1: a flush of switch 5)."""
+    from hosts.ina.recovery import REORDER_ALLOWANCE, JobRecovery
+
+    tags = np.tile(np.array([5, 6] * 8), (2, 1))
+    rec = JobRecovery(2, 16, tags)
+    finished: dict = {}
+    for f in (1, 3, 5, 7, 9):  # switch 6's: fragment 0 of switch 5 stays unsuspected
+        assert rec.on_complete(f, finished, 1.0) == []
+        finished[f] = b""
+    due = []
+    for f in (2, 4, 6)[:REORDER_ALLOWANCE]:
+        due += rec.on_complete(f, finished, 1.0)
+        finished[f] = b""
+    assert due == [0]
+    act = rec.escalate(0, 0b11, 1.0)
+    assert act is not None and act.flush == [5] and act.nack == 0

@@ -5,7 +5,9 @@ policy says where each worker's contribution to each fragment goes (a switch, or
 itself). So it asks for exactly what is missing, on evidence:
 
 - **Evidence.** When a fragment completes, every fragment below it still incomplete
-  has one more later completion against it. Workers send fragments in order, so at
+  that took the same path (the same switches) has one more later completion against
+  it: completions through different switches are reordered by dozens (make run's
+  fat-tree), one path's are not. Workers send fragments in order, so at
   ``REORDER_ALLOWANCE`` later completions every worker has sent it (level 1); at
   ``ESCALATE_AFTER`` later completions it is still incomplete (level 2), but not
   before what level 1 sent has had two round trips to be answered (flush round trips,
@@ -83,8 +85,23 @@ class JobRecovery:
         self.tags = None if tags is None or not tags.any() else tags.astype(np.int64)
         self.via_sd = {s: np.asarray(v) for s, v in (via_sd or {}).items()}
         self.sd = sd
+        self.path = self._paths()
         self.flush_rtt = _FIRST_FLUSH_RTT_S  # smoothed flush -> reply time
         self.reset()
+
+    def _paths(self) -> list[int]:
+        """Per fragment, a number naming its path: the switches its contributions take
+        (each worker's tag, and where each switch's aggregate is merged again). Fragments
+        of one path complete in order at the PS; across paths they do not."""
+        if self.tags is None:
+            return [0] * self.num_fragments
+        names: dict[tuple[int, ...], int] = {}
+        out = []
+        for f in range(self.num_fragments):
+            sig = tuple(int(t) for t in self.tags[:, f]) + tuple(
+                int(self.via_sd[s][f]) for s in sorted(self.via_sd))
+            out.append(names.setdefault(sig, len(names)))
+        return out
 
     def reset(self) -> None:
         """A new round: nothing is missing yet."""
@@ -117,7 +134,8 @@ class JobRecovery:
         if not holes:
             return []
         due = []
-        for g in [g for g in holes if g < f]:
+        path = self.path
+        for g in [g for g in holes if g < f and path[g] == path[f]]:
             n = holes[g] = holes[g] + 1
             if n == REORDER_ALLOWANCE:
                 due.append(g)
