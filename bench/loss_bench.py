@@ -72,6 +72,9 @@ class Cell:
     retrans: list[int] = field(default_factory=list)  # the agents' retransmissions
     tcp_retrans: list[int] = field(default_factory=list)
     dropped: list[int] = field(default_factory=list)  # packets the emulated loss dropped
+    # ina/ps: per run, the workers' re-sends by reason and the PS's NACKs, flushes and
+    # RESULTs sent again (docs/ina.md, "Loss recovery")
+    resends: list[dict[str, int]] = field(default_factory=list)
     approx: list[str] = field(default_factory=list)  # zero-filled / cut-off reports
     errors: list[str] = field(default_factory=list)
 
@@ -240,9 +243,16 @@ def sweep(scheme: str, rates: list[float], seeds: list[int], target: str, steps:
                 else:
                     cell.errors.append(rec.error[:120])
                 cell.retrans.append(rec.retransmissions)
+                if rec.resends:
+                    cell.resends.append(dict(rec.resends))
                 a = approximation(scheme, d)
                 if a:
                     cell.approx.append(a)
+                if ina is not None and scheme == "ina":  # what the aggregators did (takeovers)
+                    ev = ina.read_counters(list(ina.aggregators), [])
+                    _log(f"loss {scheme} {rate:.0%} seed {seed}: switch counters "
+                         + "; ".join(f"{s}: " + ", ".join(f"{k}={v}" for k, v in c.items() if v)
+                                     for s, c in ev.items()))
                 _log(f"loss {scheme} {rate:.0%} seed {seed}: ok={rec.ok} identical={rec.models_identical} "
                      f"weights={rec.final_weights} (lossless {ref.get(seed)}) {a} "
                      f"retrans={rec.retransmissions} tcp={cell.tcp_retrans[-1]} dropped={dropped} "
@@ -255,12 +265,25 @@ def _mean(xs: list[float] | list[int], spec: str) -> str:
     return f"{sum(xs) / len(xs):{spec}}" if xs else "-"
 
 
+def _by_reason(runs: list[dict[str, int]]) -> str:
+    """INA/PS re-sends by reason, means over the runs: the workers' (GRADs re-sent on a
+    NACK, requests on evidence, requests on the timer), then the PS's (NACKs, flushes,
+    RESULTs sent again)."""
+    if not runs:
+        return "-"
+    keys = (("resend_nack", "request_fast", "request_timer"),
+            ("nacks_sent", "flushes_sent", "result_resends"))
+    return "; ".join(" / ".join(_mean([r.get(k, 0) for r in runs], ".0f") for k in ks)
+                     for ks in keys)
+
+
 def table(results: dict[str, tuple[str, list[Cell]]], title: str) -> Table:
     """The rich table: per scheme x loss, completed, exact (or what was approximated),
     time, retransmissions, drops."""
     t = Table(title=title)
     for col in ("scheme", "lossy link", "loss", "completed", "exact", "zero-filled / cut off",
-                "train s", "agent retrans", "TCP retrans", "dropped", "error"):
+                "train s", "agent retrans", "INA: nack / fast / timer; PS nack / flush / RESULT",
+                "TCP retrans", "dropped", "error"):
         t.add_column(col, justify="left" if col in ("scheme", "lossy link", "zero-filled / cut off", "error")
                      else "right")
     for label, cells in results.values():
@@ -271,7 +294,7 @@ def table(results: dict[str, tuple[str, list[Cell]]], title: str) -> Table:
                 exact = "n/a (zero-fills)"
             t.add_row(c.scheme, label, f"{c.rate:.0%}", f"{c.completed}/{n}", exact,
                       "; ".join(c.approx) or "-", _mean(c.times, ".2f"), _mean(c.retrans, ".0f"),
-                      _mean(c.tcp_retrans, ".0f"), _mean(c.dropped, ".0f"), "; ".join(c.errors)[:80] or "")
+                      _by_reason(c.resends), _mean(c.tcp_retrans, ".0f"), _mean(c.dropped, ".0f"), "; ".join(c.errors)[:80] or "")
     return t
 
 

@@ -95,6 +95,12 @@ def ideal_for(plan: Any, scheme: str, budget: int, job: Any = None, *,
 def judge(rec: Any) -> None:
     """Fill a record's re-sent bytes, x bound, CPU share and verdict from its figures."""
     rec.resent_bytes = int(rec.retransmissions) * resend_packet_bytes(rec.scheme)
+    if rec.resends:  # INA/PS: GRADs re-sent on NACKs; requests are a header-only frame
+        from wire.ina import INA_HEADER_LEN
+
+        asked = rec.resends.get("request_fast", 0) + rec.resends.get("request_timer", 0)
+        rec.resent_bytes = (rec.resends.get("resend_nack", 0) * resend_packet_bytes(rec.scheme)
+                            + asked * (INA_HEADER_LEN + 42))  # + UDP, IPv4, Ethernet
     rec.x_bound = (round(rec.sync_s_per_iter / rec.ideal_bound_s, 3)
                    if rec.sync_s_per_iter is not None and rec.ideal_bound_s else None)
     share = cpu_share(rec.window_switch_cpu_s, rec.agent_cpu_s, rec.window_s, rec.cores,

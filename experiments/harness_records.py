@@ -42,6 +42,8 @@ class RunRecord:
     line_rate_bound_s: float = 0.0
     ps_rx_bytes: int | None = None
     retransmissions: int = 0
+    # ina/ps: the workers' re-sends and requests by reason (docs/ina.md, "Loss recovery")
+    resends: dict[str, int] = field(default_factory=dict)
     switch_cpu_s: float = 0.0
     agent_cpu_s: float = 0.0
     cpu_bound: bool = False  # = fidelity == "emulator-bound" (kept for older readers)

@@ -95,5 +95,11 @@ def run_trainers(net: Any, args: argparse.Namespace, plan: Plan, scheme: str, se
     rec.final_weights = hashes[0][-1] if hashes and hashes[0] else ""
     rec.parameters = int(s0.get("parameters", plan.parameters))
     rec.retransmissions = sum(int(s.get("retransmissions", 0)) for s in summaries)
+    if scheme in ("ina", "ps"):
+        rec.resends = {k: sum(int(s.get(k, 0)) for s in summaries)
+                       for k in ("resend_nack", "request_fast", "request_timer")}
+        jobs = (ps_rep.get("jobs") or {}).values()
+        rec.resends.update({k: sum(int(j.get(k, 0)) for j in jobs)
+                            for k in ("nacks_sent", "flushes_sent", "result_resends")})
     rec.ps_rx_bytes = ps_rep.get("nic_rx_bytes") if ps_rep else None
     return rec

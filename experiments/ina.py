@@ -100,19 +100,31 @@ def _linger(timeout: float, congestion: str) -> float:
     return max(3.0, (MAX_RTO_FACTOR + 2) * timeout if congestion == "aimd" else 3 * timeout)
 
 
+#: the workers' re-sends and requests by reason (hosts/ina/transfer.py WorkerStats)
+RESEND_REASONS = ("resend_nack", "request_fast", "request_timer")
+#: the PS's recovery counters (hosts/ina/ps_job.py JobStats)
+PS_RECOVERY = ("nacks_sent", "flushes_sent", "flush_replies", "delta_partials", "requests_in",
+               "result_resends", "clears_sent")
+
+
 def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]]], run_dir: Path,
              tag: str, window: int = 32, timeout: float = 1.0, max_time: float = 300.0,
              worker_args: list[str] | None = None, congestion: str = "fixed",
-             before_go: Callable[[], None] | None = None) -> list[RunResult]:
+             before_go: Callable[[], None] | None = None,
+             rank_args: dict[int, list[str]] | None = None,
+             ps_args: list[str] | None = None) -> list[RunResult]:
     """Run INA jobs at once (one PS process per job, one worker process per rank), wait,
     and check every worker's result against the exact integer sum of its job.
+    ``rank_args``/``ps_args``: more options for one rank's worker / every PS (tests:
+    ``--drop-sent``, ``--drop-received``).
     ``before_go`` runs once every agent is ready, before any worker sends (tests inject
     forged packets there, docs/trust.md). ``congestion``: the workers' window (fixed or aimd,
     ``hosts.ina.worker``); the PS lingers past the longest timer it allows."""
     running = _start_jobs(net, topo, jobs, run_dir, tag, max_time, timeout, congestion,
                           ["--window", str(window), "--timeout", str(timeout),
                            "--max-time", str(max_time), "--json", "--no-progress", "--ready-go",
-                           "--congestion", congestion, *(worker_args or [])])
+                           "--congestion", congestion, *(worker_args or [])],
+                          rank_args or {}, ps_args or [])
     # Python's start-up (a few hundred ms of CPU per agent) is not part of a
     # synchronization: every PS and worker sets up first, then all workers start at once.
     await_ready([(ps, jdir / "ps") for _, _, jdir, ps, _ in running]
@@ -136,7 +148,8 @@ def run_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]
 
 def _start_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarray]]], run_dir: Path,
                 tag: str, max_time: float, timeout: float, congestion: str,
-                worker_opts: list[str]) -> list[tuple[InaJob, list[np.ndarray], Path, Any, list[Any]]]:
+                worker_opts: list[str], rank_args: dict[int, list[str]],
+                ps_args: list[str]) -> list[tuple[InaJob, list[np.ndarray], Path, Any, list[Any]]]:
     """Every job's PS, then its workers (each with its gradient file): (job, gradients,
     directory, PS process, worker processes) per job."""
     started = []
@@ -150,7 +163,7 @@ def _start_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarr
                      # quiet time before exiting: longer than a worker's largest backoff,
                      # so a worker whose RESULT was lost still gets it again
                      "--linger", str(_linger(timeout, congestion)),
-                     "--max-time", str(max_time)])
+                     "--max-time", str(max_time), *ps_args])
         started.append((job, grads, jdir, policy, ps))
     running = []
     for job, grads, jdir, policy, ps in started:
@@ -160,7 +173,8 @@ def _start_jobs(net: Any, topo: Topology, jobs: list[tuple[InaJob, list[np.ndarr
             np.save(gpath, grads[rank])
             procs.append(spawn(net.host(w), jdir / f"worker-{rank}",
                 [sys.executable, "-m", "hosts.ina.worker", "--policy", str(policy), "--rank", str(rank),
-                 "--gradient", str(gpath), "--out-int", str(jdir / f"out-{rank}.npy"), *worker_opts],
+                 "--gradient", str(gpath), "--out-int", str(jdir / f"out-{rank}.npy"), *worker_opts,
+                 *rank_args.get(rank, [])],
                 stdin=True))
         running.append((job, grads, jdir, ps, procs))
     return running
@@ -185,6 +199,7 @@ def _job_result(job: InaJob, grads: list[np.ndarray], jdir: Path, ps: Any, procs
     rss: list[float] = []
     failed = []
     t_ends: list[float | None] = []
+    rank_resends: list[dict[str, int]] = []
     for rank, p in enumerate(procs):
         _, out, err = finish(p, jdir / f"worker-{rank}", max_time + 30)
         if p.returncode != 0:
@@ -193,6 +208,7 @@ def _job_result(job: InaJob, grads: list[np.ndarray], jdir: Path, ps: Any, procs
         summary = json.loads(out.strip().splitlines()[-1])
         retx += int(summary.get("retransmissions", 0))
         refused_stamp += int(summary.get("refused_stamp", 0))
+        rank_resends.append({k: int(summary.get(k, 0)) for k in RESEND_REASONS})
         decreases += int(summary.get("window_decreases", 0))
         rss.append(float(summary.get("max_rss_mib", 0.0)))
         worker_cpu += float(summary.get("sync_cpu_s", summary.get("cpu_s", 0.0)))
@@ -221,7 +237,9 @@ def _job_result(job: InaJob, grads: list[np.ndarray], jdir: Path, ps: Any, procs
         worker_refused_stamp=refused_stamp,
         worker_cpu_s=worker_cpu, ps_cpu_s=float(rep.get("sync_cpu_s", rep.get("cpu_s", 0.0))),
         worker_rss_mib=rss, ps_rss_mib=float(rep.get("max_rss_mib", 0.0)),
-        window_decreases=decreases,
+        window_decreases=decreases, rank_resends=rank_resends,
+        resends={k: sum(r[k] for r in rank_resends) for k in RESEND_REASONS},
+        ps_recovery={k: int(st.get(k, 0)) for k in PS_RECOVERY},
     )
 
 

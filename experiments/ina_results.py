@@ -34,6 +34,13 @@ class RunResult:
     ps_rss_mib: float = 0.0
     window_decreases: int = 0  # workers' congestion window halvings (--congestion aimd)
     worker_refused_stamp: int = 0  # RESULTs the workers refused by the job's stamp (docs/trust.md)
+    # loss recovery (docs/ina.md, "Loss recovery"): the workers' re-sends and requests by
+    # reason (resend_nack, request_fast, request_timer), each rank's, and the PS's side
+    # (nacks_sent, flushes_sent, flush_replies, delta_partials, requests_in,
+    # result_resends, clears_sent)
+    resends: dict[str, int] = field(default_factory=dict)
+    rank_resends: list[dict[str, int]] = field(default_factory=list)
+    ps_recovery: dict[str, int] = field(default_factory=dict)
     split: dict[str, Any] = field(default_factory=dict)  # experiments.accounting.TimeSplit
 
 

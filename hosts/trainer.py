@@ -95,7 +95,10 @@ class InaSum(Sync):
     def stats(self) -> dict[str, Any]:
         s = self.state
         return {"rounds": s.round, "bytes_sent": s.bytes_sent,
-                "retransmissions": sum(x.retransmissions for x in s.stats)}
+                "retransmissions": sum(x.retransmissions for x in s.stats),
+                # by reason (docs/ina.md, "Loss recovery")
+                **{k: sum(getattr(x, k) for x in s.stats)
+                   for k in ("resend_nack", "request_fast", "request_timer")}}
 
     def close(self) -> None:
         self.state.close()

@@ -6,7 +6,7 @@ buckets of given sizes, many iterations (tests/test_ddp_hook.py).
 
 Bucket ``b`` of iteration ``i`` holds ``default_rng([seed, rank, i, b]).standard_normal
 (size) * 0.05``; the sums (float32) go to ``--out`` in order, and one JSON line reports
-each bucket's fragments, first sends and retransmissions and the largest wire fragment
+each bucket's fragments, GRADs sent and GRADs re-sent on a NACK, and the largest wire fragment
 number.
 """
 
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         "rounds": state.round, "reuse_wait_s": state.cycle.waited_s,
         "fragment_space": state.fragment_space,
         "max_fragment": max(r.first_fragment + r.fragments - 1 for r in state.buckets),
-        "buckets": [[r.values, r.fragments, r.packets_sent, r.retransmissions]
+        "buckets": [[r.values, r.fragments, r.packets_sent, r.grad_resends]
                     for r in state.buckets]}), flush=True)
     return 0
 

@@ -41,6 +41,7 @@ from wire.ina import (
     InaFlags,
     MsgType,
     decode_ina,
+    decode_ina_header,
     encode_ina,
 )
 
@@ -89,6 +90,11 @@ def test_scapy_and_fast_codec_agree_byte_for_byte():
         clear = encode_ina(**fields)
         assert clear == bytes(scapy_layers.INA(**fields)) and len(clear) == 52
         assert scapy_layers.INAValues not in scapy_layers.INA(clear)
+        # a NACK likewise (loss recovery: header only, both directions)
+        fields["msg_type"] = int(MsgType.NACK)
+        nack = encode_ina(**fields)
+        assert nack == bytes(scapy_layers.INA(**fields)) and len(nack) == 52
+        assert decode_ina_header(nack)._asdict() == fields
     # UDP()/INA() gets dport 40000 from the binding (dissection by port is not checked:
     # tests/p4/packets.py binds a test header to the same port in the same session)
     udp = UDP(bytes(IP(dst="10.0.0.1") / UDP(sport=1234) / scapy_layers.INA())[20:28])
@@ -104,7 +110,17 @@ def test_codec_edges():
     assert (hdr.msg_type, hdr.tag) == (MsgType.CLEAR, 5) and not vals.any()
     with pytest.raises(ValueError):
         encode_ina(MsgType.CLEAR, 3, values=np.zeros(INA_VALUES, np.int32))
-    with pytest.raises(InaDecodeError):  # only a CLEAR may be that short
+    # a NACK: the PS asks worker 2 (bit 2) for fragment 7, or a worker asks for its
+    # RESULT; header only, type 5, fields where every other message has them
+    nack = encode_ina(MsgType.NACK, 3, worker_id=2, fragment=7, bitmap=1 << 2, count=1)
+    assert nack == INA_HEADER.pack(5, 3, 2, 7, 0, 0, 4, 1, 0, 0, 0) and len(nack) == 52
+    assert nack[0] == 5 and nack[4:8] == (7).to_bytes(4, "big") and nack[12:44] == (4).to_bytes(32, "big")
+    hdr, vals = decode_ina(nack)
+    assert (hdr.msg_type, hdr.fragment, hdr.bitmap, hdr.worker_id) == (MsgType.NACK, 7, 4, 2)
+    assert not vals.any()
+    with pytest.raises(ValueError):
+        encode_ina(MsgType.NACK, 3, values=np.zeros(INA_VALUES, np.int32))
+    with pytest.raises(InaDecodeError):  # only a CLEAR or NACK may be that short
         decode_ina(INA_HEADER.pack(1, 3, 0, 0, 5, 0, 0, 0, 0, 0, 0))
     raw = bytes(range(256))
     assert encode_ina(1, 1, values=raw)[52:] == raw

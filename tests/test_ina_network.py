@@ -67,13 +67,20 @@ def test_exact_sums_no_loss(net) -> None:  # noqa: ANN001
     (res,) = run_jobs(network, topo, [(job, _grads(len(workers), 2048, 1))], out, "noloss")
     assert res.exact, f"{res.mismatches} elements differ from the exact sum"
     assert res.retransmissions == 0
-    # PS ingress: one packet per fragment (the complete aggregate), not one per worker
+    # PS ingress: one packet per fragment (the complete aggregate), not one per worker,
+    # and the answers to flushes: fragments aggregated on different paths complete out
+    # of order, past the PS's reordering allowance (docs/ina.md, "Loss recovery")
     assert res.ps_packets["grad_in"] == 0
-    assert res.ps_packets["partial_in"] == job.num_fragments
+    # (flagged RETX; most arrive once their fragment has completed: counted late)
+    flushed = res.ps_packets["retx_in"]
+    assert res.ps_packets["partial_in"] == job.num_fragments + flushed
+    assert flushed <= res.ps_recovery["flushes_sent"] and res.ps_recovery["nacks_sent"] == 0
     events = dep.read_events()
     # every worker contribution was added in a switch, and every aggregator was freed
     assert sum(e["added"] for e in events.values()) >= len(workers) * job.num_fragments
-    assert all(e["cleared"] == e["partial"] for e in events.values())
+    # (a flush answered from a complete aggregate counts one more "partial")
+    assert all(e["cleared"] <= e["partial"] for e in events.values())
+    assert sum(e["partial"] - e["cleared"] for e in events.values()) <= flushed
 
 
 def test_tor_in_budget_counts_s_d_in_k(net) -> None:  # noqa: ANN001

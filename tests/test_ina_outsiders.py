@@ -251,13 +251,18 @@ def test_agents_refuse_what_admission_let_through_by_its_stamp(net, check: bool)
         return
     # unchecked, nothing else stands between the forgeries and the sums: the workers
     # take the forged RESULTs as soon as they have sent (every value 12345, never the
-    # exact sum) and stop; the PS, holding forged GRADs, never completes a fragment
+    # exact sum) and stop; the PS, holding forged GRADs, either never completes a
+    # fragment or (its loss recovery asking the stopped workers again) completes wrong
     from experiments.ina import _expected_sum
 
-    with pytest.raises(RuntimeError, match="not complete"):
-        run_jobs(network, topo, [(job, grads_in)], out, "stamp-off", before_go=forge, max_time=10.0)
+    try:
+        (res,) = run_jobs(network, topo, [(job, grads_in)], out, "stamp-off", before_go=forge,
+                          max_time=10.0)
+        assert not res.exact
+    except RuntimeError as e:
+        assert "not complete" in str(e)
     expected = _expected_sum(job, grads_in)
     for rank in range(len(job.workers)):
         got = np.load(out / f"stamp-off-job{job.job_id}" / f"out-{rank}.npy")[: expected.size]
+        # wrong at every rank: forged RESULTs taken, or sums of forged GRADs
         assert np.count_nonzero(got != expected) > 0
-        assert np.all(got == FORGED[0])

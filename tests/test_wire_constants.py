@@ -91,7 +91,7 @@ def test_ina_packet(config: dict[str, int]) -> None:
     assert sum(fields.values()) == 8 * ina.INA_HEADER_LEN
     assert fields["bitmap"] == ina.INA_MAX_WORKERS == 8 * ina.INA_BITMAP_BYTES
     assert {m.name: m.value for m in ina.MsgType} == {
-        m: config[f"INA_{m}"] for m in ("GRAD", "PARTIAL", "RESULT", "CLEAR")}
+        m: config[f"INA_{m}"] for m in ("GRAD", "PARTIAL", "RESULT", "CLEAR", "NACK")}
     assert config["INA_FLAG_RETX"] == ina.InaFlags.RETX
     assert config["INA_FLAG_VIA_SD"] == ina.InaFlags.VIA_SD
 

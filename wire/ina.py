@@ -33,6 +33,7 @@ __all__ = [
     "INA_VALUE_SIZES",
     "InaDecodeError",
     "InaFlags",
+    "HEADER_ONLY_TYPES",
     "InaHeader",
     "MsgType",
     "check_values_per_packet",
@@ -54,6 +55,14 @@ class MsgType(IntEnum):
     PARTIAL = 2  # switch -> PS
     RESULT = 3  # PS -> workers (via s_d's multicast, or unicast)
     CLEAR = 4  # PS -> switch: free the aggregator of a finished fragment
+    # header only, loss recovery (docs/ina.md, "Loss recovery"): PS -> worker "re-send
+    # this fragment to me"; PS -> switch "flush: send me what you hold for it";
+    # worker -> PS "I lack this fragment's RESULT"
+    NACK = 5
+
+
+#: message types that are the header alone (no values)
+HEADER_ONLY_TYPES = frozenset({MsgType.CLEAR, MsgType.NACK})
 
 
 class InaFlags(IntFlag):
@@ -194,17 +203,18 @@ def encode_ina(
     values_per_packet: int | None = None,
 ) -> bytes:
     """One INA UDP payload: ``ina_packet_len(V)`` bytes (308 for 64 values), or the
-    52-byte header alone for ``CLEAR``, which carries no values. ``values``: V int32s,
-    their ``4·V`` wire bytes, or None (zeros; must be None for ``CLEAR``);
+    52-byte header alone for ``CLEAR`` and ``NACK``, which carry no values. ``values``:
+    V int32s, their ``4·V`` wire bytes, or None (zeros; must be None for ``CLEAR`` and
+    ``NACK``);
     ``values_per_packet`` V: one of ``INA_VALUE_SIZES``, None = as many as ``values``
     has (64 for zeros). Raises ``struct.error``/``ValueError`` on out-of-range fields."""
     hdr = INA_HEADER.pack(
         msg_type, job_id, worker_id, fragment, tag, origin, bitmap, count, fanin, flags,
         sd_fanin, max_exp,
     )
-    if msg_type == MsgType.CLEAR:
+    if msg_type in HEADER_ONLY_TYPES:
         if values is not None:
-            raise ValueError("a CLEAR carries no values")
+            raise ValueError(f"a {MsgType(msg_type).name} carries no values")
         return hdr
     return hdr + values_to_bytes(values, values_per_packet)
 
@@ -212,9 +222,10 @@ def encode_ina(
 def decode_ina_header(data: bytes | bytearray | memoryview,
                       values_per_packet: int = INA_VALUES) -> InaHeader:
     """The header of an INA payload of ``values_per_packet`` values; raises
-    ``InaDecodeError`` if it is too short (``ina_packet_len``, 52 for a ``CLEAR``)."""
+    ``InaDecodeError`` if it is too short (``ina_packet_len``, 52 for a ``CLEAR`` or
+    ``NACK``)."""
     need = ina_packet_len(values_per_packet)
-    if len(data) < need and not (len(data) >= INA_HEADER_LEN and data[0] == MsgType.CLEAR):
+    if len(data) < need and not (len(data) >= INA_HEADER_LEN and data[0] in HEADER_ONLY_TYPES):
         raise InaDecodeError(f"INA packet is {len(data)} bytes, expected {need}")
     return InaHeader._make(INA_HEADER.unpack_from(data))
 
@@ -226,9 +237,9 @@ def decode_ina(data: bytes | bytearray | memoryview,
 
     Bytes beyond ``ina_packet_len`` (e.g. Ethernet padding) are ignored; shorter input
     raises ``InaDecodeError``. The message type is not checked here (receivers count
-    unknown types themselves). A ``CLEAR`` (header only) decodes with zeros."""
+    unknown types themselves). A ``CLEAR`` or ``NACK`` (header only) decodes with zeros."""
     hdr = decode_ina_header(data, values_per_packet)
-    if len(data) < ina_packet_len(values_per_packet):  # a CLEAR
+    if len(data) < ina_packet_len(values_per_packet):  # a CLEAR or NACK
         return hdr, np.zeros(values_per_packet, np.int32)
     vals = np.frombuffer(data, dtype=BE_I32, count=values_per_packet, offset=INA_HEADER_LEN)
     return hdr, vals.astype(np.int32)

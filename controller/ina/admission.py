@@ -33,6 +33,7 @@ ADMISSION_DROPS: dict[int, str] = {
     4: "wrong_bit",  # a member's GRAD without exactly its own bit
     5: "not_server",  # PARTIAL/RESULT/CLEAR from a host that is not the job's PS
     6: "bad_type",  # unknown msg_type from a host port
+    7: "nack",  # NACK from a host neither the PS nor a member asking for its own RESULT
 }
 
 #: ``ingress_drops`` reasons (``controller.forward.DROP_REASONS``) shown with the admission

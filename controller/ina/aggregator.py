@@ -23,7 +23,7 @@ _TIMEOUT_MAX_US = (1 << 48) - 1  # set_aggregator_timeout's bit<48>
 #: ``ina_events`` cells, by index (ina_aggregator.p4).
 EVENT_NAMES = ("added", "partial", "passed_on", "cleared", "result", "taken_over")
 #: ``ina_drops`` cells 1, 2, ... (ina_aggregator.p4): packets the aggregator consumed.
-DROP_NAMES = ("absorbed", "duplicate", "unknown_job", "clear", "wrong_size")
+DROP_NAMES = ("absorbed", "duplicate", "unknown_job", "clear", "wrong_size", "nack_empty")
 #: ``NUM_AGGREGATORS`` and ``INA_RING_POSITIONS`` of ``p4src/include/config.p4``.
 NUM_AGGREGATORS = 1024
 RING_POSITIONS = 4096

@@ -4,11 +4,12 @@ error, and the test-only fault injection on the send path."""
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from hosts.net import udp_socket
-from wire.ina import INA_UDP_PORT
+from wire.ina import INA_UDP_PORT, MsgType
 
 _SOCK_BUF = 8 << 20  # large buffers: a window of fragments from every worker at once
 
@@ -31,23 +32,97 @@ def open_ina_socket(bind_ip: str = "", port: int = INA_UDP_PORT) -> socket.socke
 
 @dataclass
 class FaultInjection:
-    """TEST ONLY: deterministic faults injected on an agent's send path.
+    """TEST ONLY: deterministic faults injected on an agent's socket: real datagrams that
+    are never sent, or that arrived and are discarded unread (a real loss of a real
+    packet, on the link next to the agent), or sent twice, or sent late.
 
-    ``drop_every=k`` silently drops every k-th datagram (counted as sent);
-    ``send_twice`` sends every datagram twice (duplicates)."""
+    ``drop_every=k`` silently drops every k-th datagram sent (counted as sent);
+    ``send_twice`` sends every datagram twice (duplicates); ``drop_sent`` /
+    ``drop_received`` map an INA message type to the ordinals (1 = the first) of the
+    datagrams of that type to drop on the way out / on arrival; ``hold_sent`` maps a
+    message type to (n, k): its n-th datagram goes out after k more datagrams
+    (reordering)."""
 
     drop_every: int = 0
     send_twice: bool = False
+    drop_sent: dict[int, set[int]] = field(default_factory=dict)
+    drop_received: dict[int, set[int]] = field(default_factory=dict)
+    hold_sent: dict[int, tuple[int, int]] = field(default_factory=dict)
     _n: int = 0
     dropped: int = 0
+    _sent_of: dict[int, int] = field(default_factory=dict)
+    _recv_of: dict[int, int] = field(default_factory=dict)
+    _held: list[list[Any]] = field(default_factory=list)  # [datagrams to go, data, addr]
+
+    @staticmethod
+    def _count(counts: dict[int, int], data: bytes) -> tuple[int, int]:
+        t = data[0] if data else -1
+        counts[t] = n = counts.get(t, 0) + 1
+        return t, n
 
     def send(self, sock: socket.socket, data: bytes, addr: tuple[str, int]) -> None:
+        """``sock.sendto(data, addr)``, with the faults."""
         self._n += 1
-        if self.drop_every and self._n % self.drop_every == 0:
+        t, n = self._count(self._sent_of, data)
+        for h in list(self._held):  # held datagrams go out after k more
+            h[0] -= 1
+            if h[0] < 0:
+                self._held.remove(h)
+                sock.sendto(h[1], h[2])
+        if (self.drop_every and self._n % self.drop_every == 0) or n in self.drop_sent.get(t, ()):
             self.dropped += 1
+            return
+        if t in self.hold_sent and self.hold_sent[t][0] == n:
+            self._held.append([self.hold_sent[t][1] - 1, data, addr])
             return
         sock.sendto(data, addr)
         if self.send_twice:
             sock.sendto(data, addr)
 
+    def recv(self, sock: socket.socket, size: int) -> tuple[bytes, Any]:
+        """``sock.recvfrom(size)``, discarding the datagrams ``drop_received`` names."""
+        while True:
+            data, addr = sock.recvfrom(size)
+            t, n = self._count(self._recv_of, data)
+            if n in self.drop_received.get(t, ()):
+                self.dropped += 1
+                continue
+            return data, addr
 
+
+def parse_fault_spec(specs: list[str] | None) -> dict[int, set[int]]:
+    """``["RESULT=3", "GRAD=1,5"]`` -> ``{3: {3}, 1: {1, 5}}`` (message type -> ordinals);
+    ``ValueError`` with a one-line reason otherwise."""
+    out: dict[int, set[int]] = {}
+    for spec in specs or []:
+        name, _, ns = spec.partition("=")
+        try:
+            t = int(MsgType[name.strip().upper()])
+            ords = {int(x) for x in ns.split(",") if x.strip()}
+        except (KeyError, ValueError):
+            raise ValueError(f"fault spec {spec!r}: want TYPE=N[,N...] with TYPE one of "
+                             f"{', '.join(m.name for m in MsgType)}") from None
+        if not ords or min(ords) < 1:
+            raise ValueError(f"fault spec {spec!r}: ordinals start at 1")
+        out.setdefault(t, set()).update(ords)
+    return out
+
+
+def progress_bar(enabled: bool) -> tuple[Any, Callable[[int, int], None] | None]:
+    """A rich progress bar on stderr and its ``update(done, total)`` (None, None when
+    not ``enabled``)."""
+    if not enabled:
+        return None, None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    prog = Progress(
+        "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), console=Console(stderr=True), transient=True,
+    )
+    task = prog.add_task("allreduce", total=None)
+
+    def update(done: int, total: int) -> None:
+        prog.update(task, completed=done, total=total)
+
+    return prog, update

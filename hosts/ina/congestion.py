@@ -1,92 +1,131 @@
 """The INA worker's congestion window and retransmission timer (docs/ina.md,
-"Congestion window").
+"Congestion window" and "Loss recovery").
 
-``fixed``: always ``window`` fragments outstanding and a fixed first timeout, doubled
-per retransmission up to ``max_backoff``. ``aimd``: a congestion window up to
-``window`` (slow start from 2, halved at most once per window of sends on a timeout,
-then +1 per window of RESULTs) and a retransmission timeout from the measured RTT as
-TCP's (RFC 6298), never below ``timeout`` and never above ``MAX_RTO_FACTOR`` x it.
+The timer is TCP's (RFC 6298): one per allreduce, for the oldest fragment without a
+RESULT, restarted by every new RESULT, its timeout ``srtt + 4 rttvar`` from measured
+round trips (``RttEstimator``, kept by the worker across allreduces), never below
+``timeout`` (the floor) and doubled per expiry up to a ceiling. It is the last resort:
+losses are found from evidence first (hosts/ina/transfer.py).
+
+``fixed``: always ``window`` fragments outstanding; the timeout's ceiling is
+``max_backoff``. ``aimd``: a congestion window up to ``window`` (slow start from 2,
+halved at most once per window of sends on a timeout, then +1 per window of RESULTs);
+the ceiling is ``MAX_RTO_FACTOR`` x ``timeout``.
 """
 
 from __future__ import annotations
-
-import time
 
 #: ``Worker(congestion=...)``: a fixed window, or AIMD (docs/ina.md, "Congestion window")
 CONGESTION_MODES = ("fixed", "aimd")
 #: congestion "aimd": every timer at most 8 x --timeout (a PS must linger longer)
 MAX_RTO_FACTOR = 8
+#: the timeout from the samples stays within RTO_SPREAD x the floor (backoff aside)
+RTO_SPREAD = 2
+#: RFC 6298's clock granularity G in ``srtt + max(G, 4 rttvar)``: a steady RTT (rttvar
+#: near 0) must not leave the timer at the bare srtt
+_GRANULARITY_S = 0.01
+
+
+class RttEstimator:
+    """Smoothed round trip and its variation (RFC 6298), and the timeout they give.
+
+    A sample is the time from a fragment's last data send to its RESULT, so it includes
+    the wait for the other ranks: a rank that computes slower lengthens every other
+    rank's samples, and their timers follow instead of firing. Fragments whose RESULT
+    was asked for again give no sample (Karn's rule: which send it answers is unknown).
+
+    Args:
+        floor: the least timeout (the worker's ``--timeout``), also the first one.
+        ceiling: the largest timeout, backoff included.
+    """
+
+    def __init__(self, floor: float, ceiling: float) -> None:
+        self.floor, self.ceiling = floor, max(ceiling, floor)
+        self.srtt = self.rttvar = 0.0
+        self.min_rtt = float("inf")  # the least sample: the network's share of a round trip
+        self.samples = 0
+        self.rto = floor
+
+    def sample(self, rtt: float) -> float:
+        """Take one round-trip sample (seconds); returns the new timeout."""
+        if self.samples == 0:
+            self.srtt, self.rttvar = rtt, rtt / 2
+        else:
+            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
+            self.srtt = 0.875 * self.srtt + 0.125 * rtt
+        self.samples += 1
+        if rtt < self.min_rtt:
+            self.min_rtt = rtt
+        rto = self.srtt + max(_GRANULARITY_S, 4 * self.rttvar)
+        # at most RTO_SPREAD x the floor before backoff: a RESULT waits for every rank,
+        # so the samples grow with every wait on another rank's recovery, and unbounded
+        # the timer of every rank grew to the ceiling (a second of stall per lost packet
+        # among the last fragments, which only the timer finds). The timer only asks
+        # (52 bytes), so firing early costs little.
+        self.rto = min(max(self.floor, rto), RTO_SPREAD * self.floor, self.ceiling)
+        return self.rto
+
+    def reorder_window(self) -> float:
+        """How long a RESULT that later RESULTs passed may still come before it is asked
+        for: two of the least round trips (the PS's own recovery of a lost GRAD, its
+        NACK and the re-send, takes about one; a flush one more), at most half the
+        timeout. Before any sample: half the timeout."""
+        if self.samples == 0:
+            return self.rto / 2
+        return min(2 * self.min_rtt, self.rto / 2)
+
+    def probe_timeout(self) -> float:
+        """The timer's first expiry after a new RESULT, a request or a re-send: the
+        timeout itself. (A tail-loss probe after two smoothed round trips, as RFC 8985's
+        PTO, fired on every pause of a busy CPU here: the samples are short, the gaps
+        between RESULTs on a loaded machine are not; its requests made the PS flush
+        aggregates whose GRADs were still queued, and NACK them: 395 re-sends in a
+        lossless bench run.)"""
+        return self.rto
+
+    def backoff(self, expiries: int) -> float:
+        """The timeout after ``expiries`` expiries without a new RESULT in between
+        (0: the first full timeout, after the probe)."""
+        return min(self.rto * (2 ** expiries), self.ceiling)
 
 
 class CongestionControl:
-    """One allreduce's window and timers.
+    """One allreduce's window.
 
     Args:
         mode: one of ``CONGESTION_MODES``.
         window: most fragments outstanding (with "aimd": the cap of ``cwnd``).
-        timeout: the first retransmission timeout (with "aimd": the floor of the RTO).
-        max_backoff: upper bound of a retransmission interval.
     """
 
-    def __init__(self, mode: str, window: int, timeout: float, max_backoff: float) -> None:
+    def __init__(self, mode: str, window: int) -> None:
         self.aimd = mode == "aimd"
-        self.window, self.timeout, self.max_backoff = window, timeout, max_backoff
+        self.window = window
         # congestion window (aimd): slow start to ssthresh, then additive increase; a
         # timeout of a fragment sent after the last decrease halves it (once per window)
         self.cwnd = float(min(2, window)) if self.aimd else float(window)
         self.ssthresh = float(window)
         self.seq_of: dict[int, int] = {}  # fragment -> send sequence number of its last send
         self.recover = 0  # sends numbered below this were in flight at the last decrease
-        # aimd: RTO = srtt + 4 rttvar (RFC 6298), sampled from each fragment's last send
-        self.last_sent: dict[int, float] = {}
-        self.srtt = self.rttvar = 0.0
-        # rto: rto_base backed off (at most 4x) since the last sample
-        self.rto = self.rto_base = timeout
-        # every timer stays under MAX_RTO_FACTOR x --timeout: a RESULT waits for the other
-        # ranks, so one rank's long timer lengthens the others' samples, and unbounded
-        # the ranks' timers feed each other (docs/ina.md)
-        self.max_rto = MAX_RTO_FACTOR * timeout
 
-    def on_send(self, f: int, seq: int, now: float) -> None:
-        """Fragment ``f`` went out as send number ``seq`` at ``now``."""
-        self.seq_of[f] = seq
-        if self.aimd:
-            self.last_sent[f] = now
-
-    def on_result(self, f: int) -> float:
-        """Fragment ``f`` has its RESULT (aimd only): grow the window, take an RTT
-        sample from its last send; returns the new RTO."""
+    def on_result(self) -> None:
+        """A fragment has its RESULT (aimd only): grow the window."""
         cwnd, window = self.cwnd, self.window
         if cwnd < window:
             self.cwnd = min(float(window), cwnd + (1.0 if cwnd < self.ssthresh else 1.0 / cwnd))
-        # every RESULT is a sample, from the last send (docs/ina.md)
-        rtt = time.monotonic() - self.last_sent[f]
-        if self.srtt == 0.0:
-            self.srtt, self.rttvar = rtt, rtt / 2
-        else:
-            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
-            self.srtt = 0.875 * self.srtt + 0.125 * rtt
-        self.rto = self.rto_base = min(max(self.timeout, self.srtt + 4 * self.rttvar),
-                                       self.max_rto)
-        return self.rto
 
     def on_timeout(self, f: int, sent: int) -> bool:
-        """Fragment ``f``'s timer fired with ``sent`` sends so far; True when the window
-        was halved (aimd, and ``f`` was sent after the last decrease)."""
+        """The timer fired on fragment ``f`` with ``sent`` sends so far; True when the
+        window was halved (aimd, and ``f`` was sent after the last decrease)."""
         if not self.aimd or self.seq_of.get(f, 0) < self.recover:
             return False
         self.ssthresh = self.cwnd = max(1.0, self.cwnd / 2)
         self.recover = sent
-        # RFC 6298 5.5: back the timer off until the next valid RTT sample, but at most
-        # 4x: a RESULT also waits for the other ranks, whose own backoff would otherwise
-        # compound with this one without bound
-        self.rto = min(2 * self.rto, 4 * self.rto_base, self.max_rto)
         return True
 
-    def backoff(self, attempts: int) -> float:
-        """Seconds until the next retransmission after ``attempts`` of them."""
-        if self.aimd:
-            cap = max(self.max_backoff, min(4 * self.rto_base, self.max_rto))
-        else:
-            cap = self.max_backoff
-        return min(self.rto * (2 ** attempts), cap)
+
+def rto_ceiling(mode: str, timeout: float, max_backoff: float) -> float:
+    """The largest timer of a worker (``--congestion``, ``--timeout``, ``--max-backoff``):
+    a PS must linger longer than this after its job completes."""
+    if mode == "aimd":
+        return MAX_RTO_FACTOR * timeout
+    return max(max_backoff, timeout)

@@ -83,9 +83,10 @@ class BucketRecord:
     values: int
     fragments: int
     first_fragment: int  # wire number of its first fragment
-    packets_sent: int
-    retransmissions: int
+    packets_sent: int  # GRAD datagrams: first sends and re-sends on a NACK
+    retransmissions: int  # re-sends on a NACK and header-only requests for a RESULT
     bytes_sent: int
+    grad_resends: int = 0  # GRADs re-sent on a NACK: packets_sent - grad_resends = first sends
 
 
 @dataclass
@@ -182,7 +183,8 @@ class InaHookState:
         self.cycle.end()
         self.stats.append(st)
         self.buckets.append(BucketRecord(k, n, st.fragments, first,
-                                         st.packets_sent, st.retransmissions, st.bytes_sent))
+                                         st.packets_sent, st.retransmissions, st.bytes_sent,
+                                         st.resend_nack))
         self.bytes_sent += st.bytes_sent
         return out
 

@@ -28,13 +28,13 @@ import json
 import sys
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-from hosts.ina.agent import FaultInjection, InaTimeoutError, open_ina_socket
-from hosts.ina.ps_job import JobState, JobStats
+from hosts.ina.agent import FaultInjection, InaTimeoutError, open_ina_socket, parse_fault_spec
+from hosts.ina.ps_job import JobState, JobStats, PSCounters, PSReport
+from hosts.ina.recovery import JobRecovery, PsRecovery
 from hosts.ina.stamp import admitted, policy_stamp
 from hosts.net import net_dev, peak_rss_mib, wait_readable
 from wire import argtypes
@@ -58,43 +58,7 @@ _BE_I32 = np.dtype(">i4")
 _GRAD, _PARTIAL = int(MsgType.GRAD), int(MsgType.PARTIAL)
 _RESULT, _CLEAR = int(MsgType.RESULT), int(MsgType.CLEAR)
 _RETX = int(InaFlags.RETX)
-
-
-@dataclass
-class PSCounters:
-    """Datagrams that belong to no job: counted and dropped."""
-
-    datagrams: int = 0
-    bytes_in: int = 0  # every datagram's UDP payload bytes
-    short: int = 0
-    bad_type: int = 0  # RESULT, CLEAR or unknown msg_type
-    unknown_job: int = 0
-    out_of_range: int = 0  # fragment not in this job's range
-    bad_bitmap: int = 0  # empty, or names a rank >= num_workers
-    send_errors: int = 0
-    fault_drops: int = 0  # TEST ONLY
-
-
-@dataclass
-class PSReport:
-    """What a ``run`` did (``to_dict`` is the CLI's JSON)."""
-
-    complete: bool
-    duration_s: float
-    jobs: dict[int, JobStats]
-    counters: PSCounters
-    nic_rx_bytes: int | None = None
-    nic_rx_packets: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "complete": self.complete,
-            "duration_s": round(self.duration_s, 6),
-            "jobs": {str(j): asdict(s) for j, s in self.jobs.items()},
-            **asdict(self.counters),
-            "nic_rx_bytes": self.nic_rx_bytes,
-            "nic_rx_packets": self.nic_rx_packets,
-        }
+_NACK = int(MsgType.NACK)
 
 
 def _read_nic(iface: str) -> tuple[int, int] | None:
@@ -102,7 +66,7 @@ def _read_nic(iface: str) -> tuple[int, int] | None:
     return None if c is None else (c.rx_bytes, c.rx_packets)
 
 
-class ParameterServer:
+class ParameterServer(PsRecovery):
     """The PS of one or more jobs (``add_job``) on one UDP socket.
 
     Args:
@@ -157,12 +121,20 @@ class ParameterServer:
         self.linger, self.max_time, self.iface = linger, max_time, iface
         self.rounds, self.idle_exit = rounds, idle_exit
         self.faults = faults
-        self.port = port if port is not None else (policy.port if policy else INA_UDP_PORT)
-        self.add_job(job_id, num_workers, num_fragments, policy, worker_ips=worker_ips,
-                     fragment_offset=fragment_offset)
+        port = port if port is not None else (policy.port if policy else INA_UDP_PORT)
         if bind_ip is None:
             bind_ip = policy.ps if policy is not None else ""
-        self.sock = open_ina_socket(bind_ip, self.port)
+        self.sock = open_ina_socket(bind_ip, port)
+        # the port bound (port 0: the kernel's pick): every agent of a job shares one
+        # port, and RESULTs and NACKs go to the workers on it (with port 0 kept here they
+        # went to port 0, lost: each RESULT came only on the worker's timer request)
+        self.port = self.sock.getsockname()[1]
+        try:
+            self.add_job(job_id, num_workers, num_fragments, policy, worker_ips=worker_ips,
+                         fragment_offset=fragment_offset)
+        except BaseException:
+            self.sock.close()
+            raise
 
     @classmethod
     def from_policies(cls, policies: Sequence[Policy], **kw: Any) -> ParameterServer:
@@ -227,13 +199,19 @@ class ParameterServer:
         for r, ip in enumerate(worker_ips):
             worker_bits[ip] = worker_bits.get(ip, 0) | 1 << r  # one address, several ranks: tests
         switches = frozenset(policy.switch_ips.values()) if policy is not None else frozenset()
+        addrs = {s: (ip, port) for s, ip in policy.switch_ips.items()} if policy else {}
         if policy is not None and policy.sd is not None:
             switches |= {policy.sd.ip}
+            addrs[policy.sd.id] = (policy.sd.ip, port)
+        rec = JobRecovery(num_workers, num_fragments, policy.tags if policy else None,
+                          policy.partial_tags if policy else None,
+                          policy.sd.id if policy is not None and policy.sd else 0)
         self.jobs[job_id] = JobState(
             job_id, num_workers, num_fragments, fragment_offset, (1 << num_workers) - 1,
             dsts, worker_bits, switches, clears, JobStats(job_id, num_workers, total),
             self.rounds, self.cycle, values_per_packet=values_per_packet or INA_VALUES,
             stamp=policy_stamp(policy),
+            recovery=rec, worker_ips=list(worker_ips), switch_addrs=addrs,
         )
 
     def close(self) -> None:
@@ -276,8 +254,10 @@ class ParameterServer:
         values = jb.acc[f].astype(_BE_I32).tobytes()
         mx = jb.max_exp[f]
         pack = INA_HEADER.pack
+        # a recovered fragment's RESULT is flagged: the workers take no RTT sample from it
+        fl = _RETX if f in jb.recovery.level else 0
         for addr, tag in jb.result_dsts:
-            pkt = pack(_RESULT, jb.job, 0, frag, tag, 0, jb.full, jb.num_workers, 0, 0, 0, mx)
+            pkt = pack(_RESULT, jb.job, 0, frag, tag, 0, jb.full, jb.num_workers, 0, fl, 0, mx)
             self._send(pkt + values, addr)
             st.results_sent += 1
         for s, addr in jb.clears[f]:
@@ -289,7 +269,9 @@ class ParameterServer:
     def _handle(self, data: bytes, addr: tuple[str, int], now: float) -> None:
         c = self.counters
         if len(data) < INA_PACKET_LEN:  # shorter than any job's packets (64 values)
-            if len(data) >= INA_HEADER_LEN and data[0] == _CLEAR:  # header-only, not ours
+            if len(data) >= INA_HEADER_LEN and data[0] == _NACK:  # a worker's request
+                self._on_request(data, addr)
+            elif len(data) >= INA_HEADER_LEN and data[0] == _CLEAR:  # header-only, not ours
                 c.bad_type += 1
             else:
                 c.short += 1
@@ -329,6 +311,14 @@ class ParameterServer:
         if values is not None:  # already finished (this round's fragment, or an older round)
             self._late(jb, r, f, frag, mt, tag, origin, retx, values, addr)
             return
+        flushed = jb.recovery.flushed.get(f) if mt == _PARTIAL else None
+        if flushed and tag in flushed:
+            bm, sums = self._partial_in(jb, f, tag, bm, data, mx, flags)
+            if bm:
+                self._accumulate(jb, f, frag, mt, bm, bm.bit_count(), mx, data, now, sums)
+            if f not in jb.results:
+                self._after_flush_reply(jb, f, tag)
+            return
         self._accumulate(jb, f, frag, mt, bm, cnt, mx, data, now)
 
     def _place(self, mt: int, job: int, frag: int, bm: int, flags: int,
@@ -337,14 +327,14 @@ class ParameterServer:
         of no job, the wrong size, out of range or has a bad bitmap. A packet of the next
         round ends a short round first."""
         c = self.counters
-        if mt != _GRAD and mt != _PARTIAL:
+        if mt != _GRAD and mt != _PARTIAL and mt != _NACK:
             c.bad_type += 1
             return None
         jb = self.jobs.get(job)
         if jb is None:
             c.unknown_job += 1
             return None
-        if size != jb.packet_len:  # not the job's values per packet: never add part
+        if size != jb.packet_len and mt != _NACK:  # not the job's values per packet: never add part
             jb.stats.wrong_size += 1
             return None
         w, f = divmod(frag - jb.offset, jb.num_fragments)
@@ -357,7 +347,7 @@ class ParameterServer:
             # to end it: the first packet of the next one does
             jb.stats.short_rounds += 1
             jb.next_round()
-        if r < 0 or r > jb.round or r < jb.round - 1 and mt == _GRAD and flags & _RETX:
+        if r < 0 or r > jb.round or r < jb.round - 1 and (mt == _NACK or mt == _GRAD and flags & _RETX):
             # before the job's range, a future round, or a retransmission two rounds old
             # (impossible for a live worker: every round needs every worker)
             c.out_of_range += 1
@@ -390,9 +380,10 @@ class ParameterServer:
             st.clears_sent += 1
 
     def _accumulate(self, jb: JobState, f: int, frag: int, mt: int, bm: int, cnt: int,
-                    mx: int, data: bytes, now: float) -> None:
+                    mx: int, data: bytes, now: float, sums: np.ndarray | None = None) -> None:
         """Sum a contribution unless some of its contributors are in already; finish the
-        fragment (and the round) when every worker is."""
+        fragment (and the round) when every worker is. ``sums``: the values to add in
+        place of the packet's (the part of a flushed aggregate not yet in)."""
         st = jb.stats
         have = jb.have[f]
         if bm & have:
@@ -404,7 +395,11 @@ class ParameterServer:
         n = bm.bit_count()
         if cnt != n:
             st.count_mismatch += 1
-        have = jb.add(f, bm, data, mx)
+        if sums is None:
+            have = jb.add(f, bm, data, mx)
+        else:
+            have = jb.add_sums(f, bm, sums, mx)
+            st.delta_partials += 1
         st.contributions += n
         if mt == _GRAD:
             st.accepted_grad += 1
@@ -412,6 +407,7 @@ class ParameterServer:
             st.accepted_partial += 1
         if have == jb.full:
             self._finish(jb, f, frag)
+            self._on_complete(jb, f)
             jb.round_done += 1
             if jb.round_done == jb.num_fragments:
                 if jb.done:
@@ -423,7 +419,8 @@ class ParameterServer:
         """Serve until every job is complete and ``linger`` seconds pass without a
         datagram; raises ``InaTimeoutError`` (``.report`` attached) after ``max_time``."""
         nic0 = _read_nic(self.iface) if self.iface else None
-        sock, recvfrom, c = self.sock, self.sock.recvfrom, self.counters
+        sock, c, faults = self.sock, self.counters, self.faults
+        recvfrom = sock.recvfrom if faults is None else (lambda n: faults.recv(sock, n))
         t0 = time.monotonic()
         deadline = t0 + self.max_time
         last_rx = t0
@@ -508,6 +505,12 @@ def _parser() -> argparse.ArgumentParser:
                          "0: as many as fit 32 bits)")
     ap.add_argument("--drop-every", type=argtypes.natural, default=0,
                     help="TESTING: drop every K-th datagram this PS sends (lost RESULTs)")
+    ap.add_argument("--drop-sent", action="append", metavar="TYPE=N[,N]",
+                    help="TESTING: drop the N-th datagram of INA type TYPE (RESULT, CLEAR, NACK) "
+                    "this PS sends (repeatable)")
+    ap.add_argument("--drop-received", action="append", metavar="TYPE=N[,N]",
+                    help="TESTING: discard the N-th datagram of INA type TYPE (GRAD, PARTIAL, "
+                    "NACK) this PS receives (repeatable)")
     ap.add_argument("--idle-exit", type=argtypes.positive, default=30.0,
                     help="with --rounds 0: stop after this many quiet seconds between rounds, "
                          "once a round has finished (default 30)")
@@ -538,7 +541,10 @@ class PSCommand:
                 policies, linger=args.linger, max_time=args.max_time, iface=args.iface,
                 bind_ip=args.bind, fragment_offset=args.fragment_offset, rounds=args.rounds,
                 idle_exit=args.idle_exit, cycle=args.round_cycle,
-                faults=FaultInjection(drop_every=args.drop_every) if args.drop_every > 0 else None,
+                faults=FaultInjection(
+                    drop_every=args.drop_every, drop_sent=parse_fault_spec(args.drop_sent),
+                    drop_received=parse_fault_spec(args.drop_received),
+                ) if args.drop_every > 0 or args.drop_sent or args.drop_received else None,
             )
         except (PolicyError, ValueError, OSError) as e:
             self.emit({"complete": False, "error": str(e)})

@@ -1,13 +1,15 @@
 """The INA parameter server's state of one job (docs/ina.md, "PS"): its counters
-(``JobStats``) and, per fragment, the contributors summed so far, the sums, the agreed
+(``JobStats``; ``PSCounters`` and ``PSReport`` for the whole PS) and, per fragment, the contributors summed so far, the sums, the agreed
 exponent and the finished RESULTs of this round and the last (``JobState``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
+from hosts.ina.recovery import JobRecovery
 from hosts.ina.rounds import max_round_cycle
 from wire.ina import BE_I32, INA_HEADER_LEN, INA_VALUES, check_values_per_packet
 
@@ -38,8 +40,14 @@ class JobStats:
     refused_source: int = 0  # from no worker of the job (for its bit) and no job switch
     refused_stamp: int = 0  # without the job's admission stamp (hosts/ina/stamp.py)
     results_sent: int = 0
-    result_resends: int = 0  # RESULT again for a RETX of a finished fragment
+    result_resends: int = 0  # RESULT again (held) for a request or a RETX of a finished fragment
     clears_sent: int = 0
+    # loss recovery (docs/ina.md, "Loss recovery")
+    requests_in: int = 0  # workers' header-only NACKs: a RESULT missing
+    nacks_sent: int = 0  # NACKs to workers: re-send a fragment
+    flushes_sent: int = 0  # NACKs to switches: send what you hold
+    flush_replies: int = 0  # PARTIALs of flushed fragments from the flushed switches
+    delta_partials: int = 0  # ... added as the difference from what a flush brought
     rounds: int = 0  # rounds begun (one a DDP bucket), set by the report
     short_rounds: int = 0  # rounds of fewer than F fragments, ended by the next round
     first_packet_s: float | None = None  # since the PS started
@@ -68,6 +76,9 @@ class JobState:
     round_done: int = 0  # fragments of this round finished
     values_per_packet: int = INA_VALUES  # V: values a fragment carries
     stamp: int = 0  # the job's admission stamp (hosts/ina/stamp.py); 0: unchecked
+    recovery: JobRecovery | None = None  # loss recovery (None: a plain one is made)
+    worker_ips: list[str] = field(default_factory=list)  # rank -> address (NACKs)
+    switch_addrs: dict[int, tuple[str, int]] = field(default_factory=dict)  # flushes
     acc: np.ndarray = field(init=False)  # (F, V) int32, wraps mod 2^32 like the switches
     packet_len: int = field(init=False)  # UDP payload bytes of a GRAD/PARTIAL: header + 4V
     zero_values: bytes = field(init=False)  # 4V zero bytes
@@ -92,6 +103,12 @@ class JobState:
         self.zero_values = bytes(4 * v)
         self.have = [0] * self.num_fragments
         self.max_exp = [0] * self.num_fragments
+        if self.recovery is None:
+            self.recovery = JobRecovery(self.num_workers, self.num_fragments, None)
+
+    def wire_fragment(self, f: int) -> int:
+        """The wire number of fragment ``f`` of the current round."""
+        return self.offset + (self.round % self.cycle) * self.num_fragments + f
 
     @property
     def done(self) -> bool:
@@ -140,6 +157,15 @@ class JobState:
             self.max_exp[f] = mx
         return have
 
+    def add_sums(self, f: int, bm: int, sums: np.ndarray, mx: int) -> int:
+        """Add int32 ``sums`` (already decoded) for contributors ``bm``; the new bitmap."""
+        row = self.acc[f]
+        row += sums  # wraps mod 2^32
+        self.have[f] |= bm
+        if mx > self.max_exp[f]:
+            self.max_exp[f] = mx
+        return self.have[f]
+
     def next_round(self) -> None:
         """Keep this round's results for late retransmissions; start the next."""
         self.prev_results, self.results = self.results, {}
@@ -149,3 +175,42 @@ class JobState:
         self.max_exp = [0] * self.num_fragments
         self.round += 1
         self.round_done = 0
+        assert self.recovery is not None
+        self.recovery.reset()
+
+
+@dataclass
+class PSCounters:
+    """Datagrams that belong to no job: counted and dropped."""
+
+    datagrams: int = 0
+    bytes_in: int = 0  # every datagram's UDP payload bytes
+    short: int = 0
+    bad_type: int = 0  # RESULT, CLEAR or unknown msg_type
+    unknown_job: int = 0
+    out_of_range: int = 0  # fragment not in this job's range
+    bad_bitmap: int = 0  # empty, or names a rank >= num_workers
+    send_errors: int = 0
+    fault_drops: int = 0  # TEST ONLY
+
+
+@dataclass
+class PSReport:
+    """What a ``run`` did (``to_dict`` is the CLI's JSON)."""
+
+    complete: bool
+    duration_s: float
+    jobs: dict[int, JobStats]
+    counters: PSCounters
+    nic_rx_bytes: int | None = None
+    nic_rx_packets: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "complete": self.complete,
+            "duration_s": round(self.duration_s, 6),
+            "jobs": {str(j): asdict(s) for j, s in self.jobs.items()},
+            **asdict(self.counters),
+            "nic_rx_bytes": self.nic_rx_bytes,
+            "nic_rx_packets": self.nic_rx_packets,
+        }

@@ -2,13 +2,13 @@
 (docs/ina_policy.md).
 
 A :class:`Worker` fragments one gradient into packets of V int32 fixed-point values (the
-policy's ``values_per_packet``: 64, 128 or 256),
-sends fragment ``f`` as ``GRAD`` to the switch its policy tags ``f`` with (or to the
-PS for tag 0), keeps at most ``window`` fragments outstanding, resends a fragment
-that got no ``RESULT`` in time straight to the PS (tag 0, ``RETX``, exponential
-backoff) and collects the ``RESULT`` values. One UDP socket (port 40000 on the
-worker's address), non-blocking, multiplexed with ``select``; the hot path is plain
-``struct`` + ``bytes`` slicing (no scapy, no per-packet numpy).
+policy's ``values_per_packet``: 64, 128 or 256), sends fragment ``f`` as ``GRAD`` to the
+switch its policy tags ``f`` with (or to the PS for tag 0), keeps at most ``window``
+fragments outstanding, re-sends a fragment straight to the PS (tag 0, ``RETX``) when the
+PS's NACK asks for it, asks the PS for a RESULT that later RESULTs show missing or that
+its timer finds late (docs/ina.md, "Loss recovery"; hosts/ina/transfer.py) and collects
+the ``RESULT`` values. One non-blocking UDP socket (port 40000), ``select``; the hot path
+is plain ``struct`` + ``bytes`` slicing (no scapy, no per-packet numpy).
 
 CLI (one line of JSON on stdout with ``--json``)::
 
@@ -33,8 +33,14 @@ from typing import Any
 
 import numpy as np
 
-from hosts.ina.agent import FaultInjection, InaTimeoutError, open_ina_socket
-from hosts.ina.congestion import CONGESTION_MODES
+from hosts.ina.agent import (
+    FaultInjection,
+    InaTimeoutError,
+    open_ina_socket,
+    parse_fault_spec,
+    progress_bar,
+)
+from hosts.ina.congestion import CONGESTION_MODES, RttEstimator, rto_ceiling
 from hosts.ina.rounds import DEFAULT_REUSE_AFTER_S, FragmentCycle
 from hosts.ina.stamp import policy_stamp
 from hosts.ina.transfer import FragmentTransfer, WorkerStats
@@ -53,12 +59,7 @@ from wire.fixedpoint import (
     pad_to_fragments,
     quantize,
 )
-from wire.ina import (
-    INA_MAX_WORKERS,
-    INA_UDP_PORT,
-    INA_VALUES,
-    check_values_per_packet,
-)
+from wire.ina import INA_MAX_WORKERS, INA_UDP_PORT, INA_VALUES, check_values_per_packet
 from wire.ina_policy import FragmentRouting, Policy, PolicyError, SwitchRef, _ip, default_switch_ip
 
 __all__ = [
@@ -90,13 +91,15 @@ class Worker:
         policy: this worker's tags and fan-ins (``Policy.for_worker``); None = all tag 0.
         switch_ips: switch id -> IP for the tags in ``policy`` (default 10.255.x.y).
         window: most fragments outstanding (sent, no RESULT yet) at a time.
-        timeout: seconds before a fragment's first retransmission; it then doubles per
-            retransmission up to ``max_backoff``.
+        timeout: the floor of the retransmission timer (and its value until the first
+            round-trip sample); the timer follows the measured round trips (RFC 6298)
+            and doubles per expiry up to ``max_backoff`` (``fixed``) or
+            ``MAX_RTO_FACTOR`` x ``timeout`` (``aimd``).
         scale_bits: fixed-point scale ``S`` (q = round(g * 2**S)).
         port: UDP port (the same on every agent and switch).
         bind_ip: local address to bind (the worker's IP; "" = all).
         max_time: bound on one ``allreduce``; past it ``InaTimeoutError``.
-        max_backoff: upper bound of the retransmission interval.
+        max_backoff: upper bound of the retransmission timer (``fixed``).
         faults: TEST ONLY fault injection on sends.
         progress: called as ``progress(done, total)`` at most every 0.1 s.
         result_sources: the addresses a RESULT may come from (default: ``ps_ip``;
@@ -172,6 +175,8 @@ class Worker:
         self.scale_bits, self.port = scale_bits, port
         self.faults, self.progress = faults, progress
         self.stats = WorkerStats(rank, job_id)  # of the last allreduce
+        #: round trips measured across this worker's allreduces (the timer's timeout)
+        self.rtt = RttEstimator(timeout, rto_ceiling(congestion, timeout, self.max_backoff))
         self.sock = open_ina_socket(bind_ip, port)
 
     @classmethod
@@ -364,24 +369,6 @@ def _digest(a: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(a, dtype="<i4").tobytes()).hexdigest()[:16]
 
 
-def _progress_bar(enabled: bool) -> tuple[Any, Callable[[int, int], None] | None]:
-    if not enabled:
-        return None, None
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    prog = Progress(
-        "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), console=Console(stderr=True), transient=True,
-    )
-    task = prog.add_task("allreduce", total=None)
-
-    def update(done: int, total: int) -> None:
-        prog.update(task, completed=done, total=total)
-
-    return prog, update
-
-
 def _load_gradient(args: argparse.Namespace, n_default: int) -> np.ndarray:
     if args.gradient:
         g = np.load(args.gradient)
@@ -422,8 +409,11 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--congestion", choices=CONGESTION_MODES, default="fixed",
                     help="fixed: always --window outstanding; aimd: a congestion window "
                     "(slow start, halved on a timeout) up to --window (default fixed)")
-    ap.add_argument("--timeout", type=argtypes.positive, default=0.2, help="first retransmission timeout (s)")
-    ap.add_argument("--max-backoff", type=argtypes.positive, default=1.0)
+    ap.add_argument("--timeout", type=argtypes.positive, default=0.2,
+                    help="floor of the retransmission timer, which follows the measured round "
+                    "trips (s; default 0.2)")
+    ap.add_argument("--max-backoff", type=argtypes.positive, default=1.0,
+                    help="ceiling of the retransmission timer with --congestion fixed (s)")
     ap.add_argument("--max-time", type=argtypes.positive, default=60.0, help="bound on the whole run (s)")
     ap.add_argument("--fragment-offset", type=argtypes.natural, default=0)
     ap.add_argument("--rounds", type=argtypes.count, default=1,
@@ -441,6 +431,12 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--send-twice", action="store_true",
                     help="testing: send every datagram twice (duplicate handling)")
+    ap.add_argument("--drop-sent", action="append", metavar="TYPE=N[,N]",
+                    help="testing: drop the N-th datagram of INA type TYPE (GRAD, NACK) this "
+                    "worker sends (repeatable)")
+    ap.add_argument("--drop-received", action="append", metavar="TYPE=N[,N]",
+                    help="testing: discard the N-th datagram of INA type TYPE (RESULT, NACK) "
+                    "this worker receives (repeatable)")
     ap.add_argument("--ready-go", action="store_true",
                     help="set up, print 'ready' on stdout, then start when a line arrives on "
                     "stdin: a launcher starts every worker at once and times the "
@@ -448,7 +444,8 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-_TOTALS = ("packets_sent", "retransmissions", "bytes_sent", "results", "window_decreases",
+_TOTALS = ("packets_sent", "retransmissions", "resend_nack", "request_fast", "request_timer",
+           "nacks_in", "stale_nacks", "bytes_sent", "results", "window_decreases",
            "duplicate_results", "stale_results", "ignored", "duration_s")
 
 
@@ -492,8 +489,10 @@ class WorkerCommand:
             kw["number_format"] = args.format
         if args.bind is not None:
             kw["bind_ip"] = args.bind
-        if args.send_twice:
-            kw["faults"] = FaultInjection(send_twice=True)
+        if args.send_twice or args.drop_sent or args.drop_received:
+            kw["faults"] = FaultInjection(send_twice=args.send_twice,
+                                          drop_sent=parse_fault_spec(args.drop_sent),
+                                          drop_received=parse_fault_spec(args.drop_received))
         if args.rounds < 1:
             raise ValueError(f"--rounds must be >= 1, got {args.rounds}")
         self.cycle = FragmentCycle(policy.num_fragments, args.fragment_offset, args.round_cycle,
@@ -509,7 +508,7 @@ class WorkerCommand:
         except (PolicyError, OSError, ValueError) as e:
             return self.fail(str(e))
         worker = self.worker
-        prog, update = _progress_bar(sys.stderr.isatty() and not args.no_progress)
+        prog, update = progress_bar(sys.stderr.isatty() and not args.no_progress)
         worker.progress = update
         if args.ready_go:
             print("ready", flush=True)
@@ -584,8 +583,8 @@ class WorkerCommand:
             print(json.dumps(summary), flush=True)
         else:
             print(f"rank {st.rank}: {st.fragments} fragments in {st.duration_s:.3f} s, "
-                  f"{st.packets_sent} sent ({st.retransmissions} retransmitted), "
-                  f"{st.pps:.0f} pkt/s")
+                  f"{st.packets_sent} sent, re-sends {st.resend_nack} nack / requests "
+                  f"{st.request_fast} fast {st.request_timer} timer, {st.pps:.0f} pkt/s")
 
 
 def main(argv: Iterable[str] | None = None) -> int:

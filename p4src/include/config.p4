@@ -79,6 +79,9 @@ const bit<8>  INA_GRAD    = 1;
 const bit<8>  INA_PARTIAL = 2;
 const bit<8>  INA_RESULT  = 3;
 const bit<8>  INA_CLEAR   = 4;
+/* Loss recovery (header only): PS -> worker "re-send", PS -> switch "flush",
+ * worker -> PS "RESULT missing" (docs/ina.md, "Loss recovery"). */
+const bit<8>  INA_NACK    = 5;
 const bit<8>  INA_FLAG_RETX   = 1;   /* a worker's retransmission (to the PS) */
 const bit<8>  INA_FLAG_VIA_SD = 2;   /* the partial aggregate is merged again at s_d */
 /* RESULTs travel down a job's multicast tree addressed to 10.254.0.<job>. */
@@ -91,6 +94,7 @@ const bit<32> INA_RESULT_ADDRESS_BASE = 0x0AFE0000;
 #define INA_DROP_UNKNOWN_JOB   3
 #define INA_DROP_CLEARED       4   /* CLEAR consumed */
 #define INA_DROP_WRONG_SIZE    5   /* GRAD of another values per packet */
+#define INA_DROP_NACK_EMPTY    6   /* flush NACK for a fragment the switch does not hold */
 #define INA_DROP_REASON_COUNT  8
 
 #endif  /* _GRADNET_CONFIG_P4_ */

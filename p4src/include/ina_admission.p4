@@ -12,6 +12,8 @@
  *     multi-contributor aggregate only ever comes from a switch);
  *   - a PARTIAL, RESULT or CLEAR must come from the job's PS: (ingress port,
  *     source IP, job) in ina_servers;
+ *   - a NACK (loss recovery, header only) from the job's PS, or from a member
+ *     asking for a RESULT with exactly its own bit in the bitmap;
  *   - anything else is no INA message.
  * On any port a GRAD with an empty bitmap or a zero count is refused: no
  * switch or worker ever sends one. Every refused packet is dropped and
@@ -37,6 +39,7 @@
 #define INA_ADMIT_WRONG_BIT      4   /* a member's GRAD without exactly its own bit */
 #define INA_ADMIT_NOT_SERVER     5   /* PARTIAL/RESULT/CLEAR from a host not the job's PS */
 #define INA_ADMIT_BAD_TYPE       6   /* unknown msg_type from a host port */
+#define INA_ADMIT_NACK           7   /* NACK from a host neither the PS nor a member */
 #define INA_ADMIT_REASONS        8
 #define INA_MEMBERS_SIZE      8192   /* workers of all jobs, on one switch */
 
@@ -121,25 +124,46 @@ control InaAdmission(inout headers_t hdr,
             } else if (standard_metadata.ingress_port == CPU_PORT
                        || ina_fabric_ports.apply().hit) {
                 /* from the controller or a switch: admitted where it entered */
-            } else if (hdr.ina.msg_type == INA_GRAD) {
-                if (hdr.ina.count != 1 || hdr.ina.bitmap & (hdr.ina.bitmap - 1) != 0) {
-                    refuse(INA_ADMIT_HOST_AGGREGATE);
-                } else if (!ina_members.apply().hit) {
-                    refuse(INA_ADMIT_NOT_MEMBER);
-                } else if (hdr.ina.bitmap != own_bit) {
-                    refuse(INA_ADMIT_WRONG_BIT);
-                } else {
-                    write_stamp();
-                }
-            } else if (hdr.ina.msg_type == INA_PARTIAL || hdr.ina.msg_type == INA_RESULT
-                       || hdr.ina.msg_type == INA_CLEAR) {
-                if (!ina_servers.apply().hit) {
-                    refuse(INA_ADMIT_NOT_SERVER);
-                } else {
-                    write_stamp();
-                }
             } else {
-                refuse(INA_ADMIT_BAD_TYPE);
+                /* a host port: each table applied at one place (BMv2 allows one
+                 * successor per table) */
+                bool is_server = false;
+                bool is_member = false;
+                own_bit = 0;
+                if (hdr.ina.msg_type == INA_PARTIAL || hdr.ina.msg_type == INA_RESULT
+                        || hdr.ina.msg_type == INA_CLEAR || hdr.ina.msg_type == INA_NACK) {
+                    is_server = ina_servers.apply().hit;
+                }
+                if (hdr.ina.msg_type == INA_GRAD
+                        || (hdr.ina.msg_type == INA_NACK && !is_server)) {
+                    is_member = ina_members.apply().hit;
+                }
+                if (hdr.ina.msg_type == INA_GRAD) {
+                    if (hdr.ina.count != 1 || hdr.ina.bitmap & (hdr.ina.bitmap - 1) != 0) {
+                        refuse(INA_ADMIT_HOST_AGGREGATE);
+                    } else if (!is_member) {
+                        refuse(INA_ADMIT_NOT_MEMBER);
+                    } else if (hdr.ina.bitmap != own_bit) {
+                        refuse(INA_ADMIT_WRONG_BIT);
+                    } else {
+                        write_stamp();
+                    }
+                } else if (hdr.ina.msg_type == INA_NACK) {
+                    if (!is_server && (!is_member || hdr.ina.bitmap != own_bit)) {
+                        refuse(INA_ADMIT_NACK);
+                    } else {
+                        write_stamp();
+                    }
+                } else if (hdr.ina.msg_type == INA_PARTIAL || hdr.ina.msg_type == INA_RESULT
+                           || hdr.ina.msg_type == INA_CLEAR) {
+                    if (!is_server) {
+                        refuse(INA_ADMIT_NOT_SERVER);
+                    } else {
+                        write_stamp();
+                    }
+                } else {
+                    refuse(INA_ADMIT_BAD_TYPE);
+                }
             }
         }
     }

@@ -18,6 +18,13 @@
  * where modulo N moves almost every fragment. Either way an aggregator is used by a
  * fragment only if it is free or holds that very (origin, job, fragment) key.
  *
+ * Loss recovery (docs/ina.md, "Loss recovery"): a NACK tagged with this switch
+ * is the PS's flush: the aggregator holding the fragment answers with a PARTIAL
+ * of what it has, complete or not (a lost PARTIAL is sent again; an incomplete
+ * one tells the PS exactly whose GRAD is missing); a RESULT passing a switch it
+ * is not tagged for frees that switch's aggregator of the fragment, so a lost
+ * CLEAR costs nothing where the RESULT's tree passes.
+ *
  * Aging: an aggregator whose last contribution is older than the timeout
  * (ina_aging, switch timestamps in microseconds) is taken over by the next GRAD
  * that hashes to it, its old contents dropped: an abandoned or forged
@@ -202,6 +209,17 @@ control Aggregator(inout headers_t hdr,
         ina_events.count(1);
     }
 
+    /* Flush (a NACK from the PS): the header-only NACK becomes a PARTIAL that
+     * carries the aggregator's values, bitmap and count (read_values, then
+     * send_partial): the values header is added and both lengths grow by it. */
+    action flush_partial() {
+        hdr.ina_values.setValid();
+        read_values();
+        hdr.ipv4.total_len = hdr.ipv4.total_len + 4 * INA_VALUES;
+        hdr.udp.length = hdr.udp.length + 4 * INA_VALUES;
+        hdr.ina.flags = INA_FLAG_RETX;
+    }
+
     /* Busy aggregator: on, unaggregated, to s_d (or from s_d to the PS). */
     action pass_to_ps() {
         ina_events.count(2);
@@ -238,12 +256,15 @@ control Aggregator(inout headers_t hdr,
              * switch it names */
             bool at_tag = hdr.ina.tag == meta.ina.switch_id;
             meta.ina.locate_origin = 0;
-            if (!at_tag) {
+            if (!at_tag && hdr.ina.msg_type != INA_RESULT) {
                 meta.ina.locate_origin = hdr.ina.tag;
-            } else if (hdr.ina.msg_type == INA_GRAD) {
+            } else if (at_tag && hdr.ina.msg_type == INA_GRAD) {
                 meta.ina.locate_origin = hdr.ina.origin;
             }
-            if (at_tag || (hdr.ina.msg_type == INA_CLEAR && meta.ina.switch_id == meta.ina.sd_id)) {
+            /* a RESULT passing by is located too (under 0): it frees what this switch
+             * still holds for the fragment (ina_ring is applied at this one place) */
+            if (at_tag || hdr.ina.msg_type == INA_RESULT
+                    || (hdr.ina.msg_type == INA_CLEAR && meta.ina.switch_id == meta.ina.sd_id)) {
                 hash_fragment(meta.ina.locate_origin);
                 ina_ring.apply();
             }
@@ -310,11 +331,27 @@ control Aggregator(inout headers_t hdr,
                         clear_aggregator();
                     }
                     consume(INA_DROP_CLEARED);
+                } else if (hdr.ina.msg_type == INA_NACK) {
+                    load_aggregator();
+                    if (meta.ina.stored_key == meta.ina.key && meta.ina.stored_count != 0) {
+                        flush_partial();
+                        send_partial();
+                    } else {
+                        consume(INA_DROP_NACK_EMPTY);
+                    }
                 }
             } else if (hdr.ina.msg_type == INA_CLEAR
                        && meta.ina.switch_id == meta.ina.sd_id) {
                 /* A CLEAR for another switch passing s_d: free what s_d holds
                  * for that switch's passed-on packets. */
+                load_aggregator();
+                if (meta.ina.stored_key == meta.ina.key) {
+                    clear_aggregator();
+                }
+            } else if (hdr.ina.msg_type == INA_RESULT) {
+                /* A RESULT passing on its way to the workers: the fragment is
+                 * finished, so whatever this switch still holds for it goes
+                 * (the CLEAR meant for it may have been lost). */
                 load_aggregator();
                 if (meta.ina.stored_key == meta.ina.key) {
                     clear_aggregator();

@@ -76,6 +76,7 @@ parser GradnetParser(packet_in packet,
          * PS's uplink (which also carries every RESULT) sends 62-byte frames for it. */
         transition select(hdr.ina.msg_type) {
             INA_CLEAR: accept;
+            INA_NACK: accept;  /* header only, like CLEAR */
             default: parse_ina_values;
         }
     }
