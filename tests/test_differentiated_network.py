@@ -24,7 +24,7 @@ import pytest
 from controller.qos.deployment import UNUSED_QUEUE_PPS
 from experiments.differentiated import PS_HOST, SWITCH, QosSetup, configure, run_transport
 from hosts.differentiated.blocks import BlockLayout, Contribution, classify
-from tests.netenv import net_skip_reason
+from tests.netenv import net_skip_reason, started_network
 from topologies import star
 from wire.differentiated import NB_QUEUES, level_priority
 
@@ -42,18 +42,9 @@ def _skip_reason() -> str | None:
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, object, Path]]:
-    reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
-    from topologies.network import Network
-
-    topo = star(4, bw=20)
-    network = Network(topo, run_dir=str(tmp_path_factory.mktemp("diff_net")), priority_queues=NB_QUEUES)
-    network.start()
-    try:
-        yield network, topo, tmp_path_factory.mktemp("diff_runs")
-    finally:
-        network.stop()
+    with started_network(tmp_path_factory, "diff_net",
+                         star(4, bw=20), "forward", priority_queues=NB_QUEUES) as n:
+        yield n
 
 
 @pytest.fixture(scope="module")

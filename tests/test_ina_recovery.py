@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from hosts.ina.agent import FaultInjection, parse_fault_spec
-from hosts.ina.congestion import RttEstimator
+from hosts.ina.congestion import REORDER_FLOOR_S, RttEstimator
 from hosts.ina.worker import Policy
 from tests.ina_loopback import PORT, _check_exact, _grads, _run, net
 from tests.test_ina_hosts_rounds import _ModelSwitches
@@ -70,7 +70,15 @@ def test_rtt_estimator_follows_samples_within_floor_and_ceiling() -> None:
     for _ in range(50):
         rtt.sample(0.001)
     assert rtt.rto == 0.2  # never below the floor
-    assert rtt.reorder_window() == 0.002  # two of the least round trips
+    assert rtt.reorder_window() == REORDER_FLOOR_S  # two least round trips (2 ms): the floor
+    rtt = RttEstimator(0.2, 1.0)
+    rtt.sample(0.008)
+    assert rtt.reorder_window() == 0.016  # two of the least round trips
+    rtt.spurious_request()  # an early request whose original came too: twice as wide
+    assert rtt.reorder_window() == 0.032
+    for _ in range(10):
+        rtt.spurious_request()
+    assert rtt.reorder_window() == 0.1  # at most half the timeout
 
 
 def test_lost_grad_is_nacked_once(net) -> None:  # noqa: ANN001

@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 
 from controller.ina import InaDeployment, InaJob
-from experiments.ina import run_jobs, switch_neighbors
-from tests.netenv import net_skip_reason
+from experiments.ina import run_jobs
+from tests.netenv import started_network
 from topologies import linear
 
 pytestmark = [pytest.mark.net, pytest.mark.slow]
@@ -34,19 +34,9 @@ N_F = 16  # fragments of 64 values
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, object, Path]]:
-    reason = net_skip_reason("ina")
-    if reason:
-        pytest.skip(reason)
-    from topologies.network import Network
-
-    topo = linear(2, hosts_per_switch=4, bw=50)
-    network = Network(topo, run_dir=str(tmp_path_factory.mktemp("ina_recovery")))
-    network.start()
-    try:
-        switch_neighbors(network, topo, topo.switches())
-        yield network, topo, tmp_path_factory.mktemp("ina_recovery_runs")
-    finally:
-        network.stop()
+    with started_network(tmp_path_factory, "ina_recovery",
+                         linear(2, hosts_per_switch=4, bw=50), "ina", neighbors=True) as n:
+        yield n
 
 
 def _run(net, tag: str, rank_args=None, ps_args=None, timeout: float = 1.0):  # noqa: ANN001, ANN202

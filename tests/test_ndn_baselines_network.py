@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from experiments.ndn import loss_on_gpu_link, run_scheme
-from tests.netenv import net_skip_reason
+from tests.netenv import started_network
 from topologies import leaf_spine
 
 pytestmark = [pytest.mark.net, pytest.mark.slow]
@@ -23,18 +23,9 @@ pytestmark = [pytest.mark.net, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, object, Path]]:
-    reason = net_skip_reason("forward")
-    if reason:
-        pytest.skip(reason)
-    from topologies.network import Network
-
-    topo = leaf_spine(2, 2, 3, bw=20)
-    network = Network(topo, run_dir=str(tmp_path_factory.mktemp("ndn_base_net")))
-    network.start()
-    try:
-        yield network, topo, tmp_path_factory.mktemp("ndn_base_runs")
-    finally:
-        network.stop()
+    with started_network(tmp_path_factory, "ndn_base_net",
+                         leaf_spine(2, 2, 3, bw=20), "forward") as n:
+        yield n
 
 
 def test_ip_multicast_sends_each_update_once_and_repairs_loss(net) -> None:  # noqa: ANN001

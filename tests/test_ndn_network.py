@@ -20,7 +20,7 @@ import pytest
 
 from controller.ndn import NdnDeployment, fib_routes, read_switch_state
 from experiments.ndn import loss_on_fabric_link, loss_on_gpu_link, run_agents, run_ip, run_ndn
-from tests.netenv import net_skip_reason
+from tests.netenv import net_skip_reason, started_network
 from topologies import leaf_spine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,18 +34,8 @@ def _skip_reason() -> str | None:
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, object, Path]]:
-    reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
-    from topologies.network import Network
-
-    topo = leaf_spine(2, 2, 3, bw=20)
-    network = Network(topo, run_dir=str(tmp_path_factory.mktemp("ndn_net")))
-    network.start()
-    try:
-        yield network, topo, tmp_path_factory.mktemp("ndn_runs")
-    finally:
-        network.stop()
+    with started_network(tmp_path_factory, "ndn_net", leaf_spine(2, 2, 3, bw=20), "ndn") as n:
+        yield n
 
 
 def test_sync_rounds_decline_late_subscriber_and_lossy_gpu(net) -> None:  # noqa: ANN001

@@ -31,7 +31,7 @@ import pytest
 
 from controller.ndn import NdnDeployment, NdnJob, prefix_hash, read_switch_state
 from experiments.ndn import run_agents
-from tests.netenv import net_skip_reason
+from tests.netenv import started_network
 from topologies import leaf_spine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -115,18 +115,8 @@ def colliding_prefixes(n: int = 20) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any, Path]]:
-    reason = net_skip_reason("ndn")
-    if reason:
-        pytest.skip(reason)
-    from topologies.network import Network
-
-    topo = leaf_spine(2, 2, 3, bw=20)
-    network = Network(topo, run_dir=str(tmp_path_factory.mktemp("ndn_trust_net")))
-    network.start()
-    try:
-        yield network, topo, tmp_path_factory.mktemp("ndn_trust_runs")
-    finally:
-        network.stop()
+    with started_network(tmp_path_factory, "ndn_trust_net", leaf_spine(2, 2, 3, bw=20), "ndn") as n:
+        yield n
 
 
 def _start(network: Any, host: str, code: str, *args: str) -> subprocess.Popen:

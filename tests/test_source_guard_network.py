@@ -27,7 +27,7 @@ from controller.deploy import deploy, read_counters
 from controller.routing import port_mac
 from experiments.differentiated import PS_HOST, SWITCH, QosSetup, configure, run_transport
 from hosts.differentiated.blocks import BlockLayout
-from tests.netenv import net_skip_reason
+from tests.netenv import started_network
 from tests.test_differentiated_network import (
     BLOCK,
     LEVELS,
@@ -47,18 +47,9 @@ PROBE_PORT = 40009
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any, Path]]:
-    reason = net_skip_reason("forward")
-    if reason:
-        pytest.skip(reason)
-    from topologies.network import Network
-
-    topo = star(4, bw=20)
-    network = Network(topo, run_dir=str(tmp_path_factory.mktemp("guard_net")), priority_queues=NB_QUEUES)
-    network.start()
-    try:
-        yield network, topo, tmp_path_factory.mktemp("guard_runs")
-    finally:
-        network.stop()
+    with started_network(tmp_path_factory, "guard_net",
+                         star(4, bw=20), "forward", priority_queues=NB_QUEUES) as n:
+        yield n
 
 
 def _eth(topo: Any, src_mac: str) -> Ether:

@@ -20,7 +20,7 @@ import pytest
 
 from controller.token import TokenDeployment, token_lan
 from experiments.token import TokenRun, run_token
-from tests.netenv import net_skip_reason
+from tests.netenv import started_network
 from wire.fixedpoint import quantize
 
 HOSTS = ["h1", "h2", "h3"]
@@ -31,18 +31,9 @@ pytestmark = [pytest.mark.net, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, object, Path]]:
-    reason = net_skip_reason("nic", "lan")
-    if reason:
-        pytest.skip(reason)
-    from topologies.network import Network
-
-    topo = token_lan(3, bw=1000)
-    network = Network(topo, run_dir=str(tmp_path_factory.mktemp("token_chunks_net")), limit_bw=False)
-    network.start()
-    try:
-        yield network, topo, tmp_path_factory.mktemp("token_chunks_runs")
-    finally:
-        network.stop()
+    with started_network(tmp_path_factory, "token_chunks_net",
+                         token_lan(3, bw=1000), "nic", "lan", limit_bw=False) as n:
+        yield n
 
 
 def _run(net: tuple, name: str, common: list[str], **kw: object) -> tuple[TokenRun, Path]:

@@ -18,7 +18,7 @@ import pytest
 
 from controller.token import TokenDeployment, token_lan
 from experiments.token import TokenRun, run_token
-from tests.netenv import net_skip_reason
+from tests.netenv import net_skip_reason, started_network
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = ["h1", "h2", "h3", "h4"]
@@ -33,18 +33,9 @@ def _skip_reason() -> str | None:
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, object, Path]]:
-    reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
-    from topologies.network import Network
-
-    topo = token_lan(5, bw=1000)
-    network = Network(topo, run_dir=str(tmp_path_factory.mktemp("token_net")), limit_bw=False)
-    network.start()
-    try:
-        yield network, topo, tmp_path_factory.mktemp("token_runs")
-    finally:
-        network.stop()
+    with started_network(tmp_path_factory, "token_net",
+                         token_lan(5, bw=1000), "nic", limit_bw=False) as n:
+        yield n
 
 
 def _common(out: Path, *extra: str, epochs: int = 1) -> list[str]:

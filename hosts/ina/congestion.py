@@ -24,6 +24,12 @@ RTO_SPREAD = 2
 #: RFC 6298's clock granularity G in ``srtt + max(G, 4 rttvar)``: a steady RTT (rttvar
 #: near 0) must not leave the timer at the bare srtt
 _GRANULARITY_S = 0.01
+#: the least reorder window: completions through different switches, and a busy CPU's
+#: pauses, reorder RESULTs by milliseconds while the least round trip through native
+#: switches is under one (a window of 2 ms asked for RESULTs already on their way)
+REORDER_FLOOR_S = 0.01
+#: how far spurious requests may widen the reorder window (RACK's multiplier, RFC 8985)
+REORDER_MULT_MAX = 16
 
 
 class RttEstimator:
@@ -45,6 +51,7 @@ class RttEstimator:
         self.min_rtt = float("inf")  # the least sample: the network's share of a round trip
         self.samples = 0
         self.rto = floor
+        self.reorder_mult = 1  # doubled by each spurious request, as RACK does on a DSACK
 
     def sample(self, rtt: float) -> float:
         """Take one round-trip sample (seconds); returns the new timeout."""
@@ -68,11 +75,17 @@ class RttEstimator:
     def reorder_window(self) -> float:
         """How long a RESULT that later RESULTs passed may still come before it is asked
         for: two of the least round trips (the PS's own recovery of a lost GRAD, its
-        NACK and the re-send, takes about one; a flush one more), at most half the
-        timeout. Before any sample: half the timeout."""
+        NACK and the re-send, takes about one; a flush one more), times the spurious-
+        request multiplier, at least ``REORDER_FLOOR_S``, at most half the timeout.
+        Before any sample: half the timeout."""
         if self.samples == 0:
             return self.rto / 2
-        return min(2 * self.min_rtt, self.rto / 2)
+        return min(max(2 * self.min_rtt * self.reorder_mult, REORDER_FLOOR_S), self.rto / 2)
+
+    def spurious_request(self) -> None:
+        """A RESULT asked for early came twice (the original was only late): widen the
+        reorder window."""
+        self.reorder_mult = min(2 * self.reorder_mult, REORDER_MULT_MAX)
 
     def probe_timeout(self) -> float:
         """The timer's first expiry after a new RESULT, a request or a re-send: the

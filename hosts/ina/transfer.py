@@ -56,6 +56,7 @@ class WorkerStats:
     retransmissions: int = 0
     resend_nack: int = 0
     request_fast: int = 0
+    spurious_requests: int = 0  # early requests whose original RESULT came too
     request_timer: int = 0
     nacks_in: int = 0  # NACKs from the PS for this worker
     stale_nacks: int = 0  # ... for a fragment already done or not sent yet
@@ -123,6 +124,7 @@ class FragmentTransfer:
         self.done = bytearray(n_f)
         self.asked = bytearray(n_f)  # a RESULT request went out: no RTT sample (Karn)
         self.requested = bytearray(n_f)  # ... a request (not only a NACK's re-send)
+        self.early = bytearray(n_f)  # ... asked on reorder evidence (request_fast)
         self.sent_at = [0.0] * n_f  # each fragment's last data send
         # fragments without a RESULT below the highest RESULT in: fragment -> RESULTs of
         # later fragments since (REORDER_ALLOWANCE of them: ask for it)
@@ -255,6 +257,10 @@ class FragmentTransfer:
                 st.ignored += 1
             elif done[f]:
                 st.duplicate_results += 1
+                if self.early[f]:  # asked early, and the original came too: reordered
+                    self.early[f] = 0
+                    st.spurious_requests += 1
+                    self.rtt.spurious_request()
             elif f >= next_f:  # we have not contributed yet: not ours
                 st.stale_results += 1
             else:
@@ -306,6 +312,7 @@ class FragmentTransfer:
             del self.suspects[g]
             if not self.done[g] and not self.asked[g]:
                 self.st.request_fast += 1
+                self.early[g] = 1
                 self._request(g)
 
     def _request(self, f: int) -> None:
