@@ -167,3 +167,46 @@ def aggregating_switch(program: bytes) -> tuple[Any, Any]:
     adm = "MyIngress.admission.ina_fabric_ports"
     prog.tables[adm].insert(TableEntry((1,), prog.action_call(adm, "MyIngress.admission.fabric_port", ())))
     return sw, prog
+
+
+def run_tool(network: Any, host: str, *args: str, timeout: float = 180) -> dict[str, Any]:
+    """Run this tool in emulated ``host`` (``args``: a command and its options); its
+    JSON line. A tool still running after ``timeout`` s is killed and fails the test."""
+    import subprocess
+
+    from tests.netenv import ROOT
+
+    p = network.host(host).popen([sys.executable, "-m", "tests.ina_probe", *args], cwd=str(ROOT),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err.decode(errors="replace")[-800:]
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
+def probe_counts(network: Any, topo: Any, ps: str, worker: str, *args: str,
+                 probe_timeout: float = 180) -> dict[str, Any]:
+    """``listen`` on the job's PS ``ps`` (started first), ``probe`` from its ``worker``
+    with the same ``args``; what the listener counted (aggregated, passed on), once it
+    has freed what the probes took."""
+    import subprocess
+
+    from tests.netenv import ROOT
+
+    listener = network.host(ps).popen(
+        [sys.executable, "-m", "tests.ina_probe", "listen", *args, "--bind", topo.host_ip(ps)],
+        cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert listener.stdout.readline().strip() == b"ready", listener.stderr.read()[-800:]
+        run_tool(network, worker, "probe", *args, timeout=probe_timeout)
+        out, err = listener.communicate(timeout=120)
+    finally:
+        if listener.poll() is None:
+            listener.kill()
+            listener.wait()
+    assert listener.returncode == 0, err.decode(errors="replace")[-800:]
+    return json.loads(out.decode().strip().splitlines()[-1])

@@ -30,7 +30,13 @@ import pytest
 
 from hosts.ina.ps import ParameterServer
 from hosts.ina.rounds import FragmentCycle, max_round_cycle
-from tests.ina_probe import NUM_AGGREGATORS, aggregator_index, covering_fragments
+from tests.ina_probe import (
+    NUM_AGGREGATORS,
+    aggregator_index,
+    covering_fragments,
+    probe_counts,
+    run_tool,
+)
 from tests.netenv import started_network
 from wire.ina import INA_HEADER, INA_VALUES, MsgType
 from wire.ina_policy import Policy
@@ -218,21 +224,6 @@ def _deploy(network, topo, jobs, timeout_us: int | None):  # noqa: ANN001, ANN20
     return dep
 
 
-def _tool(network, host: str, *args: str) -> dict:  # noqa: ANN001
-    """Run tests/ina_probe.py in ``host``; its JSON line."""
-    import subprocess
-
-    p = network.host(host).popen([sys.executable, "-m", "tests.ina_probe", *args], cwd=str(ROOT),
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        out, err = p.communicate(timeout=180)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, err = p.communicate()
-    assert p.returncode == 0, err.decode(errors="replace")[-800:]
-    return json.loads(out.decode().strip().splitlines()[-1])
-
-
 def _switch_args(topo) -> list[str]:  # noqa: ANN001
     from controller.ina import switch_ip
 
@@ -243,22 +234,7 @@ def _switch_args(topo) -> list[str]:  # noqa: ANN001
 def _capacity(network, topo) -> dict:  # noqa: ANN001
     """Aggregators a job can get: job 2's worker h5 probes every index, its PS h4
     counts the answers (and frees what the probes took)."""
-    import subprocess
-
-    args = [*_switch_args(topo), "--job", "2"]
-    listener = network.host("h4").popen(
-        [sys.executable, "-m", "tests.ina_probe", "listen", *args, "--bind", topo.host_ip("h4")],
-        cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert listener.stdout.readline().strip() == b"ready", listener.stderr.read()[-800:]
-        _tool(network, "h5", "probe", *args)
-        out, err = listener.communicate(timeout=120)
-    finally:
-        if listener.poll() is None:
-            listener.kill()
-            listener.wait()
-    assert listener.returncode == 0, err.decode(errors="replace")[-800:]
-    return json.loads(out.decode().strip().splitlines()[-1])
+    return probe_counts(network, topo, "h4", "h5", *_switch_args(topo), "--job", "2")
 
 
 def _grads(n: int, seed: int) -> list[np.ndarray]:
@@ -282,7 +258,7 @@ def test_held_aggregators_are_taken_over_after_the_timeout(net) -> None:  # noqa
                                         "unanswered": 0}
     # worker 0's host (it passes any per-member check) fills every aggregator with
     # fragments that never complete: a crashed run, or a forger on a member's port
-    _tool(network, "h2", "occupy", *_switch_args(topo), "--job", "1", "--bit", "0")
+    run_tool(network, "h2", "occupy", *_switch_args(topo), "--job", "1", "--bit", "0")
     assert _capacity(network, topo) == {"aggregated": 0, "passed_on": NUM_AGGREGATORS,
                                         "unanswered": 0}
     grads = _grads(2, 1)
@@ -313,7 +289,7 @@ def test_abandoned_fragment_with_the_same_numbers_is_not_added_to(net) -> None: 
     dep = _deploy(network, topo, (job, probe), timeout_us=100_000)
     # an earlier run of worker 0 left the job's own fragment numbers behind, with other
     # values: added to, they would put those values into the sums
-    _tool(network, "h2", "occupy", *_switch_args(topo), "--job", "1", "--bit", "0",
+    run_tool(network, "h2", "occupy", *_switch_args(topo), "--job", "1", "--bit", "0",
           "--fragments", f"0:{job.num_fragments}", "--seed", "7")
     time.sleep(0.5)
     (res,) = run_jobs(network, topo, [(job, _grads(2, 2))], out, "abandoned", timeout=0.5)

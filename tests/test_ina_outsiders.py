@@ -37,7 +37,7 @@ from controller.ina import ADMISSION_DROPS, UNPARSED_DROPS, InaDeployment, InaJo
 from controller.ina.admission import InaAdmission
 from controller.routing import port_mac
 from tests.ina_forge import ENCODINGS
-from tests.ina_probe import NUM_AGGREGATORS
+from tests.ina_probe import NUM_AGGREGATORS, probe_counts, run_tool
 from tests.netenv import started_network
 from wire.ina import INA_VALUES, MsgType
 
@@ -125,36 +125,11 @@ def _drops(dep: InaDeployment) -> dict[str, int]:
     return dep.read_admission()["s1"]
 
 
-def _tool(network: Any, host: str, *args: str) -> dict[str, Any]:
-    """Run tests/ina_probe.py in ``host``; its JSON line."""
-    p = network.host(host).popen([sys.executable, "-m", "tests.ina_probe", *args], cwd=str(ROOT),
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        out, err = p.communicate(timeout=180)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert p.returncode == 0, err.decode(errors="replace")[-800:]
-    return json.loads(out.decode().strip().splitlines()[-1])
-
-
 def _capacity(network: Any, topo: Any) -> dict[str, int]:
     """Aggregators job 2 can get at s1: h5 probes every index, its PS h4 counts."""
     sid = topo.device_id("s1")
-    args = ["--switch-ip", switch_ip(sid), "--tag", str(sid), "--job", "2"]
-    listener = network.host("h4").popen(
-        [sys.executable, "-m", "tests.ina_probe", "listen", *args, "--bind", topo.host_ip("h4")],
-        cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert listener.stdout.readline().strip() == b"ready", listener.stderr.read()[-800:]
-        _tool(network, "h5", "probe", *args)
-        out, err = listener.communicate(timeout=120)
-    finally:
-        if listener.poll() is None:
-            listener.kill()
-            listener.wait()
-    assert listener.returncode == 0, err.decode(errors="replace")[-800:]
-    return json.loads(out.decode().strip().splitlines()[-1])
+    return probe_counts(network, topo, "h4", "h5", "--switch-ip", switch_ip(sid),
+                        "--tag", str(sid), "--job", "2")
 
 
 def test_forged_in_every_other_encoding_change_no_sum(net) -> None:  # noqa: ANN001
@@ -199,8 +174,8 @@ def test_an_outsiders_grad_flood_holds_no_aggregator(net) -> None:  # noqa: ANN0
     args = ["--switch-ip", switch_ip(sid), "--tag", str(sid), "--job", "1", "--bit", "0"]
     # every aggregator index, then the job's own fragment numbers, as rank 0 (h6's own
     # address: the tool sends from a UDP socket)
-    a = _tool(network, OUTSIDER, "occupy", *args)
-    b = _tool(network, OUTSIDER, "occupy", *args, "--fragments", f"0:{job.num_fragments}",
+    a = run_tool(network, OUTSIDER, "occupy", *args)
+    b = run_tool(network, OUTSIDER, "occupy", *args, "--fragments", f"0:{job.num_fragments}",
               "--seed", "7")
     cap = _capacity(network, topo)
     # no probe found its aggregator busy (a held one passes the probe on); a probe lost

@@ -14,9 +14,6 @@ the distinct crc32 indices.
 from __future__ import annotations
 
 import contextlib
-import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +27,7 @@ from controller.ina.aggregator import (
     ring_owners,
     ring_position,
 )
+from tests.ina_probe import probe_counts
 from tests.netenv import started_network
 from wire.ina import INA_HEADER, INA_VALUES, MsgType
 
@@ -108,24 +106,9 @@ def _probe(network, topo, frags: range) -> dict:  # noqa: ANN001
     from controller.ina import switch_ip
 
     sid = topo.device_id("s1")
-    args = ["--switch-ip", switch_ip(sid), "--tag", str(sid), "--job", "2",
-            "--fragments", f"{frags.start}:{len(frags)}"]
-    listener = network.host("h2").popen(
-        [sys.executable, "-m", "tests.ina_probe", "listen", *args, "--bind", topo.host_ip("h2")],
-        cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert listener.stdout.readline().strip() == b"ready", listener.stderr.read()[-800:]
-        p = network.host("h3").popen([sys.executable, "-m", "tests.ina_probe", "probe", *args],
-                                     cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        _out, err = p.communicate(timeout=120)
-        assert p.returncode == 0, err.decode(errors="replace")[-800:]
-        out, err = listener.communicate(timeout=120)
-    finally:
-        if listener.poll() is None:
-            listener.kill()
-            listener.wait()
-    assert listener.returncode == 0, err.decode(errors="replace")[-800:]
-    return json.loads(out.decode().strip().splitlines()[-1])
+    return probe_counts(network, topo, "h2", "h3", "--switch-ip", switch_ip(sid),
+                        "--tag", str(sid), "--job", "2",
+                        "--fragments", f"{frags.start}:{len(frags)}", probe_timeout=120)
 
 
 @pytest.mark.net
