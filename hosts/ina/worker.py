@@ -445,9 +445,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 _TOTALS = ("packets_sent", "retransmissions", "resend_nack", "request_fast", "spurious_requests",
-           "request_timer",
-           "nacks_in", "stale_nacks", "bytes_sent", "results", "window_decreases",
-           "duplicate_results", "stale_results", "ignored", "duration_s")
+           "request_timer", "nacks_in", "stale_nacks", "bytes_sent", "results",
+           "window_decreases", "duplicate_results", "stale_results", "ignored", "duration_s")
 
 
 @dataclass
