@@ -126,8 +126,9 @@ class CongestionControl:
         if cwnd < window:
             self.cwnd = min(float(window), cwnd + (1.0 if cwnd < self.ssthresh else 1.0 / cwnd))
 
-    def on_timeout(self, f: int, sent: int) -> bool:
-        """The timer fired on fragment ``f`` with ``sent`` sends so far; True when the
+    def on_loss(self, f: int, sent: int) -> bool:
+        """Fragment ``f`` was found lost (the timer fired on it, or the PS NACKed it, as
+        TCP halves on a fast retransmit) with ``sent`` sends so far; True when the
         window was halved (aimd, and ``f`` was sent after the last decrease)."""
         if not self.aimd or self.seq_of.get(f, 0) < self.recover:
             return False

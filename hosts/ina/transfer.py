@@ -68,7 +68,7 @@ class WorkerStats:
     refused_source: int = 0  # a RESULT from an address not the job's PS or s_d (docs/trust.md)
     refused_stamp: int = 0  # a RESULT without the job's admission stamp (hosts/ina/stamp.py)
     send_blocked: int = 0  # socket buffer full: waited for it to drain
-    window_decreases: int = 0  # congestion "aimd": times a timeout halved the window
+    window_decreases: int = 0  # congestion "aimd": times a loss (timer, NACK) halved the window
     rto_s: float = 0.0  # the retransmission timeout at the end (RTT-based, RFC 6298)
     srtt_s: float = 0.0  # the smoothed round trip at the end
     fault_drops: int = 0  # TEST ONLY: dropped by FaultInjection
@@ -349,6 +349,8 @@ class FragmentTransfer:
             st.stale_nacks += 1
             return
         st.resend_nack += 1
+        if self.cc.on_loss(f, self.sent):
+            st.window_decreases += 1
         self.holes.pop(f, None)  # being recovered: no request for it
         self.suspects.pop(f, None)
         self.asked[f] = 1  # its RESULT answers one of two sends: no RTT sample
@@ -402,7 +404,7 @@ class FragmentTransfer:
         if lo >= self.next_f:  # nothing outstanding (BFP gating): idle
             self.timer_at = None
             return
-        if self.cc.on_timeout(lo, self.sent):
+        if self.cc.on_loss(lo, self.sent):
             self.st.window_decreases += 1
         self.st.request_timer += 1
         self.holes.pop(lo, None)
