@@ -288,7 +288,7 @@ def test_ina_deploy_and_counters_on_a_running_network(network: tuple[Any, Path],
     assert set(counters) == set(aggs) | edges
     assert all(e["not_member"] == e["not_server"] == e["wrong_bit"] == 0
                for e in counters.values())
-    assert all(e["ip_options"] == e["ip_fragment"] == 0 for e in counters.values())
+    assert all(e["ip_options"] == e["ip_fragment"] == e["src_spoof"] == 0 for e in counters.values())
     events = {s: counters[s] for s in aggs}
     assert events["s7"]["result"] >= pol.num_fragments  # every RESULT went through s_d
     assert sum(e["added"] for e in events.values()) > 0
@@ -298,4 +298,4 @@ def test_ina_deploy_and_counters_on_a_running_network(network: tuple[Any, Path],
     assert re.search(r"^\s+s7\s+7\s+s_d\s", t.stdout, re.M)
     assert re.search(rf"^\s+{d['switches'][0]}\s+\d+\s+S\s", t.stdout, re.M)
     assert "ina_admission_drops" in t.stdout and "not_member" in t.stdout
-    assert "ip_options" in t.stdout and "ip_fragment" in t.stdout
+    assert "ip_options" in t.stdout and "ip_fragment" in t.stdout and "src_spoof" in t.stdout

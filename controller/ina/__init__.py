@@ -10,6 +10,7 @@ and the ``gradctl ina`` group.
 
 from controller.ina.admission import (
     ADMISSION_DROPS,
+    REFUSED_DROPS,
     UNPARSED_DROPS,
     InaAdmission,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "MAX_WORKERS",
     "result_address",
     "result_rid",
+    "REFUSED_DROPS",
     "ResultFanout",
     "switch_ip",
     "UNPARSED_DROPS",

@@ -13,7 +13,8 @@ fragment, a tagged or IPv6 frame, a frame too short for its headers is no INA pa
 it, and forwarding drops it on every port (``ingress_drops`` ``ip_options``,
 ``ip_fragment``, ``not_ipv4``, ``parser_error``, and ``checksum_error`` for a bad IPv4
 header checksum: :data:`UNPARSED_DROPS`; docs/trust.md, "IP: only what the switch
-parsed"). ``gradctl ina counters`` shows them next to the admission drops.
+parsed"). ``gradctl ina counters`` shows them, and ``src_spoof``, next to the
+admission drops.
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ ADMISSION_DROPS: dict[int, str] = {
 #: drops: IPv4 with options, IP fragments, not IPv4 (tagged, IPv6), frames too short for
 #: their headers, bad IPv4 header checksums; dropped on every port, never parsed as INA.
 UNPARSED_DROPS: tuple[str, ...] = tuple(DROP_REASONS[i] for i in (6, 7, 3, 1, 2))
+#: What ``gradctl ina counters`` shows beside the admission drops: the unparsed ones and
+#: ``src_spoof`` (a host port's frame with another host's MAC or IPv4 source, the
+#: source guard's drop for every packet that is not INA; docs/trust.md).
+REFUSED_DROPS: tuple[str, ...] = (*UNPARSED_DROPS, DROP_REASONS[8])
 
 
 class InaAdmission(ControlBlock):

@@ -387,8 +387,9 @@ def ina_counters(args: argparse.Namespace) -> int:
     else:
         console.print("the policy names no aggregating switch (PS baseline)", markup=False)
     console.print("ina_admission_drops (docs/trust.md): INA packets refused where they "
-                  "entered the fabric; ip_options ... checksum_error: refused unparsed "
-                  "(ingress_drops)", markup=False)
+                  "entered the fabric; ip_options ... checksum_error: refused unparsed, "
+                  "src_spoof: a host port's frame with another host's source (ingress_drops)",
+                  markup=False)
     console.print(admission_table(topo, switches, roles, counters))
     return 0
 

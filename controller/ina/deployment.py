@@ -45,7 +45,7 @@ from typing import Any
 import networkx as nx
 
 from controller.deploy import DEFAULT_PROGRAM, Deployment, DeployReport, Forwarding
-from controller.ina.admission import UNPARSED_DROPS, InaAdmission
+from controller.ina.admission import REFUSED_DROPS, InaAdmission
 from controller.ina.aggregator import Aggregator, ring_owners, switch_ip
 from controller.ina.result_fanout import ResultFanout, result_address, result_rid
 from controller.p4runtime import REPO_ROOT, DeployError, Program, multicast_group
@@ -400,7 +400,7 @@ class InaDeployment:
         return asyncio.run(run())
 
     def read_admission(self, timeout: float = 30.0) -> dict[str, dict[str, int]]:
-        """``{switch: ina_admission_drops by name, plus the UNPARSED_DROPS of ingress_drops}``
+        """``{switch: ina_admission_drops by name, plus the REFUSED_DROPS of ingress_drops}``
         from every switch running admission."""
         return self.read_counters([], self.admission_switches, timeout)
 
@@ -408,8 +408,8 @@ class InaDeployment:
                       timeout: float = 30.0) -> dict[str, dict[str, int]]:
         """``{switch: counters}``: the aggregator's events and drops
         (:meth:`Aggregator.read_events`) of ``events_of`` and the admission drops
-        (:meth:`InaAdmission.read_drops`, and ``ingress_drops``' :data:`UNPARSED_DROPS`:
-        IPv4 with options, IP fragments) of ``admission_of``, merged per switch."""
+        (:meth:`InaAdmission.read_drops`, and ``ingress_drops``' :data:`REFUSED_DROPS`:
+        IPv4 with options, IP fragments, spoofed sources) of ``admission_of``, merged per switch."""
 
         async def run() -> dict[str, dict[str, int]]:
             async with Deployment(self.topology, self.addresses, self.programs or DEFAULT_PROGRAM,
@@ -420,7 +420,7 @@ class InaDeployment:
                 for s in admission_of:
                     drops = await dep.block(s, InaAdmission).read_drops(dep.session(s))
                     ingress = await dep.block(s, Forwarding).read_drops(dep.session(s))
-                    drops.update({n: ingress.get(n, 0) for n in UNPARSED_DROPS})
+                    drops.update({n: ingress.get(n, 0) for n in REFUSED_DROPS})
                     out.setdefault(s, {}).update(drops)
                 return out
 

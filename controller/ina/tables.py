@@ -14,7 +14,7 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
-from controller.ina.admission import ADMISSION_DROPS, UNPARSED_DROPS
+from controller.ina.admission import ADMISSION_DROPS, REFUSED_DROPS
 from controller.ina.aggregator import DROP_NAMES, EVENT_NAMES, switch_ip
 from topologies import Topology
 
@@ -274,5 +274,5 @@ def events_table(topo: Topology, switches: list[str], roles: Mapping[str, str],
 def admission_table(topo: Topology, switches: list[str], roles: Mapping[str, str],
                     counters: Mapping[str, Mapping[str, int]]) -> Table:
     """``ina_admission_drops`` of ``switches``, and the IPv4 refused unparsed
-    (``UNPARSED_DROPS`` of ``ingress_drops``)."""
-    return _counter_table(topo, switches, roles, counters, (*ADMISSION_DROPS.values(), *UNPARSED_DROPS))
+    and spoofed sources (``REFUSED_DROPS`` of ``ingress_drops``)."""
+    return _counter_table(topo, switches, roles, counters, (*ADMISSION_DROPS.values(), *REFUSED_DROPS))
