@@ -309,7 +309,8 @@ def _token_run_with_kill(token_net, name: str, victim: str):  # noqa: ANN001, AN
 def test_token_run_survives_lan_switch_restart(token_net) -> None:  # noqa: ANN001
     """The LAN switch holds no state but tables and groups (journaled): frames in flight
     die, the protocol's own resend / lost / rejoin carry the run, every node ends with
-    the same weights and no incomplete fragment. When the outage outlasts the
+    the same weights and no incomplete fragment unless its read-out repair ran out inside
+    the outage. When the outage outlasts the
     lost-node timers (a slow restart on a loaded machine), every node is cut off from the
     others at once: then the seed's mass departure (¶33) is the designed outcome, and
     it must be the whole of it: every node stops with exit 3 and an ``abnormal`` event,
@@ -326,7 +327,15 @@ def test_token_run_survives_lan_switch_restart(token_net) -> None:  # noqa: ANN0
     for h, r in run.nodes.items():
         assert r.returncode == 0 and r.summary, f"{h} exited {r.returncode}: {r.stderr[-600:]}"
     assert len({s["weights"] for s in sums.values()}) == 1, sums
-    assert all(s["stats"]["incomplete_frags"] == 0 for s in sums.values())
+    from hosts.token.training import REPAIR_ROUNDS
+
+    for h, r in run.nodes.items():
+        # a fragment is left incomplete only when the read-out repair ran all its rounds
+        # (about 3.6 s of NACKs) inside the outage: a slow restart on a loaded machine
+        if sums[h]["stats"]["incomplete_frags"]:
+            exhausted = [e for e in r.events if e.get("event") == "repair"
+                         and e.get("rounds") == REPAIR_ROUNDS and e.get("missing", 0) > 0]
+            assert exhausted, f"{h}: incomplete fragments without an exhausted repair: {sums[h]['stats']}"
 
 
 @pytest.mark.long  # the token LAN restart test stays in the suite
