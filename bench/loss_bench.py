@@ -267,11 +267,11 @@ def _mean(xs: list[float] | list[int], spec: str) -> str:
 
 def _by_reason(runs: list[dict[str, int]]) -> str:
     """INA/PS re-sends by reason, means over the runs: the workers' (GRADs re-sent on a
-    NACK, requests on evidence, requests on the timer), then the PS's (NACKs, flushes,
-    RESULTs sent again)."""
+    NACK, requests on evidence, the tail-loss probe's, requests on the timer), then the
+    PS's (NACKs, flushes, RESULTs sent again)."""
     if not runs:
         return "-"
-    keys = (("resend_nack", "request_fast", "request_timer"),
+    keys = (("resend_nack", "request_fast", "request_probe", "request_timer"),
             ("nacks_sent", "flushes_sent", "result_resends"))
     return "; ".join(" / ".join(_mean([r.get(k, 0) for r in runs], ".0f") for k in ks)
                      for ks in keys)
@@ -282,7 +282,7 @@ def table(results: dict[str, tuple[str, list[Cell]]], title: str) -> Table:
     time, retransmissions, drops."""
     t = Table(title=title)
     for col in ("scheme", "lossy link", "loss", "completed", "exact", "zero-filled / cut off",
-                "train s", "agent retrans", "INA: nack / fast / timer; PS nack / flush / RESULT",
+                "train s", "agent retrans", "INA: nack / fast / probe / timer; PS nack / flush / RESULT",
                 "TCP retrans", "dropped", "error"):
         t.add_column(col, justify="left" if col in ("scheme", "lossy link", "zero-filled / cut off", "error")
                      else "right")

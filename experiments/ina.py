@@ -101,7 +101,7 @@ def _linger(timeout: float, congestion: str) -> float:
 
 
 #: the workers' re-sends and requests by reason (hosts/ina/transfer.py WorkerStats)
-RESEND_REASONS = ("resend_nack", "request_fast", "request_timer")
+RESEND_REASONS = ("resend_nack", "request_fast", "request_probe", "request_timer")
 #: the PS's recovery counters (hosts/ina/ps_job.py JobStats)
 PS_RECOVERY = ("nacks_sent", "flushes_sent", "flush_replies", "delta_partials", "requests_in",
                "result_resends", "clears_sent")

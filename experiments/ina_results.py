@@ -35,7 +35,7 @@ class RunResult:
     window_decreases: int = 0  # workers' congestion window halvings (--congestion aimd)
     worker_refused_stamp: int = 0  # RESULTs the workers refused by the job's stamp (docs/trust.md)
     # loss recovery (docs/ina.md, "Loss recovery"): the workers' re-sends and requests by
-    # reason (resend_nack, request_fast, request_timer), each rank's, and the PS's side
+    # reason (resend_nack, request_fast, request_probe, request_timer), each rank's, and the PS's side
     # (nacks_sent, flushes_sent, flush_replies, delta_partials, requests_in,
     # result_resends, clears_sent)
     resends: dict[str, int] = field(default_factory=dict)
