@@ -47,6 +47,7 @@ import numpy as np
 
 from hosts.ina.transfer import REORDER_ALLOWANCE
 from wire.ina import BE_I32, INA_HEADER, INA_HEADER_LEN, InaFlags, MsgType
+from wire.ina_policy import result_paths
 
 __all__ = ["ESCALATE_AFTER", "JobRecovery", "PsRecovery", "REORDER_ALLOWANCE"]
 
@@ -85,23 +86,9 @@ class JobRecovery:
         self.tags = None if tags is None or not tags.any() else tags.astype(np.int64)
         self.via_sd = {s: np.asarray(v) for s, v in (via_sd or {}).items()}
         self.sd = sd
-        self.path = self._paths()
+        self.path = result_paths(self.tags, self.via_sd, num_fragments)
         self.flush_rtt = _FIRST_FLUSH_RTT_S  # smoothed flush -> reply time
         self.reset()
-
-    def _paths(self) -> list[int]:
-        """Per fragment, a number naming its path: the switches its contributions take
-        (each worker's tag, and where each switch's aggregate is merged again). Fragments
-        of one path complete in order at the PS; across paths they do not."""
-        if self.tags is None:
-            return [0] * self.num_fragments
-        names: dict[tuple[int, ...], int] = {}
-        out = []
-        for f in range(self.num_fragments):
-            sig = tuple(int(t) for t in self.tags[:, f]) + tuple(
-                int(self.via_sd[s][f]) for s in sorted(self.via_sd))
-            out.append(names.setdefault(sig, len(names)))
-        return out
 
     def reset(self) -> None:
         """A new round: nothing is missing yet."""

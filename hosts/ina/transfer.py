@@ -113,6 +113,7 @@ class FragmentTransfer:
         self.fanin = routing.fanin.tolist()
         self.flags = routing.flags.tolist()
         self.sd_fanin = routing.sd_fanin.tolist()
+        self.path = routing.paths.tolist()  # RESULTs of one path arrive in order
         self.grad_t = int(MsgType.GRAD)
         self.bit, self.full = 1 << worker.rank, (1 << worker.num_workers) - 1
         sock, faults = worker.sock, worker.faults
@@ -297,9 +298,11 @@ class FragmentTransfer:
 
     def _evidence(self, f: int) -> None:
         """Fragment ``f`` has its RESULT out of order (or holes are open): every
-        fragment below it still without one has one more later RESULT against it; at
-        ``REORDER_ALLOWANCE`` its RESULT is asked for."""
-        holes, done = self.holes, self.done
+        fragment below it of the same path (the same switches) still without one has one
+        more later RESULT against it; at ``REORDER_ALLOWANCE`` its RESULT is asked for.
+        RESULTs of other paths are no evidence: the PS completes fragments of different
+        switches out of order by dozens (the early requests of a lossless fat-tree run)."""
+        holes, done, path = self.holes, self.done, self.path
         holes.pop(f, None)
         self.suspects.pop(f, None)
         if f > self.hi:
@@ -307,7 +310,8 @@ class FragmentTransfer:
                 if not done[g]:
                     holes[g] = 0
             self.hi = f
-        for g in [g for g in holes if g < f]:
+        pf = path[f]
+        for g in [g for g in holes if g < f and path[g] == pf]:
             n = holes[g] + 1
             if n >= REORDER_ALLOWANCE:
                 del holes[g]
