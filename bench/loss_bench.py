@@ -216,8 +216,7 @@ def sweep(scheme: str, rates: list[float], seeds: list[int], target: str, steps:
             plan_l = dataclasses.replace(plan, loss=loss)
             cell = Cell(scheme, rate, list(seeds))
             for seed in seeds:
-                # a fresh pipeline every run (token's run reloads it anyway, which would
-                # reset the drop counters mid-cell)
+                # a fresh pipeline every run (token's reloads it: drop counters reset)
                 if scheme in h.PLUGINS:
                     h._plugin(scheme).deploy(net, setting, args, plan_l)
                 elif job is not None:
