@@ -79,15 +79,18 @@ class Cell:
     errors: list[str] = field(default_factory=list)
 
 
-def harness_args(scheme: str, target: str, steps: int, max_time: float, bw: float) -> argparse.Namespace:
-    """The harness's options for a short run of ``scheme``."""
+def harness_args(scheme: str, target: str, steps: int, max_time: float, bw: float,
+                 extra: list[str] | None = None) -> argparse.Namespace:
+    """The harness's options for a short run of ``scheme`` (``extra``: more of them,
+    e.g. ``--slow h4=2``)."""
     from experiments.train import build_parser
 
     topo = [] if scheme in STAR_SCHEMES else ["--topo", FABRIC_TOPO]
     return build_parser().parse_args([
         "--scheme", scheme, "--reference", scheme, "--target", target, "--workers", "4",
         "--epochs", "1", "--max-steps", str(steps), "--eval-every", str(steps), "--seeds", "1",
-        "--max-time", repr(max_time), "--bw", repr(bw), "--out-dir", "/tmp", *topo])
+        "--max-time", repr(max_time), "--bw", repr(bw), "--out-dir", "/tmp", *topo,
+        *(extra or [])])
 
 
 def lossy_link(scheme: str, setting: Any) -> tuple[str, list[tuple[str, int]]]:
@@ -180,7 +183,8 @@ def approximation(scheme: str, d: Path) -> str:
 
 
 def sweep(scheme: str, rates: list[float], seeds: list[int], target: str, steps: int,
-          max_time: float, bw: float, out: Path) -> tuple[str, list[Cell]]:
+          max_time: float, bw: float, out: Path,
+          extra: list[str] | None = None) -> tuple[str, list[Cell]]:
     """Every rate x seed of one scheme on one network; the lossy link's label and a cell
     per rate (rate 0 first: the lossless runs are the reference)."""
     from controller.deploy import deploy
@@ -190,7 +194,7 @@ def sweep(scheme: str, rates: list[float], seeds: list[int], target: str, steps:
     from experiments.runner import prepare_hosts
     from topologies.network import Network
 
-    args = harness_args(scheme, target, steps, max_time, bw)
+    args = harness_args(scheme, target, steps, max_time, bw, extra)
     plan = h.make_plan(args)
     setting = plan.settings[scheme]
     label, ports = lossy_link(scheme, setting)
@@ -212,8 +216,7 @@ def sweep(scheme: str, rates: list[float], seeds: list[int], target: str, steps:
             plan_l = dataclasses.replace(plan, loss=loss)
             cell = Cell(scheme, rate, list(seeds))
             for seed in seeds:
-                # a fresh pipeline every run (token's run reloads it anyway, which would
-                # reset the drop counters mid-cell)
+                # a fresh pipeline every run (token's reloads it: drop counters reset)
                 if scheme in h.PLUGINS:
                     h._plugin(scheme).deploy(net, setting, args, plan_l)
                 elif job is not None:
@@ -265,13 +268,20 @@ def _mean(xs: list[float] | list[int], spec: str) -> str:
     return f"{sum(xs) / len(xs):{spec}}" if xs else "-"
 
 
+def _times(xs: list[float]) -> str:
+    """Mean and 95 % interval (Student t) of a cell's times."""
+    from experiments.stats import format_interval, mean_ci
+
+    return format_interval(mean_ci(xs)) if xs else "-"
+
+
 def _by_reason(runs: list[dict[str, int]]) -> str:
     """INA/PS re-sends by reason, means over the runs: the workers' (GRADs re-sent on a
-    NACK, requests on evidence, requests on the timer), then the PS's (NACKs, flushes,
-    RESULTs sent again)."""
+    NACK, requests on evidence, the tail-loss probe's, requests on the timer), then the
+    PS's (NACKs, flushes, RESULTs sent again)."""
     if not runs:
         return "-"
-    keys = (("resend_nack", "request_fast", "request_timer"),
+    keys = (("resend_nack", "request_fast", "request_probe", "request_timer"),
             ("nacks_sent", "flushes_sent", "result_resends"))
     return "; ".join(" / ".join(_mean([r.get(k, 0) for r in runs], ".0f") for k in ks)
                      for ks in keys)
@@ -282,7 +292,7 @@ def table(results: dict[str, tuple[str, list[Cell]]], title: str) -> Table:
     time, retransmissions, drops."""
     t = Table(title=title)
     for col in ("scheme", "lossy link", "loss", "completed", "exact", "zero-filled / cut off",
-                "train s", "agent retrans", "INA: nack / fast / timer; PS nack / flush / RESULT",
+                "train s", "agent retrans", "INA: nack / fast / probe / timer; PS nack / flush / RESULT",
                 "TCP retrans", "dropped", "error"):
         t.add_column(col, justify="left" if col in ("scheme", "lossy link", "zero-filled / cut off", "error")
                      else "right")
@@ -293,7 +303,7 @@ def table(results: dict[str, tuple[str, list[Cell]]], title: str) -> Table:
             if c.scheme == "differentiated":  # zero-fills by design, even lossless (congestion)
                 exact = "n/a (zero-fills)"
             t.add_row(c.scheme, label, f"{c.rate:.0%}", f"{c.completed}/{n}", exact,
-                      "; ".join(c.approx) or "-", _mean(c.times, ".2f"), _mean(c.retrans, ".0f"),
+                      "; ".join(c.approx) or "-", _times(c.times), _mean(c.retrans, ".0f"),
                       _by_reason(c.resends), _mean(c.tcp_retrans, ".0f"), _mean(c.dropped, ".0f"), "; ".join(c.errors)[:80] or "")
     return t
 
@@ -313,6 +323,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--target", default=None)
     p.add_argument("--out-dir", default="results")
     p.add_argument("--show", metavar="DIR", help="print the table of an earlier sweep (its cells.json)")
+    p.add_argument("--slow", action="append", default=[], metavar="HOST=F",
+                   help="stragglers: HOST computes F times slower (the harness's --slow; "
+                   "repeatable; with --rates 0: what a slow rank costs each scheme)")
+    p.add_argument("--compute-time", type=float, default=0.0, metavar="S",
+                   help="fix compute per batch at S seconds (the harness's --compute-time; "
+                   "0: real)")
     a = p.parse_args(sys.argv[1:] if argv is None else argv)
     if a.show:
         saved = json.loads((Path(a.show) / "cells.json").read_text())
@@ -327,10 +343,16 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, tuple[str, list[Cell]]] = {}
     t0 = time.monotonic()
+    extra = [x for spec in a.slow for x in ("--slow", spec)]
+    if a.compute_time < 0:
+        p.error(f"--compute-time must be >= 0, got {a.compute_time}")
+    if a.compute_time:
+        extra += ["--compute-time", repr(a.compute_time)]
     for s in schemes:
-        results[s] = sweep(s, rates, seeds, target, a.steps, a.max_time, a.bw, out)
+        results[s] = sweep(s, rates, seeds, target, a.steps, a.max_time, a.bw, out, extra)
     title = (f"Loss on a fabric link: digits CNN, 4 workers, {a.bw:g} Mbit/s, 1 epoch of {a.steps} steps, "
-             f"{len(seeds)} seed(s), {target} target (mean over seeds; {time.monotonic() - t0:.0f} s)")
+             f"{len(seeds)} seed(s), {target} target{' '.join(['', *extra])} (mean over seeds, "
+             f"95 % interval; {time.monotonic() - t0:.0f} s)")
     tab = table(results, title)
     console.save_to(out)  # the whole table: out/tables.txt, tables.json, CSV
     console.print(tab)

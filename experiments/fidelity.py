@@ -98,7 +98,7 @@ def judge(rec: Any) -> None:
     if rec.resends:  # INA/PS: GRADs re-sent on NACKs; requests are a header-only frame
         from wire.ina import INA_HEADER_LEN
 
-        asked = rec.resends.get("request_fast", 0) + rec.resends.get("request_timer", 0)
+        asked = sum(rec.resends.get(k, 0) for k in ("request_fast", "request_probe", "request_timer"))
         rec.resent_bytes = (rec.resends.get("resend_nack", 0) * resend_packet_bytes(rec.scheme)
                             + asked * (INA_HEADER_LEN + 42))  # + UDP, IPv4, Ethernet
     rec.x_bound = (round(rec.sync_s_per_iter / rec.ideal_bound_s, 3)

@@ -97,7 +97,7 @@ def run_trainers(net: Any, args: argparse.Namespace, plan: Plan, scheme: str, se
     rec.retransmissions = sum(int(s.get("retransmissions", 0)) for s in summaries)
     if scheme in ("ina", "ps"):
         rec.resends = {k: sum(int(s.get(k, 0)) for s in summaries)
-                       for k in ("resend_nack", "request_fast", "request_timer")}
+                       for k in ("resend_nack", "request_fast", "request_probe", "request_timer")}
         jobs = (ps_rep.get("jobs") or {}).values()
         rec.resends.update({k: sum(int(j.get(k, 0)) for j in jobs)
                             for k in ("nacks_sent", "flushes_sent", "result_resends")})

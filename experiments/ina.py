@@ -101,7 +101,9 @@ def _linger(timeout: float, congestion: str) -> float:
 
 
 #: the workers' re-sends and requests by reason (hosts/ina/transfer.py WorkerStats)
-RESEND_REASONS = ("resend_nack", "request_fast", "request_timer")
+RESEND_REASONS = ("resend_nack", "request_fast", "request_probe", "request_timer")
+#: requests whose original RESULT came too: early ones (reorder window), probes
+SPURIOUS = ("spurious_requests", "spurious_probes")
 #: the PS's recovery counters (hosts/ina/ps_job.py JobStats)
 PS_RECOVERY = ("nacks_sent", "flushes_sent", "flush_replies", "delta_partials", "requests_in",
                "result_resends", "clears_sent")
@@ -208,7 +210,7 @@ def _job_result(job: InaJob, grads: list[np.ndarray], jdir: Path, ps: Any, procs
         summary = json.loads(out.strip().splitlines()[-1])
         retx += int(summary.get("retransmissions", 0))
         refused_stamp += int(summary.get("refused_stamp", 0))
-        rank_resends.append({k: int(summary.get(k, 0)) for k in RESEND_REASONS})
+        rank_resends.append({k: int(summary.get(k, 0)) for k in RESEND_REASONS + SPURIOUS})
         decreases += int(summary.get("window_decreases", 0))
         rss.append(float(summary.get("max_rss_mib", 0.0)))
         worker_cpu += float(summary.get("sync_cpu_s", summary.get("cpu_s", 0.0)))
@@ -239,6 +241,7 @@ def _job_result(job: InaJob, grads: list[np.ndarray], jdir: Path, ps: Any, procs
         worker_rss_mib=rss, ps_rss_mib=float(rep.get("max_rss_mib", 0.0)),
         window_decreases=decreases, rank_resends=rank_resends,
         resends={k: sum(r[k] for r in rank_resends) for k in RESEND_REASONS},
+        spurious={k: sum(r[k] for r in rank_resends) for k in SPURIOUS},
         ps_recovery={k: int(st.get(k, 0)) for k in PS_RECOVERY},
     )
 

@@ -35,10 +35,11 @@ class RunResult:
     window_decreases: int = 0  # workers' congestion window halvings (--congestion aimd)
     worker_refused_stamp: int = 0  # RESULTs the workers refused by the job's stamp (docs/trust.md)
     # loss recovery (docs/ina.md, "Loss recovery"): the workers' re-sends and requests by
-    # reason (resend_nack, request_fast, request_timer), each rank's, and the PS's side
+    # reason (resend_nack, request_fast, request_probe, request_timer), each rank's, and the PS's side
     # (nacks_sent, flushes_sent, flush_replies, delta_partials, requests_in,
     # result_resends, clears_sent)
     resends: dict[str, int] = field(default_factory=dict)
+    spurious: dict[str, int] = field(default_factory=dict)  # spurious_requests, spurious_probes
     rank_resends: list[dict[str, int]] = field(default_factory=list)
     ps_recovery: dict[str, int] = field(default_factory=dict)
     split: dict[str, Any] = field(default_factory=dict)  # experiments.accounting.TimeSplit
@@ -86,11 +87,14 @@ def summary_tables(job: InaJob, ina: RunResult, base: RunResult, n: int) -> list
     went, the ratios, the aggregating switches' counters."""
     t = Table(title=f"job {job.job_id}: in-network aggregation vs parameter server "
                     "(same gradients, same network)")
-    for col in ("run", "time (s)", "PS ingress bytes", "PS ingress packets", "retransmissions", "exact sums"):
+    for col in ("run", "time (s)", "PS ingress bytes", "PS ingress packets",
+                "GRADs re-sent / requests (spurious)", "exact sums"):
         t.add_column(col, justify="right" if col != "run" else "left")
     for r in (ina, base):
+        nack = r.resends.get("resend_nack", 0)
         t.add_row("INA" if r.mode == "ina" else "PS only", f"{r.seconds:.2f}", f"{r.ps_rx_bytes:,}",
-                  f"{r.ps_rx_packets:,}", str(r.retransmissions),
+                  f"{r.ps_rx_packets:,}",
+                  f"{nack} / {r.retransmissions - nack} ({sum(r.spurious.values())})",
                   "[green]yes[/green]" if r.exact else f"[red]{r.mismatches} wrong[/red]")
     tables = [t]
     if ina.split and base.split:

@@ -98,7 +98,7 @@ class InaSum(Sync):
                 "retransmissions": sum(x.retransmissions for x in s.stats),
                 # by reason (docs/ina.md, "Loss recovery")
                 **{k: sum(getattr(x, k) for x in s.stats)
-                   for k in ("resend_nack", "request_fast", "request_timer")}}
+                   for k in ("resend_nack", "request_fast", "request_probe", "request_timer")}}
 
     def close(self) -> None:
         self.state.close()

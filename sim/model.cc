@@ -228,7 +228,11 @@ class Switch : public Application {
       if (h.type != GRAD) continue;
       Slot& s = agg[AggIndex(job, h.fragment, h.origin, slots)];
       double now = Simulator::Now().GetSeconds();
-      if (s.used && aging_s > 0 && now - s.t > aging_s) { s = Slot(); g_stats.sw_taken_over++; }
+      // ina.p4's aging: another fragment's slot past the timeout, its own past 4x it
+      bool own = s.used && s.frag == h.fragment && s.origin == h.origin;
+      if (s.used && aging_s > 0 && now - s.t > (own ? 4 : 1) * aging_s) {
+        s = Slot(); g_stats.sw_taken_over++;
+      }
       if (!s.used || (s.frag == h.fragment && s.origin == h.origin)) {
         bool overlap = false;
         if (s.used) g_sets.Each(h.set, [&](uint32_t r) {

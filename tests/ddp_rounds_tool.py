@@ -2,7 +2,7 @@
 buckets of given sizes, many iterations (tests/test_ddp_hook.py).
 
     python -m tests.ddp_rounds_tool --policy P --rank R --sizes 1000,65,1 --iterations 30
-        --round-cycle 5 --reuse-after 0.3 --seed S --out out.npz
+        --round-cycle 5 --reuse-after 0.5 --seed S --out out.npz
 
 Bucket ``b`` of iteration ``i`` holds ``default_rng([seed, rank, i, b]).standard_normal
 (size) * 0.05``; the sums (float32) go to ``--out`` in order, and one JSON line reports
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", required=True)
     ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--round-cycle", type=int, default=5)
-    ap.add_argument("--reuse-after", type=float, default=0.3)
+    ap.add_argument("--reuse-after", type=float, default=0.5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)

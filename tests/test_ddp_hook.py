@@ -285,7 +285,7 @@ def test_buckets_send_their_own_fragments_and_reuse_bounded_numbers(tmp_path: Pa
                        [sys.executable, "-m", "tests.ddp_rounds_tool", "--policy", str(policy),
                         "--rank", str(r), "--sizes", ",".join(map(str, SIZES)),
                         "--iterations", str(ITERATIONS), "--round-cycle", str(CYCLE),
-                        "--reuse-after", "0.3", "--seed", "3",
+                        "--reuse-after", "0.5", "--seed", "3",
                         "--out", str(tmp_path / f"sums{r}.npz")])
                  for r, h in enumerate(job.workers)]
         reports = []

@@ -131,8 +131,9 @@ def test_ps_maps_reused_fragment_numbers_to_rounds() -> None:
 
 def test_embedded_switch_takes_over_idle_aggregators() -> None:
     """ina.p4 on the embedded target, its clock (``ingress_global_timestamp``, us) set
-    by the test: an aggregator is taken over only once idle past ``ina_aging``'s
-    timeout, and never with the timeout 0."""
+    by the test: an aggregator is taken over by another fragment only once idle past
+    ``ina_aging``'s timeout, by its own key only past 4x it (a lagging rank adds to its
+    round, and a flush still reads it), and never with the timeout 0."""
     from scapy.all import IP, UDP, Ether
 
     from tests.ina_probe import aggregating_switch
@@ -163,26 +164,48 @@ def test_embedded_switch_takes_over_idle_aggregators() -> None:
         cells = prog.counters[a + "ina_events"]
         return {n: cells.read(k)[0] for k, n in ((1, "partial"), (2, "passed_on"), (5, "taken_over"))}
 
+    def flush(frag: int) -> None:
+        """the PS's flush (a NACK tagged with the switch): a PARTIAL of what it holds"""
+        pl = INA_HEADER.pack(int(MsgType.NACK), 1, 0, frag, 1, 0, 2, 1, 0, 0, 0)
+        sw.process(1, bytes(Ether() / IP(src="10.0.0.2", dst="10.255.0.1")
+                            / UDP(sport=40000, dport=40000) / pl))
+
+    def nack_empty() -> int:
+        return prog.counters[a + "ina_drops"].read(6)[0]
+
     send(7, 0, 5)
     assert state(7) == (1, 1, 10_000_000, 5)  # held, stamped in microseconds
     now[0] += 1_000_000  # exactly the default timeout (1 s): not past it
     send(7, 1, 6)
     assert state(7) == (3, 2, now[0], 11) and events() == {"partial": 1, "passed_on": 0,
                                                              "taken_over": 0}
-    now[0] += 1_000_001
+    # a rank lagging its round by more than the timeout (within 4x) adds to it
+    send(8, 0, 5)
+    now[0] += 2_500_000
+    flush(8)  # held past the timeout: still flushed (a PARTIAL of the one contribution)
+    assert events()["partial"] == 2 and nack_empty() == 0
+    send(8, 1, 6)
+    assert state(8) == (3, 2, now[0], 11) and events() == {"partial": 3, "passed_on": 0,
+                                                             "taken_over": 0}
+    now[0] += 1_500_000  # fragment 7 idle exactly 4x the timeout: not past it
+    send(7, 0, 9)  # its own key, a contributor already in: the complete PARTIAL again
+    assert state(7)[:2] == (3, 2) and events()["partial"] == 4
+    now[0] += 1
+    flush(7)  # past 4x: left behind by an earlier use of the number, not flushed
+    assert events()["partial"] == 4 and nack_empty() == 1
     send(7, 0, 9)  # past it: taken over, the old sums dropped
     assert state(7) == (1, 1, now[0], 9) and events()["taken_over"] == 1
-    other = next(f for f in range(8, 100_000) if aggregator_index(1, f) == aggregator_index(1, 7))
+    other = next(f for f in range(9, 100_000) if aggregator_index(1, f) == aggregator_index(1, 7))
     aging(0)  # never
     now[0] += 10**9
     send(other, 0, 1)  # busy: passed on, unaggregated, to the PS
-    assert state(7)[:2] == (1, 1) and events() == {"partial": 1, "passed_on": 1, "taken_over": 1}
+    assert state(7)[:2] == (1, 1) and events() == {"partial": 4, "passed_on": 1, "taken_over": 1}
     aging(50)
     now[0] += 51
-    send(other, 0, 1)
+    send(other, 0, 1)  # another fragment's, past the timeout: taken over
     assert state(other) == (1, 1, now[0], 1) and events()["taken_over"] == 2
     send(other, 1, 2)
-    assert state(other)[:2] == (3, 2) and state(other)[3] == 3 and events()["partial"] == 2
+    assert state(other)[:2] == (3, 2) and state(other)[3] == 3 and events()["partial"] == 5
 
 
 def test_probe_covers_every_aggregator() -> None:
@@ -291,7 +314,7 @@ def test_abandoned_fragment_with_the_same_numbers_is_not_added_to(net) -> None: 
     # values: added to, they would put those values into the sums
     run_tool(network, "h2", "occupy", *_switch_args(topo), "--job", "1", "--bit", "0",
           "--fragments", f"0:{job.num_fragments}", "--seed", "7")
-    time.sleep(0.5)
+    time.sleep(0.7)  # past 4x the timeout: the same key takes them over
     (res,) = run_jobs(network, topo, [(job, _grads(2, 2))], out, "abandoned", timeout=0.5)
     assert res.exact, f"{res.mismatches} elements differ from the exact sum"
     assert res.ps_packets["partial_in"] == job.num_fragments
@@ -330,7 +353,7 @@ def test_thousand_rounds_leave_capacity_unchanged(net) -> None:  # noqa: ANN001
                      [sys.executable, "-m", "hosts.ina.worker", "--policy", str(policy),
                       "--rank", str(r), "--size", str(INA_VALUES), "--seed", "5",
                       "--out-int", str(jdir / f"out-{r}.npy"), "--timeout", "0.05",
-                      "--max-backoff", "0.2", "--reuse-after", "0.3", "--max-time", "60",
+                      "--max-backoff", "0.2", "--reuse-after", "0.5", "--max-time", "60",
                       "--json", "--no-progress", "--ready-go", *common], stdin=True)
                for r, h in enumerate(job.workers)]
     await_ready([(ps, jdir / "ps")] + [(p, jdir / f"worker-{r}") for r, p in enumerate(workers)])

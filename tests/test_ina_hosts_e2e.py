@@ -65,7 +65,8 @@ def test_ps_baseline_exact_sum(net):
     # requests for RESULTs are no contributions (requests_in)
     assert st.packets_in == st.accepted_grad + st.duplicates + st.late
     assert st.packets_in - st.accepted_grad == sum(o[1].resend_nack for o in out.values())
-    assert st.requests_in <= sum(o[1].request_fast + o[1].request_timer for o in out.values())
+    assert st.requests_in <= sum(o[1].request_fast + o[1].request_probe + o[1].request_timer
+                                 for o in out.values())
     assert st.overlaps == st.partial_in == st.clears_sent == 0
     assert st.results_sent == n_w * pol.num_fragments
 

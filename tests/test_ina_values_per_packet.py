@@ -216,7 +216,7 @@ def test_fixed_point_exact_under_loss(net, v: int) -> None:  # noqa: F811
     assert st.bytes_in == st.packets_in * ina_packet_len(v)
     assert sum(o[1].retransmissions for o in out.values()) > 0
     for _, ws in out.values():  # GRADs, and the header-only requests for RESULTs
-        asked = ws.request_fast + ws.request_timer
+        asked = ws.request_fast + ws.request_probe + ws.request_timer
         assert ws.bytes_sent == ws.packets_sent * ina_packet_len(v) + asked * INA_HEADER_LEN
 
 

@@ -54,3 +54,10 @@ def test_five_percent_loss_on_a_fabric_link_keeps_the_sums_exact(scheme, tmp_pat
     if scheme == "ina":  # thousands of UDP packets cross the link: the loss really hit them
         assert lossy.dropped and lossy.dropped[0] > 0
         assert lossy.retrans[0] > lossless.retrans[0]
+
+
+def test_stragglers_reach_the_harness() -> None:
+    """``--slow`` and ``--compute-time`` of the bench are the harness's own options."""
+    args = loss_bench.harness_args("ina", "embedded", 3, 60.0, 20.0,
+                                   ["--slow", "h4=2", "--compute-time", "0.05"])
+    assert args.slow == ["h4=2"] and args.compute_time == 0.05

@@ -29,3 +29,18 @@ def test_policy_reads_what_the_writer_wrote() -> None:
     again = Policy.from_dict(pol.to_dict())
     assert again.to_dict() == pol.to_dict()
     assert pol.to_dict()["tags"] == [[5, 0], 5]  # compact: a uniform row is one integer
+
+
+def test_every_worker_knows_each_fragments_path() -> None:
+    """A fragment's path is every worker's switch for it (and where partials merge):
+    RESULTs of one path reach a worker in order, so a worker counts only those as
+    evidence of a lost one, as the PS counts completions (docs/ina.md, "Loss recovery")."""
+    from hosts.ina.recovery import JobRecovery
+
+    d = policy_json(1, "10.0.0.1", ["10.0.0.2", "10.0.0.3"], 4,
+                    tags=[[5, 6, 5, 0], [5, 5, 5, 0]], sd=5)
+    pol = Policy.from_dict(d)
+    paths = [pol.for_worker(r).paths.tolist() for r in range(2)]
+    assert paths[0] == paths[1] == [0, 1, 0, 2]  # rank 1's row alone would merge 0 and 1
+    assert JobRecovery(2, 4, pol.tags, pol.partial_tags, 5).path == paths[0]
+    assert pol.for_worker(0).prefix(2).paths.tolist() == [0, 1]

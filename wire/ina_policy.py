@@ -62,10 +62,12 @@ class FragmentRouting:
     fanin: np.ndarray  # (F,) int64
     flags: np.ndarray | None = None  # (F,) int64; None = all 0
     sd_fanin: np.ndarray | None = None  # (F,) int64; None = all 0
+    #: (F,) int64: the job's path of each fragment (``result_paths``); None = all 0
+    paths: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = self.tags.shape[0]
-        for name in ("flags", "sd_fanin"):
+        for name in ("flags", "sd_fanin", "paths"):
             if getattr(self, name) is None:
                 object.__setattr__(self, name, np.zeros(n, dtype=np.int64))
         if not (self.fanin.shape == self.flags.shape == self.sd_fanin.shape == (n,)):
@@ -73,13 +75,33 @@ class FragmentRouting:
 
     def prefix(self, n: int) -> FragmentRouting:
         """The routing of the first ``n`` fragments (a short allreduce)."""
-        assert self.flags is not None and self.sd_fanin is not None
-        return FragmentRouting(self.tags[:n], self.fanin[:n], self.flags[:n], self.sd_fanin[:n])
+        assert self.flags is not None and self.sd_fanin is not None and self.paths is not None
+        return FragmentRouting(self.tags[:n], self.fanin[:n], self.flags[:n], self.sd_fanin[:n],
+                               self.paths[:n])
 
     @classmethod
     def ps_only(cls, num_fragments: int) -> FragmentRouting:
         z = np.zeros(num_fragments, dtype=np.int64)
         return cls(z, z.copy())
+
+
+def result_paths(tags: np.ndarray | None, partial_tags: Mapping[int, Any] | None,
+                 num_fragments: int) -> list[int]:
+    """Per fragment, a number naming its path: the switches every worker's contribution
+    takes (``tags``, (W, F); None: all to the PS) and where each switch's aggregate is
+    merged again (``partial_tags``). Workers send in order and one path delivers in
+    order, so fragments of one path complete at the PS, and their RESULTs reach a
+    worker, in order; across paths they do not (docs/ina.md, "Loss recovery")."""
+    if tags is None or not np.asarray(tags).any():
+        return [0] * num_fragments
+    tags = np.asarray(tags)
+    merged = [np.asarray(partial_tags[s]) for s in sorted(partial_tags or {})]
+    names: dict[tuple[int, ...], int] = {}
+    out = []
+    for f in range(num_fragments):
+        sig = tuple(int(t) for t in tags[:, f]) + tuple(int(row[f]) for row in merged)
+        out.append(names.setdefault(sig, len(names)))
+    return out
 
 
 def _ip(value: Any, what: str) -> str:
@@ -397,7 +419,8 @@ class Policy:
                 sel = (tags == s) & (row == self.sd.id)
                 flags[sel] = InaFlags.VIA_SD
                 sd_fanin[sel] = sd_row[sel]
-        return FragmentRouting(tags, fanin, flags, sd_fanin)
+        paths = np.asarray(result_paths(self.tags, self.partial_tags, n_f), dtype=np.int64)
+        return FragmentRouting(tags, fanin, flags, sd_fanin, paths)
 
     def clear_targets(self) -> dict[int, np.ndarray]:
         """Switch id -> fragments it must get a ``CLEAR`` for: every switch some worker

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hosts.net import udp_socket
+from wire import argtypes
 from wire.ina import INA_UDP_PORT, MsgType
 
 _SOCK_BUF = 8 << 20  # large buffers: a window of fragments from every worker at once
@@ -106,6 +107,30 @@ def parse_fault_spec(specs: list[str] | None) -> dict[int, set[int]]:
             raise ValueError(f"fault spec {spec!r}: ordinals start at 1")
         out.setdefault(t, set()).update(ords)
     return out
+
+
+def add_worker_test_options(ap: Any) -> None:
+    """The worker's testing options (an ``argparse.ArgumentParser``): faults on its
+    socket (``worker_faults``) and a late start."""
+    ap.add_argument("--send-twice", action="store_true",
+                    help="testing: send every datagram twice (duplicate handling)")
+    ap.add_argument("--drop-sent", action="append", metavar="TYPE=N[,N]",
+                    help="testing: drop the N-th datagram of INA type TYPE (GRAD, NACK) this "
+                    "worker sends (repeatable)")
+    ap.add_argument("--drop-received", action="append", metavar="TYPE=N[,N]",
+                    help="testing: discard the N-th datagram of INA type TYPE (RESULT, NACK) "
+                    "this worker receives (repeatable)")
+    ap.add_argument("--lag", type=argtypes.nonnegative, default=0.0, metavar="SECONDS",
+                    help="testing: start the first allreduce this long after the others "
+                    "(a rank lagging its round; with --ready-go, after the start signal)")
+
+
+def worker_faults(args: Any) -> FaultInjection | None:
+    """The ``FaultInjection`` that ``add_worker_test_options``' options ask for, or None."""
+    if not (args.send_twice or args.drop_sent or args.drop_received):
+        return None
+    return FaultInjection(send_twice=args.send_twice, drop_sent=parse_fault_spec(args.drop_sent),
+                          drop_received=parse_fault_spec(args.drop_received))
 
 
 def progress_bar(enabled: bool) -> tuple[Any, Callable[[int, int], None] | None]:

@@ -30,6 +30,8 @@ _GRANULARITY_S = 0.01
 REORDER_FLOOR_S = 0.01
 #: how far spurious requests may widen the reorder window (RACK's multiplier, RFC 8985)
 REORDER_MULT_MAX = 16
+#: the least tail-loss probe timeout: a busy CPU's pauses between the last RESULTs
+TAIL_PROBE_FLOOR_S = 0.02
 
 
 class RttEstimator:
@@ -52,6 +54,7 @@ class RttEstimator:
         self.samples = 0
         self.rto = floor
         self.reorder_mult = 1  # doubled by each spurious request, as RACK does on a DSACK
+        self.probe_mult = 1  # doubled by each spurious tail-loss probe
 
     def sample(self, rtt: float) -> float:
         """Take one round-trip sample (seconds); returns the new timeout."""
@@ -89,12 +92,22 @@ class RttEstimator:
 
     def probe_timeout(self) -> float:
         """The timer's first expiry after a new RESULT, a request or a re-send: the
-        timeout itself. (A tail-loss probe after two smoothed round trips, as RFC 8985's
-        PTO, fired on every pause of a busy CPU here: the samples are short, the gaps
-        between RESULTs on a loaded machine are not; its requests made the PS flush
-        aggregates whose GRADs were still queued, and NACK them: 395 re-sends in a
-        lossless bench run.)"""
+        timeout itself (the tail-loss probe, ``tail_probe_timeout``, comes earlier)."""
         return self.rto
+
+    def tail_probe_timeout(self) -> float:
+        """How long after its last send or RESULT a worker with every fragment sent
+        waits before it asks for the last RESULTs still missing (RFC 8985's PTO): two
+        smoothed round trips, times the spurious-probe multiplier, at least
+        ``TAIL_PROBE_FLOOR_S``, never past the timer. Before any sample: the timer."""
+        if self.samples == 0:
+            return self.rto
+        return min(max(2 * self.srtt * self.probe_mult, TAIL_PROBE_FLOOR_S), self.rto)
+
+    def spurious_probe(self) -> None:
+        """A RESULT the tail-loss probe asked for came twice (it was only late): wait
+        longer before the next probe."""
+        self.probe_mult = min(2 * self.probe_mult, REORDER_MULT_MAX)
 
     def backoff(self, expiries: int) -> float:
         """The timeout after ``expiries`` expiries without a new RESULT in between

@@ -96,7 +96,7 @@ class InaHookState:
     worker: Worker
     num_fragments: int
     world_size: int
-    cycle: FragmentCycle | None = None  # None: HOOK_ROUND_CYCLE rounds, reuse after 2 s
+    cycle: FragmentCycle | None = None  # None: HOOK_ROUND_CYCLE rounds, reuse after 5 s
     asynchronous: bool = True
     stats: list[WorkerStats] = field(default_factory=list)
     buckets: list[BucketRecord] = field(default_factory=list)

@@ -104,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="INA hook: rounds before the fragment numbers repeat (the PS's "
                          "--round-cycle; default hosts.ina.ddp_hook.HOOK_ROUND_CYCLE)")
     ap.add_argument("--reuse-after", type=argtypes.nonnegative, default=None,
-                    help="INA hook: seconds before reused numbers (default 2)")
+                    help="INA hook: seconds before reused numbers (default 5)")
     ap.add_argument("--sync-hook", action="store_true",
                     help="INA hook: allreduce inside the hook (no overlap with backward)")
     ap.add_argument("--calibrate", type=argtypes.natural, default=5,

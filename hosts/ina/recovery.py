@@ -47,6 +47,7 @@ import numpy as np
 
 from hosts.ina.transfer import REORDER_ALLOWANCE
 from wire.ina import BE_I32, INA_HEADER, INA_HEADER_LEN, InaFlags, MsgType
+from wire.ina_policy import result_paths
 
 __all__ = ["ESCALATE_AFTER", "JobRecovery", "PsRecovery", "REORDER_ALLOWANCE"]
 
@@ -85,30 +86,21 @@ class JobRecovery:
         self.tags = None if tags is None or not tags.any() else tags.astype(np.int64)
         self.via_sd = {s: np.asarray(v) for s, v in (via_sd or {}).items()}
         self.sd = sd
-        self.path = self._paths()
+        self.path = result_paths(self.tags, self.via_sd, num_fragments)
         self.flush_rtt = _FIRST_FLUSH_RTT_S  # smoothed flush -> reply time
         self.reset()
-
-    def _paths(self) -> list[int]:
-        """Per fragment, a number naming its path: the switches its contributions take
-        (each worker's tag, and where each switch's aggregate is merged again). Fragments
-        of one path complete in order at the PS; across paths they do not."""
-        if self.tags is None:
-            return [0] * self.num_fragments
-        names: dict[tuple[int, ...], int] = {}
-        out = []
-        for f in range(self.num_fragments):
-            sig = tuple(int(t) for t in self.tags[:, f]) + tuple(
-                int(self.via_sd[s][f]) for s in sorted(self.via_sd))
-            out.append(names.setdefault(sig, len(names)))
-        return out
 
     def reset(self) -> None:
         """A new round: nothing is missing yet."""
         self.holes: dict[int, int] = {}  # incomplete fragment -> later completions
         self.hi = -1  # highest completed fragment
         self.level: dict[int, int] = {}  # fragment -> recovery level reached (1, 2)
-        self.nacked: dict[int, int] = {}  # fragment -> ranks NACKed at level 2 / for a request
+        self.nacked: dict[int, int] = {}  # fragment -> ranks NACKed
+        # fragment -> askers to NACK if the next flush reply of their switch lacks them
+        self.pending: dict[int, int] = {}
+        # fragment -> askers that asked while a flush was out: its reply may predate
+        # their GRAD at the switch, so a reply lacking them flushes again
+        self.refresh: dict[int, int] = {}
         self.askers: dict[int, int] = {}  # fragment -> ranks that asked for its RESULT
         self.nacked_at: dict[int, float] = {}  # fragment -> when all its missing were NACKed
         self.flushed: dict[int, set[int]] = {}  # fragment -> switches flushed
@@ -184,31 +176,61 @@ class JobRecovery:
     def on_request(self, f: int, rank_bits: int, missing: int, now: float) -> Actions | None:
         """A worker (``rank_bits``) asks for the RESULT of incomplete fragment ``f``.
         A first request raises a fragment with no recovery yet to level 1; after that,
-        an asker that is itself missing gets a NACK (its own NACK or re-send was lost;
-        where its switch was flushed, once the reply is in or two flush round trips
-        passed without one),
-        and a second request of the same worker NACKs every worker still missing, at
-        most once per two flush round trips. Anything else is already being recovered.
+        an asker that is itself missing is asked for again (``ask``), and a second
+        request of the same worker asks for every worker still missing, at most once per
+        two flush round trips (level 2). Anything else is already being recovered.
         (NACKs go only to workers with evidence against them: ``PsRecovery._act``.)"""
         again = self.askers.get(f, 0) & rank_bits
         self.askers[f] = self.askers.get(f, 0) | rank_bits
         if self.level.get(f, 0) == 0:
             return self.escalate(f, missing, now, 1)
         if rank_bits & missing:
-            t = 0 if self.tags is None else int(self.tags[rank_bits.bit_length() - 1, f])
-            if (t and t in self.flushed.get(f, ()) and t not in self.answered.get(f, ())
-                    and now - self.flushed_at.get(f, -1e9) < 2 * self.flush_rtt):
-                return None  # its switch's flush reply will say whether it is in
-            # answered, or no reply within two flush round trips (the flush or its
-            # reply was lost, or the switch is unreachable): waiting on it stalled the
-            # fragment for good, since only this worker's request was left to move it
-            return Actions(f, nack=rank_bits & missing)
+            return self.ask(f, rank_bits & missing, now)
         if not again or not missing or now - self.nacked_at.get(f, -1e9) < 2 * self.flush_rtt:
             return None
         self.level[f] = 2
         self.nacked_at[f] = now
-        self.nacked[f] = self.nacked.get(f, 0) | missing
-        return Actions(f, nack=missing)
+        return self.ask(f, missing, now)
+
+    def ask(self, f: int, ranks: int, now: float) -> Actions | None:
+        """The PS lacks ``ranks``' contributions to fragment ``f``, and has evidence that
+        they were sent. A rank that sends straight to the PS gets a NACK. A rank whose
+        contribution goes to a switch: the switch is flushed again (a reply already in
+        may predate its GRAD there: the rank sent it, then asked; a rank lagging the
+        others leaves their contributions waiting in the aggregate, which they are not
+        missing from), and the reply NACKs it if it still lacks it
+        (``PsRecovery._after_flush_reply``); a flush out less than two flush round trips
+        ago is waited for; one out longer without a reply (the flush or its reply lost,
+        the switch out of reach) NACKs it at once."""
+        act, r, m = Actions(f), 0, ranks
+        flushed, answered = self.flushed.setdefault(f, set()), self.answered.get(f, set())
+        in_flight = now - self.flushed_at.get(f, -1e9) < 2 * self.flush_rtt
+        while m:
+            if m & 1:
+                bit = 1 << r
+                t = 0 if self.tags is None else int(self.tags[r, f])
+                if t == 0:
+                    act.nack |= bit
+                elif t in flushed and t not in answered:
+                    if in_flight:  # a flush is out: its reply may predate this GRAD there
+                        self.refresh[f] = self.refresh.get(f, 0) | bit
+                    else:
+                        act.nack |= bit  # waited two flush round trips for its reply
+                else:
+                    self.pending[f] = self.pending.get(f, 0) | bit
+                    if t not in act.flush:
+                        act.flush.append(t)
+                        if t in self.via_sd and int(self.via_sd[t][f]) == self.sd and self.sd:
+                            act.flush.append(self.sd)
+            m >>= 1
+            r += 1
+        if act.flush:
+            flushed.update(act.flush)
+            answered.difference_update(act.flush)
+            self.flushed_at[f] = now
+        if act.nack:
+            self.nacked[f] = self.nacked.get(f, 0) | act.nack
+        return act if act.nack or act.flush else None
 
     def group(self, f: int, switch: int) -> int:
         """The ranks whose contribution to fragment ``f`` the switch aggregates (s_d:
@@ -359,9 +381,18 @@ class PsRecovery:
         return jb.recovery.partial_delta(f, tag, bm, data, mx, jb.values_per_packet)
 
     def _after_flush_reply(self, jb: Any, f: int, tag: int) -> None:
-        """The switch's aggregate is in: NACK whoever of its group the PS still lacks."""
+        """The switch's aggregate is in: NACK whoever of its group the PS still lacks
+        and has evidence against (not NACKed yet, or asked for again since)."""
         rec = jb.recovery
-        missing = jb.full & ~jb.have[f] & rec.group(f, tag) & ~rec.nacked.get(f, 0)
-        if missing:
-            rec.nacked[f] = rec.nacked.get(f, 0) | missing
-            self._act(jb, Actions(f, nack=missing))
+        group = rec.group(f, tag)
+        pend, fresh = rec.pending.get(f, 0), rec.refresh.get(f, 0) & group
+        rec.pending[f] = pend & ~group
+        rec.refresh[f] = rec.refresh.get(f, 0) & ~group
+        lacking = jb.full & ~jb.have[f] & group
+        if lacking & fresh:  # they asked after this flush went out: ask the switch again
+            self._act(jb, rec.ask(f, lacking & fresh, time.monotonic()))
+        missing = lacking & ~fresh & (~rec.nacked.get(f, 0) | pend)
+        nack = _eligible(jb, f, missing) if missing else 0
+        if nack:
+            rec.nacked[f] = rec.nacked.get(f, 0) | nack
+            self._act(jb, Actions(f, nack=nack))

@@ -5,11 +5,13 @@ Round ``k`` of a job of ``F`` fragments puts ``offset + (k mod cycle)·F + f`` o
 so the numbers never outgrow the 32-bit field: after ``cycle`` rounds they repeat. Reuse
 is safe once nothing of the round that last used them can still match: switch
 aggregators it left behind (a lost RESULT or CLEAR, a late duplicate) are taken over
-once they have been idle for the switches' aggregator timeout (``ina_aging``), and a
-packet older than that is gone from the network. So before a cycle starts again,
-:meth:`FragmentCycle.begin` waits until ``reuse_after`` seconds (more than the
-aggregator timeout plus the longest a packet can stay in the network) have passed since
-the previous round ended: every round of the previous cycle ended no later than that.
+by a packet of their own key once they have been idle for 4x the switches' aggregator
+timeout (``ina_aging``; within that, a packet of the same key is a rank lagging its
+round, and adds to it), and a packet older than that is gone from the network. So
+before a cycle starts again, :meth:`FragmentCycle.begin` waits until ``reuse_after``
+seconds (more than 4x the aggregator timeout plus the longest a packet can stay in the
+network) have passed since the previous round ended: every round of the previous cycle
+ended no later than that.
 The PS maps the numbers back with the same ``cycle`` (``ParameterServer(cycle=...)``).
 """
 
@@ -21,9 +23,10 @@ from dataclasses import dataclass, field
 
 __all__ = ["DEFAULT_REUSE_AFTER_S", "FragmentCycle", "max_round_cycle"]
 
-#: Above the switches' default aggregator timeout (1 s, ``INA_AGGREGATOR_TIMEOUT_US``)
-#: plus a second for packets still queued somewhere.
-DEFAULT_REUSE_AFTER_S = 2.0
+#: Above 4x the switches' default aggregator timeout (1 s, ``INA_AGGREGATOR_TIMEOUT_US``;
+#: ``INA_SAME_KEY_AGING_SHIFT``: the same key is taken over only past 4 s) plus a second
+#: for packets still queued somewhere.
+DEFAULT_REUSE_AFTER_S = 5.0
 _SPACE = 1 << 32  # the header's fragment field
 
 

@@ -58,6 +58,8 @@ class WorkerStats:
     request_fast: int = 0
     spurious_requests: int = 0  # early requests whose original RESULT came too
     request_timer: int = 0
+    request_probe: int = 0  # requests of the tail-loss probe (every fragment sent)
+    spurious_probes: int = 0  # ... whose original RESULT came too
     nacks_in: int = 0  # NACKs from the PS for this worker
     stale_nacks: int = 0  # ... for a fragment already done or not sent yet
     bytes_sent: int = 0  # UDP payload bytes
@@ -111,6 +113,7 @@ class FragmentTransfer:
         self.fanin = routing.fanin.tolist()
         self.flags = routing.flags.tolist()
         self.sd_fanin = routing.sd_fanin.tolist()
+        self.path = routing.paths.tolist()  # RESULTs of one path arrive in order
         self.grad_t = int(MsgType.GRAD)
         self.bit, self.full = 1 << worker.rank, (1 << worker.num_workers) - 1
         sock, faults = worker.sock, worker.faults
@@ -125,6 +128,8 @@ class FragmentTransfer:
         self.asked = bytearray(n_f)  # a RESULT request went out: no RTT sample (Karn)
         self.requested = bytearray(n_f)  # ... a request (not only a NACK's re-send)
         self.early = bytearray(n_f)  # ... asked on reorder evidence (request_fast)
+        self.probed = bytearray(n_f)  # ... asked by the tail-loss probe
+        self.probe = TailProbe()
         self.sent_at = [0.0] * n_f  # each fragment's last data send
         # fragments without a RESULT below the highest RESULT in: fragment -> RESULTs of
         # later fragments since (REORDER_ALLOWANCE of them: ask for it)
@@ -168,6 +173,8 @@ class FragmentTransfer:
                 self._ask_suspects(now)
             if self.timer_at is not None and now >= self.timer_at:
                 self._timer_expired(now)
+            if self.next_f >= n_f and self.probe.due(self, now):
+                self._tail_probe()
             if w.progress is not None and now - last_progress >= 0.1:
                 last_progress = now
                 w.progress(self.n_done, n_f)
@@ -185,7 +192,7 @@ class FragmentTransfer:
     def _final_stats(self, now: float) -> None:
         st, w = self.st, self.w
         st.packets_sent = self.sent
-        st.retransmissions = st.resend_nack + st.request_fast + st.request_timer
+        st.retransmissions = st.resend_nack + st.request_fast + st.request_timer + st.request_probe
         st.bytes_sent = self.sent * self.pl + self.requests * INA_HEADER_LEN
         st.results = self.n_done
         st.fault_drops = w.faults.dropped if w.faults else 0
@@ -261,6 +268,10 @@ class FragmentTransfer:
                     self.early[f] = 0
                     st.spurious_requests += 1
                     self.rtt.spurious_request()
+                elif self.probed[f]:  # probed, and the original came too: only late
+                    self.probed[f] = 0
+                    st.spurious_probes += 1
+                    self.rtt.spurious_probe()
             elif f >= next_f:  # we have not contributed yet: not ours
                 st.stale_results += 1
             else:
@@ -287,9 +298,11 @@ class FragmentTransfer:
 
     def _evidence(self, f: int) -> None:
         """Fragment ``f`` has its RESULT out of order (or holes are open): every
-        fragment below it still without one has one more later RESULT against it; at
-        ``REORDER_ALLOWANCE`` its RESULT is asked for."""
-        holes, done = self.holes, self.done
+        fragment below it of the same path (the same switches) still without one has one
+        more later RESULT against it; at ``REORDER_ALLOWANCE`` its RESULT is asked for.
+        RESULTs of other paths are no evidence: the PS completes fragments of different
+        switches out of order by dozens (the early requests of a lossless fat-tree run)."""
+        holes, done, path = self.holes, self.done, self.path
         holes.pop(f, None)
         self.suspects.pop(f, None)
         if f > self.hi:
@@ -297,7 +310,8 @@ class FragmentTransfer:
                 if not done[g]:
                     holes[g] = 0
             self.hi = f
-        for g in [g for g in holes if g < f]:
+        pf = path[f]
+        for g in [g for g in holes if g < f and path[g] == pf]:
             n = holes[g] + 1
             if n >= REORDER_ALLOWANCE:
                 del holes[g]
@@ -314,6 +328,20 @@ class FragmentTransfer:
                 self.st.request_fast += 1
                 self.early[g] = 1
                 self._request(g)
+
+    def _tail_probe(self) -> None:
+        """Every fragment is sent and nothing came for a probe timeout: ask for the
+        last RESULTs still missing that no later RESULT can reveal (at most
+        ``REORDER_ALLOWANCE``, the highest: their answers are the later RESULTs that
+        reveal any earlier gap), once each (``request_probe``)."""
+        done, asked, hi, holes = self.done, self.asked, self.hi, self.holes
+        tail = [g for g in range(self.next_f - 1, self.lo - 1, -1)
+                if not done[g] and not asked[g] and (g > hi or g in holes)]
+        for g in tail[:REORDER_ALLOWANCE]:
+            self.st.request_probe += 1
+            self.holes.pop(g, None)
+            self.probed[g] = 1
+            self._request(g)
 
     def _request(self, f: int) -> None:
         """Ask the PS for fragment ``f``'s RESULT (a header-only NACK with this worker's
@@ -432,10 +460,38 @@ class FragmentTransfer:
         wait = min(self.timer_at - now if self.timer_at is not None else 0.05, deadline - now)
         if self.suspects:
             wait = min(wait, min(self.suspects.values()) - now)
+        if self.probe.at is not None:
+            wait = min(wait, self.probe.at - now)
         wset = [sock] if self.blocked else []
         _, writable, _ = select.select([sock], wset, [], max(wait, 0.0))
         if writable:
             self.blocked = False
+
+
+class TailProbe:
+    """When the tail-loss probe fires (RFC 8985's TLP): a probe timeout
+    (``RttEstimator.tail_probe_timeout``) after the last send or new RESULT, once every
+    fragment is sent and some RESULT is missing; once per such quiet spell. The last
+    fragments' losses (a GRAD, a PARTIAL or a RESULT) are found so within two round
+    trips and the PS's answer, not a whole timeout (0.2-0.4 s)."""
+
+    __slots__ = ("at", "mark")
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+        self.mark = (-1, -1)  # (fragments sent, RESULTs in) when last armed
+
+    def due(self, tr: FragmentTransfer, now: float) -> bool:
+        """True when the probe fires now (``tr``: the transfer, all sent)."""
+        mark = (tr.next_f, tr.n_done)
+        if mark != self.mark:  # progress: (re)arm from now
+            self.mark = mark
+            self.at = now + tr.rtt.tail_probe_timeout() if tr.outstanding else None
+            return False
+        if self.at is None or now < self.at:
+            return False
+        self.at = None
+        return True
 
 
 _NACK, _RETX = int(MsgType.NACK), int(InaFlags.RETX)

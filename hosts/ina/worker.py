@@ -36,9 +36,10 @@ import numpy as np
 from hosts.ina.agent import (
     FaultInjection,
     InaTimeoutError,
+    add_worker_test_options,
     open_ina_socket,
-    parse_fault_spec,
     progress_bar,
+    worker_faults,
 )
 from hosts.ina.congestion import CONGESTION_MODES, RttEstimator, rto_ceiling
 from hosts.ina.rounds import DEFAULT_REUSE_AFTER_S, FragmentCycle
@@ -424,19 +425,12 @@ def _parser() -> argparse.ArgumentParser:
                          "default 0: as many as fit 32 bits); the PS needs the same")
     ap.add_argument("--reuse-after", type=argtypes.nonnegative, default=DEFAULT_REUSE_AFTER_S,
                     help="with --rounds: seconds to wait before reusing fragment numbers; "
-                         "more than the switches' aggregator timeout plus the longest a "
+                         "more than 4x the switches' aggregator timeout plus the longest a "
                          f"packet stays in the network (default {DEFAULT_REUSE_AFTER_S:g})")
     ap.add_argument("--bind", help="local address (default: the rank's address in the policy)")
     ap.add_argument("--json", action="store_true", help="print one JSON summary line")
     ap.add_argument("--no-progress", action="store_true")
-    ap.add_argument("--send-twice", action="store_true",
-                    help="testing: send every datagram twice (duplicate handling)")
-    ap.add_argument("--drop-sent", action="append", metavar="TYPE=N[,N]",
-                    help="testing: drop the N-th datagram of INA type TYPE (GRAD, NACK) this "
-                    "worker sends (repeatable)")
-    ap.add_argument("--drop-received", action="append", metavar="TYPE=N[,N]",
-                    help="testing: discard the N-th datagram of INA type TYPE (RESULT, NACK) "
-                    "this worker receives (repeatable)")
+    add_worker_test_options(ap)
     ap.add_argument("--ready-go", action="store_true",
                     help="set up, print 'ready' on stdout, then start when a line arrives on "
                     "stdin: a launcher starts every worker at once and times the "
@@ -445,7 +439,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 _TOTALS = ("packets_sent", "retransmissions", "resend_nack", "request_fast", "spurious_requests",
-           "request_timer", "nacks_in", "stale_nacks", "bytes_sent", "results",
+           "request_timer", "request_probe", "spurious_probes", "nacks_in", "stale_nacks", "bytes_sent", "results",
            "window_decreases", "duplicate_results", "stale_results", "ignored", "duration_s")
 
 
@@ -489,10 +483,7 @@ class WorkerCommand:
             kw["number_format"] = args.format
         if args.bind is not None:
             kw["bind_ip"] = args.bind
-        if args.send_twice or args.drop_sent or args.drop_received:
-            kw["faults"] = FaultInjection(send_twice=args.send_twice,
-                                          drop_sent=parse_fault_spec(args.drop_sent),
-                                          drop_received=parse_fault_spec(args.drop_received))
+        kw["faults"] = worker_faults(args)
         if args.rounds < 1:
             raise ValueError(f"--rounds must be >= 1, got {args.rounds}")
         self.cycle = FragmentCycle(policy.num_fragments, args.fragment_offset, args.round_cycle,
@@ -515,6 +506,8 @@ class WorkerCommand:
             if not sys.stdin.readline():
                 worker.close()
                 return self.fail("--ready-go: stdin closed before the start signal")
+        if args.lag > 0:
+            time.sleep(args.lag)
         cpu0 = time.process_time()
         try:
             if prog is not None:
@@ -584,7 +577,8 @@ class WorkerCommand:
         else:
             print(f"rank {st.rank}: {st.fragments} fragments in {st.duration_s:.3f} s, "
                   f"{st.packets_sent} sent, re-sends {st.resend_nack} nack / requests "
-                  f"{st.request_fast} fast {st.request_timer} timer, {st.pps:.0f} pkt/s")
+                  f"{st.request_fast} fast {st.request_probe} probe {st.request_timer} timer, "
+                  f"{st.pps:.0f} pkt/s")
 
 
 def main(argv: Iterable[str] | None = None) -> int:

@@ -75,6 +75,12 @@ const bit<16> GRADNET_NDN_UDP_PORT   = 6363;   /* ndn: NDN over UDP (NFD's port)
 /* An aggregator idle this long (microseconds) may be taken over by another
  * fragment (ina_aggregator.p4's ina_aging; the controller may write another). */
 const bit<48> INA_AGGREGATOR_TIMEOUT_US = 1000000;
+/* An aggregator holding the packet's own key is taken over only when idle
+ * 2^INA_SAME_KEY_AGING_SHIFT times the timeout (4x): a rank lagging the others
+ * by more than the timeout adds to the round's aggregate instead of dropping
+ * the others' sums; a stale aggregate of an earlier use of the fragment number
+ * is older than that (the hosts wait longer before reuse, docs/ina.md, "Aging"). */
+#define INA_SAME_KEY_AGING_SHIFT 2
 const bit<8>  INA_GRAD    = 1;
 const bit<8>  INA_PARTIAL = 2;
 const bit<8>  INA_RESULT  = 3;

@@ -27,8 +27,10 @@
  *
  * Aging: an aggregator whose last contribution is older than the timeout
  * (ina_aging, switch timestamps in microseconds) is taken over by the next GRAD
- * that hashes to it, its old contents dropped: an abandoned or forged
- * fragment cannot hold it for good. v1model has no timers, so the check is
+ * of another fragment that hashes to it, its old contents dropped: an abandoned
+ * or forged fragment cannot hold it for good. A GRAD of the aggregator's own key
+ * takes it over only past 4x the timeout (INA_SAME_KEY_AGING_SHIFT): within
+ * that, it is a rank lagging its round, and adds to it. v1model has no timers, so the check is
  * lazy. Dropping a partial sum never loses a contribution: its workers get no
  * RESULT through it and resend to the PS, which counts each worker once.
  */
@@ -278,10 +280,18 @@ control Aggregator(inout headers_t hdr,
                     consume(INA_DROP_WRONG_SIZE);
                 } else if (hdr.ina.msg_type == INA_GRAD) {
                     load_aggregator();
-                    if (meta.ina.stored_key != 0 && meta.ina.aging_timeout != 0
-                            && standard_metadata.ingress_global_timestamp - meta.ina.stored_time
-                               > meta.ina.aging_timeout) {
-                        take_over();
+                    if (meta.ina.stored_key != 0 && meta.ina.aging_timeout != 0) {
+                        /* another fragment's: past the timeout; the packet's own
+                         * key: past 4x it (a lagging rank adds to its round) */
+                        bit<48> idle = standard_metadata.ingress_global_timestamp
+                                       - meta.ina.stored_time;
+                        if (meta.ina.stored_key != meta.ina.key) {
+                            if (idle > meta.ina.aging_timeout) {
+                                take_over();
+                            }
+                        } else if (idle > meta.ina.aging_timeout << INA_SAME_KEY_AGING_SHIFT) {
+                            take_over();
+                        }
                     }
                     if (meta.ina.stored_key == 0 || meta.ina.stored_key == meta.ina.key) {
                         if (meta.ina.stored_bitmap & hdr.ina.bitmap == 0) {
@@ -333,7 +343,13 @@ control Aggregator(inout headers_t hdr,
                     consume(INA_DROP_CLEARED);
                 } else if (hdr.ina.msg_type == INA_NACK) {
                     load_aggregator();
-                    if (meta.ina.stored_key == meta.ina.key && meta.ina.stored_count != 0) {
+                    /* an aggregate a GRAD of this key would take over (an earlier
+                     * use of the number, left behind) is not this round's */
+                    if (meta.ina.stored_key == meta.ina.key && meta.ina.stored_count != 0
+                            && (meta.ina.aging_timeout == 0
+                                || standard_metadata.ingress_global_timestamp
+                                   - meta.ina.stored_time
+                                   <= meta.ina.aging_timeout << INA_SAME_KEY_AGING_SHIFT)) {
                         flush_partial();
                         send_partial();
                     } else {
