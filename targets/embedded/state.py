@@ -385,11 +385,62 @@ class CloneSession:
     packet_length_bytes: int = 0
 
 
+class GroupTable(dict):
+    """The PRE's multicast groups (group id -> replicas): a dict that calls ``on_change``
+    with the group id written or deleted (None: any number of them), so that a copy
+    elsewhere (the native backend's, in native memory) follows every write."""
+
+    on_change: Callable[[int | None], None] | None = None
+
+    def _changed(self, gid: int | None) -> None:
+        if self.on_change is not None:
+            self.on_change(gid)
+
+    def __setitem__(self, gid: int, replicas: list[Replica]) -> None:
+        super().__setitem__(gid, replicas)
+        self._changed(gid)
+
+    def __delitem__(self, gid: int) -> None:
+        super().__delitem__(gid)
+        self._changed(gid)
+
+    def pop(self, gid: int, *default: Any) -> Any:
+        had = gid in self
+        out = super().pop(gid, *default)
+        if had:
+            self._changed(gid)
+        return out
+
+    def popitem(self) -> tuple[int, list[Replica]]:
+        out = super().popitem()
+        self._changed(out[0])
+        return out
+
+    def setdefault(self, gid: int, default: Any = None) -> Any:
+        had = gid in self
+        out = super().setdefault(gid, default)
+        if not had:
+            self._changed(gid)
+        return out
+
+    def clear(self) -> None:
+        super().clear()
+        self._changed(None)
+
+    def update(self, *args: Any, **kw: Any) -> None:
+        super().update(*args, **kw)
+        self._changed(None)
+
+    def __ior__(self, other: Any) -> GroupTable:
+        self.update(other)
+        return self
+
+
 @dataclass
 class PacketReplicationEngine:
     """Multicast groups and clone sessions, as written by P4Runtime PRE entries."""
 
-    groups: dict[int, list[Replica]] = field(default_factory=dict)
+    groups: GroupTable = field(default_factory=GroupTable)
     clone_sessions: dict[int, CloneSession] = field(default_factory=dict)
 
     @staticmethod

@@ -16,7 +16,9 @@ typedef struct {
   uint32_t rxlen[32], rxn, rxi, rxport;  /* frames rxi..rxn-1 of the batch wait, from rxport */
   uint32_t txoff[32], txlen[32], txn, txused;  /* frames queued in txbuf for one sendmmsg */
   int32_t txfd[32]; uint16_t txport[32];
+  struct pre *pre;                 /* multicast groups and replicas (pre.c) */
 } ctx_t;
+static void pre_free(ctx_t *c);
 
 static uint64_t rng_next(ctx_t *c) {  /* splitmix64 */
   uint64_t z = (c->rng += 0x9E3779B97F4A7C15u);
@@ -51,6 +53,7 @@ void np_free(void *p) {
   for (int r = 0; r < NR; r++) free(c->R[r]);
   for (int k = 0; k < NC; k++) { free(c->CP[k]); free(c->CB[k]); }
   for (int t = 0; t < NT; t++) tfree(&c->T[t]);
+  pre_free(c);
   free(c->rxbuf); free(c->txbuf);
   pthread_mutex_destroy(&c->mu);
   free(c);

@@ -46,6 +46,10 @@ def _bind(lib: ctypes.CDLL) -> None:
         "np_ctr_set": (ctypes.c_int, [vp, ctypes.c_int, _U64, _U64, _U64]),
         "np_tbl_load": (ctypes.c_int, [vp, ctypes.c_int, ctypes.c_int, p64, p64, ctypes.POINTER(i32), p64, i32, p64]),
         "np_phv": (u32, [vp, p64, p64]),
+        "np_mc_set": (ctypes.c_int, [vp, _U64, u32, ctypes.POINTER(u32), ctypes.POINTER(u32)]),
+        "np_mc_del": (ctypes.c_int, [vp, _U64]), "np_mc_clear": (ctypes.c_int, [vp]),
+        "np_mc_out": (u32, [vp, ctypes.POINTER(u32), u32]), "np_mc_arena": (vp, [vp]),
+        "np_mc_stop": (u32, [vp, p64, ctypes.POINTER(u32), p64, p64]),
         "np_rx_pending": (u32, [vp]),
         "np_rx": (ctypes.c_int, [vp, ctypes.c_int, u32, _U64, u32, ctypes.c_char_p, ctypes.POINTER(i32), p64, u32,
                                  ctypes.c_char_p, ctypes.POINTER(u32), ctypes.POINTER(u32)]),
@@ -229,15 +233,37 @@ class NativeBackend:
                              (_U64 * max(1, 4 * n * np_))(*data), ids[dflt.name].id,
                              (_U64 * max(1, 4 * np_))(*_encode_params(dflt.params, np_)))
 
+    def set_groups(self, groups: dict[int, Any], gid: int | None = None) -> None:
+        """Copy multicast group ``gid`` of ``groups`` (the PRE's; absent: delete it) into
+        native memory, or every group when ``gid`` is None; each write is atomic with
+        respect to packets."""
+        if gid is None:
+            self.lib.np_mc_clear(self.ctx)
+            for g in list(groups):
+                self.set_groups(groups, g)
+            return
+        replicas = groups.get(gid)
+        if replicas is None:
+            self.lib.np_mc_del(self.ctx, gid & _MASK64)
+            return
+        n = len(replicas)
+        arr = ctypes.c_uint32 * max(1, n)
+        self.lib.np_mc_set(self.ctx, gid & _MASK64, n, arr(*[min(r.port, 0xFFFFFFFF) for r in replicas]),
+                           arr(*[r.rid & 0xFFFFFFFF for r in replicas]))
+
     def phv(self) -> tuple[list[int], int]:
         """The PHV the last ``process`` left (as the Python backend's list) and the
         payload offset."""
         off = self.lib.np_phv(self.ctx, self._F, self._W)
+        return self.unpack(), off
+
+    def unpack(self) -> list[int]:
+        """The PHV in the instance's transfer buffers, as the Python backend's list."""
         F = list(self._F)
         W = self._W
         for s, i in self.gen.wide.items():
             F[s] = _join(W[4 * i:4 * i + 4])
-        return F, off
+        return F
 
     def close(self) -> None:
         if self.ctx:

@@ -79,7 +79,7 @@ class NativeGen(CExprMixin, PipelineMixin):
         for pl in self.spec["pipelines"]:
             body += self.gen_pipeline(pl)
         body += self.gen_deparser(self.spec["deparsers"][0])
-        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "process", "io")]
+        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "pre", "process", "io")]
         parts = [fixed[0], self.gen_decls(), fixed[1], "\n".join(self.out), "\n".join(body), *fixed[2:]]
         self.source = "\n".join(parts)
 
@@ -105,7 +105,7 @@ class NativeGen(CExprMixin, PipelineMixin):
                         ("ILEN", L.ILEN), ("INPORT", L.INPORT)):
             d.append(f"#define H_{name} {v}")
         for name in ("ingress_port", "egress_spec", "egress_port", "instance_type", "packet_length",
-                     "checksum_error", "mcast_grp", "priority", "qid", "parser_error"):
+                     "checksum_error", "mcast_grp", "priority", "qid", "parser_error", "egress_rid"):
             d.append(f"#define SM_{name.upper()} {slot(name)}")
         d.append(f"#define TM_IG_TS {-1 if p.tm_ig_ts is None else p.tm_ig_ts}")
         tmpl = ", ".join(str(v) for v in p.template)
