@@ -118,13 +118,14 @@ class Table:
         # tables with an action profile / selector: an action_profiles.ActionProfile (not
         # imported here: that module builds on this one)
         self.profile: Any = None
-        # called with the table after every change of its entries or default (the
-        # native backend copies the table into native memory)
-        self.on_change: Callable[[Table], None] | None = None
+        # called after every change of its entries or default with the table, what changed
+        # ("insert", "modify", "delete" with the entry, "default"; None: anything) (the
+        # native backend follows it in native memory)
+        self.on_change: Callable[[Table, str | None, TableEntry | None], None] | None = None
 
-    def _changed(self) -> None:
+    def _changed(self, op: str | None = None, entry: TableEntry | None = None) -> None:
         if self.on_change is not None:
-            self.on_change(self)
+            self.on_change(self, op, entry)
 
     # -- control plane -------------------------------------------------------------
     def _identity(self, key: tuple, priority: int) -> tuple:
@@ -178,7 +179,7 @@ class Table:
                 raise StateError("RESOURCE_EXHAUSTED", f"table {self.name} is full ({self.max_size} entries)")
             self._entries[ident] = entry
             self._index_add(entry)
-        self._changed()
+        self._changed("insert", entry)
 
     def modify(self, key: tuple, priority: int, action: ActionCall) -> TableEntry:
         """Replace the action of an existing entry."""
@@ -190,7 +191,7 @@ class Table:
             if entry.is_const:
                 raise StateError("PERMISSION_DENIED", f"table {self.name}: entry is const")
             entry.action = action
-        self._changed()
+        self._changed("modify", entry)
         return entry
 
     def delete(self, key: tuple, priority: int) -> None:
@@ -204,7 +205,7 @@ class Table:
                 self._entries[self._identity(key, priority)] = entry
                 raise StateError("PERMISSION_DENIED", f"table {self.name}: entry is const")
             self._index_remove(entry)
-        self._changed()
+        self._changed("delete", entry)
 
     def get(self, key: tuple, priority: int) -> TableEntry | None:
         """The entry with exactly this key and priority, if any."""
@@ -233,12 +234,12 @@ class Table:
         if action.name not in self.action_names:
             raise StateError("INVALID_ARGUMENT", f"table {self.name}: action {action.name} not allowed")
         self.default = action
-        self._changed()
+        self._changed("default")
 
     def reset_default(self) -> None:
         """Back to the program's default action."""
         self.default = self.initial_default
-        self._changed()
+        self._changed("default")
 
     # -- indexes -------------------------------------------------------------------
     def _lpm_index_key(self, key: tuple) -> tuple[int, tuple]:
