@@ -229,3 +229,47 @@ def test_c_loop_sends_replicas_like_python() -> None:
     assert snapshot(py) == snapshot(sw)
     assert {p: s.tx for p, s in py.stats.ports.items() if s.tx} == {p: s.tx for p, s in sw.stats.ports.items() if s.tx}
     assert sum(len(v) for v in got.values()) > 150
+
+
+def test_replicas_whose_egress_truncates_clones_or_recirculates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """mc_egress.p4: a replica whose egress truncates, clones E2E or recirculates stops
+    the replication in C after its egress (the replicas before it sent from C); the
+    Python path finishes it and makes the rest. Frames, order and counters as on the
+    Python backend, for every position of such a replica in the group."""
+    from targets.embedded.state import CloneSession
+
+    calls = _Calls(monkeypatch)
+    sws = pair(_program("mc_egress"), priority_queues=1)
+    groups = {1: [Replica(1, 0), Replica(2, 1), Replica(3, 0)], 2: [Replica(2, 2), Replica(3, 0)],
+              3: [Replica(1, 5), Replica(3, 3), Replica(2, 4)], 4: [Replica(1, 4), Replica(2, 0)]}
+    for sw in sws:
+        for g, reps in groups.items():
+            sw.pre.set_group(g, reps, create=True)
+        sw.pre.set_clone_session(9, CloneSession([Replica(4, 0)]), create=True)
+    probe = bytes.fromhex("0004" "0000" "00" "0000" "0000" "00")  # out_port 4, results zero
+    frames = [(0, bytes(Ether(type=0x88B6)) + g.to_bytes(2, "big") + probe[2:] + bytes(range(40)))
+              for g in (1, 2, 3, 4, 0, 1, 3)]
+    diffs = run_both(sws, frames)
+    assert not diffs, diffs[0]
+    assert snapshot(sws[0]) == snapshot(sws[1])
+    out = [sws[1].process(p, f) for p, f in frames[:1]][0]
+    assert [(p, len(f)) for p, f in out] == [(1, len(frames[0][1])), (2, 20), (3, len(frames[0][1]))]
+    assert calls.resumed >= 4 and calls.sent >= calls.resumed
+
+
+def test_clones_leave_in_the_python_backends_order() -> None:
+    """Clone sessions (still finished by the Python path): replication.p4's I2E clone
+    leaves before its original, an E2E clone after it, on both backends."""
+    from targets.embedded.state import CloneSession
+    from tests.p4.packets import RepProbe
+
+    sws = pair(_program("replication"), priority_queues=1)
+    for sw in sws:
+        sw.pre.set_group(1, [Replica(1, 10), Replica(2, 20)], create=True)
+        sw.pre.set_clone_session(5, CloneSession([Replica(3, 0)]), create=True)
+        sw.pre.set_clone_session(6, CloneSession([Replica(4, 0)]), create=True)
+    frames = [(0, bytes(Ether(type=0x88B6) / RepProbe(op=op, mcast_grp=1, out_port=2))) for op in (2, 3, 1, 3)]
+    diffs = run_both(sws, frames)
+    assert not diffs, diffs[0]
+    assert [p for p, _ in sws[1].process(*frames[0])] == [3, 2]  # I2E clone, then the original
+    assert [p for p, _ in sws[1].process(*frames[1])] == [2, 4]  # the original, then its E2E clone

@@ -203,7 +203,7 @@ def receive(sw: Any, prog: Any, port: int, frame: bytes) -> None:
         F, off = nat.phv()
         out = nat.outport.value
         _count_enqueue(sw, out, nat.outprio.value)
-        sw._egress_tail(prog, out, F, frame[off:], len(frame), 0, sw._txq, 0)
+        mcast.egress_tail(sw, prog, out, F, frame[off:], len(frame))
     elif rc in (mcast.REPLICATED, mcast.REPLICA_STOP):
         mcast.send_replicas(sw, nat)
         if rc == mcast.REPLICA_STOP:
@@ -307,7 +307,7 @@ def finish_slow(sw: Any, prog: Any, port: int) -> None:
         elif rc == mcast.REPLICA_STOP:  # the replicas before it left from C
             mcast.resume(sw, prog, frame)
         else:
-            sw._egress_tail(prog, out, F, frame[off:], slow, 0, sw._txq, 0)
+            mcast.egress_tail(sw, prog, out, F, frame[off:], slow)
     except Exception:
         sw.fault("processing a packet from port %d", port)
     if sw._txq:  # out now, before the frames after it (which native code sends at once)

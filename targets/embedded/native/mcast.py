@@ -22,6 +22,17 @@ def _count_enqueue(sw: Any, port: int, prio: int) -> None:
     q.enqueued[sw.nb_queues - 1 - prio] += 1
 
 
+def egress_tail(sw: Any, prog: Any, port: int, F: list[int], payload: bytes, length: int) -> None:
+    """``Switch._egress_tail`` for a packet whose egress ran in C, as ``Switch._enqueue``
+    runs it: while a drain runs, so that what it enqueues (an egress clone) waits in its
+    queue and leaves after this packet, as on the Python backend."""
+    was, sw._draining = sw._draining, True
+    try:
+        sw._egress_tail(prog, port, F, payload, length, 0, sw._txq, 0)
+    finally:
+        sw._draining = was  # the queued copy: process() drains next, the loop's service()
+
+
 def send_replicas(sw: Any, nat: Any) -> None:
     """Count and transmit, in order, the replicas the last native call finished."""
     rec = getattr(nat, "_mc_rec", None)
@@ -62,6 +73,6 @@ def resume(sw: Any, prog: Any, frame: bytes) -> None:
     if egressed.value and k < len(replicas):
         port = replicas[k].port
         _count_enqueue(sw, port, F0[prog.sm_priority] if prog.sm_priority is not None else 0)
-        sw._egress_tail(prog, port, F, payload, length, 0, sw._txq, 0)
+        egress_tail(sw, prog, port, F, payload, length)
         k += 1
     sw._replicate(prog, F0, payload, length, replicas[k:], 0)
