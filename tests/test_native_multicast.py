@@ -170,7 +170,7 @@ def test_group_writes_reach_native_memory() -> None:
     gen, prog.native = prog.native.gen, None
     prog.native_built = gen
     nat_sw.pre.set_group(2, [Replica(4, 0)], create=False)
-    assert adopt(prog, 1, nat_sw.pre.groups)
+    assert adopt(prog, 1, nat_sw.pre)
     assert [p for p, _ in nat_sw.process(1, f)] == [4]
 
 
@@ -257,19 +257,34 @@ def test_replicas_whose_egress_truncates_clones_or_recirculates(monkeypatch: pyt
     assert calls.resumed >= 4 and calls.sent >= calls.resumed
 
 
-def test_clones_leave_in_the_python_backends_order() -> None:
-    """Clone sessions (still finished by the Python path): replication.p4's I2E clone
-    leaves before its original, an E2E clone after it, on both backends."""
+def test_clones_leave_in_the_python_backends_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clone sessions: replication.p4's I2E clone (made in C: the frame parsed again,
+    metadata reset, the tag of its field list kept) leaves before its original, an E2E
+    clone (finished by the Python path) after it; a session cut to 20 bytes, one of two
+    ports and one through the CPU port (left to Python) too -- as on the Python backend."""
     from targets.embedded.state import CloneSession
     from tests.p4.packets import RepProbe
 
-    sws = pair(_program("replication"), priority_queues=1)
+    calls = _Calls(monkeypatch)
+    sws = pair(_program("replication"), priority_queues=1, cpu_port=CPU)
+    sessions = [CloneSession([Replica(3, 0)]), CloneSession([Replica(3, 4)], packet_length_bytes=20),
+                CloneSession([Replica(1, 0), Replica(3, 2)]), CloneSession([Replica(3, 0), Replica(CPU, 0)])]
+    frames = [(0, bytes(Ether(type=0x88B6) / RepProbe(op=op, mcast_grp=1, out_port=2) / bytes(30))) for op in (2, 3, 1, 3)]
     for sw in sws:
-        sw.pre.set_group(1, [Replica(1, 10), Replica(2, 20)], create=True)
-        sw.pre.set_clone_session(5, CloneSession([Replica(3, 0)]), create=True)
         sw.pre.set_clone_session(6, CloneSession([Replica(4, 0)]), create=True)
-    frames = [(0, bytes(Ether(type=0x88B6) / RepProbe(op=op, mcast_grp=1, out_port=2))) for op in (2, 3, 1, 3)]
-    diffs = run_both(sws, frames)
-    assert not diffs, diffs[0]
-    assert [p for p, _ in sws[1].process(*frames[0])] == [3, 2]  # I2E clone, then the original
+        sw.pre.groups[1] = [Replica(1, 10), Replica(2, 20)]
+    for i, session in enumerate(sessions):
+        for sw in sws:
+            sw.pre.clone_sessions[5] = session
+        sent, resumed = calls.sent, calls.resumed
+        assert sws[0].process(*frames[0]) == sws[1].process(*frames[0])  # the I2E clone ...
+        assert (calls.sent - sent, calls.resumed - resumed) == ((0, 0) if i == 3 else (1, 0))  # ... made in C
+        diffs = run_both(sws, frames)
+        assert not diffs, (i, diffs[0])
+    assert snapshot(sws[0]) == snapshot(sws[1])
+    for sw in sws:
+        sw.pre.clone_sessions[5] = sessions[1]
+    first = sws[1].process(*frames[0])
+    assert [(p, len(f)) for p, f in first] == [(3, 20), (2, len(frames[0][1]))]  # I2E clone first, cut
+    assert RepProbe(first[1][1][14:]).tag == 0xA5 and sws[0].process(*frames[0]) == first
     assert [p for p, _ in sws[1].process(*frames[1])] == [2, 4]  # the original, then its E2E clone

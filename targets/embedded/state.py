@@ -387,9 +387,10 @@ class CloneSession:
 
 
 class GroupTable(dict):
-    """The PRE's multicast groups (group id -> replicas): a dict that calls ``on_change``
-    with the group id written or deleted (None: any number of them), so that a copy
-    elsewhere (the native backend's, in native memory) follows every write."""
+    """The PRE's multicast groups (group id -> replicas) or clone sessions (id ->
+    ``CloneSession``): a dict that calls ``on_change`` with the id written or deleted
+    (None: any number of them), so that a copy elsewhere (the native backend's, in
+    native memory) follows every write."""
 
     on_change: Callable[[int | None], None] | None = None
 
@@ -442,7 +443,7 @@ class PacketReplicationEngine:
     """Multicast groups and clone sessions, as written by P4Runtime PRE entries."""
 
     groups: GroupTable = field(default_factory=GroupTable)
-    clone_sessions: dict[int, CloneSession] = field(default_factory=dict)
+    clone_sessions: GroupTable = field(default_factory=GroupTable)  # id -> CloneSession
 
     @staticmethod
     def _store(table: dict, key: int, value: object, create: bool, what: str) -> None:

@@ -539,7 +539,7 @@ class Switch(TrafficConfigMixin):
             threading.Timer(0.01, self.wake).start()
             return
         try:
-            native_glue.adopt(self.program, self.seed, self.pre.groups)
+            native_glue.adopt(self.program, self.seed, self.pre)
         finally:
             self.ctrl_lock.release()
 

@@ -49,10 +49,10 @@ def _bind(lib: ctypes.CDLL) -> None:
         "np_tbl_op": (ctypes.c_int, [vp, ctypes.c_int, ctypes.c_int, p64, p64, ctypes.c_int64, i32, p64, ctypes.c_int]),
         "np_lock": (None, [vp]), "np_unlock": (None, [vp]),
         "np_phv": (u32, [vp, p64, p64]),
-        "np_mc_set": (ctypes.c_int, [vp, _U64, u32, ctypes.POINTER(u32), ctypes.POINTER(u32)]),
-        "np_mc_del": (ctypes.c_int, [vp, _U64]), "np_mc_clear": (ctypes.c_int, [vp]),
+        "np_pre_set": (ctypes.c_int, [vp, ctypes.c_int, _U64, u32, ctypes.POINTER(u32), ctypes.POINTER(u32), u32]),
+        "np_pre_del": (ctypes.c_int, [vp, ctypes.c_int, _U64]), "np_pre_clear": (ctypes.c_int, [vp, ctypes.c_int]),
         "np_mc_out": (u32, [vp, ctypes.POINTER(u32), u32]), "np_mc_arena": (vp, [vp]),
-        "np_mc_stop": (u32, [vp, p64, ctypes.POINTER(u32), p64, p64]),
+        "np_mc_stop": (u32, [vp, ctypes.c_int, p64, ctypes.POINTER(u32), ctypes.POINTER(u32), p64, p64]),
         "np_rx_pending": (u32, [vp]),
         "np_rx": (ctypes.c_int, [vp, ctypes.c_int, u32, _U64, u32, ctypes.c_char_p, ctypes.POINTER(i32), p64, u32,
                                  ctypes.c_char_p, ctypes.POINTER(u32), ctypes.POINTER(u32)]),
@@ -266,23 +266,25 @@ class NativeBackend:
                              (_U64 * max(1, 4 * np_))(*_encode_params(dflt.params, np_)),
                              (ctypes.c_int64 * max(1, n))(*prio))
 
-    def set_groups(self, groups: dict[int, Any], gid: int | None = None) -> None:
-        """Copy multicast group ``gid`` of ``groups`` (the PRE's; absent: delete it) into
-        native memory, or every group when ``gid`` is None; each write is atomic with
-        respect to packets."""
-        if gid is None:
-            self.lib.np_mc_clear(self.ctx)
-            for g in list(groups):
-                self.set_groups(groups, g)
+    def set_pre(self, kind: int, entries: dict[int, Any], key: int | None = None) -> None:
+        """Copy PRE entry ``key`` of ``entries`` -- multicast groups (``kind`` 0, replica
+        lists) or clone sessions (1, ``CloneSession``s); absent: delete it -- into native
+        memory, or all of them when ``key`` is None; each write is atomic with respect to
+        packets."""
+        if key is None:
+            self.lib.np_pre_clear(self.ctx, kind)
+            for k in list(entries):
+                self.set_pre(kind, entries, k)
             return
-        replicas = groups.get(gid)
-        if replicas is None:
-            self.lib.np_mc_del(self.ctx, gid & _MASK64)
+        value = entries.get(key)
+        if value is None:
+            self.lib.np_pre_del(self.ctx, kind, key & _MASK64)
             return
+        replicas, trunc = (value, 0) if kind == 0 else (value.replicas, value.packet_length_bytes)
         n = len(replicas)
         arr = ctypes.c_uint32 * max(1, n)
-        self.lib.np_mc_set(self.ctx, gid & _MASK64, n, arr(*[min(r.port, 0xFFFFFFFF) for r in replicas]),
-                           arr(*[r.rid & 0xFFFFFFFF for r in replicas]))
+        self.lib.np_pre_set(self.ctx, kind, key & _MASK64, n, arr(*[min(r.port, 0xFFFFFFFF) for r in replicas]),
+                            arr(*[r.rid & 0xFFFFFFFF for r in replicas]), min(max(trunc, 0), 0xFFFFFFFF))
 
     def phv(self) -> tuple[list[int], int]:
         """The PHV the last ``process`` left (as the Python backend's list) and the

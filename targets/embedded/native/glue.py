@@ -118,11 +118,11 @@ def _compile_jobs() -> None:
         del program, gen
 
 
-def adopt(program: Any, seed: int | None, groups: dict[int, Any] | None = None) -> bool:
+def adopt(program: Any, seed: int | None, pre: Any = None) -> bool:
     """Swap in the native backend that ``attach`` built in the background (call from the
     data-plane thread, between packets, with the switch's control lock held: the state
-    -- and the PRE's multicast ``groups`` -- moves into native memory). True when the
-    program now runs natively."""
+    -- and the ``pre``'s groups and clone sessions -- moves into native memory). True
+    when the program now runs natively."""
     gen, program.native_built = program.native_built, None
     if gen is None or program.native is not None:
         return program.native is not None
@@ -133,27 +133,29 @@ def adopt(program: Any, seed: int | None, groups: dict[int, Any] | None = None) 
     except Exception as e:
         log.warning("native backend not used: loading the compiled program failed (%s)", e)
         return False
-    if groups:
-        program.native.set_groups(groups)
+    if pre is not None:
+        program.native.set_pre(0, pre.groups)
+        program.native.set_pre(1, pre.clone_sessions)
     log.info("program now runs on the native backend (%s)", program.native.path.name)
     return True
 
 
 def replication_engine(sw: Any) -> Any:
-    """A PRE for ``sw`` whose multicast group writes reach the native memory of the
-    switch's program, when it has one (each write atomic with respect to packets)."""
+    """A PRE for ``sw`` whose group and clone-session writes reach the native memory of
+    the switch's program, when it has one (each write atomic with respect to packets)."""
     from targets.embedded.state import PacketReplicationEngine
 
     pre = PacketReplicationEngine()
     ref = weakref.ref(sw)
+    for kind, entries in enumerate((pre.groups, pre.clone_sessions)):
 
-    def changed(gid: int | None) -> None:
-        s = ref()
-        prog = s.program if s is not None else None
-        if prog is not None and prog.native is not None:
-            prog.native.set_groups(pre.groups, gid)
+        def changed(key: int | None, kind: int = kind, entries: Any = entries) -> None:
+            s = ref()
+            prog = s.program if s is not None else None
+            if prog is not None and prog.native is not None:
+                prog.native.set_pre(kind, entries, key)
 
-    pre.groups.on_change = changed
+        entries.on_change = changed
     return pre
 
 

@@ -60,12 +60,13 @@ static void tx_port(ctx_t *c, const int32_t *txfd, uint32_t port, uint32_t olen,
   c->txused += (olen + 63) & ~63u;
 }
 
-/* Count and send the replicas of the last multicast (pre.c's records), in order. */
+/* Count and send the copies of the last replication (pre.c's records), in order. */
 static void pre_send(ctx_t *c, const int32_t *txfd, uint64_t *cnt) {
   const struct pre *m = c->pre;
   for (uint32_t i = 0; m && i < m->nout; i++) {
     const mrec_t *r = &m->rec[i];
     uint32_t port = r->port & 511;
+    if (r->rc == 1) { cnt[CNT_PIPE]++; continue; }  /* the original, dropped by ingress */
     if (r->rc == 4) { cnt[CNT_PRIO + port]++; continue; }
     cnt[CNT_ENQ + port * 8 + (r->prio & 7)]++;
     if (r->rc == 5) { cnt[CNT_PIPE]++; continue; }
