@@ -16,7 +16,7 @@ typedef struct {
   uint32_t rxlen[32], rxn, rxi, rxport;  /* frames rxi..rxn-1 of the batch wait, from rxport */
   uint32_t txoff[32], txlen[32], txn, txused;  /* frames queued in txbuf for one sendmmsg */
   int32_t txfd[32]; uint16_t txport[32];
-  struct pre *pre;                 /* multicast groups and replicas (pre.c) */
+  struct pre *pre;                 /* the PRE: groups, clone sessions, the last copies (pre.c) */
 } ctx_t;
 static void pre_free(ctx_t *c);
 
@@ -116,7 +116,7 @@ int np_ctr_set(void *p, int k, uint64_t i, uint64_t packets, uint64_t bytes) {
   return 0;
 }
 /* Replace a table's entries (in lookup order) and its default action, atomically (one
- * entry at a time: tblops.c). */
+ * entry at a time instead: tblops.c). */
 int np_tbl_load(void *p, int t, int n, const uint64_t *key, const uint64_t *mask, const int32_t *act,
                 const uint64_t *data, int32_t def_act, const uint64_t *def_data, const int64_t *prio) {
   ctx_t *c = p;
