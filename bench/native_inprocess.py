@@ -1,9 +1,16 @@
 """CPU per packet of the embedded target's pipeline in process (no sockets), Python
 backend against native, on forward.p4 (a routed UDP frame) and ina.p4 (GRADs of two
-ranks, 64 values each, every second one completing an aggregate that is multicast to
-2 ports): what the switch itself costs, without the kernel's veth work.
+ranks, 64 values each, every second one completing an aggregate sent to the PS; or
+RESULTs from the PS, each multicast to 4 ports): what the switch itself costs, without
+the kernel's veth work.
 
-    python -m bench.native_inprocess [--packets 20000]
+A second table: CPU per single-entry table write (an insert, then its delete, one at a
+time, as a controller outside one P4Runtime Write makes them) into a table already
+holding --entries entries, on the Python backend, on the native one (the entry written
+in place, tblops.c) and on the native one copying the whole table per write (what it
+did before single-entry writes).
+
+    python -m bench.native_inprocess [--packets 20000] [--entries 2000] [--writes 300]
 """
 
 from __future__ import annotations
@@ -36,6 +43,23 @@ def _forward(backend: str, packets: int) -> tuple[Any, list[tuple[int, bytes]]]:
     frame = bytes(Ether(src="00:00:0a:00:00:01", dst="02:00:00:01:00:01") / IP(src="10.0.0.1", dst="10.0.0.2")
                   / UDP(sport=1000, dport=2000) / (b"\x00" * 18))
     return sw, [(1, frame)]
+
+
+def _ina_result4(backend: str, packets: int) -> tuple[Any, list[tuple[int, bytes]]]:
+    """ina.p4's aggregating switch as ``_ina``, fed RESULTs (from the PS, on port 1), each
+    multicast down the job's tree to 4 ports (replicas made by the PRE)."""
+    import numpy as np
+    from scapy.all import IP, UDP, Ether
+
+    from targets.embedded.state import Replica
+    from wire.ina import MsgType, encode_ina
+
+    sw, _ = _ina(backend, 2)
+    sw.pre.set_group(1001, [Replica(p, 0) for p in (2, 3, 4, 5)], create=False)
+    vals = np.random.default_rng(1).integers(-1000, 1000, 64).astype(np.int32)
+    hdr = bytes(Ether() / IP(src="10.0.0.1", dst="10.255.0.1") / UDP(sport=40000, dport=40000, chksum=0))
+    frames = [(1, hdr + encode_ina(MsgType.RESULT, 1, 0, frag, 1, 0, 3, 2, 2, values=vals)) for frag in range(packets)]
+    return sw, frames
 
 
 def _ina(backend: str, packets: int) -> tuple[Any, list[tuple[int, bytes]]]:
@@ -79,15 +103,17 @@ def measure(make: Any, backend: str, packets: int) -> tuple[float, int]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.native_inprocess", description=__doc__.splitlines()[0])
     p.add_argument("--packets", type=int, default=20000, help="packets per program and backend (default 20000)")
+    p.add_argument("--entries", type=int, default=2000, help="entries in the table written to (default 2000)")
+    p.add_argument("--writes", type=int, default=300, help="insert+delete pairs timed per table (default 300)")
     args = p.parse_args(argv)
-    if args.packets < 1:
-        p.error("--packets must be >= 1")
+    if args.packets < 1 or args.writes < 1 or not 0 <= args.entries <= 4000:
+        p.error("--packets and --writes must be >= 1, --entries 0..4000")
     table = Table(title="embedded target in process: CPU per packet (shared, loaded 2-core machine)")
     for col in ("program", "python µs", "native µs", "ratio", "frames out (each)"):
         table.add_column(col, justify="left" if col == "program" else "right")
     saved = os.environ.get("GRADNET_BACKEND")
     try:
-        for name, make in (("forward", _forward), ("ina (64 values)", _ina)):
+        for name, make in (("forward", _forward), ("ina (64 values)", _ina), ("ina RESULT to 4 ports", _ina_result4)):
             py, out = measure(make, "python", args.packets)
             nat, out2 = measure(make, "native", args.packets)
             table.add_row(name, f"{py:.1f}", f"{nat:.1f}", f"{py / nat:.2f}x", f"{out} / {out2}")
@@ -97,7 +123,54 @@ def main(argv: list[str] | None = None) -> int:
         else:
             os.environ["GRADNET_BACKEND"] = saved
     TableConsole().print(table)
+    TableConsole().print(writes_table(args.entries, args.writes))
     return 0
+
+
+def _write_cost(kind: str, mode: str, entries: int, writes: int) -> float:
+    """CPU µs per single-entry write (insert, then delete) into forward.p4's ``kind``
+    table (exact: ecmp_members, lpm: ipv4_routes) holding ``entries`` entries; ``mode``
+    python, native, or native-copy (every write copies the whole table)."""
+    from targets.embedded.state import TableEntry
+    from targets.embedded.switch import Switch
+    from tests.native_pair import ROOT
+
+    sw = Switch(seed=1, backend="python" if mode == "python" else "native")
+    p = sw.load_program((ROOT / "p4src" / "build" / "forward.json").read_bytes())
+    sw.install_program(p)
+    name = "MyIngress.forwarding." + ("ecmp_members" if kind == "exact" else "ipv4_routes")
+    tbl, call = p.tables[name], p.action_call(name, "MyIngress.forwarding.set_next_hop", (0x020000000002, 2))
+
+    def key(i: int) -> tuple:
+        return (i >> 8, i & 0xFF) if kind == "exact" else ((0x0A000000 + (i << 8), 24),)
+
+    nat = p.native
+    if nat is not None:
+        with nat.deferred_sync():  # the table's starting entries: one copy
+            for i in range(entries):
+                tbl.insert(TableEntry(key(i), call))
+        if mode == "native-copy":
+            tbl.on_change = lambda t, op, e: nat.sync_table(t)  # what every write did before
+    else:
+        for i in range(entries):
+            tbl.insert(TableEntry(key(i), call))
+    t0 = time.process_time()
+    for i in range(entries, entries + writes):
+        tbl.insert(TableEntry(key(i), call))
+        tbl.delete(key(i), 0)
+    return (time.process_time() - t0) / (2 * writes) * 1e6
+
+
+def writes_table(entries: int, writes: int) -> Table:
+    """The single-entry write costs (see the module doc) as a table."""
+    table = Table(title=f"single-entry table writes into {entries} entries: CPU µs per write "
+                        "(shared, loaded 2-core machine)")
+    for col in ("table", "python", "native, in place", "native, whole copy (before)", "copy / in place"):
+        table.add_column(col, justify="left" if col == "table" else "right")
+    for kind in ("exact", "lpm"):
+        py, nat, copy = (_write_cost(kind, m, entries, writes) for m in ("python", "native", "native-copy"))
+        table.add_row(kind, f"{py:.1f}", f"{nat:.1f}", f"{copy:.0f}", f"{copy / nat:.0f}x")
+    return table
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ namespace and counts what comes out of port 2. Two figures per program and targe
 Programs: ``forward`` (p4src/forward.p4, one LPM table plus egress tables), ``ina``
 (p4src/ina.p4 as an aggregating switch: GRADs of two ranks with 64 values each, every
 second one completing an aggregate that leaves as one RESULT, so half as many frames
-come out as go in; rates and CPU are per frame in) and ``registers``
+come out as go in; rates and CPU are per frame in), ``ina-mc`` (the same switch fed
+RESULTs from the PS, each multicast by the PRE to 4 ports; port 2's copies are counted)
+and ``registers``
 (tests/p4/registers.p4: 32 register read-add-writes per packet).
 
 Bounds, measured in the same run: ``bare``, a Python AF_PACKET forwarder doing no work
@@ -61,7 +63,8 @@ class Result:
     cpu_us: float  # switch process CPU per frame in, in the saturation run
 
 
-OUT_PER_IN = {"ina": 0.5}  # frames out per frame in (ina: one RESULT per two GRADs)
+OUT_PER_IN = {"ina": 0.5}  # frames out (of port 2) per frame in (ina: one aggregate per two GRADs)
+MC_PORTS = (2, 3, 4, 5)  # ina-mc: the RESULT group's ports
 TARGETS = ("embedded", "native", "bmv2", "hand", "bare", "bare-c")
 
 
@@ -71,10 +74,10 @@ class _Frames:
 
     def __init__(self, program: str) -> None:
         self.program, self.frag = program, 0
-        self.one = _frame(program) if program != "ina" else b""
+        self.one = _frame(program) if not program.startswith("ina") else b""
 
     def take(self, count: int) -> list[bytes]:
-        if self.program != "ina":
+        if not self.program.startswith("ina"):
             return [self.one] * count
         import numpy as np
         from scapy.all import IP, UDP, Ether
@@ -86,6 +89,12 @@ class _Frames:
         hdr = bytes(Ether() / IP(src="10.0.0.2", dst="10.255.0.1") / UDP(sport=40000, dport=40000, chksum=0) / probe)
         hdr = hdr[:len(hdr) - len(probe)]  # the same headers for every GRAD (UDP checksum 0)
         out = []
+        if self.program == "ina-mc":  # RESULTs of fragment after fragment, from the PS
+            hdr = bytes(Ether() / IP(src="10.0.0.1", dst="10.255.0.1") / UDP(sport=40000, dport=40000, chksum=0))
+            for _ in range(count):
+                frag, self.frag = self.frag, self.frag + 1
+                out.append(hdr + encode_ina(MsgType.RESULT, 1, 0, frag, 1, 0, 3, 2, 2, values=vals))
+            return out
         for _ in range((count + 1) // 2):
             frag, self.frag = self.frag, self.frag + 1
             out += [hdr + encode_ina(MsgType.GRAD, 1, rank, frag, 1, 0, 1 << rank, 1, 2, values=vals) for rank in (0, 1)]
@@ -105,8 +114,8 @@ def _frame(program: str) -> bytes:
 
 
 def _program_files(program: str) -> tuple[Path, Path]:
-    if program in ("forward", "ina"):
-        base = ROOT / "p4src" / "build" / program
+    if program in ("forward", "ina", "ina-mc"):
+        base = ROOT / "p4src" / "build" / program.removesuffix("-mc")
     else:
         base = ROOT / "tests" / "p4" / "build" / program
     return base.with_suffix(".json"), base.with_suffix(".p4info.txt")
@@ -118,17 +127,17 @@ def _install(c: P4RuntimeClient, program: str) -> None:
                               action=P4TableAction("set_next_hop", dmac=BENCH_NEXT_HOP_MAC, port=BENCH_EGRESS_PORT)),
                 +P4TableEntry("port_macs", match=P4TableMatch(egress_port=BENCH_EGRESS_PORT),
                               action=P4TableAction("set_source_mac", smac=BENCH_PORT_MAC)))
-    elif program == "ina":  # the aggregating switch 10.255.0.1 of job 1; RESULTs to port 2
+    elif program.startswith("ina"):  # the aggregating switch 10.255.0.1 of job 1; RESULTs to port 2 (ina-mc: 2-5)
         from finsy import P4MulticastGroupEntry
 
         a = "MyIngress.aggregator."
         c.write(+P4TableEntry(a + "ina_jobs", match=P4TableMatch({"hdr.ina.job_id": 1}),
                               action=P4TableAction(a + "set_job", ps_ip="10.0.0.1", result_group=1001)),
                 +P4TableEntry("ina_fabric_ports", match=P4TableMatch(ingress_port=1),
-                              action=P4TableAction("fabric_port")),
+                              action=P4TableAction("MyIngress.admission.fabric_port")),
                 +P4TableEntry("ipv4_routes", match=P4TableMatch(dst_addr="10.0.0.1/32"),  # the PS
                               action=P4TableAction("set_next_hop", dmac="00:00:00:00:00:02", port=2)),
-                +P4MulticastGroupEntry(1001, replicas=[2]))
+                +P4MulticastGroupEntry(1001, replicas=list(MC_PORTS) if program == "ina-mc" else [2]))
         c.write(~P4TableEntry(a + "ina_switch", is_default_action=True, action=P4TableAction(
             a + "set_switch_identity", switch_id=1, switch_ip="10.255.0.1", sd_id=1, sd_ip="10.255.0.1")))
     else:  # registers.p4: port 1 -> 2, and the 32 read-add-writes happen on the way
@@ -232,7 +241,7 @@ def measure(program: str, target: str, packets: int) -> Result:
 
 def _measure(program: str, target: str, packets: int, json_path: Path, p4info: Path, bare: bool,
              kw: dict) -> Result:
-    with Testbed(2, **kw) as tb:
+    with Testbed(len(MC_PORTS) + 1 if program == "ina-mc" else 2, **kw) as tb:
         c = None
         if not bare:
             c = P4RuntimeClient(tb.grpc_addr)
@@ -269,7 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry: measure and print the table."""
     p = argparse.ArgumentParser(prog="python -m bench.target_bench", description=__doc__.splitlines()[0])
     p.add_argument("--packets", type=int, default=20000, help="frames per saturation run (default 20000)")
-    p.add_argument("--programs", default="forward,ina", help="comma-separated: forward,ina,registers")
+    p.add_argument("--programs", default="forward,ina", help="comma-separated: forward,ina,ina-mc,registers "
+                   "(ina-mc: RESULTs multicast to 4 ports)")
     p.add_argument("--targets", default=None,
                    help=f"{','.join(TARGETS)} (default: all, bmv2 only if installed; embedded is the Python backend, "
                         "native the program compiled to C, bare and bare-c forwarders without P4 in Python and C)")
@@ -282,8 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"unknown target(s) {', '.join(sorted(unknown))}: choose from {', '.join(TARGETS)}")
     programs = args.programs.split(",")
-    if set(programs) - {"forward", "ina", "registers"}:
-        p.error("--programs: choose from forward, ina, registers")
+    if set(programs) - {"forward", "ina", "ina-mc", "registers"}:
+        p.error("--programs: choose from forward, ina, ina-mc, registers")
     results: list[Result] = []
     bounds: dict[str, Result] = {}
     for prog in programs:
@@ -293,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
                     console.print(f"[dim]measuring the {tgt} AF_PACKET forwarder ...[/dim]")
                     bounds[tgt] = measure("forward", tgt, args.packets)
                 continue
-            if tgt == "hand" and prog == "ina":
+            if tgt == "hand" and prog.startswith("ina"):
                 continue  # no hand-coded INA
             what = f"{prog} hand-coded in Python" if tgt == "hand" else f"{prog} on {tgt}"
             console.print(f"[dim]measuring {what} ...[/dim]")

@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 
+from targets.embedded.state import CloneSession, Replica
 from targets.embedded.switch import Switch
 from tests.native_pair import ROOT, fill_tables
 from tests.test_native_equivalence import _frames
@@ -21,6 +22,10 @@ def main(argv: list[str]) -> int:
     twin = Switch(seed=1, backend="python", cpu_port=64, priority_queues=8)  # fill_tables writes pairs
     twin.install_program(twin.load_program(path.read_bytes()))
     rng = np.random.default_rng(7)
+    for g in (1, 2, 3, 5, 6, 1001):  # multicast groups and clone sessions (copies made in C, pre.c)
+        reps = [Replica(int(p), g) for p in rng.choice([0, 1, 2, 3, 64], size=g % 5)]
+        sw.pre.set_group(g, reps, create=True)
+        sw.pre.set_clone_session(g, CloneSession(reps[:2], packet_length_bytes=int(rng.choice([0, 9, 60]))), create=True)
     frames = _frames(rng, count)
     fill_tables((twin, sw), frames[:200], rng)
     out = 0

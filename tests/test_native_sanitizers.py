@@ -1,5 +1,6 @@
 """The native backend built with AddressSanitizer and UBSan: fuzzed frames (truncated,
-mutated, random) through forward.p4 and ina.p4 with random entries show no
+mutated, random) through forward.p4, ina.p4 and replication.p4 (multicast groups and
+clone sessions) with random entries show no
 out-of-bounds access and no undefined behaviour (the process would abort)."""
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def _asan_runtime() -> str | None:
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("program", ["forward", "ina"])
+@pytest.mark.parametrize("program", ["forward", "ina", "replication"])
 def test_fuzzed_frames_clean_under_asan_and_ubsan(program: str, tmp_path: Path) -> None:
     runtime = _asan_runtime()
     if runtime is None:

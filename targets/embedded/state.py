@@ -118,13 +118,14 @@ class Table:
         # tables with an action profile / selector: an action_profiles.ActionProfile (not
         # imported here: that module builds on this one)
         self.profile: Any = None
-        # called with the table after every change of its entries or default (the
-        # native backend copies the table into native memory)
-        self.on_change: Callable[[Table], None] | None = None
+        # called after every change of its entries or default with the table, what changed
+        # ("insert", "modify", "delete" with the entry, "default"; None: anything) (the
+        # native backend follows it in native memory)
+        self.on_change: Callable[[Table, str | None, TableEntry | None], None] | None = None
 
-    def _changed(self) -> None:
+    def _changed(self, op: str | None = None, entry: TableEntry | None = None) -> None:
         if self.on_change is not None:
-            self.on_change(self)
+            self.on_change(self, op, entry)
 
     # -- control plane -------------------------------------------------------------
     def _identity(self, key: tuple, priority: int) -> tuple:
@@ -178,7 +179,7 @@ class Table:
                 raise StateError("RESOURCE_EXHAUSTED", f"table {self.name} is full ({self.max_size} entries)")
             self._entries[ident] = entry
             self._index_add(entry)
-        self._changed()
+        self._changed("insert", entry)
 
     def modify(self, key: tuple, priority: int, action: ActionCall) -> TableEntry:
         """Replace the action of an existing entry."""
@@ -190,7 +191,7 @@ class Table:
             if entry.is_const:
                 raise StateError("PERMISSION_DENIED", f"table {self.name}: entry is const")
             entry.action = action
-        self._changed()
+        self._changed("modify", entry)
         return entry
 
     def delete(self, key: tuple, priority: int) -> None:
@@ -204,7 +205,7 @@ class Table:
                 self._entries[self._identity(key, priority)] = entry
                 raise StateError("PERMISSION_DENIED", f"table {self.name}: entry is const")
             self._index_remove(entry)
-        self._changed()
+        self._changed("delete", entry)
 
     def get(self, key: tuple, priority: int) -> TableEntry | None:
         """The entry with exactly this key and priority, if any."""
@@ -233,12 +234,12 @@ class Table:
         if action.name not in self.action_names:
             raise StateError("INVALID_ARGUMENT", f"table {self.name}: action {action.name} not allowed")
         self.default = action
-        self._changed()
+        self._changed("default")
 
     def reset_default(self) -> None:
         """Back to the program's default action."""
         self.default = self.initial_default
-        self._changed()
+        self._changed("default")
 
     # -- indexes -------------------------------------------------------------------
     def _lpm_index_key(self, key: tuple) -> tuple[int, tuple]:
@@ -385,12 +386,64 @@ class CloneSession:
     packet_length_bytes: int = 0
 
 
+class GroupTable(dict):
+    """The PRE's multicast groups (group id -> replicas) or clone sessions (id ->
+    ``CloneSession``): a dict that calls ``on_change`` with the id written or deleted
+    (None: any number of them), so that a copy elsewhere (the native backend's, in
+    native memory) follows every write."""
+
+    on_change: Callable[[int | None], None] | None = None
+
+    def _changed(self, gid: int | None) -> None:
+        if self.on_change is not None:
+            self.on_change(gid)
+
+    def __setitem__(self, gid: int, replicas: list[Replica]) -> None:
+        super().__setitem__(gid, replicas)
+        self._changed(gid)
+
+    def __delitem__(self, gid: int) -> None:
+        super().__delitem__(gid)
+        self._changed(gid)
+
+    def pop(self, gid: int, *default: Any) -> Any:
+        had = gid in self
+        out = super().pop(gid, *default)
+        if had:
+            self._changed(gid)
+        return out
+
+    def popitem(self) -> tuple[int, list[Replica]]:
+        out = super().popitem()
+        self._changed(out[0])
+        return out
+
+    def setdefault(self, gid: int, default: Any = None) -> Any:
+        had = gid in self
+        out = super().setdefault(gid, default)
+        if not had:
+            self._changed(gid)
+        return out
+
+    def clear(self) -> None:
+        super().clear()
+        self._changed(None)
+
+    def update(self, *args: Any, **kw: Any) -> None:
+        super().update(*args, **kw)
+        self._changed(None)
+
+    def __ior__(self, other: Any) -> GroupTable:
+        self.update(other)
+        return self
+
+
 @dataclass
 class PacketReplicationEngine:
     """Multicast groups and clone sessions, as written by P4Runtime PRE entries."""
 
-    groups: dict[int, list[Replica]] = field(default_factory=dict)
-    clone_sessions: dict[int, CloneSession] = field(default_factory=dict)
+    groups: GroupTable = field(default_factory=GroupTable)
+    clone_sessions: GroupTable = field(default_factory=GroupTable)  # id -> CloneSession
 
     @staticmethod
     def _store(table: dict, key: int, value: object, create: bool, what: str) -> None:

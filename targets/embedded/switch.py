@@ -44,7 +44,7 @@ from targets.embedded.compiler import Program
 from targets.embedded.liveness import FaultLog, Heartbeat
 from targets.embedded.loop import run_switches
 from targets.embedded.native import glue as native_glue
-from targets.embedded.state import PacketReplicationEngine, Replica
+from targets.embedded.state import Replica
 from targets.embedded.tm_metadata import bind_metadata
 from targets.embedded.traffic import PORT_CATCH_UP_S, PortQueues, TrafficConfigMixin
 
@@ -102,7 +102,7 @@ class Switch(TrafficConfigMixin):
         self.nb_queues = max(1, priority_queues)
         self.queue_depth = queue_depth
         self.seed = seed
-        self.pre = PacketReplicationEngine()
+        self.pre = native_glue.replication_engine(self)  # its groups followed into native memory
         self.program: Program | None = None
         self.packet_in_handlers: list[Callable[[bytes], None]] = []
         self.digest_handlers: list[Callable[[str, list[tuple[int, ...]]], None]] = []
@@ -539,7 +539,7 @@ class Switch(TrafficConfigMixin):
             threading.Timer(0.01, self.wake).start()
             return
         try:
-            native_glue.adopt(self.program, self.seed)
+            native_glue.adopt(self.program, self.seed, self.pre)
         finally:
             self.ctrl_lock.release()
 

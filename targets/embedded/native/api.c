@@ -16,7 +16,9 @@ typedef struct {
   uint32_t rxlen[32], rxn, rxi, rxport;  /* frames rxi..rxn-1 of the batch wait, from rxport */
   uint32_t txoff[32], txlen[32], txn, txused;  /* frames queued in txbuf for one sendmmsg */
   int32_t txfd[32]; uint16_t txport[32];
+  struct pre *pre;                 /* the PRE: groups, clone sessions, the last copies (pre.c) */
 } ctx_t;
+static void pre_free(ctx_t *c);
 
 static uint64_t rng_next(ctx_t *c) {  /* splitmix64 */
   uint64_t z = (c->rng += 0x9E3779B97F4A7C15u);
@@ -51,6 +53,7 @@ void np_free(void *p) {
   for (int r = 0; r < NR; r++) free(c->R[r]);
   for (int k = 0; k < NC; k++) { free(c->CP[k]); free(c->CB[k]); }
   for (int t = 0; t < NT; t++) tfree(&c->T[t]);
+  pre_free(c);
   free(c->rxbuf); free(c->txbuf);
   pthread_mutex_destroy(&c->mu);
   free(c);
@@ -112,18 +115,19 @@ int np_ctr_set(void *p, int k, uint64_t i, uint64_t packets, uint64_t bytes) {
   pthread_mutex_unlock(&c->mu);
   return 0;
 }
-/* Replace a table's entries (in lookup order) and its default action, atomically. */
+/* Replace a table's entries (in lookup order) and its default action, atomically (one
+ * entry at a time instead: tblops.c). */
 int np_tbl_load(void *p, int t, int n, const uint64_t *key, const uint64_t *mask, const int32_t *act,
-                const uint64_t *data, int32_t def_act, const uint64_t *def_data) {
+                const uint64_t *data, int32_t def_act, const uint64_t *def_data, const int64_t *prio) {
   ctx_t *c = p;
   if (t < 0 || t >= NT || n < 0) return -1;
   tbl_t nt = c->T[t];
   size_t nk = nt.nk, np = nt.np;
-  nt.n = n; nt.hcap = 0; nt.hidx = NULL;
+  nt.n = nt.cap = n; nt.hcap = 0; nt.hidx = NULL;
   nt.key = malloc(8 * (n * nk + 1)); nt.mask = malloc(8 * (n * nk + 1));
-  nt.act = malloc(4 * (n + 1)); nt.data = malloc(sizeof(w256) * (n * np + 1));
-  if (!nt.key || !nt.mask || !nt.act || !nt.data) { tfree(&nt); return -2; }
-  memcpy(nt.key, key, 8 * n * nk); memcpy(nt.mask, mask, 8 * n * nk);
+  nt.act = malloc(4 * (n + 1)); nt.data = malloc(sizeof(w256) * (n * np + 1)); nt.prio = malloc(8 * (n + 1));
+  if (!nt.key || !nt.mask || !nt.act || !nt.data || !nt.prio) { tfree(&nt); return -2; }
+  memcpy(nt.key, key, 8 * n * nk); memcpy(nt.mask, mask, 8 * n * nk); memcpy(nt.prio, prio, 8 * n);
   memcpy(nt.act, act, 4 * n); memcpy(nt.data, data, sizeof(w256) * n * np);
   if (nt.exact && n) {
     int cap = 8;

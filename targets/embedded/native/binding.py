@@ -4,8 +4,8 @@
 the program's state into it: register cells and counters become list-like views of
 native memory (``CellsView``), so the P4Runtime server, the runtime CLI and the Python
 packet path read and write the same cells; table writes, which keep going to the Python
-``state.Table`` (the control plane's record), are copied into the native table at once
-(``Table.on_change``). Each native call takes the instance's lock, so a read or write is
+``state.Table`` (the control plane's record), reach the native table at once
+(``Table.on_change``): one entry in place (tblops.c), or a whole copy. Each native call takes the instance's lock, so a read or write is
 atomic with respect to packets.
 """
 
@@ -44,8 +44,15 @@ def _bind(lib: ctypes.CDLL) -> None:
         "np_reg_dump": (ctypes.c_int, [vp, ctypes.c_int, p64]),
         "np_reg_load": (ctypes.c_int, [vp, ctypes.c_int, p64]),
         "np_ctr_set": (ctypes.c_int, [vp, ctypes.c_int, _U64, _U64, _U64]),
-        "np_tbl_load": (ctypes.c_int, [vp, ctypes.c_int, ctypes.c_int, p64, p64, ctypes.POINTER(i32), p64, i32, p64]),
+        "np_tbl_load": (ctypes.c_int, [vp, ctypes.c_int, ctypes.c_int, p64, p64, ctypes.POINTER(i32), p64, i32, p64,
+                                       ctypes.POINTER(ctypes.c_int64)]),
+        "np_tbl_op": (ctypes.c_int, [vp, ctypes.c_int, ctypes.c_int, p64, p64, ctypes.c_int64, i32, p64, ctypes.c_int]),
+        "np_lock": (None, [vp]), "np_unlock": (None, [vp]),
         "np_phv": (u32, [vp, p64, p64]),
+        "np_pre_set": (ctypes.c_int, [vp, ctypes.c_int, _U64, u32, ctypes.POINTER(u32), ctypes.POINTER(u32), u32]),
+        "np_pre_del": (ctypes.c_int, [vp, ctypes.c_int, _U64]), "np_pre_clear": (ctypes.c_int, [vp, ctypes.c_int]),
+        "np_mc_out": (u32, [vp, ctypes.POINTER(u32), u32]), "np_mc_arena": (vp, [vp]),
+        "np_mc_stop": (u32, [vp, ctypes.c_int, p64, ctypes.POINTER(u32), ctypes.POINTER(u32), p64, p64]),
         "np_rx_pending": (u32, [vp]),
         "np_rx": (ctypes.c_int, [vp, ctypes.c_int, u32, _U64, u32, ctypes.c_char_p, ctypes.POINTER(i32), p64, u32,
                                  ctypes.c_char_p, ctypes.POINTER(u32), ctypes.POINTER(u32)]),
@@ -177,22 +184,43 @@ class NativeBackend:
             tbl.on_change = self.sync_table  # first: a write from now on copies the table itself
             self.sync_table(tbl)
 
-    def sync_table(self, tbl: Any) -> None:
-        """Copy a table's entries (in its lookup order) and default into native memory
-        (inside ``deferred_sync``: when it ends)."""
+    def sync_table(self, tbl: Any, op: str | None = None, entry: Any = None) -> None:
+        """Follow a change of a table (``Table.on_change``) in native memory: one entry
+        inserted, modified or deleted, or the default set, in place (``op``); anything
+        else copies the whole table. Inside ``deferred_sync``: when it ends."""
         deferred = self._deferred
         if deferred is not None and threading.get_ident() == self._defer_thread:
-            deferred[tbl.name] = tbl
+            ops = deferred.setdefault(tbl.name, (tbl, []))[1]
+            if op is None or len(ops) > 16 + len(tbl) // 2:  # a copy costs less
+                ops[:] = [None]
+            elif ops[:1] != [None]:
+                ops.append(self._encode_op(tbl, op, entry))
             return
         with self._sync_lock:
-            self._sync_table(tbl)
+            if op is None or self._apply(tbl, [self._encode_op(tbl, op, entry)], locked=0):
+                self._sync_table(tbl)
+
+    def _encode_op(self, tbl: Any, op: str, entry: Any) -> tuple[Any, ...]:
+        """One entry change as np_tbl_op's arguments (after the instance and table)."""
+        np_, nk = self.gen.table_params(tbl), self.gen.key_limbs(tbl)
+        action = tbl.default if op == "default" else entry.action
+        k, m = ([0] * nk, [0] * nk) if entry is None else _encode_key(tbl.keys, entry.key)
+        arr = _U64 * max(1, nk)
+        data = (_U64 * max(1, 4 * np_))(*_encode_params(action.params, np_))
+        prio = 0 if entry is None else _sort_key(tbl, entry)
+        return _OPS[op], arr(*k), arr(*m), prio, self.prog._table_actions[tbl.name][action.name].id, data
+
+    def _apply(self, tbl: Any, ops: list[tuple[Any, ...]], locked: int) -> bool:
+        """Apply encoded changes to one table; True when one failed (copy the table)."""
+        t = self.gen.tbl_index[tbl.name]
+        return any([self.lib.np_tbl_op(self.ctx, t, *o, locked) for o in ops])
 
     @contextlib.contextmanager
     def deferred_sync(self) -> Iterator[None]:
-        """Within it, table changes made by this thread are copied into native memory
-        once each, when it ends (a P4Runtime Write of many updates). Packets see the
-        table as it was until then; the Python table, the control plane's record,
-        changes at once."""
+        """Within it, table changes made by this thread reach native memory when it ends
+        (a P4Runtime Write of many updates): the single-entry changes of every table
+        under one hold of the instance's lock, so packets see the tables as they were
+        until then. The Python table, the control plane's record, changes at once."""
         if self._deferred is not None:  # nested: the outer one copies
             yield
             return
@@ -201,8 +229,15 @@ class NativeBackend:
             yield
         finally:
             tables, self._deferred = self._deferred, None
-            for tbl in tables.values():
-                self.sync_table(tbl)
+            with self._sync_lock:
+                whole = [tbl for tbl, ops in tables.values() if ops[:1] == [None]]
+                self.lib.np_lock(self.ctx)
+                try:
+                    whole += [tbl for tbl, ops in tables.values() if ops[:1] != [None] and self._apply(tbl, ops, 1)]
+                finally:
+                    self.lib.np_unlock(self.ctx)
+                for tbl in whole:
+                    self._sync_table(tbl)
 
     def _sync_table(self, tbl: Any) -> None:
         gen, prog = self.gen, self.prog
@@ -215,29 +250,55 @@ class NativeBackend:
             entries = [e for plen in list(tbl._lpm_lens) for e in list(tbl._lpm.get(plen, {}).values())]
         else:
             entries = list(tbl._scan)
-        keys, masks, acts, data = [], [], [], []
+        keys, masks, acts, data, prio = [], [], [], [], []
         for e in entries:
             k, m = _encode_key(tbl.keys, e.key)
             keys += k
             masks += m
             acts.append(ids[e.action.name].id)
             data += _encode_params(e.action.params, np_)
+            prio.append(_sort_key(tbl, e))
         n = len(entries)
         arr = _U64 * max(1, n * nk)
         dflt = tbl.default
         self.lib.np_tbl_load(self.ctx, t, n, arr(*keys), arr(*masks), (ctypes.c_int32 * max(1, n))(*acts),
                              (_U64 * max(1, 4 * n * np_))(*data), ids[dflt.name].id,
-                             (_U64 * max(1, 4 * np_))(*_encode_params(dflt.params, np_)))
+                             (_U64 * max(1, 4 * np_))(*_encode_params(dflt.params, np_)),
+                             (ctypes.c_int64 * max(1, n))(*prio))
+
+    def set_pre(self, kind: int, entries: dict[int, Any], key: int | None = None) -> None:
+        """Copy PRE entry ``key`` of ``entries`` -- multicast groups (``kind`` 0, replica
+        lists) or clone sessions (1, ``CloneSession``s); absent: delete it -- into native
+        memory, or all of them when ``key`` is None; each write is atomic with respect to
+        packets."""
+        if key is None:
+            self.lib.np_pre_clear(self.ctx, kind)
+            for k in list(entries):
+                self.set_pre(kind, entries, k)
+            return
+        value = entries.get(key)
+        if value is None:
+            self.lib.np_pre_del(self.ctx, kind, key & _MASK64)
+            return
+        replicas, trunc = (value, 0) if kind == 0 else (value.replicas, value.packet_length_bytes)
+        n = len(replicas)
+        arr = ctypes.c_uint32 * max(1, n)
+        self.lib.np_pre_set(self.ctx, kind, key & _MASK64, n, arr(*[min(r.port, 0xFFFFFFFF) for r in replicas]),
+                            arr(*[r.rid & 0xFFFFFFFF for r in replicas]), min(max(trunc, 0), 0xFFFFFFFF))
 
     def phv(self) -> tuple[list[int], int]:
         """The PHV the last ``process`` left (as the Python backend's list) and the
         payload offset."""
         off = self.lib.np_phv(self.ctx, self._F, self._W)
+        return self.unpack(), off
+
+    def unpack(self) -> list[int]:
+        """The PHV in the instance's transfer buffers, as the Python backend's list."""
         F = list(self._F)
         W = self._W
         for s, i in self.gen.wide.items():
             F[s] = _join(W[4 * i:4 * i + 4])
-        return F, off
+        return F
 
     def close(self) -> None:
         if self.ctx:
@@ -247,6 +308,17 @@ class NativeBackend:
     def __del__(self) -> None:
         with contextlib.suppress(Exception):  # interpreter shutdown
             self.close()
+
+
+_OPS = {"insert": 0, "modify": 1, "delete": 2, "default": 3}  # np_tbl_op's op
+
+
+def _sort_key(tbl: Any, e: Any) -> int:
+    """Where an entry sits in the native scan (descending): its prefix length in an LPM
+    table, its priority in a ternary one, 0 in an exact one (hashed, not scanned)."""
+    if tbl.kind == "lpm":
+        return int(e.key[tbl._lpm_pos][1])
+    return int(e.priority) if tbl.kind != "exact" else 0
 
 
 def _rebind(ns: dict[str, Any], old: Any, new: Any) -> None:

@@ -79,7 +79,8 @@ class NativeGen(CExprMixin, PipelineMixin):
         for pl in self.spec["pipelines"]:
             body += self.gen_pipeline(pl)
         body += self.gen_deparser(self.spec["deparsers"][0])
-        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "process", "io")]
+        body += self.gen_clone_support()
+        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "tblops", "pre", "process", "io")]
         parts = [fixed[0], self.gen_decls(), fixed[1], "\n".join(self.out), "\n".join(body), *fixed[2:]]
         self.source = "\n".join(parts)
 
@@ -100,12 +101,13 @@ class NativeGen(CExprMixin, PipelineMixin):
         d = [f"#define NS {p.nslots}", f"#define NW {len(self.wide)}", f"#define NT {len(tables)}",
              f"#define NR {len(p.registers)}", f"#define NC {len(p.counters)}",
              f"#define HBUF {self.calc_bytes}", f"#define HDRMAX {self.hdr_max}"]
+        d.append(f"#define H_FLAG UINT64_C({L.FLAG:#x})")
         for name, v in (("EXIT", L.EXIT), ("CLONE", L.CLONE), ("CLONE_FL", L.CLONE_FL), ("RESUBMIT", L.RESUBMIT),
                         ("RECIRC", L.RECIRC), ("LEARN", L.LEARN), ("TRUNCATE", L.TRUNCATE), ("PKTLEN", L.PKTLEN),
                         ("ILEN", L.ILEN), ("INPORT", L.INPORT)):
             d.append(f"#define H_{name} {v}")
         for name in ("ingress_port", "egress_spec", "egress_port", "instance_type", "packet_length",
-                     "checksum_error", "mcast_grp", "priority", "qid", "parser_error"):
+                     "checksum_error", "mcast_grp", "priority", "qid", "parser_error", "egress_rid"):
             d.append(f"#define SM_{name.upper()} {slot(name)}")
         d.append(f"#define TM_IG_TS {-1 if p.tm_ig_ts is None else p.tm_ig_ts}")
         tmpl = ", ".join(str(v) for v in p.template)
@@ -252,6 +254,25 @@ class NativeGen(CExprMixin, PipelineMixin):
             out.append(f"    h += {h.nbits // 8};")
             out.append("  }")
         out += ["  return h;", "}"]
+        return out
+
+    # -- clones ----------------------------------------------------------------------------
+    def gen_clone_support(self) -> list[str]:
+        """``g_reset_meta`` (zero every metadata field, as ``Program.reset_metadata``) and
+        ``g_copy_fl`` (copy field list ``id``'s fields, as ``Program.copy_field_list``;
+        0 for an unknown list, which copies nothing) for the clones pre.c makes."""
+        out = ["static void g_reset_meta(uint64_t *F, w256 *W) {", "  (void)W;"]
+        for a, b in self.prog.metadata_slots:
+            if b > a:
+                out.append(f"  memset(F + {a}, 0, 8 * {b - a});")
+            out += [f"  W[{self.wide[s]}] = wf(0);" for s in range(a, b) if s in self.wide]
+        out += ["}", "static void g_copy_fl(uint64_t *F, w256 *W, const uint64_t *sF, const w256 *sW, uint64_t id) {",
+                "  (void)W; (void)sW; (void)F; (void)sF;", "  switch (id) {"]
+        for fid, slots in self.prog.field_lists.items():
+            copies = " ".join(f"W[{self.wide[s]}] = sW[{self.wide[s]}];" if s in self.wide else f"F[{s}] = sF[{s}];"
+                              for s in slots)
+            out.append(f"  case UINT64_C({int(fid) & (2**64 - 1)}): {copies} break;")
+        out += ["  default: break;", "  }", "}"]
         return out
 
     # -- calculations and checksums -------------------------------------------------------

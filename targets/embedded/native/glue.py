@@ -3,10 +3,11 @@
 ``attach(program, backend)`` gives a compiled Program its native instance
 (``Program.native``) when the backend asks for it and the program allows it.
 ``receive(switch, program, port, frame)`` runs one frame: the native call finishes the
-common path (parse to deparse through an unshaped queue); where it stops -- clone,
-digest, resubmit, multicast, a shaped queue, the CPU port -- the switch's Python path
-resumes from the PHV the native code left, so every feature the Python backend has
-keeps working, with the state in native memory.
+common path (parse to deparse through an unshaped queue, multicast replicas and ingress
+clones included: mcast.py); where it stops -- an egress clone, digest, resubmit, a shaped
+queue, the CPU port -- the switch's Python path resumes from the PHV the native code
+left, so every feature the Python backend has keeps working, with the state in native
+memory.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from targets.embedded.codegen.layout import CompileError
+from targets.embedded.native import mcast
 from targets.embedded.native.cexpr import Unsupported
 
 log = logging.getLogger("gradnet.switch")
@@ -117,10 +119,11 @@ def _compile_jobs() -> None:
         del program, gen
 
 
-def adopt(program: Any, seed: int | None) -> bool:
+def adopt(program: Any, seed: int | None, pre: Any = None) -> bool:
     """Swap in the native backend that ``attach`` built in the background (call from the
     data-plane thread, between packets, with the switch's control lock held: the state
-    moves into native memory). True when the program now runs natively."""
+    -- and the ``pre``'s groups and clone sessions -- moves into native memory). True
+    when the program now runs natively."""
     gen, program.native_built = program.native_built, None
     if gen is None or program.native is not None:
         return program.native is not None
@@ -131,8 +134,30 @@ def adopt(program: Any, seed: int | None) -> bool:
     except Exception as e:
         log.warning("native backend not used: loading the compiled program failed (%s)", e)
         return False
+    if pre is not None:
+        program.native.set_pre(0, pre.groups)
+        program.native.set_pre(1, pre.clone_sessions)
     log.info("program now runs on the native backend (%s)", program.native.path.name)
     return True
+
+
+def replication_engine(sw: Any) -> Any:
+    """A PRE for ``sw`` whose group and clone-session writes reach the native memory of
+    the switch's program, when it has one (each write atomic with respect to packets)."""
+    from targets.embedded.state import PacketReplicationEngine
+
+    pre = PacketReplicationEngine()
+    ref = weakref.ref(sw)
+    for kind, entries in enumerate((pre.groups, pre.clone_sessions)):
+
+        def changed(key: int | None, kind: int = kind, entries: Any = entries) -> None:
+            s = ref()
+            prog = s.program if s is not None else None
+            if prog is not None and prog.native is not None:
+                prog.native.set_pre(kind, entries, key)
+
+        entries.on_change = changed
+    return pre
 
 
 def _fast_ports(sw: Any) -> bytes:
@@ -181,7 +206,11 @@ def receive(sw: Any, prog: Any, port: int, frame: bytes) -> None:
         F, off = nat.phv()
         out = nat.outport.value
         _count_enqueue(sw, out, nat.outprio.value)
-        sw._egress_tail(prog, out, F, frame[off:], len(frame), 0, sw._txq, 0)
+        mcast.egress_tail(sw, prog, out, F, frame[off:], len(frame))
+    elif rc in (mcast.REPLICATED, mcast.REPLICA_STOP):
+        mcast.send_replicas(sw, nat)
+        if rc == mcast.REPLICA_STOP:
+            mcast.resume(sw, prog, frame)
     else:
         raise RuntimeError(f"native packet path returned {rc}")
 
@@ -278,8 +307,10 @@ def finish_slow(sw: Any, prog: Any, port: int) -> None:
         F, off = nat.phv()
         if rc == AFTER_INGRESS:
             sw._ingress_tail(prog, F, frame, frame[off:], slow, 0)
+        elif rc == mcast.REPLICA_STOP:  # the replicas before it left from C
+            mcast.resume(sw, prog, frame)
         else:
-            sw._egress_tail(prog, out, F, frame[off:], slow, 0, sw._txq, 0)
+            mcast.egress_tail(sw, prog, out, F, frame[off:], slow)
     except Exception:
         sw.fault("processing a packet from port %d", port)
     if sw._txq:  # out now, before the frames after it (which native code sends at once)

@@ -51,6 +51,31 @@ static void tx_flush(ctx_t *c, uint64_t *cnt) {
   c->txn = 0; c->txused = 0;
 }
 
+/* The one way a frame leaves: queue the olen bytes at txbuf + txused for port's socket. */
+static void tx_port(ctx_t *c, const int32_t *txfd, uint32_t port, uint32_t olen, uint64_t *cnt) {
+  int s = txfd[port];
+  if (s < 0) { cnt[CNT_NOPORT]++; return; }
+  c->txoff[c->txn] = c->txused; c->txlen[c->txn] = olen; c->txfd[c->txn] = s;
+  c->txport[c->txn++] = (uint16_t)port;
+  c->txused += (olen + 63) & ~63u;
+}
+
+/* Count and send the copies of the last replication (pre.c's records), in order. */
+static void pre_send(ctx_t *c, const int32_t *txfd, uint64_t *cnt) {
+  const struct pre *m = c->pre;
+  for (uint32_t i = 0; m && i < m->nout; i++) {
+    const mrec_t *r = &m->rec[i];
+    uint32_t port = r->port & 511;
+    if (r->rc == 1) { cnt[CNT_PIPE]++; continue; }  /* the original, dropped by ingress */
+    if (r->rc == 4) { cnt[CNT_PRIO + port]++; continue; }
+    cnt[CNT_ENQ + port * 8 + (r->prio & 7)]++;
+    if (r->rc == 5) { cnt[CNT_PIPE]++; continue; }
+    if (TXARENA - c->txused < TXMAX || c->txn == RXB) tx_flush(c, cnt);
+    memcpy(c->txbuf + c->txused, m->arena + r->off, r->len);
+    tx_port(c, txfd, port, r->len, cnt);
+  }
+}
+
 static int rx_fill(ctx_t *c, int fd) {
   struct mmsghdr m[RXB];
   struct iovec iov[RXB];
@@ -118,15 +143,9 @@ int np_rx(void *p, int fd, uint32_t port, uint64_t now_us, uint32_t nbq, const u
     if (rc == 0 || rc == 3 || rc == 5) cnt[CNT_ENQ + oport * 8 + (oprio & 7)]++;
     if (rc == 1 || rc == 5) cnt[CNT_PIPE]++;
     else if (rc == 4) cnt[CNT_PRIO + oport]++;
-    else if (rc == 0) {
-      int s = txfd[oport];
-      if (s < 0) cnt[CNT_NOPORT]++;
-      else {
-        c->txoff[c->txn] = c->txused; c->txlen[c->txn] = olen; c->txfd[c->txn] = s;
-        c->txport[c->txn++] = (uint16_t)oport;
-        c->txused += (olen + 63) & ~63u;
-      }
-    } else if (rc == 2 || rc == 3) {  /* the Python path finishes this one, after what went before */
+    else if (rc == 0) tx_port(c, txfd, oport, olen, cnt);
+    else if (rc == 6 || rc == 7) pre_send(c, txfd, cnt);  /* the replicas C finished */
+    if (rc == 2 || rc == 3 || rc == 7) {  /* the Python path finishes this one, after what went before */
       if (c->txn) tx_flush(c, cnt);
       memcpy(slow, f, len);
       *slowlen = len;

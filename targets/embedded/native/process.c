@@ -1,11 +1,14 @@
 /* gradnet native backend: simple_switch's packet flow for the common case (hand-written).
  * One call runs parser, checksum verification, ingress, the (unshaped) traffic manager,
- * egress, checksum update and deparser. What it does not finish -- clone, digest,
- * resubmit, recirculate, truncate, multicast, a shaped or unknown port -- it leaves in
+ * egress, checksum update and deparser, multicast and ingress clones included (pre.c).
+ * What it does not finish -- egress clone, digest, resubmit, recirculate, truncate, a
+ * shaped or unknown port -- it leaves in
  * the instance's PHV and says where the Python path must resume:
  *   0 sent (out, *outlen, *outport)   1 dropped by the pipeline (ingress or egress)
  *   2 resume after ingress            3 resume after egress     4 priority out of range
- *   5 dropped by egress (after the traffic manager counted it) */
+ *   5 dropped by egress (after the traffic manager counted it)
+ *   6 replicated (multicast, I2E clone): every copy finished (pre.c: np_mc_out)
+ *   7 replication stopped at a copy the Python path resumes (pre.c: np_mc_stop) */
 int np_process(void *p, const uint8_t *frame, uint32_t len, uint32_t port, uint64_t now_us, uint32_t nbq,
                const uint8_t *fast, uint8_t *out, uint32_t cap, uint32_t *outlen, uint32_t *outport,
                uint32_t *outprio) {
@@ -24,8 +27,9 @@ int np_process(void *p, const uint8_t *frame, uint32_t len, uint32_t port, uint6
   if (g_verify(c) && SM_CHECKSUM_ERROR >= 0) F[SM_CHECKSUM_ERROR] = 1;
   g_ingress(c);
   F[H_EXIT] = 0;
-  if (F[H_CLONE] | F[H_LEARN] | F[H_RESUBMIT]) { rc = 2; goto done; }
-  if (SM_MCAST_GRP >= 0 && F[SM_MCAST_GRP]) { rc = 2; goto done; }
+  if (F[H_LEARN] | F[H_RESUBMIT]) { rc = 2; goto done; }
+  if (F[H_CLONE]) { rc = pre_i2e(c, frame, len, nbq, fast, outport, outprio); goto done; }
+  if (SM_MCAST_GRP >= 0 && F[SM_MCAST_GRP]) { rc = pre_mcast(c, frame, len, nbq, fast, outport, outprio, 1); goto done; }
   uint64_t eport = F[SM_EGRESS_SPEC];
   if (eport == 511) { rc = 1; goto done; }
   F[SM_INSTANCE_TYPE] = 0;

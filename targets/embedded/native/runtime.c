@@ -154,7 +154,8 @@ static uint64_t h_identity(const uint8_t *b, uint32_t n) {
 typedef struct {
   int nk, np, exact;         /* key limbs, action parameters, exact-only */
   const uint8_t *range;      /* per limb: 1 = range match (value = lo, mask = hi) */
-  int n, hcap;
+  int n, hcap, cap;          /* entries, hash slots, room for entries (tblops.c grows it) */
+  int64_t *prio;             /* n: the scan order, descending (priority, prefix length; 0 exact) */
   uint64_t *key, *mask;      /* n * nk */
   int32_t *act;              /* n */
   w256 *data;                /* n * np */
@@ -186,4 +187,4 @@ static int tlookup(const tbl_t *t, const uint64_t *k, const w256 **d) {
   }
   return -1;
 }
-static void tfree(tbl_t *t) { free(t->key); free(t->mask); free(t->act); free(t->data); free(t->hidx); }
+static void tfree(tbl_t *t) { free(t->key); free(t->mask); free(t->act); free(t->data); free(t->hidx); free(t->prio); }
