@@ -134,6 +134,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--agents-from", type=Path, default=ROOT,
                    help="checkout whose agents run (default: this one)")
     args = p.parse_args(argv)
+    from wire.ina import INA_VALUE_SIZES
+
+    try:
+        sizes = [int(v) for v in args.vpp.split(",") if v.strip()]
+    except ValueError:
+        sizes = []
+    if not sizes or any(v not in INA_VALUE_SIZES for v in sizes):
+        p.error(f"--vpp {args.vpp}: values per packet are {', '.join(map(str, INA_VALUE_SIZES))}")
+    if min(args.values, args.rounds, args.workers, args.reps) < 1:
+        p.error("--values, --rounds, --workers and --reps must be at least 1")
     t = Table(title=f"INA agents alone on loopback: {args.workers} workers + PS, {args.values:,} values, "
                     f"{args.rounds} rounds a run, {args.reps} runs (CPU µs per value; agents from "
                     f"{args.agents_from})")
@@ -141,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
                 "sendto µs", "recvfrom µs", "kernel floor worker µs/value", "exact"):
         t.add_column(col, justify="right")
     ok = True
-    for vpp in [int(v) for v in args.vpp.split(",") if v.strip()]:
+    for vpp in sizes:
         per_w, per_ps = [], []
         exact = True
         for _ in range(args.reps):
