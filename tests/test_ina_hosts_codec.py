@@ -238,27 +238,3 @@ def test_policy_errors(patch, msg):
     with pytest.raises(PolicyError, match=msg):
         Policy.from_dict({**d, **patch})
 
-
-def test_prebuilt_grads_are_the_packed_ones() -> None:
-    """hosts/ina/fastpath.py's GRADs, built at once with numpy, are byte for byte what
-    INA_HEADER.pack plus the values slice gives (every field at random, fragments near
-    the 32-bit wrap, bitmaps up to bit 255); a field too wide for the wire: None."""
-    from hosts.ina.fastpath import grad_packets
-    from wire.ina import INA_HEADER, MsgType
-
-    rng = np.random.default_rng(3)
-    for n_f, vl in ((1, 256), (37, 1024), (5, 256)):
-        payload = rng.integers(0, 256, n_f * vl, dtype=np.uint8).tobytes()
-        cols = [rng.integers(0, hi, n_f).tolist() for hi in (65536, 65536, 256, 65536, 256)]
-        tags, fanin, flags, sdf, exps = cols
-        for rank in (0, 7, 255):
-            offset = 2**32 - n_f
-            m = grad_packets(9, rank, 1 << rank, offset, tags, fanin, flags, sdf, exps, payload, vl)
-            assert m is not None
-            pl = 52 + vl
-            for f in range(n_f):
-                hdr = INA_HEADER.pack(int(MsgType.GRAD), 9, rank, offset + f, tags[f], 0, 1 << rank, 1,
-                                      fanin[f], flags[f], sdf[f], exps[f])
-                assert bytes(m[f * pl:(f + 1) * pl]) == hdr + payload[f * vl:(f + 1) * vl]
-    assert grad_packets(9, 0, 1, 2**32 - 1, [0, 0], [0, 0], [0, 0], [0, 0], [0, 0], bytes(512), 256) is None
-    assert grad_packets(9, 0, 1, 0, [0], [0], [0], [0], [256], bytes(256), 256) is None

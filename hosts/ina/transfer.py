@@ -28,7 +28,7 @@ from typing import Any
 
 from hosts.ina.agent import InaTimeoutError
 from hosts.ina.congestion import CongestionControl, RttEstimator
-from hosts.ina.fastpath import grad_packets, rare_gc
+from hosts.ina.fastpath import rare_gc
 from hosts.ina.stamp import admitted
 from wire.ina import INA_HEADER, INA_HEADER_LEN, InaFlags, MsgType
 from wire.ina_policy import FragmentRouting
@@ -142,15 +142,10 @@ class FragmentTransfer:
         # what the per-packet steps read, bound once (one tuple unpack per step, not a
         # dozen attribute lookups: the steps run once per select wake-up)
         w = worker
-        # every first send built at once when the values are all known now (no BFP
-        # lookahead): a send is a sendto of a ready slice (hosts/ina/fastpath.py)
-        packets = (grad_packets(w.job_id, w.rank, self.bit, offset, self.tags, self.fanin, self.flags,
-                                self.sd_fanin, self.exp_of, payload, self.vl)
-                   if not lookahead and on_result is None else None)
         self._send_ctx = (self.cc, self.done, lookahead, n_f, self.vl, self.sendto, payload,
                           self.sent_at, INA_HEADER.pack, self.grad_t, w.job_id, w.rank, self.bit,
                           offset, self.tags, self.fanin, self.flags, self.sd_fanin, self.dest,
-                          self.exp_of, self.cc.seq_of, packets, self.pl)
+                          self.exp_of, self.cc.seq_of)
         self._recv_ctx = (stats, self.cc, self.done, self.result, on_result, recvfrom,
                           w.result_sources, INA_HEADER.unpack_from, int(MsgType.RESULT), w.job_id,
                           INA_HEADER_LEN, self.vl, self.pl, n_f, offset, self.full, w.stamp)
@@ -210,19 +205,16 @@ class FragmentTransfer:
     def _send_new(self, now: float) -> bool:
         """First sends, up to the window; True when anything went out."""
         (cc, done, look, n_f, vl, sendto, payload, sent_at, pack, grad_t, job, rank, bit, offset,
-         tags, fanin, flags, sd_fanin, dest, exp_of, seq_of, packets, pl) = self._send_ctx
+         tags, fanin, flags, sd_fanin, dest, exp_of, seq_of) = self._send_ctx
         next_f, sent, outstanding = self.next_f, self.sent, self.outstanding
         busy = False
         while outstanding < cc.cwnd and next_f < n_f and (
                 next_f < look or not look or done[next_f - look]):
             f = next_f
-            if packets is not None:
-                data = packets[f * pl:(f + 1) * pl]
-            else:
-                data = pack(grad_t, job, rank, f + offset, tags[f], 0, bit, 1, fanin[f], flags[f],
-                            sd_fanin[f], exp_of[f]) + payload[f * vl:(f + 1) * vl]
+            pkt = pack(grad_t, job, rank, f + offset, tags[f], 0, bit, 1, fanin[f], flags[f],
+                       sd_fanin[f], exp_of[f])
             try:
-                sendto(data, dest[f])
+                sendto(pkt + payload[f * vl:(f + 1) * vl], dest[f])
             except BlockingIOError:
                 self.st.send_blocked += 1
                 self.blocked = True
