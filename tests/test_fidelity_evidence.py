@@ -163,6 +163,9 @@ def test_a_starved_switch_is_emulator_bound_a_paced_run_is_not(tmp_path: Path, m
     # CPU it used alone would not have flagged the run
     assert hot.window_switch_wait_s is not None and hot.window_switch_wait_s > 0.5 * hot.window_s, hot
     assert hot.cpu_share is not None and hot.cpu_share < CPU_SATURATED, hot
+    # the receiver was found as an agent (its standard output is the run's rx.out)
+    assert hot.window_agent_cpu_s is not None and hot.window_agent_cpu_s > 0, hot
+    assert hot.machine_busy is not None and 0 < hot.machine_busy <= 1, hot
     assert cool.x_bound is not None and cool.x_bound > 1.5, cool  # paced: above its bound
     assert cool.fidelity == LINK_BOUND and not cool.pace, cool
     assert cool.busiest_thread_share is not None and cool.busiest_thread_share < 0.5, cool
