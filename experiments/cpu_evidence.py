@@ -116,17 +116,22 @@ def evidence_sample(switches: dict[str, int], agents: dict[int, str]) -> dict[st
 def evidence_result(delta: dict[str, float]) -> dict[str, float]:
     """The window's evidence from the counters' differences over it (seconds, except
     the drop count): ``switch_wait_s`` (switch threads runnable but not running),
-    ``busiest_switch_thread_s`` (the most any switch thread ran or waited to run),
+    ``busiest_switch_wanted_s`` (the most one switch process's threads ran or waited
+    to run, together),
     ``agent_cpu_window_s`` and ``agent_wait_s`` (the agent processes'), ``machine_busy``
     (every process's CPU over the machine's core-seconds) and ``rx_drops``."""
     def total(prefix: str) -> float:
         return sum(v for k, v in delta.items() if k.startswith(prefix))
 
     sw_wait, ag_wait = total("swwait:"), total("agwait:")
+    per_process: dict[str, float] = {}
+    for k, v in delta.items():
+        if k.startswith("sw:"):
+            pid = k.split(":")[1]
+            per_process[pid] = per_process.get(pid, 0.0) + v
     return {
         "switch_wait_s": round(sw_wait, 3),
-        "busiest_switch_thread_s": round(max((v for k, v in delta.items() if k.startswith("sw:")),
-                                             default=0.0), 3),
+        "busiest_switch_wanted_s": round(max(per_process.values(), default=0.0), 3),
         "agent_cpu_window_s": round(total("ag:") - ag_wait, 3),
         "agent_wait_s": round(ag_wait, 3),
         "machine_busy": round(delta["busy"] / delta["total"], 3) if delta.get("total") else 0.0,

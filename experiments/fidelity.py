@@ -8,7 +8,7 @@ Every run of the harness gets one verdict, from evidence:
 - what the emulator's processes (the switch processes and the agents) did in the
   training window only (:class:`experiments.accounting.TrainingWindow`, counters of
   :mod:`experiments.cpu_evidence`): the CPU they used, the time their threads were
-  runnable but waited in a run queue for a core, the busiest switch thread, the
+  runnable but waited in a run queue for a core, the busiest switch process, the
   machine's CPU (every process, ours or not) and UDP receive-buffer drops at the agents.
 
 A run is **emulator-bound** when it ran above :data:`X_LINK` times its ideal bound and
@@ -17,8 +17,9 @@ one of these says the CPU, not the links, set its pace:
 1. **saturated**: the switches and agents *wanted* at least :data:`CPU_SATURATED` of
    the machine's core-seconds in the window (CPU used plus run-queue wait: a process
    starved by others shows as waiting, not as CPU used);
-2. **one switch saturated**: one switch thread ran or waited to run for at least
-   :data:`CPU_SATURATED` of the window (one data-plane thread cannot use a second core);
+2. **one switch saturated**: one switch process's threads ran or waited to run for at
+   least :data:`CPU_SATURATED` of the window (its data plane is one thread, which cannot
+   use a second core, and the Python backend's threads share one interpreter lock);
    or, in records from before the scheduler counters, one switch process used that
    much CPU;
 3. **starved**: the machine was at least :data:`CPU_SATURATED` busy and the switch and
@@ -41,7 +42,7 @@ from typing import Any
 
 #: x bound at or below this: the links (and the protocol's latency) explain the time.
 X_LINK = 1.5
-#: Share of the cores (or of one switch thread's window) wanted, or of the machine
+#: Share of the cores (or of the window, for one switch process) wanted, or of the machine
 #: busy, at or above which the emulator had nothing left to give.
 CPU_SATURATED = 0.8
 #: Run-queue wait of the switch and agent threads per second of the window at or above
@@ -85,12 +86,12 @@ def pace_reasons(rec: Any) -> list[str] | None:
     cpu = (rec.window_switch_cpu_s or 0.0) + (rec.window_agent_cpu_s or 0.0)
     wait = (rec.window_switch_wait_s or 0.0) + (rec.window_agent_wait_s or 0.0)
     rec.demand_share = round((cpu + wait) / (w * rec.cores), 3)
-    rec.busiest_thread_share = round((rec.window_busiest_switch_thread_s or 0.0) / w, 3)
+    rec.busiest_switch_share = round((rec.window_busiest_switch_wanted_s or 0.0) / w, 3)
     rec.wait_share = round(wait / w, 3)
     out = []
     if rec.demand_share >= CPU_SATURATED:
         out.append("saturated")
-    if rec.busiest_thread_share >= CPU_SATURATED:
+    if rec.busiest_switch_share >= CPU_SATURATED:
         out.append("one switch saturated")
     if (rec.machine_busy or 0.0) >= CPU_SATURATED and rec.wait_share >= STARVED:
         out.append("starved")

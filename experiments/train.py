@@ -381,7 +381,7 @@ def complete(rec: RunRecord, split: dict[str, Any], plan: Plan, args: argparse.N
         rec.window_s, rec.window_switch_cpu_s = window["window_s"], window["switch_cpu_s"]
         rec.window_busiest_switch_cpu_s = window.get("busiest_switch_cpu_s")
         rec.window_switch_wait_s = window.get("switch_wait_s")
-        rec.window_busiest_switch_thread_s = window.get("busiest_switch_thread_s")
+        rec.window_busiest_switch_wanted_s = window.get("busiest_switch_wanted_s")
         rec.window_agent_cpu_s = window.get("agent_cpu_window_s")
         rec.window_agent_wait_s = window.get("agent_wait_s")
         rec.machine_busy, rec.rx_drops = window.get("machine_busy"), window.get("rx_drops")

@@ -130,7 +130,7 @@ def _run(net: Any, topo: Any, d: Path, bw: float, rate: float, count: int, size:
                     window_switch_cpu_s=w["switch_cpu_s"],
                     window_busiest_switch_cpu_s=w["busiest_switch_cpu_s"],
                     window_switch_wait_s=w["switch_wait_s"],
-                    window_busiest_switch_thread_s=w["busiest_switch_thread_s"],
+                    window_busiest_switch_wanted_s=w["busiest_switch_wanted_s"],
                     window_agent_cpu_s=w["agent_cpu_window_s"], window_agent_wait_s=w["agent_wait_s"],
                     machine_busy=w["machine_busy"], rx_drops=w["rx_drops"],
                     sync_s_per_iter=res["elapsed"], ideal_bound_s=res["got"] * (size + HEADERS) * 8 / (bw * 1e6))
@@ -155,10 +155,9 @@ def test_a_starved_switch_is_emulator_bound_a_paced_run_is_not(tmp_path: Path, m
         cool = _run(net, topo, tmp_path / "cool", bw, 200, 200, 1000)
     assert hot.x_bound is not None and hot.x_bound > 1.5, hot
     assert hot.fidelity == EMULATOR_BOUND, hot
-    # its one data-plane thread ran or waited to run all along ("starved" too where the
-    # machine was busy: not asserted, an idle second core keeps it below 80 %)
-    assert "one switch saturated" in hot.pace, hot
-    assert hot.busiest_thread_share is not None and hot.busiest_thread_share > 0.8, hot
+    # by the scheduler's evidence: the switch process ran or waited to run all along (one
+    # switch saturated), or, on a busy machine, its threads waited (starved)
+    assert {"one switch saturated", "starved"} & set(hot.pace.split(", ")), hot
     # the switch waited for its core: starved by the busy loop, not busy itself, so the
     # CPU it used alone would not have flagged the run
     assert hot.window_switch_wait_s is not None and hot.window_switch_wait_s > 0.5 * hot.window_s, hot
@@ -168,4 +167,4 @@ def test_a_starved_switch_is_emulator_bound_a_paced_run_is_not(tmp_path: Path, m
     assert hot.machine_busy is not None and 0 < hot.machine_busy <= 1, hot
     assert cool.x_bound is not None and cool.x_bound > 1.5, cool  # paced: above its bound
     assert cool.fidelity == LINK_BOUND and not cool.pace, cool
-    assert cool.busiest_thread_share is not None and cool.busiest_thread_share < 0.5, cool
+    assert cool.busiest_switch_share is not None and cool.busiest_switch_share < 0.5, cool

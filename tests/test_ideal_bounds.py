@@ -229,11 +229,11 @@ def test_the_pace_rules_on_window_evidence() -> None:
     busy machine), dropped; none of them on a run that had CPU to spare."""
     base = dict(ok=True, sync_s_per_iter=0.3, ideal_bound_s=0.1, window_s=4.0, cores=2,
                 window_switch_cpu_s=0.4, window_busiest_switch_cpu_s=0.4, agent_cpu_s=0.2,
-                window_switch_wait_s=0.1, window_busiest_switch_thread_s=0.5,
+                window_switch_wait_s=0.1, window_busiest_switch_wanted_s=0.5,
                 window_agent_cpu_s=0.2, window_agent_wait_s=0.1, machine_busy=0.5, rx_drops=0)
     cases = [({}, ""),
              ({"window_agent_cpu_s": 5.0, "window_agent_wait_s": 2.0}, "saturated"),
-             ({"window_busiest_switch_thread_s": 3.5}, "one switch saturated"),
+             ({"window_busiest_switch_wanted_s": 3.5}, "one switch saturated"),
              # the switches waited 3 s for a core on a busy machine while using little
              ({"window_switch_wait_s": 3.0, "machine_busy": 0.95}, "starved"),
              ({"window_switch_wait_s": 3.0}, ""),  # the cores were not busy: not starved
