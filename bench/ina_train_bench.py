@@ -12,8 +12,11 @@ link at its rate, measured from the interfaces' counters) and the ratio of the t
 time to the target accuracy with its bound (steps to target x (compute + bound per
 step)), the paired ratio to ring, final accuracy, the bytes that entered the PS, and the
 runs flagged cpu-bound (the 2 cores, not the links, set their pace). Mean ± 95 % CI over
-the seeds (Student t). Every run checks that all ranks end with the same weights; the
-three schemes' sums are exact (fixed point), so ps and ina train bit-identical curves.
+the seeds (Student t); the evidence of the pace (experiments/fidelity.py): CPU the
+switches and agents wanted (used + run-queue wait) over the cores, their run-queue
+wait per second, the whole machine's CPU share, and the rules that flagged a run.
+Every run checks that all ranks end with the same weights; the three schemes' sums are
+exact (fixed point), so ps and ina train bit-identical curves.
 
     python -m bench.ina_train_bench [--bws 2,5,10] [--seeds 3] [--epochs 4] [--target embedded]
 """
@@ -69,7 +72,8 @@ def print_table(rows: list[dict[str, Any]], args: argparse.Namespace, target: st
                     f"accuracy, {target} target; bound: the ideal traffic of one sync on the busiest link "
                     f"at its rate plus its latency (experiments/ideal.py)")
     for col in ("link", "scheme", "sync s/iter", "bound s/iter", "x bound", "time to target s", "bound s",
-                "÷ ring (paired)", "reached", "final acc", "into PS MB", "emulator-bound runs"):
+                "÷ ring (paired)", "reached", "final acc", "into PS MB", "CPU wanted", "waited s/s",
+                "machine busy", "emulator-bound runs"):
         t.add_column(col, justify="left" if col in ("link", "scheme") else "right")
     for r in rows:
         t.add_row(f"{r['bw']:g} Mbit/s", r["scheme"] + (" (baseline)" if r["scheme"] == "ring" else ""),
@@ -77,7 +81,9 @@ def print_table(rows: list[dict[str, Any]], args: argparse.Namespace, target: st
                   _f(r["time_to_target_s"], ".1f"), _f(r["bound_to_target_s"], ".1f"),
                   "1 (reference)" if r["ratio_to_reference"] is None else _f(r["ratio_to_reference"], ".2f"),
                   f"{r['reached']}/{r['runs']}", _f(r["final_accuracy"]),
-                  "-" if r["ps_rx_mb"] is None else f"{r['ps_rx_mb']:.2f}", str(r["cpu_bound_runs"]))
+                  "-" if r["ps_rx_mb"] is None else f"{r['ps_rx_mb']:.2f}", _f(r.get("demand_share"), ".2f"),
+                  _f(r.get("wait_share"), ".2f"), _f(r.get("machine_busy"), ".2f"),
+                  str(r["cpu_bound_runs"]) + (f" ({', '.join(r['pace'])})" if r.get("pace") else ""))
     return t
 
 

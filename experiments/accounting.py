@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from experiments.cpu_evidence import agent_pids, evidence_result, evidence_sample
 from topologies.base import Topology, iface_name
 
 _TICKS = os.sysconf("SC_CLK_TCK")
@@ -162,6 +163,10 @@ class TrainingWindow:
         self.pids = switch_processes(net)
         self.dir, self.period = agent_dir, period
         self.samples: list[tuple[float, dict[str, float]]] = []  # (time, CPU s per process)
+        # (time, counters of experiments.cpu_evidence): run-queue waits, threads, the
+        # machine's CPU, the agents' CPU and their namespaces' UDP receive-buffer drops
+        self.evidence: list[tuple[float, dict[str, float]]] = []
+        self.agents: dict[int, str] = {}
         self.first: float | None = None
         self.last: float | None = None
         self._seen: dict[str, int] = {}
@@ -185,6 +190,9 @@ class TrainingWindow:
         t = time.monotonic()
         self.samples.append((t, {n: c for n, p in self.pids.items()
                                  if (c := process_cpu_seconds(p)) is not None}))
+        if len(self.samples) % 5 == 1:  # agents start after the window opens: look again
+            self.agents.update(agent_pids(self.dir, exclude=set(self.pids.values())))
+        self.evidence.append((t, evidence_sample(self.pids, self.agents)))
         for f in Path(self.dir).rglob("*.out"):
             try:
                 with open(f, "rb") as fh:
@@ -203,9 +211,10 @@ class TrainingWindow:
         while not self._stop.wait(self.period):
             self._sample()
 
-    def _cpu_at(self, t: float, name: str) -> float:
-        """Process ``name``'s CPU seconds at time ``t``, interpolated between samples."""
-        pts = [(ts, c[name]) for ts, c in self.samples if name in c]
+    def _cpu_at(self, t: float, name: str, samples: list | None = None) -> float:
+        """Process ``name``'s CPU seconds (or another counter of ``samples``) at time
+        ``t``, interpolated between samples."""
+        pts = [(ts, c[name]) for ts, c in (self.samples if samples is None else samples) if name in c]
         for (t0, c0), (t1, c1) in zip(pts, pts[1:], strict=False):
             if t0 <= t <= t1:
                 return c0 + (c1 - c0) * ((t - t0) / (t1 - t0) if t1 > t0 else 0.0)
@@ -219,5 +228,8 @@ class TrainingWindow:
         if self.first is None or self.last is None or self.last <= self.first:
             return None
         per = [self._cpu_at(self.last, n) - self._cpu_at(self.first, n) for n in self.pids]
+        keys = {k for _, c in self.evidence for k in c}
+        ev = {k: self._cpu_at(self.last, k, self.evidence) - self._cpu_at(self.first, k, self.evidence)
+              for k in keys}
         return {"window_s": round(self.last - self.first, 3), "switch_cpu_s": round(sum(per), 3),
-                "busiest_switch_cpu_s": round(max(per, default=0.0), 3)}
+                "busiest_switch_cpu_s": round(max(per, default=0.0), 3), **evidence_result(ev)}

@@ -5,17 +5,35 @@ Every run of the harness gets one verdict, from evidence:
 - ``x bound``: its measured synchronization time per iteration over the ideal bound of
   one synchronization (:mod:`experiments.ideal`: the scheme's own traffic without
   re-sends on the busiest link at its rate, plus its sequential latency);
-- the CPU the switch processes (sampled from ``/proc`` during the training window only,
-  :class:`experiments.accounting.TrainingWindow`) and the agents (their own count from
-  the training's start) used, as a share of the machine's cores over that window.
+- what the emulator's processes (the switch processes and the agents) did in the
+  training window only (:class:`experiments.accounting.TrainingWindow`, counters of
+  :mod:`experiments.cpu_evidence`): the CPU they used, the time their threads were
+  runnable but waited in a run queue for a core, the busiest switch process, the
+  machine's CPU (every process, ours or not) and UDP receive-buffer drops at the agents.
 
-A run is **emulator-bound** when it ran above :data:`X_LINK` times its ideal bound while
-those processes kept at least :data:`CPU_SATURATED` of the cores busy, or one switch
-process (one data-plane thread: it cannot use a second core) busy for that share of the
-window: the links cannot explain the time and the CPU that emulates them was spent, so
-the time is the emulator's. Otherwise it is **link-bound**: either the links explain the time, or the
-CPU had room to spare and the time above the bound is the protocol's own (its timers,
-windows, round trips). ``unknown`` when a figure is missing.
+A run is **emulator-bound** when it ran above :data:`X_LINK` times its ideal bound and
+one of these says the CPU, not the links, set its pace:
+
+1. **saturated**: the switches and agents *wanted* at least :data:`CPU_SATURATED` of
+   the machine's core-seconds in the window (CPU used plus run-queue wait: a process
+   starved by others shows as waiting, not as CPU used);
+2. **one switch saturated**: one switch process's threads ran or waited to run for at
+   least :data:`CPU_SATURATED` of the window (its data plane is one thread, which cannot
+   use a second core, and the Python backend's threads share one interpreter lock);
+   or, in records from before the scheduler counters, one switch process used that
+   much CPU;
+3. **starved**: the machine was at least :data:`CPU_SATURATED` busy and the switch and
+   agent threads together waited in run queues for at least :data:`STARVED` of the
+   window (seconds of waiting per second): other work held the cores they needed,
+   whatever CPU they got;
+4. **dropped**: an agent's socket overflowed (``rx_drops`` > 0): a link delivered
+   faster than the emulated host read.
+
+Otherwise it is **link-bound**: either the links explain the time, or the CPU had room
+to spare and the time above the bound is the protocol's own (its timers, windows, round
+trips). ``unknown`` when a figure is missing. On a machine shared with other work,
+rules 1 and 3 flag what that work slowed down: such a run says nothing about its scheme
+either.
 """
 
 from __future__ import annotations
@@ -24,9 +42,12 @@ from typing import Any
 
 #: x bound at or below this: the links (and the protocol's latency) explain the time.
 X_LINK = 1.5
-#: Share of the cores the switches and agents used in the training window at or above
-#: which the emulator had nothing left to give.
+#: Share of the cores (or of the window, for one switch process) wanted, or of the machine
+#: busy, at or above which the emulator had nothing left to give.
 CPU_SATURATED = 0.8
+#: Run-queue wait of the switch and agent threads per second of the window at or above
+#: which, on a busy machine, they were starved.
+STARVED = 0.5
 LINK_BOUND, EMULATOR_BOUND, UNKNOWN = "link-bound", "emulator-bound", "unknown"
 
 
@@ -40,15 +61,43 @@ def cpu_share(switch_cpu_s: float | None, agent_cpu_s: float, window_s: float | 
                (busiest_switch_cpu_s or 0.0) / window_s)
 
 
-def verdict(x_bound: float | None, share: float | None) -> str:
-    """``link-bound``, ``emulator-bound`` or ``unknown`` (see the module doc)."""
+def verdict(x_bound: float | None, share: float | None, reasons: list[str] | None = None) -> str:
+    """``link-bound``, ``emulator-bound`` or ``unknown`` (see the module doc): ``share``
+    the CPU share of :func:`cpu_share` (rules 1 and 2 on CPU used only), ``reasons``
+    those of :func:`pace_reasons` (None: no scheduler counters, judge by ``share``)."""
     if x_bound is None:
         return UNKNOWN
     if x_bound <= X_LINK:
         return LINK_BOUND
+    if reasons:
+        return EMULATOR_BOUND
     if share is None:
         return UNKNOWN
     return EMULATOR_BOUND if share >= CPU_SATURATED else LINK_BOUND
+
+
+def pace_reasons(rec: Any) -> list[str] | None:
+    """Which of the module doc's rules a record's window evidence meets (empty: none),
+    as short words for the report; None when it has no scheduler counters (an older
+    record, or no training window)."""
+    if rec.window_switch_wait_s is None or not rec.window_s or rec.cores < 1:
+        return None
+    w = rec.window_s
+    cpu = (rec.window_switch_cpu_s or 0.0) + (rec.window_agent_cpu_s or 0.0)
+    wait = (rec.window_switch_wait_s or 0.0) + (rec.window_agent_wait_s or 0.0)
+    rec.demand_share = round((cpu + wait) / (w * rec.cores), 3)
+    rec.busiest_switch_share = round((rec.window_busiest_switch_wanted_s or 0.0) / w, 3)
+    rec.wait_share = round(wait / w, 3)
+    out = []
+    if rec.demand_share >= CPU_SATURATED:
+        out.append("saturated")
+    if rec.busiest_switch_share >= CPU_SATURATED:
+        out.append("one switch saturated")
+    if (rec.machine_busy or 0.0) >= CPU_SATURATED and rec.wait_share >= STARVED:
+        out.append("starved")
+    if rec.rx_drops:
+        out.append("dropped")
+    return out
 
 
 def resend_packet_bytes(scheme: str) -> int:
@@ -93,7 +142,8 @@ def ideal_for(plan: Any, scheme: str, budget: int, job: Any = None, *,
 
 
 def judge(rec: Any) -> None:
-    """Fill a record's re-sent bytes, x bound, CPU share and verdict from its figures."""
+    """Fill a record's re-sent bytes, x bound, CPU share, the evidence's shares, the
+    verdict and (``pace``) the rules that made it emulator-bound, from its figures."""
     rec.resent_bytes = int(rec.retransmissions) * resend_packet_bytes(rec.scheme)
     if rec.resends:  # INA/PS: GRADs re-sent on NACKs; requests are a header-only frame
         from wire.ina import INA_HEADER_LEN
@@ -106,5 +156,7 @@ def judge(rec: Any) -> None:
     share = cpu_share(rec.window_switch_cpu_s, rec.agent_cpu_s, rec.window_s, rec.cores,
                       rec.window_busiest_switch_cpu_s)
     rec.cpu_share = None if share is None else round(share, 3)
-    rec.fidelity = verdict(rec.x_bound, rec.cpu_share)
+    reasons = pace_reasons(rec)
+    rec.fidelity = verdict(rec.x_bound, rec.cpu_share, reasons)
+    rec.pace = (", ".join(reasons or []) or "CPU used") if rec.fidelity == EMULATOR_BOUND else ""
     rec.cpu_bound = rec.fidelity == EMULATOR_BOUND

@@ -61,6 +61,17 @@ class RunRecord:
     window_busiest_switch_cpu_s: float | None = None  # the busiest switch process's
     cores: int = 0
     cpu_share: float | None = None
+    # the pace's evidence in the window (experiments/cpu_evidence.py, experiments/fidelity.py)
+    window_switch_wait_s: float | None = None  # switch threads runnable, not running
+    window_busiest_switch_wanted_s: float | None = None  # one switch process: ran + waited
+    window_agent_cpu_s: float | None = None
+    window_agent_wait_s: float | None = None
+    machine_busy: float | None = None  # every process's CPU over the cores, ours or not
+    rx_drops: int | None = None  # UDP receive-buffer drops in the agents' namespaces
+    demand_share: float | None = None  # switches + agents: (CPU + wait) / (window x cores)
+    busiest_switch_share: float | None = None  # busiest_switch_wanted over the window
+    wait_share: float | None = None  # switches + agents: run-queue wait / window
+    pace: str = ""  # the rules of experiments/fidelity.py that made it emulator-bound
     fidelity: str = ""
 
 

@@ -52,6 +52,13 @@ def summarize(records: list[RunRecord], plan: Plan, reference: str) -> list[dict
             "x_bound": iv([r.x_bound for r in rs]),
             "resent_bytes": iv([float(r.resent_bytes) for r in rs]),
             "cpu_share": iv([r.cpu_share for r in rs]),
+            # the pace's evidence (experiments/fidelity.py): CPU wanted over the cores,
+            # run-queue wait per second, the machine's CPU, agents' receive drops
+            "demand_share": iv([r.demand_share for r in rs]),
+            "wait_share": iv([r.wait_share for r in rs]),
+            "machine_busy": iv([r.machine_busy for r in rs]),
+            "rx_drops": sum(r.rx_drops or 0 for r in rs),
+            "pace": sorted({p for r in rs for p in r.pace.split(", ") if p}),
             "ratio_to_reference": asdict(paired_ratios(tt, ref_tt)) if s != reference else None,
             "cpu_bound_runs": sum(r.cpu_bound for r in rs),  # the emulator-bound runs
             "fidelity": {v: sum(r.fidelity == v for r in rs) for v in sorted({r.fidelity for r in rs})},
@@ -82,7 +89,7 @@ def print_table(rows: list[dict[str, Any]], plan: Plan, args: argparse.Namespace
     for col in ("scheme", "topology", "NIC Mbit/s", "reached", "time to target s", "bound s",
                 f"÷ {args.reference} (paired)", "final test acc", "held-out acc", "sync s/iter",
                 "ideal bound s/iter", "x bound", "actual bound s/iter", "re-sent MB/run",
-                "compute s/iter", "fidelity"):
+                "compute s/iter", "CPU wanted", "waited s/s", "machine busy", "rx drops", "fidelity"):
         t.add_column(col, justify="left" if col == "scheme" else "right")
     for r in rows:
         t.add_row(*_cells(r))
@@ -99,13 +106,16 @@ def _cells(r: dict[str, Any]) -> list[str]:
     else:
         ratio = fmt_interval(r["ratio_to_reference"], ".2f")
     fid = ", ".join(f"{n} {v}" for v, n in r.get("fidelity", {}).items()) or "-"
+    if r.get("pace"):
+        fid += f" ({', '.join(r['pace'])})"
     return [r["scheme"], r["topology"], f"{r['nic_mbit']:g}", reached,
             fmt_interval(r["time_to_target_s"], ".1f"), fmt_interval(r["bound_to_target_s"], ".1f"),
             ratio, fmt_interval(r["final_accuracy"], ".3f"), fmt_interval(r["final_heldout"], ".3f"),
             fmt_interval(r["sync_s_per_iter"], ".3f"), fmt_interval(r.get("ideal_bound_s_per_iter"), ".3f"),
             fmt_interval(r.get("x_bound"), ".1f"), fmt_interval(r["line_rate_bound_s_per_iter"], ".3f"),
             fmt_interval(r.get("resent_bytes"), ".2f", 1e-6), fmt_interval(r["compute_s_per_iter"], ".3f"),
-            fid]
+            fmt_interval(r.get("demand_share"), ".2f"), fmt_interval(r.get("wait_share"), ".2f"),
+            fmt_interval(r.get("machine_busy"), ".2f"), str(r.get("rx_drops", "-")), fid]
 
 
 def plot(run_dir: Path, records: list[RunRecord], rows: list[dict[str, Any]], plan: Plan,

@@ -380,6 +380,11 @@ def complete(rec: RunRecord, split: dict[str, Any], plan: Plan, args: argparse.N
     if window is not None:
         rec.window_s, rec.window_switch_cpu_s = window["window_s"], window["switch_cpu_s"]
         rec.window_busiest_switch_cpu_s = window.get("busiest_switch_cpu_s")
+        rec.window_switch_wait_s = window.get("switch_wait_s")
+        rec.window_busiest_switch_wanted_s = window.get("busiest_switch_wanted_s")
+        rec.window_agent_cpu_s = window.get("agent_cpu_window_s")
+        rec.window_agent_wait_s = window.get("agent_wait_s")
+        rec.machine_busy, rec.rx_drops = window.get("machine_busy"), window.get("rx_drops")
     if ideal and not ideal.get("error"):
         rec.ideal_bound_s = ideal["ideal_bound_s"]
         rec.ideal_busiest_link = ideal["ideal_busiest_link"]
@@ -569,10 +574,10 @@ def _report(run_dir: Path, records: list[RunRecord], plan: Plan, args: argparse.
     if any(r["cpu_bound_runs"] for r in rows):
         from experiments.fidelity import CPU_SATURATED, X_LINK
 
-        console.print(f"[yellow]emulator-bound runs: above {X_LINK:g}x their ideal bound with "
-                      f"switches and agents using {CPU_SATURATED:.0%} or more of the "
-                      f"{os.cpu_count()} cores in the training window: their times are the "
-                      "emulator's, and their ratios give no verdict[/yellow]")
+        console.print(f"[yellow]emulator-bound runs: above {X_LINK:g}x their ideal bound while the CPU "
+                      f"set the pace in the training window (the rules beside the verdict, "
+                      f"{CPU_SATURATED:.0%} of {os.cpu_count()} cores: experiments/fidelity.py): their "
+                      "times are the emulator's, and their ratios give no verdict[/yellow]")
     summary = {"manifest": json.loads((run_dir / "manifest.json").read_text()),
                "schemes": rows, "runs": [asdict(r) for r in records]}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))

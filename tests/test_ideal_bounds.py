@@ -222,3 +222,29 @@ def test_the_reference_is_picked_among_the_schemes_asked_for() -> None:
     args = harness.build_parser().parse_args(["--target", "embedded", "--scheme", "ps,ina"])
     harness.make_plan(args)
     assert args.reference == "ps" and args.reference_picked
+
+
+def test_the_pace_rules_on_window_evidence() -> None:
+    """experiments/fidelity.py's rules: saturated, one switch saturated, starved (on a
+    busy machine), dropped; none of them on a run that had CPU to spare."""
+    base = dict(ok=True, sync_s_per_iter=0.3, ideal_bound_s=0.1, window_s=4.0, cores=2,
+                window_switch_cpu_s=0.4, window_busiest_switch_cpu_s=0.4, agent_cpu_s=0.2,
+                window_switch_wait_s=0.1, window_busiest_switch_wanted_s=0.5,
+                window_agent_cpu_s=0.2, window_agent_wait_s=0.1, machine_busy=0.5, rx_drops=0)
+    cases = [({}, ""),
+             ({"window_agent_cpu_s": 5.0, "window_agent_wait_s": 2.0}, "saturated"),
+             ({"window_busiest_switch_wanted_s": 3.5}, "one switch saturated"),
+             # the switches waited 3 s for a core on a busy machine while using little
+             ({"window_switch_wait_s": 3.0, "machine_busy": 0.95}, "starved"),
+             ({"window_switch_wait_s": 3.0}, ""),  # the cores were not busy: not starved
+             ({"rx_drops": 12}, "dropped")]
+    for change, pace in cases:
+        rec = RunRecord("ina", 0, **{**base, **change})
+        judge(rec)
+        assert rec.pace == pace, (change, rec)
+        assert rec.fidelity == (EMULATOR_BOUND if pace else LINK_BOUND)
+        assert rec.cpu_share is not None and rec.cpu_share < 0.8  # CPU used alone: not flagged
+    rec = RunRecord("ina", 0, **{**base, "sync_s_per_iter": 0.12, "window_switch_wait_s": 3.0,
+                                 "machine_busy": 0.95})
+    judge(rec)
+    assert rec.fidelity == LINK_BOUND and not rec.pace  # within 1.5x its bound: the links'

@@ -237,3 +237,4 @@ def test_policy_errors(patch, msg):
     d = {"job": 1, "ps": "10.0.0.1", "workers": ["10.0.0.2", "10.0.0.3"], "num_fragments": 4}
     with pytest.raises(PolicyError, match=msg):
         Policy.from_dict({**d, **patch})
+

@@ -93,11 +93,12 @@ class _InaHeaderCodec:
     count, fanin, flags, sd_fanin, max_exp. ``pack`` takes 11 or 12 of them (``max_exp``
     defaults to 0); ``unpack_from`` returns all 12."""
 
-    _HEAD = struct.Struct("!BBHIHH")  # 12 bytes before the bitmap
-    _TAIL = struct.Struct("!HHBHB")  # 8 bytes after it
+    # one struct for the whole header, the bitmap as its 32 bytes: one call a packet
+    # (the agents' per-packet cost; two structs and a slice cost 4x as much)
+    _ALL = struct.Struct(f"!BBHIHH{INA_BITMAP_BYTES}sHHBHB")
 
     def __init__(self) -> None:
-        self.size = self._HEAD.size + INA_BITMAP_BYTES + self._TAIL.size
+        self.size = self._ALL.size
 
     def pack(self, msg_type: int, job_id: int, worker_id: int, fragment: int, tag: int,
              origin: int, bitmap: int, count: int, fanin: int, flags: int, sd_fanin: int,
@@ -108,17 +109,13 @@ class _InaHeaderCodec:
             bm = bitmap.to_bytes(INA_BITMAP_BYTES, "big")
         except (OverflowError, AttributeError) as e:
             raise struct.error(f"bitmap {bitmap!r} does not fit {INA_MAX_WORKERS} bits") from e
-        return (self._HEAD.pack(msg_type, job_id, worker_id, fragment, tag, origin) + bm
-                + self._TAIL.pack(count, fanin, flags, sd_fanin, max_exp))
+        return self._ALL.pack(msg_type, job_id, worker_id, fragment, tag, origin, bm, count,
+                              fanin, flags, sd_fanin, max_exp)
 
     def unpack_from(self, data: Any, offset: int = 0) -> tuple[int, ...]:
         """The 12 fields at ``offset`` of ``data`` (``struct.error`` if too short)."""
-        h = self._HEAD.unpack_from(data, offset)
-        b = offset + self._HEAD.size
-        if len(data) < b + INA_BITMAP_BYTES + self._TAIL.size:
-            raise struct.error(f"INA header needs {self.size} bytes")
-        bm = int.from_bytes(data[b:b + INA_BITMAP_BYTES], "big")
-        return (*h, bm, *self._TAIL.unpack_from(data, b + INA_BITMAP_BYTES))
+        mt, job, wid, frag, tag, origin, bm, cnt, fanin, flags, sdf, mx = self._ALL.unpack_from(data, offset)
+        return mt, job, wid, frag, tag, origin, int.from_bytes(bm, "big"), cnt, fanin, flags, sdf, mx
 
 
 INA_HEADER = _InaHeaderCodec()

@@ -28,6 +28,7 @@ from typing import Any
 
 from hosts.ina.agent import InaTimeoutError
 from hosts.ina.congestion import CongestionControl, RttEstimator
+from hosts.ina.fastpath import rare_gc
 from hosts.ina.stamp import admitted
 from wire.ina import INA_HEADER, INA_HEADER_LEN, InaFlags, MsgType
 from wire.ina_policy import FragmentRouting
@@ -158,6 +159,10 @@ class FragmentTransfer:
     def run(self) -> bytearray:
         """The RESULT values of every fragment, concatenated; ``InaTimeoutError`` past
         the worker's ``max_time``."""
+        with rare_gc():  # a tuple or two a packet, no cycles: few collections mid-transfer
+            return self._run()
+
+    def _run(self) -> bytearray:
         w, n_f = self.w, self.n_f
         t0 = self.t0
         deadline = t0 + w.max_time
