@@ -16,6 +16,7 @@ typedef struct {
   uint32_t rxlen[32], rxn, rxi, rxport;  /* frames rxi..rxn-1 of the batch wait, from rxport */
   uint32_t txoff[32], txlen[32], txn, txused;  /* frames queued in txbuf for one sendmmsg */
   int32_t txfd[32]; uint16_t txport[32];
+  struct ml_ring *rxring;          /* the in-memory link np_rx_ml serves (memlink.c) */
 } ctx_t;
 
 static uint64_t rng_next(ctx_t *c) {  /* splitmix64 */

@@ -79,7 +79,7 @@ class NativeGen(CExprMixin, PipelineMixin):
         for pl in self.spec["pipelines"]:
             body += self.gen_pipeline(pl)
         body += self.gen_deparser(self.spec["deparsers"][0])
-        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "process", "io")]
+        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "process", "memlink", "io")]
         parts = [fixed[0], self.gen_decls(), fixed[1], "\n".join(self.out), "\n".join(body), *fixed[2:]]
         self.source = "\n".join(parts)
 

@@ -28,6 +28,7 @@ log = logging.getLogger("gradnet.switch")
 
 BACKENDS = ("auto", "native", "python")
 ENV = "GRADNET_BACKEND"
+ML_FD = -2  # PortTable.fd of a port whose link runs in memory
 SENT, DROPPED, AFTER_INGRESS, AFTER_EGRESS, BAD_PRIORITY, EGRESS_DROPPED = range(6)
 
 
@@ -191,18 +192,30 @@ def _count_enqueue(sw: Any, port: int, prio: int) -> None:
     q.enqueued[sw.nb_queues - 1 - prio] += 1
 
 
-def _tx_fds(sw: Any) -> Any:
-    """Per port (0..511), the socket to send on (-1: none), as the native code reads it."""
-    key = tuple(sorted((p, s.fileno()) for p, s in sw._ports.items()))
+class PortTable(ctypes.Structure):
+    """Per port (0..511): the socket to send on (-1: none; -2: the ring in ``ml``, an
+    in-memory link, memlink.c), as the native code reads it."""
+
+    _fields_ = [("fd", ctypes.c_int32 * 512), ("ml", ctypes.c_void_p * 512)]
+
+
+def _tx_fds(sw: Any) -> PortTable:
+    """The switch's PortTable (rebuilt when its ports or in-memory links change)."""
+    key = (tuple(sorted((p, s.fileno()) for p, s in sw._ports.items())),
+           tuple(sorted((p, r.ring) for p, r in sw._ml.items())))
     cached = getattr(sw, "_native_txfd", None)
     if cached is not None and cached[0] == key:
         return cached[1]
-    arr = (ctypes.c_int32 * 512)(*([-1] * 512))
-    for p, fd in key:
+    tbl = PortTable()
+    ctypes.memset(ctypes.addressof(tbl.fd), 0xFF, 4 * 512)
+    for p, fd in key[0]:
         if 0 <= p < 512 and p != sw.cpu_port:
-            arr[p] = fd
-    sw._native_txfd = (key, arr)
-    return arr
+            tbl.fd[p] = fd
+    for p, ring in key[1]:
+        if 0 <= p < 512 and p != sw.cpu_port:
+            tbl.fd[p], tbl.ml[p] = ML_FD, ring
+    sw._native_txfd = (key, tbl)
+    return tbl
 
 
 # The switch's counters as io.c lays them out (uint64 words; np_cnt_words() in all).
@@ -297,7 +310,7 @@ def rx(sw: Any, prog: Any, port: int, sock: Any) -> None:
     total = 0
     while True:
         now = sw._now_us() if prog.tm_ig_ts is not None else 0
-        n = nat.lib.np_rx(nat.ctx, sock.fileno(), port, now, sw.nb_queues, _fast_ports(sw), _tx_fds(sw), cnt, 64,
+        n = nat.lib.np_rx(nat.ctx, sock.fileno(), port, now, sw.nb_queues, _fast_ports(sw), _tx_fds(sw).fd, cnt, 64,
                           nat.slow, ctypes.byref(nat.slowlen), ctypes.byref(nat.slowinfo))
         if n <= 0:
             fold(sw)

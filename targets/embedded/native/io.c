@@ -56,6 +56,8 @@ static int rx_fill(ctx_t *c, int fd) {
   struct iovec iov[RXB];
   union { struct cmsghdr h; uint8_t b[CMSG_SPACE(sizeof(struct tpacket_auxdata))]; } cm[RXB];
   if (!c->rxbuf && !(c->rxbuf = malloc((size_t)RXB * RXSZ))) return -1;
+  if (fd < 0 && c->rxring)  /* an in-memory link (memlink.c): its due frames, no VLAN tag taken off */
+    return (int)(c->rxi = 0, c->rxn = (uint32_t)ml_fill(c->rxring, c->rxbuf + 4, RXSZ, RXSZ - 8, c->rxlen, RXB));
   memset(m, 0, sizeof m);
   for (int i = 0; i < RXB; i++) {
     iov[i].iov_base = c->rxbuf + (size_t)i * RXSZ + 4;  /* room for a VLAN tag */
@@ -120,7 +122,8 @@ int np_rx(void *p, int fd, uint32_t port, uint64_t now_us, uint32_t nbq, const u
     else if (rc == 4) cnt[CNT_PRIO + oport]++;
     else if (rc == 0) {
       int s = txfd[oport];
-      if (s < 0) cnt[CNT_NOPORT]++;
+      if (s == ML_FD) ml_send(txfd, oport, out, olen, cnt, CNT_TX, CNT_QDROP);  /* memlink.c */
+      else if (s < 0) cnt[CNT_NOPORT]++;
       else {
         c->txoff[c->txn] = c->txused; c->txlen[c->txn] = olen; c->txfd[c->txn] = s;
         c->txport[c->txn++] = (uint16_t)oport;

@@ -21,7 +21,7 @@ import select
 from pathlib import Path
 from typing import Any
 
-from targets.embedded.native import glue
+from targets.embedded.native import glue, memlink
 from targets.embedded.native.build import build
 
 log = logging.getLogger("gradnet.switch")
@@ -36,7 +36,7 @@ class Source(ctypes.Structure):
     _fields_ = [(n, ctypes.c_void_p) for n in
                 ("rx", "pending", "ctx", "fast", "txfd", "cnt", "slow", "slowlen", "slowinfo")] + [
         ("t0_ns", ctypes.c_int64), ("fd", ctypes.c_int32), ("port", ctypes.c_uint32),
-        ("nbq", ctypes.c_uint32), ("ts", ctypes.c_uint32)]
+        ("nbq", ctypes.c_uint32), ("ts", ctypes.c_uint32), ("ring", ctypes.c_void_p)]
 
 
 def _addr(obj: Any) -> int:
@@ -45,7 +45,7 @@ def _addr(obj: Any) -> int:
 
 def build_loop() -> Path:
     """The shared object of loop.c (built once into the native cache)."""
-    return build((_HERE / "loop.c").read_text())
+    return build((_HERE / "memlink.c").read_text() + (_HERE / "loop.c").read_text())
 
 
 class NativeLoop:
@@ -55,6 +55,7 @@ class NativeLoop:
 
     def __init__(self, py_epoll: select.epoll) -> None:
         self.lib = ctypes.CDLL(str(build_loop()))
+        memlink.bind(self.lib)
         self.lib.gl_run.restype = ctypes.c_int
         self.lib.gl_run.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
                                     ctypes.c_int64, ctypes.POINTER(ctypes.c_int)]
@@ -75,7 +76,8 @@ class NativeLoop:
 
     def refresh(self, switches: list[Any]) -> bool:
         """Serve natively the ports of every switch that allows it; True when any."""
-        key = tuple(self._switch_key(sw) for sw in switches)
+        links = memlink.update(self.lib, switches, glue.native_rx_ok)  # before the keys: it sets the port tables
+        key = (links, *(self._switch_key(sw) for sw in switches))
         if key == self._key:
             return bool(self.sources)
         self._key = key
@@ -93,8 +95,11 @@ class NativeLoop:
                 self.py_ep.unregister(fd)
             self.ep.register(fd, select.EPOLLIN)
         self.native_fds = set(want)
-        self._build(want)
-        log.info("data-plane loop in C: %d ports of %d switches", len(self.sources), len(self.switches))
+        rings = [(pl.peer, pl.peer_port, pl.ring) for sw in switches for port, pl in
+                 getattr(sw, "peer_links", {}).items() if port in sw._ml]
+        self._build(want, rings)
+        log.info("data-plane loop in C: %d ports of %d switches (%d in-memory link directions)",
+                 len(self.sources), len(self.switches), len(rings))
         return bool(self.sources)
 
     def _switch_key(self, sw: Any) -> tuple:
@@ -112,16 +117,18 @@ class NativeLoop:
             self._why[id(sw)] = why
             log.info("device %d: its ports run in the Python loop (%s)", sw.device_id, why)
 
-    def _build(self, want: dict[int, tuple[Any, int]]) -> None:
-        arr = (Source * max(1, len(want)))()
+    def _build(self, want: dict[int, tuple[Any, int]], rings: list[tuple[Any, int, int]]) -> None:
+        """The sources: every socket of ``want`` and every ring (receiving switch, port, ring)."""
+        arr = (Source * max(1, len(want) + len(rings)))()
         keep: list[Any] = []
         self.sources, seen = [], {}
-        for i, (fd, (sw, port)) in enumerate(want.items()):
+        items = [(fd, sw, port, 0) for fd, (sw, port) in want.items()] + [(-1, sw, p, r) for sw, p, r in rings]
+        for i, (fd, sw, port, ring) in enumerate(items):
             prog, nat = sw.program, sw.program.native
             fast, txfd, cnt = glue._fast_ports(sw), glue._tx_fds(sw), glue.counters(sw, prog)
             keep += [fast, txfd, cnt, nat]
             s = arr[i]
-            s.rx = _addr(nat.lib.np_rx)
+            s.rx, s.ring = _addr(nat.lib.np_rx_ml if ring else nat.lib.np_rx), ring or None
             s.pending = _addr(nat.lib.np_rx_pending)
             s.ctx, s.fast = nat.ctx, _addr(ctypes.c_char_p(fast))
             s.txfd, s.cnt, s.slow = ctypes.addressof(txfd), ctypes.addressof(cnt), ctypes.addressof(nat.slow)
