@@ -63,7 +63,8 @@ def test_ring_rate_delay_queue_and_length(lib: Any) -> None:
     try:
         t0 = 10**12
         assert [lib.ml_push(ring, bytes([i]) * 1000, 1000, t0) for i in range(4)] == [ml.SENT] * 3 + [ml.QUEUE_FULL]
-        assert lib.ml_push(ring, b"x" * 1519, 1519, t0) == ml.TOO_LONG
+        assert lib.ml_push(ring, b"x" * 1519, 1519, t0) == ml.BAD_LENGTH
+        assert lib.ml_push(ring, b"x" * 13, 13, t0) == ml.BAD_LENGTH  # shorter than an Ethernet header
         # frame k leaves at t0 + (k + 1) ms and is due 0.5 ms later
         assert _due(lib, ring, t0 + 1 * MS + MS // 2 - 1) is None
         assert _due(lib, ring, t0 + 1 * MS + MS // 2) == 1000
@@ -74,7 +75,7 @@ def test_ring_rate_delay_queue_and_length(lib: Any) -> None:
         got = [_due(lib, ring, t0 + k * MS + MS // 2) for k in (2, 3, 4)]
         assert got == [1000, 1000, 1000]
         st = _stats(lib, ring)
-        assert (st["tx_packets"], st["rx_packets"], st["queue_drops"], st["too_long"]) == (4, 4, 2, 1)
+        assert (st["tx_packets"], st["rx_packets"], st["queue_drops"], st["bad_length"]) == (4, 4, 2, 2)
         assert st["in_flight"] == 0 and st["tx_bytes"] == st["rx_bytes"] == 4000
         lib.ml_set_up(ring, 0)
         assert lib.ml_push(ring, b"a" * 60, 60, t0 + 10 * MS) == ml.DOWN

@@ -4,8 +4,8 @@
  * or the Python path through ml_push); the data-plane loop (loop.c) serves the ring as a
  * source of the receiving port and runs each frame once it is due. The sender emulates
  * the link: a frame of L bytes leaves at max(now, previous departure) + 8L / rate and is
- * due a delay later; frames not yet departed beyond the queue limit, frames longer than
- * maxlen, a full ring or a link marked down drop the frame (counted), and a loss
+ * due a delay later; frames not yet departed beyond the queue limit, frames shorter than
+ * an Ethernet header or longer than maxlen, a full ring or a link marked down drop the frame (counted), and a loss
  * threshold drops a random share after the send (counted as sent, as netem's loss is).
  * Everything runs in the one data-plane thread of the process: no locks.
  * This file is compiled into loop.c's shared object (the rings, for Python and the loop)
@@ -21,8 +21,8 @@
 #define ML_FD (-2)          /* txfd[] of a port whose link runs in memory */
 #define ML_QMAX 4096        /* the largest queue limit (frames not yet departed) */
 #define ML_PAD 0xFFFFFFFFu  /* a record that only skips to the ring's start */
-enum { ML_SENT, ML_QUEUE, ML_FULL, ML_LOST, ML_TOOLONG, ML_DOWN };
-enum { MS_TXP, MS_TXB, MS_RXP, MS_RXB, MS_QUEUE, MS_FULL, MS_LOSS, MS_TOOLONG, MS_DOWN, MS_WORDS };
+enum { ML_SENT, ML_QUEUE, ML_FULL, ML_LOST, ML_BADLEN, ML_DOWN };
+enum { MS_TXP, MS_TXB, MS_RXP, MS_RXB, MS_QUEUE, MS_FULL, MS_LOSS, MS_BADLEN, MS_DOWN, MS_WORDS };
 
 typedef struct ml_ring {
   uint64_t bps;             /* bits per second, 0 = no rate */
@@ -72,7 +72,7 @@ static inline uint64_t ml_draw(ml_ring_t *r) {  /* splitmix64 */
 /* One frame into the ring at time now (ns); ML_SENT or why it was dropped (counted). */
 int ml_push(ml_ring_t *r, const uint8_t *f, uint32_t len, int64_t now) {
   if (!r->up) { r->st[MS_DOWN]++; return ML_DOWN; }
-  if (r->maxlen && len > r->maxlen) { r->st[MS_TOOLONG]++; return ML_TOOLONG; }
+  if (len < 14 || (r->maxlen && len > r->maxlen)) { r->st[MS_BADLEN]++; return ML_BADLEN; }  /* as a veth refuses it */
   while (r->departed < r->seq && r->dep[r->departed % ML_QMAX] <= now) r->departed++;
   if (r->seq - r->departed >= r->qlimit) { r->st[MS_QUEUE]++; return ML_QUEUE; }
   uint64_t need = (sizeof(ml_rec_t) + len + 15) & ~(uint64_t)15;

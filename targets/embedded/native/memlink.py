@@ -30,9 +30,9 @@ log = logging.getLogger("gradnet.switch")
 ENV = "GRADNET_MEMLINKS"
 QUEUE = 1000  # frames not yet departed: the veth's queue under Mininet's htb (txqueuelen)
 RING_BYTES = 4 << 20
-SENT, QUEUE_FULL, RING_FULL, LOST, TOO_LONG, DOWN = range(6)
+SENT, QUEUE_FULL, RING_FULL, LOST, BAD_LENGTH, DOWN = range(6)
 STATS = ("tx_packets", "tx_bytes", "rx_packets", "rx_bytes", "queue_drops", "ring_full", "loss_drops",
-         "too_long", "down_drops", "in_flight")
+         "bad_length", "down_drops", "in_flight")
 SIOCGIFMTU = 0x8921
 _NEVER = (1 << 63) - 1
 
