@@ -13,6 +13,7 @@ import ctypes
 import os
 import select
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -105,7 +106,7 @@ def test_ring_wraps_fills_and_loses_a_share(lib: Any) -> None:
         lost = rcs.count(ml.LOST)
         assert 280 <= lost <= 520  # 10 % of 4,000, more than 5 sigma either side
         st = _stats(lib, loss)
-        assert st["loss_drops"] == lost and st["in_flight"] == 4000 - lost
+        assert st["loss_drops"] == lost and st["tx_packets"] == st["in_flight"] == 4000 - lost
     finally:
         lib.ml_free(loss)
 
@@ -309,3 +310,50 @@ def test_a_stopped_peer_drops_and_counts(pair: Any) -> None:
     assert _exchange(p, frames, 1, wait_s=1) == []
     ln = p.links()[0]
     assert ln["tx"]["down_drops"] == 50 and p.s1.stats.ports[2].queue_drops == 50
+
+
+# -- in an emulated network ------------------------------------------------------------------
+@pytest.mark.net
+def test_network_group_carries_its_fabric_link_in_memory_and_accounts_it(tmp_path: Path) -> None:
+    """linear:2 with both switches in one group process: h1's echo requests and h2's
+    replies cross s1-s2 in memory (its veth's kernel counters stay still), and the link
+    accounting (experiments/accounting.py) gives the fabric link exactly the bytes of the
+    host links on either side."""
+    import json
+
+    from controller.deploy import deploy
+    from experiments.accounting import Snapshot, memlink_bytes, time_split
+    from tests.netenv import TARGET, net_skip_reason
+    from topologies import linear
+    from topologies.network import Network
+
+    reason = net_skip_reason("forward")
+    if reason is not None or TARGET == "bmv2":
+        pytest.skip(reason or "BMv2 runs one process per switch")
+    topo = linear(2, bw=20)
+    with Network(topo, target="embedded", run_dir=str(tmp_path), switch_processes=1) as net:
+        deploy(topo, net.grpc_addresses())
+        s1 = net.switch("s1")
+        port = next(ln.port_a if ln.a == "s1" else ln.port_b for ln in topo.links() if {ln.a, ln.b} == {"s1", "s2"})
+        end = time.monotonic() + 60  # the switches compile and swap in their native programs
+        while time.monotonic() < end and not any(r["in_memory"] for r in _memlinks(s1)):
+            time.sleep(0.2)
+        assert [r["in_memory"] for r in _memlinks(s1)] == [True]
+        veth = f"s1-eth{port}"
+        kernel0 = int(s1.cmd(f"cat /sys/class/net/{veth}/statistics/tx_bytes"))
+        before = Snapshot.take(net)
+        out = net.host("h1").cmd(f"{sys.executable} -m hosts.reach --targets 10.0.0.2 --count 200 --timeout 10")
+        assert json.loads(out.strip().splitlines()[-1])["received"]["10.0.0.2"] == 200
+        split = time_split(topo, before, Snapshot.take(net))
+        lb = split.link_bytes
+        assert lb["s1->s2"] == lb["h1->s1"] and lb["s2->s1"] == lb["h2->s2"] and lb["s1->s2"] >= 200 * 42
+        assert int(s1.cmd(f"cat /sys/class/net/{veth}/statistics/tx_bytes")) == kernel0
+        assert memlink_bytes(s1)[veth][0] >= lb["s1->s2"]
+
+
+def _memlinks(node: Any) -> list[dict[str, Any]]:
+    import json
+
+    from controller.qos.deployment import EmbeddedRuntime
+
+    return json.loads(EmbeddedRuntime(node.runtime_socket).run(["memlinks"])[0])

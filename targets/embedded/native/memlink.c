@@ -60,7 +60,7 @@ void ml_free(ml_ring_t *r) { if (r) { free(r->buf); free(r); } }
 void ml_set_up(ml_ring_t *r, uint32_t up) { r->up = up; }
 void ml_stats(const ml_ring_t *r, uint64_t *out) {  /* MS_WORDS counters, then the frames in the ring */
   memcpy(out, r->st, sizeof r->st);
-  out[MS_WORDS] = r->st[MS_TXP] - r->st[MS_LOSS] - r->st[MS_RXP];
+  out[MS_WORDS] = r->st[MS_TXP] - r->st[MS_RXP];
 }
 
 static inline uint64_t ml_draw(ml_ring_t *r) {  /* splitmix64 */
@@ -79,8 +79,8 @@ int ml_push(ml_ring_t *r, const uint8_t *f, uint32_t len, int64_t now) {
   uint64_t at = r->tail % r->cap, room = r->cap - at;  /* contiguous bytes before the end */
   uint64_t skip = room < need ? room : 0;               /* a record never wraps: pad to the start */
   if (r->tail + skip + need - r->head > r->cap) { r->st[MS_FULL]++; return ML_FULL; }
-  r->st[MS_TXP]++; r->st[MS_TXB] += len;
   if (r->loss && (uint32_t)ml_draw(r) < r->loss) { r->st[MS_LOSS]++; return ML_LOST; }  /* before the rate, as netem */
+  r->st[MS_TXP]++; r->st[MS_TXB] += len;  /* what entered the link, as a veth's tx counters */
   int64_t start = now > r->t_free ? now : r->t_free;
   int64_t dep = r->bps ? start + (int64_t)((uint64_t)len * 8 * 1000000000u / r->bps) : now;
   r->t_free = dep;
