@@ -219,7 +219,7 @@ def _tx_fds(sw: Any) -> PortTable:
 
 
 # The switch's counters as io.c lays them out (uint64 words; np_cnt_words() in all).
-CNT_PIPE, CNT_NOPORT, CNT_RX = 0, 1, 8
+CNT_PIPE, CNT_NOPORT, CNT_TOUCHED, CNT_RX = 0, 1, 2, 8  # CNT_TOUCHED: loop.c, cleared by fold
 CNT_TX, CNT_QDROP, CNT_PRIO, CNT_ENQ = CNT_RX + 512, CNT_RX + 1024, CNT_RX + 1536, CNT_RX + 2048
 MAX_NATIVE_QUEUES = 8  # the counters hold 8 priorities a port (simple_switch's most)
 
