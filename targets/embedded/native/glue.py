@@ -232,20 +232,26 @@ def counters(sw: Any, prog: Any) -> Any:
     return cnt
 
 
-def fold(sw: Any) -> bool:
+def fold(sw: Any, take: Callable[[Any], list[tuple[int, int]]] | None = None) -> bool:
     """Add what the native code counted since the last fold to ``sw.stats`` and the traffic
-    manager's per-queue counts, and zero it; True when it counted anything."""
+    manager's per-queue counts, and zero it; True when it counted anything. ``take``:
+    the nonzero (index, value) words, zeroed (the C loop's scan; default numpy's)."""
     cnt = getattr(sw, "_native_cnt", None)
     if cnt is None:
         return False
-    import numpy as np  # here: a switch without a native program never needs it
+    if take is not None:
+        pairs = take(cnt)
+    else:
+        import numpy as np  # here: a switch without a native program never needs it
 
-    a = np.frombuffer(cnt, dtype=np.uint64)
-    nz = np.flatnonzero(a)
-    if not len(nz):
+        a = np.frombuffer(cnt, dtype=np.uint64)
+        nz = np.flatnonzero(a)
+        pairs = list(zip(nz.tolist(), a[nz].tolist(), strict=True))
+        a[nz] = 0
+    if not pairs:
         return False
     stats, ports, nbq = sw.stats, sw.stats.ports, sw.nb_queues
-    for i, v in zip(nz.tolist(), a[nz].tolist(), strict=True):
+    for i, v in pairs:
         if i >= CNT_ENQ:
             port, prio = divmod(i - CNT_ENQ, 8)
             q = sw._tm.get(port) or sw._queue(port)
@@ -263,7 +269,6 @@ def fold(sw: Any) -> bool:
             stats.pipeline_drops += v
         elif i == CNT_NOPORT:
             stats.no_such_port += v
-    a[nz] = 0
     return True
 
 

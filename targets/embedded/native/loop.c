@@ -127,3 +127,12 @@ int gl_run(int epfd, int pyfd, src_t *src, int n, int timeout_ms, int64_t budget
     if (now_ns() >= end) return GL_BUDGET;
   }
 }
+
+/* The nonzero words of a switch's counters (n words): up to max (index, value) pairs
+ * into idx/val, each zeroed; how many (the Python side folds them, nloop.py). */
+int gl_take(uint64_t *cnt, uint32_t n, uint32_t *idx, uint64_t *val, int max) {
+  int k = 0;
+  for (uint32_t i = 0; i < n && k < max; i++)
+    if (cnt[i]) { idx[k] = i; val[k++] = cnt[i]; cnt[i] = 0; }
+  return k;
+}

@@ -58,6 +58,9 @@ class NativeLoop:
     def __init__(self, py_epoll: select.epoll) -> None:
         self.lib = ctypes.CDLL(str(build_loop()))
         memlink.bind(self.lib)
+        self.lib.gl_take.restype = ctypes.c_int
+        self.lib.gl_take.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+        self._tidx, self._tval = (ctypes.c_uint32 * 256)(), (ctypes.c_uint64 * 256)()
         self.lib.gl_run.restype = ctypes.c_int
         self.lib.gl_run.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
                                     ctypes.c_int64, ctypes.POINTER(ctypes.c_int)]
@@ -149,6 +152,15 @@ class NativeLoop:
             seen[id(sw)] = sw
         self._arr, self._keep, self.switches = arr, keep, list(seen.values())
 
+    def _take(self, cnt: Any) -> list[tuple[int, int]]:
+        """The nonzero counter words, zeroed (loop.c's gl_take: a C scan, not numpy's)."""
+        out: list[tuple[int, int]] = []
+        while True:
+            k = self.lib.gl_take(cnt, len(cnt), self._tidx, self._tval, 256)
+            out += zip(self._tidx[:k], self._tval[:k], strict=True)
+            if k < 256:
+                return out
+
     def run(self, wait_s: float) -> tuple[int, Any]:
         """Work in C until idle (after ``wait_s`` at most when nothing comes), the
         budget, a slow packet or the Python epoll; fold the counters; finish the slow
@@ -160,7 +172,7 @@ class NativeLoop:
         for sw in self.switches:
             cnt = sw._native_cnt
             if cnt[glue.CNT_TOUCHED]:  # set by loop.c when a source of sw did work
-                glue.fold(sw)
+                glue.fold(sw, self._take)
         if rc == SLOW:
             sw, prog, port = self.sources[self._which.value]
             glue.finish_slow(sw, prog, port)
