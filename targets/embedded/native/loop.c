@@ -132,7 +132,13 @@ int gl_run(int epfd, int pyfd, src_t *src, int n, int timeout_ms, int64_t budget
  * into idx/val, each zeroed; how many (the Python side folds them, nloop.py). */
 int gl_take(uint64_t *cnt, uint32_t n, uint32_t *idx, uint64_t *val, int max) {
   int k = 0;
-  for (uint32_t i = 0; i < n && k < max; i++)
-    if (cnt[i]) { idx[k] = i; val[k++] = cnt[i]; cnt[i] = 0; }
+  for (uint32_t b = 0; b < n && k < max; b += 8) {  /* mostly zero: skip 8 words at a time */
+    uint32_t e = b + 8 < n ? b + 8 : n;
+    uint64_t any = 0;
+    for (uint32_t i = b; i < e; i++) any |= cnt[i];
+    if (!any) continue;
+    for (uint32_t i = b; i < e && k < max; i++)
+      if (cnt[i]) { idx[k] = i; val[k++] = cnt[i]; cnt[i] = 0; }
+  }
   return k;
 }
