@@ -13,6 +13,7 @@ time against its line-rate bound; every result checked element by element. The m
 
     python -m bench.memlink_bench [--seeds 2] [--values 65536] [--bw 10] [--budget 2]
                                   [--processes 1] [--modes python,native-veth,native-memory]
+    python -m bench.memlink_bench --rate [--bw 10] [--seconds 3]   (bench/memlink_rate.py)
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--processes", type=int, default=1,
                    help="switch processes (groups; links in memory only inside one; default 1)")
     p.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (default: all three)")
+    p.add_argument("--rate", action="store_true",
+                   help="only the rate check: the rate an in-memory link delivers at --bw, beside a veth "
+                        "shaped by htb (bench/memlink_rate.py)")
+    p.add_argument("--seconds", type=float, default=3.0, help="sending time of the rate check (at most 30)")
     args = p.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
     bad = [m for m in modes if m not in MODES]
@@ -57,6 +62,11 @@ def main(argv: list[str] | None = None) -> int:
         print("memlink_bench needs root (network namespaces)", file=sys.stderr)
         return 2
     _prebuild()
+    if args.rate:
+        if not 0.5 < args.seconds <= 30:
+            print("memlink_bench: --seconds must be in (0.5, 30]", file=sys.stderr)
+            return 2
+        return _rate_table(args)
     out = Path(tempfile.mkdtemp(prefix="gradnet-memlink-bench-"))
     rows = [(mode, seed, _run(mode, seed, args, out)) for seed in range(args.seeds) for mode in modes]
     _table(rows, args)
@@ -136,6 +146,24 @@ def _table(rows: list[tuple[str, int, dict[str, Any]]], args: argparse.Namespace
     console.print(t)
     console.print("switch ns/value: CPU seconds of every switch process over the job / (values x 15 "
                   "workers). python / this: the Python backend's ns/value over this row's, same seed.")
+
+
+def _rate_table(args: argparse.Namespace) -> int:
+    from bench.memlink_rate import rate_check
+
+    rows = rate_check(args.bw, args.seconds)
+    t = Table(title=f"Rate delivered by a saturated {args.bw:g} Mbit/s link (frames of 1,000 bytes, "
+                    f"100 ms windows)")
+    for col in ("link", "in memory", "configured Mbit/s", "delivered Mbit/s", "delivered / configured",
+                "lowest window", "highest window", "windows"):
+        t.add_column(col, justify="right")
+    for r in rows:
+        t.add_row(r["mode"], "yes" if r["in_memory"] else "no", f"{r['bw']:g}", f"{r['delivered']:.2f}",
+                  f"{r['delivered'] / r['bw']:.3f}", f"{r['min']:.2f}", f"{r['max']:.2f}", str(r["windows"]))
+    console.print(t)
+    ok = all(abs(r["delivered"] / r["bw"] - 1) <= 0.05 for r in rows)
+    console.print(f"within 5 % of the configured rate: {'yes' if ok else 'NO'}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
