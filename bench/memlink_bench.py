@@ -12,7 +12,7 @@ time against its line-rate bound; every result checked element by element. The m
   in memory (docs/embedded.md, "In-memory links").
 
     python -m bench.memlink_bench [--seeds 2] [--values 65536] [--bw 10] [--budget 2]
-                                  [--processes 1] [--modes python,native-veth,native-memory]
+                                  [--processes 1] [--modes python,native-veth,native-memory] [--ps]
     python -m bench.memlink_bench --rate [--bw 10] [--seconds 3]   (bench/memlink_rate.py)
 """
 
@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--processes", type=int, default=1,
                    help="switch processes (groups; links in memory only inside one; default 1)")
     p.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (default: all three)")
+    p.add_argument("--ps", action="store_true",
+                   help="the PS baseline instead of INA (no aggregation: every packet unicast, all of it in C "
+                        "on the native backend)")
     p.add_argument("--rate", action="store_true",
                    help="only the rate check: the rate an in-memory link delivers at --bw, beside a veth "
                         "shaped by htb (bench/memlink_rate.py)")
@@ -101,7 +104,7 @@ def _run(mode: str, seed: int, args: argparse.Namespace, out: Path) -> dict[str,
         console.print(f"[dim]{mode}, seed {seed} ...[/dim]")
         with Network(topo, target="embedded", switch_processes=args.processes) as net:
             switch_neighbors(net, topo, topo.switches())
-            job = InaJob.plan(topo, hosts[0], workers, args.budget, 1000.0, args.values)
+            job = InaJob.plan(topo, hosts[0], workers, args.budget, 1000.0, args.values, aggregate=not args.ps)
             r, split = _timed_run(net, topo, job, grads, out, f"{mode}-{seed}")
             in_memory = _links_in_memory(net)
     finally:
@@ -132,9 +135,10 @@ def _links_in_memory(net: Any) -> int:
 
 
 def _table(rows: list[tuple[str, int, dict[str, Any]]], args: argparse.Namespace) -> None:
-    t = Table(title=f"INA switch CPU per value, fat-tree k=4, 15 workers, {args.values} values, "
+    t = Table(title=f"{'PS baseline' if args.ps else 'INA'} switch CPU per value, fat-tree k=4, 15 workers, "
+                    f"{args.values} values, "
                     f"{args.bw:g} Mbit/s, K={args.budget}, {args.processes} switch process(es)")
-    for col in ("mode", "seed", "links in memory", "INA s", "bound s", "switch CPU s", "agents CPU s",
+    for col in ("mode", "seed", "links in memory", "job s", "bound s", "switch CPU s", "agents CPU s",
                 "switch ns/value", "python / this", "exact"):
         t.add_column(col, justify="right")
     ref = {seed: r["ns_per_value"] for mode, seed, r in rows if mode == "python"}
