@@ -1,7 +1,7 @@
 """``make bench``: every benchmark, one after the other (tables and ratios).
 
-    python -m bench [placement] [target] [ina] [ina-scale] [ina-bfp] [ina-train] [ina-agents] [ndn]
-                    [ndn-baselines]
+    python -m bench [placement] [target] [memlinks] [ina] [ina-scale] [ina-bfp] [ina-train] [ina-agents]
+                    [ndn] [ndn-baselines]
                     [ndn-window]
                     [differentiated] [differentiated-ablation] [differentiated-replay] [bcube] [token]
                     [token-grid] [train] [ddp]

@@ -31,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -440,12 +441,38 @@ def net_pcap(run_dir: str | Path, link: str, out: str | Path, count: int = 1000,
         raise NetError(f"{node}'s shell is gone")
     from targets.launch import repo_env
 
-    r = subprocess.run(["mnexec", "-a", str(proc.pid), sys.executable, "-m", "controller.netctl", "--pcap",
-                        iface, str(Path(out).resolve()), str(count), str(duration)],
-                       env=repo_env(), capture_output=True, text=True)
+    with _on_veth(st, node, iface):
+        r = subprocess.run(["mnexec", "-a", str(proc.pid), sys.executable, "-m", "controller.netctl", "--pcap",
+                            iface, str(Path(out).resolve()), str(count), str(duration)],
+                           env=repo_env(), capture_output=True, text=True)
     if r.returncode:
         raise NetError(f"capture on {node}:{iface} failed: {r.stderr.strip()[-300:]}")
     return int(r.stdout.strip() or 0)
+
+
+@contextlib.contextmanager
+def _on_veth(st: NetState, node: str, iface: str) -> Iterator[None]:
+    """While capturing a switch port of the embedded target: its link on its veth, not in
+    memory (runtime CLI ``link_capture``; docs/embedded.md, "In-memory links"), and the
+    ring's frames moved there first. Other ports, hosts and BMv2 need nothing."""
+    sock = Path(st.run_dir) / f"{node}.cli"
+    port = iface.rpartition("-eth")[2]
+    if node not in st.switches or not sock.exists() or not port.isdigit():
+        yield
+        return
+    from controller.qos.deployment import EmbeddedRuntime, QosError
+
+    rt = EmbeddedRuntime(sock)
+    try:
+        rt.run([f"link_capture {port} on"])
+        time.sleep(0.05)  # the data plane moves the link at its next turn
+    except QosError:
+        pass  # an older switch: its links are veths anyway
+    try:
+        yield
+    finally:
+        with contextlib.suppress(QosError):
+            rt.run([f"link_capture {port} off"])
 
 
 def _capture_main(iface: str, out: str, count: int, duration: float) -> int:

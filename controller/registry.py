@@ -71,7 +71,7 @@ def _e(name: str, kind: str, *, modes: dict[str, str] | None = None,
 ENTRIES: tuple[Entry, ...] = (
     _e("placement", "tool", benches={"placement": "bench.placement_bench"},
        docs="docs/placement.md"),
-    _e("target", "tool", benches={"target": "bench.target_bench"}),
+    _e("target", "tool", benches={"target": "bench.target_bench", "memlinks": "bench.memlink_bench"}),
     _e("ina", "technique", modes={"ina": "experiments.ina"}, schemes={"ina": None},
        cli=("controller.ina.cli",),
        benches={"ina": "bench.ina_bench", "ina-scale": "bench.ina_scale_bench",

@@ -69,8 +69,26 @@ def _tx_bytes(node: Any) -> dict[str, int]:
         links = json.loads(out)
     except ValueError:
         return {}
-    return {ln["ifname"].split("@")[0]: int(ln["stats64"]["tx"]["bytes"]) for ln in links
-            if "stats64" in ln}
+    tx = {ln["ifname"].split("@")[0]: int(ln["stats64"]["tx"]["bytes"]) for ln in links if "stats64" in ln}
+    for iface, (sent, _) in memlink_bytes(node).items():
+        tx[iface] = tx.get(iface, 0) + sent
+    return tx
+
+
+def memlink_bytes(node: Any) -> dict[str, tuple[int, int]]:
+    """``{interface: (tx bytes, rx bytes)}`` that an embedded switch's in-memory links
+    carried (docs/embedded.md, "In-memory links"): its kernel counters do not see them,
+    so every reader of interface counters adds these ({} for hosts, BMv2 or no links)."""
+    path = getattr(node, "runtime_socket", None)
+    if not path or not os.path.exists(path) or getattr(node, "target", "embedded") != "embedded":
+        return {}
+    from controller.qos.deployment import EmbeddedRuntime, QosError
+
+    try:
+        rows = json.loads(EmbeddedRuntime(path).run(["memlinks"])[0])
+        return {f"{node.name}-eth{r['port']}": (int(r["tx"]["tx_bytes"]), int(r["rx"]["rx_bytes"])) for r in rows}
+    except (QosError, ValueError, KeyError, TypeError, IndexError):
+        return {}  # an older switch, or one that is restarting: its kernel counters only
 
 
 @dataclass

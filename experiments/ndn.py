@@ -42,6 +42,7 @@ from controller.deploy import deploy as deploy_forward
 from controller.ndn import NdnDeployment, NdnJob, read_switch_state
 from controller.output import TableConsole
 from experiments import options as opts
+from experiments.accounting import memlink_bytes
 from experiments.ndn_results import (
     NdnRunResult,
     pit_table,
@@ -290,6 +291,10 @@ def switch_port_bytes(net: Any, topo: Topology) -> dict[tuple[str, int], tuple[i
                 continue
             st = ln["stats64"]
             out[sw, int(name[len(sw) + 4:])] = (int(st["tx"]["bytes"]), int(st["rx"]["bytes"]))
+        for name, (tx, rx) in memlink_bytes(net.switch(sw)).items():  # links in memory
+            port = int(name[len(sw) + 4:])
+            t0, r0 = out.get((sw, port), (0, 0))
+            out[sw, port] = (t0 + tx, r0 + rx)
     return out
 
 

@@ -161,7 +161,7 @@ class SwitchGroup:
             {"name": sw.name, "device_id": sw.device_id, "netns": f"/proc/{sw.pid}/ns/net",
              "ports": {str(p): i for p, i in ports.items()}, "grpc": sw.grpc_addr,
              "runtime_socket": sw.runtime_socket, "cpu_port": CPU_PORT,
-             "priority_queues": sw.priority_queues, "json": sw.json_path}
+             "priority_queues": sw.priority_queues, "json": sw.json_path, "links": self._links(sw)}
             for sw, ports in self.members]}
         path = self.run_dir / f"switches-{self.index}.json"
         path.write_text(json.dumps(spec, indent=1))
@@ -174,6 +174,23 @@ class SwitchGroup:
             out.close()
         for sw, _ in self.members:
             sw.proc = self.proc
+
+    def _links(self, sw: P4Switch) -> dict[str, dict]:
+        """The ports of ``sw`` whose link joins another member, with that end's TCLink
+        parameters (the group may carry such a link in memory: native/memlink.py)."""
+        members = {id(m) for m, _ in self.members}
+        out = {}
+        for intf in sw.intfList():
+            link = getattr(intf, "link", None)
+            if link is None or intf.name == "lo":
+                continue
+            other = link.intf2 if link.intf1 is intf else link.intf1
+            if id(other.node) not in members or other.node is sw:
+                continue
+            params = {k: v for k, v in getattr(intf, "params", {}).items()
+                      if k in ("bw", "delay", "loss", "max_queue_size") and v is not None}
+            out[str(sw.ports[intf])] = {"peer": other.node.name, "peer_port": other.node.ports[other], **params}
+        return out
 
     def restart(self) -> list[str]:
         """Start the group's process again (stopping it first if it still runs): every

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 import numpy as np
@@ -32,44 +33,60 @@ def main(argv: list[str]) -> int:
     for i, f in enumerate(frames):
         out += len(sw.process(int(rng.choice([0, 1, 2, 64])), f if i % 7 else f[: int(rng.integers(0, 60))]))
     print(f"{name}: {len(frames)} frames, {out} out, {sw.stats.errors} errors")
-    looped = _through_c_loop(sw, frames[:1000], rng)
-    print(f"{name}: {looped} frames through the loop in C")
+    peer = Switch(seed=2, backend="native", cpu_port=64, priority_queues=8)  # port 2 of sw, in memory
+    peer.install_program(peer.load_program(path.read_bytes()))
+    looped, ring = _through_c_loop(sw, peer, frames[:1000], rng)
+    print(f"{name}: {looped} frames through the loop in C, {ring} over an in-memory link")
     return 0 if sw.stats.errors == 0 else 1
 
 
-def _through_c_loop(sw: Switch, frames: list[bytes], rng: np.random.Generator) -> int:
+def _through_c_loop(sw: Switch, peer: Switch, frames: list[bytes], rng: np.random.Generator) -> tuple[int, int]:
     """The same frames through the loop in C (loop.c, io.c: recvmmsg, sendmmsg), over
-    datagram socket pairs standing in for ports 0-2 (no namespace needed); returns how
-    many the switch counted in."""
+    datagram socket pairs standing in for ports 0-2 (no namespace needed), port 2 joined
+    in memory (memlink.c, rate-limited) to port 1 of ``peer``; returns how many the
+    switch counted in and how many crossed the in-memory link."""
     import select
     import socket
 
+    from targets.embedded.native import memlink
     from targets.embedded.native.nloop import NativeLoop
 
-    pairs = {p: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM) for p in (0, 1, 2)}
-    for a, b in pairs.values():
-        a.setblocking(False)
-        b.setblocking(False)
-    sw._ports = {p: a for p, (a, _) in pairs.items()}
-    sw._fd_port = {a.fileno(): p for p, (a, _) in pairs.items()}
+    socks = []
+    for s in (sw, peer):
+        pairs = {p: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM) for p in (0, 1, 2)}
+        for a, b in pairs.values():
+            a.setblocking(False)
+            b.setblocking(False)
+        s._ports = {p: a for p, (a, _) in pairs.items()}
+        s._fd_port = {a.fileno(): p for p, (a, _) in pairs.items()}
+        socks.append(pairs)
+    memlink.connect(sw, 2, peer, 1, memlink.LinkParams(bw_mbit=100.0, max_frame=9000), memlink.LinkParams())
     ep = select.epoll()
     loop = NativeLoop(ep)
-    assert loop.refresh([sw])
+    assert loop.refresh([sw, peer]) and sw._ml and peer._ml
     before = sum(s.rx for s in sw.stats.ports.values())
     for i in range(0, len(frames), 50):
         for f in frames[i:i + 50]:
-            pairs[int(rng.choice([0, 1, 2]))][1].send(f or b"\0")
-        while loop.run(0.01)[0] != 0:  # until idle: slow-path packets finish in Python
-            pass
-        for _, b in pairs.values():  # empty what the switch sent
+            socks[0][int(rng.choice([0, 1, 2]))][1].send(f or b"\0")
+        for _ in range(1000):  # until idle (slow-path packets finish in Python); bounded:
+            if loop.run(0.01)[0] == 0:  # a frame may bounce between the two switches
+                break
+        for _, b in (*socks[0].values(), *socks[1].values()):  # empty what the switches sent
             while True:
                 try:
                     b.recv(70000)
                 except BlockingIOError:
                     break
+        for f in frames[i:i + 50]:  # and every frame straight into the ring, as sw's Python path sends
+            with contextlib.suppress(BlockingIOError):  # a length the link refuses: counted
+                sw._ml[2].send(f)
+        for _ in range(1000):
+            if loop.run(0.01)[0] == 0:
+                break
     loop.close()
     ep.close()
-    return sum(s.rx for s in sw.stats.ports.values()) - before
+    ring = memlink.stats(sw)[0]["tx"]["rx_packets"]
+    return sum(s.rx for s in sw.stats.ports.values()) - before, ring
 
 
 if __name__ == "__main__":

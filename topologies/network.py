@@ -99,9 +99,10 @@ class Network:
         n_groups = self.switch_processes if self.target == "embedded" else 0
         groups = [SwitchGroup(i + 1, self.run_dir) for i in range(n_groups)]
         dealt = itertools.count()
+        deal = deal_switches(self.topology, n_groups)
 
         def switch_cls(name: str, **params: Any) -> _TopoSwitch:
-            group = groups[next(dealt) % n_groups] if groups else None
+            group = groups[deal.get(name, next(dealt) % n_groups)] if groups else None
             return _TopoSwitch(name, target=self.target, run_dir=str(self.run_dir),
                                json_path=self.json_path, priority_queues=self.priority_queues,
                                group=group, **params)
@@ -215,6 +216,23 @@ class Network:
         from mininet.cli import CLI
 
         CLI(self.net)
+
+
+def deal_switches(topology: Topology, n: int) -> dict[str, int]:
+    """Group index of every switch for ``n`` group processes: halves of equal size with
+    the fewest links between them (Kernighan-Lin, fixed seed), recursively, so that most
+    switch-to-switch links join two switches of one process, whose links can run in
+    memory (docs/embedded.md, "In-memory links"). Round-robin ({}) when ``n`` is not a
+    power of two."""
+    if n < 2 or n & (n - 1):
+        return {}
+    from networkx.algorithms.community import kernighan_lin_bisection
+
+    parts = [set(topology.switches())]
+    while len(parts) < n:
+        parts = [half for part in parts for half in
+                 (kernighan_lin_bisection(topology.graph.subgraph(part), seed=1) if len(part) > 1 else (part, set()))]
+    return {sw: i for i, part in enumerate(parts) for sw in part}
 
 
 def claim_run_dir(run_dir: Path) -> int:

@@ -15,7 +15,12 @@ SPEC is JSON::
      "switches": [{"name": "s1", "device_id": 1, "netns": "/proc/1234/ns/net",
                    "ports": {"1": "s1-eth1"}, "grpc": "unix:/tmp/run/s1.grpc",
                    "runtime_socket": "/tmp/run/s1.cli", "cpu_port": 255,
-                   "priority_queues": 1, "json": null}, ...]}
+                   "priority_queues": 1, "json": null,
+                   "links": {"2": {"peer": "s2", "peer_port": 1, "bw": 10}}}, ...]}
+
+``links`` names the ports joined to another member of the group (Mininet's TCLink
+parameters of that end: ``bw``, ``delay``, ``loss``, ``max_queue_size``): such a link
+carries its frames in memory while both ends run natively (native/memlink.py).
 
 It prints ``ready`` once every switch serves P4Runtime and runs until SIGTERM.
 """
@@ -33,6 +38,7 @@ from typing import Any
 
 from targets.embedded.compiler import CompileError
 from targets.embedded.loop import run_switches
+from targets.embedded.native import memlink
 from targets.embedded.switch import Switch
 from targets.netns import in_netns
 
@@ -124,6 +130,11 @@ def main(argv: list[str] | None = None) -> int:
         for sw in switches:
             sw.stop()
         return 2
+    try:
+        _connect(switches, switches_spec)
+    except (KeyError, TypeError, ValueError) as e:
+        print(f"group: bad link in {args[0]}: {e}", file=sys.stderr, flush=True)
+        return 2
     plane = threading.Thread(target=run_switches, args=(switches, stop), name="dataplane",
                              daemon=True)
     plane.start()
@@ -137,8 +148,23 @@ def main(argv: list[str] | None = None) -> int:
     for srv in servers:
         srv.stop()
     for sw in switches:
+        memlink.mark_down(sw)
         sw.stop()
     return 0
+
+
+def _connect(switches: list[Switch], specs: list[dict[str, Any]]) -> None:
+    """Record the links between members (both ends must name each other)."""
+    by_name = {s["name"]: sw for s, sw in zip(specs, switches, strict=True)}
+    for s, sw in zip(specs, switches, strict=True):
+        for port, ln in (s.get("links") or {}).items():
+            peer, pport = by_name[ln["peer"]], int(ln["peer_port"])
+            back = {int(k): v for k, v in specs[switches.index(peer)]["links"].items()}[pport]
+            if back["peer"] != s["name"] or int(back["peer_port"]) != int(port):
+                raise ValueError(f"{s['name']}:{port} and {ln['peer']}:{pport} do not name each other")
+            if id(sw) < id(peer) or sw is peer:
+                continue  # each link once, from either end
+            memlink.connect(sw, int(port), peer, pport, memlink.from_spec(ln), memlink.from_spec(back))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ the network builder puts it in the run directory beside the P4Runtime socket)::
     get_queue_stats [PORT]                       -> one JSON list of per-queue dicts
     trace on [FILE] | trace off | trace          -> per-packet trace (targets/embedded/trace.py)
     dataplane                                    -> one JSON dict: the data plane's liveness
+    memlinks                                     -> one JSON list: the in-memory links and their counters
+    link_capture PORT on|off                     -> ok (the port's link back on its veth while on)
     help                                         -> the command list
 
 ``dataplane`` answers ``{"state": ..., "beats": N, "age_s": S, "error": ..., "packet_errors":
@@ -59,7 +61,7 @@ FRAME_BYTES = 1514  # a byte rate's unit of account: a full-size Ethernet frame
 HELP = ("commands: set_queue_rate RATE_PPS [PORT [PRIORITY]]; set_queue_depth DEPTH_PKTS "
         "[PORT [PRIORITY]]; set_port_rate RATE_PPS [PORT]; set_port_byte_rate BYTES_PER_S [PORT]; "
         "get_queue_stats [PORT]; "
-        "trace on [FILE] | trace off | trace; dataplane; help")
+        "trace on [FILE] | trace off | trace; dataplane; memlinks; link_capture PORT on|off; help")
 
 
 class CommandError(ValueError):
@@ -168,6 +170,13 @@ def execute(switch: Switch, line: str, trace_path: str | None = None) -> str:
             return json.dumps(switch.dataplane_status())
         if cmd == "fault":
             return _fault(switch, args)
+        if cmd in ("memlinks", "link_capture"):
+            from targets.embedded.native import memlink
+
+            try:
+                return memlink.command(switch, cmd, args)
+            except ValueError as e:
+                raise CommandError(str(e)) from None
         if cmd == "help":
             return HELP
         raise CommandError(f"unknown command {cmd!r} ({HELP})")

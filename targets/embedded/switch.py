@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from targets.embedded.codegen.layout import (
     CLONE,
@@ -111,6 +112,7 @@ class Switch(TrafficConfigMixin):
         self._ports: dict[int, socket.socket] = {}
         self._ifaces: dict[int, str] = {}
         self._fd_port: dict[int, int] = {}
+        self._ml: dict[int, Any] = {}  # ports whose link runs in memory (native/memlink.py)
         self._tm: dict[int, PortQueues] = {}
         self._rate_cfg: dict[tuple[int | None, int | None], float] = {}
         self._depth_cfg: dict[tuple[int | None, int | None], int] = {}
@@ -488,7 +490,7 @@ class Switch(TrafficConfigMixin):
     def _send(self) -> None:
         out, self._txq = self._txq, []
         for port, frame in out:
-            s = self._ports.get(port)
+            s = self._ml.get(port) or self._ports.get(port)
             for h in self.tx_handlers:
                 h(port, frame)
             if s is None:

@@ -17,6 +17,7 @@ typedef struct {
   uint32_t txoff[32], txlen[32], txn, txused;  /* frames queued in txbuf for one sendmmsg */
   int32_t txfd[32]; uint16_t txport[32];
   struct pre *pre;                 /* the PRE: groups, clone sessions, the last copies (pre.c) */
+  struct ml_ring *rxring;          /* the in-memory link np_rx_ml serves (memlink.c) */
 } ctx_t;
 static void pre_free(ctx_t *c);
 

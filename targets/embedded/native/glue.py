@@ -30,6 +30,7 @@ log = logging.getLogger("gradnet.switch")
 
 BACKENDS = ("auto", "native", "python")
 ENV = "GRADNET_BACKEND"
+ML_FD = -2  # PortTable.fd of a port whose link runs in memory
 SENT, DROPPED, AFTER_INGRESS, AFTER_EGRESS, BAD_PRIORITY, EGRESS_DROPPED = range(6)
 
 
@@ -220,22 +221,34 @@ def _count_enqueue(sw: Any, port: int, prio: int) -> None:
     q.enqueued[sw.nb_queues - 1 - prio] += 1
 
 
-def _tx_fds(sw: Any) -> Any:
-    """Per port (0..511), the socket to send on (-1: none), as the native code reads it."""
-    key = tuple(sorted((p, s.fileno()) for p, s in sw._ports.items()))
+class PortTable(ctypes.Structure):
+    """Per port (0..511): the socket to send on (-1: none; -2: the ring in ``ml``, an
+    in-memory link, memlink.c), as the native code reads it."""
+
+    _fields_ = [("fd", ctypes.c_int32 * 512), ("ml", ctypes.c_void_p * 512)]
+
+
+def _tx_fds(sw: Any) -> PortTable:
+    """The switch's PortTable (rebuilt when its ports or in-memory links change)."""
+    key = (tuple(sorted((p, s.fileno()) for p, s in sw._ports.items())),
+           tuple(sorted((p, r.ring) for p, r in sw._ml.items())))
     cached = getattr(sw, "_native_txfd", None)
     if cached is not None and cached[0] == key:
         return cached[1]
-    arr = (ctypes.c_int32 * 512)(*([-1] * 512))
-    for p, fd in key:
+    tbl = PortTable()
+    ctypes.memset(ctypes.addressof(tbl.fd), 0xFF, 4 * 512)
+    for p, fd in key[0]:
         if 0 <= p < 512 and p != sw.cpu_port:
-            arr[p] = fd
-    sw._native_txfd = (key, arr)
-    return arr
+            tbl.fd[p] = fd
+    for p, ring in key[1]:
+        if 0 <= p < 512 and p != sw.cpu_port:
+            tbl.fd[p], tbl.ml[p] = ML_FD, ring
+    sw._native_txfd = (key, tbl)
+    return tbl
 
 
 # The switch's counters as io.c lays them out (uint64 words; np_cnt_words() in all).
-CNT_PIPE, CNT_NOPORT, CNT_RX = 0, 1, 8
+CNT_PIPE, CNT_NOPORT, CNT_TOUCHED, CNT_RX = 0, 1, 2, 8  # CNT_TOUCHED: loop.c, cleared by fold
 CNT_TX, CNT_QDROP, CNT_PRIO, CNT_ENQ = CNT_RX + 512, CNT_RX + 1024, CNT_RX + 1536, CNT_RX + 2048
 MAX_NATIVE_QUEUES = 8  # the counters hold 8 priorities a port (simple_switch's most)
 
@@ -248,20 +261,26 @@ def counters(sw: Any, prog: Any) -> Any:
     return cnt
 
 
-def fold(sw: Any) -> bool:
+def fold(sw: Any, take: Callable[[Any], list[tuple[int, int]]] | None = None) -> bool:
     """Add what the native code counted since the last fold to ``sw.stats`` and the traffic
-    manager's per-queue counts, and zero it; True when it counted anything."""
+    manager's per-queue counts, and zero it; True when it counted anything. ``take``:
+    the nonzero (index, value) words, zeroed (the C loop's scan; default numpy's)."""
     cnt = getattr(sw, "_native_cnt", None)
     if cnt is None:
         return False
-    import numpy as np  # here: a switch without a native program never needs it
+    if take is not None:
+        pairs = take(cnt)
+    else:
+        import numpy as np  # here: a switch without a native program never needs it
 
-    a = np.frombuffer(cnt, dtype=np.uint64)
-    nz = np.flatnonzero(a)
-    if not len(nz):
+        a = np.frombuffer(cnt, dtype=np.uint64)
+        nz = np.flatnonzero(a)
+        pairs = list(zip(nz.tolist(), a[nz].tolist(), strict=True))
+        a[nz] = 0
+    if not pairs:
         return False
     stats, ports, nbq = sw.stats, sw.stats.ports, sw.nb_queues
-    for i, v in zip(nz.tolist(), a[nz].tolist(), strict=True):
+    for i, v in pairs:
         if i >= CNT_ENQ:
             port, prio = divmod(i - CNT_ENQ, 8)
             q = sw._tm.get(port) or sw._queue(port)
@@ -279,7 +298,6 @@ def fold(sw: Any) -> bool:
             stats.pipeline_drops += v
         elif i == CNT_NOPORT:
             stats.no_such_port += v
-    a[nz] = 0
     return True
 
 
@@ -328,7 +346,7 @@ def rx(sw: Any, prog: Any, port: int, sock: Any) -> None:
     total = 0
     while True:
         now = sw._now_us() if prog.tm_ig_ts is not None else 0
-        n = nat.lib.np_rx(nat.ctx, sock.fileno(), port, now, sw.nb_queues, _fast_ports(sw), _tx_fds(sw), cnt, 64,
+        n = nat.lib.np_rx(nat.ctx, sock.fileno(), port, now, sw.nb_queues, _fast_ports(sw), _tx_fds(sw).fd, cnt, 64,
                           nat.slow, ctypes.byref(nat.slowlen), ctypes.byref(nat.slowinfo))
         if n <= 0:
             fold(sw)

@@ -51,9 +51,11 @@ static void tx_flush(ctx_t *c, uint64_t *cnt) {
   c->txn = 0; c->txused = 0;
 }
 
-/* The one way a frame leaves: queue the olen bytes at txbuf + txused for port's socket. */
+/* The one way a frame leaves: queue the olen bytes at txbuf + txused for port's socket,
+ * or push them into the port's in-memory link at once. */
 static void tx_port(ctx_t *c, const int32_t *txfd, uint32_t port, uint32_t olen, uint64_t *cnt) {
   int s = txfd[port];
+  if (s == ML_FD) { ml_send(txfd, port, c->txbuf + c->txused, olen, cnt, CNT_TX, CNT_QDROP); return; }  /* memlink.c */
   if (s < 0) { cnt[CNT_NOPORT]++; return; }
   c->txoff[c->txn] = c->txused; c->txlen[c->txn] = olen; c->txfd[c->txn] = s;
   c->txport[c->txn++] = (uint16_t)port;
@@ -81,6 +83,8 @@ static int rx_fill(ctx_t *c, int fd) {
   struct iovec iov[RXB];
   union { struct cmsghdr h; uint8_t b[CMSG_SPACE(sizeof(struct tpacket_auxdata))]; } cm[RXB];
   if (!c->rxbuf && !(c->rxbuf = malloc((size_t)RXB * RXSZ))) return -1;
+  if (fd < 0 && c->rxring)  /* an in-memory link (memlink.c): its due frames, no VLAN tag taken off */
+    return (int)(c->rxi = 0, c->rxn = (uint32_t)ml_fill(c->rxring, c->rxbuf + 4, RXSZ, RXSZ - 8, c->rxlen, RXB));
   memset(m, 0, sizeof m);
   for (int i = 0; i < RXB; i++) {
     iov[i].iov_base = c->rxbuf + (size_t)i * RXSZ + 4;  /* room for a VLAN tag */

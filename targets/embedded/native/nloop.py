@@ -18,15 +18,17 @@ import ctypes
 import logging
 import math
 import select
+import time
 from pathlib import Path
 from typing import Any
 
-from targets.embedded.native import glue
+from targets.embedded.native import glue, memlink
 from targets.embedded.native.build import build
 
 log = logging.getLogger("gradnet.switch")
 _HERE = Path(__file__).parent
 BUDGET_US = 20_000  # C work between two returns to Python (heartbeat, counters, timers)
+RECHECK_S = 0.1  # how often refresh looks at the switches without a wake-up
 IDLE, BUDGET, SLOW, PYTHON = range(4)
 
 
@@ -36,7 +38,7 @@ class Source(ctypes.Structure):
     _fields_ = [(n, ctypes.c_void_p) for n in
                 ("rx", "pending", "ctx", "fast", "txfd", "cnt", "slow", "slowlen", "slowinfo")] + [
         ("t0_ns", ctypes.c_int64), ("fd", ctypes.c_int32), ("port", ctypes.c_uint32),
-        ("nbq", ctypes.c_uint32), ("ts", ctypes.c_uint32)]
+        ("nbq", ctypes.c_uint32), ("ts", ctypes.c_uint32), ("ring", ctypes.c_void_p)]
 
 
 def _addr(obj: Any) -> int:
@@ -45,7 +47,7 @@ def _addr(obj: Any) -> int:
 
 def build_loop() -> Path:
     """The shared object of loop.c (built once into the native cache)."""
-    return build((_HERE / "loop.c").read_text())
+    return build((_HERE / "memlink.c").read_text() + (_HERE / "loop.c").read_text())
 
 
 class NativeLoop:
@@ -55,6 +57,10 @@ class NativeLoop:
 
     def __init__(self, py_epoll: select.epoll) -> None:
         self.lib = ctypes.CDLL(str(build_loop()))
+        memlink.bind(self.lib)
+        self.lib.gl_take.restype = ctypes.c_int
+        self.lib.gl_take.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+        self._tidx, self._tval = (ctypes.c_uint32 * 256)(), (ctypes.c_uint64 * 256)()
         self.lib.gl_run.restype = ctypes.c_int
         self.lib.gl_run.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
                                     ctypes.c_int64, ctypes.POINTER(ctypes.c_int)]
@@ -69,13 +75,22 @@ class NativeLoop:
         self._key: tuple = ()
         self._why: dict[int, str] = {}
         self._which = ctypes.c_int()
+        self._stale, self._checked, self._checked_at = True, None, 0.0
 
     def close(self) -> None:
         self.ep.close()
 
     def refresh(self, switches: list[Any]) -> bool:
         """Serve natively the ports of every switch that allows it; True when any."""
-        key = tuple(self._switch_key(sw) for sw in switches)
+        # Every iteration of the Python loop asks; what changes a switch (a program, rates,
+        # a trace, a capture) wakes it, which returns here as PYTHON: look again then, and
+        # every RECHECK_S, not at every slow packet (20 switches' keys cost ~0.1-0.3 ms).
+        now = time.monotonic()
+        if not self._stale and switches is self._checked and now - self._checked_at < RECHECK_S:
+            return bool(self.sources)
+        self._stale, self._checked, self._checked_at = False, switches, now
+        links = memlink.update(self.lib, switches, glue.native_rx_ok)  # before the keys: it sets the port tables
+        key = (links, *(self._switch_key(sw) for sw in switches))
         if key == self._key:
             return bool(self.sources)
         self._key = key
@@ -93,8 +108,11 @@ class NativeLoop:
                 self.py_ep.unregister(fd)
             self.ep.register(fd, select.EPOLLIN)
         self.native_fds = set(want)
-        self._build(want)
-        log.info("data-plane loop in C: %d ports of %d switches", len(self.sources), len(self.switches))
+        rings = [(pl.peer, pl.peer_port, pl.ring) for sw in switches for port, pl in
+                 getattr(sw, "peer_links", {}).items() if port in sw._ml]
+        self._build(want, rings)
+        log.info("data-plane loop in C: %d ports of %d switches (%d in-memory link directions)",
+                 len(self.sources), len(self.switches), len(rings))
         return bool(self.sources)
 
     def _switch_key(self, sw: Any) -> tuple:
@@ -112,16 +130,18 @@ class NativeLoop:
             self._why[id(sw)] = why
             log.info("device %d: its ports run in the Python loop (%s)", sw.device_id, why)
 
-    def _build(self, want: dict[int, tuple[Any, int]]) -> None:
-        arr = (Source * max(1, len(want)))()
+    def _build(self, want: dict[int, tuple[Any, int]], rings: list[tuple[Any, int, int]]) -> None:
+        """The sources: every socket of ``want`` and every ring (receiving switch, port, ring)."""
+        arr = (Source * max(1, len(want) + len(rings)))()
         keep: list[Any] = []
         self.sources, seen = [], {}
-        for i, (fd, (sw, port)) in enumerate(want.items()):
+        items = [(fd, sw, port, 0) for fd, (sw, port) in want.items()] + [(-1, sw, p, r) for sw, p, r in rings]
+        for i, (fd, sw, port, ring) in enumerate(items):
             prog, nat = sw.program, sw.program.native
             fast, txfd, cnt = glue._fast_ports(sw), glue._tx_fds(sw), glue.counters(sw, prog)
             keep += [fast, txfd, cnt, nat]
             s = arr[i]
-            s.rx = _addr(nat.lib.np_rx)
+            s.rx, s.ring = _addr(nat.lib.np_rx_ml if ring else nat.lib.np_rx), ring or None
             s.pending = _addr(nat.lib.np_rx_pending)
             s.ctx, s.fast = nat.ctx, _addr(ctypes.c_char_p(fast))
             s.txfd, s.cnt, s.slow = ctypes.addressof(txfd), ctypes.addressof(cnt), ctypes.addressof(nat.slow)
@@ -132,14 +152,27 @@ class NativeLoop:
             seen[id(sw)] = sw
         self._arr, self._keep, self.switches = arr, keep, list(seen.values())
 
+    def _take(self, cnt: Any) -> list[tuple[int, int]]:
+        """The nonzero counter words, zeroed (loop.c's gl_take: a C scan, not numpy's)."""
+        out: list[tuple[int, int]] = []
+        while True:
+            k = self.lib.gl_take(cnt, len(cnt), self._tidx, self._tval, 256)
+            out += zip(self._tidx[:k], self._tval[:k], strict=True)
+            if k < 256:
+                return out
+
     def run(self, wait_s: float) -> tuple[int, Any]:
         """Work in C until idle (after ``wait_s`` at most when nothing comes), the
         budget, a slow packet or the Python epoll; fold the counters; finish the slow
         packet. Returns the reason and the switch that had a slow packet (or None)."""
         rc = self.lib.gl_run(self.ep.fileno(), self.py_ep.fileno(), self._arr, len(self.sources),
                              max(0, math.ceil(wait_s * 1000)), BUDGET_US, ctypes.byref(self._which))
+        if rc == PYTHON:
+            self._stale = True
         for sw in self.switches:
-            glue.fold(sw)
+            cnt = sw._native_cnt
+            if cnt[glue.CNT_TOUCHED]:  # set by loop.c when a source of sw did work
+                glue.fold(sw, self._take)
         if rc == SLOW:
             sw, prog, port = self.sources[self._which.value]
             glue.finish_slow(sw, prog, port)
