@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from controller.ina import ADMISSION_DROPS, UNPARSED_DROPS, InaDeployment, InaJob, switch_ip
+from controller.ina import ADMISSION_DROPS, REFUSED_DROPS, InaDeployment, InaJob, switch_ip
 from controller.routing import port_mac
 from experiments.ina import run_jobs
 from tests.netenv import started_network
@@ -104,10 +104,10 @@ def _finish(proc: Any) -> int:
 
 
 def _check_drops(dep: InaDeployment, expected: Counter) -> None:
-    """Every admission counter (and ``ip_options``, ``ip_fragment``) of every switch equals
+    """Every admission counter (and ``ip_options``, ``ip_fragment``, ``src_spoof``...) of every switch equals
     ``expected[(switch, reason)]``."""
     got = dep.read_admission()
-    names = (*ADMISSION_DROPS.values(), *UNPARSED_DROPS)
+    names = (*ADMISSION_DROPS.values(), *REFUSED_DROPS)
     want = {s: {n: expected.get((s, n), 0) for n in names} for s in got}
     # not_ipv4 also counts the root namespace's own frames on BMv2's switch-side veths
     # (IPv6 neighbour discovery): the tests here forge none
