@@ -75,10 +75,11 @@ def _tx_bytes(node: Any) -> dict[str, int]:
     return tx
 
 
-def memlink_bytes(node: Any) -> dict[str, tuple[int, int]]:
-    """``{interface: (tx bytes, rx bytes)}`` that an embedded switch's in-memory links
-    carried (docs/embedded.md, "In-memory links"): its kernel counters do not see them,
-    so every reader of interface counters adds these ({} for hosts, BMv2 or no links)."""
+def memlink_counters(node: Any) -> dict[str, dict[str, int]]:
+    """``{interface: {tx_packets, tx_bytes, rx_packets, rx_bytes}}`` that an embedded
+    switch's in-memory links carried (docs/embedded.md, "In-memory links"): its kernel
+    counters do not see them, so every reader of a switch's interface counters adds these
+    ({} for hosts, BMv2 or no links)."""
     path = getattr(node, "runtime_socket", None)
     if not path or not os.path.exists(path) or getattr(node, "target", "embedded") != "embedded":
         return {}
@@ -86,9 +87,16 @@ def memlink_bytes(node: Any) -> dict[str, tuple[int, int]]:
 
     try:
         rows = json.loads(EmbeddedRuntime(path).run(["memlinks"])[0])
-        return {f"{node.name}-eth{r['port']}": (int(r["tx"]["tx_bytes"]), int(r["rx"]["rx_bytes"])) for r in rows}
+        return {f"{node.name}-eth{r['port']}": {
+            "tx_packets": int(r["tx"]["tx_packets"]), "tx_bytes": int(r["tx"]["tx_bytes"]),
+            "rx_packets": int(r["rx"]["rx_packets"]), "rx_bytes": int(r["rx"]["rx_bytes"])} for r in rows}
     except (QosError, ValueError, KeyError, TypeError, IndexError):
         return {}  # an older switch, or one that is restarting: its kernel counters only
+
+
+def memlink_bytes(node: Any) -> dict[str, tuple[int, int]]:
+    """``{interface: (tx bytes, rx bytes)}`` of :func:`memlink_counters`."""
+    return {i: (c["tx_bytes"], c["rx_bytes"]) for i, c in memlink_counters(node).items()}
 
 
 @dataclass

@@ -75,8 +75,13 @@ def _dev_bytes(node: Any, prefix: str, field: str) -> int:
 
 
 def switch_port_bytes(net: Any, topo: Topology) -> dict[str, int]:
-    """``{switch: bytes received on all its data ports}`` (kernel interface counters)."""
-    return {sw: _dev_bytes(net.switch(sw), f"{sw}-eth", "rx_bytes") for sw in topo.switches()}
+    """``{switch: bytes received on all its data ports}`` (kernel interface counters, plus
+    what its in-memory links carried)."""
+    from experiments.accounting import memlink_counters
+
+    return {sw: _dev_bytes(net.switch(sw), f"{sw}-eth", "rx_bytes")
+            + sum(c["rx_bytes"] for c in memlink_counters(net.switch(sw)).values())
+            for sw in topo.switches()}
 
 
 def host_sent_bytes(net: Any, hosts: list[str]) -> dict[str, int]:

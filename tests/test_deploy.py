@@ -40,6 +40,7 @@ from controller.deploy import (
 )
 from controller.p4runtime import DeployError, Program, multicast_group
 from controller.routing import EcmpGroup, NextHop, Route, SwitchRoutes, compute_routes
+from experiments.accounting import memlink_counters
 from tests.netenv import net_skip_reason
 from topologies import fat_tree, linear, star
 
@@ -244,11 +245,16 @@ def unreachable_pairs(network, topo) -> list[tuple[str, str]]:  # noqa: ANN001
 
 
 def tx_packets(network, switch: str) -> dict[int, int]:  # noqa: ANN001
-    """Frames sent per port of ``switch`` (kernel counters in the switch's namespace)."""
-    text = network.switch(switch).cmd("cat /proc/net/dev")
+    """Frames sent per port of ``switch`` (kernel counters in the switch's namespace, plus
+    what its in-memory links to switches of the same process carried)."""
+    node = network.switch(switch)
+    text = node.cmd("cat /proc/net/dev")
     out = {}
     for m in re.finditer(rf"^\s*{switch}-eth(\d+):(.*)$", text, re.M):
         out[int(m.group(1))] = int(m.group(2).split()[9])  # tx packets
+    for iface, c in memlink_counters(node).items():
+        port = int(iface.rsplit("-eth", 1)[1])
+        out[port] = out.get(port, 0) + c["tx_packets"]
     return out
 
 
