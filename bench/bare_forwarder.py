@@ -29,6 +29,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from wire.argtypes import described
 from wire.ina import INA_UDP_PORT
 
 ETH_P_ALL = 0x0003
@@ -189,7 +190,7 @@ def forward_c(a: str, b: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry: ``[--work none|forward|registers|c] IFACE_A IFACE_B``."""
-    p = argparse.ArgumentParser(prog="python -m bench.bare_forwarder", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench.bare_forwarder", description=described(__doc__))
     p.add_argument("--work", default="none", choices=("none", "forward", "registers", "c"),
                    help="hand-coded per-frame work between receive and send (default: none); c: no work, the "
                         "loop itself in C (bench/bare_forwarder.c), the ceiling for the native backend")

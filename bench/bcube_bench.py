@@ -34,6 +34,7 @@ from rich.table import Table
 from controller.output import TableConsole
 from experiments.bcube import LABELS, compare, print_comparison
 from experiments.stats import format_interval
+from wire.argtypes import described
 from wire.bcube_schedule import ScheduleError
 
 console = TableConsole()
@@ -50,7 +51,7 @@ def _ints(text: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry: every size, its tables, one summary."""
-    p = argparse.ArgumentParser(prog="python -m bench.bcube_bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench.bcube_bench", description=described(__doc__))
     p.add_argument("--sizes", default="3x2,2x3", help="comma-separated NxK BCube sizes")
     p.add_argument("--seeds", type=int, default=3, help="gradient seeds 1..N (default 3)")
     p.add_argument("--bw", type=float, default=1.0, help="link rate in Mbit/s (default 1)")

@@ -50,6 +50,7 @@ from controller.output import TableConsole
 from experiments.differentiated import QosSetup, TransportRun, configure, run_transport
 from experiments.stats import Interval, mean_ci, paired_ratios
 from topologies import star
+from wire.argtypes import described
 
 console = TableConsole()
 
@@ -170,7 +171,7 @@ def print_table(rows: list[dict[str, Any]], args: argparse.Namespace, seeds: lis
 
 def build_parser() -> argparse.ArgumentParser:
     """The bench's options."""
-    p = argparse.ArgumentParser(prog="python -m bench.differentiated_ablation", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench.differentiated_ablation", description=described(__doc__))
     p.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (default 5)")
     p.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
     p.add_argument("--workers", type=int, default=4, help="workers (default 4)")

@@ -41,6 +41,7 @@ from rich.table import Table
 from controller.output import TableConsole
 from experiments.differentiated import QosSetup, TransportRun, configure, run_transport
 from topologies import star
+from wire.argtypes import described
 from wire.differentiated import NB_QUEUES, level_priority
 
 console = TableConsole()
@@ -131,7 +132,7 @@ def print_target_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> 
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry: run the transports, print the table."""
-    p = argparse.ArgumentParser(prog="python -m bench.differentiated_bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench.differentiated_bench", description=described(__doc__))
     p.add_argument("--quantiles", default="0.5", help="importance quantiles to try (comma-separated)")
     p.add_argument("--workers", type=int, default=4, help="number of workers (default 4)")
     p.add_argument("--epochs", type=int, default=12, help="training epochs (default 12)")

@@ -25,6 +25,8 @@ import sys
 
 import numpy as np
 
+from wire.argtypes import described
+
 
 def replay(seed: int, transport: str, clip: float, epochs: int = 5, lr: float = 0.5, batch: int = 32,
            world: int = 4, quantile: float = 0.5, alpha: float = 0.5) -> tuple[list[float], list[float]]:
@@ -72,7 +74,7 @@ def _seeds(spec: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     """Replay every (transport, clip, seed); print the curves and the floors."""
-    p = argparse.ArgumentParser(prog="python -m bench.differentiated_replay", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench.differentiated_replay", description=described(__doc__))
     p.add_argument("--seeds", default="0-7", help="seeds, e.g. 0-7 or 3,7 (default 0-7)")
     p.add_argument("--epochs", type=int, default=5, help="epochs (default 5)")
     p.add_argument("--clips", default="0,1", help="PS clip values to compare (0: none; default 0,1)")

@@ -36,6 +36,7 @@ import numpy as np
 from rich.table import Table
 
 from controller.output import TableConsole
+from wire.argtypes import described
 
 console = TableConsole()
 ROOT = Path(__file__).resolve().parent.parent
@@ -125,7 +126,7 @@ def run_once(args: argparse.Namespace, vpp: int, d: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Every ``--vpp`` size ``--reps`` times; the table."""
-    p = argparse.ArgumentParser(prog="python -m bench.ina_agents_bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench.ina_agents_bench", description=described(__doc__))
     p.add_argument("--values", type=int, default=65536, help="values per gradient (default 65536)")
     p.add_argument("--rounds", type=int, default=4, help="allreduces back to back per run (default 4)")
     p.add_argument("--workers", type=int, default=4, help="workers (default 4)")

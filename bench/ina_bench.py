@@ -43,13 +43,14 @@ from controller.ina import InaDeployment, InaJob
 from controller.output import TableConsole
 from experiments.ina import run_jobs, switch_neighbors
 from topologies import fat_tree
+from wire.argtypes import described
 
 console = TableConsole()
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry: run every worker count, print the table."""
-    p = argparse.ArgumentParser(prog="python -m bench.ina_bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench.ina_bench", description=described(__doc__))
     p.add_argument("--workers", default="4,8,15", help="comma-separated worker counts (max 15)")
     p.add_argument("--values", type=int, default=16384, help="gradient size (float32 values)")
     p.add_argument("--bw", type=float, default=2.0, help="link bandwidth in Mbit/s")

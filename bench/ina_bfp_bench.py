@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from wire.argtypes import described
 from wire.fixedpoint import (
     FixedPointOverflow,
     bfp_dequantize,
@@ -132,7 +133,7 @@ def measure(workers: int, steps: int, seed: int = 0, lr: float = 0.5,
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry: one row per worker count."""
     p = argparse.ArgumentParser(prog="python -m bench.ina_bfp_bench",
-                                description=__doc__.splitlines()[0])
+                                description=described(__doc__))
     p.add_argument("--workers", default="2,8,64,256")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)

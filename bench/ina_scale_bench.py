@@ -25,6 +25,7 @@ from controller.ina import InaDeployment, InaJob
 from controller.output import TableConsole
 from experiments.ina import run_jobs, switch_neighbors
 from topologies import leaf_spine
+from wire.argtypes import described
 from wire.ina import INA_VALUES
 
 
@@ -39,7 +40,7 @@ def spanning(n_w: int, blocks: int, seed: int) -> list[np.ndarray]:
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry: both runs, one table."""
     p = argparse.ArgumentParser(prog="python -m bench.ina_scale_bench",
-                                description=__doc__.splitlines()[0])
+                                description=described(__doc__))
     p.add_argument("--workers", type=int, default=64)
     p.add_argument("--values", type=int, default=1024, help="values of the fixed-point run")
     p.add_argument("--blocks", type=int, default=41, help="blocks of the BFP run")

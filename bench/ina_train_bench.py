@@ -34,6 +34,7 @@ from typing import Any
 from rich.table import Table
 
 from controller.output import TableConsole
+from wire.argtypes import described
 
 console = TableConsole()
 SCHEMES = ("ps", "ring", "ina")
@@ -89,7 +90,7 @@ def print_table(rows: list[dict[str, Any]], args: argparse.Namespace, target: st
 
 def main(argv: list[str] | None = None) -> int:
     """One harness run per link rate; the combined table."""
-    p = argparse.ArgumentParser(prog="python -m bench.ina_train_bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench.ina_train_bench", description=described(__doc__))
     p.add_argument("--bws", default="2,5,10", help="link rates, Mbit/s (default 2,5,10)")
     p.add_argument("--seeds", type=int, default=3, help="seeds per scheme (default 3)")
     p.add_argument("--epochs", type=int, default=4, help="epochs per run (default 4)")

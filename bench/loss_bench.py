@@ -49,6 +49,7 @@ from rich.table import Table
 
 from controller.output import TableConsole
 from experiments.runner import log as _log
+from wire.argtypes import described
 
 RATES = (0.0, 0.01, 0.05, 0.10)
 SCHEMES = ("ps", "ring", "ina", "ndn", "bml", "token", "differentiated", "gloo")
@@ -313,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     exact-sum scheme stayed exact."""
     from targets.launch import resolve_target
 
-    p = argparse.ArgumentParser(prog="python -m bench loss", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench loss", description=described(__doc__))
     p.add_argument("--schemes", default=",".join(SCHEMES))
     p.add_argument("--rates", default=",".join(f"{r:g}" for r in RATES), help="loss rates (fractions)")
     p.add_argument("--seeds", type=int, default=2)

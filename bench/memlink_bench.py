@@ -29,6 +29,7 @@ import numpy as np
 from rich.table import Table
 
 from controller.output import TableConsole
+from wire.argtypes import described
 
 console = TableConsole()
 MODES = {"python": {"GRADNET_BACKEND": "python", "GRADNET_MEMLINKS": "0"},
@@ -39,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry: every mode for every seed, then the table."""
-    p = argparse.ArgumentParser(prog="python -m bench.memlink_bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench.memlink_bench", description=described(__doc__))
     p.add_argument("--seeds", type=int, default=2, help="runs per mode (gradient seeds 0..N-1)")
     p.add_argument("--values", type=int, default=65536, help="gradient size (float32 values)")
     p.add_argument("--bw", type=float, default=10.0, help="link rate in Mbit/s")

@@ -24,6 +24,7 @@ from typing import Any
 from rich.table import Table
 
 from controller.output import TableConsole
+from wire.argtypes import described
 
 
 def _forward(backend: str, packets: int) -> tuple[Any, list[tuple[int, bytes]]]:
@@ -101,7 +102,7 @@ def measure(make: Any, backend: str, packets: int) -> tuple[float, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.native_inprocess", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench.native_inprocess", description=described(__doc__))
     p.add_argument("--packets", type=int, default=20000, help="packets per program and backend (default 20000)")
     p.add_argument("--entries", type=int, default=2000, help="entries in the table written to (default 2000)")
     p.add_argument("--writes", type=int, default=300, help="insert+delete pairs timed per table (default 300)")

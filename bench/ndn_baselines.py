@@ -48,13 +48,14 @@ from experiments.ndn import (
 )
 from experiments.stats import format_interval, mean_ci, paired_ratios
 from topologies import leaf_spine
+from wire.argtypes import described
 
 console = TableConsole()
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options."""
-    p = argparse.ArgumentParser(prog="python -m bench.ndn_baselines", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench.ndn_baselines", description=described(__doc__))
     p.add_argument("--bw", type=float, default=20.0, help="every link's rate, Mbit/s (default 20)")
     p.add_argument("--sizes", default="3818,100000,1000000", help="model sizes in float32 values")
     p.add_argument("--seeds", type=int, default=3, help="seeds per size (default 3)")

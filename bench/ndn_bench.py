@@ -34,13 +34,14 @@ from controller.output import TableConsole
 from experiments import options as opts
 from experiments.ndn import loss_on_fabric_link, loss_on_gpu_link, ratios_table, run_ip, run_ndn
 from topologies import fat_tree, leaf_spine
+from wire.argtypes import described
 
 console = TableConsole()
 
 
 def _parser() -> argparse.ArgumentParser:
     """The bench's command line."""
-    p = argparse.ArgumentParser(prog="python -m bench.ndn_bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench.ndn_bench", description=described(__doc__))
     p.add_argument("--topo", default="fat-tree", choices=["fat-tree", "leaf-spine"])
     p.add_argument("--bw", type=float, default=10.0, help="link bandwidth in Mbit/s")
     p.add_argument("--rounds", type=int, default=5)

@@ -38,6 +38,7 @@ from controller.output import TableConsole
 from experiments.ndn import run_scheme
 from experiments.stats import format_interval, mean_ci, paired_ratios
 from topologies import star
+from wire.argtypes import described
 
 console = TableConsole()
 
@@ -52,7 +53,7 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options."""
-    p = argparse.ArgumentParser(prog="python -m bench.ndn_window", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench.ndn_window", description=described(__doc__))
     p.add_argument("--gpus", type=int, default=4, help="GPUs on the star (default 4)")
     p.add_argument("--bw", type=float, default=20.0, help="every link's rate, Mbit/s (default 20)")
     p.add_argument("--values", type=int, default=126_090,

@@ -46,6 +46,7 @@ from controller.placement import (
     tor_first_placement,
 )
 from topologies import fat_tree
+from wire.argtypes import described
 
 LINK_BW = 1000.0
 
@@ -279,7 +280,7 @@ def scale_table(
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=described(__doc__))
     ap.add_argument("--quick", action="store_true", help="k=4 only, fewer random graphs")
     ap.add_argument("--full", action="store_true", help="add oversubscribed k=8 (slow MILP)")
     ap.add_argument("--max-seconds", type=float, default=60.0, help="greedy timing budget")

@@ -28,6 +28,7 @@ from typing import Any
 from rich.table import Table
 
 from controller.output import TableConsole
+from wire.argtypes import described
 
 console = TableConsole()
 
@@ -272,7 +273,7 @@ def _plain(t: Table) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry."""
-    p = argparse.ArgumentParser(prog="python -m bench regimes", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench regimes", description=described(__doc__))
     p.add_argument("--quick", action="store_true",
                    help="the test's preset: digits, 4 workers, fat-tree and leaf-spine 4:1, "
                         "1 Gbit/s, seed 0")

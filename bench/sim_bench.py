@@ -41,6 +41,7 @@ from pathlib import Path
 from rich.table import Table
 
 from controller.output import TableConsole
+from wire.argtypes import described
 
 console = TableConsole()
 ROOT = Path(__file__).resolve().parents[1]
@@ -310,7 +311,7 @@ def check_ideal(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry."""
-    p = argparse.ArgumentParser(prog="python -m bench simulate", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench simulate", description=described(__doc__))
     p.add_argument("--workers", default="16,64,256,1023", help="worker counts (scale table)")
     p.add_argument("--gbps", type=float, default=100.0, help="link rate, Gbit/s (default 100)")
     p.add_argument("--values", type=int, default=32768, help="gradient length (default 32768)")

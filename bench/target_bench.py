@@ -49,6 +49,7 @@ from targets.launch import bmv2_available
 from targets.netns import in_netns
 from targets.p4rt_client import P4RuntimeClient
 from targets.testbed import Testbed
+from wire.argtypes import described
 
 ROOT = Path(__file__).resolve().parent.parent
 console = TableConsole()
@@ -276,7 +277,7 @@ def _measure(program: str, target: str, packets: int, json_path: Path, p4info: P
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry: measure and print the table."""
-    p = argparse.ArgumentParser(prog="python -m bench.target_bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench.target_bench", description=described(__doc__))
     p.add_argument("--packets", type=int, default=20000, help="frames per saturation run (default 20000)")
     p.add_argument("--programs", default="forward,ina", help="comma-separated: forward,ina,ina-mc,registers "
                    "(ina-mc: RESULTs multicast to 4 ports)")

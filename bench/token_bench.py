@@ -40,6 +40,7 @@ import numpy as np
 from rich.table import Table
 
 from controller.output import TableConsole
+from wire.argtypes import described
 
 console = TableConsole()
 VALUES = 3818  # the digits CNN's parameters
@@ -200,7 +201,7 @@ def token_run(net: Any, topo: Any, out: Path, batches: int, compute: float) -> d
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry (and the PS/ring agents, ``--agent``)."""
-    p = argparse.ArgumentParser(prog="python -m bench.token_bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench.token_bench", description=described(__doc__))
     p.add_argument("--nodes", default="1,2,4,8", help="comma-separated node counts")
     p.add_argument("--batches", type=int, default=8, help="batches per token run")
     p.add_argument("--compute", type=float, default=1.0,

@@ -49,6 +49,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from controller.output import TableConsole
+from wire.argtypes import described
 
 console = TableConsole()
 SCHEMES = ("token", "ring", "ps")
@@ -219,7 +220,7 @@ def markdown(cells: list[dict[str, Any]], schemes: list[str], args: argparse.Nam
 
 def main(argv: list[str] | None = None) -> int:
     """Measure compute, run every cell, print the grid."""
-    p = argparse.ArgumentParser(prog="python -m bench.token_grid", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench.token_grid", description=described(__doc__))
     p.add_argument("--nodes", default="4,8", help="training nodes per cell (default 4,8)")
     p.add_argument("--spread", default="1,2,4", help="slowest/fastest node speed (default 1,2,4)")
     p.add_argument("--ratio", default="0.1,1,10", help="compute/communication ratios (default 0.1,1,10)")

@@ -43,6 +43,7 @@ from controller import argtypes
 from controller.bcube import bcube_shape
 from controller.output import TableConsole
 from experiments import options as opts
+from wire.argtypes import described
 
 # wide tables even when stdout is a file or pipe (Rich would fold them at 80 columns)
 console = TableConsole()
@@ -504,7 +505,7 @@ def plot(path: Path, rows: list[Row], args: argparse.Namespace) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """Options of ``--mode compare``."""
     p = argtypes.Parser(prog="python -m experiments --mode compare",
-                                description=__doc__.splitlines()[0] + " " + __doc__.splitlines()[1],
+                                description=described(__doc__) + " " + __doc__.splitlines()[1],
                                 epilog="--workers: the contributors N, 2..15 (default 8: BCube(2, 3); "
                                        "PS-based schemes add a PS); --bw: every host link of the "
                                        "fat-tree, the BCube and the token LAN.")

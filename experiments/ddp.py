@@ -38,6 +38,7 @@ from experiments.ina import switch_neighbors
 from experiments.runner import finish, spawn
 from experiments.runner import log as _log
 from topologies.base import Topology
+from wire.argtypes import described
 from wire.fixedpoint import bfp_error_bound
 from wire.ina import INA_MAX_WORKERS, INA_VALUE_SIZES, INA_VALUES
 
@@ -118,7 +119,7 @@ def run_ddp(net: Any, topo: Topology, ps: str, workers: list[str], run: str, job
 def build_parser() -> argparse.ArgumentParser:
     """Options of ``--mode ddp``."""
     ap = argtypes.Parser(prog="python -m experiments --mode ddp",
-                                 description=__doc__.splitlines()[0],
+                                 description=described(__doc__),
                                  epilog="--workers: the DDP ranks (the hosts after the PS, in "
                                         "order); --bw: every link of --topo; --loss: the same "
                                         "ports in every run.")

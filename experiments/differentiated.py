@@ -46,6 +46,7 @@ from experiments.runner import finish, last_json, prepare_hosts, spawn
 from experiments.runner import log as _log
 from topologies import star
 from topologies.base import Topology
+from wire.argtypes import described
 from wire.differentiated import (
     DSCP_BEST_EFFORT,
     DSCP_IMPORTANT,
@@ -352,7 +353,7 @@ def plot(path: Path, runs: list[TransportRun]) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """Options (defaults: a run of a few minutes on a 2-core machine)."""
     p = argtypes.Parser(prog="python -m experiments --mode differentiated",
-                                description=__doc__.splitlines()[0],
+                                description=described(__doc__),
                                 epilog=f"--workers: the workers on the star (the PS is {PS_HOST}, "
                                        f"the switch {SWITCH}); --loss names ports of the star, "
                                        "the same in every transport's run.")

@@ -50,6 +50,7 @@ from experiments.runner import log as _log
 from hosts.ina.congestion import CONGESTION_MODES, MAX_RTO_FACTOR
 from topologies import fat_tree
 from topologies.base import Topology
+from wire.argtypes import described
 from wire.fixedpoint import bfp_reference, quantize
 from wire.ina import INA_VALUE_SIZES, INA_VALUES
 
@@ -432,7 +433,7 @@ def _run_on_network(args: argparse.Namespace, topo: Topology, run_dir: Path, ina
 
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options (defaults: the README's `make run`)."""
-    p = argtypes.Parser(prog="python -m experiments", description=__doc__.splitlines()[0])
+    p = argtypes.Parser(prog="python -m experiments", description=described(__doc__))
     p.add_argument("--mode", choices=["ina", "reach"], default="ina",
                    help="experiment (default ina); the other modes (ndn, differentiated, bcube, "
                         "token, ddp, compare, train) take their own options "

@@ -55,6 +55,7 @@ from experiments.runner import log as _log
 from experiments.runner import spawn
 from topologies import TopologyError, fat_tree, leaf_spine
 from topologies.base import Topology
+from wire.argtypes import described
 
 console = TableConsole()
 
@@ -422,7 +423,7 @@ def round_bound(n_gpus: int, values: int, bw_mbps: float, compute_time: float) -
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options."""
     p = argtypes.Parser(prog="python -m experiments --mode ndn",
-                                description=__doc__.splitlines()[0],
+                                description=described(__doc__),
                                 epilog="--workers: the GPUs (the PS is h1; default all: every other "
                                        "host); --gpu-loss puts loss on the first GPU's edge port, "
                                        "--loss on any switch port (both apply).")

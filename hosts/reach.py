@@ -19,6 +19,7 @@ import time
 
 from hosts.net import set_buffers
 from wire import argtypes
+from wire.argtypes import described
 
 
 def _checksum(data: bytes) -> int:
@@ -82,7 +83,7 @@ def probe(targets: list[str], count: int = 1, timeout: float = 2.0, interval: fl
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry: probe targets and print the JSON result."""
-    p = argtypes.Parser(prog="python -m hosts.reach", description=__doc__.splitlines()[0])
+    p = argtypes.Parser(prog="python -m hosts.reach", description=described(__doc__))
     p.add_argument("--targets", required=True, help="comma-separated IPv4 addresses")
     p.add_argument("--count", type=argtypes.count, default=1, help="echo requests per target (default 1)")
     p.add_argument("--timeout", type=argtypes.positive, default=2.0, help="seconds to wait for replies (default 2)")

@@ -50,6 +50,7 @@ import numpy as np
 
 from hosts.loop import LoopConfig, ModelWork, Sync, SyncResult, TrainLoop, weights_hash
 from wire import argtypes
+from wire.argtypes import described
 
 __all__ = ["BACKENDS", "SCHEMES", "CollectiveSum", "GlooSum", "InaSum", "build_parser", "main",
            "weights_hash"]
@@ -134,7 +135,7 @@ BACKENDS: dict[str, type[Sync]] = {"gloo": GlooSum, "ina": InaSum, "ps": InaSum,
 
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options."""
-    ap = argtypes.Parser(prog="python -m hosts.trainer", description=__doc__.splitlines()[0])
+    ap = argtypes.Parser(prog="python -m hosts.trainer", description=described(__doc__))
     ap.add_argument("--scheme", choices=SCHEMES, required=True)
     ap.add_argument("--rank", type=argtypes.natural, required=True)
     ap.add_argument("--world", type=argtypes.count, required=True)

@@ -112,7 +112,7 @@ def report(roots: list[Path], max_module: int = MAX_MODULE_LINES,
 
 def main(argv: list[str] | None = None) -> int:
     """Print the report; 1 when there are offenders (0 with --warn)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("roots", nargs="*", type=Path, default=[Path(".")],
                         help="directories or files to scan (default: .)")
     parser.add_argument("--warn", action="store_true",

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from controller import argtypes
+from wire.argtypes import described
 from wire.ina import INA_VALUE_SIZES, INA_VALUES
 
 
@@ -113,7 +114,7 @@ def _run(args: argparse.Namespace) -> int:
 def register(sub: Any, topo_help: str) -> None:
     """Add ``gradctl simulate`` to gradctl's subcommands."""
     p = sub.add_parser("simulate", help="one gradient sync (PS, ring, INA, BML, sharded PS) in ns-3",
-                       description=__doc__.splitlines()[0])
+                       description=described(__doc__))
     p.add_argument("topology", metavar="TOPO", help=topo_help)
     p.add_argument("--scheme", choices=("ps", "ina", "ring", "bml", "sharded_ps"), default="ina",
                    help="bml: on a bcube:N,K topology, every server; sharded_ps and ring: "

@@ -19,8 +19,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-__all__ = ["MAX_VALUES", "Parser", "Range", "count", "fraction", "integer", "natural", "nonnegative",
-           "number", "port", "positive", "probability", "values"]
+__all__ = ["MAX_VALUES", "Parser", "Range", "count", "described", "fraction", "integer", "natural",
+           "nonnegative", "number", "port", "positive", "probability", "values"]
 
 
 def _fmt(v: float) -> str:
@@ -116,6 +116,12 @@ port = integer(1, 65535)
 MAX_VALUES = 2**24
 #: A gradient's length in values.
 values = integer(1, MAX_VALUES)
+
+
+def described(doc: str | None) -> str:
+    """A command's ``--help`` description: the first paragraph of its module docstring,
+    whole (its first line alone stops mid-sentence)."""
+    return " ".join((doc or "").strip().split("\n\n")[0].split())
 
 
 class Parser(argparse.ArgumentParser):

@@ -22,6 +22,7 @@ from rich.table import Table
 from controller import argtypes
 from controller.cli import UsageError
 from controller.output import TableConsole
+from wire.argtypes import described
 from wire.bcube_schedule import BcubeSchedule, ScheduleError
 
 console = TableConsole()
@@ -108,7 +109,7 @@ def register(sub: Any, topo_help: str) -> None:
     """Add ``gradctl bcube`` to gradctl's subcommands."""
     del topo_help  # no topology argument: the BCube is given by --n/--k
     p = sub.add_parser("bcube", help="BML on BCube: schedule and line-rate models",
-                       description=__doc__.splitlines()[0])
+                       description=described(__doc__))
     bsub = p.add_subparsers(dest="bcube_cmd", required=True)
     for name, fn, helptext in (("schedule", cmd_bcube_schedule, "print the BML schedule"),
                                ("model", cmd_bcube_model, "line-rate model of every scheme")):

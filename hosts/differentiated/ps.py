@@ -41,6 +41,7 @@ import numpy as np
 
 from hosts.net import net_dev, udp_socket
 from wire import argtypes
+from wire.argtypes import described
 from wire.differentiated import DIFF_LEVEL_IMPORTANT, Kind, ack_body, frame, params_body
 
 from .blocks import BlockLayout
@@ -64,7 +65,7 @@ def _nic_counters() -> dict[str, int]:
 
 def _parser() -> argparse.ArgumentParser:
     """The PS's command line."""
-    p = argtypes.Parser(prog="python -m hosts.differentiated.ps", description=__doc__.splitlines()[0])
+    p = argtypes.Parser(prog="python -m hosts.differentiated.ps", description=described(__doc__))
     add_common_args(p)
     p.add_argument("--bind", default="0.0.0.0", help="address to listen on")
     p.add_argument("--grace", type=argtypes.nonnegative, default=0.01,

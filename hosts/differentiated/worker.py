@@ -48,6 +48,7 @@ from hosts.differentiated.channel import recv_msg, set_dscp
 from hosts.loop import LoopConfig, ModelWork, Sync, SyncResult, TrainLoop
 from hosts.net import set_buffers
 from wire import argtypes
+from wire.argtypes import described
 from wire.differentiated import (
     DIFF_LEVEL_IMPORTANT,
     DIFF_TCP_PORT,
@@ -184,7 +185,7 @@ def _connect(host: str, port: int, dscp: int, timeout: float, patience: float = 
 
 def _parser() -> argparse.ArgumentParser:
     """The worker's command line."""
-    p = argtypes.Parser(prog="python -m hosts.differentiated.worker", description=__doc__.splitlines()[0])
+    p = argtypes.Parser(prog="python -m hosts.differentiated.worker", description=described(__doc__))
     p.add_argument("--ps", required=True, help="PS address (IPv4)")
     p.add_argument("--rank", type=argtypes.natural, required=True, help="this worker's rank (0..world-1)")
     add_common_args(p)

@@ -37,6 +37,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from hosts.ina.ddp_hook import CommTimer, TimedState, span_length, timed_hook
 from hosts.training import batches, evaluate, load_digits_split, make_model, worker_shard
 from wire import argtypes
+from wire.argtypes import described
 
 
 def _emit(d: dict) -> None:
@@ -82,7 +83,7 @@ def _timing(step_s: list[float], bwd_s: list[float], comm_s: list[float],
 
 def _parser() -> argparse.ArgumentParser:
     """The script's command line."""
-    ap = argtypes.Parser(prog="python -m hosts.ina.ddp_train", description=__doc__.splitlines()[0])
+    ap = argtypes.Parser(prog="python -m hosts.ina.ddp_train", description=described(__doc__))
     ap.add_argument("--rank", type=argtypes.natural, required=True)
     ap.add_argument("--world", type=argtypes.count, required=True)
     ap.add_argument("--master-addr", required=True, help="rank 0's address (gloo rendezvous)")

@@ -59,6 +59,7 @@ from hosts.ndn.requester import Requester
 from hosts.ndn.timers import probe_timeout
 from hosts.net import nic_counters
 from wire import argtypes
+from wire.argtypes import described
 from wire.ndn import (
     UNSUBSCRIBE_MARKER,
     NameBoundsError,
@@ -455,7 +456,7 @@ class NdnSync(Sync):
 
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options."""
-    p = argtypes.Parser(prog="python -m hosts.ndn.gpu", description=__doc__.splitlines()[0])
+    p = argtypes.Parser(prog="python -m hosts.ndn.gpu", description=described(__doc__))
     p.add_argument("--me", required=True, help="this GPU's name (its host name)")
     p.add_argument("--gpu-index", type=argtypes.natural, default=0, help="index for the synthetic gradient")
     p.add_argument("--ps", required=True, help="the PS's name")

@@ -61,6 +61,7 @@ from hosts.ndn.requester import Requester
 from hosts.ndn.timers import finish_estimate
 from hosts.net import nic_counters
 from wire import argtypes
+from wire.argtypes import described
 from wire.ndn import (
     NDN_UDP_PORT,
     SEGMENT_VALUES,
@@ -478,7 +479,7 @@ class ParameterServer:
 
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options."""
-    p = argtypes.Parser(prog="python -m hosts.ndn.ps", description=__doc__.splitlines()[0])
+    p = argtypes.Parser(prog="python -m hosts.ndn.ps", description=described(__doc__))
     p.add_argument("--me", required=True, help="this PS's name (its host name, e.g. h1)")
     p.add_argument("--gpus", required=True, help="comma-separated GPU names (host names)")
     p.add_argument("--train", default="train", help="training name (default train)")

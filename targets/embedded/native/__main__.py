@@ -10,10 +10,11 @@ import time
 
 from targets.embedded.compiler import CompileError, load_file
 from targets.embedded.native.cexpr import Unsupported
+from wire.argtypes import described
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m targets.embedded.native", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m targets.embedded.native", description=described(__doc__))
     p.add_argument("json", nargs="+", help="BMv2 JSON programs (p4c-bm2-ss output)")
     p.add_argument("--quiet", action="store_true", help="print only errors and a one-line summary")
     args = p.parse_args(argv)
