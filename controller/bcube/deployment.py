@@ -1,4 +1,4 @@
-"""Technique 4: BML on a live BCube, and its fat-tree baselines (docs/bcube.md).
+"""bcube: BML on a live BCube, and its fat-tree baselines (docs/bcube.md).
 
 * :func:`bcube_plan` / :func:`fat_tree_plan` -- the JSON plan every agent of a run reads
   (scheme, size, every server's addresses and interfaces per level, gradient length,

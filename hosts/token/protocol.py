@@ -167,7 +167,7 @@ class TokenProtocol(FrameIO):
         return later[0] if later else order[0]
 
     def coverage(self, examples: int) -> float:
-        """Item 38: the share of the batch's data in the gradients so far: examples
+        """The cutoff: the share of the batch's data in the gradients so far: examples
         covered (the token's count) over every active member's batch."""
         return examples / max(1, self.args.batch_size * len(self.active))
 

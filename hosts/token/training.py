@@ -271,7 +271,7 @@ class Training(FrameIO):
                 self.ready_event.set()
 
     def compute_in_pieces(self, b: int, xb: Any, yb: Any, pieces: int, t0: float) -> Any:
-        """Item 38 with partial gradients: the batch's gradient piece by piece; after each
+        """The cutoff with partial gradients: the batch's gradient piece by piece; after each
         piece the mean over the examples done so far is offered (``partial``), so a slow
         node whose token comes early can send the examples it has (the cutoff counts
         examples). The slowdown is spread over the pieces. None if the batch moved on."""
