@@ -5,9 +5,9 @@ convention, :func:`topologies.bcube`): server ``s`` has digits ``s // N**l % N``
 ``l = 0..k-1`` and reaches, through its level-``l`` NIC and one switch, exactly the
 ``N - 1`` servers whose digits differ from its own only at position ``l``.
 
-The gradient of ``values`` elements is cut into ``k`` contiguous parameter sets; thread ``j`` owns set ``j`` and visits the levels in the order ``j, j+1, ...,
-j+k-1`` (mod ``k``), so at every stage the ``k`` threads of a server use ``k``
-different NICs.
+The gradient of ``values`` elements is cut into ``k`` contiguous parameter sets; thread
+``j`` owns set ``j`` and visits the levels in the order ``j, j+1, ..., j+k-1`` (mod
+``k``), so at every stage the ``k`` threads of a server use ``k`` different NICs.
 
 * Aggregation, stage ``i`` at level ``l``: the server's current range
   (the whole set at stage 0, else its result of stage ``i-1``) -- the same range on all

@@ -1,5 +1,4 @@
-"""Blocks of gradient tensors: split, contribution, classification,
-reconstruction.
+"""Blocks of gradient tensors: split, contribution, classification, reconstruction.
 
 A model's gradient is a list of float32 tensors (one per parameter, in
 ``model.parameters()`` order). :class:`BlockLayout` numbers their blocks globally in
