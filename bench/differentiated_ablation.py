@@ -1,5 +1,5 @@
 """``python -m bench differentiated-ablation``: which part of differentiated transmission
-buys what, over seeds, in one run (issue 23).
+buys what, over seeds, in one run.
 
 One star (a PS and ``--workers`` workers on one P4 switch, s1, whose port to the PS is
 the bottleneck: ``--port-rate`` packets/s shared by 8 strict-priority queues), the digits

@@ -1,5 +1,5 @@
 """``python -m bench differentiated-replay``: the differentiated PS's arithmetic without a
-network, to separate the optimisation from the transport (issue 23, the instability).
+network, to separate the optimisation from the transport (the instability).
 
 Replays ``experiments/differentiated.py``'s training in one process: the digits CNN
 (``make_model(seed, 8)``), each worker's shard and batch order (``seed * 1000 + rank``),

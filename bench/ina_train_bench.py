@@ -1,6 +1,6 @@
 """``python -m bench ina-train``: INA against a PS and against ring all-reduce (the
 bandwidth-optimal software baseline) in the time-to-accuracy harness, at 2, 5 and
-10 Mbit/s, each with its line-rate bound (issue 23).
+10 Mbit/s, each with its line-rate bound.
 
 For every link rate, one harness run (``experiments/train.py``: the digits CNN, the same
 seeds, shards, batches and learning rate for every scheme, on one star of a PS and 4

@@ -1,4 +1,4 @@
-"""NDN PS against its strongest baselines (issue 23): IP multicast, IP unicast UDP, TCP.
+"""NDN PS against its strongest baselines: IP multicast, IP unicast UDP, TCP.
 
 On one leaf-spine network (2 spines, 2 leaves, 3 hosts each, every link ``--bw``
 Mbit/s; PS h1, GPUs h2..h6: two on the PS's leaf, three across a spine), the same PS and

@@ -11,7 +11,7 @@ per row; hours at k=32).
 Setup: fat-tree(k), every link 1000 Mbit/s (``2:1``: agg-core links 500), the PS is
 the first host ``h1``, every other host is a worker, a programmable switch processes
 ``C = k/2 * 1000`` Mbit/s (as much as its uplinks carry). gamma is the rate each worker
-pushes (Mbit/s). ``paths``: ``single`` = one shortest path per flow (the seed's model),
+pushes (Mbit/s). ``paths``: ``single`` = one shortest path per flow (the specified model),
 ``ECMP`` = flows split evenly over equal-cost next hops (``multipath=True``).
 ``PS only``: no switch aggregates; ``s_d only``: K = 0 (only the PS's ToR aggregates);
 ``random`` is the mean over 5 seeds.

@@ -1,4 +1,4 @@
-"""Token-passing broadcast (technique 5): time per iteration for 1, 2, 4 and 8 nodes.
+"""Token-passing broadcast (token): time per iteration for 1, 2, 4 and 8 nodes.
 
 For each node count, one ``token_lan`` network (smart NICs running ``nic.p4``, LAN
 switch ``lan.p4``) and three kinds of run:
@@ -6,7 +6,7 @@ switch ``lan.p4``) and three kinds of run:
 * **measured**: the real digits CNN step (a few ms on this CPU) on every node;
 * **compute fixed**: every node's compute held at ``--compute`` seconds per batch
   (``--compute-fixed``: the real step runs, then the node sleeps the rest), which stands
-  for a model whose step dominates, as on the seed's GPUs. The machine has 2 cores, so
+  for a model whose step dominates, as on the GPUs the design targets. The machine has 2 cores, so
   real compute cannot scale N times; with compute fixed the speedup shows what the
   protocol and the NICs cost;
 * **PS and ring baselines** on the same LAN (through the same NICs, which bridge IP, and

@@ -1,5 +1,5 @@
 """``python -m bench token-grid``: token broadcast against ring all-reduce and a PS on the
-same LAN, real compute, heterogeneous nodes (issue 23, seed 004's claim).
+same LAN, real compute, heterogeneous nodes (the technique's claim).
 
 One grid, one table: for every cell (nodes N, node speed spread S, compute/communication
 ratio R) one time-to-accuracy harness run (``experiments/train.py``: the digits CNN, the

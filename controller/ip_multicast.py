@@ -1,5 +1,5 @@
 """IP multicast over ``forward.p4``: one group's distribution tree, installed by the
-controller (the IP-multicast PS baseline of the NDN experiment, issue 23).
+controller (the IP-multicast PS baseline of the NDN experiment).
 
 ``forward.p4`` already has what a source-rooted multicast tree needs, so nothing in P4
 changes: an ``ipv4_routes`` entry ``group/32 -> set_multicast_group(id)`` on every switch

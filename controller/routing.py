@@ -309,7 +309,7 @@ def compute_routes(
     """Routes of every switch (or of ``switches``), keyed by switch name in topology order.
 
     ``loopbacks`` ``{switch: ip}`` adds a /32 route on every other switch to an address
-    that a switch itself answers (an aggregating switch's address in technique 1); the
+    that a switch itself answers (an aggregating switch's address in ina); the
     owner has no route to it (its program consumes such packets first).
     ``loopback_paths`` ``{switch: {other switch: neighbour}}`` pins the route to a
     loopback address to one of the equal-cost next hops (the paths a placement's LP

@@ -316,7 +316,7 @@ def link_bytes(topo: Topology, before: dict[tuple[str, int], tuple[int, int]],
     return out
 
 
-#: the schemes of the baseline comparison (issue 23), in table order
+#: the schemes of the baseline comparison, in table order
 SCHEMES = {"ndn": "NDN (persistent PIT)", "ip": "IP unicast UDP", "ipmc": "IP multicast UDP",
            "tcp": "TCP PS"}
 

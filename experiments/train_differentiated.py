@@ -1,4 +1,4 @@
-"""Differentiated transmission (technique 3, seed 001) in the time-to-accuracy harness.
+"""Differentiated transmission (differentiated) in the time-to-accuracy harness.
 
 ``gradctl train --scheme gloo,differentiated`` trains the harness's model with
 ``hosts.differentiated``'s agents: every worker splits its gradient into blocks by model

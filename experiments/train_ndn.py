@@ -1,4 +1,4 @@
-"""The NDN parameter server (technique 2, ``hosts/ndn/``, ``ndn.p4``) in the time-to-accuracy
+"""The NDN parameter server (ndn, ``hosts/ndn/``, ``ndn.p4``) in the time-to-accuracy
 harness (``experiments/train.py``, "Plugins").
 
 The same work as every other scheme: the PS and the GPUs run with ``--train-model``

@@ -1,4 +1,4 @@
-"""Token-passing broadcast (technique 5, seed 004) in the time-to-accuracy harness.
+"""Token-passing broadcast (token) in the time-to-accuracy harness.
 
 The harness (:mod:`experiments.train`, "Plugins") runs the scheme ``token`` through this
 module: its own network, :func:`controller.token.token_lan` with one training host per
@@ -10,12 +10,12 @@ The same work as the built-in schemes (``hosts/trainer.py``), through the node's
 
 * model and initial weights ``build_model(--model, seed)`` (``--model NAME``), data
   ``load_data(--data, seed)`` (``--data``: examples travel as exact float32); the
-  initiator still distributes both by broadcast (s130), and node I's shard is
+  initiator still distributes both by broadcast, and node I's shard is
   ``worker_shard(data, I - 1, n)``, i.e. rank I - 1's;
 * per-rank batch ``--batch``, batch order ``batches(x, y, batch, epoch, seed)`` on every
   node (``--batch-seed``), the first ``plan.steps_per_epoch`` full batches of each epoch
   (``--max-steps``), ``--epochs`` epochs;
-* ``w <- w - lr * sum / n`` with ``plan.lr``; the seed's 90 % cutoff is off (``--cutoff
+* ``w <- w - lr * sum / n`` with ``plan.lr``; the specified 90 % cutoff is off (``--cutoff
   1.0``: every batch sums every active node's gradient; the harness has no option that
   asks for it);
 * ``--slow H=F`` slows rank ``plan.workers.index(H)``: the roster, not the host name,
@@ -29,7 +29,7 @@ The same work as the built-in schemes (``hosts/trainer.py``), through the node's
 
 ``--kill H@T`` kills the node of rank ``plan.workers.index(H)`` (the host whose roster
 number is rank + 1) T seconds after training started; the others declare it lost
-(s310-s330) and go on with one gradient fewer per batch. ``--loss`` names ports of the
+(NIC timeouts, NODE_LOST) and go on with one gradient fewer per batch. ``--loss`` names ports of the
 shared topology, which this LAN does not have: refused.
 
 What the record holds: rank 0's curve, iterations (batches), compute seconds per batch of
@@ -246,7 +246,7 @@ def _fill_record(rec: RunRecord, args: argparse.Namespace, plan: Plan, hosts: li
     rec.models_identical = _identical(hashes, {h: summaries[h].get("weights") for h in hosts}, survivors)
     rec.final_weights = str(s0.get("weights") or "")
     rec.agent_cpu_s = round(sum(float(s.get("cpu_s", 0.0)) for s in summaries.values()) + killed_cpu, 3)
-    # token re-sends (s136) and re-sent gradient fragments (loss recovery, NACKs)
+    # token re-sends and re-sent gradient fragments (loss recovery, NACKs)
     rec.retransmissions = sum(int(s.get("stats", {}).get("resends", 0))
                               + int(s.get("stats", {}).get("repair_frames", 0)) for s in summaries.values())
     rec.ps_rx_bytes = None

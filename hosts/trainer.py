@@ -13,7 +13,7 @@ sums the gradients over the ranks differs:
 * ``ps``: the same agents with a PS-only policy (every gradient to the PS and back);
 * ``ring``: ring all-reduce over TCP between the ranks (``hosts.bml.collective``, the
   bandwidth-optimal software baseline);
-* ``bml``: BCube hierarchical synchronization (seed 003) on a BCube, one NIC per level
+* ``bml``: BCube hierarchical synchronization on a BCube, one NIC per level
   (``hosts.bml.collective``);
 * ``rail_ring``: BML's baseline with the same NIC count: k concurrent ring all-reduces,
   one per rail of a k-rail network, each on 1/k of the gradient (``hosts.bml.collective``);

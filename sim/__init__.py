@@ -1,4 +1,4 @@
-"""gradnet at data-centre scale in ns-3 (issue 26): the emulator's topologies, placement
+"""gradnet at data-centre scale in ns-3: the emulator's topologies, placement
 policies and schemes (PS, ring all-reduce, INA) as an ns-3 simulation.
 
 ns-3 is an optional dependency (``pip install -e '.[sim]'``, the PyPI ``ns3`` wheel);

@@ -1,4 +1,4 @@
-"""BML on a BCube in ns-3 (issue 26), against the baselines the emulator's bcube experiment
+"""BML on a BCube in ns-3, against the baselines the emulator's bcube experiment
 runs (experiments/bcube.py: the sharded PS and ring all-reduce on the smallest fat-tree with
 as many servers, host links at the same rate, fabric links 4x).
 

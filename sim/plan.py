@@ -18,7 +18,7 @@ from topologies import Topology
 from wire.ina import INA_VALUES
 from wire.ina_policy import policy_json
 
-#: Placement methods ``policy_dict`` takes (controller/placement): the seed's greedy + LP
+#: Placement methods ``policy_dict`` takes (controller/placement): the greedy + LP
 #: and two baselines, each evaluated by the same LP and turned into tags the same way.
 METHODS = ("greedy", "random", "tor-first")
 

@@ -81,7 +81,7 @@ def test_bml_exact_sums_one_hop_and_loss(n: int, k: int, tmp_path: Path) -> None
         unroutable = no_route()
         assert unroutable >= 1  # the ping to a server on another switch died there
 
-        # the seed's k threads exactly (no pipelining), no loss
+        # the specified k threads exactly (no pipelining), no loss
         grads = gradients(sched.servers, 12_000 + n, seed=n * 10 + k)
         plan = bcube_plan(topo, n, k, grads[0].size, choose_scale_bits(grads))
         res = run_scheme(net, topo, plan, grads, tmp_path / "clean", BW, max_time=120)

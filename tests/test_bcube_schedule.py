@@ -1,4 +1,4 @@
-"""BML schedule (seed 003, claims 1-5), message header and line-rate models: no network."""
+"""BML schedule (split, aggregation, distribution), message header and line-rate models: no network."""
 
 from __future__ import annotations
 
@@ -46,8 +46,8 @@ def test_every_server_gets_the_full_sum(n: int, k: int, values: int, pipeline: i
 
 @pytest.mark.parametrize(("n", "k", "values"), SIZES)
 def test_aggregation_splits_each_level_result_into_n_slices(n: int, k: int, values: int) -> None:
-    """Claims 2-3: at stage i the servers of one switch share the stage's range, and each
-    reduces a different 1/N of it; claims 4-5: distribution reverses the level order."""
+    """Aggregation: at stage i the servers of one switch share the stage's range, and each
+    reduces a different 1/N of it; distribution reverses the level order."""
     sched = BcubeSchedule(n, k, values)
     for j in range(k):
         assert sched.level_order(j)[0] == j  # thread j starts at level j

@@ -1,4 +1,4 @@
-"""Differentiated transmission (technique 3) without a network: blocks, header, SANE
+"""Differentiated transmission (differentiated) without a network: blocks, header, SANE
 contribution, threshold and levels, reconstruction, the receiver's buffers and engines
 over loopback sockets, and a short real training on loopback."""
 
@@ -87,7 +87,7 @@ def test_block_header_round_trip_struct_and_scapy() -> None:
     values = np.array([1.5, -0.0, 3.25e-8, np.float32(np.pi)], dtype=np.float32)
     wire = encode_diff_block(hdr, values)
     assert len(wire) == DIFF_BLOCK_HEADER_LEN + 16
-    # the six fields of claim 3 first, in order, big-endian
+    # the six location fields first, in order, big-endian
     assert wire[:22] == bytes.fromhex("0002" "00000011" "00000011" "00000020" "00000fa0" "00000100")
     got, vals, end = decode_diff_block(wire + wire, 0)
     assert got == hdr and end == len(wire)

@@ -261,7 +261,7 @@ def test_training_over_the_congested_switch(net) -> None:  # noqa: ANN001
     assert runs["unreliable"].ps["tcp_bytes"] < rel.ps["tcp_bytes"] / 10
 
 
-# ----------------------------------------------------------------------------- ablations (issue 23)
+# ----------------------------------------------------------------------------- ablations
 
 
 def _run_variant(net, name: str, mode: str, extra: list[str]):  # noqa: ANN001, ANN202

@@ -25,7 +25,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 HEADING = "## Step → code"
 MIN_ROWS = 8
-# The five technique docs (placement.md maps the placement half of technique 1).
+# The five technique docs (placement.md maps the placement half of ina).
 DOCS = ("ina.md", "placement.md", "ndn.md", "differentiated.md", "bcube.md", "token.md")
 NONE = "—"
 

@@ -94,7 +94,7 @@ def test_tor_in_budget_counts_s_d_in_k(net) -> None:  # noqa: ANN001
     events = dep.read_events()
     assert events[res_pl.tor]["added"] == 0
     assert all(events[s]["added"] > 0 for s in job.placement.switches)
-    # the seed's model (the default): s_d aggregates outside K
+    # the specified model (the default): s_d aggregates outside K
     default = _plan(topo, workers)
     assert default.placement.result.tor_active and len(default.aggregating_switches) == 3
 

@@ -1,4 +1,4 @@
-"""The NDN baselines' pieces that need no network (issue 23): the multicast tree the
+"""The NDN baselines' pieces that need no network: the multicast tree the
 controller installs, link bytes from switch port counters, and the per-scheme bounds."""
 
 from __future__ import annotations

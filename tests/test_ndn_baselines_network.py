@@ -1,4 +1,4 @@
-"""The NDN PS's baselines end to end (issue 23): IP multicast and TCP through forward.p4.
+"""The NDN PS's baselines end to end: IP multicast and TCP through forward.p4.
 
 One leaf-spine network (2 spines, 2 leaves, 3 hosts each; embedded target unless TARGET
 says otherwise). PS h1 shares its leaf with h2 and h3; h4..h6 are on the other leaf, so

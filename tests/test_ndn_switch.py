@@ -4,7 +4,7 @@ ports: test_ndn_dataplane.py).
 
 The committed p4c output of p4src/ndn.p4 runs through ``Switch.process``; packets are
 built with python-ndn exactly as the host agents build them. The network-level tests
-(every step of the seed across a fat-tree) are in test_ndn_network.py.
+(every step of the method across a fat-tree) are in test_ndn_network.py.
 """
 
 from __future__ import annotations

@@ -312,7 +312,7 @@ def test_token_run_survives_lan_switch_restart(token_net) -> None:  # noqa: ANN0
     the same weights and no incomplete fragment unless its read-out repair ran out inside
     the outage. When the outage outlasts the
     lost-node timers (a slow restart on a loaded machine), every node is cut off from the
-    others at once: then the seed's mass departure (¶33) is the designed outcome, and
+    others at once: then the specified mass departure (ABNORMAL) is the designed outcome, and
     it must be the whole of it: every node stops with exit 3 and an ``abnormal`` event,
     bounded, never a hang or a split of survivors."""
     run, health, _wall = _token_run_with_kill(token_net, "kill-lan", "lan")

@@ -77,7 +77,7 @@ def test_training_exact_sums_token_order_and_intruder(net) -> None:  # noqa: ANN
     assert sorted(seqs.values()) == [1, 2, 3, 4]
     # the token visits the members in order, and only the holder broadcasts
     holds = sorted((e["pass_no"], e["node"], e["sent"]) for _h, e in run.events("hold"))
-    assert holds[0][:2] == (0, 1)  # s131: node 1 creates the token
+    assert holds[0][:2] == (0, 1)  # node 1 creates the token
     for (_p, a, _s), (_q, b, _t) in zip(holds, holds[1:], strict=False):
         assert b == a % 4 + 1
     assert len(run.events("grad")) == sum(1 for h in holds if h[2]) == 4 * 20
@@ -152,7 +152,7 @@ def test_slow_node_passes_then_broadcasts_and_killed_node_is_declared_lost(net) 
     last = [e for h, e in run.events("batch") if h == "h1"][-1]
     assert last["n"] == 3 and dead not in last["active"]
     assert run.node("h1").summary["batch"] == 30
-    # ¶100: after the batch, the initiator sent the dead node's data again and every
+    # redistribution: after the batch, the initiator sent the dead node's data again and every
     # survivor took its share of it: together, all of it
     shard = next(e["examples"] for e in run.node("h4").events if e["event"] == "ready")
     taken = {h: e for h, e in run.events("redistributed") if e["member"] == dead}
@@ -216,7 +216,7 @@ def test_cutoff_ends_batches_without_the_slowest_node(net) -> None:  # noqa: ANN
     without = [e for e in batches if slow not in e["contributors"]]
     assert len(without) >= 5, batches  # most batches ended at 3 of 4 gradients
     assert all(e["n"] >= 3 for e in batches)
-    # the JSON gradient files (the seed's interface): each node's update is the mean of
+    # the JSON gradient files (one per batch and node): each node's update is the mean of
     # the gradients of that batch's contributors, up to fixed-point rounding
     from hosts.token.data import read_json_gradients
 
@@ -242,7 +242,7 @@ def test_mass_departure_saves_the_model_and_stops(net) -> None:  # noqa: ANN001
     abnormal = [e for _h, e in run.events("abnormal") if "saved" in e]
     assert abnormal and "too many nodes left" in abnormal[0]["message"]
     assert (out / "model.pt").exists()
-    # ¶33: both finished the data they were on and stood by
+    # ABNORMAL: both finished the data they were on and stood by
     for h in ("h1", "h2"):
         st = [e for e in run.node(h).events if e["event"] == "standby" and e.get("reason") == "abnormal"]
         assert st and st[0]["finished_data"], (h, st)
@@ -289,7 +289,7 @@ def test_frame_loss_is_repaired_and_sums_stay_exact(net) -> None:  # noqa: ANN00
 
 
 def test_cutoff_of_90_percent_ends_batches_with_one_slow_node_of_four(net) -> None:  # noqa: ANN001
-    # item 38 counts examples: with 4 nodes, 90 % of a batch is 3 full gradients plus
+    # the cutoff counts examples: with 4 nodes, 90 % of a batch is 3 full gradients plus
     # at least 90 % x 128 - 96 = 19.2 examples of the slow node's 32, which it computes
     # in pieces of 4 and sends once its token comes with enough of them done
     run, _out, _dep = _run(net, "cutoff90", "--cutoff", "0.9", "--compute-fixed", "0.05",

@@ -261,7 +261,7 @@ def test_lan_switch_floods_broadcasts_and_forwards_unicast() -> None:
 
 def test_grad_from_a_non_holder_is_dropped_and_counted(nic: Switch) -> None:
     g = np.arange(TOKEN_VALUES, dtype=np.int32)
-    # node 1 holds the token first (s131): member 3's GRAD is dropped, from the LAN...
+    # node 1 holds the token first: member 3's GRAD is dropped, from the LAN...
     assert tx(nic, LANP, H(TokenMsg.GRAD, sender=3, batch=0, frag=0), MACS[2], g) == []
     # ... and this NIC's own host's too
     assert tx(nic, HOST, H(TokenMsg.GRAD, sender=2, batch=0, frag=0), MACS[1], g) == []

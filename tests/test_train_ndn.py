@@ -102,7 +102,7 @@ def test_ndn_trains_the_same_model_as_gloo(tmp_path):
 @pytest.mark.skipif(_reason is not None, reason=_reason or "")
 @pytest.mark.timeout(300)
 def test_ndn_ip_baselines_train_the_same_model(tmp_path):
-    """NDN's IP-multicast and TCP baselines (issue 23) in the harness: the same digits CNN
+    """NDN's IP-multicast and TCP baselines in the harness: the same digits CNN
     from the same initial weights, every GPU's weights identical with the PS's at every
     evaluation, the same final model (the same gradients summed in the same order)."""
     rc = harness.main(["--scheme", "ndn-ipmc,ndn-tcp", "--reference", "ndn-tcp", "--seeds", "1",

@@ -77,7 +77,7 @@ def test_node_options_carry_the_harness_work():
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_gloo_ring_ps_and_token_train_the_same_work_on_one_lan(tmp_path: Path):
-    """token against its baselines on the same LAN (issue 23): gloo, ring and the PS run
+    """token against its baselines on the same LAN: gloo, ring and the PS run
     on ``nic-lan:4`` (three training hosts and a PS host, each behind a NIC switch that
     forwards), token on the LAN of three P4 NICs; every scheme trains the same work."""
     reason = net_skip_reason("forward", "ina", "nic", "lan")

@@ -1,21 +1,20 @@
 """The BML schedule: every server's exchanges, per parameter set (thread), level by level.
 
-``N**k`` servers in a BCube with ``k`` levels of ``N``-port switches (seed 003's
+``N**k`` servers in a BCube with ``k`` levels of ``N``-port switches (the specified
 convention, :func:`topologies.bcube`): server ``s`` has digits ``s // N**l % N`` for
 ``l = 0..k-1`` and reaches, through its level-``l`` NIC and one switch, exactly the
 ``N - 1`` servers whose digits differ from its own only at position ``l``.
 
-The gradient of ``values`` elements is cut into ``k`` contiguous parameter sets (claim
-1); thread ``j`` owns set ``j`` and visits the levels in the order ``j, j+1, ...,
-j+k-1`` (mod ``k``), so at every stage the ``k`` threads of a server use ``k``
-different NICs.
+The gradient of ``values`` elements is cut into ``k`` contiguous parameter sets; thread
+``j`` owns set ``j`` and visits the levels in the order ``j, j+1, ..., j+k-1`` (mod
+``k``), so at every stage the ``k`` threads of a server use ``k`` different NICs.
 
-* Aggregation (claims 2-3), stage ``i`` at level ``l``: the server's current range
+* Aggregation, stage ``i`` at level ``l``: the server's current range
   (the whole set at stage 0, else its result of stage ``i-1``) -- the same range on all
   ``N`` servers of its level-``l`` switch -- is cut into ``N`` slices; the server whose
   level-``l`` digit is ``d`` reduces slice ``d``: it sends slice ``d'`` to the peer with
   digit ``d'`` and adds the ``N - 1`` copies of slice ``d`` it receives.
-* Distribution (claims 4-5), the levels in reverse order: every server sends the
+* Distribution, the levels in reverse order: every server sends the
   slice it reduced at that level to its ``N - 1`` peers and receives theirs, so after
   the stage it holds the whole range the stage's slices were cut from.
 
@@ -108,7 +107,7 @@ class BcubeSchedule:
             if isinstance(v, bool) or not isinstance(v, int | np.integer):
                 raise ScheduleError(f"{name} must be an integer, got {v!r}")
             if v < lo:
-                why = " (seed 003: N and k are integers >= 2)" if name != "values" else ""
+                why = " (BML: N and k are integers >= 2)" if name != "values" else ""
                 raise ScheduleError(f"{name} must be >= {lo}, got {v}{why}")
         if k > 16 or n**k > MAX_SERVERS:
             raise ScheduleError(f"BCube({n}, {k}) has {n}**{k} servers, more than {MAX_SERVERS}")

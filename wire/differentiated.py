@@ -1,6 +1,6 @@
 """Differentiated transmission on the wire (docs/differentiated.md).
 
-* Block messages: the six fields of claim 3 first, in its order; then the block's
+* Block messages: the six location fields first, in the specified order; then the block's
   iteration, sender, level, flags and value count; then ``count`` big-endian float32
   values. Unreliable blocks travel on UDP port ``DIFF_UDP_PORT``, one DSCP per level, each
   datagram holding block messages of one level back to back (up to ``MAX_DATAGRAM``
@@ -74,7 +74,7 @@ class DiffDecodeError(ValueError):
 
 
 class DiffBlockHeader(NamedTuple):
-    """The 34-byte block header, field order as on the wire (claim 3's six first)."""
+    """The 34-byte block header, field order as on the wire (the six location fields first)."""
 
     tensor_index: int  # which gradient tensor (parameter) of the model
     block_index: int  # global block number (blocks of all tensors numbered in order)

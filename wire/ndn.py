@@ -1,4 +1,4 @@
-"""NDN on the wire (technique 2, docs/ndn.md): TLV v0.3 packets as python-ndn encodes them.
+"""NDN on the wire (ndn, docs/ndn.md): TLV v0.3 packets as python-ndn encodes them.
 
 * Names are python-ndn component lists, checked against ndn.p4's parser bounds before
   anything is sent (:func:`check_name` raises :class:`NameBoundsError`);

@@ -64,7 +64,7 @@ class TokenMsg(IntEnum):
 class TokenFlags(IntFlag):
     """Token ``flags`` bits."""
 
-    RESEND = 0x01  # a re-sent broadcast (s136)
+    RESEND = 0x01  # a re-sent broadcast (a NIC's RESEND_DUE)
     LAST = 0x02  # last ROSTER frame; last READ of a batch
     PREV = 0x04  # TOKEN: its nfrags count fragments of batch - 1 (a batch-opening token)
 

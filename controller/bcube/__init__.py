@@ -1,4 +1,4 @@
-"""BCube hierarchical synchronization, BML (technique 4, seed 003): BCube and fat-tree
+"""BCube hierarchical synchronization, BML (bcube): BCube and fat-tree
 plans (which server reduces what at which level), the line-rate model, and the ``gradctl
 bcube`` group; :mod:`experiments.schemes` runs a plan's agents.
 

@@ -1,4 +1,4 @@
-"""Technique 4: BML on a live BCube, and its fat-tree baselines (docs/bcube.md).
+"""bcube: BML on a live BCube, and its fat-tree baselines (docs/bcube.md).
 
 * :func:`bcube_plan` / :func:`fat_tree_plan` -- the JSON plan every agent of a run reads
   (scheme, size, every server's addresses and interfaces per level, gradient length,
@@ -79,7 +79,7 @@ def bcube_shape(servers: int) -> tuple[int, int] | None:
 
 def bcube_network_topology(n: int, k: int, bw: float) -> Topology:
     """BCube(``n``, ``k``) with ``bw`` Mbit/s links; bad sizes raise ScheduleError."""
-    BcubeSchedule(n, k, 1)  # the seed's constraints (N, k >= 2), one clear error
+    BcubeSchedule(n, k, 1)  # the specified constraints (N, k >= 2), one clear error
     if n**k > 16 * 16:
         raise ScheduleError(f"BCube({n}, {k}) has {n**k} servers: too many for this machine")
     return bcube(n, k, bw=bw)

@@ -1,4 +1,4 @@
-"""In-network aggregation (technique 1, seed 002): the controller twins of
+"""In-network aggregation (ina): the controller twins of
 ``p4src/include/ina_admission.p4``, ``ina_aggregator.p4`` and ``ina_result_fanout.p4``, the job and its deployment,
 and the ``gradctl ina`` group.
 

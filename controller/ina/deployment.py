@@ -1,4 +1,4 @@
-"""Technique 1: in-network aggregation jobs, from placement to running switches.
+"""ina: in-network aggregation jobs, from placement to running switches.
 
 Mirrors ``p4src/ina.p4`` one class per P4 control block (as ``controller/deploy.py``
 does for ``forward.p4``); each class lives in the module of this package named

@@ -1,4 +1,4 @@
-"""NDN parameter server (technique 2, seed 000): the controller twins of
+"""NDN parameter server (ndn): the controller twins of
 ``p4src/include/ndn_*.p4``, the persistent-PIT manager, the deployment and the ``gradctl
 ndn`` group.
 

@@ -1,4 +1,4 @@
-"""Technique 2: NDN forwarding with a persistent PIT (seed 000), from topology to switches.
+"""ndn: NDN forwarding with a persistent PIT, from topology to switches.
 
 Mirrors ``p4src/ndn.p4`` one class per P4 control block (as ``controller/deploy.py`` does
 for ``forward.p4`` and ``controller/ina/deployment.py`` for ``ina.p4``); each class lives in the module of this package named

@@ -1,4 +1,4 @@
-"""Placement of K programmable switches for in-network aggregation (seed 002).
+"""Placement of K programmable switches for in-network aggregation (ina).
 
 Given a topology (``networkx.Graph``: nodes ``kind`` = ``"host"``/``"switch"``, edges
 ``capacity`` in Mbit/s), one parameter server (PS) ``d``, its workers ``W``, a budget
@@ -7,8 +7,8 @@ switches ``S`` that maximise the aggregation throughput ``gamma`` and the per-wo
 split of the gradient stream over them (the gradient routing policy).
 
 * :class:`PlacementProblem` validates the input and precomputes shortest paths.
-* :func:`solve_lp` solves the seed's LP ("P2") for a fixed ``S``.
-* :func:`greedy_placement` is the seed's greedy (S = {}; add the switch whose LP has
+* :func:`solve_lp` solves the placement LP ("P2") for a fixed ``S``.
+* :func:`greedy_placement` is the specified greedy (S = {}; add the switch whose LP has
   the largest gamma; stop at |S| = K).
 * :func:`optimal_placement` is the exact optimum as a MILP (small topologies).
 * :func:`random_placement`, :func:`tor_first_placement`, :func:`degree_first_placement`

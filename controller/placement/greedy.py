@@ -1,4 +1,4 @@
-"""The seed's greedy placement (steps S11-S16)."""
+"""The greedy placement: add the switch with the best LP until K are placed."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def greedy_placement(
     symmetry: bool | None = None,
     progress: Callable[[RoundTrace], None] | None = None,
 ) -> Placement:
-    """The seed's greedy (steps S11-S16).
+    """The greedy placement.
 
     ``S = {}``; each round solves the LP for ``S + {s}`` for every unselected candidate
     ``s`` and moves the one with the largest gamma into ``S`` (ties: the earlier switch

@@ -1,4 +1,4 @@
-"""The seed's LP ("P2") for a fixed set of programmable switches.
+"""The placement LP ("P2") for a fixed set of programmable switches.
 
 :class:`_Model` is the LP in OR-Tools' pywraplp with re-assignable switch slots (the
 greedy and the MILP build on it); :func:`solve_lp` solves it for one switch set.
@@ -26,7 +26,7 @@ _ZERO = 1e-9
 
 
 class _Model:
-    """The seed's LP in OR-Tools' pywraplp with ``n_slots`` re-assignable switch slots.
+    """The placement LP in OR-Tools' pywraplp with ``n_slots`` re-assignable switch slots.
 
     A slot holds the variables of one programmable switch; :meth:`assign` points a slot at
     a switch by rewriting only the link-row coefficients of its columns (the other rows
@@ -324,7 +324,7 @@ def solve_lp(
     gamma: float | None = None,
     reduced: Any = None,
 ) -> LPResult:
-    """Solve the seed's LP for the programmable switches ``switches`` (any number).
+    """Solve the placement LP for the programmable switches ``switches`` (any number).
 
     Two phases: maximise gamma; then, keeping gamma (to a relative 1e-7), minimise the
     total link traffic so that the reported rates are a tidy optimal solution. ``s_d`` in

@@ -69,12 +69,12 @@ class PlacementProblem:
         ps_tor: ``s_d``, the PS's ToR switch. Default: the PS's neighbouring switch
             (if it has several: the one on the widest link, then the first in graph
             order).
-        tor_in_budget: if False (default, the seed's model) ``s_d`` always aggregates
+        tor_in_budget: if False (default, the specified model) ``s_d`` always aggregates
             and is not a candidate; if True it aggregates only when chosen, like any
             other switch, and takes one of the K slots.
         full_duplex: if True (default) every link has capacity ``c_e`` in each
             direction; if False both directions share ``c_e``.
-        multipath: if False (default, the seed's model) a flow follows one shortest
+        multipath: if False (default, the specified model) a flow follows one shortest
             path (:meth:`path`); if True it is split evenly over the equal-cost next
             hops at every switch, the expected load of hash-based ECMP (which
             ``controller/routing.py`` installs).

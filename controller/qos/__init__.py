@@ -1,4 +1,4 @@
-"""Differentiated transmission (technique 3, seed 001): egress priority queues (the
+"""Differentiated transmission (differentiated): egress priority queues (the
 runtime-CLI side of ``p4src/include/priority.p4``'s classes) and the ``gradctl qos``
 group.
 

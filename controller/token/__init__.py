@@ -1,4 +1,4 @@
-"""Token-passing gradient broadcast (technique 5, seed 004): the controller twins of
+"""Token-passing gradient broadcast (token): the controller twins of
 ``p4src/include/token_*.p4`` (NIC and LAN), the deployment and the ``gradctl token``
 group.
 

@@ -1,4 +1,4 @@
-"""``gradctl token``: the token-passing LAN (technique 5, docs/token.md).
+"""``gradctl token``: the token-passing LAN (token, docs/token.md).
 
     gradctl token topo --nodes N [--json]             # hosts, NICs, LAN switch, ports
     gradctl token deploy [--nodes N] --run-dir DIR    # nic.p4 + lan.p4 on a running LAN
@@ -109,7 +109,7 @@ def cmd_token_counters(args: argparse.Namespace) -> int:
 def register(sub: Any, topo_help: str) -> None:
     """Add ``gradctl token ...`` to gradctl's subcommands."""
     del topo_help  # the LAN is always token_lan(--nodes)
-    p = sub.add_parser("token", help="token-passing broadcast LAN (technique 5)",
+    p = sub.add_parser("token", help="token-passing broadcast LAN",
                        description=__doc__.split("\n\n")[0])
     tsub = p.add_subparsers(dest="token_cmd", required=True)
 

@@ -1,4 +1,4 @@
-"""Technique 5: token-passing gradient broadcast on a LAN of smart NICs (docs/token.md).
+"""token: token-passing gradient broadcast on a LAN of smart NICs (docs/token.md).
 
 The topology (:func:`token_lan`) gives every training node ``hI`` its own smart NIC
 ``nicI`` (a 2-port P4 switch running ``p4src/nic.p4``: port 1 the host, port 2 the LAN)

@@ -1,4 +1,4 @@
-"""BML: BCube hierarchical parameter synchronization (seed 003, technique 4).
+"""BML: BCube hierarchical parameter synchronization (bcube).
 
 * :mod:`wire.bcube_schedule` -- which server reduces which slice at which level, per
   thread (pure, unit-tested: :func:`~wire.bcube_schedule.simulate` proves the sums);

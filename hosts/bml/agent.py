@@ -92,7 +92,7 @@ def run_bml(sched: BcubeSchedule, ctx: Ctx, buf: np.ndarray, pipeline: int = 1) 
     thread's schedule in its own Python thread (message ``thread`` field =
     ``j * pipeline + piece``): a piece goes on to the next level as soon as it is reduced
     instead of waiting for the slowest peer's whole slice, which keeps NICs busy when
-    servers drift apart. ``pipeline == 1`` is the seed's k threads exactly.
+    servers drift apart. ``pipeline == 1`` is the specified k threads exactly.
     """
     def thread(j: int, piece: int, rng: tuple[int, int]) -> None:
         tid = j * pipeline + piece

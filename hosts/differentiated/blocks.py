@@ -1,11 +1,10 @@
-"""Blocks of gradient tensors: split (S1), contribution (S2), classification (S3x),
-reconstruction (S354).
+"""Blocks of gradient tensors: split, contribution, classification, reconstruction.
 
 A model's gradient is a list of float32 tensors (one per parameter, in
 ``model.parameters()`` order). :class:`BlockLayout` numbers their blocks globally in
 order: a convolution weight ``(out, in, kh, kw)`` gives one block per kernel (output
-filter, ``in*kh*kw`` values, claim 2 S12); any other tensor is cut into blocks of
-``block_size`` values (S13), the last one possibly shorter.
+filter, ``in*kh*kw`` values); any other tensor is cut into blocks of
+``block_size`` values, the last one possibly shorter.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from wire.differentiated import DIFF_LEVEL_IMPORTANT, DiffBlockHeader
 
 @dataclass(frozen=True)
 class BlockSpec:
-    """Where one block lies: the six fields of claim 3 plus its value count."""
+    """Where one block lies: the header's six location fields plus its value count."""
 
     tensor_index: int
     block_index: int
@@ -84,7 +83,7 @@ class BlockLayout:
         return [flat[b.tensor_index][b.start:b.start + b.count] for b in self.blocks]
 
     def reconstruct(self, received: Mapping[int, np.ndarray]) -> list[np.ndarray]:
-        """Tensors from ``{block_index: values}``; blocks not received are zero (S354).
+        """Tensors from ``{block_index: values}``; blocks not received are zero.
 
         Every block is placed by its position; a block of the wrong size is an error."""
         flat = [np.zeros(n, dtype=np.float32) for n in self.sizes]
@@ -107,11 +106,11 @@ class BlockLayout:
 
 
 class Contribution:
-    """SANE contribution of every block on one worker (claim 4).
+    """SANE contribution of every block on one worker.
 
     c_j(τ) = α·c_j(τ−1) + (1−α)·(1/n_j)·Σ_i |g_i|, the mean absolute gradient of block j
-    smoothed exponentially over iterations, with c_j(0) = 0. (The seed's formula image is
-    missing; this is our reading of its text: α is the smoothing factor, n the number of
+    smoothed exponentially over iterations, with c_j(0) = 0. (The specification gives the
+    formula in words only; this is our reading: α is the smoothing factor, n the number of
     values in the block, g_i its values.)
     """
 
@@ -131,7 +130,7 @@ class Contribution:
 
 
 def threshold(contrib: np.ndarray, quantile: float) -> float:
-    """Classification threshold (S31): the ``quantile`` of the contributions (e.g. 0.7:
+    """Classification threshold: the ``quantile`` of the contributions (e.g. 0.7:
     the top ~30 % of blocks lie above it)."""
     if not 0.0 <= quantile <= 1.0:
         raise ValueError(f"quantile must be in [0, 1], got {quantile}")
@@ -156,7 +155,7 @@ def share_threshold(contrib: np.ndarray, share: float) -> float:
 
 def classify(contrib: np.ndarray, quantile: float = 0.7, levels: int = 3,
              cut: float | None = None) -> np.ndarray:
-    """Level of every block (S32-S34, claim 5): 0 (important) when its contribution is
+    """Level of every block: 0 (important) when its contribution is
     above the threshold, else 1..``levels`` by contribution, 1 the largest, in groups
     of (nearly) equal size. ``quantile`` 0 makes every block but the smallest
     important (1.0: none). ``cut`` replaces the quantile's threshold (e.g.

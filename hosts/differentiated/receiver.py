@@ -1,14 +1,14 @@
-"""The receiving side (the PS) of differentiated transmission (S35, claim 6).
+"""The receiving side (the PS) of differentiated transmission.
 
-* S351: blocks received over the reliable protocol (TCP) go into the **reliable channel
+* blocks received over the reliable protocol (TCP) go into the **reliable channel
   buffer**, those over the unreliable protocol (UDP) into the **unreliable channel
   buffer** (two ``queue.Queue``, filled by one socket-reader thread per connection and
   one for the UDP socket);
-* S352: the **unreliable receive engine** (a thread) takes datagrams from its buffer,
+* the **unreliable receive engine** (a thread) takes datagrams from its buffer,
   decapsulates their block messages and stores the values in the data buffer;
-* S353: the **reliable receive engine** (a thread) does the same for the reliable
+* the **reliable receive engine** (a thread) does the same for the reliable
   buffer and tracks whether every important block of the iteration has arrived;
-* S354-S355: once they have (and after an optional grace period for unreliable blocks),
+* once they have (and after an optional grace period for unreliable blocks),
   :meth:`DataBuffer.take` hands each worker's blocks to the caller, which rebuilds the
   tensors with :meth:`BlockLayout.reconstruct` (missing blocks zero-filled).
 
@@ -300,7 +300,7 @@ class Receiver:
             with contextlib.suppress(OSError):
                 s.close()
 
-    # -- socket readers (fill the channel buffers, S351) ---------------------------------
+    # -- socket readers (fill the channel buffers) --------------------------------------
     def _accept(self) -> None:
         while not self._stop.is_set():
             try:
@@ -375,7 +375,7 @@ class Receiver:
             if item is not None:
                 self.unreliable_buffer.put(item)
 
-    # -- receive engines (S352, S353) ----------------------------------------------------
+    # -- receive engines ------------------------------------------------------------------
     def _reliable_engine(self) -> None:
         while True:
             item = self.reliable_buffer.get()

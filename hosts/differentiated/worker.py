@@ -4,8 +4,8 @@
         --mode differentiated|reliable|unreliable [--epochs E ...]     # real training
     python -m hosts.differentiated.worker ... --gradient G.npz --iterations K   # fixed tensors
 
-Each iteration: compute the gradient (or take the fixed one), split it into blocks (S1),
-update the blocks' SANE contributions (S2), classify them (S31-S34), send the manifest
+Each iteration: compute the gradient (or take the fixed one), split it into blocks,
+update the blocks' SANE contributions, classify them, send the manifest
 and the important blocks on the reliable TCP channel (DSCP EF, highest queue) and the
 others as UDP datagrams, one DSCP per level, then wait for the PS's new parameters.
 Modes: ``reliable`` sends every block over TCP, ``unreliable`` every block over UDP

@@ -1,4 +1,4 @@
-"""In-network aggregation agents (technique 1, seed 002; docs/ina.md).
+"""In-network aggregation agents (ina; docs/ina.md).
 
 * :mod:`wire.ina_policy`: the routing policy a worker and the PS read (which switch aggregates
   which fragment), written by ``gradctl ina deploy`` / the experiment;

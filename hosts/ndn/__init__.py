@@ -1,4 +1,4 @@
-"""NDN parameter-server agents (technique 2, seed 000; docs/ndn.md).
+"""NDN parameter-server agents (ndn; docs/ndn.md).
 
 * :mod:`wire.ndn`: names, their bounds and hashes, TLV encoding (python-ndn), segments;
 * :mod:`.faces`: one face per transport (Ethernet, UDP, TCP) and ``make_face``;

@@ -1,6 +1,6 @@
-"""NDN GPU worker (technique 2, seed 000; protocol in docs/ndn.md).
+"""NDN GPU worker (ndn; protocol in docs/ndn.md).
 
-The GPU's side of every step of the seed's claim 1 (PS ``P``, training ``T``, GPU ``G``):
+The GPU's side of every step of the method (PS ``P``, training ``T``, GPU ``G``):
 
 2.2  answers the task-assignment Interest ``/G/P/T`` with Data "accept", or "decline"
      when busy (``--busy``), and then takes no work.

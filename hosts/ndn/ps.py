@@ -1,6 +1,6 @@
-"""NDN parameter server (technique 2, seed 000; protocol in docs/ndn.md).
+"""NDN parameter server (ndn; protocol in docs/ndn.md).
 
-Every step of the seed's claim 1, from the PS's side, names with PS ``P``, training
+Every step of the method, from the PS's side, names with PS ``P``, training
 ``T`` and GPU ``G``:
 
 2.1  task assignment: Interest ``/G/P/T`` to every GPU; the Data says accept/decline.

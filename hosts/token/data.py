@@ -1,4 +1,4 @@
-"""Data distribution of a token node (technique 5, seed 004: s110, s130, s140).
+"""Data distribution of a token node (token: model, shards, JSON gradient files).
 
 * :class:`Distribution` -- the initiator broadcasts the model's parameters (MODEL), every
   member's shard (DATA tagged with the member's number) and the test set (DATA 0), then
@@ -7,8 +7,8 @@
   brought);
 * :func:`encode_examples` / :func:`decode_examples` -- examples on the wire (65 bytes
   each as digits pixel levels, or 260 bytes as exact float32);
-* :func:`write_json_gradients` / :func:`read_json_gradients` -- the seed's JSON gradient
-  files (s140, item 37).
+* :func:`write_json_gradients` / :func:`read_json_gradients` -- the JSON gradient files
+  (one per batch and node).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class Distribution(FrameIO):
                 time.sleep(0.002)  # let the NICs' pipelines keep up
 
     def distribute(self, params: bytes, shards: dict[int, bytes], test: bytes, m_train: int) -> None:
-        """s110/s130: model, then each member's shard, then DATA_DONE; re-send on NACK."""
+        """Model, then each member's shard, then DATA_DONE; re-send on NACK."""
         for attempt in range(DISTRIBUTION_ROUNDS):
             flags = int(TokenFlags.RESEND) if attempt else 0
             self.send_blob(TokenMsg.MODEL, 0, params, flags=flags)
@@ -80,7 +80,7 @@ class Distribution(FrameIO):
             if hdr.msg_type in (TokenMsg.MODEL, TokenMsg.DATA):
                 key = (hdr.msg_type, hdr.member)
                 if hdr.msg_type == TokenMsg.DATA and hdr.member not in (0, self.seq):
-                    continue  # s130: keep only the data of my own sequence number
+                    continue  # keep only the data of my own sequence number
                 blobs.setdefault(key, {})[hdr.frag] = bytes(rest)
                 sizes[key] = (hdr.nfrags, hdr.aux)
             elif hdr.msg_type == TokenMsg.DATA_DONE:
@@ -138,7 +138,7 @@ def decode_examples(data: bytes, exact: bool = False) -> tuple[Any, Any]:
 
 def write_json_gradients(path: Path, batch: int, seq: int, arrays: list[np.ndarray],
                          n: int | None = None) -> None:
-    """The seed's JSON gradient interface (s140, item 37): one file per batch and node,
+    """The JSON gradient interface: one file per batch and node,
     ``{"batch", "node", ["n",] "gradients": [{"shape", "values"}, ...]}`` in
     ``model.parameters()`` order (own gradients ``grad-*``, averaged sums ``mean-*``)."""
     doc: dict[str, Any] = {"batch": batch, "node": seq,

@@ -1,11 +1,11 @@
-"""A token node's link to its smart NIC and its frame-level I/O (technique 5, seed 004).
+"""A token node's link to its smart NIC and its frame-level I/O (token).
 
 * :class:`NicLink` -- the one reused AF_PACKET socket to the NIC (``p4src/nic.p4``), token
   frames (EtherType 0x88B5) only, made by :func:`hosts.net.packet_socket`;
 * :class:`FrameIO` -- what every part of a node (protocol, distribution, training) uses
   to talk: JSON event lines on stdout, token headers in the node's name, sending, and the
   receive loop that ticks the NIC every ``--tick`` seconds (the NIC evaluates its
-  timeouts on the TICK, s310-s320);
+  timeouts on the TICK);
 * :class:`TokenError` -- the protocol cannot go on.
 """
 
@@ -124,7 +124,7 @@ class FrameIO:
         """A NACK for this node's broadcast (overridden by the protocol)."""
 
     def maybe_tick(self) -> None:
-        """Periodic TICK: the NIC evaluates its timeouts on it (s310-s320)."""
+        """Periodic TICK: the NIC evaluates its timeouts on it."""
         now = time.monotonic()
         if self.seq and not self.standby and now - self.last_tick >= self.args.tick:
             self.last_tick = now

@@ -1,27 +1,27 @@
-"""A training node of token-passing gradient broadcast (technique 5, docs/token.md).
+"""A training node of token-passing gradient broadcast (token, docs/token.md).
 
 One process per node, in its Mininet host, talking raw Ethernet (EtherType 0x88B5) to
-its smart NIC (``p4src/nic.p4``) through one AF_PACKET socket. The steps of seed 004:
+its smart NIC (``p4src/nic.p4``) through one AF_PACKET socket. The steps:
 
-* formation (s120-s123): the initiator (the node holding model and data) broadcasts
+* formation: the initiator (the node holding model and data) broadcasts
   FORM_START; nodes answer FORM_REPLY; the initiator records the answers in order
   (sequence number = 1 + position) and, after ``--form-silence`` seconds without a new
   answer, broadcasts the roster (ROSTER frames, the last closes formation in every NIC);
   late nodes stay out;
-* distribution (s110, s130): the initiator broadcasts the model's parameters (MODEL) and
+* distribution: the initiator broadcasts the model's parameters (MODEL) and
   every member's shard (DATA tagged with the member's number; each node keeps only its
   own, plus the test set tagged 0), then DATA_DONE; nodes ack (DATA_ACK), missing pieces
   are re-sent;
-* training (s131-s137, s160): node 1 creates the token. A holder whose gradient for the
+* training: node 1 creates the token. A holder whose gradient for the
   current batch is ready broadcasts it (GRAD frames, accumulated by every NIC) and passes
   the token (TOKEN names the next active member); one whose gradient is not ready waits
   at most ``--dwell`` seconds, then passes it on. When the gradients received cover
-  ``--cutoff`` of the batch's data (item 38; 1.0 = all active members), the holder opens
+  ``--cutoff`` of the batch's data (1.0 = all active members), the holder opens
   the next batch (TOKEN with batch + 1). Every node then reads the sums of the finished
   batch from its NIC (READ/READ_REPLY) and updates w <- w - lr * sum / n, n the number of
   gradients received. A gradient longer than the NIC holds (32,768 values) goes in
   chunks, one token round each (docs/token.md, "Chunks");
-* failures (s136, s310-s330): the host ticks its NIC every ``--tick`` seconds; the NIC
+* failures: the host ticks its NIC every ``--tick`` seconds; the NIC
   answers RESEND_DUE when its host's last broadcast met silence for t (the host re-sends
   it, flag RESEND), and broadcasts NODE_LOST itself when the token holder stays silent
   d*t after the resend (d = position after the holder). Removed nodes stand by (keeping
@@ -112,7 +112,7 @@ class Node(TokenProtocol, Distribution, Training):
         self.examples = 0             # examples covered in the current step (the token's count)
         self.sent_steps: dict[int, tuple[Any, int]] = {}  # own broadcasts kept for NACKs
         self.batch_grad: tuple[int, Any, float, int, Any] | None = None  # sent in chunk 0
-        self.shards: dict[int, bytes] = {}       # initiator: every member's data (¶100)
+        self.shards: dict[int, bytes] = {}       # initiator: every member's data (redistribution)
         self.redistribute_due: set[int] = set()  # initiator: lost members' data to send
         self.redistributed: set[int] = set()     # lost members whose data this node took
         self.redist_parts: dict[int, dict[int, bytes]] = {}
@@ -241,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     """Command line of a node."""
     p = argtypes.Parser(prog="python -m hosts.token.node", description=__doc__.split("\n\n")[0])
     p.add_argument("--iface", required=True, help="the interface toward the node's NIC")
-    p.add_argument("--initiator", action="store_true", help="this node holds model and data (s110)")
+    p.add_argument("--initiator", action="store_true", help="this node holds model and data")
     _intruder_args(p)
     p.add_argument("--expect", type=argtypes.natural, default=0, help="initiator: close formation once this "
                    "many nodes (itself included) are in and 0.3 s passed quietly")
@@ -277,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=argtypes.positive, default=0.3)
     p.add_argument("--scale-bits", type=argtypes.integer(0, 62), default=16, help="fixed point: q = round(g * 2^S)")
     p.add_argument("--cutoff", type=argtypes.number(above=0.0, hi=1.0), default=0.9,
-                   help="end a batch once gradients cover this fraction of its data (item 38)")
+                   help="end a batch once gradients cover this fraction of its data")
     p.add_argument("--pieces", type=argtypes.count, default=8,
                    help="with --cutoff < 1: compute a batch in this many pieces, so a slow node "
                         "can send the examples it has done (the cutoff counts examples)")
@@ -306,8 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "measure the training alone)")
     p.add_argument("--save", default="", help="where the coordinator saves the model on ABNORMAL/finish")
     p.add_argument("--grad-json", default="", metavar="DIR",
-                   help="also write every own gradient and every averaged sum as JSON (the "
-                        "seed's gradient files)")
+                   help="also write every own gradient and every averaged sum as JSON (one "
+                        "file per batch and node)")
     p.add_argument("--gradient", default="", metavar="FILE",
                    help="send this float32 .npy (the model's size) as every batch's gradient "
                         "instead of computing one")

@@ -1,15 +1,15 @@
-"""The token protocol of a node (technique 5, seed 004: s120-s123, s131-s137, s310-s330).
+"""The token protocol of a node (token: formation, token passing, failures).
 
 :class:`TokenProtocol`, the node's network-thread state machine:
 
-* formation (s120-s123): the initiator opens it (FORM_START), records the answers in
+* formation: the initiator opens it (FORM_START), records the answers in
   order and broadcasts the roster; members answer and learn their number;
-* token passing (s131-s135): node 1 creates the token; a holder broadcasts its ready
+* token passing: node 1 creates the token; a holder broadcasts its ready
   gradient (GRAD frames) or waits at most ``--dwell``, then passes the token to the next
-  active member, or closes the batch once the gradients cover ``--cutoff`` (item 38);
+  active member, or closes the batch once the gradients cover ``--cutoff``;
   a gradient longer than the NIC holds goes one chunk per token round: the protocol's
   ``batch`` is then a step (batch x chunks + chunk, :mod:`hosts.token.training`);
-* failures (s136, s310-s330): re-sending the last broadcast on RESEND_DUE, NODE_LOST
+* failures: re-sending the last broadcast on RESEND_DUE, NODE_LOST
   (standby when it names this node), the rejoin round at a batch boundary
   (REJOIN_QUERY / REJOIN_REPLY / REJOIN + MODEL), ABNORMAL below ``--min-nodes``, STOP.
 
@@ -92,7 +92,7 @@ class TokenProtocol(FrameIO):
         self.send(TokenHeader(msg_type=int(TokenMsg.CONFIG), aux=t_us, member=self.args.resends))
 
     def form_as_initiator(self) -> None:
-        """s121-s123: open formation, record answers in order, close on silence."""
+        """Formation: open it, record answers in order, close on silence."""
         self.seq = 1
         order = [self.link.mac]
         start = last = time.monotonic()
@@ -167,12 +167,12 @@ class TokenProtocol(FrameIO):
         return later[0] if later else order[0]
 
     def coverage(self, examples: int) -> float:
-        """Item 38: the share of the batch's data in the gradients so far: examples
+        """The cutoff: the share of the batch's data in the gradients so far: examples
         covered (the token's count) over every active member's batch."""
         return examples / max(1, self.args.batch_size * len(self.active))
 
     def broadcast_gradient(self, q: Any, examples: int) -> None:
-        """s134: the gradient (the current chunk of it), TOKEN_VALUES per GRAD frame; the
+        """The gradient (the current chunk of it), TOKEN_VALUES per GRAD frame; the
         own NIC adds it too."""
         t = time.monotonic()
         chunk = self.batch % self.chunks
@@ -201,7 +201,7 @@ class TokenProtocol(FrameIO):
         self.log("grad", **self.where(), frames=nfrags)
 
     def hold_token(self) -> None:
-        """s133-s135: broadcast if the gradient is ready, then pass the token on."""
+        """Broadcast if the gradient is ready, then pass the token on."""
         self.holder = False
         sent = False
         partial = False
@@ -213,7 +213,7 @@ class TokenProtocol(FrameIO):
                 part = self.partial if self.partial and self.partial[0] == self.batch else None
             if ready is None and part is not None and self.batch % self.chunks == 0 \
                     and self.coverage(self.examples + part[3]) >= self.args.cutoff - 1e-9:
-                # item 38: this node's examples so far complete the cutoff's share of the
+                # the cutoff: this node's examples so far complete the cutoff's share of the
                 # batch; the rest of its batch is dropped (not waited for)
                 ready, partial = part, True
             if ready is not None:
@@ -239,7 +239,7 @@ class TokenProtocol(FrameIO):
         self.pass_token(self.batch, bitmap, aux=0)
 
     def pass_token(self, batch: int, bitmap: int, aux: int, opening: bool = False) -> None:
-        """s132 / ¶87: tell the NIC to pass the token (PASS); the NIC names the next
+        """Tell the NIC to pass the token (PASS); the NIC names the next
         active member from its roster registers and broadcasts the TOKEN (also back to
         this host, which takes it again when alone). ``nfrags``: the fragments this node
         broadcast in the step the TOKEN closes (the NICs check they got them all)."""
@@ -330,7 +330,7 @@ class TokenProtocol(FrameIO):
                 self.pending.append(got)
 
     def redistribute(self) -> None:
-        """¶100 (initiator, after a batch): the data of nodes declared lost goes again to
+        """Redistribution (initiator, after a batch): the data of nodes declared lost goes again to
         the others (DATA tagged with the lost node's number, twice: lost frames); each
         active node adds every K-th example (K active nodes, its rank in them) to its
         shard. Batches per epoch stay as they are: the shards grow, the count does not."""
@@ -344,7 +344,7 @@ class TokenProtocol(FrameIO):
         self.redistribute_due.clear()
 
     def adopt_lost_data(self, member: int, blob: bytes) -> None:
-        """Take this node's slice of a lost node's shard (¶100)."""
+        """Take this node's slice of a lost node's shard (redistribution)."""
         import torch
 
         from hosts.token.data import decode_examples, exact_encoding
@@ -364,7 +364,7 @@ class TokenProtocol(FrameIO):
         self.log("redistributed", member=member, examples=len(ys), shard=len(self.y), **self.where())
 
     def on_data(self, hdr: TokenHeader, rest: memoryview) -> None:
-        """A DATA frame during training: a piece of a lost node's shard (¶100)."""
+        """A DATA frame during training: a piece of a lost node's shard (redistribution)."""
         m = hdr.member
         if m == 0 or m == self.seq or m in self.active or m in self.redistributed:
             return
@@ -376,7 +376,7 @@ class TokenProtocol(FrameIO):
             self.adopt_lost_data(m, blob)
 
     def abnormal_standby(self) -> bool:
-        """¶33: training stops; this node finishes its current data (the gradient its
+        """ABNORMAL: training stops; this node finishes its current data (the gradient its
         compute step is on, bounded by 2 t) and stands by. True if it finished."""
         finished = self.ready is not None or self.ready_event.wait(max(1.0, 2 * self.args.wait_unit))
         self.holder = False
@@ -396,7 +396,7 @@ class TokenProtocol(FrameIO):
         """The token passed on: follow its batch, take it when it names this node."""
         if self.standby or hdr.pass_no < self.last_pass:
             return
-        # a resend of the last pass (s136): act only if it names me and I have not yet
+        # a resend of the last pass: act only if it names me and I have not yet
         if hdr.pass_no == self.last_pass and (hdr.next_holder != self.seq
                                               or self.acted_pass == hdr.pass_no):
             return
@@ -560,7 +560,7 @@ class TokenProtocol(FrameIO):
                 if got is not None:
                     self.on_frame(*got)
         if self.seq == 1:
-            self.holder = True  # s131: node 1 creates the token
+            self.holder = True  # node 1 creates the token
             self.acted_pass = 0
         deadline = time.monotonic() + self.args.max_time
         while not self.done:

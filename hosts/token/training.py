@@ -1,4 +1,4 @@
-"""Training on a token node (technique 5, seed 004: s140, s160).
+"""Training on a token node (token: compute step, batch end).
 
 * :func:`load_factory` / :func:`model_factory` -- the user's model factory (``--model
   module:function``) or a named model of :data:`hosts.training.MODELS` (``--model NAME``:
@@ -6,8 +6,8 @@
 * :class:`Timing` -- where a node's time goes;
 * :class:`Training` -- the model built from the distributed parameters and shard, the
   compute step (gradient of the current batch on a private copy of the model, quantized
-  to fixed point, s140; run by the one training loop, :mod:`hosts.token.sync`), the batch end (read the sums from the NIC, update
-  ``w <- w - lr * sum / n``, s160), evaluation and saving;
+  to fixed point; run by the one training loop, :mod:`hosts.token.sync`), the batch end (read the sums from the NIC, update
+  ``w <- w - lr * sum / n``), evaluation and saving;
 * chunks: a gradient longer than the NIC holds (``TOKEN_MAX_FRAGS`` x ``TOKEN_VALUES``
   = 32,768 values) goes in ``chunks`` pieces of at most that, one token round (one
   protocol *step*, the ``batch`` field on the wire) per chunk: step ``s`` is chunk
@@ -189,7 +189,7 @@ class Training(FrameIO):
 
     def step_complete(self, bitmap: int) -> bool:
         """Whether the current step may end: a batch's first chunk once the gradients cover
-        ``--cutoff`` (item 38); a later chunk once every active member of the first chunk's
+        ``--cutoff``; a later chunk once every active member of the first chunk's
         contributors has sent it too."""
         if self.batch % self.chunks == 0:
             return self.coverage(self.examples) >= self.args.cutoff - 1e-9
@@ -210,7 +210,7 @@ class Training(FrameIO):
             tr.set_parameters(self.model, tr.unflatten(vec.copy(), self.like))
 
     def compute_step(self, b: int) -> tuple[Any, int, Any, float] | None:
-        """The gradient of step ``b`` (a batch's first step), quantized (s140): ``(q,
+        """The gradient of step ``b`` (a batch's first step), quantized: ``(q,
         examples, vec, t_start)``, or None when the batch ended during a piecewise
         computation (the cutoff went on without this node). The loop's compute step
         (:class:`hosts.token.sync.TokenSync`) calls it; :meth:`offer` hands the result
@@ -234,7 +234,7 @@ class Training(FrameIO):
             pieces = 1
         else:
             seed = self.args.batch_seed if self.args.batch_seed >= 0 else self.seq
-            with self.ready_lock:  # a redistribution (¶100) may grow the shard
+            with self.ready_lock:  # a redistribution may grow the shard
                 x, y = self.x, self.y
             xb, yb = tr.batches(x, y, self.args.batch_size, epoch, seed=seed)[i]
             examples = len(yb)
@@ -271,7 +271,7 @@ class Training(FrameIO):
                 self.ready_event.set()
 
     def compute_in_pieces(self, b: int, xb: Any, yb: Any, pieces: int, t0: float) -> Any:
-        """Item 38 with partial gradients: the batch's gradient piece by piece; after each
+        """The cutoff with partial gradients: the batch's gradient piece by piece; after each
         piece the mean over the examples done so far is offered (``partial``), so a slow
         node whose token comes early can send the examples it has (the cutoff counts
         examples). The slowdown is spread over the pieces. None if the batch moved on."""
@@ -450,7 +450,7 @@ class Training(FrameIO):
         return True
 
     def finish_batch(self, final_bitmap: int) -> None:
-        """s160: read the sums of the current batch, w <- w - lr * sum / n; next batch.
+        """Batch end: read the sums of the current batch, w <- w - lr * sum / n; next batch.
 
         With several chunks this ends the current step: a chunk before the last only
         reads its sums (:meth:`finish_chunk`); the last one reads its own and updates
@@ -515,7 +515,7 @@ class Training(FrameIO):
                 self.emit_eval(b // self.batches_per_epoch + 1, done)
         self.log("batch", **rec)
         if self.redistribute_due:
-            self.redistribute()  # ¶100: after the batch
+            self.redistribute()  # after the batch
         if self.batch < self.total_steps and not self.standby:
             self.work.put(self.batch)
 
