@@ -5,7 +5,7 @@
                     [ndn-window]
                     [differentiated] [differentiated-ablation] [differentiated-replay] [bcube] [token]
                     [token-grid] [train] [ddp]
-                    [fuzz] [fuzz-config] [fuzz-p4rt] [loss] [simulate] [regimes]
+                    [fuzz] [fuzz-config] [fuzz-p4rt] [loss] [simulate] [regimes] [method-params]
 
 With no names, runs all of them. One name may be followed by its own options
 (``python -m bench token-grid --seeds 5 --out-dir DIR``; ``python -m bench NAME --help``

@@ -129,7 +129,7 @@ ENTRIES: tuple[Entry, ...] = (
                                 "fuzz-config": "bench.config_fuzz_bench",
                                 "fuzz-p4rt": "bench.p4rt_fuzz"}),
     _e("loss", "tool", benches={"loss": "bench.loss_bench"}),
-    _e("seed-params", "tool", benches={"seed-params": "bench.seed_params"}),
+    _e("method-params", "tool", benches={"method-params": "bench.method_params"}),
     _e("sim", "tool", cli=("sim.cli",),
        benches={"simulate": "bench.sim_bench", "regimes": "bench.regimes_bench"},
        docs="docs/simulation.md"),

@@ -1,6 +1,6 @@
 """The methods' own parameter values against the project's choices, in one run.
 
-Run: ``python -m bench seed-params`` (``--part token,ndn,ring,budget`` picks parts).
+Run: ``python -m bench method-params`` (``--part token,ndn,ring,budget`` picks parts).
 
 * **token**: four NICs running ``nic.p4`` in process on one emulated LAN (every frame a
   NIC sends to the LAN reaches the other three), a virtual clock, every host ticking
@@ -313,7 +313,7 @@ def budget_table() -> Table:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench seed-params", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench method-params", description=__doc__.split("\n\n")[0])
     ap.add_argument("--part", default=",".join(PARTS), metavar="P,P,...",
                     help=f"which comparisons (default all: {','.join(PARTS)})")
     ap.add_argument("--out-dir", default="results", help="where the tables are saved")
@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         ap.error(f"--part: unknown {', '.join(bad)} (known: {', '.join(PARTS)})")
     console = TableConsole()
-    out = Path(args.out_dir) / time.strftime("seed-params-%Y%m%d-%H%M%S")
+    out = Path(args.out_dir) / time.strftime("method-params-%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
     console.save_to(out)
     build = {"token": token_table, "ndn": ndn_table, "ring": ring_table, "budget": budget_table}
