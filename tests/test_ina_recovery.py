@@ -194,7 +194,9 @@ def test_reordered_grad_after_a_flush_is_counted_once(net) -> None:  # noqa: ANN
     _check_exact(pol, grads, ps, out)
     st = rep.jobs[7]
     assert st.contributions == N_W * n_f  # every worker once per fragment
-    assert st.flushes_sent == 1 and _counts(out, 7, "request_timer") == [0, 0, 0, 0]
+    # one flush, and a second when rank 1's request for the RESULT reached the PS after
+    # the first had gone out (the PS asks the switch again before it NACKs): scheduling
+    assert st.flushes_sent in (1, 2) and _counts(out, 7, "request_timer") == [0, 0, 0, 0]
     assert model.partials == n_f  # the late GRAD completed the flushed aggregate
 
 
