@@ -109,17 +109,23 @@ def parse_fault_spec(specs: list[str] | None) -> dict[int, set[int]]:
     return out
 
 
+def add_drop_options(ap: Any, agent: str, sent: str, received: str) -> None:
+    """``--drop-sent`` / ``--drop-received TYPE=N[,N]`` (:func:`parse_fault_spec`) on an
+    agent's parser; ``sent`` / ``received`` name the INA types that agent sends / receives."""
+    ap.add_argument("--drop-sent", action="append", metavar="TYPE=N[,N]",
+                    help=f"testing: drop the N-th datagram of INA type TYPE ({sent}) this "
+                    f"{agent} sends (repeatable)")
+    ap.add_argument("--drop-received", action="append", metavar="TYPE=N[,N]",
+                    help=f"testing: discard the N-th datagram of INA type TYPE ({received}) "
+                    f"this {agent} receives (repeatable)")
+
+
 def add_worker_test_options(ap: Any) -> None:
     """The worker's testing options (an ``argparse.ArgumentParser``): faults on its
     socket (``worker_faults``) and a late start."""
     ap.add_argument("--send-twice", action="store_true",
                     help="testing: send every datagram twice (duplicate handling)")
-    ap.add_argument("--drop-sent", action="append", metavar="TYPE=N[,N]",
-                    help="testing: drop the N-th datagram of INA type TYPE (GRAD, NACK) this "
-                    "worker sends (repeatable)")
-    ap.add_argument("--drop-received", action="append", metavar="TYPE=N[,N]",
-                    help="testing: discard the N-th datagram of INA type TYPE (RESULT, NACK) "
-                    "this worker receives (repeatable)")
+    add_drop_options(ap, "worker", sent="GRAD, NACK", received="RESULT, NACK")
     ap.add_argument("--lag", type=argtypes.nonnegative, default=0.0, metavar="SECONDS",
                     help="testing: start the first allreduce this long after the others "
                     "(a rank lagging its round; with --ready-go, after the start signal)")

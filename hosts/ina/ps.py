@@ -32,7 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from hosts.ina.agent import FaultInjection, InaTimeoutError, open_ina_socket, parse_fault_spec
+from hosts.ina.agent import (
+    FaultInjection,
+    InaTimeoutError,
+    add_drop_options,
+    open_ina_socket,
+    parse_fault_spec,
+)
 from hosts.ina.fastpath import rare_gc
 from hosts.ina.ps_job import JobState, JobStats, PSCounters, PSReport
 from hosts.ina.recovery import JobRecovery, PsRecovery
@@ -506,12 +512,7 @@ def _parser() -> argparse.ArgumentParser:
                          "0: as many as fit 32 bits)")
     ap.add_argument("--drop-every", type=argtypes.natural, default=0,
                     help="TESTING: drop every K-th datagram this PS sends (lost RESULTs)")
-    ap.add_argument("--drop-sent", action="append", metavar="TYPE=N[,N]",
-                    help="TESTING: drop the N-th datagram of INA type TYPE (RESULT, CLEAR, NACK) "
-                    "this PS sends (repeatable)")
-    ap.add_argument("--drop-received", action="append", metavar="TYPE=N[,N]",
-                    help="TESTING: discard the N-th datagram of INA type TYPE (GRAD, PARTIAL, "
-                    "NACK) this PS receives (repeatable)")
+    add_drop_options(ap, "PS", sent="RESULT, CLEAR, NACK", received="GRAD, PARTIAL, NACK")
     ap.add_argument("--idle-exit", type=argtypes.positive, default=30.0,
                     help="with --rounds 0: stop after this many quiet seconds between rounds, "
                          "once a round has finished (default 30)")
