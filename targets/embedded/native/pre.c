@@ -156,6 +156,23 @@ static int pre_room(struct pre *m, uint32_t n, uint32_t plen) {
   return 0;
 }
 
+/* simple_switch's egress of the PHV in c->F as it leaves for port at priority prio
+ * (queue prio; process.c's unicast and each replica here): EG_ON to deparse, EG_PYTHON
+ * the Python path must finish it (egress asked for clone, truncate or recirculate),
+ * EG_DROPPED by egress. */
+enum { EG_ON, EG_PYTHON, EG_DROPPED };
+static inline int egress_run(ctx_t *c, uint64_t port, uint64_t prio) {
+  uint64_t *F = c->F;
+  if (SM_QID >= 0) F[SM_QID] = prio;
+  F[SM_EGRESS_PORT] = port;
+  F[SM_EGRESS_SPEC] = 0;
+  F[SM_PACKET_LENGTH] = F[H_PKTLEN];
+  g_egress(c);
+  F[H_EXIT] = 0;
+  if (F[H_CLONE] | F[H_TRUNCATE] | F[H_RECIRC]) return EG_PYTHON;
+  return F[SM_EGRESS_SPEC] == 511 ? EG_DROPPED : EG_ON;
+}
+
 static void pre_phv(ctx_t *c, const uint64_t *F, const w256 *W) {
   memcpy(c->F, F, sizeof c->F);
   memcpy(c->W, W, sizeof(w256) * NW);
@@ -179,15 +196,10 @@ static int pre_run(ctx_t *c, struct pre *m, const uint64_t *rep, uint32_t n, int
     mrec_t *r = &m->rec[m->nout];
     r->port = port; r->prio = (uint32_t)prio; r->off = (uint32_t)m->used; r->len = 0;
     if (prio >= nbq) { r->rc = 4; m->nout++; continue; }
-    if (SM_QID >= 0) F[SM_QID] = prio;
-    F[SM_EGRESS_PORT] = port;
-    F[SM_EGRESS_SPEC] = 0;
-    F[SM_PACKET_LENGTH] = F[H_PKTLEN];
-    g_egress(c);
-    F[H_EXIT] = 0;
+    int eg = egress_run(c, port, prio);
     m->egressed = 1;
-    if (F[H_CLONE] | F[H_TRUNCATE] | F[H_RECIRC]) return PRE_STOP;
-    if (F[SM_EGRESS_SPEC] == 511) { r->rc = 5; m->nout++; continue; }
+    if (eg == EG_PYTHON) return PRE_STOP;
+    if (eg == EG_DROPPED) { r->rc = 5; m->nout++; continue; }
     g_update(c, pay, plen);
     uint8_t *out = m->arena + m->used;
     uint32_t h = g_deparse(c, out, HDRMAX + plen);

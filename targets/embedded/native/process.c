@@ -37,14 +37,9 @@ int np_process(void *p, const uint8_t *frame, uint32_t len, uint32_t port, uint6
   uint64_t prio = SM_PRIORITY >= 0 ? F[SM_PRIORITY] : 0;
   *outport = (uint32_t)eport; *outprio = (uint32_t)prio;
   if (prio >= nbq) { rc = 4; goto done; }
-  if (SM_QID >= 0) F[SM_QID] = prio;
-  F[SM_EGRESS_PORT] = eport;
-  F[SM_EGRESS_SPEC] = 0;
-  F[SM_PACKET_LENGTH] = F[H_PKTLEN];
-  g_egress(c);
-  F[H_EXIT] = 0;
-  if (F[H_CLONE] | F[H_TRUNCATE] | F[H_RECIRC]) { rc = 3; goto done; }
-  if (F[SM_EGRESS_SPEC] == 511) { rc = 5; goto done; }
+  int eg = egress_run(c, eport, prio);  /* pre.c */
+  if (eg == EG_PYTHON) { rc = 3; goto done; }
+  if (eg == EG_DROPPED) { rc = 5; goto done; }
   uint32_t plen = len - c->off;
   g_update(c, frame + c->off, plen);
   uint32_t h = g_deparse(c, out, cap);
