@@ -169,15 +169,19 @@ def aggregating_switch(program: bytes) -> tuple[Any, Any]:
     return sw, prog
 
 
-def run_tool(network: Any, host: str, *args: str, timeout: float = 180) -> dict[str, Any]:
-    """Run this tool in emulated ``host`` (``args``: a command and its options); its
-    JSON line. A tool still running after ``timeout`` s is killed and fails the test."""
+def _start(network: Any, host: str, *args: str) -> Any:
+    """This tool started in emulated ``host`` (``args``: a command and its options)."""
     import subprocess
 
     from tests.netenv import ROOT
 
-    p = network.host(host).popen([sys.executable, "-m", "tests.ina_probe", *args], cwd=str(ROOT),
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return network.host(host).popen([sys.executable, "-m", "tests.ina_probe", *args], cwd=str(ROOT),
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _finish(p: Any, timeout: float) -> dict[str, Any]:
+    """The JSON line of a tool started by :func:`_start`; one still running after
+    ``timeout`` s is killed and fails the test."""
     try:
         out, err = p.communicate(timeout=timeout)
     finally:
@@ -188,25 +192,23 @@ def run_tool(network: Any, host: str, *args: str, timeout: float = 180) -> dict[
     return json.loads(out.decode().strip().splitlines()[-1])
 
 
+def run_tool(network: Any, host: str, *args: str, timeout: float = 180) -> dict[str, Any]:
+    """Run this tool in emulated ``host`` (``args``: a command and its options); its
+    JSON line. A tool still running after ``timeout`` s is killed and fails the test."""
+    return _finish(_start(network, host, *args), timeout)
+
+
 def probe_counts(network: Any, topo: Any, ps: str, worker: str, *args: str,
                  probe_timeout: float = 180) -> dict[str, Any]:
     """``listen`` on the job's PS ``ps`` (started first), ``probe`` from its ``worker``
     with the same ``args``; what the listener counted (aggregated, passed on), once it
     has freed what the probes took."""
-    import subprocess
-
-    from tests.netenv import ROOT
-
-    listener = network.host(ps).popen(
-        [sys.executable, "-m", "tests.ina_probe", "listen", *args, "--bind", topo.host_ip(ps)],
-        cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    listener = _start(network, ps, "listen", *args, "--bind", topo.host_ip(ps))
     try:
         assert listener.stdout.readline().strip() == b"ready", listener.stderr.read()[-800:]
         run_tool(network, worker, "probe", *args, timeout=probe_timeout)
-        out, err = listener.communicate(timeout=120)
-    finally:
-        if listener.poll() is None:
-            listener.kill()
-            listener.wait()
-    assert listener.returncode == 0, err.decode(errors="replace")[-800:]
-    return json.loads(out.decode().strip().splitlines()[-1])
+    except BaseException:
+        listener.kill()
+        listener.wait()
+        raise
+    return _finish(listener, 120)
