@@ -36,6 +36,7 @@ import numpy as np
 from rich.table import Table
 
 from controller.output import TableConsole
+from wire import argtypes
 from wire.argtypes import described
 
 console = TableConsole()
@@ -126,16 +127,16 @@ def run_once(args: argparse.Namespace, vpp: int, d: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Every ``--vpp`` size ``--reps`` times; the table."""
-    p = argparse.ArgumentParser(prog="python -m bench.ina_agents_bench", description=described(__doc__))
-    p.add_argument("--values", type=int, default=65536, help="values per gradient (default 65536)")
-    p.add_argument("--rounds", type=int, default=4, help="allreduces back to back per run (default 4)")
-    p.add_argument("--workers", type=int, default=4, help="workers (default 4)")
+    p = argtypes.Parser(prog="python -m bench.ina_agents_bench", description=described(__doc__))
+    p.add_argument("--values", type=argtypes.count, default=65536, help="values per gradient (default 65536)")
+    p.add_argument("--rounds", type=argtypes.count, default=4, help="allreduces back to back per run (default 4)")
+    p.add_argument("--workers", type=argtypes.count, default=4, help="workers (default 4)")
     p.add_argument("--vpp", default="64,256", help="values per packet to run (default 64,256)")
-    p.add_argument("--reps", type=int, default=2, help="runs per size (default 2)")
+    p.add_argument("--reps", type=argtypes.count, default=2, help="runs per size (default 2)")
     p.add_argument("--agents-from", type=Path, default=ROOT,
                    help="checkout whose agents run (default: this one)")
     args = p.parse_args(argv)
-    from wire.ina import INA_VALUE_SIZES
+    from wire.ina import INA_HEADER_LEN, INA_VALUE_SIZES
 
     try:
         sizes = [int(v) for v in args.vpp.split(",") if v.strip()]
@@ -143,8 +144,6 @@ def main(argv: list[str] | None = None) -> int:
         sizes = []
     if not sizes or any(v not in INA_VALUE_SIZES for v in sizes):
         p.error(f"--vpp {args.vpp}: values per packet are {', '.join(map(str, INA_VALUE_SIZES))}")
-    if min(args.values, args.rounds, args.workers, args.reps) < 1:
-        p.error("--values, --rounds, --workers and --reps must be at least 1")
     t = Table(title=f"INA agents alone on loopback: {args.workers} workers + PS, {args.values:,} values, "
                     f"{args.rounds} rounds a run, {args.reps} runs (CPU µs per value; agents from "
                     f"{args.agents_from})")
@@ -163,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             per_ps.append(res["ps"]["sync_cpu_s"] * 1e6 / (n * args.workers))
             exact &= res["exact"]
         ok &= exact
-        snd, rcv = syscall_cost(52 + 4 * vpp)
+        snd, rcv = syscall_cost(INA_HEADER_LEN + 4 * vpp)
         t.add_row(str(vpp), f"{np.mean(per_w):.3f} ({min(per_w):.3f}-{max(per_w):.3f})",
                   f"{np.mean(per_ps):.3f} ({min(per_ps):.3f}-{max(per_ps):.3f})",
                   f"{np.mean(per_ps) * args.workers:.3f}", f"{snd:.1f}", f"{rcv:.1f}",

@@ -29,6 +29,7 @@ import numpy as np
 from rich.table import Table
 
 from controller.output import TableConsole
+from wire import argtypes
 from wire.argtypes import described
 
 console = TableConsole()
@@ -40,12 +41,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry: every mode for every seed, then the table."""
-    p = argparse.ArgumentParser(prog="python -m bench.memlink_bench", description=described(__doc__))
-    p.add_argument("--seeds", type=int, default=2, help="runs per mode (gradient seeds 0..N-1)")
-    p.add_argument("--values", type=int, default=65536, help="gradient size (float32 values)")
-    p.add_argument("--bw", type=float, default=10.0, help="link rate in Mbit/s")
+    p = argtypes.Parser(prog="python -m bench.memlink_bench", description=described(__doc__))
+    p.add_argument("--seeds", type=argtypes.count, default=2, help="runs per mode (gradient seeds 0..N-1)")
+    p.add_argument("--values", type=argtypes.count, default=65536, help="gradient size (float32 values)")
+    p.add_argument("--bw", type=argtypes.positive, default=10.0, help="link rate in Mbit/s")
     p.add_argument("--budget", type=int, default=2, help="K aggregating switches")
-    p.add_argument("--processes", type=int, default=1,
+    p.add_argument("--processes", type=argtypes.count, default=1,
                    help="switch processes (groups; links in memory only inside one; default 1)")
     p.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (default: all three)")
     p.add_argument("--ps", action="store_true",
@@ -58,10 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
     bad = [m for m in modes if m not in MODES]
-    if bad or args.seeds < 1 or args.values < 1 or args.bw <= 0 or args.processes < 1:
-        print(f"memlink_bench: bad options ({', '.join(bad) or 'seeds, values, bw, processes >= 1'})",
-              file=sys.stderr)
-        return 2
+    if bad:
+        p.error(f"--modes: unknown {', '.join(bad)} (known: {', '.join(MODES)})")
     if os.geteuid() != 0:
         print("memlink_bench needs root (network namespaces)", file=sys.stderr)
         return 2
@@ -121,18 +120,9 @@ def _run(mode: str, seed: int, args: argparse.Namespace, out: Path) -> dict[str,
 
 def _links_in_memory(net: Any) -> int:
     """Switch-to-switch links that ran in memory (each counted once)."""
-    import json
+    from experiments.accounting import memlink_rows
 
-    from controller.qos.deployment import EmbeddedRuntime, QosError
-
-    n = 0
-    for sw in net.net.switches:
-        try:
-            rows = json.loads(EmbeddedRuntime(sw.runtime_socket).run(["memlinks"])[0])
-        except (QosError, ValueError):
-            continue
-        n += sum(1 for r in rows if r["in_memory"])
-    return n // 2
+    return sum(1 for sw in net.net.switches for r in memlink_rows(sw) if r.get("in_memory")) // 2
 
 
 def _table(rows: list[tuple[str, int, dict[str, Any]]], args: argparse.Namespace) -> None:

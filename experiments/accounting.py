@@ -75,23 +75,34 @@ def _tx_bytes(node: Any) -> dict[str, int]:
     return tx
 
 
-def memlink_counters(node: Any) -> dict[str, dict[str, int]]:
-    """``{interface: {tx_packets, tx_bytes, rx_packets, rx_bytes}}`` that an embedded
-    switch's in-memory links carried (docs/embedded.md, "In-memory links"): its kernel
-    counters do not see them, so every reader of a switch's interface counters adds these
-    ({} for hosts, BMv2 or no links)."""
+def memlink_rows(node: Any) -> list[dict[str, Any]]:
+    """An embedded switch's in-memory links as its runtime's ``memlinks`` lists them (one
+    dict a link: port, peer, ``in_memory``, both rings' counters; docs/embedded.md,
+    "In-memory links"); [] for hosts, BMv2, or a switch that cannot answer (an older
+    one, one restarting)."""
     path = getattr(node, "runtime_socket", None)
     if not path or not os.path.exists(path) or getattr(node, "target", "embedded") != "embedded":
-        return {}
+        return []
     from controller.qos.deployment import EmbeddedRuntime, QosError
 
     try:
         rows = json.loads(EmbeddedRuntime(path).run(["memlinks"])[0])
+    except (QosError, ValueError, IndexError):
+        return []
+    return rows if isinstance(rows, list) else []
+
+
+def memlink_counters(node: Any) -> dict[str, dict[str, int]]:
+    """``{interface: {tx_packets, tx_bytes, rx_packets, rx_bytes}}`` that an embedded
+    switch's in-memory links carried (:func:`memlink_rows`): its kernel counters do not
+    see them, so every reader of a switch's interface counters adds these."""
+    try:
         return {f"{node.name}-eth{r['port']}": {
             "tx_packets": int(r["tx"]["tx_packets"]), "tx_bytes": int(r["tx"]["tx_bytes"]),
-            "rx_packets": int(r["rx"]["rx_packets"]), "rx_bytes": int(r["rx"]["rx_bytes"])} for r in rows}
-    except (QosError, ValueError, KeyError, TypeError, IndexError):
-        return {}  # an older switch, or one that is restarting: its kernel counters only
+            "rx_packets": int(r["rx"]["rx_packets"]), "rx_bytes": int(r["rx"]["rx_bytes"])}
+            for r in memlink_rows(node)}
+    except (KeyError, TypeError):
+        return {}  # an older switch's rows: its kernel counters only
 
 
 def memlink_bytes(node: Any) -> dict[str, tuple[int, int]]:
