@@ -336,19 +336,30 @@ def main(argv: list[str] | None = None) -> int:
         res = {s: (v["link"], [Cell(**c) for c in v["cells"]]) for s, v in saved.items() if s != "title"}
         console.print(table(res, saved.get("title", f"Loss sweep {a.show}")))
         return 0
+    from experiments import train as h
+    from experiments.harness_records import HarnessError
+
     target = resolve_target(a.target)
     schemes = [s for s in a.schemes.split(",") if s]
-    rates = [float(r) for r in a.rates.split(",")]
+    try:
+        rates = [float(r) for r in a.rates.split(",")]
+    except ValueError:
+        p.error(f"--rates {a.rates}: comma-separated loss rates (fractions)")
     seeds = list(range(a.seeds))
-    out = Path(a.out_dir).resolve() / time.strftime("loss-%Y%m%d-%H%M%S")
-    out.mkdir(parents=True, exist_ok=True)
-    results: dict[str, tuple[str, list[Cell]]] = {}
-    t0 = time.monotonic()
     extra = [x for spec in a.slow for x in ("--slow", spec)]
     if a.compute_time < 0:
         p.error(f"--compute-time must be >= 0, got {a.compute_time}")
     if a.compute_time:
         extra += ["--compute-time", repr(a.compute_time)]
+    for s in schemes:  # the harness's own checks (schemes, --slow ...), before anything starts
+        try:
+            h.make_plan(harness_args(s, target, a.steps, a.max_time, a.bw, extra))
+        except HarnessError as e:
+            p.error(str(e))
+    out = Path(a.out_dir).resolve() / time.strftime("loss-%Y%m%d-%H%M%S")
+    out.mkdir(parents=True, exist_ok=True)
+    results: dict[str, tuple[str, list[Cell]]] = {}
+    t0 = time.monotonic()
     for s in schemes:
         results[s] = sweep(s, rates, seeds, target, a.steps, a.max_time, a.bw, out, extra)
     title = (f"Loss on a fabric link: digits CNN, 4 workers, {a.bw:g} Mbit/s, 1 epoch of {a.steps} steps, "
