@@ -9,6 +9,7 @@ hosts of a live emulated BCube(2, 2) of P4 switches (root and mnexec needed).
 from __future__ import annotations
 
 import json
+import random
 import socket
 import subprocess
 import sys
@@ -31,9 +32,21 @@ SCALE = 24  # |g| <= 2**31 / 9 / 2**24 ~ 14: ample for 0.01-scale vectors
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port below the kernel's ephemeral range that nothing holds on any address. The
+    plan's servers listen on it on many 127/8 addresses, while their own connections take
+    ephemeral source ports: a port from bind(0) is one of those and can be taken by a
+    connection before the last server binds it (EADDRINUSE)."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(max(1024, low - 16384), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 def _run_servers(plan: dict[str, Any], body: Callable[[Collective], Any],

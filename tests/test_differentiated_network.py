@@ -151,13 +151,15 @@ def test_priorities_drop_lowest_levels_first(net, tmp_path: Path) -> None:  # no
 def test_without_priorities_drops_spread_evenly(net, tmp_path: Path) -> None:  # noqa: ANN001
     """The control: every DSCP on one queue, same load: no level is protected."""
     setup = QosSetup(port_rate=250, depth=8, top_depth=8, levels=LEVELS, priorities=False)
-    run, arrays, out = _run(net, tmp_path, "fifo", setup)
+    run, arrays, out = _run(net, tmp_path, "fifo", setup, iterations=3)
     assert run.ps["incomplete"] == 0
-    _check_reconstruction(arrays, out, 3, 2)  # TCP still delivers every important block
+    _check_reconstruction(arrays, out, 3, 3)  # TCP still delivers every important block
     sent = run.sent_datagrams()
     recv = {int(k): v for k, v in run.ps["received_datagrams"].items()}
-    frac = {lv: (sent[lv] - recv.get(lv, 0)) / sent[lv] for lv in range(1, LEVELS + 1)}
-    assert min(frac.values()) > 0.2, frac  # congested
+    lost = {lv: sent[lv] - recv.get(lv, 0) for lv in range(1, LEVELS + 1)}
+    frac = {lv: lost[lv] / sent[lv] for lv in lost}
+    assert sum(lost.values()) / sum(sent[lv] for lv in lost) > 0.2, frac  # congested
+    assert min(frac.values()) > 0.1, frac  # every level loses: none is protected
     assert max(frac.values()) - min(frac.values()) < 0.25, frac
     if net[0].target == "bmv2":  # one used priority: the partition gives it the whole rate
         assert setup.rates[0] == 250 - (NB_QUEUES - 1) * UNUSED_QUEUE_PPS

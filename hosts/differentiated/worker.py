@@ -282,6 +282,7 @@ class DiffWorker(Sync):
         self.contrib = Contribution(len(self.layout), args.alpha)
         self.ef = ErrorFeedback(self.layout) if args.error_feedback else None
         self.pick_rng = np.random.default_rng([args.seed, args.rank, 0xD1FF])
+        self.send_rng = np.random.default_rng([args.seed, args.rank, 0x5E4D])
         self.n_random = int(np.sum(classify(np.arange(len(self.layout), dtype=np.float64), args.quantile,
                                             args.levels) == DIFF_LEVEL_IMPORTANT))  # the quantile's count
 
@@ -398,13 +399,16 @@ class DiffWorker(Sync):
 
     def send_datagrams(self, dgrams: dict[int, list[bytes]]) -> None:
         """Round-robin over the levels, so that only the switch's priorities decide which
-        level loses datagrams when the bottleneck overflows."""
+        level loses datagrams when the bottleneck overflows. Each round takes the levels
+        in a fresh random order: with a fixed order and paced senders, the same level
+        would always meet the queue at the same phase, and a FIFO would drop by level."""
         gap = 1.0 / self.args.udp_pps if self.args.udp_pps > 0 else 0.0
         nxt = time.monotonic()
         queues = [list(reversed(d)) for _, d in sorted(dgrams.items())]
         lv_of = sorted(dgrams)
         while any(queues):
-            for qi, q in enumerate(queues):
+            for qi in self.send_rng.permutation(len(queues)).tolist():
+                q = queues[qi]
                 if not q:
                     continue
                 d = q.pop()
