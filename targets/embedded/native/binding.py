@@ -54,6 +54,7 @@ def _bind(lib: ctypes.CDLL) -> None:
         "np_mc_out": (u32, [vp, ctypes.POINTER(u32), u32]), "np_mc_arena": (vp, [vp]),
         "np_mc_stop": (u32, [vp, ctypes.c_int, p64, ctypes.POINTER(u32), ctypes.POINTER(u32), p64, p64]),
         "np_rx_pending": (u32, [vp]),
+        "np_rx_take": (u32, [vp, ctypes.c_char_p, u32, ctypes.POINTER(u32)]),
         "np_rx": (ctypes.c_int, [vp, ctypes.c_int, u32, _U64, u32, ctypes.c_char_p, ctypes.POINTER(i32), p64, u32,
                                  ctypes.c_char_p, ctypes.POINTER(u32), ctypes.POINTER(u32)]),
         "np_cnt_words": (u32, []),

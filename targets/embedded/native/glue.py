@@ -335,6 +335,22 @@ def finish_slow(sw: Any, prog: Any, port: int) -> None:
         sw._send()
 
 
+def requeue_pending(sw: Any, nat: Any) -> int:
+    """Run through the switch's program now the frames that ``nat`` (an instance the loop
+    in C stops serving: a program swap, capture handlers, a trace) still holds of its last
+    receive batch -- older than anything in the sockets, so first -- and send what they
+    made; how many. Without this they would be lost with the instance."""
+    buf, port = ctypes.create_string_buffer(65536 + 8), ctypes.c_uint32()
+    frames = []
+    while n := nat.lib.np_rx_take(nat.ctx, buf, len(buf), ctypes.byref(port)):
+        frames.append((port.value, buf.raw[:n]))
+    for p, frame in frames:
+        sw._receive(p, frame)
+    if sw._txq:
+        sw._send()
+    return len(frames)
+
+
 def rx(sw: Any, prog: Any, port: int, sock: Any) -> None:
     """Receive and run what waits on ``port``'s socket in native batches (recvmmsg; the
     frames the native code finishes leave by sendmmsg from there), count what each packet

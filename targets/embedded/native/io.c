@@ -122,6 +122,19 @@ uint32_t np_rx_pending(void *p) {
   return c->rxn - c->rxi;
 }
 
+/* Take the next frame still waiting in the batch (a program swap: the instance is about to
+ * be dropped, its frames go to the program that follows): its length copied into buf (cap
+ * bytes at most), its port in *port; 0 when none waits. */
+uint32_t np_rx_take(void *p, uint8_t *buf, uint32_t cap, uint32_t *port) {
+  ctx_t *c = p;
+  if (!c->rxbuf || c->rxi >= c->rxn) return 0;
+  uint32_t len = c->rxlen[c->rxi];
+  if (len > cap) len = cap;
+  memcpy(buf, c->rxbuf + (size_t)c->rxi++ * RXSZ + 4, len);
+  *port = c->rxport;
+  return len;
+}
+
 int np_rx(void *p, int fd, uint32_t port, uint64_t now_us, uint32_t nbq, const uint8_t *fast,
           const int32_t *txfd, uint64_t *cnt, uint32_t maxpk, uint8_t *slow, uint32_t *slowlen,
           uint32_t *slowinfo) {

@@ -108,12 +108,26 @@ class NativeLoop:
                 self.py_ep.unregister(fd)
             self.ep.register(fd, select.EPOLLIN)
         self.native_fds = set(want)
+        self._requeue()
         rings = [(pl.peer, pl.peer_port, pl.ring) for sw in switches for port, pl in
                  getattr(sw, "peer_links", {}).items() if port in sw._ml]
         self._build(want, rings)
         log.info("data-plane loop in C: %d ports of %d switches (%d in-memory link directions)",
                  len(self.sources), len(self.switches), len(rings))
         return bool(self.sources)
+
+    def _requeue(self) -> None:
+        """Before the sources change: the frames that an instance no longer served still
+        holds of its batch go to the switch's program now, in order (glue.requeue_pending)."""
+        done: set[int] = set()
+        for sw, prog, _ in self.sources:
+            nat = prog.native
+            if nat is None or id(nat) in done or (sw.program is prog and glue.native_rx_ok(sw)):
+                continue
+            done.add(id(nat))
+            if nat.lib.np_rx_pending(nat.ctx):
+                log.info("device %d: %d frames left in a receive batch run on the program it has now",
+                         sw.device_id, glue.requeue_pending(sw, nat))
 
     def _switch_key(self, sw: Any) -> tuple:
         if not glue.native_rx_ok(sw):
