@@ -55,6 +55,8 @@ def _bind(lib: ctypes.CDLL) -> None:
         "np_mc_stop": (u32, [vp, ctypes.c_int, p64, ctypes.POINTER(u32), ctypes.POINTER(u32), p64, p64]),
         "np_rx_pending": (u32, [vp]),
         "np_rx_take": (u32, [vp, ctypes.c_char_p, u32, ctypes.POINTER(u32)]),
+        "np_loops": (u32, [vp, ctypes.POINTER(u32), ctypes.POINTER(u32)]),
+        "np_cur": (u32, [vp, ctypes.c_char_p, u32]),
         "np_rx": (ctypes.c_int, [vp, ctypes.c_int, u32, _U64, u32, ctypes.c_char_p, ctypes.POINTER(i32), p64, u32,
                                  ctypes.c_char_p, ctypes.POINTER(u32), ctypes.POINTER(u32)]),
         "np_cnt_words": (u32, []),
@@ -162,6 +164,9 @@ class NativeBackend:
         self.outlen, self.outport, self.outprio = ctypes.c_uint32(), ctypes.c_uint32(), ctypes.c_uint32()
         self.slow = ctypes.create_string_buffer(65536 + 8)
         self.slowlen, self.slowinfo = ctypes.c_uint32(), ctypes.c_uint32()
+        # resubmit or recirculate: a packet may make several passes (glue.receive asks)
+        self.reenters = any(p["op"].startswith(("resubmit", "recirculate")) for a in prog.spec["actions"]
+                            for p in a["primitives"])
         self._F = (_U64 * prog.nslots)()
         self._W = (_U64 * (4 * max(1, len(self.gen.wide))))()
         self._adopt_state()

@@ -20,6 +20,7 @@
 /* the counters array (uint64 words), one per switch */
 #define CNT_PIPE 0
 #define CNT_NOPORT 1
+#define CNT_LOOP 3   /* resubmit/recirculate chains cut at MAX_LOOPS (process.c) */
 #define CNT_RX 8
 #define CNT_TX (CNT_RX + 512)
 #define CNT_QDROP (CNT_TX + 512)
@@ -162,9 +163,13 @@ int np_rx(void *p, int fd, uint32_t port, uint64_t now_us, uint32_t nbq, const u
     else if (rc == 4) cnt[CNT_PRIO + oport]++;
     else if (rc == 0) tx_port(c, txfd, oport, olen, cnt);
     else if (rc == 6 || rc == 7) pre_send(c, txfd, cnt);  /* the replicas C finished */
+    else if (rc == LOOP_LIMIT) cnt[CNT_LOOP]++;
+    for (uint32_t i = 0; i < c->nlq; i++)  /* the queues its recirculated passes went through */
+      cnt[CNT_ENQ + (c->lq[i] & 511) * 8 + ((c->lq[i] >> 16) & 7)]++;
     if (rc == 2 || rc == 3 || rc == 7) {  /* the Python path finishes this one, after what went before */
       if (c->txn) tx_flush(c, cnt);
-      memcpy(slow, f, len);
+      len = c->n < RXSZ - 8 ? c->n : RXSZ - 8;  /* the frame of its last pass (a recirculation's) */
+      memcpy(slow, c->pkt, len);
       *slowlen = len;
       *slowinfo = (uint32_t)rc | oport << 8 | (oprio & 0xFF) << 20;
       return (int)k;

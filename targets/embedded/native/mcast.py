@@ -24,13 +24,14 @@ def _count_enqueue(sw: Any, port: int, prio: int) -> None:
     q.enqueued[sw.nb_queues - 1 - prio] += 1
 
 
-def egress_tail(sw: Any, prog: Any, port: int, F: list[int], payload: bytes, length: int, trunc: int = 0) -> None:
+def egress_tail(sw: Any, prog: Any, port: int, F: list[int], payload: bytes, length: int, trunc: int = 0,
+                loops: int = 0) -> None:
     """``Switch._egress_tail`` for a packet whose egress ran in C, as ``Switch._enqueue``
     runs it: while a drain runs, so that what it enqueues (an egress clone) waits in its
     queue and leaves after this packet, as on the Python backend."""
     was, sw._draining = sw._draining, True
     try:
-        sw._egress_tail(prog, port, F, payload, length, trunc, sw._txq, 0)
+        sw._egress_tail(prog, port, F, payload, length, trunc, sw._txq, loops)
     finally:
         sw._draining = was  # the queued copy: process() drains next, the loop's service()
 

@@ -50,6 +50,22 @@ def build_loop() -> Path:
     return build((_HERE / "memlink.c").read_text() + (_HERE / "loop.c").read_text())
 
 
+def _requeue_pending(sw: Any, nat: Any) -> int:
+    """Run through the switch's program now the frames that ``nat`` (an instance the loop
+    in C stops serving: a program swap, capture handlers, a trace) still holds of its last
+    receive batch -- older than anything in the sockets, so first -- and send what they
+    made; how many. Without this they would be lost with the instance."""
+    buf, port = ctypes.create_string_buffer(65536 + 8), ctypes.c_uint32()
+    frames = []
+    while n := nat.lib.np_rx_take(nat.ctx, buf, len(buf), ctypes.byref(port)):
+        frames.append((port.value, buf.raw[:n]))
+    for p, frame in frames:
+        sw._receive(p, frame)
+    if sw._txq:
+        sw._send()
+    return len(frames)
+
+
 class NativeLoop:
     """The C half of the data-plane loop (see the module doc)."""
 
@@ -118,7 +134,7 @@ class NativeLoop:
 
     def _requeue(self) -> None:
         """Before the sources change: the frames that an instance no longer served still
-        holds of its batch go to the switch's program now, in order (glue.requeue_pending)."""
+        holds of its batch go to the switch's program now, in order (_requeue_pending)."""
         done: set[int] = set()
         for sw, prog, _ in self.sources:
             nat = prog.native
@@ -127,7 +143,7 @@ class NativeLoop:
             done.add(id(nat))
             if nat.lib.np_rx_pending(nat.ctx):
                 log.info("device %d: %d frames left in a receive batch run on the program it has now",
-                         sw.device_id, glue.requeue_pending(sw, nat))
+                         sw.device_id, _requeue_pending(sw, nat))
 
     def _switch_key(self, sw: Any) -> tuple:
         if not glue.native_rx_ok(sw):

@@ -13,7 +13,7 @@
  * session's truncation -- then the original's multicast or unicast. The caller sends
  * the records (frame, port, outcome) in order through its one per-port send function.
  * A replica C cannot finish -- to a shaped port or the CPU port, or an egress asking
- * for clone, truncate or recirculate -- stops there: the records before it are sent,
+ * for a clone or a recirculation -- stops there: the records before it are sent,
  * and the Python path resumes at replica k of the stage (np_mc_stop). A clone session
  * with a port C cannot serve, a digest or a resubmit leave the whole packet to Python.
  * Needs the generated constants and g_parse, g_egress, g_update, g_deparse,
@@ -157,9 +157,9 @@ static int pre_room(struct pre *m, uint32_t n, uint32_t plen) {
 }
 
 /* simple_switch's egress of the PHV in c->F as it leaves for port at priority prio
- * (queue prio; process.c's unicast and each replica here): EG_ON to deparse, EG_PYTHON
- * the Python path must finish it (egress asked for clone, truncate or recirculate),
- * EG_DROPPED by egress. */
+ * (queue prio; process.c's unicast and each replica here): EG_ON to deparse (then the
+ * caller truncates and recirculates), EG_PYTHON the Python path must finish it (egress
+ * asked for a clone), EG_DROPPED by egress. */
 enum { EG_ON, EG_PYTHON, EG_DROPPED };
 static inline int egress_run(ctx_t *c, uint64_t port, uint64_t prio) {
   uint64_t *F = c->F;
@@ -169,7 +169,7 @@ static inline int egress_run(ctx_t *c, uint64_t port, uint64_t prio) {
   F[SM_PACKET_LENGTH] = F[H_PKTLEN];
   g_egress(c);
   F[H_EXIT] = 0;
-  if (F[H_CLONE] | F[H_TRUNCATE] | F[H_RECIRC]) return EG_PYTHON;
+  if (F[H_CLONE]) return EG_PYTHON;
   return F[SM_EGRESS_SPEC] == 511 ? EG_DROPPED : EG_ON;
 }
 
@@ -200,12 +200,14 @@ static int pre_run(ctx_t *c, struct pre *m, const uint64_t *rep, uint32_t n, int
     m->egressed = 1;
     if (eg == EG_PYTHON) return PRE_STOP;
     if (eg == EG_DROPPED) { r->rc = 5; m->nout++; continue; }
+    if (F[H_RECIRC]) return PRE_STOP;  /* a copy recirculated: the Python path */
     g_update(c, pay, plen);
     uint8_t *out = m->arena + m->used;
     uint32_t h = g_deparse(c, out, HDRMAX + plen);
     if (h == UINT32_MAX) return PRE_STOP;
     memcpy(out + h, pay, plen);
     r->len = h + plen;
+    if (F[H_TRUNCATE] && r->len > F[H_TRUNCATE]) r->len = (uint32_t)F[H_TRUNCATE];
     if (trunc && r->len > trunc) r->len = trunc;
     r->rc = 0;
     m->used += (h + plen + 63) & ~(size_t)63;
