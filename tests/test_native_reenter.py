@@ -20,6 +20,7 @@ from tests.native_pair import PROGRAMS, pair, run_both, snapshot
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler")
 INSTANCE_META = next(p for p in PROGRAMS if p.stem == "instance_meta")
+REENTER_LOOP = next(p for p in PROGRAMS if p.stem == "reenter_loop")
 
 
 def _count_reenter(sw: Any) -> list[int]:
@@ -102,3 +103,29 @@ def test_c_loop_resubmits_and_recirculates_like_python() -> None:
     assert snapshot(py) == snapshot(sw)
     assert {p: s.tx for p, s in py.stats.ports.items() if s.tx} == {p: s.tx for p, s in sw.stats.ports.items() if s.tx}
     assert not nat_calls
+
+
+def _loop(mode: int, limit: int, payload: bytes = b"") -> tuple[int, bytes]:
+    from scapy.all import Ether
+
+    return 1, bytes(Ether(dst="00:00:00:00:00:02", src="00:00:00:00:00:01", type=0x88B7)) + bytes(
+        [mode, limit, 0, 0]) + payload
+
+
+def test_endless_chains_stop_at_the_bound_and_truncate_cuts_like_python() -> None:
+    """reenter_loop.p4: a packet resubmitted or recirculated forever is dropped after the
+    switch's bound of passes (counted in loop_limit; every pass counted in a register
+    and, for recirculations, in the queue it went through); a chain of resubmits then
+    recirculations that ends in time leaves with its pass count; a unicast truncated in
+    egress leaves cut. All in C; the same frames, state and counters as Python."""
+    py, sw = pair(REENTER_LOOP, priority_queues=1)
+    nat_calls = _count_reenter(sw)
+    frames = [_loop(1, 0), _loop(2, 0), _loop(3, 5, b"x" * 30), _loop(3, 16), _loop(3, 17), _loop(4, 16, bytes(60)),
+              _loop(4, 200, bytes(10)), _loop(0, 0, bytes(5))]
+    diffs = run_both((py, sw), frames)
+    assert not diffs, diffs[0]
+    assert snapshot(py) == snapshot(sw)
+    assert sw.stats.loop_limit == 3 and not nat_calls  # modes 1, 2 and the 17 + 17 chain
+    out = sw.process(*_loop(3, 5))
+    assert [(p, f[16], f[17]) for p, f in out] == [(2, 10, 4)]  # 10 passes, the last one recirculated
+    assert [len(f) for _, f in sw.process(*_loop(4, 16, bytes(60)))] == [16]
