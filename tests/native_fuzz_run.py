@@ -28,6 +28,9 @@ def main(argv: list[str]) -> int:
         sw.pre.set_group(g, reps, create=True)
         sw.pre.set_clone_session(g, CloneSession(reps[:2], packet_length_bytes=int(rng.choice([0, 9, 60]))), create=True)
     frames = _frames(rng, count)
+    if name == "reenter_loop":  # its probes: every mode, limits up to past the loop bound, odd lengths
+        frames += [bytes(12) + b"\x88\xb7" + bytes([int(rng.integers(0, 6)), int(rng.integers(0, 80))])
+                   + bytes(int(rng.integers(0, 40))) for _ in range(count // 4)]
     fill_tables((twin, sw), frames[:200], rng)
     out = 0
     for i, f in enumerate(frames):
