@@ -262,8 +262,8 @@ def test_replicas_whose_egress_truncates_clones_or_recirculates(monkeypatch: pyt
 def test_clones_leave_in_the_python_backends_order(monkeypatch: pytest.MonkeyPatch) -> None:
     """Clone sessions: replication.p4's I2E clone (made in C: the frame parsed again,
     metadata reset, the tag of its field list kept) leaves before its original, an E2E
-    clone (finished by the Python path) after it; a session cut to 20 bytes, one of two
-    ports and one through the CPU port (left to Python) too -- as on the Python backend."""
+    clone (made in C too) after it; a session cut to 20 bytes, one of two ports and one
+    through the CPU port (left to Python) too -- as on the Python backend."""
     from targets.embedded.state import CloneSession
     from tests.p4.packets import RepProbe
 
@@ -289,4 +289,6 @@ def test_clones_leave_in_the_python_backends_order(monkeypatch: pytest.MonkeyPat
     first = sws[1].process(*frames[0])
     assert [(p, len(f)) for p, f in first] == [(3, 20), (2, len(frames[0][1]))]  # I2E clone first, cut
     assert RepProbe(first[1][1][14:]).tag == 0xA5 and sws[0].process(*frames[0]) == first
-    assert [p for p, _ in sws[1].process(*frames[1])] == [2, 4]  # the original, then its E2E clone
+    sent, resumed = calls.sent, calls.resumed
+    assert [p for p, _ in sws[1].process(*frames[1])] == [2, 4]  # the original, then its E2E clone ...
+    assert (calls.sent - sent, calls.resumed - resumed) == (1, 0)  # ... made in C

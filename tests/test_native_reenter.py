@@ -1,4 +1,5 @@
-"""Resubmit, recirculate and truncate on the native backend against the Python one: the
+"""Resubmit, recirculate, truncate and egress clones (E2E) on the native backend against
+the Python one: the
 passes run in C (no ``Switch._reenter`` on the native switch), the field lists survive
 them, and the frames out, their ports, the instance types and standard metadata each
 pass records (instance_meta.p4 writes them into the packet), the per-queue counts and
@@ -39,9 +40,9 @@ def _count_reenter(sw: Any) -> list[int]:
 def _frames() -> list[tuple[int, bytes]]:
     """Resubmits (op 4) and recirculations (op 5), with headers made valid or invalid in
     ingress or egress on the way (hdr_ops), with and without the extra header and a
-    payload, to ports 2 and 3; unicasts between them."""
+    payload, to ports 2 and 3; egress clones (op 3) and unicasts between them."""
     out = []
-    for op in (4, 5, 0):
+    for op in (4, 5, 3, 0):
         for hdr_ops in range(16):
             extra = 0x11223344 if hdr_ops & 1 else None
             out.append((1, _im(bytes(range(hdr_ops * 3)), extra, op=op, hdr_ops=hdr_ops, out_port=2 + hdr_ops % 2)))
@@ -62,8 +63,11 @@ def test_resubmit_and_recirculate_run_in_c_like_python() -> None:
 
 def test_c_loop_resubmits_and_recirculates_like_python() -> None:
     from targets.embedded.native.nloop import NativeLoop
+    from targets.embedded.state import CloneSession, Replica
 
     py, sw = pair(INSTANCE_META, priority_queues=2)
+    for s in (py, sw):
+        s.pre.clone_sessions[6] = CloneSession([Replica(3, 9), Replica(2, 1)], packet_length_bytes=30)
     nat_calls = _count_reenter(sw)
     frames = _frames() * 3
     expect: dict[int, list[bytes]] = {}
@@ -129,3 +133,34 @@ def test_endless_chains_stop_at_the_bound_and_truncate_cuts_like_python() -> Non
     out = sw.process(*_loop(3, 5))
     assert [(p, f[16], f[17]) for p, f in out] == [(2, 10, 4)]  # 10 passes, the last one recirculated
     assert [len(f) for _, f in sw.process(*_loop(4, 16, bytes(60)))] == [16]
+
+
+def test_egress_clones_are_made_in_c_like_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """instance_meta.p4's E2E clone (op 3, session 6) of unicasts with headers added and
+    removed on the way, for sessions of one port, of two, cut to 20 bytes, with an
+    egress_rid, none, and one through the CPU port (left to Python): the original leaves
+    first, then each copy with instance_type EGRESS_CLONE, as on the Python backend."""
+    from targets.embedded.native import mcast
+    from targets.embedded.state import CloneSession, Replica
+
+    made: list[int] = []  # native calls whose copies C made (all of them, the original first)
+    send = mcast.send_replicas
+    monkeypatch.setattr(mcast, "send_replicas", lambda *a: (made.append(1), send(*a)))
+    py, sw = pair(INSTANCE_META, priority_queues=2, cpu_port=64)
+    frames = [(1, _im(bytes(range(h * 5)), 0x11223344 if h & 1 else None, op=3, hdr_ops=h, out_port=2 + h % 2))
+              for h in range(16)]
+    sessions = [CloneSession([Replica(4, 9)]), CloneSession([Replica(4, 9), Replica(5, 3)]),
+                CloneSession([Replica(4, 9)], packet_length_bytes=20), None, CloneSession([Replica(4, 1), Replica(64, 0)])]
+    for i, session in enumerate(sessions):
+        for s in (py, sw):
+            s.pre.clone_sessions.pop(6, None)
+            if session is not None:
+                s.pre.clone_sessions[6] = session
+        made.clear()
+        diffs = run_both((py, sw), frames)
+        assert not diffs, (i, diffs[0])
+        assert len(made) == (0 if i == 4 else len(frames))
+    assert snapshot(py) == snapshot(sw)
+    sw.pre.clone_sessions[6] = sessions[1]
+    out = sw.process(*frames[0])
+    assert [(p, f[14 + 16]) for p, f in out] == [(2, 0), (4, 2), (5, 2)]  # e_instance_type: normal, then E2E

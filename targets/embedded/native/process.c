@@ -1,10 +1,10 @@
 /* gradnet native backend: simple_switch's packet flow for the common case (hand-written).
  * One call runs parser, checksum verification, ingress, the (unshaped) traffic manager,
  * egress, checksum update and deparser, multicast and ingress clones included (pre.c),
- * resubmit, recirculate and truncate too (a resubmit or recirculation enters ingress
+ * egress clones (E2E) of a unicast, resubmit, recirculate and truncate too (a resubmit or recirculation enters ingress
  * again with the template's PHV but the ingress port and the field list's fields, as
- * switch.py's _reenter; MAX_LOOPS such passes at most). What it does not finish -- egress
- * clone, digest, a resubmit with an ingress clone, a shaped or unknown port -- it leaves in
+ * switch.py's _reenter; MAX_LOOPS such passes at most). What it does not finish -- a
+ * digest, a resubmit with an ingress clone, a shaped or unknown port -- it leaves in
  * the instance's PHV, with the frame of the pass in c->pkt / c->n, and says where the
  * Python path must resume:
  *   0 sent (out, *outlen, *outport)   1 dropped by the pipeline (ingress or egress)
@@ -84,7 +84,10 @@ again:
   *outport = (uint32_t)eport; *outprio = (uint32_t)prio;
   if (prio >= nbq) { rc = 4; goto done; }
   int eg = egress_run(c, eport, prio);  /* pre.c */
-  if (eg == EG_PYTHON) { rc = 3; goto done; }
+  if (eg == EG_PYTHON) {  /* an egress clone (pre.c) */
+    rc = pre_e2e(c, frame, len, (uint32_t)eport, (uint32_t)prio, nbq, fast, outport, outprio);
+    goto done;
+  }
   if (eg == EG_DROPPED) { rc = 5; goto done; }
   uint32_t plen = len - c->off;
   g_update(c, frame + c->off, plen);
