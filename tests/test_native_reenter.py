@@ -164,3 +164,29 @@ def test_egress_clones_are_made_in_c_like_python(monkeypatch: pytest.MonkeyPatch
     sw.pre.clone_sessions[6] = sessions[1]
     out = sw.process(*frames[0])
     assert [(p, f[14 + 16]) for p, f in out] == [(2, 0), (4, 2), (5, 2)]  # e_instance_type: normal, then E2E
+
+
+def test_a_chain_the_python_path_finishes_keeps_its_pass_count() -> None:
+    """reenter_loop.p4 with port 2 shaped: the resubmits run in C, then the pass that goes
+    to the shaped port is finished by the Python path, which carries on the count (the
+    bound of 32 passes holds across both) -- as on the Python backend."""
+    import time
+
+    py, sw = pair(REENTER_LOOP, priority_queues=1)
+    for s in (py, sw):
+        s.set_port_rate(1e9, port=2)
+    outs: dict[str, list] = {}
+    for s in (py, sw):
+        for f in (_loop(3, 5), _loop(3, 16), _loop(3, 17), _loop(1, 0), _loop(4, 16, bytes(60))):
+            out = s.process(*f)
+            while s._redrain:  # what a recirculation queued while the queues drained
+                s._redrain = False
+                s._drain(time.monotonic())
+                out += s._txq
+                s._txq = []
+            outs.setdefault(s.backend, []).append(out)
+    assert outs["python"] == outs["native"]
+    passes = [[(p, f[16] if len(f) > 16 else -len(f)) for p, f in o] for o in outs["native"]]
+    assert passes == [[(2, 10)], [(2, 32)], [], [], [(2, -16)]]  # passes made; mode 4: cut to 16 bytes
+    assert snapshot(py) == snapshot(sw)
+    assert sw.stats.loop_limit == 2  # the 17 + 17 chain, resubmitting forever

@@ -22,6 +22,7 @@ typedef struct {
   uint32_t lq[33];                 /* each recirculated pass's queue: port | prio << 16 (process.c) */
   uint8_t *rcbuf;                  /* the frame a recirculation sends back to ingress */
   uint64_t RF[NS]; w256 RW[NW + 1];  /* the PHV a resubmit or recirculation copies from */
+  uint64_t *dq; uint32_t dqn;      /* digests queued for the Python side: id, values (process.c) */
 } ctx_t;
 static void pre_free(ctx_t *c);
 
@@ -59,7 +60,7 @@ void np_free(void *p) {
   for (int k = 0; k < NC; k++) { free(c->CP[k]); free(c->CB[k]); }
   for (int t = 0; t < NT; t++) tfree(&c->T[t]);
   pre_free(c);
-  free(c->rxbuf); free(c->txbuf); free(c->rcbuf);
+  free(c->rxbuf); free(c->txbuf); free(c->rcbuf); free(c->dq);
   pthread_mutex_destroy(&c->mu);
   free(c);
 }

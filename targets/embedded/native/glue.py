@@ -189,9 +189,11 @@ def receive(sw: Any, prog: Any, port: int, frame: bytes) -> None:
     rc = nat.lib.np_process(nat.ctx, frame, len(frame), port, now, sw.nb_queues, _fast_ports(sw), nat.out,
                             len(nat.out), ctypes.byref(nat.outlen), ctypes.byref(nat.outport),
                             ctypes.byref(nat.outprio))
+    if nat.dqn is not None and nat.dqn.value:
+        deliver_digests(sw, nat)
     loops = _loops(sw, nat) if nat.reenters else 0
     if loops:
-        frame = _current(nat)  # a recirculation's frame: the one the Python path resumes with
+        frame = nat.current_frame()  # a recirculation's frame: the one the Python path resumes with
     if rc == SENT:
         out = nat.outport.value
         _count_enqueue(sw, out, nat.outprio.value)
@@ -234,12 +236,13 @@ def _loops(sw: Any, nat: Any, count: bool = True) -> int:
     return loops
 
 
-def _current(nat: Any) -> bytes:
-    """The frame of the last pass of the last native call's packet."""
-    buf = getattr(nat, "_cur", None)
-    if buf is None:
-        buf = nat._cur = ctypes.create_string_buffer(65536)
-    return buf.raw[:nat.lib.np_cur(nat.ctx, buf, len(buf))]
+def deliver_digests(sw: Any, nat: Any) -> None:
+    """Hand the digests the native code queued to the switch's digest handlers, in order
+    (as ``Switch._learn``; the data plane calls it after each batch, before a packet the
+    Python path finishes)."""
+    for name, values in nat.take_digests():
+        for h in sw.digest_handlers:
+            h(name, [values])
 
 
 def _count_enqueue(sw: Any, port: int, prio: int) -> None:
@@ -342,6 +345,8 @@ def finish_slow(sw: Any, prog: Any, port: int) -> None:
     """Finish in Python the packet the native code handed back (its frame in
     ``nat.slow``, its PHV in the instance), then send what it made."""
     nat = prog.native
+    if nat.dqn is not None and nat.dqn.value:  # those of the packets before it first
+        deliver_digests(sw, nat)
     slow = nat.slowlen.value
     if not slow:
         return

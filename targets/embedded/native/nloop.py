@@ -92,6 +92,7 @@ class NativeLoop:
         self._why: dict[int, str] = {}
         self._which = ctypes.c_int()
         self._stale, self._checked, self._checked_at = True, None, 0.0
+        self._learners: list[tuple[Any, Any]] = []  # (switch, instance) of programs with digests
 
     def close(self) -> None:
         self.ep.close()
@@ -141,6 +142,8 @@ class NativeLoop:
             if nat is None or id(nat) in done or (sw.program is prog and glue.native_rx_ok(sw)):
                 continue
             done.add(id(nat))
+            if nat.dqn is not None and nat.dqn.value:
+                glue.deliver_digests(sw, nat)
             if nat.lib.np_rx_pending(nat.ctx):
                 log.info("device %d: %d frames left in a receive batch run on the program it has now",
                          sw.device_id, _requeue_pending(sw, nat))
@@ -181,6 +184,8 @@ class NativeLoop:
             self.sources.append((sw, prog, port))
             seen[id(sw)] = sw
         self._arr, self._keep, self.switches = arr, keep, list(seen.values())
+        self._learners = list({id(sw.program.native): (sw, sw.program.native) for sw in self.switches
+                               if sw.program.native.dqn is not None}.values())
 
     def _take(self, cnt: Any) -> list[tuple[int, int]]:
         """The nonzero counter words, zeroed (loop.c's gl_take: a C scan, not numpy's)."""
@@ -203,6 +208,9 @@ class NativeLoop:
             cnt = sw._native_cnt
             if cnt[glue.CNT_TOUCHED]:  # set by loop.c when a source of sw did work
                 glue.fold(sw, self._take)
+        for sw, nat in self._learners:  # digests queued in C, at the end of the batch
+            if nat.dqn.value:
+                glue.deliver_digests(sw, nat)
         if rc == SLOW:
             sw, prog, port = self.sources[self._which.value]
             glue.finish_slow(sw, prog, port)

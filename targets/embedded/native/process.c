@@ -3,8 +3,9 @@
  * egress, checksum update and deparser, multicast and ingress clones included (pre.c),
  * egress clones (E2E) of a unicast, resubmit, recirculate and truncate too (a resubmit or recirculation enters ingress
  * again with the template's PHV but the ingress port and the field list's fields, as
- * switch.py's _reenter; MAX_LOOPS such passes at most). What it does not finish -- a
- * digest, a resubmit with an ingress clone, a shaped or unknown port -- it leaves in
+ * switch.py's _reenter; MAX_LOOPS such passes at most), digests (queued). What it does
+ * not finish -- a digest or resubmit with an ingress clone, a digest when the queue is
+ * full, a shaped or unknown port -- it leaves in
  * the instance's PHV, with the frame of the pass in c->pkt / c->n, and says where the
  * Python path must resume:
  *   0 sent (out, *outlen, *outport)   1 dropped by the pipeline (ingress or egress)
@@ -13,13 +14,27 @@
  *   6 replicated (multicast, I2E clone): every copy finished (pre.c: np_mc_out)
  *   7 replication stopped at a copy the Python path resumes (pre.c: np_mc_stop)
  *   8 dropped: a resubmit or recirculation past MAX_LOOPS passes
+ * A digest is queued in the instance (learn_push) for the Python side.
  * Each recirculated pass went through a queue: c->lq lists them (np_loops), for the
  * traffic manager's counts. */
 #define MAX_LOOPS 32    /* switch.py's MAX_LOOPS */
 #define LOOP_LIMIT 8
 #define IT_RECIRC 4
 #define IT_RESUBMIT 6
+#define DQ_WORDS 16384  /* the digest queue (words) */
 #define RCMAX 65536    /* io.c hands at most this much of a frame to the Python path */
+
+/* The digest ingress asked for (learn list F[H_LEARN]) queued for the Python side, which
+ * delivers the queue at the end of a batch (np_digests; packets never wait for it); 1 when
+ * it has no room (the Python path then delivers the queue, then this one). */
+static int learn_push(ctx_t *c) {
+  if (!c->dq && !(c->dq = malloc(8 * DQ_WORDS))) return 1;
+  if (c->dqn + 1 + LEARN_MAXW > DQ_WORDS) return 1;
+  int k = g_learn(c->F, c->W, c->F[H_LEARN], c->dq + c->dqn + 1);
+  if (k >= 0) { c->dq[c->dqn] = c->F[H_LEARN]; c->dqn += 1 + (uint32_t)k; }
+  c->F[H_LEARN] = 0;  /* an unknown list: nothing, as switch.py's _learn */
+  return 0;
+}
 
 /* switch.py's _reenter: a fresh PHV but the ingress port and field list fl's fields. */
 static void reenter(ctx_t *c, uint64_t fl, uint64_t it, uint32_t len) {
@@ -68,6 +83,7 @@ again:
   if (g_verify(c) && SM_CHECKSUM_ERROR >= 0) F[SM_CHECKSUM_ERROR] = 1;
   g_ingress(c);
   F[H_EXIT] = 0;
+  if (F[H_LEARN] && !F[H_CLONE] && learn_push(c)) { rc = 2; goto done; }  /* with a clone: Python (it goes first) */
   if (F[H_RESUBMIT] && !(F[H_LEARN] | F[H_CLONE])) {
     if (c->loops >= MAX_LOOPS) { rc = LOOP_LIMIT; goto done; }
     reenter(c, F[H_RESUBMIT] & ~H_FLAG, IT_RESUBMIT, len);
@@ -119,3 +135,18 @@ uint32_t np_cur(void *p, uint8_t *buf, uint32_t cap) {
   if (c->pkt) memcpy(buf, c->pkt, n);
   return n;
 }
+
+/* The queued digests (learn_push: id, then g_learn's words; n words in all) into buf,
+ * which has room for DQ_WORDS; the queue emptied. */
+uint32_t np_digests(void *p, uint64_t *buf, uint32_t cap) {
+  ctx_t *c = p;
+  pthread_mutex_lock(&c->mu);
+  uint32_t n = c->dqn;
+  if (n > cap) { pthread_mutex_unlock(&c->mu); return UINT32_MAX; }  /* a buffer too small: nothing taken */
+  if (n) memcpy(buf, c->dq, 8 * (size_t)n);
+  c->dqn = 0;
+  pthread_mutex_unlock(&c->mu);
+  return n;
+}
+uint32_t np_dq_words(void) { return DQ_WORDS; }
+uint32_t *np_dq_count(void *p) { return &((ctx_t *)p)->dqn; }
