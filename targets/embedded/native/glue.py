@@ -3,11 +3,12 @@
 ``attach(program, backend)`` gives a compiled Program its native instance
 (``Program.native``) when the backend asks for it and the program allows it.
 ``receive(switch, program, port, frame)`` runs one frame: the native call finishes the
-common path (parse to deparse through an unshaped queue, multicast replicas and ingress
-clones included: mcast.py); where it stops -- an egress clone, digest, resubmit, a shaped
-queue, the CPU port -- the switch's Python path resumes from the PHV the native code
-left, so every feature the Python backend has keeps working, with the state in native
-memory.
+common path (parse to deparse through an unshaped queue, multicast replicas, clones,
+resubmit, recirculate and truncate included: mcast.py, process.c; digests queued for
+``deliver_digests``); where it stops -- a shaped queue, the CPU port, a resubmit or digest
+with an ingress clone, an egress clone of a replica -- the switch's Python path resumes
+from the PHV the native code left, so every feature the Python backend has keeps
+working, with the state in native memory.
 """
 
 from __future__ import annotations
