@@ -139,39 +139,48 @@ def test_a_swap_runs_the_rest_of_a_receive_batch_on_the_new_program(veths: tuple
         sw.stop()
 
 
+def _mixed(n: int, first: int) -> list[bytes]:
+    """Frames first..first+n-1, every 7th to 10.0.0.3 (forward.p4: the shaped port 3, a
+    packet for the Python path, which leaves the rest of its batch waiting in C)."""
+    return [_frames(1, i, host=3 if i % 7 == 3 else 2)[0] for i in range(first, first + n)]
+
+
 def test_a_stream_crosses_background_swaps_whole_and_in_order(veths: tuple[str, list[str]], tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Numbered bursts through a switch whose data plane runs in its own thread, while
-    its program changes three times: forward.p4 with a cold cache (Python, then native
-    when compiled), registers.p4 (cold again), forward.p4 again (cached: native at once).
-    Every frame leaves port 2, in order."""
+    its program changes eight times: forward.p4 with a cold cache (Python, then native
+    when compiled), registers.p4 (cold again), then each of them again and again
+    (cached: native at once). Every frame leaves, port 2 or 3 (which program took it
+    decides), each port's in order."""
     from targets.embedded.loop import run_switches
     from targets.netns import in_netns
 
     monkeypatch.setenv("GRADNET_NATIVE_CACHE", str(tmp_path))  # nothing cached
-    ns, (a1, b1, a2, b2, _, _) = veths
+    ns, (a1, b1, a2, b2, a3, b3) = veths
     sw = Switch(seed=1, backend="auto")
     _install(sw, FORWARD)
-    in_netns(ns, lambda: [sw.add_port(p, a) for p, a in ((1, a1), (2, a2))])
-    tx, rx = in_netns(ns, _socket, b1), in_netns(ns, _socket, b2)
+    sw.set_port_rate(1e6, port=3)
+    in_netns(ns, lambda: [sw.add_port(p, a) for p, a in ((1, a1), (2, a2), (3, a3))])
+    tx, rx = in_netns(ns, _socket, b1), {p: in_netns(ns, _socket, b) for p, b in ((2, b2), (3, b3))}
     stop = threading.Event()
     th = threading.Thread(target=run_switches, args=([sw], stop), daemon=True)
     th.start()
-    got: list[int] = []
+    got: dict[int, list[int]] = {2: [], 3: []}
     done = threading.Event()
 
-    def read() -> None:
+    def read(port: int) -> None:
         while not done.is_set():
-            got.extend(_numbers(rx, 1 << 30, 0.2))
+            got[port].extend(_numbers(rx[port], 1 << 30, 0.2))
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    readers = [threading.Thread(target=read, args=(p,), daemon=True) for p in rx]
+    for r in readers:
+        r.start()
     sent, native = 0, 0
     try:
-        for step in (REGISTERS, FORWARD, None):
+        for step in (REGISTERS, FORWARD) * 4 + (None,):
             end = time.monotonic() + 60
             while time.monotonic() < end:  # bursts until this program runs natively, then 500 more
-                for f in _frames(100, first=sent):
+                for f in _mixed(100, sent):
                     tx.send(f)
                 sent += 100
                 time.sleep(0.01)
@@ -179,22 +188,25 @@ def test_a_stream_crosses_background_swaps_whole_and_in_order(veths: tuple[str, 
                 if prog is not None and prog.native is not None:
                     native += 1
                     break
-            for f in _frames(500, first=sent):
+            for f in _mixed(500, sent):
                 tx.send(f)
             sent += 500
             if step is not None:
                 _install(sw, step)
         end = time.monotonic() + 10
-        while len(got) < sent and time.monotonic() < end:
+        while len(got[2]) + len(got[3]) < sent and time.monotonic() < end:
             time.sleep(0.1)
-        assert native == 3, "a program never ran natively"
-        assert got == list(range(sent))
+        assert native == 9, "a program never ran natively"
+        assert sorted(got[2] + got[3]) == list(range(sent))
+        assert got[2] == sorted(got[2]) and got[3] == sorted(got[3])
     finally:
         done.set()
-        reader.join(2)
+        for r in readers:
+            r.join(2)
         stop.set()
         sw.wake()
         th.join(5)
         tx.close()
-        rx.close()
+        for s in rx.values():
+            s.close()
         sw.stop()
