@@ -232,10 +232,11 @@ def test_c_loop_sends_replicas_like_python() -> None:
 
 
 def test_replicas_whose_egress_truncates_clones_or_recirculates(monkeypatch: pytest.MonkeyPatch) -> None:
-    """mc_egress.p4: a replica whose egress truncates, clones E2E or recirculates stops
-    the replication in C after its egress (the replicas before it sent from C); the
-    Python path finishes it and makes the rest. Frames, order and counters as on the
-    Python backend, for every position of such a replica in the group."""
+    """mc_egress.p4: a replica whose egress truncates leaves from C, cut; one whose
+    egress clones E2E or recirculates stops the replication in C after its egress (the
+    replicas before it sent from C); the Python path finishes it and makes the rest.
+    Frames, order and counters as on the Python backend, for every position of such a
+    replica in the group."""
     from targets.embedded.state import CloneSession
 
     calls = _Calls(monkeypatch)
@@ -252,16 +253,17 @@ def test_replicas_whose_egress_truncates_clones_or_recirculates(monkeypatch: pyt
     diffs = run_both(sws, frames)
     assert not diffs, diffs[0]
     assert snapshot(sws[0]) == snapshot(sws[1])
-    out = [sws[1].process(p, f) for p, f in frames[:1]][0]
+    assert calls.resumed == 3 and calls.sent >= calls.resumed  # group 2's clone, group 3's recirculation twice
+    out = sws[1].process(*frames[0])  # group 1: its truncated replica made in C
     assert [(p, len(f)) for p, f in out] == [(1, len(frames[0][1])), (2, 20), (3, len(frames[0][1]))]
-    assert calls.resumed >= 4 and calls.sent >= calls.resumed
+    assert calls.resumed == 3
 
 
 def test_clones_leave_in_the_python_backends_order(monkeypatch: pytest.MonkeyPatch) -> None:
     """Clone sessions: replication.p4's I2E clone (made in C: the frame parsed again,
     metadata reset, the tag of its field list kept) leaves before its original, an E2E
-    clone (finished by the Python path) after it; a session cut to 20 bytes, one of two
-    ports and one through the CPU port (left to Python) too -- as on the Python backend."""
+    clone (made in C too) after it; a session cut to 20 bytes, one of two ports and one
+    through the CPU port (left to Python) too -- as on the Python backend."""
     from targets.embedded.state import CloneSession
     from tests.p4.packets import RepProbe
 
@@ -287,4 +289,6 @@ def test_clones_leave_in_the_python_backends_order(monkeypatch: pytest.MonkeyPat
     first = sws[1].process(*frames[0])
     assert [(p, len(f)) for p, f in first] == [(3, 20), (2, len(frames[0][1]))]  # I2E clone first, cut
     assert RepProbe(first[1][1][14:]).tag == 0xA5 and sws[0].process(*frames[0]) == first
-    assert [p for p, _ in sws[1].process(*frames[1])] == [2, 4]  # the original, then its E2E clone
+    sent, resumed = calls.sent, calls.resumed
+    assert [p for p, _ in sws[1].process(*frames[1])] == [2, 4]  # the original, then its E2E clone ...
+    assert (calls.sent - sent, calls.resumed - resumed) == (1, 0)  # ... made in C

@@ -246,8 +246,7 @@ class Switch(TrafficConfigMixin):
 
     def _ingress(self, prog: Program, F: list[int], frame: bytes, length: int, loops: int) -> None:
         F[PKTLEN] = F[ILEN] = length
-        off = prog.parse(F, frame)
-        payload = frame[off:]
+        payload = frame[prog.parse(F, frame):]
         if prog.verify_checksums(F) and prog.sm_checksum_error is not None:
             F[prog.sm_checksum_error] = 1
         prog.ingress(F)
@@ -271,7 +270,7 @@ class Switch(TrafficConfigMixin):
             self.stats.pipeline_drops += 1
             return
         F[prog.sm_instance_type] = NORMAL
-        self._enqueue(prog, port, F, payload, length, 0)
+        self._enqueue(prog, port, F, payload, length, 0, loops)
 
     def _ingress_extras(self, prog: Program, F: list[int], frame: bytes, length: int, loops: int) -> bool:
         """Ingress clone, digest and resubmit, in simple_switch's order (apart from the
@@ -336,7 +335,8 @@ class Switch(TrafficConfigMixin):
             h(ll.name, [values])
 
     # ------------------------------------------------------------------ traffic manager
-    def _enqueue(self, prog: Program, port: int, F: list[int], payload: bytes, length: int, trunc: int) -> None:
+    def _enqueue(self, prog: Program, port: int, F: list[int], payload: bytes, length: int, trunc: int,
+                 loops: int = 0) -> None:  # loops: resubmits + recirculations so far (bounded)
         q = self._tm.get(port) or self._queue(port)
         if q.port_rate is not None and not any(q.queues):
             # an idle port earns no catch-up credit (see PORT_CATCH_UP_S): one frame at most
@@ -360,7 +360,7 @@ class Switch(TrafficConfigMixin):
             return
         q.enqueued[slot] += 1
         if self._draining:
-            dq.append((prog, F, payload, length, trunc))
+            dq.append((prog, F, payload, length, trunc, loops))
             self._redrain = True
         elif q.rate[slot] is None:
             # Nothing shapes this queue: dequeue at once, so that a burst arriving
@@ -372,16 +372,16 @@ class Switch(TrafficConfigMixin):
                     # What _drain_port would do with the packet as the only one queued:
                     # straight to egress, without the round trip through the deque.
                     try:
-                        self._egress(prog, port, prio, q, F, payload, length, trunc, self._txq)
+                        self._egress(prog, port, prio, q, F, payload, length, trunc, self._txq, loops)
                     except Exception:
                         self.fault("in egress to port %d", port)
                 else:
-                    dq.append((prog, F, payload, length, trunc))
+                    dq.append((prog, F, payload, length, trunc, loops))
                     self._drain_port(port, q, time.monotonic(), None)
             finally:
                 self._draining = False
         else:
-            dq.append((prog, F, payload, length, trunc))
+            dq.append((prog, F, payload, length, trunc, loops))
 
     def _drain(self, now: float, only_port: int | None = None) -> float | None:
         """Dequeue everything the rates allow; return seconds until the next dequeue."""
@@ -425,9 +425,9 @@ class Switch(TrafficConfigMixin):
                     q.tokens[i] -= 1.0
                 if prate is not None:
                     q.port_tokens -= cost
-                prog, F, payload, length, trunc = dq.popleft()
+                prog, F, payload, length, trunc, loops = dq.popleft()
                 try:
-                    self._egress(prog, port, self.nb_queues - 1 - i, q, F, payload, length, trunc, self._txq)
+                    self._egress(prog, port, self.nb_queues - 1 - i, q, F, payload, length, trunc, self._txq, loops)
                 except Exception:
                     self.fault("in egress to port %d", port)
         return wait

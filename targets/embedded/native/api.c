@@ -18,6 +18,11 @@ typedef struct {
   int32_t txfd[32]; uint16_t txport[32];
   struct pre *pre;                 /* the PRE: groups, clone sessions, the last copies (pre.c) */
   struct ml_ring *rxring;          /* the in-memory link np_rx_ml serves (memlink.c) */
+  uint32_t loops, nlq;             /* this packet's resubmits + recirculations; its recirculated passes */
+  uint32_t lq[33];                 /* each recirculated pass's queue: port | prio << 16 (process.c) */
+  uint8_t *rcbuf;                  /* the frame a recirculation sends back to ingress */
+  uint64_t RF[NS]; w256 RW[NW + 1];  /* the PHV a resubmit or recirculation copies from */
+  uint64_t *dq; uint32_t dqn;      /* digests queued for the Python side: id, values (process.c) */
 } ctx_t;
 static void pre_free(ctx_t *c);
 
@@ -55,7 +60,7 @@ void np_free(void *p) {
   for (int k = 0; k < NC; k++) { free(c->CP[k]); free(c->CB[k]); }
   for (int t = 0; t < NT; t++) tfree(&c->T[t]);
   pre_free(c);
-  free(c->rxbuf); free(c->txbuf);
+  free(c->rxbuf); free(c->txbuf); free(c->rcbuf); free(c->dq);
   pthread_mutex_destroy(&c->mu);
   free(c);
 }

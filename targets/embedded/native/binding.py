@@ -54,6 +54,10 @@ def _bind(lib: ctypes.CDLL) -> None:
         "np_mc_out": (u32, [vp, ctypes.POINTER(u32), u32]), "np_mc_arena": (vp, [vp]),
         "np_mc_stop": (u32, [vp, ctypes.c_int, p64, ctypes.POINTER(u32), ctypes.POINTER(u32), p64, p64]),
         "np_rx_pending": (u32, [vp]),
+        "np_rx_take": (u32, [vp, ctypes.c_char_p, u32, ctypes.POINTER(u32)]),
+        "np_loops": (u32, [vp, ctypes.POINTER(u32), ctypes.POINTER(u32)]),
+        "np_cur": (u32, [vp, ctypes.c_char_p, u32]),
+        "np_digests": (u32, [vp, p64, u32]), "np_dq_words": (u32, []), "np_dq_count": (vp, [vp]),
         "np_rx": (ctypes.c_int, [vp, ctypes.c_int, u32, _U64, u32, ctypes.c_char_p, ctypes.POINTER(i32), p64, u32,
                                  ctypes.c_char_p, ctypes.POINTER(u32), ctypes.POINTER(u32)]),
         "np_cnt_words": (u32, []),
@@ -161,6 +165,11 @@ class NativeBackend:
         self.outlen, self.outport, self.outprio = ctypes.c_uint32(), ctypes.c_uint32(), ctypes.c_uint32()
         self.slow = ctypes.create_string_buffer(65536 + 8)
         self.slowlen, self.slowinfo = ctypes.c_uint32(), ctypes.c_uint32()
+        # resubmit or recirculate: a packet may make several passes (glue.receive asks)
+        self.reenters = any(p["op"].startswith(("resubmit", "recirculate")) for a in prog.spec["actions"]
+                            for p in a["primitives"])
+        # digests queued in native memory (process.c): the count read without a call
+        self.dqn = ctypes.c_uint32.from_address(self.lib.np_dq_count(self.ctx)) if prog.learn_by_id else None
         self._F = (_U64 * prog.nslots)()
         self._W = (_U64 * (4 * max(1, len(self.gen.wide))))()
         self._adopt_state()
@@ -286,6 +295,32 @@ class NativeBackend:
         self.lib.np_pre_set(self.ctx, kind, key & _MASK64, n, arr(*[min(r.port, 0xFFFFFFFF) for r in replicas]),
                             arr(*[r.rid & 0xFFFFFFFF for r in replicas]), min(max(trunc, 0), 0xFFFFFFFF))
 
+    def current_frame(self) -> bytes:
+        """The frame of the last pass of the last packet (a recirculation's, process.c)."""
+        buf = getattr(self, "_cur", None)
+        if buf is None:
+            buf = self._cur = ctypes.create_string_buffer(65536)
+        return buf.raw[:self.lib.np_cur(self.ctx, buf, len(buf))]
+
+    def take_digests(self) -> list[tuple[str, tuple[int, ...]]]:
+        """The digests the native code queued since the last call, in order: (learn list
+        name, its field values), as ``Switch._learn`` hands them to its handlers."""
+        buf = getattr(self, "_dq", None)
+        if buf is None:
+            buf = self._dq = (_U64 * self.lib.np_dq_words())()
+        n = self.lib.np_digests(self.ctx, buf, len(buf))
+        out, i, wide, lists = [], 0, self.gen.wide, self.prog.learn_by_id
+        while i < n:
+            ll = lists[buf[i]]
+            i += 1
+            values = []
+            for s in ll.slots:
+                k = 4 if s in wide else 1
+                values.append(_join(buf[i:i + 4]) if k == 4 else buf[i])
+                i += k
+            out.append((ll.name, tuple(values)))
+        return out
+
     def phv(self) -> tuple[list[int], int]:
         """The PHV the last ``process`` left (as the Python backend's list) and the
         payload offset."""
@@ -301,6 +336,7 @@ class NativeBackend:
         return F
 
     def close(self) -> None:
+        self.dqn = None  # it points into the instance
         if self.ctx:
             self.lib.np_free(self.ctx)
             self.ctx = None

@@ -273,7 +273,23 @@ class NativeGen(CExprMixin, PipelineMixin):
                               for s in slots)
             out.append(f"  case UINT64_C({int(fid) & (2**64 - 1)}): {copies} break;")
         out += ["  default: break;", "  }", "}"]
-        return out
+        return out + self.gen_learn()
+
+    def gen_learn(self) -> list[str]:
+        """``g_learn``: the values of learn list ``id``'s fields, in its order, into ``o``
+        (one word a field, four for a wide one); how many words, -1 for an unknown list.
+        LEARN_MAXW: the most words of any list (process.c's digest queue)."""
+        out = ["static int g_learn(const uint64_t *F, const w256 *W, uint64_t id, uint64_t *o) {",
+               "  (void)F; (void)W; (void)o;", "  switch (id) {"]
+        most = 0
+        for lid, ll in self.prog.learn_by_id.items():
+            parts, k = [], 0
+            for s in ll.slots:
+                parts.append(f"memcpy(o + {k}, W[{self.wide[s]}].v, 32);" if s in self.wide else f"o[{k}] = F[{s}];")
+                k += 4 if s in self.wide else 1
+            most = max(most, k)
+            out.append(f"  case UINT64_C({int(lid) & (2**64 - 1)}): {' '.join(parts)} return {k};")
+        return [f"#define LEARN_MAXW {most}", *out, "  default: return -1;", "  }", "}"]
 
     # -- calculations and checksums -------------------------------------------------------
     def calc_fn(self, name: str) -> str:

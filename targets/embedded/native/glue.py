@@ -3,11 +3,12 @@
 ``attach(program, backend)`` gives a compiled Program its native instance
 (``Program.native``) when the backend asks for it and the program allows it.
 ``receive(switch, program, port, frame)`` runs one frame: the native call finishes the
-common path (parse to deparse through an unshaped queue, multicast replicas and ingress
-clones included: mcast.py); where it stops -- an egress clone, digest, resubmit, a shaped
-queue, the CPU port -- the switch's Python path resumes from the PHV the native code
-left, so every feature the Python backend has keeps working, with the state in native
-memory.
+common path (parse to deparse through an unshaped queue, multicast replicas, clones,
+resubmit, recirculate and truncate included: mcast.py, process.c; digests queued for
+``deliver_digests``); where it stops -- a shaped queue, the CPU port, a resubmit or digest
+with an ingress clone, an egress clone of a replica -- the switch's Python path resumes
+from the PHV the native code left, so every feature the Python backend has keeps
+working, with the state in native memory.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ BACKENDS = ("auto", "native", "python")
 ENV = "GRADNET_BACKEND"
 ML_FD = -2  # PortTable.fd of a port whose link runs in memory
 SENT, DROPPED, AFTER_INGRESS, AFTER_EGRESS, BAD_PRIORITY, EGRESS_DROPPED = range(6)
+LOOP_LIMIT = 8  # a resubmit/recirculate chain cut at switch.MAX_LOOPS passes (process.c)
 
 
 def default_backend() -> str:
@@ -188,6 +190,11 @@ def receive(sw: Any, prog: Any, port: int, frame: bytes) -> None:
     rc = nat.lib.np_process(nat.ctx, frame, len(frame), port, now, sw.nb_queues, _fast_ports(sw), nat.out,
                             len(nat.out), ctypes.byref(nat.outlen), ctypes.byref(nat.outport),
                             ctypes.byref(nat.outprio))
+    if nat.dqn is not None and nat.dqn.value:
+        deliver_digests(sw, nat)
+    loops = _loops(sw, nat) if nat.reenters else 0
+    if loops:
+        frame = nat.current_frame()  # a recirculation's frame: the one the Python path resumes with
     if rc == SENT:
         out = nat.outport.value
         _count_enqueue(sw, out, nat.outprio.value)
@@ -202,18 +209,41 @@ def receive(sw: Any, prog: Any, port: int, frame: bytes) -> None:
         sw.stats.priority_out_of_range += 1
     elif rc == AFTER_INGRESS:
         F, off = nat.phv()
-        sw._ingress_tail(prog, F, frame, frame[off:], len(frame), 0)
+        sw._ingress_tail(prog, F, frame, frame[off:], len(frame), loops)
     elif rc == AFTER_EGRESS:
         F, off = nat.phv()
         out = nat.outport.value
         _count_enqueue(sw, out, nat.outprio.value)
-        mcast.egress_tail(sw, prog, out, F, frame[off:], len(frame))
+        mcast.egress_tail(sw, prog, out, F, frame[off:], len(frame), 0, loops)
+    elif rc == LOOP_LIMIT:
+        sw.stats.loop_limit += 1
     elif rc in (mcast.REPLICATED, mcast.REPLICA_STOP):
         mcast.send_replicas(sw, nat)
         if rc == mcast.REPLICA_STOP:
             mcast.resume(sw, prog, frame)
     else:
         raise RuntimeError(f"native packet path returned {rc}")
+
+
+def _loops(sw: Any, nat: Any, count: bool = True) -> int:
+    """The resubmits and recirculations the last native call made of its packet; with
+    ``count``, the queue of each recirculated pass counted (np_rx counts its own)."""
+    enq, n = getattr(nat, "_lq", None), ctypes.c_uint32()
+    if enq is None:
+        enq = nat._lq = (ctypes.c_uint32 * 33)()
+    loops = nat.lib.np_loops(nat.ctx, enq, ctypes.byref(n))
+    for i in range(n.value if count else 0):
+        _count_enqueue(sw, enq[i] & 511, (enq[i] >> 16) & 7)
+    return loops
+
+
+def deliver_digests(sw: Any, nat: Any) -> None:
+    """Hand the digests the native code queued to the switch's digest handlers, in order
+    (as ``Switch._learn``; the data plane calls it after each batch, before a packet the
+    Python path finishes)."""
+    for name, values in nat.take_digests():
+        for h in sw.digest_handlers:
+            h(name, [values])
 
 
 def _count_enqueue(sw: Any, port: int, prio: int) -> None:
@@ -248,7 +278,7 @@ def _tx_fds(sw: Any) -> PortTable:
 
 
 # The switch's counters as io.c lays them out (uint64 words; np_cnt_words() in all).
-CNT_PIPE, CNT_NOPORT, CNT_TOUCHED, CNT_RX = 0, 1, 2, 8  # CNT_TOUCHED: loop.c, cleared by fold
+CNT_PIPE, CNT_NOPORT, CNT_TOUCHED, CNT_LOOP, CNT_RX = 0, 1, 2, 3, 8  # CNT_TOUCHED: loop.c, cleared by fold
 CNT_TX, CNT_QDROP, CNT_PRIO, CNT_ENQ = CNT_RX + 512, CNT_RX + 1024, CNT_RX + 1536, CNT_RX + 2048
 MAX_NATIVE_QUEUES = 8  # the counters hold 8 priorities a port (simple_switch's most)
 
@@ -298,6 +328,8 @@ def fold(sw: Any, take: Callable[[Any], list[tuple[int, int]]] | None = None) ->
             stats.pipeline_drops += v
         elif i == CNT_NOPORT:
             stats.no_such_port += v
+        elif i == CNT_LOOP:
+            stats.loop_limit += v
     return True
 
 
@@ -314,21 +346,24 @@ def finish_slow(sw: Any, prog: Any, port: int) -> None:
     """Finish in Python the packet the native code handed back (its frame in
     ``nat.slow``, its PHV in the instance), then send what it made."""
     nat = prog.native
+    if nat.dqn is not None and nat.dqn.value:  # those of the packets before it first
+        deliver_digests(sw, nat)
     slow = nat.slowlen.value
     if not slow:
         return
     nat.slowlen.value = 0
     info = nat.slowinfo.value
     rc, out = info & 0xFF, (info >> 8) & 0xFFF
-    frame = nat.slow.raw[:slow]
+    frame = nat.slow.raw[:slow]  # the frame of its last pass (io.c)
+    loops = _loops(sw, nat, count=False) if nat.reenters else 0
     try:
         F, off = nat.phv()
         if rc == AFTER_INGRESS:
-            sw._ingress_tail(prog, F, frame, frame[off:], slow, 0)
+            sw._ingress_tail(prog, F, frame, frame[off:], slow, loops)
         elif rc == mcast.REPLICA_STOP:  # the replicas before it left from C
             mcast.resume(sw, prog, frame)
         else:
-            mcast.egress_tail(sw, prog, out, F, frame[off:], slow)
+            mcast.egress_tail(sw, prog, out, F, frame[off:], slow, 0, loops)
     except Exception:
         sw.fault("processing a packet from port %d", port)
     if sw._txq:  # out now, before the frames after it (which native code sends at once)

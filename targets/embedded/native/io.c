@@ -20,6 +20,7 @@
 /* the counters array (uint64 words), one per switch */
 #define CNT_PIPE 0
 #define CNT_NOPORT 1
+#define CNT_LOOP 3   /* resubmit/recirculate chains cut at MAX_LOOPS (process.c) */
 #define CNT_RX 8
 #define CNT_TX (CNT_RX + 512)
 #define CNT_QDROP (CNT_TX + 512)
@@ -122,6 +123,19 @@ uint32_t np_rx_pending(void *p) {
   return c->rxn - c->rxi;
 }
 
+/* Take the next frame still waiting in the batch (a program swap: the instance is about to
+ * be dropped, its frames go to the program that follows): its length copied into buf (cap
+ * bytes at most), its port in *port; 0 when none waits. */
+uint32_t np_rx_take(void *p, uint8_t *buf, uint32_t cap, uint32_t *port) {
+  ctx_t *c = p;
+  if (!c->rxbuf || c->rxi >= c->rxn) return 0;
+  uint32_t len = c->rxlen[c->rxi];
+  if (len > cap) len = cap;
+  memcpy(buf, c->rxbuf + (size_t)c->rxi++ * RXSZ + 4, len);
+  *port = c->rxport;
+  return len;
+}
+
 int np_rx(void *p, int fd, uint32_t port, uint64_t now_us, uint32_t nbq, const uint8_t *fast,
           const int32_t *txfd, uint64_t *cnt, uint32_t maxpk, uint8_t *slow, uint32_t *slowlen,
           uint32_t *slowinfo) {
@@ -149,9 +163,13 @@ int np_rx(void *p, int fd, uint32_t port, uint64_t now_us, uint32_t nbq, const u
     else if (rc == 4) cnt[CNT_PRIO + oport]++;
     else if (rc == 0) tx_port(c, txfd, oport, olen, cnt);
     else if (rc == 6 || rc == 7) pre_send(c, txfd, cnt);  /* the replicas C finished */
+    else if (rc == LOOP_LIMIT) cnt[CNT_LOOP]++;
+    for (uint32_t i = 0; i < c->nlq; i++)  /* the queues its recirculated passes went through */
+      cnt[CNT_ENQ + (c->lq[i] & 511) * 8 + ((c->lq[i] >> 16) & 7)]++;
     if (rc == 2 || rc == 3 || rc == 7) {  /* the Python path finishes this one, after what went before */
       if (c->txn) tx_flush(c, cnt);
-      memcpy(slow, f, len);
+      len = c->n < RXSZ - 8 ? c->n : RXSZ - 8;  /* the frame of its last pass (a recirculation's) */
+      memcpy(slow, c->pkt, len);
       *slowlen = len;
       *slowinfo = (uint32_t)rc | oport << 8 | (oprio & 0xFF) << 20;
       return (int)k;

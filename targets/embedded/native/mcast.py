@@ -7,7 +7,8 @@ asks for an ingress clone is replicated in C: each copy's egress, checksum updat
 deparse. ``send_replicas`` counts and sends what the C code finished when the Python
 loop called it (``glue.receive``; the batched receive, io.c, sends them itself), and
 ``resume`` finishes in Python a replication that stopped at a copy C cannot finish (a
-shaped port, the CPU port, an egress asking for clone, truncate or recirculate).
+shaped port, the CPU port, an egress asking for a clone or a recirculation). An
+egress clone (E2E) of a unicast is made in C too, after its original.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import ctypes
 from typing import Any
 
 REPLICATED, REPLICA_STOP = 6, 7  # np_process: every copy finished / stopped at one
-ST_MCAST, ST_I2E, ST_UNICAST = range(3)  # pre.c: the stage a stopped replication was in
+ST_MCAST, ST_I2E, ST_UNICAST, ST_E2E = range(4)  # pre.c: the stage a stopped replication was in
 
 
 def _count_enqueue(sw: Any, port: int, prio: int) -> None:
@@ -24,13 +25,14 @@ def _count_enqueue(sw: Any, port: int, prio: int) -> None:
     q.enqueued[sw.nb_queues - 1 - prio] += 1
 
 
-def egress_tail(sw: Any, prog: Any, port: int, F: list[int], payload: bytes, length: int, trunc: int = 0) -> None:
+def egress_tail(sw: Any, prog: Any, port: int, F: list[int], payload: bytes, length: int, trunc: int = 0,
+                loops: int = 0) -> None:
     """``Switch._egress_tail`` for a packet whose egress ran in C, as ``Switch._enqueue``
     runs it: while a drain runs, so that what it enqueues (an egress clone) waits in its
     queue and leaves after this packet, as on the Python backend."""
     was, sw._draining = sw._draining, True
     try:
-        sw._egress_tail(prog, port, F, payload, length, trunc, sw._txq, 0)
+        sw._egress_tail(prog, port, F, payload, length, trunc, sw._txq, loops)
     finally:
         sw._draining = was  # the queued copy: process() drains next, the loop's service()
 
@@ -74,7 +76,7 @@ def resume(sw: Any, prog: Any, frame: bytes) -> None:
     key, egressed, stage = ctypes.c_uint64(), ctypes.c_uint32(), ctypes.c_uint32()
     args = (ctypes.byref(key), ctypes.byref(egressed), ctypes.byref(stage), nat._F, nat._W)
     nat.lib.np_mc_stop(nat.ctx, 1, *args)
-    C0 = nat.unpack()  # an I2E clone's PHV before its egress
+    C0 = nat.unpack()  # an I2E or E2E clone's PHV before its egress
     k = nat.lib.np_mc_stop(nat.ctx, 0, *args)
     F0 = nat.unpack()  # the PHV ingress left
     F, off = nat.phv()
@@ -88,7 +90,7 @@ def resume(sw: Any, prog: Any, frame: bytes) -> None:
             sw._ingress_tail(prog, F0, frame, payload, length, 0)
         return
     base, trunc, replicas = F0, 0, sw.pre.groups.get(key.value, [])
-    if stage.value == ST_I2E:
+    if stage.value in (ST_I2E, ST_E2E):  # E2E: the original left before the copies
         session = sw.pre.clone_sessions.get(key.value)
         base, trunc, replicas = C0, session.packet_length_bytes if session else 0, session.replicas if session else []
     if egressed.value and k < len(replicas):

@@ -50,6 +50,22 @@ def build_loop() -> Path:
     return build((_HERE / "memlink.c").read_text() + (_HERE / "loop.c").read_text())
 
 
+def _requeue_pending(sw: Any, nat: Any) -> int:
+    """Run through the switch's program now the frames that ``nat`` (an instance the loop
+    in C stops serving: a program swap, capture handlers, a trace) still holds of its last
+    receive batch -- older than anything in the sockets, so first -- and send what they
+    made; how many. Without this they would be lost with the instance."""
+    buf, port = ctypes.create_string_buffer(65536 + 8), ctypes.c_uint32()
+    frames = []
+    while n := nat.lib.np_rx_take(nat.ctx, buf, len(buf), ctypes.byref(port)):
+        frames.append((port.value, buf.raw[:n]))
+    for p, frame in frames:
+        sw._receive(p, frame)
+    if sw._txq:
+        sw._send()
+    return len(frames)
+
+
 class NativeLoop:
     """The C half of the data-plane loop (see the module doc)."""
 
@@ -76,6 +92,7 @@ class NativeLoop:
         self._why: dict[int, str] = {}
         self._which = ctypes.c_int()
         self._stale, self._checked, self._checked_at = True, None, 0.0
+        self._learners: list[tuple[Any, Any]] = []  # (switch, instance) of programs with digests
 
     def close(self) -> None:
         self.ep.close()
@@ -108,12 +125,28 @@ class NativeLoop:
                 self.py_ep.unregister(fd)
             self.ep.register(fd, select.EPOLLIN)
         self.native_fds = set(want)
+        self._requeue()
         rings = [(pl.peer, pl.peer_port, pl.ring) for sw in switches for port, pl in
                  getattr(sw, "peer_links", {}).items() if port in sw._ml]
         self._build(want, rings)
         log.info("data-plane loop in C: %d ports of %d switches (%d in-memory link directions)",
                  len(self.sources), len(self.switches), len(rings))
         return bool(self.sources)
+
+    def _requeue(self) -> None:
+        """Before the sources change: the frames that an instance no longer served still
+        holds of its batch go to the switch's program now, in order (_requeue_pending)."""
+        done: set[int] = set()
+        for sw, prog, _ in self.sources:
+            nat = prog.native
+            if nat is None or id(nat) in done or (sw.program is prog and glue.native_rx_ok(sw)):
+                continue
+            done.add(id(nat))
+            if nat.dqn is not None and nat.dqn.value:
+                glue.deliver_digests(sw, nat)
+            if nat.lib.np_rx_pending(nat.ctx):
+                log.info("device %d: %d frames left in a receive batch run on the program it has now",
+                         sw.device_id, _requeue_pending(sw, nat))
 
     def _switch_key(self, sw: Any) -> tuple:
         if not glue.native_rx_ok(sw):
@@ -151,6 +184,8 @@ class NativeLoop:
             self.sources.append((sw, prog, port))
             seen[id(sw)] = sw
         self._arr, self._keep, self.switches = arr, keep, list(seen.values())
+        self._learners = list({id(sw.program.native): (sw, sw.program.native) for sw in self.switches
+                               if sw.program.native.dqn is not None}.values())
 
     def _take(self, cnt: Any) -> list[tuple[int, int]]:
         """The nonzero counter words, zeroed (loop.c's gl_take: a C scan, not numpy's)."""
@@ -173,6 +208,9 @@ class NativeLoop:
             cnt = sw._native_cnt
             if cnt[glue.CNT_TOUCHED]:  # set by loop.c when a source of sw did work
                 glue.fold(sw, self._take)
+        for sw, nat in self._learners:  # digests queued in C, at the end of the batch
+            if nat.dqn.value:
+                glue.deliver_digests(sw, nat)
         if rc == SLOW:
             sw, prog, port = self.sources[self._which.value]
             glue.finish_slow(sw, prog, port)

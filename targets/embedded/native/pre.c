@@ -10,12 +10,14 @@
  * egress pipeline, checksum update and deparse into the instance's replica arena.
  * pre_i2e does the same for an ingress clone (I2E) to a session -- the frame parsed
  * again, metadata reset, the field list copied, instance_type INGRESS_CLONE, the
- * session's truncation -- then the original's multicast or unicast. The caller sends
+ * session's truncation -- then the original's multicast or unicast; pre_e2e for an
+ * egress clone (E2E) of a unicast, after the original. The caller sends
  * the records (frame, port, outcome) in order through its one per-port send function.
  * A replica C cannot finish -- to a shaped port or the CPU port, or an egress asking
- * for clone, truncate or recirculate -- stops there: the records before it are sent,
+ * for a clone or a recirculation -- stops there: the records before it are sent,
  * and the Python path resumes at replica k of the stage (np_mc_stop). A clone session
- * with a port C cannot serve, a digest or a resubmit leave the whole packet to Python.
+ * with a port C cannot serve, a digest, a resubmit with a clone, an egress clone of a
+ * replica or with a recirculation leave the whole packet to Python.
  * Needs the generated constants and g_parse, g_egress, g_update, g_deparse,
  * g_reset_meta, g_copy_fl. */
 
@@ -34,9 +36,10 @@ struct pre {
 #define PRE_SESSIONS 1
 #define PRE_DONE 6   /* np_process: every replica finished (records in np_mc_out) */
 #define PRE_STOP 7   /* np_process: records 0..k-1 finished, the Python path resumes at k */
-enum { ST_MCAST, ST_I2E, ST_UNICAST };  /* the stage a PRE_STOP resumes in */
+enum { ST_MCAST, ST_I2E, ST_UNICAST, ST_E2E };  /* the stage a PRE_STOP resumes in */
 #define IT_NORMAL 0
 #define IT_I2E 1
+#define IT_E2E 2
 #define IT_REPLICATION 5
 
 static inline uint64_t mc_hash(uint64_t id) { return tmix(&id, 1); }
@@ -157,9 +160,9 @@ static int pre_room(struct pre *m, uint32_t n, uint32_t plen) {
 }
 
 /* simple_switch's egress of the PHV in c->F as it leaves for port at priority prio
- * (queue prio; process.c's unicast and each replica here): EG_ON to deparse, EG_PYTHON
- * the Python path must finish it (egress asked for clone, truncate or recirculate),
- * EG_DROPPED by egress. */
+ * (queue prio; process.c's unicast and each replica here): EG_ON to deparse (then the
+ * caller truncates and recirculates), EG_PYTHON the Python path must finish it (egress
+ * asked for a clone), EG_DROPPED by egress. */
 enum { EG_ON, EG_PYTHON, EG_DROPPED };
 static inline int egress_run(ctx_t *c, uint64_t port, uint64_t prio) {
   uint64_t *F = c->F;
@@ -169,7 +172,7 @@ static inline int egress_run(ctx_t *c, uint64_t port, uint64_t prio) {
   F[SM_PACKET_LENGTH] = F[H_PKTLEN];
   g_egress(c);
   F[H_EXIT] = 0;
-  if (F[H_CLONE] | F[H_TRUNCATE] | F[H_RECIRC]) return EG_PYTHON;
+  if (F[H_CLONE]) return EG_PYTHON;
   return F[SM_EGRESS_SPEC] == 511 ? EG_DROPPED : EG_ON;
 }
 
@@ -200,12 +203,14 @@ static int pre_run(ctx_t *c, struct pre *m, const uint64_t *rep, uint32_t n, int
     m->egressed = 1;
     if (eg == EG_PYTHON) return PRE_STOP;
     if (eg == EG_DROPPED) { r->rc = 5; m->nout++; continue; }
+    if (F[H_RECIRC]) return PRE_STOP;  /* a copy recirculated: the Python path */
     g_update(c, pay, plen);
     uint8_t *out = m->arena + m->used;
     uint32_t h = g_deparse(c, out, HDRMAX + plen);
     if (h == UINT32_MAX) return PRE_STOP;
     memcpy(out + h, pay, plen);
     r->len = h + plen;
+    if (F[H_TRUNCATE] && r->len > F[H_TRUNCATE]) r->len = (uint32_t)F[H_TRUNCATE];
     if (trunc && r->len > trunc) r->len = trunc;
     r->rc = 0;
     m->used += (h + plen + 63) & ~(size_t)63;
@@ -279,6 +284,51 @@ static int pre_i2e(ctx_t *c, const uint8_t *frame, uint32_t len, uint32_t nbq, c
   m->stage = ST_UNICAST; m->id = 0;
   uint64_t one = eport < 512 ? eport : 512;  /* 512: not a port C serves */
   return pre_run(c, m, &one, 1, 0, 0, m->F0, m->W0, frame + off, plen, nbq, fast, outport, outprio);
+}
+
+/* After a unicast's egress that asked for an E2E clone (c->F; switch.py's _egress_tail):
+ * the original's record (deparsed and truncated, or its egress drop), then the session's
+ * copies of its PHV -- metadata reset, the field list's fields, instance_type EGRESS_CLONE
+ * -- each through its own egress, cut to the session's length. PRE_DONE, PRE_STOP at a
+ * copy, or 3 (the Python path, nothing done: a recirculation too, a session port C cannot
+ * serve, no room). */
+static int pre_e2e(ctx_t *c, const uint8_t *frame, uint32_t len, uint32_t port, uint32_t prio, uint32_t nbq,
+                   const uint8_t *fast, uint32_t *outport, uint32_t *outprio) {
+  uint64_t *F = c->F;
+  struct pre *m = pre_get(c);
+  if (!m || F[H_RECIRC]) return 3;
+  const mcg_t *s = mt_find(&m->tab[PRE_SESSIONS], F[H_CLONE] & ~H_FLAG);
+  for (uint32_t k = 0; s && k < s->n; k++)
+    if ((uint32_t)s->rep[k] >= 512 || !fast[(uint32_t)s->rep[k]]) return 3;
+  uint32_t off = c->off, plen = len - off;
+  m->nout = 0; m->used = 0;
+  if (pre_room(m, (s ? s->n : 0) + 1, plen)) return 3;
+  uint64_t fl = F[H_CLONE_FL];
+  F[H_CLONE] = F[H_CLONE_FL] = 0;
+  if (s) {
+    memcpy(m->C0, F, sizeof c->F);
+    memcpy(m->CW0, c->W, sizeof(w256) * NW);
+    g_reset_meta(m->C0, m->CW0);
+    g_copy_fl(m->C0, m->CW0, F, c->W, fl);
+    m->C0[SM_INSTANCE_TYPE] = IT_E2E;
+  }
+  mrec_t *r = &m->rec[m->nout++];
+  r->port = port; r->prio = prio; r->off = (uint32_t)m->used; r->len = 0; r->rc = 5;
+  if (F[SM_EGRESS_SPEC] != 511) {
+    g_update(c, frame + off, plen);
+    uint8_t *out = m->arena + m->used;
+    uint32_t h = g_deparse(c, out, HDRMAX + plen);
+    if (h != UINT32_MAX) {  /* the arena holds HDRMAX + plen: always */
+      memcpy(out + h, frame + off, plen);
+      r->len = h + plen;
+      if (F[H_TRUNCATE] && r->len > F[H_TRUNCATE]) r->len = (uint32_t)F[H_TRUNCATE];
+      r->rc = 0;
+      m->used += (h + plen + 63) & ~(size_t)63;
+    }
+  }
+  if (!s) return PRE_DONE;
+  m->stage = ST_E2E; m->id = s->id;
+  return pre_run(c, m, s->rep, s->n, 1, s->trunc, m->C0, m->CW0, frame + off, plen, nbq, fast, outport, outprio);
 }
 
 /* The records of the last replication (5 words each: off, len, port, prio, rc; at most
