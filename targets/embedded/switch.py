@@ -588,7 +588,7 @@ class Switch(TrafficConfigMixin):
                 timeout = 0.0
         if self._txq:
             self._send()
-        return timeout
+        return native_glue.tm_service(self, timeout)  # the shaped queues in C (tm.c)
 
 
 def restore_vlan_tag(frame: bytes, aux: bytes) -> bytes:

@@ -18,8 +18,18 @@ typedef struct {
   int32_t txfd[32]; uint16_t txport[32];
   struct pre *pre;                 /* the PRE: groups, clone sessions, the last copies (pre.c) */
   struct ml_ring *rxring;          /* the in-memory link np_rx_ml serves (memlink.c) */
+  struct tmgr *tm;                   /* the shaped queues (tm.c) */
 } ctx_t;
 static void pre_free(ctx_t *c);
+/* tm.c: np_process's rc for a packet queued in a shaped queue / dropped, its queue full */
+#define TM_QUEUED 8
+#define TM_FULL 9
+static void tm_free(ctx_t *c);
+static int tm_enqueue(ctx_t *c, const uint8_t *frame, uint32_t len, uint64_t eport, uint32_t nbq,
+                      uint32_t *outport, uint32_t *outprio);
+static int tm_urgent(const ctx_t *c, uint32_t port, uint32_t prio, uint32_t nbq);
+static int tm_drain_now(ctx_t *c, uint32_t port, const int32_t *txfd, uint64_t *cnt, uint8_t *slow,
+                        uint32_t *slowlen, uint32_t *slowinfo);
 
 static uint64_t rng_next(ctx_t *c) {  /* splitmix64 */
   uint64_t z = (c->rng += 0x9E3779B97F4A7C15u);
@@ -55,6 +65,7 @@ void np_free(void *p) {
   for (int k = 0; k < NC; k++) { free(c->CP[k]); free(c->CB[k]); }
   for (int t = 0; t < NT; t++) tfree(&c->T[t]);
   pre_free(c);
+  tm_free(c);
   free(c->rxbuf); free(c->txbuf);
   pthread_mutex_destroy(&c->mu);
   free(c);

@@ -23,11 +23,12 @@ from collections.abc import Callable
 from typing import Any
 
 from targets.embedded.codegen.layout import CompileError
-from targets.embedded.native import mcast
+from targets.embedded.native import mcast, tmglue
 from targets.embedded.native.cexpr import Unsupported
 
 log = logging.getLogger("gradnet.switch")
 
+tm_service = tmglue.service  # Switch.service: drain the shaped queues in C
 BACKENDS = ("auto", "native", "python")
 ENV = "GRADNET_BACKEND"
 ML_FD = -2  # PortTable.fd of a port whose link runs in memory
@@ -250,6 +251,7 @@ def _tx_fds(sw: Any) -> PortTable:
 # The switch's counters as io.c lays them out (uint64 words; np_cnt_words() in all).
 CNT_PIPE, CNT_NOPORT, CNT_TOUCHED, CNT_RX = 0, 1, 2, 8  # CNT_TOUCHED: loop.c, cleared by fold
 CNT_TX, CNT_QDROP, CNT_PRIO, CNT_ENQ = CNT_RX + 512, CNT_RX + 1024, CNT_RX + 1536, CNT_RX + 2048
+CNT_TMDROP = CNT_ENQ + 512 * 8  # [port * 8 + prio]: dropped by a full shaped queue (tm.c)
 MAX_NATIVE_QUEUES = 8  # the counters hold 8 priorities a port (simple_switch's most)
 
 
@@ -281,7 +283,11 @@ def fold(sw: Any, take: Callable[[Any], list[tuple[int, int]]] | None = None) ->
         return False
     stats, ports, nbq = sw.stats, sw.stats.ports, sw.nb_queues
     for i, v in pairs:
-        if i >= CNT_ENQ:
+        if i >= CNT_TMDROP:
+            port, prio = divmod(i - CNT_TMDROP, 8)
+            q = sw._tm.get(port) or sw._queue(port)
+            q.dropped[nbq - 1 - prio] += v
+        elif i >= CNT_ENQ:
             port, prio = divmod(i - CNT_ENQ, 8)
             q = sw._tm.get(port) or sw._queue(port)
             q.enqueued[nbq - 1 - prio] += v
@@ -346,7 +352,8 @@ def rx(sw: Any, prog: Any, port: int, sock: Any) -> None:
     total = 0
     while True:
         now = sw._now_us() if prog.tm_ig_ts is not None else 0
-        n = nat.lib.np_rx(nat.ctx, sock.fileno(), port, now, sw.nb_queues, _fast_ports(sw), _tx_fds(sw).fd, cnt, 64,
+        fast = tmglue.fast_ports(sw, _fast_ports(sw))  # 2: a port shaped in C
+        n = nat.lib.np_rx(nat.ctx, sock.fileno(), port, now, sw.nb_queues, fast, _tx_fds(sw).fd, cnt, 64,
                           nat.slow, ctypes.byref(nat.slowlen), ctypes.byref(nat.slowinfo))
         if n <= 0:
             fold(sw)

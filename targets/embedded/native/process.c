@@ -8,7 +8,8 @@
  *   2 resume after ingress            3 resume after egress     4 priority out of range
  *   5 dropped by egress (after the traffic manager counted it)
  *   6 replicated (multicast, I2E clone): every copy finished (pre.c: np_mc_out)
- *   7 replication stopped at a copy the Python path resumes (pre.c: np_mc_stop) */
+ *   7 replication stopped at a copy the Python path resumes (pre.c: np_mc_stop)
+ *   8 queued in a shaped queue (tm.c)   9 dropped by a shaped queue, full (tm.c) */
 int np_process(void *p, const uint8_t *frame, uint32_t len, uint32_t port, uint64_t now_us, uint32_t nbq,
                const uint8_t *fast, uint8_t *out, uint32_t cap, uint32_t *outlen, uint32_t *outport,
                uint32_t *outprio) {
@@ -33,7 +34,10 @@ int np_process(void *p, const uint8_t *frame, uint32_t len, uint32_t port, uint6
   uint64_t eport = F[SM_EGRESS_SPEC];
   if (eport == 511) { rc = 1; goto done; }
   F[SM_INSTANCE_TYPE] = 0;
-  if (eport >= 512 || !fast[eport]) { rc = 2; goto done; }
+  if (eport >= 512 || fast[eport] != 1) {  /* 2: a shaped queue in C (tm.c), else the Python path's */
+    rc = eport < 512 && fast[eport] == 2 ? tm_enqueue(c, frame, len, eport, nbq, outport, outprio) : 2;
+    goto done;
+  }
   uint64_t prio = SM_PRIORITY >= 0 ? F[SM_PRIORITY] : 0;
   *outport = (uint32_t)eport; *outprio = (uint32_t)prio;
   if (prio >= nbq) { rc = 4; goto done; }

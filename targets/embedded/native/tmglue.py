@@ -1,0 +1,129 @@
+"""The switch's shaped queues in native memory (tm.c): configuration, draining, counters.
+
+A port with a rate (``set_queue_rate``, ``set_port_rate``: traffic.py) is shaped. Where
+the switch's ports are received natively in batches (``glue.native_rx_ok``: the C loop,
+or ``glue.rx`` in a Python loop), a unicast packet to a shaped port is queued in C after
+ingress, with its PHV, and leaves through the native egress when the rates allow
+(tm.c, the same token buckets as traffic.py): the batched paths pass ``fast_ports``'s
+mask, 2 for such a port. The C loop drains on a timer (loop.c); a Python loop drains in
+``Switch.service`` (``service`` here). What the Python path queues itself -- a frame
+received one at a time (``Switch._receive``: packet-outs, traces, capture handlers), a
+replica or clone to a shaped port -- waits in traffic.py's queues of the same port.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+from targets.embedded.traffic import PortQueues
+
+SHAPED = 2  # fast-mask value of a port shaped in C
+_MAXQ = 8  # tm.c's TM_MAXQ
+
+
+def _bind(lib: ctypes.CDLL) -> None:
+    if getattr(lib, "_tm_bound", False):
+        return
+    vp, u32, dbl = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_double
+    u32p = ctypes.POINTER(u32)
+    lib.np_tm_cfg.restype = ctypes.c_int
+    lib.np_tm_cfg.argtypes = [vp, u32, u32, ctypes.POINTER(dbl), u32p, dbl, u32, u32]
+    lib.np_tm_clock.restype, lib.np_tm_clock.argtypes = None, [vp, dbl]
+    lib.np_tm_occupancy.restype, lib.np_tm_occupancy.argtypes = ctypes.c_int, [vp, u32, u32]
+    lib.np_tm_drain.restype = ctypes.c_int
+    lib.np_tm_drain.argtypes = [vp, dbl, vp, vp, ctypes.c_char_p, u32p, u32p, ctypes.POINTER(dbl)]
+    lib._tm_bound = True
+
+
+def fast_ports(sw: Any, base: bytes) -> bytes:
+    """``base`` (glue._fast_ports: 1 straight to egress, 0 the Python path) with 2 for
+    every port shaped in C; writes the queues' configuration into the native program
+    when it changed. The same object while nothing changed (the C loop's key)."""
+    nat = sw.program.native
+    key = (getattr(sw, "_tm_version", 0), id(nat), sw.cpu_port, sw.nb_queues, base)
+    cached = getattr(sw, "_native_tm_fast", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    mask = bytearray(base)
+    if sw.nb_queues <= _MAXQ:
+        _configure(sw, nat, mask)
+    sw._native_tm_fast = (key, bytes(mask))
+    return sw._native_tm_fast[1]
+
+
+def _port_cfg(sw: Any, p: int) -> PortQueues:
+    q = sw._tm.get(p)
+    if q is None:  # traffic.py's configuration of a port it has not queued for yet
+        q = PortQueues(sw.nb_queues, sw.queue_depth)
+        sw._apply_cfg(p, q)
+    return q
+
+
+def _configure(sw: Any, nat: Any, mask: bytearray) -> None:
+    """Mark in ``mask`` the ports with a rate that the Python path would queue (0 in it),
+    write their rates and depths, and unshape the ports that were shaped."""
+    _bind(nat.lib)
+    was: set[int] = getattr(nat, "tm_ports", set())
+    cfg = {}
+    for p in range(512):
+        if not mask[p] and p != sw.cpu_port:
+            q = _port_cfg(sw, p)
+            if q.port_rate is None and all(r is None for r in q.rate):
+                mask[p] = 1  # no rate after all (traffic.py empties such a queue at once)
+            else:
+                mask[p], cfg[p] = SHAPED, q
+    now = set(cfg)
+    nbq = sw.nb_queues
+    rate, depth = (ctypes.c_double * _MAXQ)(), (ctypes.c_uint32 * _MAXQ)()
+    for p in sorted(now | was):
+        q = cfg.get(p) or _port_cfg(sw, p)
+        for i in range(nbq):
+            rate[i] = -1.0 if q.rate[i] is None else float(q.rate[i])
+            depth[i] = max(0, min(int(q.depth[i]), 0xFFFFFFFF))
+        prate = -1.0 if q.port_rate is None else float(q.port_rate)
+        if nat.lib.np_tm_cfg(nat.ctx, p, nbq, rate, depth, prate, q.port_frame or 0, int(p in now)) != 0:
+            raise MemoryError(f"native traffic manager: configuring port {p} failed")
+    nat.tm_ports = now
+
+
+def service(sw: Any, timeout: float | None) -> float | None:
+    """Drain the native shaped queues of ``sw``'s program as far as the rates allow (a
+    packet whose egress the Python path finishes, finished here); ``timeout`` lowered to
+    the next departure (Switch.service's answer)."""
+    prog = sw.program
+    nat = prog.native if prog is not None else None
+    if nat is None or not getattr(nat, "tm_ports", None) and not getattr(nat, "tm_used", False):
+        return timeout
+    from targets.embedded.native import glue
+
+    nat.tm_used = True  # once shaped, drained until the program goes (what is queued stays)
+    wait = ctypes.c_double()
+    cnt, txfd = glue.counters(sw, prog), glue._tx_fds(sw)
+    while True:
+        nat.lib.np_tm_drain(nat.ctx, -1.0, txfd.fd, cnt, nat.slow, ctypes.byref(nat.slowlen),
+                            ctypes.byref(nat.slowinfo), ctypes.byref(wait))
+        glue.fold(sw)
+        if not nat.slowlen.value:
+            break
+        glue.finish_slow(sw, prog, (nat.slowinfo.value >> 8) & 0xFFF)
+    if wait.value < 0:
+        return timeout
+    return wait.value if timeout is None else min(timeout, wait.value)
+
+
+def occupancy(sw: Any, port: int, slot: int) -> int:
+    """Packets waiting in the native queue ``slot`` of ``port`` (0: none or not native)."""
+    prog = sw.program
+    nat = prog.native if prog is not None else None
+    if nat is None or not getattr(nat, "tm_used", False) and not getattr(nat, "tm_ports", None):
+        return 0
+    _bind(nat.lib)
+    return max(0, nat.lib.np_tm_occupancy(nat.ctx, port, slot))
+
+
+def set_clock(nat: Any, t: float | None) -> None:
+    """Run the native traffic manager on time ``t`` (seconds, the switch's monotonic
+    clock) from now on, or the real clock again (None): deterministic tests."""
+    _bind(nat.lib)
+    nat.lib.np_tm_clock(nat.ctx, -1.0 if t is None else float(t))
