@@ -1,7 +1,8 @@
 """The native backend built with AddressSanitizer and UBSan: fuzzed frames (truncated,
 mutated, random) through forward.p4, ina.p4 and replication.p4 (multicast groups and
-clone sessions) with random entries show no
-out-of-bounds access and no undefined behaviour (the process would abort)."""
+clone sessions) with random entries, and through the loop in C with shaped queues
+(tm.c: rates, depths, a byte rate), show no out-of-bounds access and no undefined
+behaviour (the process would abort)."""
 
 from __future__ import annotations
 
