@@ -4,8 +4,9 @@
 (``Program.native``) when the backend asks for it and the program allows it.
 ``receive(switch, program, port, frame)`` runs one frame: the native call finishes the
 common path (parse to deparse through an unshaped queue, multicast replicas and ingress
-clones included: mcast.py); where it stops -- an egress clone, digest, resubmit, a shaped
-queue, the CPU port -- the switch's Python path resumes from the PHV the native code
+clones included: mcast.py; a shaped queue in C on the batched paths: tmglue.py); where it
+stops -- an egress clone, digest, resubmit, a shaped queue here, the CPU port -- the
+switch's Python path resumes from the PHV the native code
 left, so every feature the Python backend has keeps working, with the state in native
 memory.
 """

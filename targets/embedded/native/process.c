@@ -2,7 +2,7 @@
  * One call runs parser, checksum verification, ingress, the (unshaped) traffic manager,
  * egress, checksum update and deparser, multicast and ingress clones included (pre.c).
  * What it does not finish -- egress clone, digest, resubmit, recirculate, truncate, a
- * shaped or unknown port -- it leaves in
+ * port shaped outside C (fast 0; 2: queued in C, tm.c) or unknown -- it leaves in
  * the instance's PHV and says where the Python path must resume:
  *   0 sent (out, *outlen, *outport)   1 dropped by the pipeline (ingress or egress)
  *   2 resume after ingress            3 resume after egress     4 priority out of range
