@@ -78,9 +78,11 @@ def _close(sw: Switch) -> None:
         s.close()
 
 
-def _run(sw: Switch, clock: list[float], frames: list[bytes], steps: list[float]) -> dict[str, Any]:
+def _run(sw: Switch, clock: list[float], frames: list[bytes], steps: list[float],
+         change: Any = None) -> dict[str, Any]:
     """Feed ``frames`` in chunks at T0 (each chunk received as the loop would), then
-    service the switch at each time of ``steps``; what left port 2 after each."""
+    service the switch at each time of ``steps`` (``change(sw)`` before the tenth: a
+    configuration written while packets wait); what left port 2 after each."""
     nat = sw.program.native
     clock[0] = T0
     if nat is not None:
@@ -92,7 +94,9 @@ def _run(sw: Switch, clock: list[float], frames: list[bytes], steps: list[float]
         sw.on_readable(fd1)
     sw.service()
     out = [_received(sw.peers[2])]  # type: ignore[attr-defined]
-    for t in steps:
+    for k, t in enumerate(steps):
+        if k == 10 and change is not None:
+            change(sw)
         clock[0] = t
         if nat is not None:
             tmglue.set_clock(nat, t)
@@ -116,6 +120,14 @@ SHAPES = {
 }
 
 
+CHANGES = {
+    # a faster port rate and a lower queue's own rate, written while packets wait
+    "port_rate": lambda sw: (sw.set_port_rate(2000, 2), sw.set_queue_rate(400, 2, 3)),
+    # deeper queues, then a second burst that fills them
+    "queue_rates": lambda sw: sw.set_queue_depth(12, 2),
+}
+
+
 @pytest.mark.parametrize("step", [0.0007, 0.015])
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_shaped_port_same_frames_order_and_counters(shape: str, step: float, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -133,12 +145,41 @@ def test_shaped_port_same_frames_order_and_counters(shape: str, step: float, mon
             got[backend] = _run(sw, clock, frames, steps)
         finally:
             _close(sw)
-    py, nat = got["python"], got["native"]
+    _same(shape, got["python"], got["native"], 40)
+
+
+def _same(what: str, py: dict[str, Any], nat: dict[str, Any], frames: int) -> None:
     assert sum(map(len, py["out"])) > 8 and any(d for _, _, d, _ in py["queues"])  # shaped, and overflowed
     for k, (a, b) in enumerate(zip(py["out"], nat["out"], strict=True)):
-        assert a == b, f"{shape}: drain {k} differs"
+        assert a == b, f"{what}: drain {k} differs"
     assert nat["queues"] == py["queues"]
-    assert nat["port2"] == py["port2"] and nat["rx"] == py["rx"] == 40 and nat["drops"] == py["drops"]
+    assert nat["port2"] == py["port2"] and nat["rx"] == py["rx"] == frames and nat["drops"] == py["drops"]
+
+
+@pytest.mark.parametrize("shape", sorted(CHANGES))
+def test_configuration_written_while_packets_wait(shape: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rates and depths written (the runtime CLI's calls) while packets wait in the queues
+    reach them on both backends alike: the same frames out after every drain."""
+    clock = [T0]
+    monkeypatch.setattr(switch_mod, "time", types.SimpleNamespace(monotonic=lambda: clock[0], sleep=time.sleep))
+    frames = _frames(40)
+    steps = [T0 + 0.002 * k for k in range(1, 40)]
+    got = {}
+    for backend in ("python", "native"):
+        sw = _switch(backend, depth=6)
+        SHAPES[shape](sw)
+
+        def change(sw: Switch, shape: str = shape) -> None:
+            CHANGES[shape](sw)
+            for f in frames[:20]:  # and a second burst under the new configuration
+                sw.peers[1].send(f)  # type: ignore[attr-defined]
+            sw.on_readable(sw._ports[1].fileno())
+
+        try:
+            got[backend] = _run(sw, clock, frames, steps, change)
+        finally:
+            _close(sw)
+    _same(shape, got["python"], got["native"], 60)
 
 
 def test_depth_and_priority_with_a_real_clock() -> None:

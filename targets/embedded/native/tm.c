@@ -105,7 +105,7 @@ int np_tm_occupancy(void *p, uint32_t port, uint32_t slot) {
 static int tm_enqueue(ctx_t *c, const uint8_t *frame, uint32_t len, uint64_t eport, uint32_t nbq,
                       uint32_t *outport, uint32_t *outprio) {
   tmport_t *q = c->tm && eport < 512 ? c->tm->port[eport] : NULL;
-  if (!q || !q->on || q->nq != nbq) return 2;
+  if (!q || !q->on || q->nq != nbq || len > RXSZ) return 2;  /* RXSZ: what the slow buffer holds */
   if (q->prate >= 0 && !q->size) {  /* an idle port earns no catch-up credit: one frame at most */
     double now = tm_now(c->tm);
     q->ptokens = tm_min(1.0, q->ptokens + (now - q->plast) * q->prate);
@@ -141,7 +141,7 @@ typedef struct { const int32_t *txfd; uint64_t *cnt; uint8_t *slow; uint32_t *sl
 static int tm_egress(ctx_t *c, tment_t *e, uint32_t port, uint32_t prio, const tmio_t *io) {
   memcpy(c->F, e->F, sizeof c->F);
   memcpy(c->W, e->W, sizeof c->W);
-  c->off = e->off;
+  c->off = e->off; c->pkt = e->frame; c->n = e->len;
   int eg = egress_run(c, port, prio);  /* pre.c */
   if (eg == EG_DROPPED) { io->cnt[CNT_PIPE]++; return 0; }
   uint32_t plen = e->len - e->off;

@@ -98,6 +98,8 @@ def service(sw: Any, timeout: float | None) -> float | None:
     from targets.embedded.native import glue
 
     nat.tm_used = True  # once shaped, drained until the program goes (what is queued stays)
+    if glue.native_rx_ok(sw):
+        fast_ports(sw, glue._fast_ports(sw))  # a rate written since the last batch reaches C first
     wait = ctypes.c_double()
     cnt, txfd = glue.counters(sw, prog), glue._tx_fds(sw)
     while True:
