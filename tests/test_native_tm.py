@@ -79,8 +79,9 @@ def _close(sw: Switch) -> None:
 
 
 def _run(sw: Switch, clock: list[float], frames: list[bytes], steps: list[float],
-         change: Any = None) -> dict[str, Any]:
-    """Feed ``frames`` in chunks at T0 (each chunk received as the loop would), then
+         change: Any = None, mixed: bool = False) -> dict[str, Any]:
+    """Feed ``frames`` in chunks at T0 (each chunk received as the loop would; ``mixed``:
+    every second chunk one frame at a time, ``Switch._receive``, the Python path's), then
     service the switch at each time of ``steps`` (``change(sw)`` before the tenth: a
     configuration written while packets wait); what left port 2 after each."""
     nat = sw.program.native
@@ -89,6 +90,10 @@ def _run(sw: Switch, clock: list[float], frames: list[bytes], steps: list[float]
         tmglue.set_clock(nat, T0)
     fd1 = sw._ports[1].fileno()
     for k in range(0, len(frames), 8):
+        if mixed and k // 8 % 2:
+            for f in frames[k:k + 8]:
+                sw._receive(1, f)
+            continue
         for f in frames[k:k + 8]:
             sw.peers[1].send(f)  # type: ignore[attr-defined]
         sw.on_readable(fd1)
@@ -118,6 +123,28 @@ SHAPES = {
     # every queue of every port limited (the port=None settings)
     "all_queues": lambda sw: sw.set_queue_rate(120),
 }
+
+
+@pytest.mark.parametrize("shape", ["port_rate", "queue_rates"])
+def test_frames_of_the_python_path_join_the_native_queues(shape: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Frames received one at a time (packet-outs, a trace) take the Python path after
+    ingress; to a port shaped in C they join its native queues (one scheduler for the
+    port), so the mix leaves as on the Python backend."""
+    clock = [T0]
+    monkeypatch.setattr(switch_mod, "time", types.SimpleNamespace(monotonic=lambda: clock[0], sleep=time.sleep))
+    frames = _frames(40)
+    steps = [T0 + 0.001 * k for k in range(1, 90)]
+    got = {}
+    for backend in ("python", "native"):
+        sw = _switch(backend, depth=6)
+        SHAPES[shape](sw)
+        try:
+            got[backend] = _run(sw, clock, frames, steps, mixed=True)
+            if backend == "native":
+                assert not any(sw._tm[2].queues)  # nothing waited in traffic.py's queues
+        finally:
+            _close(sw)
+    _same(shape, got["python"], got["native"], 40)
 
 
 CHANGES = {

@@ -29,7 +29,7 @@ from targets.embedded.native.cexpr import Unsupported
 
 log = logging.getLogger("gradnet.switch")
 
-tm_service = tmglue.service  # Switch.service: drain the shaped queues in C
+tm_service, tm_push = tmglue.service, tmglue.push  # Switch.service, _enqueue: the shaped queues in C
 BACKENDS = ("auto", "native", "python")
 ENV = "GRADNET_BACKEND"
 ML_FD = -2  # PortTable.fd of a port whose link runs in memory

@@ -21,7 +21,8 @@
 #define TM_MAXQ 8
 #define TM_CATCH_UP_S 0.01  /* traffic.py's PORT_CATCH_UP_S */
 
-typedef struct tment { struct tment *next; uint32_t len, off; uint64_t F[NS]; w256 W[NW + 1]; uint8_t frame[]; } tment_t;
+/* a queued packet: its PHV, its frame (payload at off), clen its length for a byte rate */
+typedef struct tment { struct tment *next; uint32_t len, off, clen; uint64_t F[NS]; w256 W[NW + 1]; uint8_t frame[]; } tment_t;
 typedef struct {
   tment_t *head[TM_MAXQ], *tail[TM_MAXQ];
   uint32_t cnt[TM_MAXQ], depth[TM_MAXQ], nq, on, size;
@@ -98,34 +99,70 @@ int np_tm_occupancy(void *p, uint32_t port, uint32_t slot) {
   return n;
 }
 
-/* np_process, after ingress, mutex held: queue the packet in c->F / c->W (frame, len)
- * for eport. 2 when eport is not shaped natively (the Python path queues it),
- * 4 priority out of range, TM_FULL, TM_QUEUED; *urgent = 1 when its queue has no rate
- * (the caller drains the port at once, as traffic.py does). */
-static int tm_enqueue(ctx_t *c, const uint8_t *frame, uint32_t len, uint64_t eport, uint32_t nbq,
-                      uint32_t *outport, uint32_t *outprio) {
-  tmport_t *q = c->tm && eport < 512 ? c->tm->port[eport] : NULL;
-  if (!q || !q->on || q->nq != nbq || len > RXSZ) return 2;  /* RXSZ: what the slow buffer holds */
+/* Admit a packet of priority prio to port's queues (mutex held): the idle port's credit
+ * refreshed, then 4 priority out of range, TM_FULL, or its queue slot (>= 0). */
+static int tm_admit(ctx_t *c, tmport_t *q, uint64_t prio, uint32_t nbq) {
   if (q->prate >= 0 && !q->size) {  /* an idle port earns no catch-up credit: one frame at most */
     double now = tm_now(c->tm);
     q->ptokens = tm_min(1.0, q->ptokens + (now - q->plast) * q->prate);
     q->plast = now;
   }
-  uint64_t prio = SM_PRIORITY >= 0 ? c->F[SM_PRIORITY] : 0;
-  *outport = (uint32_t)eport; *outprio = (uint32_t)(prio & 7);
-  if (prio >= nbq) return 4;
+  if (prio >= nbq) return -4;
   uint32_t slot = nbq - 1 - (uint32_t)prio;
-  if (q->cnt[slot] >= q->depth[slot]) return TM_FULL;
-  tment_t *e = malloc(sizeof(tment_t) + len);
+  return q->cnt[slot] >= q->depth[slot] ? -TM_FULL : (int)slot;
+}
+
+/* Append the packet (PHV F / W, len frame bytes after lead zero bytes, payload at off,
+ * clen its length for a byte rate) to queue slot of q: TM_QUEUED, or TM_FULL without
+ * memory. (lead 1: a frame handed to the Python path is never 0 bytes long.) */
+static int tm_put(ctx_t *c, tmport_t *q, uint32_t slot, const uint64_t *F, const w256 *W, const uint8_t *frame,
+                  uint32_t off, uint32_t len, uint32_t clen, uint32_t lead) {
+  tment_t *e = malloc(sizeof(tment_t) + len + lead);
   if (!e) return TM_FULL;
-  e->next = NULL; e->len = len; e->off = c->off;
-  memcpy(e->F, c->F, sizeof e->F);
-  memcpy(e->W, c->W, sizeof e->W);
-  memcpy(e->frame, frame, len);
+  e->next = NULL; e->len = len + lead; e->off = off + lead; e->clen = clen;
+  memcpy(e->F, F, sizeof e->F);
+  memset(e->W, 0, sizeof e->W);
+  memcpy(e->W, W, sizeof(w256) * NW);  /* np_phv's layout: NW fields (c->W has a scratch one more) */
+  memset(e->frame, 0, lead);
+  memcpy(e->frame + lead, frame, len);
   if (q->tail[slot]) q->tail[slot]->next = e; else q->head[slot] = e;
   q->tail[slot] = e;
   q->cnt[slot]++; q->size++; c->tm->queued++;
   return TM_QUEUED;
+}
+
+/* np_process, after ingress, mutex held: queue the packet in c->F / c->W (frame, len)
+ * for eport. 2 when eport is not shaped natively (the Python path queues it),
+ * 4 priority out of range, TM_FULL, TM_QUEUED (tm_urgent: drain the port at once). */
+static int tm_enqueue(ctx_t *c, const uint8_t *frame, uint32_t len, uint64_t eport, uint32_t nbq,
+                      uint32_t *outport, uint32_t *outprio) {
+  tmport_t *q = c->tm && eport < 512 ? c->tm->port[eport] : NULL;
+  if (!q || !q->on || q->nq != nbq || len > RXSZ) return 2;  /* RXSZ: what the slow buffer holds */
+  uint64_t prio = SM_PRIORITY >= 0 ? c->F[SM_PRIORITY] : 0;
+  *outport = (uint32_t)eport; *outprio = (uint32_t)(prio & 7);
+  int slot = tm_admit(c, q, prio, nbq);
+  return slot < 0 ? -slot : tm_put(c, q, (uint32_t)slot, c->F, c->W, frame, c->off, len, len, 0);
+}
+
+/* A packet the Python path queues for a port shaped here (a replica, a clone, a frame
+ * received one at a time): its PHV (F, W as np_phv lays them out), its payload and its
+ * length, so that one scheduler serves the port. As tm_enqueue, with 16 added to
+ * TM_QUEUED when its queue has no rate (the caller drains at once). */
+int np_tm_push(void *p, const uint64_t *F, const uint64_t *W, const uint8_t *pay, uint32_t plen, uint32_t len,
+               uint32_t port, uint32_t nbq) {
+  ctx_t *c = p;
+  int rc = 2;
+  if (plen >= RXSZ) return 2;
+  pthread_mutex_lock(&c->mu);
+  tmport_t *q = c->tm && port < 512 ? c->tm->port[port] : NULL;
+  if (q && q->on && q->nq == nbq) {
+    uint64_t prio = SM_PRIORITY >= 0 ? F[SM_PRIORITY] : 0;
+    int slot = tm_admit(c, q, prio, nbq);
+    rc = slot < 0 ? -slot : tm_put(c, q, (uint32_t)slot, F, (const w256 *)W, pay, 0, plen, len, 1);
+    if (rc == TM_QUEUED && q->rate[slot] < 0) rc += 16;
+  }
+  pthread_mutex_unlock(&c->mu);
+  return rc;
 }
 
 /* 1 when the queue the last TM_QUEUED packet went to has no rate (drain its port now). */
@@ -175,7 +212,7 @@ static int tm_drain_port(ctx_t *c, uint32_t port, tmport_t *q, double now, doubl
       tment_t *e = q->head[i];
       double cost = 1.0;
       if (prate >= 0) {
-        if (q->pframe) cost = tm_min(1.0, (double)e->len / (double)q->pframe);
+        if (q->pframe) cost = tm_min(1.0, (double)e->clen / (double)q->pframe);
         double cap = prate * TM_CATCH_UP_S > 1.0 ? prate * TM_CATCH_UP_S : 1.0;
         q->ptokens = tm_min(cap, q->ptokens + (now - q->plast) * prate);
         q->plast = now;
@@ -212,6 +249,19 @@ static int tm_drain_now(ctx_t *c, uint32_t port, const int32_t *txfd, uint64_t *
   pthread_mutex_lock(&c->mu);
   int r = tm_drain_port(c, port, c->tm->port[port], tm_now(c->tm), &wait, &io);
   pthread_mutex_unlock(&c->mu);
+  return r;
+}
+
+/* np_tm_push's caller, for a queue without a rate: drain port now (tm_drain_now); 1 when
+ * a packet waits for the Python path in slow. */
+int np_tm_drain_port(void *p, uint32_t port, const int32_t *txfd, uint64_t *cnt, uint8_t *slow, uint32_t *slowlen,
+                     uint32_t *slowinfo) {
+  ctx_t *c = p;
+  *slowlen = 0;
+  if (!c->tm || port >= 512 || !c->tm->port[port]) return 0;
+  if (!c->txbuf && !(c->txbuf = malloc(TXARENA))) return 0;
+  int r = tm_drain_now(c, port, txfd, cnt, slow, slowlen, slowinfo);
+  if (c->txn) tx_flush(c, cnt);
   return r;
 }
 

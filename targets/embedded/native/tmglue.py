@@ -20,6 +20,7 @@ from targets.embedded.traffic import PortQueues
 
 SHAPED = 2  # fast-mask value of a port shaped in C
 _MAXQ = 8  # tm.c's TM_MAXQ
+_M64 = (1 << 64) - 1
 
 
 def _bind(lib: ctypes.CDLL) -> None:
@@ -32,6 +33,10 @@ def _bind(lib: ctypes.CDLL) -> None:
     lib.np_tm_clock.restype, lib.np_tm_clock.argtypes = None, [vp, dbl]
     lib.np_tm_occupancy.restype, lib.np_tm_occupancy.argtypes = ctypes.c_int, [vp, u32, u32]
     lib.np_tm_drain.restype = ctypes.c_int
+    lib.np_tm_push.restype = ctypes.c_int
+    lib.np_tm_push.argtypes = [vp, vp, vp, ctypes.c_char_p, u32, u32, u32, u32]
+    lib.np_tm_drain_port.restype = ctypes.c_int
+    lib.np_tm_drain_port.argtypes = [vp, u32, vp, vp, ctypes.c_char_p, u32p, u32p]
     lib.np_tm_drain.argtypes = [vp, dbl, vp, vp, ctypes.c_char_p, u32p, u32p, ctypes.POINTER(dbl)]
     lib._tm_bound = True
 
@@ -102,16 +107,71 @@ def service(sw: Any, timeout: float | None) -> float | None:
         fast_ports(sw, glue._fast_ports(sw))  # a rate written since the last batch reaches C first
     wait = ctypes.c_double()
     cnt, txfd = glue.counters(sw, prog), glue._tx_fds(sw)
-    while True:
-        nat.lib.np_tm_drain(nat.ctx, -1.0, txfd.fd, cnt, nat.slow, ctypes.byref(nat.slowlen),
-                            ctypes.byref(nat.slowinfo), ctypes.byref(wait))
-        glue.fold(sw)
-        if not nat.slowlen.value:
-            break
-        glue.finish_slow(sw, prog, (nat.slowinfo.value >> 8) & 0xFFF)
+    was, sw._draining = sw._draining, True  # what the Python path queues meanwhile: the next drain
+    try:
+        while True:
+            nat.lib.np_tm_drain(nat.ctx, -1.0, txfd.fd, cnt, nat.slow, ctypes.byref(nat.slowlen),
+                                ctypes.byref(nat.slowinfo), ctypes.byref(wait))
+            glue.fold(sw)
+            if not nat.slowlen.value:
+                break
+            glue.finish_slow(sw, prog, (nat.slowinfo.value >> 8) & 0xFFF)
+    finally:
+        sw._draining = was
+    if sw._redrain:
+        return 0.0
     if wait.value < 0:
         return timeout
     return wait.value if timeout is None else min(timeout, wait.value)
+
+
+def push(sw: Any, prog: Any, port: int, F: list[int], payload: bytes, length: int, trunc: int) -> bool:
+    """``Switch._enqueue`` for a port shaped in C: the packet the Python path made (a
+    replica, a clone, a frame received one at a time) joins the port's native queues, so
+    one scheduler serves the port; counted as traffic.py counts. False: not such a port
+    (or a truncated copy, which the Python queues keep), the caller queues it."""
+    nat = prog.native
+    if trunc or port not in getattr(nat, "tm_ports", ()):
+        return False
+    _bind(nat.lib)
+    Fa, Wa = nat._F, nat._W
+    Fa[:] = [v & _M64 for v in F]
+    for s, i in nat.gen.wide.items():
+        Wa[4 * i:4 * i + 4] = [(F[s] >> (64 * k)) & _M64 for k in range(4)]
+    rc = nat.lib.np_tm_push(nat.ctx, Fa, Wa, payload, len(payload), length, port, sw.nb_queues)
+    if rc == 2:
+        return False
+    prio = F[prog.sm_priority] if prog.sm_priority is not None else 0
+    q = sw._tm.get(port) or sw._queue(port)
+    if rc == 4:
+        sw.stats.priority_out_of_range += 1
+    elif rc == 9:  # TM_FULL
+        sw.stats.ports[port].queue_drops += 1
+        q.dropped[sw.nb_queues - 1 - prio] += 1
+    else:
+        q.enqueued[sw.nb_queues - 1 - prio] += 1
+        if rc == 8 + 16:  # a queue without a rate: out now, as traffic.py's _enqueue
+            if sw._draining:
+                sw._redrain = True
+            else:
+                _drain_port(sw, prog, port)
+    return True
+
+
+def _drain_port(sw: Any, prog: Any, port: int) -> None:
+    from targets.embedded.native import glue
+
+    nat = prog.native
+    cnt, txfd = glue.counters(sw, prog), glue._tx_fds(sw)
+    sw._draining = True  # what the Python path enqueues meanwhile waits for the next drain
+    try:
+        while nat.lib.np_tm_drain_port(nat.ctx, port, txfd.fd, cnt, nat.slow, ctypes.byref(nat.slowlen),
+                                       ctypes.byref(nat.slowinfo)):
+            glue.fold(sw)
+            glue.finish_slow(sw, prog, port)
+        glue.fold(sw)
+    finally:
+        sw._draining = False
 
 
 def occupancy(sw: Any, port: int, slot: int) -> int:
