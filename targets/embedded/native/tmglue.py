@@ -110,9 +110,10 @@ def service(sw: Any, timeout: float | None) -> float | None:
     was, sw._draining = sw._draining, True  # what the Python path queues meanwhile: the next drain
     try:
         while True:
-            nat.lib.np_tm_drain(nat.ctx, -1.0, txfd.fd, cnt, nat.slow, ctypes.byref(nat.slowlen),
-                                ctypes.byref(nat.slowinfo), ctypes.byref(wait))
-            glue.fold(sw)
+            k = nat.lib.np_tm_drain(nat.ctx, -1.0, txfd.fd, cnt, nat.slow, ctypes.byref(nat.slowlen),
+                                    ctypes.byref(nat.slowinfo), ctypes.byref(wait))
+            if k:  # what left is counted (tx, egress drops): into SwitchStats
+                glue.fold(sw)
             if not nat.slowlen.value:
                 break
             glue.finish_slow(sw, prog, (nat.slowinfo.value >> 8) & 0xFFF)
