@@ -90,6 +90,8 @@ def _through_c_loop(sw: Switch, peer: Switch, frames: list[bytes], rng: np.rando
                 break
     loop.close()
     ep.close()
+    for f in frames[:300]:  # one at a time: the Python path after ingress, into the queues in C (np_tm_push)
+        sw._receive(int(rng.choice([0, 1, 2])), f)
     sw.service()  # a last drain of the shaped queues outside the loop (what stays is freed with the program)
     qs = sw.queue_stats()
     print(f"shaped queues: {sum(q['enqueued'] for q in qs)} enqueued, {sum(q['dropped'] for q in qs)} dropped")
