@@ -14,10 +14,12 @@ replica or clone to a shaped port -- waits in traffic.py's queues of the same po
 from __future__ import annotations
 
 import ctypes
+import logging
 from typing import Any
 
 from targets.embedded.traffic import PortQueues
 
+log = logging.getLogger("gradnet.switch")
 SHAPED = 2  # fast-mask value of a port shaped in C
 _MAXQ = 8  # tm.c's TM_MAXQ
 _M64 = (1 << 64) - 1
@@ -89,6 +91,8 @@ def _configure(sw: Any, nat: Any, mask: bytearray) -> None:
         prate = -1.0 if q.port_rate is None else float(q.port_rate)
         if nat.lib.np_tm_cfg(nat.ctx, p, nbq, rate, depth, prate, q.port_frame or 0, int(p in now)) != 0:
             raise MemoryError(f"native traffic manager: configuring port {p} failed")
+    if now != was:
+        log.info("device %d: %d shaped ports queue in C (native traffic manager)", sw.device_id, len(now))
     nat.tm_ports = now
 
 
