@@ -267,3 +267,80 @@ def test_c_loop_drains_a_shaped_port_on_its_timer() -> None:
     stats = {s["priority"]: s for s in sw.queue_stats(2)}
     assert stats[0]["enqueued"] == stats[3]["enqueued"] == 10 and stats[0]["occupancy"] == 0
     assert sw.stats.ports[2].tx == 20 and sw.heartbeat is not None and sw.heartbeat.error == ""
+
+
+def _mc_switch(backend: str) -> Switch:
+    """mc_egress.p4 (tests/p4): replicas whose egress truncates (rid 1), clones E2E to
+    session 9 (rid 2), recirculates (rid 3) or drops (rid 4); ports 1-5 socket pairs."""
+    from targets.embedded.state import CloneSession, Replica
+
+    sw = Switch(seed=1, backend=backend, priority_queues=1, queue_depth=8)
+    sw.install_program(sw.load_program((ROOT / "tests" / "p4" / "build" / "mc_egress.json").read_bytes()))
+    groups = {1: [Replica(1, 0), Replica(2, 1), Replica(3, 0)], 2: [Replica(2, 2), Replica(3, 0)],
+              3: [Replica(2, 3), Replica(2, 4), Replica(2, 0)]}
+    for g, reps in groups.items():
+        sw.pre.set_group(g, reps, create=True)
+    sw.pre.set_clone_session(9, CloneSession([Replica(2, 0)]), create=True)
+    sw.peers = {}  # type: ignore[attr-defined]
+    for port in range(1, 6):
+        mine, peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        mine.setblocking(False)
+        peer.setblocking(False)
+        sw._ports[port], sw._fd_port[mine.fileno()] = mine, port
+        sw.peers[port] = peer  # type: ignore[attr-defined]
+    return sw
+
+
+@pytest.mark.skipif(not (ROOT / "tests" / "p4" / "build" / "mc_egress.json").exists(), reason="make p4")
+def test_egress_the_python_path_finishes_after_a_native_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replicas to a port shaped in C join its queues (made by the Python path after
+    the replication stopped there); at dequeue their egress runs in C, and one that
+    truncates, clones E2E (the clone to the same shaped port) or recirculates is handed
+    to the Python path, which finishes it: the frames on every port after every drain,
+    the queue's counters and the drops as on the Python backend."""
+    clock = [T0]
+    monkeypatch.setattr(switch_mod, "time", types.SimpleNamespace(monotonic=lambda: clock[0], sleep=time.sleep))
+    probe = bytes.fromhex("0002" "0000" "00" "0000" "0000" "00")  # out_port 2, results zero
+    frames = [bytes(6) * 2 + b"\x88\xb6" + g.to_bytes(2, "big") + probe[2:] + bytes(range(40))
+              for g in (1, 2, 3, 0, 1, 3, 2, 2, 3, 1)]
+    from targets.embedded.native import glue
+
+    handed, finish = [0], glue.finish_slow
+
+    def finish_slow(sw: Switch, prog: Any, port: int) -> None:  # counts egresses handed back, then finishes
+        nat = prog.native
+        handed[0] += bool(nat.slowlen.value) and nat.slowinfo.value & 0xFF == glue.AFTER_EGRESS
+        finish(sw, prog, port)
+
+    monkeypatch.setattr(glue, "finish_slow", finish_slow)
+    got = {}
+    for backend in ("python", "native"):
+        sw = _mc_switch(backend)
+        sw.set_port_rate(500, 2)
+        nat = sw.program.native
+        try:
+            clock[0] = T0
+            if nat is not None:
+                tmglue.set_clock(nat, T0)
+            for f in frames:
+                sw.peers[5].send(f)  # type: ignore[attr-defined]
+            sw.on_readable(sw._ports[5].fileno())
+            sw.service()
+            out = [{p: _received(s) for p, s in sw.peers.items()}]  # type: ignore[attr-defined]
+            for k in range(1, 40):
+                clock[0] = T0 + 0.001 * k
+                if nat is not None:
+                    tmglue.set_clock(nat, clock[0])
+                sw.service()
+                out.append({p: _received(s) for p, s in sw.peers.items()})  # type: ignore[attr-defined]
+            got[backend] = (out, sw.queue_stats(2), sw.stats.ports[2].queue_drops, sw.stats.pipeline_drops)
+            if nat is not None:
+                assert nat.tm_ports == {2}
+        finally:
+            _close(sw)
+    py, na = got["python"], got["native"]
+    for k, (a, b) in enumerate(zip(py[0], na[0], strict=True)):
+        assert a == b, f"drain {k} differs"
+    assert na[1:] == py[1:]
+    assert sum(len(v[2]) for v in py[0]) >= 5 and py[2] > 0  # through the shaped port, and overflowed
+    assert handed[0] >= 2  # egresses at dequeue (tm.c) that the Python path finished
