@@ -4,7 +4,9 @@ frames of four priorities (DSCP -> priority) through a shaped port 2, each switc
 real datagram sockets. Time is injected (the Python switch's clock, tm.c's np_tm_clock),
 so both drain at the same instants: the frames out after every drain, their order, the
 per-queue enqueued / dropped / occupancy counters and the port's drops must be equal
-element by element. Then the C loop drains a shaped port on its own timer."""
+element by element. Also: rates written while packets wait, frames of the Python path
+(one at a time, replicas) joining the native queues, egresses at dequeue that the Python
+path finishes (mc_egress.p4). Then the C loop drains a shaped port on its own timer."""
 
 from __future__ import annotations
 
