@@ -17,6 +17,7 @@ import ctypes
 import logging
 import os
 import queue
+import sys
 import threading
 import time
 import weakref
@@ -29,7 +30,6 @@ from targets.embedded.native.cexpr import Unsupported
 
 log = logging.getLogger("gradnet.switch")
 
-tm_service, tm_push = tmglue.service, tmglue.push  # Switch.service, _enqueue: the shaped queues in C
 BACKENDS = ("auto", "native", "python")
 ENV = "GRADNET_BACKEND"
 ML_FD = -2  # PortTable.fd of a port whose link runs in memory
@@ -367,3 +367,13 @@ def rx(sw: Any, prog: Any, port: int, sock: Any) -> None:
         # between calls), but never frames left in the batch: epoll would not bring us back.
         if not nat.lib.np_rx_pending(nat.ctx) and (total >= 64 or (not slow and n < 64)):
             return
+
+
+def tm_service(sw: Any, timeout: float | None) -> float | None:
+    """``Switch.service``'s last step: drain the shaped queues in C (tmglue.service)."""
+    return tmglue.service(sw, timeout, sys.modules[__name__])
+
+
+def tm_push(sw: Any, prog: Any, port: int, F: list[int], payload: bytes, length: int, trunc: int) -> bool:
+    """``Switch._enqueue`` for a port shaped in C (tmglue.push): True when it took the packet."""
+    return tmglue.push(sw, prog, port, F, payload, length, trunc, sys.modules[__name__])

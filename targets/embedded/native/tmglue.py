@@ -14,10 +14,10 @@ replica or clone to a shaped port -- waits in traffic.py's queues of the same po
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
+import types
 from typing import Any
-
-from targets.embedded.traffic import PortQueues
 
 log = logging.getLogger("gradnet.switch")
 SHAPED = 2  # fast-mask value of a port shaped in C
@@ -59,10 +59,11 @@ def fast_ports(sw: Any, base: bytes) -> bytes:
     return sw._native_tm_fast[1]
 
 
-def _port_cfg(sw: Any, p: int) -> PortQueues:
+def _port_cfg(sw: Any, p: int) -> Any:
     q = sw._tm.get(p)
     if q is None:  # traffic.py's configuration of a port it has not queued for yet
-        q = PortQueues(sw.nb_queues, sw.queue_depth)
+        n = sw.nb_queues
+        q = types.SimpleNamespace(rate=[None] * n, depth=[sw.queue_depth] * n, port_rate=None, port_frame=None)
         sw._apply_cfg(p, q)
     return q
 
@@ -91,36 +92,36 @@ def _configure(sw: Any, nat: Any, mask: bytearray) -> None:
         prate = -1.0 if q.port_rate is None else float(q.port_rate)
         if nat.lib.np_tm_cfg(nat.ctx, p, nbq, rate, depth, prate, q.port_frame or 0, int(p in now)) != 0:
             raise MemoryError(f"native traffic manager: configuring port {p} failed")
+    nat.tm_occupancy = functools.partial(occupancy, nat)  # traffic.py's queue_stats asks it
     if now != was:
         log.info("device %d: %d shaped ports queue in C (native traffic manager)", sw.device_id, len(now))
     nat.tm_ports = now
 
 
-def service(sw: Any, timeout: float | None) -> float | None:
+def service(sw: Any, timeout: float | None, g: Any) -> float | None:
     """Drain the native shaped queues of ``sw``'s program as far as the rates allow (a
     packet whose egress the Python path finishes, finished here); ``timeout`` lowered to
-    the next departure (Switch.service's answer)."""
+    the next departure (Switch.service's answer). ``g``: the glue module (g.py, which
+    imports this one), for the switch's native counters and Python path."""
     prog = sw.program
     nat = prog.native if prog is not None else None
     if nat is None or not getattr(nat, "tm_ports", None) and not getattr(nat, "tm_used", False):
         return timeout
-    from targets.embedded.native import glue
-
     nat.tm_used = True  # once shaped, drained until the program goes (what is queued stays)
-    if glue.native_rx_ok(sw):
-        fast_ports(sw, glue._fast_ports(sw))  # a rate written since the last batch reaches C first
+    if g.native_rx_ok(sw):
+        fast_ports(sw, g._fast_ports(sw))  # a rate written since the last batch reaches C first
     wait = ctypes.c_double()
-    cnt, txfd = glue.counters(sw, prog), glue._tx_fds(sw)
+    cnt, txfd = g.counters(sw, prog), g._tx_fds(sw)
     was, sw._draining = sw._draining, True  # what the Python path queues meanwhile: the next drain
     try:
         while True:
             k = nat.lib.np_tm_drain(nat.ctx, -1.0, txfd.fd, cnt, nat.slow, ctypes.byref(nat.slowlen),
                                     ctypes.byref(nat.slowinfo), ctypes.byref(wait))
             if k:  # what left is counted (tx, egress drops): into SwitchStats
-                glue.fold(sw)
+                g.fold(sw)
             if not nat.slowlen.value:
                 break
-            glue.finish_slow(sw, prog, (nat.slowinfo.value >> 8) & 0xFFF)
+            g.finish_slow(sw, prog, (nat.slowinfo.value >> 8) & 0xFFF)
     finally:
         sw._draining = was
     if sw._redrain:
@@ -130,11 +131,12 @@ def service(sw: Any, timeout: float | None) -> float | None:
     return wait.value if timeout is None else min(timeout, wait.value)
 
 
-def push(sw: Any, prog: Any, port: int, F: list[int], payload: bytes, length: int, trunc: int) -> bool:
+def push(sw: Any, prog: Any, port: int, F: list[int], payload: bytes, length: int, trunc: int, g: Any) -> bool:
     """``Switch._enqueue`` for a port shaped in C: the packet the Python path made (a
     replica, a clone, a frame received one at a time) joins the port's native queues, so
     one scheduler serves the port; counted as traffic.py counts. False: not such a port
-    (or a truncated copy, which the Python queues keep), the caller queues it."""
+    (or a truncated copy, which the Python queues keep), the caller queues it. ``g``: as
+    for ``service``."""
     nat = prog.native
     if trunc or port not in getattr(nat, "tm_ports", ()):
         return False
@@ -159,33 +161,29 @@ def push(sw: Any, prog: Any, port: int, F: list[int], payload: bytes, length: in
             if sw._draining:
                 sw._redrain = True
             else:
-                _drain_port(sw, prog, port)
+                _drain_port(sw, prog, port, g)
     return True
 
 
-def _drain_port(sw: Any, prog: Any, port: int) -> None:
-    from targets.embedded.native import glue
-
+def _drain_port(sw: Any, prog: Any, port: int, g: Any) -> None:
     nat = prog.native
-    cnt, txfd = glue.counters(sw, prog), glue._tx_fds(sw)
+    cnt, txfd = g.counters(sw, prog), g._tx_fds(sw)
     sw._draining = True  # what the Python path enqueues meanwhile waits for the next drain
     try:
         while nat.lib.np_tm_drain_port(nat.ctx, port, txfd.fd, cnt, nat.slow, ctypes.byref(nat.slowlen),
                                        ctypes.byref(nat.slowinfo)):
-            glue.fold(sw)
-            glue.finish_slow(sw, prog, port)
-        glue.fold(sw)
+            g.fold(sw)
+            g.finish_slow(sw, prog, port)
+        g.fold(sw)
     finally:
         sw._draining = False
 
 
-def occupancy(sw: Any, port: int, slot: int) -> int:
-    """Packets waiting in the native queue ``slot`` of ``port`` (0: none or not native)."""
-    prog = sw.program
-    nat = prog.native if prog is not None else None
-    if nat is None or not getattr(nat, "tm_used", False) and not getattr(nat, "tm_ports", None):
+def occupancy(nat: Any, port: int, slot: int) -> int:
+    """Packets waiting in the native queue ``slot`` of ``port`` (0: none, or the program
+    is gone); ``nat.tm_occupancy`` once it has shaped ports."""
+    if not nat.ctx:
         return 0
-    _bind(nat.lib)
     return max(0, nat.lib.np_tm_occupancy(nat.ctx, port, slot))
 
 
