@@ -318,9 +318,10 @@ def main(argv: list[str] | None = None) -> int:
                   "pps on a shared machine); 'CPU / bare C' is that over the C forwarder's (goal for native: "
                   "<= 1.25). Rates of fast targets are bounded by the benchmark's Python sender.[/dim]")
     if "native" in targets:  # ina.p4 too, in process (the switch's own CPU, no veths)
-        from bench import native_inprocess
+        from bench import native_inprocess, native_tm
 
         native_inprocess.main(["--packets", str(min(args.packets, 6000))])
+        native_tm.main(["--packets", str(min(args.packets, 4000))])  # through a shaped port
     return 0
 
 

@@ -67,6 +67,11 @@ def _through_c_loop(sw: Switch, peer: Switch, frames: list[bytes], rng: np.rando
         s._fd_port = {a.fileno(): p for p, (a, _) in pairs.items()}
         socks.append(pairs)
     memlink.connect(sw, 2, peer, 1, memlink.LinkParams(bw_mbit=100.0, max_frame=9000), memlink.LinkParams())
+    # shaped ports (tm.c): queues with rates and small depths, a byte rate, drained on the loop's timer
+    sw.set_queue_depth(3)
+    sw.set_queue_rate(5000, None, 7)  # queue 7: priority 0, on every port
+    sw.set_port_rate(20000, 0, frame_bytes=300)
+    sw.set_port_rate(30000, 1)
     ep = select.epoll()
     loop = NativeLoop(ep)
     assert loop.refresh([sw, peer]) and sw._ml and peer._ml
@@ -95,6 +100,11 @@ def _through_c_loop(sw: Switch, peer: Switch, frames: list[bytes], rng: np.rando
                 break
     loop.close()
     ep.close()
+    for f in frames[:300]:  # one at a time: the Python path after ingress, into the queues in C (np_tm_push)
+        sw._receive(int(rng.choice([0, 1, 2])), f)
+    sw.service()  # a last drain of the shaped queues outside the loop (what stays is freed with the program)
+    qs = sw.queue_stats()
+    print(f"shaped queues: {sum(q['enqueued'] for q in qs)} enqueued, {sum(q['dropped'] for q in qs)} dropped")
     ring = memlink.stats(sw)[0]["tx"]["rx_packets"]
     return sum(s.rx for s in sw.stats.ports.values()) - before, ring
 

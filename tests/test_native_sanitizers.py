@@ -2,8 +2,9 @@
 mutated, random) through forward.p4, ina.p4, replication.p4 (multicast groups and
 clone sessions), instance_meta.p4, reenter_loop.p4 (resubmit, recirculate, truncate,
 egress clones in C, chains to the bound) and cpu_io.p4 (digests queued in C) with
-random entries show no out-of-bounds access and no undefined behaviour (the process
-would abort)."""
+random entries, and through the loop in C with shaped queues (tm.c: rates, depths, a
+byte rate), show no out-of-bounds access and no undefined behaviour (the process would
+abort)."""
 
 from __future__ import annotations
 

@@ -95,16 +95,17 @@ def _numbers(s: socket.socket, want: int, wait_s: float) -> list[int]:
 
 
 def test_a_swap_runs_the_rest_of_a_receive_batch_on_the_new_program(veths: tuple[str, list[str]]) -> None:
-    """The loop in C stops at a packet for the Python path (to a shaped port) with 31
-    frames of its batch still to run; the program changes right then: those 31 leave
-    through the new program, before what came after them."""
+    """The loop in C stops at a packet for the Python path (to the CPU port: a packet-in)
+    with 31 frames of its batch still to run; the program changes right then: those 31
+    leave through the new program, before what came after them."""
     from targets.embedded.native import nloop
     from targets.netns import in_netns
 
     ns, (a1, b1, a2, b2, a3, _) = veths
-    sw = Switch(seed=1, backend="native")
+    sw = Switch(seed=1, backend="native", cpu_port=3)  # a packet-in: the Python path
+    packet_ins: list[bytes] = []
+    sw.packet_in_handlers.append(packet_ins.append)
     _install(sw, FORWARD)
-    sw.set_port_rate(1000.0, port=3)  # a shaped port: the Python path sends to it
     in_netns(ns, lambda: [sw.add_port(p, a) for p, a in ((1, a1), (2, a2), (3, a3))])
     tx, rx = in_netns(ns, _socket, b1), in_netns(ns, _socket, b2)
     ep = select.epoll()
@@ -131,6 +132,7 @@ def test_a_swap_runs_the_rest_of_a_receive_batch_on_the_new_program(veths: tuple
             sw.service()
         assert _numbers(rx, 49, 3.0) == list(range(1, 50))
         assert sw.stats.ports[1].rx == 50
+        assert [int.from_bytes(f[SEQ:SEQ + 4], "big") for f in packet_ins] == [0]
     finally:
         loop.close()
         ep.close()
@@ -140,7 +142,7 @@ def test_a_swap_runs_the_rest_of_a_receive_batch_on_the_new_program(veths: tuple
 
 
 def _mixed(n: int, first: int) -> list[bytes]:
-    """Frames first..first+n-1, every 7th to 10.0.0.3 (forward.p4: the shaped port 3, a
+    """Frames first..first+n-1, every 7th to 10.0.0.3 (forward.p4: port 3, the CPU port, a
     packet for the Python path, which leaves the rest of its batch waiting in C)."""
     return [_frames(1, i, host=3 if i % 7 == 3 else 2)[0] for i in range(first, first + n)]
 
@@ -150,22 +152,22 @@ def test_a_stream_crosses_background_swaps_whole_and_in_order(veths: tuple[str, 
     """Numbered bursts through a switch whose data plane runs in its own thread, while
     its program changes eight times: forward.p4 with a cold cache (Python, then native
     when compiled), registers.p4 (cold again), then each of them again and again
-    (cached: native at once). Every frame leaves, port 2 or 3 (which program took it
-    decides), each port's in order."""
+    (cached: native at once). Every frame leaves, port 2 or the CPU port 3 (which
+    program took it decides), each port's in order."""
     from targets.embedded.loop import run_switches
     from targets.netns import in_netns
 
     monkeypatch.setenv("GRADNET_NATIVE_CACHE", str(tmp_path))  # nothing cached
     ns, (a1, b1, a2, b2, a3, b3) = veths
-    sw = Switch(seed=1, backend="auto")
+    sw = Switch(seed=1, backend="auto", cpu_port=3)
+    got: dict[int, list[int]] = {2: [], 3: []}
+    sw.packet_in_handlers.append(lambda f: got[3].append(int.from_bytes(f[SEQ:SEQ + 4], "big")))
     _install(sw, FORWARD)
-    sw.set_port_rate(1e6, port=3)
     in_netns(ns, lambda: [sw.add_port(p, a) for p, a in ((1, a1), (2, a2), (3, a3))])
-    tx, rx = in_netns(ns, _socket, b1), {p: in_netns(ns, _socket, b) for p, b in ((2, b2), (3, b3))}
+    tx, rx = in_netns(ns, _socket, b1), {2: in_netns(ns, _socket, b2)}
     stop = threading.Event()
     th = threading.Thread(target=run_switches, args=([sw], stop), daemon=True)
     th.start()
-    got: dict[int, list[int]] = {2: [], 3: []}
     done = threading.Event()
 
     def read(port: int) -> None:

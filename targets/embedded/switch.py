@@ -121,9 +121,7 @@ class Switch(TrafficConfigMixin):
         self._inject: collections.deque[tuple[int, bytes]] = collections.deque()
         self._txq: list[tuple[int, bytes]] = []  # frames ready to transmit
         self._draining = False
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0 = time.monotonic()
@@ -337,6 +335,8 @@ class Switch(TrafficConfigMixin):
     # ------------------------------------------------------------------ traffic manager
     def _enqueue(self, prog: Program, port: int, F: list[int], payload: bytes, length: int, trunc: int,
                  loops: int = 0) -> None:  # loops: resubmits + recirculations so far (bounded)
+        if not loops and prog.native is not None and native_glue.tm_push(self, prog, port, F, payload, length, trunc):
+            return  # shaped in C (native/tm.c); a re-entered packet keeps its pass count in traffic.py's queue
         q = self._tm.get(port) or self._queue(port)
         if q.port_rate is not None and not any(q.queues):
             # an idle port earns no catch-up credit (see PORT_CATCH_UP_S): one frame at most
@@ -588,7 +588,7 @@ class Switch(TrafficConfigMixin):
                 timeout = 0.0
         if self._txq:
             self._send()
-        return timeout
+        return native_glue.tm_service(self, timeout)  # the shaped queues in C (tm.c)
 
 
 def restore_vlan_tag(frame: bytes, aux: bytes) -> bytes:

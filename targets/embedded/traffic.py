@@ -104,6 +104,8 @@ class TrafficConfigMixin:
         simple_switch's internal index (``nb_queues - 1 - priority``, 0 served first),
         which is what the ``priority`` argument of set_queue_rate/set_queue_depth names,
         as in BMv2."""
+        nat = getattr(getattr(self, "program", None), "native", None)
+        in_c = getattr(nat, "tm_occupancy", None)  # what waits in C (native/tm.c)
         out: list[dict[str, object]] = []
         ports = sorted(set(self._ports) | set(self._tm)) if port is None else [port]
         for p in ports:
@@ -115,7 +117,7 @@ class TrafficConfigMixin:
                 slot = self.nb_queues - 1 - prio
                 out.append({"port": p, "priority": prio, "queue": slot, "rate_pps": q.rate[slot],
                             "port_rate_pps": q.port_rate, "port_frame_bytes": q.port_frame,
-                            "depth": q.depth[slot], "occupancy": len(q.queues[slot]),
+                            "depth": q.depth[slot], "occupancy": len(q.queues[slot]) + (in_c(p, slot) if in_c else 0),
                             "enqueued": q.enqueued[slot], "dropped": q.dropped[slot]})
         return out
 

@@ -23,8 +23,18 @@ typedef struct {
   uint8_t *rcbuf;                  /* the frame a recirculation sends back to ingress */
   uint64_t RF[NS]; w256 RW[NW + 1];  /* the PHV a resubmit or recirculation copies from */
   uint64_t *dq; uint32_t dqn;      /* digests queued for the Python side: id, values (process.c) */
+  struct tmgr *tm;                   /* the shaped queues (tm.c) */
 } ctx_t;
 static void pre_free(ctx_t *c);
+/* tm.c: np_process's rc for a packet queued in a shaped queue / dropped, its queue full */
+#define TM_QUEUED 10
+#define TM_FULL 11
+static void tm_free(ctx_t *c);
+static int tm_enqueue(ctx_t *c, const uint8_t *frame, uint32_t len, uint64_t eport, uint32_t nbq,
+                      uint32_t *outport, uint32_t *outprio);
+static int tm_urgent(const ctx_t *c, uint32_t port, uint32_t prio, uint32_t nbq);
+static int tm_drain_now(ctx_t *c, uint32_t port, const int32_t *txfd, uint64_t *cnt, uint8_t *slow,
+                        uint32_t *slowlen, uint32_t *slowinfo);
 
 static uint64_t rng_next(ctx_t *c) {  /* splitmix64 */
   uint64_t z = (c->rng += 0x9E3779B97F4A7C15u);
@@ -60,6 +70,7 @@ void np_free(void *p) {
   for (int k = 0; k < NC; k++) { free(c->CP[k]); free(c->CB[k]); }
   for (int t = 0; t < NT; t++) tfree(&c->T[t]);
   pre_free(c);
+  tm_free(c);
   free(c->rxbuf); free(c->txbuf); free(c->rcbuf); free(c->dq);
   pthread_mutex_destroy(&c->mu);
   free(c);

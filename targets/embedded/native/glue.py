@@ -3,12 +3,12 @@
 ``attach(program, backend)`` gives a compiled Program its native instance
 (``Program.native``) when the backend asks for it and the program allows it.
 ``receive(switch, program, port, frame)`` runs one frame: the native call finishes the
-common path (parse to deparse through an unshaped queue, multicast replicas, clones,
-resubmit, recirculate and truncate included: mcast.py, process.c; digests queued for
-``deliver_digests``); where it stops -- a shaped queue, the CPU port, a resubmit or digest
-with an ingress clone, an egress clone of a replica -- the switch's Python path resumes
-from the PHV the native code left, so every feature the Python backend has keeps
-working, with the state in native memory.
+common path (parse to deparse, multicast replicas, clones, resubmit, recirculate and
+truncate included: mcast.py, process.c; digests queued for ``deliver_digests``; a shaped
+queue in C on the batched paths: tmglue.py); where it stops -- a shaped queue here, the
+CPU port, a resubmit or digest with an ingress clone, an egress clone of a replica -- the
+switch's Python path resumes from the PHV the native code left, so every feature the
+Python backend has keeps working, with the state in native memory.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import ctypes
 import logging
 import os
 import queue
+import sys
 import threading
 import time
 import weakref
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from targets.embedded.codegen.layout import CompileError
-from targets.embedded.native import mcast
+from targets.embedded.native import mcast, tmglue
 from targets.embedded.native.cexpr import Unsupported
 
 log = logging.getLogger("gradnet.switch")
@@ -280,6 +281,7 @@ def _tx_fds(sw: Any) -> PortTable:
 # The switch's counters as io.c lays them out (uint64 words; np_cnt_words() in all).
 CNT_PIPE, CNT_NOPORT, CNT_TOUCHED, CNT_LOOP, CNT_RX = 0, 1, 2, 3, 8  # CNT_TOUCHED: loop.c, cleared by fold
 CNT_TX, CNT_QDROP, CNT_PRIO, CNT_ENQ = CNT_RX + 512, CNT_RX + 1024, CNT_RX + 1536, CNT_RX + 2048
+CNT_TMDROP = CNT_ENQ + 512 * 8  # [port * 8 + prio]: dropped by a full shaped queue (tm.c)
 MAX_NATIVE_QUEUES = 8  # the counters hold 8 priorities a port (simple_switch's most)
 
 
@@ -311,7 +313,11 @@ def fold(sw: Any, take: Callable[[Any], list[tuple[int, int]]] | None = None) ->
         return False
     stats, ports, nbq = sw.stats, sw.stats.ports, sw.nb_queues
     for i, v in pairs:
-        if i >= CNT_ENQ:
+        if i >= CNT_TMDROP:
+            port, prio = divmod(i - CNT_TMDROP, 8)
+            q = sw._tm.get(port) or sw._queue(port)
+            q.dropped[nbq - 1 - prio] += v
+        elif i >= CNT_ENQ:
             port, prio = divmod(i - CNT_ENQ, 8)
             q = sw._tm.get(port) or sw._queue(port)
             q.enqueued[nbq - 1 - prio] += v
@@ -381,7 +387,8 @@ def rx(sw: Any, prog: Any, port: int, sock: Any) -> None:
     total = 0
     while True:
         now = sw._now_us() if prog.tm_ig_ts is not None else 0
-        n = nat.lib.np_rx(nat.ctx, sock.fileno(), port, now, sw.nb_queues, _fast_ports(sw), _tx_fds(sw).fd, cnt, 64,
+        fast = tmglue.fast_ports(sw, _fast_ports(sw))  # 2: a port shaped in C
+        n = nat.lib.np_rx(nat.ctx, sock.fileno(), port, now, sw.nb_queues, fast, _tx_fds(sw).fd, cnt, 64,
                           nat.slow, ctypes.byref(nat.slowlen), ctypes.byref(nat.slowinfo))
         if n <= 0:
             fold(sw)
@@ -394,3 +401,13 @@ def rx(sw: Any, prog: Any, port: int, sock: Any) -> None:
         # between calls), but never frames left in the batch: epoll would not bring us back.
         if not nat.lib.np_rx_pending(nat.ctx) and (total >= 64 or (not slow and n < 64)):
             return
+
+
+def tm_service(sw: Any, timeout: float | None) -> float | None:
+    """``Switch.service``'s last step: drain the shaped queues in C (tmglue.service)."""
+    return tmglue.service(sw, timeout, sys.modules[__name__])
+
+
+def tm_push(sw: Any, prog: Any, port: int, F: list[int], payload: bytes, length: int, trunc: int) -> bool:
+    """``Switch._enqueue`` for a port shaped in C (tmglue.push): True when it took the packet."""
+    return tmglue.push(sw, prog, port, F, payload, length, trunc, sys.modules[__name__])

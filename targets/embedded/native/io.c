@@ -26,7 +26,8 @@
 #define CNT_QDROP (CNT_TX + 512)
 #define CNT_PRIO (CNT_QDROP + 512)
 #define CNT_ENQ (CNT_PRIO + 512)      /* [port * 8 + prio] */
-#define CNT_WORDS (CNT_ENQ + 512 * 8)
+#define CNT_TMDROP (CNT_ENQ + 512 * 8)  /* [port * 8 + prio]: dropped by a full shaped queue (tm.c) */
+#define CNT_WORDS (CNT_TMDROP + 512 * 8)
 
 uint32_t np_cnt_words(void) { return CNT_WORDS; }
 
@@ -158,9 +159,13 @@ int np_rx(void *p, int fd, uint32_t port, uint64_t now_us, uint32_t nbq, const u
     k++;
     cnt[CNT_RX + inport]++;
     oport &= 511;
-    if (rc == 0 || rc == 3 || rc == 5) cnt[CNT_ENQ + oport * 8 + (oprio & 7)]++;
+    if (rc == 0 || rc == 3 || rc == 5 || rc == TM_QUEUED) cnt[CNT_ENQ + oport * 8 + (oprio & 7)]++;
     if (rc == 1 || rc == 5) cnt[CNT_PIPE]++;
     else if (rc == 4) cnt[CNT_PRIO + oport]++;
+    else if (rc == TM_FULL) { cnt[CNT_QDROP + oport]++; cnt[CNT_TMDROP + oport * 8 + (oprio & 7)]++; }
+    else if (rc == TM_QUEUED && tm_urgent(c, oport, oprio, nbq) &&  /* a queue without a rate: out now */
+             tm_drain_now(c, oport, txfd, cnt, slow, slowlen, slowinfo))
+      return (int)k;
     else if (rc == 0) tx_port(c, txfd, oport, olen, cnt);
     else if (rc == 6 || rc == 7) pre_send(c, txfd, cnt);  /* the replicas C finished */
     else if (rc == LOOP_LIMIT) cnt[CNT_LOOP]++;

@@ -25,6 +25,8 @@ typedef uint32_t (*pending_fn)(void *);
 typedef int (*rxml_fn)(void *, ml_ring_t *, uint32_t, uint64_t, uint32_t, const uint8_t *, const int32_t *,
                        uint64_t *, uint32_t, uint8_t *, uint32_t *, uint32_t *);
 
+typedef int (*drain_fn)(void *, double, const int32_t *, uint64_t *, uint8_t *, uint32_t *, uint32_t *, double *);
+
 typedef struct {           /* one port socket served natively (laid out as binding.Source) */
   rx_fn rx;
   pending_fn pending;
@@ -38,6 +40,7 @@ typedef struct {           /* one port socket served natively (laid out as bindi
   int32_t fd;
   uint32_t port, nbq, ts;  /* ts: the program reads the ingress timestamp */
   ml_ring_t *ring;         /* an in-memory link (memlink.c) instead of fd: rx is np_rx_ml */
+  drain_fn drain;          /* the program's shaped queues (tm.c's np_tm_drain) */
 } src_t;
 
 enum { GL_IDLE, GL_BUDGET, GL_SLOW, GL_PYTHON };
@@ -78,6 +81,24 @@ static int64_t serve_rings(src_t *src, int n, uint32_t *work, int *slow) {
   return due;
 }
 
+/* Shaped queues (tm.c): send what their rates allow now; the next departure (INT64_MAX:
+ * none), as serve_rings. Sources of one program share its queues: the first drains them. */
+static int64_t serve_queues(src_t *src, int n, uint32_t *work, int *slow) {
+  int64_t due = INT64_MAX;
+  for (int i = 0; i < n; i++) {
+    if (!src[i].drain || (i && src[i].ctx == src[i - 1].ctx)) continue;
+    double w;
+    int k = src[i].drain(src[i].ctx, -1.0, src[i].txfd, src[i].cnt, src[i].slow, src[i].slowlen, src[i].slowinfo, &w);
+    if (k > 0) { *work += (uint32_t)k; src[i].cnt[CNT_TOUCHED] = 1; }
+    if (*src[i].slowlen) { *slow = i; return 0; }
+    if (w >= 0) {
+      int64_t d = now_ns() + (int64_t)(w * 1e9) + 1000;  /* a microsecond late, never early */
+      if (d < due) due = d;
+    }
+  }
+  return due;
+}
+
 int gl_run(int epfd, int pyfd, src_t *src, int n, int timeout_ms, int64_t budget_us, int *which) {
   struct epoll_event ev[64];
   int64_t end = -1;
@@ -90,6 +111,9 @@ int gl_run(int epfd, int pyfd, src_t *src, int n, int timeout_ms, int64_t budget
     uint32_t ring_work = work;
     int64_t due = serve_rings(src, n, &work, &slow);
     if (slow >= 0) { *which = slow; return GL_SLOW; }
+    int64_t qdue = serve_queues(src, n, &work, &slow);
+    if (slow >= 0) { *which = slow; return GL_SLOW; }
+    if (qdue < due) due = qdue;
     if (work != ring_work && end < 0) end = now_ns() + budget_us * 1000;
     /* after some work, linger a little for more before handing back to Python (each
      * return costs the Python loop tens of microseconds: under load it would be paid

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from targets.embedded.native import glue, memlink
+from targets.embedded.native import glue, memlink, tmglue
 from targets.embedded.native.build import build
 
 log = logging.getLogger("gradnet.switch")
@@ -38,7 +38,7 @@ class Source(ctypes.Structure):
     _fields_ = [(n, ctypes.c_void_p) for n in
                 ("rx", "pending", "ctx", "fast", "txfd", "cnt", "slow", "slowlen", "slowinfo")] + [
         ("t0_ns", ctypes.c_int64), ("fd", ctypes.c_int32), ("port", ctypes.c_uint32),
-        ("nbq", ctypes.c_uint32), ("ts", ctypes.c_uint32), ("ring", ctypes.c_void_p)]
+        ("nbq", ctypes.c_uint32), ("ts", ctypes.c_uint32), ("ring", ctypes.c_void_p), ("drain", ctypes.c_void_p)]
 
 
 def _addr(obj: Any) -> int:
@@ -151,7 +151,8 @@ class NativeLoop:
     def _switch_key(self, sw: Any) -> tuple:
         if not glue.native_rx_ok(sw):
             return (id(sw), None)
-        return (id(sw), id(sw.program), id(glue._fast_ports(sw)), id(glue._tx_fds(sw)), tuple(sw._fd_port))
+        fast = tmglue.fast_ports(sw, glue._fast_ports(sw))
+        return (id(sw), id(sw.program), id(fast), id(glue._tx_fds(sw)), tuple(sw._fd_port))
 
     def _say_why(self, sw: Any) -> None:
         prog = sw.program
@@ -171,11 +172,11 @@ class NativeLoop:
         items = [(fd, sw, port, 0) for fd, (sw, port) in want.items()] + [(-1, sw, p, r) for sw, p, r in rings]
         for i, (fd, sw, port, ring) in enumerate(items):
             prog, nat = sw.program, sw.program.native
-            fast, txfd, cnt = glue._fast_ports(sw), glue._tx_fds(sw), glue.counters(sw, prog)
+            fast, txfd, cnt = tmglue.fast_ports(sw, glue._fast_ports(sw)), glue._tx_fds(sw), glue.counters(sw, prog)
             keep += [fast, txfd, cnt, nat]
             s = arr[i]
             s.rx, s.ring = _addr(nat.lib.np_rx_ml if ring else nat.lib.np_rx), ring or None
-            s.pending = _addr(nat.lib.np_rx_pending)
+            s.pending, s.drain = _addr(nat.lib.np_rx_pending), _addr(nat.lib.np_tm_drain)
             s.ctx, s.fast = nat.ctx, _addr(ctypes.c_char_p(fast))
             s.txfd, s.cnt, s.slow = ctypes.addressof(txfd), ctypes.addressof(cnt), ctypes.addressof(nat.slow)
             s.slowlen, s.slowinfo = ctypes.addressof(nat.slowlen), ctypes.addressof(nat.slowinfo)

@@ -193,7 +193,7 @@ static int pre_run(ctx_t *c, struct pre *m, const uint64_t *rep, uint32_t n, int
     uint32_t port = (uint32_t)rep[k], rid = (uint32_t)(rep[k] >> 32);
     m->k = k; m->egressed = 0;
     *outport = port; *outprio = (uint32_t)prio;
-    if (port >= 512 || !fast[port]) return PRE_STOP;
+    if (port >= 512 || fast[port] != 1) return PRE_STOP;  /* 2: a shaped queue (tm.c) */
     pre_phv(c, B, BW);
     if (set_rid && SM_EGRESS_RID >= 0) F[SM_EGRESS_RID] = rid;
     mrec_t *r = &m->rec[m->nout];
@@ -247,7 +247,7 @@ static int pre_i2e(ctx_t *c, const uint8_t *frame, uint32_t len, uint32_t nbq, c
   if (!m) return 2;
   const mcg_t *s = mt_find(&m->tab[PRE_SESSIONS], F[H_CLONE] & ~H_FLAG);
   for (uint32_t k = 0; s && k < s->n; k++)
-    if ((uint32_t)s->rep[k] >= 512 || !fast[(uint32_t)s->rep[k]]) return 2;  /* before any side effect */
+    if ((uint32_t)s->rep[k] >= 512 || fast[(uint32_t)s->rep[k]] != 1) return 2;  /* before any side effect */
   uint64_t fl = F[H_CLONE_FL];
   uint32_t off = c->off, plen = len - off;
   F[H_CLONE] = F[H_CLONE_FL] = 0;
@@ -299,7 +299,7 @@ static int pre_e2e(ctx_t *c, const uint8_t *frame, uint32_t len, uint32_t port, 
   if (!m || F[H_RECIRC]) return 3;
   const mcg_t *s = mt_find(&m->tab[PRE_SESSIONS], F[H_CLONE] & ~H_FLAG);
   for (uint32_t k = 0; s && k < s->n; k++)
-    if ((uint32_t)s->rep[k] >= 512 || !fast[(uint32_t)s->rep[k]]) return 3;
+    if ((uint32_t)s->rep[k] >= 512 || fast[(uint32_t)s->rep[k]] != 1) return 3;
   uint32_t off = c->off, plen = len - off;
   m->nout = 0; m->used = 0;
   if (pre_room(m, (s ? s->n : 0) + 1, plen)) return 3;

@@ -5,7 +5,7 @@
  * again with the template's PHV but the ingress port and the field list's fields, as
  * switch.py's _reenter; MAX_LOOPS such passes at most), digests (queued). What it does
  * not finish -- a digest or resubmit with an ingress clone, a digest when the queue is
- * full, a shaped or unknown port -- it leaves in
+ * full, a port shaped outside C (fast 0; 2: queued in C, tm.c) or unknown -- it leaves in
  * the instance's PHV, with the frame of the pass in c->pkt / c->n, and says where the
  * Python path must resume:
  *   0 sent (out, *outlen, *outport)   1 dropped by the pipeline (ingress or egress)
@@ -14,6 +14,7 @@
  *   6 replicated (multicast, I2E clone): every copy finished (pre.c: np_mc_out)
  *   7 replication stopped at a copy the Python path resumes (pre.c: np_mc_stop)
  *   8 dropped: a resubmit or recirculation past MAX_LOOPS passes
+ *  10 queued in a shaped queue (tm.c)   11 dropped by a shaped queue, full (tm.c)
  * A digest is queued in the instance (learn_push) for the Python side.
  * Each recirculated pass went through a queue: c->lq lists them (np_loops), for the
  * traffic manager's counts. */
@@ -95,7 +96,10 @@ again:
   uint64_t eport = F[SM_EGRESS_SPEC];
   if (eport == 511) { rc = 1; goto done; }
   F[SM_INSTANCE_TYPE] = 0;
-  if (eport >= 512 || !fast[eport]) { rc = 2; goto done; }
+  if (eport >= 512 || fast[eport] != 1) {  /* 2: a shaped queue in C (tm.c), else the Python path's */
+    rc = eport < 512 && fast[eport] == 2 ? tm_enqueue(c, frame, len, eport, nbq, outport, outprio) : 2;
+    goto done;
+  }
   uint64_t prio = SM_PRIORITY >= 0 ? F[SM_PRIORITY] : 0;
   *outport = (uint32_t)eport; *outprio = (uint32_t)prio;
   if (prio >= nbq) { rc = 4; goto done; }
