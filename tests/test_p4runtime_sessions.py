@@ -75,7 +75,7 @@ def _specs(servers: list[tuple[Switch, str]]) -> dict[str, tuple[str, int, Progr
 
 @pytest.mark.parametrize("in_flight", [2, 6])
 def test_pipeline_loads_go_a_few_at_a_time(servers: list[tuple[Switch, str]], in_flight: int) -> None:
-    gauge = LoadGauge(delay=0.3)
+    gauge = LoadGauge(delay=1.0)  # long enough that loads sent together overlap on a busy machine
     for sw, _ in servers:
         gauge.wrap(sw)
 
