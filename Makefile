@@ -86,7 +86,8 @@ compare-sync: deps
 # make run-ndn, run-differentiated, run-bcube, run-token: one technique's experiment
 # (ARGS="..." passes its options, e.g. make run-bcube ARGS="--n 2 --k 3").
 # make run-scale: INA and its PS baseline on a k=8 fat-tree (80 switches, 128 hosts,
-# 127 workers; links dilated to 0.2 Mbit/s; about 5 minutes).
+# 127 workers; links dilated to 0.2 Mbit/s; about 4 minutes). 0.2 stays the default: at
+# 0.5-2 Mbit/s INA meets the 2 cores' floor (about 0.5 s whatever the rate, docs/ina.md).
 run-scale: deps
 	$(PY) -m experiments --preset k8 $(ARGS)
 
