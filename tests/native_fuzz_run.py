@@ -32,6 +32,10 @@ def main(argv: list[str]) -> int:
         frames += [bytes(12) + b"\x88\xb7" + bytes([int(rng.integers(0, 6)), int(rng.integers(0, 80))])
                    + bytes(int(rng.integers(0, 40))) for _ in range(count // 4)]
     fill_tables((twin, sw), frames[:200], rng)
+    for arr in sw.program.meters.values():  # meters.c: rates from none to huge, bursts to 2**40
+        for i in range(arr.size):
+            cir, cb = int(rng.integers(0, 10**int(rng.integers(0, 12)) + 1)), int(rng.integers(0, 2**40))
+            arr.set_config(i, cir, cb, cir + int(rng.integers(0, 1000)), cb + int(rng.integers(0, 100)))
     out = 0
     for i, f in enumerate(frames):
         out += len(sw.process(int(rng.choice([0, 1, 2, 64])), f if i % 7 else f[: int(rng.integers(0, 60))]))

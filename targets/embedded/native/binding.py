@@ -20,6 +20,7 @@ from typing import Any
 
 from targets.embedded.native.build import build
 from targets.embedded.native.cgen import NativeGen
+from targets.embedded.native.nmeters import adopt_meters, bind_meters
 
 _U64 = ctypes.c_uint64
 _MASK64 = (1 << 64) - 1
@@ -160,6 +161,7 @@ class NativeBackend:
         self.path = build(self.gen.source, extra_flags)
         self.lib = ctypes.CDLL(str(self.path))
         _bind(self.lib)
+        bind_meters(self.lib)
         self.ctx = self.lib.np_new(seed if seed is not None else random.getrandbits(64))
         self.out = ctypes.create_string_buffer(65536 + self.gen.hdr_max + 64)
         self.outlen, self.outport, self.outprio = ctypes.c_uint32(), ctypes.c_uint32(), ctypes.c_uint32()
@@ -189,6 +191,7 @@ class NativeBackend:
                 view = CellsView(self, kind, k, ctr.size)
                 view[:] = list(getattr(ctr, kind))
                 setattr(ctr, kind, view)
+        adopt_meters(self)
         for tbl in prog.tables.values():
             tbl.on_change = self.sync_table  # first: a write from now on copies the table itself
             self.sync_table(tbl)

@@ -33,7 +33,7 @@ def refuse_objects(prog: Any) -> None:
         (prog.unions, "header unions"),
         (any(h.vl >= 0 for h in prog.headers.values()), "varbit fields"),
         (prog.value_sets, "parser value sets"),
-        (prog.meters or prog.direct_meters, "meters"),
+        (prog.direct_meters, "direct meters"),
         (prog.direct_counters, "direct counters"),
         (any(p.get("action_profiles") for p in spec["pipelines"]), "action profiles and selectors"),
         (any(any(w > 256 for _, w, _ in h.fields) for h in prog.headers.values()), "fields over 256 bits"),
@@ -67,6 +67,7 @@ class NativeGen(CExprMixin, PipelineMixin):
         self.reg_index = {n: i for i, n in enumerate(prog.registers)}
         self.ctr_index = {n: i for i, n in enumerate(prog.counters)}
         self.tbl_index = {n: i for i, n in enumerate(prog.tables)}
+        self.mtr_index = {n: i for i, n in enumerate(prog.meters)}
         self.calc_fns: dict[str, str] = {}
         self.calc_bytes = 1
         self.out: list[str] = []
@@ -80,8 +81,8 @@ class NativeGen(CExprMixin, PipelineMixin):
             body += self.gen_pipeline(pl)
         body += self.gen_deparser(self.spec["deparsers"][0])
         body += self.gen_clone_support()
-        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "tblops", "pre", "process", "memlink", "io", "tm")]
-        parts = [fixed[0], self.gen_decls(), fixed[1], "\n".join(self.out), "\n".join(body), *fixed[2:]]
+        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "meters", "tblops", "pre", "process", "memlink", "io", "tm")]
+        parts = [fixed[0], self.gen_decls(), *fixed[1:3], "\n".join(self.out), "\n".join(body), *fixed[3:]]
         self.source = "\n".join(parts)
 
     def uid(self, prefix: str) -> str:
@@ -99,7 +100,7 @@ class NativeGen(CExprMixin, PipelineMixin):
 
         tables = list(p.tables.values())
         d = [f"#define NS {p.nslots}", f"#define NW {len(self.wide)}", f"#define NT {len(tables)}",
-             f"#define NR {len(p.registers)}", f"#define NC {len(p.counters)}",
+             f"#define NR {len(p.registers)}", f"#define NC {len(p.counters)}", f"#define NM {len(p.meters)}",
              f"#define HBUF {self.calc_bytes}", f"#define HDRMAX {self.hdr_max}"]
         d.append(f"#define H_FLAG UINT64_C({L.FLAG:#x})")
         for name, v in (("EXIT", L.EXIT), ("CLONE", L.CLONE), ("CLONE_FL", L.CLONE_FL), ("RESUBMIT", L.RESUBMIT),
@@ -115,6 +116,8 @@ class NativeGen(CExprMixin, PipelineMixin):
         d.append(self._array("uint32_t", "REG_S", [r.size for r in p.registers.values()]))
         d.append(self._array("int", "REG_W", [r.bitwidth for r in p.registers.values()]))
         d.append(self._array("uint64_t", "CTR_S", [c.size for c in p.counters.values()]))
+        d.append(self._array("uint64_t", "MTR_S", [m.size for m in p.meters.values()]))
+        d.append(self._array("uint8_t", "MTR_B", [int(m.unit == "bytes") for m in p.meters.values()]))
         d.append(self._array("int", "TBL_NK", [self.key_limbs(t) for t in tables]))
         d.append(self._array("int", "TBL_NP", [self.table_params(t) for t in tables]))
         d.append(self._array("int", "TBL_EXACT", [int(t.kind == "exact") for t in tables]))

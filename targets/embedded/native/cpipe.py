@@ -114,6 +114,14 @@ class PipelineMixin:
             if name not in self.ctr_index:
                 raise Unsupported("an unknown counter")
             return [f"  ctr_count(c, {self.ctr_index[name]}, {self.exact64(a[1])}, F[H_ILEN]);"]
+        if op == "execute_meter":
+            name = a[0].get("value")
+            if name not in self.mtr_index or a[2].get("type") != "field":
+                raise Unsupported("an unknown meter or a colour into a non-field")
+            s, w = self.finfo(a[2]["value"])
+            col = f"meter_exec(c, {self.mtr_index[name]}, {self.exact64(a[1])}, F[H_ILEN])"
+            col = f"wf({col})" if w > 64 else (col if w == 64 else f"({col}) & {mask_hex(w)}")
+            return ["  " + self.store_slot(s, w, None, col)]
         if op == "modify_field_with_hash_based_offset":
             fn = self.calc_fn(a[2]["value"])
             s, w = self.finfo(a[0]["value"])
