@@ -117,7 +117,11 @@ def snapshot(sw: Switch) -> dict[str, Any]:
     """Everything the program keeps, and the switch's own counters."""
     p = sw.program
     st = sw.stats
+    for t in p.tables.values():
+        t.direct_read()  # the native backend's direct counters into the entries
     return {
+        "direct": {n: (sorted((repr(e.key), e.priority, e.packets, e.bytes) for e in t.entries()),
+                       t.default_packets, t.default_bytes) for n, t in p.tables.items()},
         "registers": {n: list(r.cells) for n, r in p.registers.items()},
         "counters": {n: (list(c.packets), list(c.bytes)) for n, c in p.counters.items()},
         "stats": (st.pipeline_drops, st.no_such_port, st.priority_out_of_range, st.loop_limit, st.errors),

@@ -30,7 +30,6 @@ REFUSED = {
     "action_features": "signed fields",
     "action_selector": "action profiles and selectors",
     "parser_features": "header stacks",
-    "table_features": "direct meters",
     "union_features": "header stacks",
     "value_set": "parser value sets",
     "varbit_features": "varbit fields",
@@ -104,6 +103,15 @@ def test_random_entries_and_frames_identical(path: Path, monkeypatch: pytest.Mon
             routes.insert(TableEntry(((0, 0),), call))
     frames = _frames(rng, 600)
     assert fill_tables(sws, frames, rng) > 0 or not any(t.keys for t in sws[0].program.tables.values())
+    for name in set(sws[0].program.direct_meters.values()):  # a config on some entries (direct.c)
+        for e in sws[0].program.tables[name].entries():
+            if rng.random() < 0.7:
+                cir, cb = int(rng.integers(0, 50)), int(rng.integers(0, 30))
+                for sw in sws:
+                    t = sw.program.tables[name]
+                    twin = t.get(e.key, e.priority)
+                    twin.meter_config, twin.meter = (cir, cb, cir + 5, cb + 5), None
+                    t.direct_written(twin, counters=False, meter=True)
     ports = [(int(rng.choice([0, 1, 2, 3, 64])), f) for f in frames]
     diffs = run_both(sws, ports)
     out = sum(len(b) for b in sws[1].seen) + sum(p.tx for p in sws[1].stats.ports.values())

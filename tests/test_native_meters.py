@@ -13,7 +13,7 @@ from targets.embedded import compiler
 from targets.embedded.codegen import support
 from targets.embedded.native.build import compiler as c_compiler
 from targets.embedded.native.nmeters import set_meter_clock
-from targets.embedded.state import StateError
+from targets.embedded.state import StateError, TableEntry
 from tests.native_pair import ROOT, pair
 from tests.p4.packets import MeterProbe
 
@@ -94,3 +94,58 @@ def test_reconfigure_clear_and_out_of_range(clocked: tuple) -> None:
         with pytest.raises(StateError, match="peak rate below"):
             sw.program.meters[PKT].set_config(1, 10, 1, 5, 1)
         assert sw.program.meters[PKT].configs[:2] == [None, None]
+
+
+def test_direct_meter_and_counter_per_packet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """table_features.p4's direct meter (t_lpm, packets, read in the action) and direct
+    counter (t_exact): the colour of every packet, a meter written again (restarted at
+    its next packet), counters written and read back; the same on both backends."""
+    from tests.p4.packets import TableProbe
+
+    clock = [T0]
+    monkeypatch.setattr(support, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(compiler, "monotonic", lambda: clock[0])
+    sws = pair(ROOT / "tests" / "p4" / "build" / "table_features.json")
+    set_meter_clock(sws[1].program.native, T0)
+    for sw in sws:
+        p = sw.program
+        p.tables["TIngress.t_exact"].insert(TableEntry((5,), p.action_call("TIngress.t_exact", "TIngress.set_exact", (7,))))
+        p.tables["TIngress.t_lpm"].insert(TableEntry(((0x0A000000, 8),), p.action_call(
+            "TIngress.t_lpm", "TIngress.set_lpm", (9,)), meter_config=(10, 2, 20, 4)))
+
+    def colours(exact_key: int) -> list[int]:
+        frame = bytes(Ether() / TableProbe(exact_key=exact_key, lpm_key=0x0A000001))
+        out = []
+        for sw in sws:
+            (_, f), = sw.process(1, frame)
+            out.append(TableProbe(f[14:]).lpm_color)
+        assert out[0] == out[1], out
+        return out
+
+    seen = []
+    for k in range(12):
+        _at(clock, sws, T0 + 0.01 * k)
+        seen.append(colours(5)[0])
+    assert seen[:6] == [0, 0, 1, 1, 2, 2], seen  # committed burst 2, peak burst 4
+    assert 0 in seen[6:]  # refilled at 10-20 packets/s
+    for sw in sws:  # a new config: full buckets from the next packet
+        t = sw.program.tables["TIngress.t_lpm"]
+        e = t.get(((0x0A000000, 8),), 0)
+        e.meter_config, e.meter = (1, 1, 1, 1), None
+        t.direct_written(e, counters=False, meter=True)
+    assert [colours(5)[0] for _ in range(3)] == [0, 2, 2]
+    colours(6)  # a miss of t_exact: its default's counters
+    got = []
+    for sw in sws:
+        t = sw.program.tables["TIngress.t_exact"]
+        t.direct_read()
+        e = t.get((5,), 0)
+        got.append((e.packets, t.default_packets))
+        e.packets = 100
+        t.direct_written(e)
+    assert got[0] == got[1] == (15, 1)
+    colours(5)
+    for sw in sws:
+        t = sw.program.tables["TIngress.t_exact"]
+        t.direct_read()
+        assert t.get((5,), 0).packets == 101

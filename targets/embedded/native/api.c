@@ -25,6 +25,7 @@ typedef struct {
   uint64_t *dq; uint32_t dqn;      /* digests queued for the Python side: id, values (process.c) */
   struct tmgr *tm;                   /* the shaped queues (tm.c) */
   struct mtr *mt;                    /* the meters (meters.c; NULL until one is configured) */
+  struct dstate *ds;                 /* direct counters and meters (direct.c) */
 } ctx_t;
 static void pre_free(ctx_t *c);
 /* tm.c: np_process's rc for a packet queued in a shaped queue / dropped, its queue full */
@@ -32,6 +33,7 @@ static void pre_free(ctx_t *c);
 #define TM_FULL 11
 static void tm_free(ctx_t *c);
 static void mtr_free(ctx_t *c);
+static void ds_free(ctx_t *c);
 static int tm_enqueue(ctx_t *c, const uint8_t *frame, uint32_t len, uint64_t eport, uint32_t nbq,
                       uint32_t *outport, uint32_t *outprio);
 static int tm_urgent(const ctx_t *c, uint32_t port, uint32_t prio, uint32_t nbq);
@@ -74,6 +76,7 @@ void np_free(void *p) {
   pre_free(c);
   tm_free(c);
   mtr_free(c);
+  ds_free(c);
   free(c->rxbuf); free(c->txbuf); free(c->rcbuf); free(c->dq);
   pthread_mutex_destroy(&c->mu);
   free(c);

@@ -20,6 +20,7 @@ from typing import Any
 
 from targets.embedded.native.build import build
 from targets.embedded.native.cgen import NativeGen
+from targets.embedded.native.direct import DirectCells, bind_direct
 from targets.embedded.native.nmeters import adopt_meters, bind_meters
 
 _U64 = ctypes.c_uint64
@@ -162,6 +163,7 @@ class NativeBackend:
         self.lib = ctypes.CDLL(str(self.path))
         _bind(self.lib)
         bind_meters(self.lib)
+        bind_direct(self.lib)
         self.ctx = self.lib.np_new(seed if seed is not None else random.getrandbits(64))
         self.out = ctypes.create_string_buffer(65536 + self.gen.hdr_max + 64)
         self.outlen, self.outport, self.outprio = ctypes.c_uint32(), ctypes.c_uint32(), ctypes.c_uint32()
@@ -192,6 +194,7 @@ class NativeBackend:
                 view[:] = list(getattr(ctr, kind))
                 setattr(ctr, kind, view)
         adopt_meters(self)
+        self.direct = DirectCells(self)
         for tbl in prog.tables.values():
             tbl.on_change = self.sync_table  # first: a write from now on copies the table itself
             self.sync_table(tbl)
@@ -211,6 +214,7 @@ class NativeBackend:
         with self._sync_lock:
             if op is None or self._apply(tbl, [self._encode_op(tbl, op, entry)], locked=0):
                 self._sync_table(tbl)
+            self.direct.commit()
 
     def _encode_op(self, tbl: Any, op: str, entry: Any) -> tuple[Any, ...]:
         """One entry change as np_tbl_op's arguments (after the instance and table)."""
@@ -218,7 +222,10 @@ class NativeBackend:
         action = tbl.default if op == "default" else entry.action
         k, m = ([0] * nk, [0] * nk) if entry is None else _encode_key(tbl.keys, entry.key)
         arr = _U64 * max(1, nk)
-        data = (_U64 * max(1, 4 * np_))(*_encode_params(action.params, np_))
+        params = _encode_params(action.params, np_)
+        if entry is not None and tbl.name in self.direct.tables:  # the entry's direct cell (direct.py)
+            params[4 * (np_ - 1)] = self.direct.handle(tbl, op, entry)
+        data = (_U64 * max(1, 4 * np_))(*params)
         prio = 0 if entry is None else _sort_key(tbl, entry)
         return _OPS[op], arr(*k), arr(*m), prio, self.prog._table_actions[tbl.name][action.name].id, data
 
@@ -250,6 +257,7 @@ class NativeBackend:
                     self.lib.np_unlock(self.ctx)
                 for tbl in whole:
                     self._sync_table(tbl)
+                self.direct.commit()
 
     def _sync_table(self, tbl: Any) -> None:
         gen, prog = self.gen, self.prog
@@ -263,13 +271,19 @@ class NativeBackend:
         else:
             entries = list(tbl._scan)
         keys, masks, acts, data, prio = [], [], [], [], []
+        direct = tbl.name in self.direct.tables
         for e in entries:
             k, m = _encode_key(tbl.keys, e.key)
             keys += k
             masks += m
             acts.append(ids[e.action.name].id)
-            data += _encode_params(e.action.params, np_)
+            params = _encode_params(e.action.params, np_)
+            if direct:
+                params[4 * (np_ - 1)] = self.direct.handle(tbl, "copy", e)
+            data += params
             prio.append(_sort_key(tbl, e))
+        if direct:
+            self.direct.sweep(tbl, {tbl._identity(e.key, e.priority) for e in entries})
         n = len(entries)
         arr = _U64 * max(1, n * nk)
         dflt = tbl.default

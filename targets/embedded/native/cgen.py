@@ -33,8 +33,6 @@ def refuse_objects(prog: Any) -> None:
         (prog.unions, "header unions"),
         (any(h.vl >= 0 for h in prog.headers.values()), "varbit fields"),
         (prog.value_sets, "parser value sets"),
-        (prog.direct_meters, "direct meters"),
-        (prog.direct_counters, "direct counters"),
         (any(p.get("action_profiles") for p in spec["pipelines"]), "action profiles and selectors"),
         (any(any(w > 256 for _, w, _ in h.fields) for h in prog.headers.values()), "fields over 256 bits"),
         (any(any(sg for _, _, sg in h.fields) for h in prog.headers.values()), "signed fields (int<W>)"),
@@ -81,8 +79,8 @@ class NativeGen(CExprMixin, PipelineMixin):
             body += self.gen_pipeline(pl)
         body += self.gen_deparser(self.spec["deparsers"][0])
         body += self.gen_clone_support()
-        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "meters", "tblops", "pre", "process", "memlink", "io", "tm")]
-        parts = [fixed[0], self.gen_decls(), *fixed[1:3], "\n".join(self.out), "\n".join(body), *fixed[3:]]
+        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "meters", "direct", "tblops", "pre", "process", "memlink", "io", "tm")]
+        parts = [fixed[0], self.gen_decls(), *fixed[1:4], "\n".join(self.out), "\n".join(body), *fixed[4:]]
         self.source = "\n".join(parts)
 
     def uid(self, prefix: str) -> str:
@@ -144,11 +142,16 @@ class NativeGen(CExprMixin, PipelineMixin):
         return sum(self.limbs(k.bitwidth) for k in t.keys)
 
     def table_params(self, t: Any) -> int:
+        """Action data slots of a table's entries: the most parameters, and one for the
+        direct counter and meter cell handle (direct.c) in a table that has them."""
         infos = self.prog._table_actions[t.name].values()
-        n = max([len(i.params) for i in infos] or [0])
+        n = max([len(i.params) for i in infos] or [0]) + int(self.has_direct(t.name))
         if n > 16:
             raise Unsupported("an action with more than 16 parameters")
         return n
+
+    def has_direct(self, table: str) -> bool:
+        return table in self.prog.direct_counters.values() or table in self.prog.direct_meters.values()
 
     # -- parser -----------------------------------------------------------------------
     def gen_parser(self, parser: dict[str, Any]) -> list[str]:

@@ -200,6 +200,28 @@ class PipelineMixin:
                 limbs.append(f"(W[{self.wide[s]}].v[{i}]{m})")
         return limbs
 
+    def _direct(self, t: dict[str, Any], ti: int) -> list[str]:
+        """A table's direct counter and meter (direct.c), before its action, as the Python
+        backend runs them: a hit counts into the entry's cell (its handle in the last
+        action data slot) and runs its meter into the result field; a miss counts into
+        the default's counters."""
+        name = t["name"]
+        counted = name in self.prog.direct_counters.values()
+        dm = t.get("direct_meters")
+        if not counted and not dm:
+            return []
+        h = f"d[{self.table_params(self.prog.tables[name]) - 1}].v[0]"
+        hit = [f"dc_count(c, {ti}, {h}, F[H_ILEN]);"] if counted else []
+        if dm:
+            spec = self.prog._direct_meter_specs[dm]
+            s, w = self.finfo(spec["result_target"])
+            size = "1.0" if spec.get("type", "packets") == "packets" else "(double)F[H_ILEN]"
+            col = f"dm_exec(c, {ti}, {h}, {size})"
+            col = f"wf({col})" if w > 64 else (col if w == 64 else f"({col}) & {mask_hex(w)}")
+            hit.append(self.store_slot(s, w, None, col))
+        miss = f" else dc_count(c, {ti}, UINT64_MAX, F[H_ILEN]);" if counted else ""
+        return [f"  if (hit) {{ {' '.join(hit)} }}{miss}"]
+
     def _table_node(self, t: dict[str, Any], lab: str, go: Any) -> list[str]:
         if t.get("type", "simple") != "simple":
             raise Unsupported("action profiles and selectors")
@@ -211,6 +233,7 @@ class PipelineMixin:
             out.append(f"  hit = a >= 0; if (!hit) {{ a = c->T[{ti}].def_act; d = c->T[{ti}].def_data; }}")
         else:
             out.append(f"  hit = 0; a = c->T[{ti}].def_act; d = c->T[{ti}].def_data;")
+        out += self._direct(t, ti)
         cases = " ".join(f"case {int(i)}: a{int(i)}(c, d); break;" for i in t["action_ids"])
         out.append(f"  switch (a) {{ {cases} default: break; }}")
         out.append("  if (F[H_EXIT]) return;")

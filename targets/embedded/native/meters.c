@@ -47,15 +47,14 @@ static void mtr_free(ctx_t *c) {
   c->mt = NULL;
 }
 
-/* The colour of one packet of `len` bytes on cell `idx` of meter array `k` (an index out
- * of range, or no meter configured yet: green). No FMA: the Python backend's rounding. */
+/* One packet of `size` (1, or its bytes) through meter m at time now: its colour. No
+ * FMA: the Python backend's rounding. A meter configured to start at its next packet
+ * (on 2, a direct meter: Python creates it there) starts now with full buckets. */
 __attribute__((optimize("fp-contract=off")))
-static uint64_t meter_exec(ctx_t *c, int k, uint64_t idx, uint64_t len) {
-  struct mtr *mt = c->mt;
-  if (!mt || k < 0 || k >= NM || idx >= MTR_S[k]) return 0;
-  meter_t *m = &mt->cell[k][idx];
+static uint64_t meter_run(meter_t *m, double now, double size) {
   if (!m->on) return 0;
-  double size = MTR_B[k] ? (double)len : 1.0, elapsed = mtr_now(mt) - m->t0;
+  if (m->on == 2) { m->on = 1; m->t0 = now; m->tok[0] = m->burst[0]; m->tok[1] = m->burst[1]; m->cred[0] = m->cred[1] = 0; }
+  double elapsed = now - m->t0;
   for (int j = 0; j < 2; j++) {
     double credited = elapsed * m->rate[j];
     double x = m->tok[j] + credited - m->cred[j];
@@ -66,6 +65,26 @@ static uint64_t meter_exec(ctx_t *c, int k, uint64_t idx, uint64_t len) {
   }
   return 0;
 }
+static double meter_clock(const ctx_t *c) {
+  if (c->mt) return mtr_now(c->mt);
+  struct mtr real = {.clock = -1};
+  return mtr_now(&real);
+}
+/* The colour of one packet of `len` bytes on cell `idx` of meter array `k` (an index out
+ * of range, or no meter configured yet: green). */
+static uint64_t meter_exec(ctx_t *c, int k, uint64_t idx, uint64_t len) {
+  struct mtr *mt = c->mt;
+  if (!mt || k < 0 || k >= NM || idx >= MTR_S[k]) return 0;
+  meter_t *m = &mt->cell[k][idx];
+  return m->on ? meter_run(m, mtr_now(mt), MTR_B[k] ? (double)len : 1.0) : 0;
+}
+static void meter_conf(meter_t *m, int on, double now, double cir, double cburst, double pir, double pburst) {
+  memset(m, 0, sizeof *m);
+  if (!on) return;
+  m->on = on; m->t0 = now;
+  m->rate[0] = pir; m->burst[0] = pburst; m->tok[0] = pburst;
+  m->rate[1] = cir; m->burst[1] = cburst; m->tok[1] = cburst;
+}
 
 /* Configure cell i of meter array k (on 0: unconfigured, green), full buckets from now. */
 int np_meter_set(void *p, int k, uint64_t i, int on, double cir, double cburst, double pir, double pburst) {
@@ -74,13 +93,7 @@ int np_meter_set(void *p, int k, uint64_t i, int on, double cir, double cburst, 
   pthread_mutex_lock(&c->mu);
   struct mtr *mt = mtr_get(c);
   if (!mt) { pthread_mutex_unlock(&c->mu); return -1; }
-  meter_t *m = &mt->cell[k][i];
-  memset(m, 0, sizeof *m);
-  if (on) {
-    m->on = 1; m->t0 = mtr_now(mt);
-    m->rate[0] = pir; m->burst[0] = pburst; m->tok[0] = pburst;
-    m->rate[1] = cir; m->burst[1] = cburst; m->tok[1] = cburst;
-  }
+  meter_conf(&mt->cell[k][i], on ? 1 : 0, mtr_now(mt), cir, cburst, pir, pburst);
   pthread_mutex_unlock(&c->mu);
   return 0;
 }
