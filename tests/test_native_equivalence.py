@@ -20,7 +20,7 @@ from targets.embedded.native.build import compiler
 from targets.embedded.native.cexpr import Unsupported
 from targets.embedded.native.nmeters import set_meter_clock
 from targets.embedded.state import Replica, TableEntry
-from tests.native_pair import PROGRAMS, fill_tables, pair, run_both, snapshot
+from tests.native_pair import PROGRAMS, fill_profiles, fill_tables, pair, run_both, snapshot
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler")
 
@@ -28,7 +28,6 @@ pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler")
 REFUSED = {
     "ndn": "header stacks",
     "action_features": "signed fields",
-    "action_selector": "action profiles and selectors",
     "parser_features": "header stacks",
     "union_features": "header stacks",
     "value_set": "parser value sets",
@@ -102,7 +101,8 @@ def test_random_entries_and_frames_identical(path: Path, monkeypatch: pytest.Mon
             call = sw.program.action_call(ROUTES, "MyIngress.forwarding.set_next_hop", (0x020000000002, 2))
             routes.insert(TableEntry(((0, 0),), call))
     frames = _frames(rng, 600)
-    assert fill_tables(sws, frames, rng) > 0 or not any(t.keys for t in sws[0].program.tables.values())
+    assert fill_tables(sws, frames, rng) + fill_profiles(sws, frames, rng) > 0 or \
+        not any(t.keys for t in sws[0].program.tables.values())
     for name in set(sws[0].program.direct_meters.values()):  # a config on some entries (direct.c)
         for e in sws[0].program.tables[name].entries():
             if rng.random() < 0.7:

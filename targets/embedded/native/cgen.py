@@ -27,13 +27,11 @@ _ALGOS = {"crc16": "h_crc16", "crc16_custom": "h_crc16", "crc32": "h_crc32", "cr
 
 def refuse_objects(prog: Any) -> None:
     """Raise Unsupported for objects of the program the native backend lacks."""
-    spec = prog.spec
     checks = [
         (prog.stacks or prog.union_stacks, "header stacks"),
         (prog.unions, "header unions"),
         (any(h.vl >= 0 for h in prog.headers.values()), "varbit fields"),
         (prog.value_sets, "parser value sets"),
-        (any(p.get("action_profiles") for p in spec["pipelines"]), "action profiles and selectors"),
         (any(any(w > 256 for _, w, _ in h.fields) for h in prog.headers.values()), "fields over 256 bits"),
         (any(any(sg for _, _, sg in h.fields) for h in prog.headers.values()), "signed fields (int<W>)"),
         (any(r.bitwidth > 256 for r in prog.registers.values()), "registers over 256 bits"),
@@ -66,6 +64,7 @@ class NativeGen(CExprMixin, PipelineMixin):
         self.ctr_index = {n: i for i, n in enumerate(prog.counters)}
         self.tbl_index = {n: i for i, n in enumerate(prog.tables)}
         self.mtr_index = {n: i for i, n in enumerate(prog.meters)}
+        self.prof_index = {n: i for i, n in enumerate(prog.action_profiles)}
         self.calc_fns: dict[str, str] = {}
         self.calc_bytes = 1
         self.out: list[str] = []
@@ -79,8 +78,8 @@ class NativeGen(CExprMixin, PipelineMixin):
             body += self.gen_pipeline(pl)
         body += self.gen_deparser(self.spec["deparsers"][0])
         body += self.gen_clone_support()
-        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "meters", "direct", "tblops", "pre", "process", "memlink", "io", "tm")]
-        parts = [fixed[0], self.gen_decls(), *fixed[1:4], "\n".join(self.out), "\n".join(body), *fixed[4:]]
+        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "meters", "direct", "profiles", "tblops", "pre", "process", "memlink", "io", "tm")]
+        parts = [fixed[0], self.gen_decls(), *fixed[1:5], "\n".join(self.out), "\n".join(body), *fixed[5:]]
         self.source = "\n".join(parts)
 
     def uid(self, prefix: str) -> str:
@@ -99,6 +98,7 @@ class NativeGen(CExprMixin, PipelineMixin):
         tables = list(p.tables.values())
         d = [f"#define NS {p.nslots}", f"#define NW {len(self.wide)}", f"#define NT {len(tables)}",
              f"#define NR {len(p.registers)}", f"#define NC {len(p.counters)}", f"#define NM {len(p.meters)}",
+             f"#define NAP {len(p.action_profiles)}",
              f"#define HBUF {self.calc_bytes}", f"#define HDRMAX {self.hdr_max}"]
         d.append(f"#define H_FLAG UINT64_C({L.FLAG:#x})")
         for name, v in (("EXIT", L.EXIT), ("CLONE", L.CLONE), ("CLONE_FL", L.CLONE_FL), ("RESUBMIT", L.RESUBMIT),
@@ -116,6 +116,7 @@ class NativeGen(CExprMixin, PipelineMixin):
         d.append(self._array("uint64_t", "CTR_S", [c.size for c in p.counters.values()]))
         d.append(self._array("uint64_t", "MTR_S", [m.size for m in p.meters.values()]))
         d.append(self._array("uint8_t", "MTR_B", [int(m.unit == "bytes") for m in p.meters.values()]))
+        d.append(self._array("int", "AP_NP", [self.profile_params(n) for n in p.action_profiles]))
         d.append(self._array("int", "TBL_NK", [self.key_limbs(t) for t in tables]))
         d.append(self._array("int", "TBL_NP", [self.table_params(t) for t in tables]))
         d.append(self._array("int", "TBL_EXACT", [int(t.kind == "exact") for t in tables]))
@@ -145,10 +146,17 @@ class NativeGen(CExprMixin, PipelineMixin):
         """Action data slots of a table's entries: the most parameters, and one for the
         direct counter and meter cell handle (direct.c) in a table that has them."""
         infos = self.prog._table_actions[t.name].values()
-        n = max([len(i.params) for i in infos] or [0]) + int(self.has_direct(t.name))
+        n = max([len(i.params) for i in infos] or [0])
+        if t.profile is not None:  # the member or group reference (profiles.c) in slot 0
+            n = max(n, 1)
+        n += int(self.has_direct(t.name))
         if n > 16:
             raise Unsupported("an action with more than 16 parameters")
         return n
+
+    def profile_params(self, name: str) -> int:
+        """Action data slots of an action profile's members."""
+        return max([len(i.params) for i in self.prog._profile_actions.get(name, {}).values()] or [0])
 
     def has_direct(self, table: str) -> bool:
         return table in self.prog.direct_counters.values() or table in self.prog.direct_meters.values()

@@ -222,9 +222,18 @@ class PipelineMixin:
         miss = f" else dc_count(c, {ti}, UINT64_MAX, F[H_ILEN]);" if counted else ""
         return [f"  if (hit) {{ {' '.join(hit)} }}{miss}"]
 
+    def _pick(self, t: dict[str, Any]) -> list[str]:
+        """A hit of a table with an action profile runs the member's action, or the one
+        its group's selector hash picks (profiles.c); an empty group: none (-1)."""
+        if t.get("type", "simple") == "simple":
+            return []
+        prof = self.prog.tables[t["name"]].profile
+        if prof is None or prof.name not in self.prof_index:
+            raise Unsupported("a table with an unknown action profile")
+        fn = self.calc_fn(f"$selector::{prof.name}") if prof.with_selector else "0"
+        return [f"  if (hit) a = ap_pick(c, {self.prof_index[prof.name]}, d, {fn}, &d);"]
+
     def _table_node(self, t: dict[str, Any], lab: str, go: Any) -> list[str]:
-        if t.get("type", "simple") != "simple":
-            raise Unsupported("action profiles and selectors")
         ti = self.tbl_index[t["name"]]
         key = self._key(t)
         out = [f" {lab}:"]
@@ -234,6 +243,7 @@ class PipelineMixin:
         else:
             out.append(f"  hit = 0; a = c->T[{ti}].def_act; d = c->T[{ti}].def_data;")
         out += self._direct(t, ti)
+        out += self._pick(t)
         cases = " ".join(f"case {int(i)}: a{int(i)}(c, d); break;" for i in t["action_ids"])
         out.append(f"  switch (a) {{ {cases} default: break; }}")
         out.append("  if (F[H_EXIT]) return;")

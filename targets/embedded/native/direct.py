@@ -1,4 +1,5 @@
-"""Direct counters and meters of the native backend as seen from Python (direct.c).
+"""Direct counters and meters of the native backend as seen from Python (direct.c), and
+how table entries are laid out in native memory (keys, action data, scan order).
 
 Every entry of a table with a direct counter or meter gets a cell handle, carried in its
 last action data slot; its packets, bytes and meter state live in that native cell. The
@@ -15,6 +16,12 @@ import ctypes
 from typing import Any
 
 _NONE = (1 << 64) - 1  # the default entry's counters (np_direct_*'s handle)
+_MASK64 = (1 << 64) - 1
+
+
+def limbs(v: int, n: int) -> list[int]:
+    """``v`` as ``n`` 64-bit limbs, least significant first."""
+    return [(v >> (64 * i)) & _MASK64 for i in range(n)]
 
 
 def bind_direct(lib: ctypes.CDLL) -> None:
@@ -114,3 +121,42 @@ class DirectCells:
                 e.packets, e.bytes = int(buf[0]), int(buf[1])
         if lib.np_direct_get(ctx, t, _NONE, buf) == 0:
             tbl.default_packets, tbl.default_bytes = int(buf[0]), int(buf[1])
+
+
+# -- how entries are laid out in native memory (binding.py) -------------------------
+def sort_key(tbl: Any, e: Any) -> int:
+    """Where an entry sits in the native scan (descending): its prefix length in an LPM
+    table, its priority in a ternary one, 0 in an exact one (hashed, not scanned)."""
+    if tbl.kind == "lpm":
+        return int(e.key[tbl._lpm_pos][1])
+    return int(e.priority) if tbl.kind != "exact" else 0
+
+
+def encode_key(keys: Any, key: tuple) -> tuple[list[int], list[int]]:
+    """A key as native limbs: values and masks (a range: low and high)."""
+    vals, masks = [], []
+    for kf, v in zip(keys, key, strict=True):
+        w = kf.bitwidth
+        n = (w + 63) // 64
+        full = (1 << w) - 1
+        mt = kf.match_type
+        if mt == "exact":
+            value, mask = v, full
+        elif mt == "lpm":
+            value, plen = v
+            mask = full ^ ((1 << (w - plen)) - 1)
+        elif mt in ("ternary", "optional"):
+            value, mask = v
+        else:  # range: low in the value, high in the mask
+            value, mask = v
+        vals += limbs(value, n)
+        masks += limbs(mask, n)
+    return vals, masks
+
+
+def encode_params(params: tuple[int, ...], n: int) -> list[int]:
+    """Action data as ``n`` slots of four limbs."""
+    out: list[int] = []
+    for p in params:
+        out += limbs(p, 4)
+    return out + [0] * (4 * (n - len(params)))
