@@ -156,6 +156,22 @@ def fill_profiles(sws: tuple[Switch, Switch], frames: list[bytes], rng: np.rando
     return n // 2
 
 
+def fill_value_sets(sws: tuple[Switch, Switch], rng: np.random.Generator) -> int:
+    """The same random members (common EtherTypes among them) into every parser value
+    set of both switches; returns how many went in."""
+    n = 0
+    for name, vs in sws[0].program.value_sets.items():
+        widths = vs.uses[0].widths if vs.uses else [vs.bitwidth]
+        members = set()
+        for _ in range(vs.size):
+            members.add(tuple(int(rng.choice([0x0800, 0x86DD, 0x88B6, int(rng.integers(0, 1 << w))])) & ((1 << w) - 1)
+                              for w in widths))
+        for sw in sws:
+            sw.program.value_sets[name].set_members(sorted(members), widths)
+        n += len(members)
+    return n
+
+
 def snapshot(sw: Switch) -> dict[str, Any]:
     """Everything the program keeps, and the switch's own counters."""
     p = sw.program

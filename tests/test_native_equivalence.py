@@ -20,7 +20,15 @@ from targets.embedded.native.build import compiler
 from targets.embedded.native.cexpr import Unsupported
 from targets.embedded.native.nmeters import set_meter_clock
 from targets.embedded.state import Replica, TableEntry
-from tests.native_pair import PROGRAMS, fill_profiles, fill_tables, pair, run_both, snapshot
+from tests.native_pair import (
+    PROGRAMS,
+    fill_profiles,
+    fill_tables,
+    fill_value_sets,
+    pair,
+    run_both,
+    snapshot,
+)
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler")
 
@@ -30,7 +38,6 @@ REFUSED = {
     "action_features": "signed fields",
     "parser_features": "header stacks",
     "union_features": "header stacks",
-    "value_set": "parser value sets",
     "varbit_features": "varbit fields",
     "metadata_echo": "traffic-manager metadata",
 }
@@ -80,7 +87,8 @@ def test_refusals_name_the_missing_feature() -> None:
 @pytest.mark.parametrize("path", ACCEPTED, ids=[p.stem for p in ACCEPTED])
 def test_random_entries_and_frames_identical(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Random entries (keys mostly from the frames' own fields, random actions and
-    defaults), random meter configurations (one clock, frozen, for both backends' meters)
+    defaults; members and groups of action profiles; value set members), random meter
+    configurations (one clock, frozen, for both backends' meters)
     and 600 fuzzed frames of every protocol, into several ports."""
     rng = np.random.default_rng(zlib.crc32(path.stem.encode()))
     for mod in (support, compiler_mod):
@@ -101,6 +109,7 @@ def test_random_entries_and_frames_identical(path: Path, monkeypatch: pytest.Mon
             call = sw.program.action_call(ROUTES, "MyIngress.forwarding.set_next_hop", (0x020000000002, 2))
             routes.insert(TableEntry(((0, 0),), call))
     frames = _frames(rng, 600)
+    fill_value_sets(sws, rng)
     assert fill_tables(sws, frames, rng) + fill_profiles(sws, frames, rng) > 0 or \
         not any(t.keys for t in sws[0].program.tables.values())
     for name in set(sws[0].program.direct_meters.values()):  # a config on some entries (direct.c)

@@ -521,6 +521,7 @@ class ValueSet:
         self.members: list[tuple[int, ...]] = []
         self.widths: list[int] | None = None  # field widths, from P4Info
         self.uses: list[ValueSetUse] = []
+        self.on_change: Callable[[ValueSet], None] | None = None  # after each write (the native backend copies it)
 
     def add_use(self, widths: list[int], mask: int | None) -> ValueSetUse:
         use = ValueSetUse(widths, mask)
@@ -544,8 +545,12 @@ class ValueSet:
         self.members, self.widths = unique, widths
         for use in self.uses:  # a new frozenset: the data plane may be reading the old one
             use.keys = frozenset(use.pad(v) for v in compressed)
+        if self.on_change is not None:
+            self.on_change(self)
 
     def clear(self) -> None:
         self.members = []
         for use in self.uses:
             use.keys = frozenset()
+        if self.on_change is not None:
+            self.on_change(self)

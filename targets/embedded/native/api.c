@@ -27,6 +27,7 @@ typedef struct {
   struct mtr *mt;                    /* the meters (meters.c; NULL until one is configured) */
   struct dstate *ds;                 /* direct counters and meters (direct.c) */
   struct profs *pf;                  /* action profiles and selectors (profiles.c) */
+  struct vsets *vs;                  /* parser value sets (vsets.c) */
 } ctx_t;
 static void pre_free(ctx_t *c);
 /* tm.c: np_process's rc for a packet queued in a shaped queue / dropped, its queue full */
@@ -36,6 +37,7 @@ static void tm_free(ctx_t *c);
 static void mtr_free(ctx_t *c);
 static void ds_free(ctx_t *c);
 static void pf_free(ctx_t *c);
+static void vs_free(ctx_t *c);
 static int tm_enqueue(ctx_t *c, const uint8_t *frame, uint32_t len, uint64_t eport, uint32_t nbq,
                       uint32_t *outport, uint32_t *outprio);
 static int tm_urgent(const ctx_t *c, uint32_t port, uint32_t prio, uint32_t nbq);
@@ -80,6 +82,7 @@ void np_free(void *p) {
   mtr_free(c);
   ds_free(c);
   pf_free(c);
+  vs_free(c);
   free(c->rxbuf); free(c->txbuf); free(c->rcbuf); free(c->dq);
   pthread_mutex_destroy(&c->mu);
   free(c);

@@ -31,6 +31,7 @@ from targets.embedded.native.direct import (
 )
 from targets.embedded.native.nmeters import adopt_meters, bind_meters
 from targets.embedded.native.nprofiles import NativeProfiles, bind_profiles, ref_data
+from targets.embedded.native.nvsets import NativeValueSets, bind_vsets
 
 _U64 = ctypes.c_uint64
 _MASK64 = (1 << 64) - 1
@@ -170,6 +171,7 @@ class NativeBackend:
         bind_meters(self.lib)
         bind_direct(self.lib)
         bind_profiles(self.lib)
+        bind_vsets(self.lib)
         self.ctx = self.lib.np_new(seed if seed is not None else random.getrandbits(64))
         self.out = ctypes.create_string_buffer(65536 + self.gen.hdr_max + 64)
         self.outlen, self.outport, self.outprio = ctypes.c_uint32(), ctypes.c_uint32(), ctypes.c_uint32()
@@ -202,6 +204,7 @@ class NativeBackend:
         adopt_meters(self)
         self.direct = DirectCells(self)
         self.profiles = NativeProfiles(self)  # before the tables: their entries point into them
+        self.value_sets = NativeValueSets(self)
         for tbl in prog.tables.values():
             tbl.on_change = self.sync_table  # first: a write from now on copies the table itself
             self.sync_table(tbl)

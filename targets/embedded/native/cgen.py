@@ -17,6 +17,7 @@ from targets.embedded.codegen import layout as L
 from targets.embedded.codegen.layout import json_int
 from targets.embedded.native.cexpr import CExprMixin, Unsupported, mask_hex
 from targets.embedded.native.cpipe import PipelineMixin
+from targets.embedded.native.nvsets import vset_cond
 from targets.embedded.tm_metadata import bind_metadata
 
 _HERE = Path(__file__).parent
@@ -31,7 +32,6 @@ def refuse_objects(prog: Any) -> None:
         (prog.stacks or prog.union_stacks, "header stacks"),
         (prog.unions, "header unions"),
         (any(h.vl >= 0 for h in prog.headers.values()), "varbit fields"),
-        (prog.value_sets, "parser value sets"),
         (any(any(w > 256 for _, w, _ in h.fields) for h in prog.headers.values()), "fields over 256 bits"),
         (any(any(sg for _, _, sg in h.fields) for h in prog.headers.values()), "signed fields (int<W>)"),
         (any(r.bitwidth > 256 for r in prog.registers.values()), "registers over 256 bits"),
@@ -65,6 +65,7 @@ class NativeGen(CExprMixin, PipelineMixin):
         self.tbl_index = {n: i for i, n in enumerate(prog.tables)}
         self.mtr_index = {n: i for i, n in enumerate(prog.meters)}
         self.prof_index = {n: i for i, n in enumerate(prog.action_profiles)}
+        self.vset_uses: list[tuple[str, list[int], int | None]] = []  # selects on a value set (nvsets.py)
         self.calc_fns: dict[str, str] = {}
         self.calc_bytes = 1
         self.out: list[str] = []
@@ -78,8 +79,8 @@ class NativeGen(CExprMixin, PipelineMixin):
             body += self.gen_pipeline(pl)
         body += self.gen_deparser(self.spec["deparsers"][0])
         body += self.gen_clone_support()
-        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "meters", "direct", "profiles", "tblops", "pre", "process", "memlink", "io", "tm")]
-        parts = [fixed[0], self.gen_decls(), *fixed[1:5], "\n".join(self.out), "\n".join(body), *fixed[5:]]
+        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "meters", "direct", "profiles", "vsets", "tblops", "pre", "process", "memlink", "io", "tm")]
+        parts = [fixed[0], self.gen_decls(), *fixed[1:6], "\n".join(self.out), "\n".join(body), *fixed[6:]]
         self.source = "\n".join(parts)
 
     def uid(self, prefix: str) -> str:
@@ -98,7 +99,7 @@ class NativeGen(CExprMixin, PipelineMixin):
         tables = list(p.tables.values())
         d = [f"#define NS {p.nslots}", f"#define NW {len(self.wide)}", f"#define NT {len(tables)}",
              f"#define NR {len(p.registers)}", f"#define NC {len(p.counters)}", f"#define NM {len(p.meters)}",
-             f"#define NAP {len(p.action_profiles)}",
+             f"#define NAP {len(p.action_profiles)}", f"#define NVS {len(self.vset_uses)}",
              f"#define HBUF {self.calc_bytes}", f"#define HDRMAX {self.hdr_max}"]
         d.append(f"#define H_FLAG UINT64_C({L.FLAG:#x})")
         for name, v in (("EXIT", L.EXIT), ("CLONE", L.CLONE), ("CLONE_FL", L.CLONE_FL), ("RESUBMIT", L.RESUBMIT),
@@ -239,6 +240,9 @@ class NativeGen(CExprMixin, PipelineMixin):
             if ttype == "default":
                 lines.append(f"  {go(tr['next_state'])}")
                 return lines
+            if ttype == "parse_vset":
+                lines.append(f"  if ({vset_cond(self, tr, [w for _, w, _ in parts])}) {go(tr['next_state'])}")
+                continue
             if ttype != "hexstr":
                 raise Unsupported(f"parser transition type {ttype}")
             val = json_int(tr["value"])
