@@ -11,7 +11,7 @@ import numpy as np
 
 from targets.embedded.state import CloneSession, Replica
 from targets.embedded.switch import Switch
-from tests.native_pair import ROOT, fill_tables
+from tests.native_pair import ROOT, fill_profiles, fill_tables, fill_value_sets
 from tests.test_native_equivalence import _frames
 
 
@@ -32,6 +32,13 @@ def main(argv: list[str]) -> int:
         frames += [bytes(12) + b"\x88\xb7" + bytes([int(rng.integers(0, 6)), int(rng.integers(0, 80))])
                    + bytes(int(rng.integers(0, 40))) for _ in range(count // 4)]
     fill_tables((twin, sw), frames[:200], rng)
+    fill_profiles((twin, sw), frames[:200], rng)  # profiles.c
+    fill_value_sets((twin, sw), rng)  # vsets.c
+    for name in set(sw.program.direct_meters.values()):  # direct.c
+        t = sw.program.tables[name]
+        for e in t.entries():
+            e.meter_config = (int(rng.integers(0, 100)), int(rng.integers(0, 9)), 100, 9)
+            t.direct_written(e, counters=False, meter=True)
     for arr in sw.program.meters.values():  # meters.c: rates from none to huge, bursts to 2**40
         for i in range(arr.size):
             cir, cb = int(rng.integers(0, 10**int(rng.integers(0, 12)) + 1)), int(rng.integers(0, 2**40))

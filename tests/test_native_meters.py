@@ -149,3 +149,10 @@ def test_direct_meter_and_counter_per_packet(monkeypatch: pytest.MonkeyPatch) ->
         t = sw.program.tables["TIngress.t_exact"]
         t.direct_read()
         assert t.get((5,), 0).packets == 101
+    nat = sws[1].program.tables["TIngress.t_exact"]
+    nat.get((5,), 0).packets += 2  # as the Python path counts a packet it finishes
+    nat.direct_read()
+    assert nat.get((5,), 0).packets == 103  # added to the native count, not lost
+    colours(5)
+    nat.direct_read()
+    assert nat.get((5,), 0).packets == 104

@@ -70,16 +70,18 @@ int np_direct_set(void *p, int t, uint64_t h, int cnt, uint64_t packets, uint64_
   pthread_mutex_unlock(&c->mu);
   return rc;
 }
-/* The counters of cell h of table t (UINT64_MAX: the default's) into out[0..1]. */
-int np_direct_get(void *p, int t, uint64_t h, uint64_t *out) {
+/* The counters of cell h of table t (UINT64_MAX: the default's) into out[0..1], after
+ * adding add[0..1] to them (what the Python path counted, modulo 2^64), in one hold. */
+int np_direct_get(void *p, int t, uint64_t h, const uint64_t *add, uint64_t *out) {
   ctx_t *c = p;
   if (t < 0 || t >= NT) return -1;
   pthread_mutex_lock(&c->mu);
   struct dtbl *d = c->ds ? &c->ds->t[t] : NULL;
-  int rc = 0;
-  if (d && h == UINT64_MAX) { out[0] = d->dpk; out[1] = d->dby; }
-  else if (d && h < d->cap) { out[0] = d->pk[h]; out[1] = d->by[h]; }
-  else rc = -1;
+  uint64_t *pk = NULL, *by = NULL;
+  if (d && h == UINT64_MAX) { pk = &d->dpk; by = &d->dby; }
+  else if (d && h < d->cap) { pk = &d->pk[h]; by = &d->by[h]; }
+  int rc = pk ? 0 : -1;
+  if (pk) { *pk += add[0]; *by += add[1]; out[0] = *pk; out[1] = *by; }
   pthread_mutex_unlock(&c->mu);
   return rc;
 }

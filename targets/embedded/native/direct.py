@@ -29,7 +29,7 @@ def bind_direct(lib: ctypes.CDLL) -> None:
     vp, u64, i, dbl = ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int, ctypes.c_double
     lib.np_direct_reserve.restype, lib.np_direct_reserve.argtypes = i, [vp, i, u64]
     lib.np_direct_set.restype, lib.np_direct_set.argtypes = i, [vp, i, u64, i, u64, u64, i, dbl, dbl, dbl, dbl]
-    lib.np_direct_get.restype, lib.np_direct_get.argtypes = i, [vp, i, u64, ctypes.POINTER(u64)]
+    lib.np_direct_get.restype, lib.np_direct_get.argtypes = i, [vp, i, u64, ctypes.POINTER(u64), ctypes.POINTER(u64)]
 
 
 class DirectCells:
@@ -44,7 +44,10 @@ class DirectCells:
         self.cap: dict[str, int] = dict.fromkeys(self.tables, 0)
         self.next: dict[str, int] = dict.fromkeys(self.tables, 0)  # handles handed out
         self.pending: list[tuple[str, int]] = []  # released, not yet reusable
-        self._buf = (ctypes.c_uint64 * 2)()
+        self._buf, self._add = (ctypes.c_uint64 * 2)(), (ctypes.c_uint64 * 2)()
+        # (table, handle or _NONE) -> the counters native memory had when last synced: what
+        # the Python entry counts beyond them, the Python path counted (a packet it finished)
+        self.base: dict[tuple[str, int], tuple[int, int]] = {}
         for name in self.tables:
             tbl = be.prog.tables[name]
             tbl.on_direct, tbl.on_read = self.written, self.read
@@ -94,6 +97,8 @@ class DirectCells:
     def _push(self, tbl: Any, h: int, entry: Any, counters: bool, meter: bool) -> None:
         cfg = entry.meter_config
         how = (2 if cfg is not None else 0) if meter else 1  # np_direct_set's meter
+        if counters:
+            self.base[(tbl.name, h)] = (entry.packets & _NONE, entry.bytes & _NONE)
         cir, cb, pir, pb = (float(x) for x in cfg) if cfg is not None else (0.0,) * 4
         self.be.lib.np_direct_set(self.be.ctx, self.be.gen.tbl_index[tbl.name], h, int(counters), entry.packets & _NONE,
                                   entry.bytes & _NONE, how, cir, cb, pir, pb)
@@ -104,6 +109,7 @@ class DirectCells:
         (entry None: the default's counters)."""
         t = self.be.gen.tbl_index[tbl.name]
         if entry is None:
+            self.base[(tbl.name, _NONE)] = (tbl.default_packets & _NONE, tbl.default_bytes & _NONE)
             self.be.lib.np_direct_set(self.be.ctx, t, _NONE, 1, tbl.default_packets & _NONE,
                                       tbl.default_bytes & _NONE, 1, 0.0, 0.0, 0.0, 0.0)
             return
@@ -112,15 +118,23 @@ class DirectCells:
             self._push(tbl, h, entry, counters, meter)
 
     def read(self, tbl: Any) -> None:
-        """``Table.on_read``: the native counters into the table's entries."""
-        lib, ctx, t, buf = self.be.lib, self.be.ctx, self.be.gen.tbl_index[tbl.name], self._buf
+        """``Table.on_read``: the native counters into the table's entries (plus what the
+        Python path counted in them since the last sync, added in native memory too)."""
         hs = self.handles[tbl.name]
         for e in tbl.entries():
             h = hs.get(tbl._identity(e.key, e.priority))
-            if h is not None and lib.np_direct_get(ctx, t, h, buf) == 0:
-                e.packets, e.bytes = int(buf[0]), int(buf[1])
-        if lib.np_direct_get(ctx, t, _NONE, buf) == 0:
-            tbl.default_packets, tbl.default_bytes = int(buf[0]), int(buf[1])
+            if h is not None:
+                e.packets, e.bytes = self._pull(tbl.name, h, e.packets, e.bytes)
+        tbl.default_packets, tbl.default_bytes = self._pull(tbl.name, _NONE, tbl.default_packets, tbl.default_bytes)
+
+    def _pull(self, name: str, h: int, packets: int, nbytes: int) -> tuple[int, int]:
+        bp, bb = self.base.get((name, h), (0, 0))
+        self._add[0], self._add[1] = (packets - bp) & _NONE, (nbytes - bb) & _NONE
+        if self.be.lib.np_direct_get(self.be.ctx, self.be.gen.tbl_index[name], h, self._add, self._buf):
+            return packets, nbytes
+        got = int(self._buf[0]), int(self._buf[1])
+        self.base[(name, h)] = got
+        return got
 
 
 # -- how entries are laid out in native memory (binding.py) -------------------------

@@ -2,8 +2,7 @@
 
 ``adopt_meters(backend)`` moves every ``MeterArray`` of the program into native memory:
 its ``meters`` list becomes a list of :class:`NativeMeter`, so ``set_config`` and
-``clear_config`` (the P4Runtime MeterEntry write, the runtime CLI's meter_set_rates)
-configure the native cell under the instance's lock, atomically with respect to
+``clear_config`` (the P4Runtime MeterEntry write) configure the native cell under the instance's lock, atomically with respect to
 packets, and ``execute`` (the Python packet path) runs the native cell. The arrays'
 ``configs`` stay the control plane's record, as Python tables do.
 """
