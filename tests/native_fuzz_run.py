@@ -34,8 +34,8 @@ def main(argv: list[str]) -> int:
     fill_tables((twin, sw), frames[:200], rng)
     fill_profiles((twin, sw), frames[:200], rng)  # profiles.c
     fill_value_sets((twin, sw), rng)  # vsets.c
-    for name in set(sw.program.direct_meters.values()):  # direct.c
-        t = sw.program.tables[name]
+    for tname in set(sw.program.direct_meters.values()):  # direct.c
+        t = sw.program.tables[tname]
         for e in t.entries():
             e.meter_config = (int(rng.integers(0, 100)), int(rng.integers(0, 9)), 100, 9)
             t.direct_written(e, counters=False, meter=True)
