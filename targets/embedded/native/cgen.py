@@ -17,6 +17,7 @@ from targets.embedded.codegen import layout as L
 from targets.embedded.codegen.layout import json_int
 from targets.embedded.native.cexpr import CExprMixin, Unsupported, mask_hex
 from targets.embedded.native.cpipe import PipelineMixin
+from targets.embedded.native.cstack import LOOK_C, StackMixin
 from targets.embedded.tm_metadata import bind_metadata
 
 _HERE = Path(__file__).parent
@@ -29,7 +30,7 @@ def refuse_objects(prog: Any) -> None:
     """Raise Unsupported for objects of the program the native backend lacks."""
     spec = prog.spec
     checks = [
-        (prog.stacks or prog.union_stacks, "header stacks"),
+        (prog.union_stacks, "header union stacks"),
         (prog.unions, "header unions"),
         (any(h.vl >= 0 for h in prog.headers.values()), "varbit fields"),
         (prog.value_sets, "parser value sets"),
@@ -52,13 +53,14 @@ def refuse_objects(prog: Any) -> None:
         raise Unsupported(f"traffic-manager metadata ({', '.join(used)})")
 
 
-class NativeGen(CExprMixin, PipelineMixin):
+class NativeGen(CExprMixin, PipelineMixin, StackMixin):
     """One program's C source (``source``) and the index maps the binding uses."""
 
     def __init__(self, prog: Any) -> None:
         refuse_objects(prog)
         self.prog = prog
         self.spec = prog.spec
+        self.check_stacks()
         self.wide: dict[int, int] = {}
         for h in prog.headers.values():
             for i, (_, w, _) in enumerate(h.fields):
@@ -69,7 +71,7 @@ class NativeGen(CExprMixin, PipelineMixin):
         self.tbl_index = {n: i for i, n in enumerate(prog.tables)}
         self.calc_fns: dict[str, str] = {}
         self.calc_bytes = 1
-        self.out: list[str] = []
+        self.out: list[str] = [LOOK_C]
         self._uid = 0
         self.hdr_max = sum(prog.headers[h].nbits // 8 for h in self.spec["deparsers"][0]["order"])
         body: list[str] = []
@@ -155,11 +157,13 @@ class NativeGen(CExprMixin, PipelineMixin):
                "  uint64_t *F = c->F; w256 *W = c->W; (void)W; const uint8_t *pk = c->pkt;",
                "  uint32_t o = 0, n = c->n; uint64_t k = 0, e = 0; (void)k; (void)pk;",
                f"  goto S{states[parser['init_state']]};"]
+        self.in_parser = True  # lookahead reads pk, o, n
         for i, s in enumerate(parser["parse_states"]):
             out.append(f" S{i}:")
             for op in s["parser_ops"]:
                 out += self._parser_op(op, err)
             out += self._transitions(s, states)
+        self.in_parser = False
         out += [" perr:", "  F[SM_PARSER_ERROR] = e;" if self.prog.sm.get("parser_error") is not None else "  (void)e;",
                 "  return o;", "}"]
         return out
@@ -168,6 +172,8 @@ class NativeGen(CExprMixin, PipelineMixin):
         name, params = op["op"], op["parameters"]
         if name == "extract":
             p = params[0]
+            if p["type"] == "stack":
+                return self.extract_stack(p["value"], err)
             if p["type"] != "regular":
                 raise Unsupported(f"extract into a {p['type']}")
             h = self.prog.headers[p["value"]]
@@ -186,7 +192,8 @@ class NativeGen(CExprMixin, PipelineMixin):
             lines.append(f"  F[{h.base}] = 1; o += {nb};")
             return lines
         if name == "set":
-            return ["  " + self.store(params[0], params[1])]
+            check = [self.set_lookahead_check(params[1]["value"], err)] if params[1].get("type") == "lookahead" else []
+            return [*check, "  " + self.store(params[0], params[1])]
         if name == "verify":
             e = params[1]
             code = str(err[e["value"]]) if e.get("type") == "error" else self.exact64(e)
@@ -201,20 +208,27 @@ class NativeGen(CExprMixin, PipelineMixin):
     def _transitions(self, s: dict[str, Any], states: dict[str, int]) -> list[str]:
         parts, total = [], 0
         for kf in s.get("transition_key", []):
-            if kf["type"] != "field":
+            if kf["type"] == "field":
+                sl, w = self.finfo(kf["value"])
+                src = self.load(sl, w, 64)
+            elif kf["type"] in ("stack_field", "lookahead"):
+                w = self.bits(kf) or 0
+                src = self.cx(kf, 64)
+            else:
                 raise Unsupported(f"a parser select on a {kf['type']}")
-            sl, w = self.finfo(kf["value"])
             wb = (w + 7) // 8 * 8
-            parts.append((sl, w, wb))
+            if w > 64:
+                raise Unsupported("a parser select key over 64 bits")
+            parts.append((src, w, wb))
             total += wb
         if total > 64:
             raise Unsupported("a parser select key over 64 bits")
         lines = []
         if parts:
             terms, shift = [], total
-            for sl, _, wb in parts:
+            for src, _, wb in parts:
                 shift -= wb
-                terms.append(f"(F[{sl}] << {shift})" if shift else f"F[{sl}]")
+                terms.append(f"({src} << {shift})" if shift else src)
             lines.append(f"  k = {' | '.join(terms)};")
 
         def go(nxt: str | None) -> str:

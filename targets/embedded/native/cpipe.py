@@ -54,16 +54,14 @@ class PipelineMixin:
     def primitive(self, p: dict[str, Any]) -> list[str]:
         """C statements of one primitive call."""
         op, a = p["op"], p.get("parameters", [])
-        for gen in (self._header_prim, self._extern_prim, self._flow_prim):
+        for gen in (self._header_prim, self.stack_prim, self._extern_prim, self._flow_prim):
             lines = gen(op, a)
             if lines is not None:
                 return lines
         raise Unsupported(f"primitive {op!r}" if isinstance(op, str) else "primitive")
 
     def _header_base(self, operand: dict[str, Any]) -> Any:
-        if operand.get("type") != "header" or operand.get("value") not in self.prog.headers:
-            raise Unsupported("a header operation on a stack element or union")
-        return self.prog.headers[operand["value"]]
+        return self.element(operand)
 
     def _header_prim(self, op: str, a: list[Any]) -> list[str] | None:
         if op in ("assign", "modify_field"):
