@@ -68,6 +68,11 @@ def test_pop_front_shifts_the_stack(sws) -> None:  # noqa: ANN001
     assert got == bytes(ETH) + result(0x0F, 3, 0, 0x07) + rest + bytes(IPV4)
 
 
+def test_pop_front_of_a_full_stack_invalidates_the_last_element(sws) -> None:  # noqa: ANN001
+    got = one(sws, bytes(ETH) + labels(3, 21, 22, 23) + bytes(IPV4))
+    assert got == bytes(ETH) + result(0x0F, 4, 0, 0x0F) + labels(3, 21, 22, 23)[4:] + bytes(IPV4)
+
+
 def test_push_front_onto_an_empty_stack(sws) -> None:  # noqa: ANN001
     eth = Ether(src="00:00:0a:00:00:01", dst="00:00:0a:00:00:02", type=0x0800)
     got = one(sws, bytes(eth) + bytes(IPV4))
