@@ -26,7 +26,6 @@ REFUSED = {
     "action_features": "meters",
     "action_selector": "action profiles and selectors",
     "table_features": "meters",
-    "union_features": "header union stacks",
     "value_set": "parser value sets",
     "varbit_features": "varbit fields",
     "metadata_echo": "traffic-manager metadata",

@@ -106,7 +106,7 @@ class CExprMixin:
         if "op" not in v:
             return self.bits(v)
         op = v["op"]
-        if op in ("==", "!=", "<", "<=", ">", ">=", "and", "or", "not", "d2b", "b2d", "valid"):
+        if op in ("==", "!=", "<", "<=", ">", ">=", "and", "or", "not", "d2b", "b2d", "valid", "valid_union"):
             return 1
         if op == "size_stack":
             return max(len(self.stack((v.get("right") or v.get("left") or {}).get("value")).headers).bit_length(), 1)
@@ -227,6 +227,8 @@ class CExprMixin:
             return self._boolean(self.cond(right), m)
         if op == "valid":
             return self._boolean(f"F[{self.element(right).base}] == 1", m)
+        if op == "valid_union":
+            return self._boolean(self.union_valid(right or {}), m)
         if op in ("last_stack_index", "size_stack"):
             if m > 64:
                 raise Unsupported("a stack index into a field over 64 bits")

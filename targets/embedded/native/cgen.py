@@ -18,6 +18,7 @@ from targets.embedded.codegen.layout import json_int
 from targets.embedded.native.cexpr import CExprMixin, Unsupported, mask_hex
 from targets.embedded.native.cpipe import PipelineMixin
 from targets.embedded.native.cstack import LOOK_C, StackMixin
+from targets.embedded.native.cunion import SWAP_C, UnionMixin
 from targets.embedded.tm_metadata import bind_metadata
 
 _HERE = Path(__file__).parent
@@ -30,8 +31,6 @@ def refuse_objects(prog: Any) -> None:
     """Raise Unsupported for objects of the program the native backend lacks."""
     spec = prog.spec
     checks = [
-        (prog.union_stacks, "header union stacks"),
-        (prog.unions, "header unions"),
         (any(h.vl >= 0 for h in prog.headers.values()), "varbit fields"),
         (prog.value_sets, "parser value sets"),
         (prog.meters or prog.direct_meters, "meters"),
@@ -53,7 +52,7 @@ def refuse_objects(prog: Any) -> None:
         raise Unsupported(f"traffic-manager metadata ({', '.join(used)})")
 
 
-class NativeGen(CExprMixin, PipelineMixin, StackMixin):
+class NativeGen(CExprMixin, PipelineMixin, StackMixin, UnionMixin):
     """One program's C source (``source``) and the index maps the binding uses."""
 
     def __init__(self, prog: Any) -> None:
@@ -61,6 +60,7 @@ class NativeGen(CExprMixin, PipelineMixin, StackMixin):
         self.prog = prog
         self.spec = prog.spec
         self.check_stacks()
+        self.check_unions()
         self.wide: dict[int, int] = {}
         for h in prog.headers.values():
             for i, (_, w, _) in enumerate(h.fields):
@@ -71,7 +71,7 @@ class NativeGen(CExprMixin, PipelineMixin, StackMixin):
         self.tbl_index = {n: i for i, n in enumerate(prog.tables)}
         self.calc_fns: dict[str, str] = {}
         self.calc_bytes = 1
-        self.out: list[str] = [LOOK_C]
+        self.out: list[str] = [LOOK_C, SWAP_C]
         self._uid = 0
         self.hdr_max = sum(prog.headers[h].nbits // 8 for h in self.spec["deparsers"][0]["order"])
         body: list[str] = []
@@ -174,6 +174,8 @@ class NativeGen(CExprMixin, PipelineMixin, StackMixin):
             p = params[0]
             if p["type"] == "stack":
                 return self.extract_stack(p["value"], err)
+            if p["type"] == "union_stack":
+                return self.extract_union_stack(p["value"], err)
             if p["type"] != "regular":
                 raise Unsupported(f"extract into a {p['type']}")
             h = self.prog.headers[p["value"]]
@@ -190,7 +192,7 @@ class NativeGen(CExprMixin, PipelineMixin, StackMixin):
                     lines.append(f"  F[{s}] = rdb(pk + o, {off}, {w});")
                 off += w
             lines.append(f"  F[{h.base}] = 1; o += {nb};")
-            return lines
+            return lines + self.union_clear(h, "1")
         if name == "set":
             check = [self.set_lookahead_check(params[1]["value"], err)] if params[1].get("type") == "lookahead" else []
             return [*check, "  " + self.store(params[0], params[1])]

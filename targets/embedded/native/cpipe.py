@@ -70,7 +70,8 @@ class PipelineMixin:
             h = self._header_base(a[0])
             zero = " ".join(f"W[{self.wide[h.base + 1 + i]}] = wf(0);" if w > 64 else f"F[{h.base + 1 + i}] = 0;"
                             for i, (_, w, _) in enumerate(h.fields))
-            return [f"  if (!F[{h.base}]) {{ {zero} F[{h.base}] = 1; F[H_PKTLEN] += {h.nbits // 8}; }}"]
+            return [f"  if (!F[{h.base}]) {{ {zero} F[{h.base}] = 1; F[H_PKTLEN] += {h.nbits // 8}; }}",
+                    *self.union_clear(h, "1")]
         if op == "remove_header":
             h = self._header_base(a[0])
             return [f"  if (F[{h.base}]) {{ F[{h.base}] = 0; F[H_PKTLEN] -= {h.nbits // 8}; }}"]
@@ -82,7 +83,7 @@ class PipelineMixin:
             for i, (_, w, _) in enumerate(d.fields):
                 ds, ss = d.base + 1 + i, s.base + 1 + i
                 lines.append(f"  W[{self.wide[ds]}] = W[{self.wide[ss]}];" if w > 64 else f"  F[{ds}] = F[{ss}];")
-            return lines
+            return lines + self.union_clear(d, f"F[{d.base}]")
         return None
 
     def _cell(self, reg_name: Any) -> tuple[int, Any, str]:

@@ -131,8 +131,10 @@ class StackMixin:
     def stack_prim(self, op: str, a: list[Any]) -> list[str] | None:
         if op not in ("push", "pop"):
             return None
+        if a[0].get("type") == "header_union_stack":
+            return self.union_stack_prim(op, a)
         if a[0].get("type") != "header_stack":
-            raise Unsupported("push or pop on a header union stack")
+            raise Unsupported("push or pop on something other than a stack")
         st = self.stack(a[0].get("value"))
         cnt = a[1] if len(a) > 1 else {}
         if cnt.get("type") != "hexstr" or json_int(cnt["value"]) < 0:
