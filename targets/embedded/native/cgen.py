@@ -19,6 +19,7 @@ from targets.embedded.native.cexpr import CExprMixin, Unsupported, mask_hex
 from targets.embedded.native.cpipe import PipelineMixin
 from targets.embedded.native.cstack import LOOK_C, StackMixin
 from targets.embedded.native.cunion import SWAP_C, UnionMixin
+from targets.embedded.native.cvarbit import VarbitMixin
 from targets.embedded.tm_metadata import bind_metadata
 
 _HERE = Path(__file__).parent
@@ -31,7 +32,6 @@ def refuse_objects(prog: Any) -> None:
     """Raise Unsupported for objects of the program the native backend lacks."""
     spec = prog.spec
     checks = [
-        (any(h.vl >= 0 for h in prog.headers.values()), "varbit fields"),
         (prog.value_sets, "parser value sets"),
         (prog.meters or prog.direct_meters, "meters"),
         (prog.direct_counters, "direct counters"),
@@ -52,7 +52,7 @@ def refuse_objects(prog: Any) -> None:
         raise Unsupported(f"traffic-manager metadata ({', '.join(used)})")
 
 
-class NativeGen(CExprMixin, PipelineMixin, StackMixin, UnionMixin):
+class NativeGen(CExprMixin, PipelineMixin, StackMixin, UnionMixin, VarbitMixin):
     """One program's C source (``source``) and the index maps the binding uses."""
 
     def __init__(self, prog: Any) -> None:
@@ -66,6 +66,7 @@ class NativeGen(CExprMixin, PipelineMixin, StackMixin, UnionMixin):
             for i, (_, w, _) in enumerate(h.fields):
                 if w > 64:
                     self.wide[h.base + 1 + i] = len(self.wide)
+        self.setup_varbit()
         self.reg_index = {n: i for i, n in enumerate(prog.registers)}
         self.ctr_index = {n: i for i, n in enumerate(prog.counters)}
         self.tbl_index = {n: i for i, n in enumerate(prog.tables)}
@@ -73,7 +74,8 @@ class NativeGen(CExprMixin, PipelineMixin, StackMixin, UnionMixin):
         self.calc_bytes = 1
         self.out: list[str] = [LOOK_C, SWAP_C]
         self._uid = 0
-        self.hdr_max = sum(prog.headers[h].nbits // 8 for h in self.spec["deparsers"][0]["order"])
+        self.hdr_max = sum(h.vl_max_bytes if h.vl >= 0 else h.nbits // 8
+                           for h in (prog.headers[n] for n in self.spec["deparsers"][0]["order"]))
         body: list[str] = []
         body += self.gen_parser(self.spec["parsers"][0])
         body += self.gen_checksums()
@@ -193,6 +195,8 @@ class NativeGen(CExprMixin, PipelineMixin, StackMixin, UnionMixin):
                 off += w
             lines.append(f"  F[{h.base}] = 1; o += {nb};")
             return lines + self.union_clear(h, "1")
+        if name == "extract_VL":
+            return self.extract_vl(params, err)
         if name == "set":
             check = [self.set_lookahead_check(params[1]["value"], err)] if params[1].get("type") == "lookahead" else []
             return [*check, "  " + self.store(params[0], params[1])]
@@ -260,6 +264,9 @@ class NativeGen(CExprMixin, PipelineMixin, StackMixin, UnionMixin):
                "  if (cap < HDRMAX) return UINT32_MAX;", "  memset(out, 0, HDRMAX);"]
         for hname in dep["order"]:
             h = self.prog.headers[hname]
+            if h.vl >= 0:
+                out += self.deparse_vl(h)
+                continue
             out.append(f"  if (F[{h.base}]) {{")
             off = 0
             for i, (_, w, _) in enumerate(h.fields):
@@ -325,7 +332,11 @@ class NativeGen(CExprMixin, PipelineMixin, StackMixin, UnionMixin):
         body = []
         for e in calc["input"]:
             t = e["type"]
-            if t == "field":
+            vl = self.varbit_calc(e) if t == "field" else None
+            if vl is not None:
+                body.append(vl[0])
+                total += vl[1]
+            elif t == "field":
                 s, w = self.finfo(e["value"])
                 hdr = self.prog.headers[self.prog.aliases.get(".".join(e["value"]), e["value"])[0]]
                 guard = "" if hdr.metadata else f"if (F[{hdr.base}]) "

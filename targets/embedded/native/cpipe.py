@@ -54,7 +54,7 @@ class PipelineMixin:
     def primitive(self, p: dict[str, Any]) -> list[str]:
         """C statements of one primitive call."""
         op, a = p["op"], p.get("parameters", [])
-        for gen in (self._header_prim, self.stack_prim, self._extern_prim, self._flow_prim):
+        for gen in (self.varbit_prim, self._header_prim, self.stack_prim, self._extern_prim, self._flow_prim):
             lines = gen(op, a)
             if lines is not None:
                 return lines
@@ -80,9 +80,9 @@ class PipelineMixin:
             if len(d.fields) != len(s.fields):
                 raise Unsupported("assign_header between different header types")
             lines = [f"  F[{d.base}] = F[{s.base}];"]
-            for i, (_, w, _) in enumerate(d.fields):
+            for i in range(len(d.fields)):
                 ds, ss = d.base + 1 + i, s.base + 1 + i
-                lines.append(f"  W[{self.wide[ds]}] = W[{self.wide[ss]}];" if w > 64 else f"  F[{ds}] = F[{ss}];")
+                lines.append(f"  W[{self.wide[ds]}] = W[{self.wide[ss]}];" if ds in self.wide else f"  F[{ds}] = F[{ss}];")
             return lines + self.union_clear(d, f"F[{d.base}]")
         return None
 
