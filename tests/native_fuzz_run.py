@@ -14,7 +14,7 @@ from targets.embedded.switch import Switch
 from tests.native_pair import ROOT, fill_tables
 from tests.test_native_equivalence import _frames
 
-REFLECTS = {"union_features"}  # every frame back out of its ingress port, its length kept
+REFLECTS = {"union_features", "varbit_features"}  # every frame back out of its ingress port
 
 
 def main(argv: list[str]) -> int:
