@@ -1,0 +1,192 @@
+"""The worker's native, batched packet path (``hosts/ina/native.py``, ``dgram.c``): the
+first sends of a window in one ``sendmmsg`` per 64, every waiting datagram in one
+``recvmmsg`` per 64, RESULTs classified and copied in C; Python runs once a batch, not
+once a datagram. ``FragmentTransfer`` (hosts/ina/transfer.py) uses it for its two hot
+steps when ``worker_path`` gives one; recovery (NACKs, requests, re-sends, timers) stays
+in Python, where it was.
+
+The same decisions as the Python path, in the same order, with two differences of
+timing only: a batch's RESULTs are taken before its NACKs (a NACK for a fragment whose
+RESULT is in the same batch is stale), and a batch yields one round-trip sample (its
+newest RESULT that answers a single send; RFC 6298 asks for one a round trip at least).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from hosts.ina import native
+from hosts.ina.native import BATCH, Codes, Slots, addr_of, buffer_addr, check
+from wire.ina import INA_HEADER, INA_HEADER_LEN, InaFlags, MsgType
+
+__all__ = ["NativeWorkerPath", "worker_path"]
+
+_RETX = int(InaFlags.RETX)
+
+
+class _WJob(ctypes.Structure):
+    """dgram.c's ``wjob_t``."""
+
+    _fields_ = [("sources", ctypes.c_void_p), ("nsrc", ctypes.c_int), ("pl", ctypes.c_int),
+                ("vl", ctypes.c_int), ("job", ctypes.c_uint32), ("stamp", ctypes.c_uint32),
+                ("full", ctypes.c_void_p), ("offset", ctypes.c_int64), ("n_f", ctypes.c_int),
+                ("done", ctypes.c_void_p), ("result", ctypes.c_void_p)]
+
+
+def worker_path(tr: Any) -> NativeWorkerPath | None:
+    """The native path for transfer ``tr``, or None: the Python path (forced, no
+    compiler, fault injection, or a destination that is not IPv4)."""
+    w = tr.w
+    if w.faults is not None:
+        return None
+    lib = native.library()
+    if lib is None:
+        return None
+    dests = sorted(set(tr.dest))
+    sa = native.sockaddrs(dests)
+    if sa is None:
+        return None
+    try:
+        sources = np.array([native.ip_u32(s) for s in sorted(w.result_sources)], dtype=np.uint32)
+    except OSError:
+        return None
+    return NativeWorkerPath(lib, tr, dests, sa, sources)
+
+
+class NativeWorkerPath:
+    """The batched send and receive of one ``FragmentTransfer``."""
+
+    def __init__(self, lib: Any, tr: Any, dests: list[tuple[str, int]], sa: np.ndarray,
+                 sources: np.ndarray) -> None:
+        w = tr.w
+        self.lib, self.fd = lib, w.sock.fileno()
+        index = {a: i for i, a in enumerate(dests)}
+        n_f = tr.n_f
+        # per fragment: tag, fanin, flags, sd_fanin, max_exp, destination index
+        dest_idx = np.fromiter((index[a] for a in tr.dest), dtype=np.int32, count=n_f)
+        self.meta = np.ascontiguousarray(np.stack(
+            [np.asarray(tr.tags), np.asarray(tr.fanin), np.asarray(tr.flags),
+             np.asarray(tr.sd_fanin), np.asarray(tr.exp_of, dtype=np.int64), dest_idx],
+            axis=1).astype(np.int32))
+        self.sa, self.sources = sa, sources
+        self.tmpl = np.frombuffer(INA_HEADER.pack(int(MsgType.GRAD), w.job_id, w.rank, 0, 0, 0,
+                                                  tr.bit, 1, 0, 0, 0, 0), dtype=np.uint8).copy()
+        self.full = np.frombuffer(tr.full.to_bytes(32, "big"), dtype=np.uint8).copy()
+        self.p_payload, self._payload_view = buffer_addr(tr.payload)
+        self.p_done, self.done = buffer_addr(tr.done)
+        p_result, self._result_view = buffer_addr(tr.result)
+        self.asked = np.frombuffer(tr.asked, dtype=np.uint8)
+        self.scratch = np.zeros(BATCH * INA_HEADER_LEN, dtype=np.uint8)
+        self.s = Slots()
+        self.job = _WJob(addr_of(sources), sources.size, tr.pl, tr.vl, w.job_id, w.stamp,
+                         addr_of(self.full), tr.offset, n_f, self.p_done, p_result)
+        self.p_job = ctypes.addressof(self.job)
+        self.p_meta, self.p_tmpl = addr_of(self.meta), addr_of(self.tmpl)
+        self.p_sa, self.p_scratch = addr_of(self.sa), addr_of(self.scratch)
+
+    def send_new(self, tr: Any, now: float) -> bool:
+        """First sends, up to the window (``FragmentTransfer._send_new``)."""
+        f0, n_f = tr.next_f, tr.n_f
+        room = min(math.ceil(tr.cc.cwnd) - tr.outstanding, n_f - f0)
+        if room <= 0:
+            return False
+        r = self.lib.ina_send_grads(self.fd, self.p_tmpl, self.p_payload, tr.vl, self.p_meta,
+                                    self.p_sa, tr.offset, f0, room, self.p_done, tr.lookahead,
+                                    self.p_scratch)
+        if r == -errno.EAGAIN:
+            r = 0
+        check(r)
+        f = f0 + r
+        look = tr.lookahead
+        if r < room and not (look and f >= look and not self.done[f - look]):
+            tr.st.send_blocked += 1  # not gated: the socket buffer is full
+            tr.blocked = True
+        if r == 0:
+            return False
+        # for the aimd window: sends numbered after its last decrease
+        tr.cc.seq_of.update(zip(range(f0, f), range(tr.sent, tr.sent + r), strict=True))
+        tr.sent_at[f0:f] = [now] * r
+        tr.sent += r
+        tr.next_f = f
+        tr.outstanding += r
+        if tr.timer_at is None:
+            tr.timer_at = now + tr.rtt.probe_timeout()
+        return True
+
+    def receive(self, tr: Any) -> bool:
+        """Everything already received (``FragmentTransfer._receive``)."""
+        s, busy = self.s, False
+        while True:
+            k = check(self.lib.ina_worker_recv(self.fd, self.p_job, tr.next_f, s.p_slots, BATCH,
+                                               s.p_lens, s.p_srcs, s.p_out))
+            if k == 0:
+                break
+            busy = True
+            self._batch(tr, k)
+            if k < BATCH:  # drained: one more call would find the socket empty
+                break
+        return busy
+
+    def _batch(self, tr: Any, k: int) -> None:
+        out = self.s.out[:k]
+        codes = out[:, 0]
+        acc = codes == Codes.ACCEPT
+        if not acc.all():
+            self._others(tr, codes, out)
+        if acc.any():
+            self._accepted(tr, out[acc])
+        for i in np.flatnonzero(codes == Codes.NACK).tolist():
+            tr._on_nack(self.s.datagram(i))
+
+    @staticmethod
+    def _others(tr: Any, codes: np.ndarray, out: np.ndarray) -> None:
+        st = tr.st
+        n = np.bincount(codes, minlength=7).tolist()
+        st.stale_results += n[Codes.STALE]
+        st.ignored += n[Codes.IGNORED]
+        st.refused_source += n[Codes.REFUSED_SOURCE]
+        st.refused_stamp += n[Codes.REFUSED_STAMP]
+        for f in out[codes == Codes.DUPLICATE, 1].tolist():
+            st.duplicate_results += 1
+            if tr.early[f]:  # asked early, and the original came too: reordered
+                tr.early[f] = 0
+                st.spurious_requests += 1
+                tr.rtt.spurious_request()
+            elif tr.probed[f]:  # probed, and the original came too: only late
+                tr.probed[f] = 0
+                st.spurious_probes += 1
+                tr.rtt.spurious_probe()
+
+    def _accepted(self, tr: Any, acc: np.ndarray) -> None:
+        fr = acc[:, 1]
+        n = fr.size
+        if tr.on_result is not None:  # block floating point: the next block's values
+            for f, mx in zip(fr.tolist(), acc[:, 3].tolist(), strict=True):
+                tr.on_result(f, mx)
+        tr.n_done += n
+        tr.outstanding -= n
+        # Karn: the newest RESULT that answers one send (not asked, not recovered)
+        fresh = np.flatnonzero((self.asked[fr] == 0) & ((acc[:, 2] & _RETX) == 0))
+        now = time.monotonic()
+        if fresh.size:
+            tr.rtt.sample(now - tr.sent_at[int(fr[fresh[-1]])])
+        if tr.cc.aimd:
+            for _ in range(n):
+                tr.cc.on_result()
+        first = int(fr[0])
+        if not tr.holes and first == tr.hi + 1 and (n == 1 or bool(np.all(np.diff(fr) == 1))):
+            tr.hi = first + n - 1  # in order, no holes: nothing to look for
+        else:
+            for f in fr.tolist():
+                if f != tr.hi + 1 or tr.holes:
+                    tr._evidence(f)
+                else:
+                    tr.hi = f
+        tr.expiries = 0  # progress: the timer restarts, backoff ends
+        tr.timer_at = now + tr.rtt.probe_timeout() if tr.outstanding else None
