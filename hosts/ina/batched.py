@@ -28,6 +28,9 @@ from wire.ina import INA_HEADER, INA_HEADER_LEN, InaFlags, MsgType
 __all__ = ["NativeWorkerPath", "worker_path"]
 
 _RETX = int(InaFlags.RETX)
+#: receive coalescing sleeps only with this many fragments outstanding (fewer: the
+#: window's last RESULTs, or a small window, are waited for as they come)
+COALESCE_MIN = 16
 
 
 class _WJob(ctypes.Structure):
@@ -37,6 +40,14 @@ class _WJob(ctypes.Structure):
                 ("vl", ctypes.c_int), ("job", ctypes.c_uint32), ("stamp", ctypes.c_uint32),
                 ("full", ctypes.c_void_p), ("offset", ctypes.c_int64), ("n_f", ctypes.c_int),
                 ("done", ctypes.c_void_p), ("result", ctypes.c_void_p)]
+
+
+class _WStep(ctypes.Structure):
+    """dgram.c's ``wstep_t``."""
+
+    _fields_ = [("next_f", ctypes.c_int), ("hi", ctypes.c_int), ("holes", ctypes.c_int),
+                ("asked", ctypes.c_void_p), ("accepted", ctypes.c_int), ("last", ctypes.c_int),
+                ("in_order", ctypes.c_int), ("rtt_f", ctypes.c_int), ("others", ctypes.c_int)]
 
 
 def worker_path(tr: Any) -> NativeWorkerPath | None:
@@ -87,11 +98,16 @@ class NativeWorkerPath:
         self.job = _WJob(addr_of(sources), sources.size, tr.pl, tr.vl, w.job_id, w.stamp,
                          addr_of(self.full), tr.offset, n_f, self.p_done, p_result)
         self.p_job = ctypes.addressof(self.job)
+        self.step = _WStep(0, -1, 0, addr_of(self.asked))
+        self.p_step = ctypes.addressof(self.step)
         self.p_meta, self.p_tmpl = addr_of(self.meta), addr_of(self.tmpl)
         self.p_sa, self.p_scratch = addr_of(self.sa), addr_of(self.scratch)
+        self.coalesce_s = native.coalesce_us() * 1e-6
 
     def send_new(self, tr: Any, now: float) -> bool:
-        """First sends, up to the window (``FragmentTransfer._send_new``)."""
+        """First sends, up to the window (``FragmentTransfer._send_new``). False: the
+        loop need not come round again for them (``receive`` sends what its RESULTs
+        free, and a full socket buffer is waited for)."""
         f0, n_f = tr.next_f, tr.n_f
         room = min(math.ceil(tr.cc.cwnd) - tr.outstanding, n_f - f0)
         if room <= 0:
@@ -117,21 +133,47 @@ class NativeWorkerPath:
         tr.outstanding += r
         if tr.timer_at is None:
             tr.timer_at = now + tr.rtt.probe_timeout()
-        return True
+        return False
 
     def receive(self, tr: Any) -> bool:
-        """Everything already received (``FragmentTransfer._receive``)."""
-        s, busy = self.s, False
+        """Everything already received (``FragmentTransfer._receive``), then the first
+        sends its RESULTs made room for. True when a whole batch came (more may wait)."""
+        s, step, lib, fd = self.s, self.step, self.lib, self.fd
+        got = full = False
         while True:
-            k = check(self.lib.ina_worker_recv(self.fd, self.p_job, tr.next_f, s.p_slots, BATCH,
-                                               s.p_lens, s.p_srcs, s.p_out))
+            step.next_f, step.hi, step.holes = tr.next_f, tr.hi, len(tr.holes)
+            k = check(lib.ina_worker_recv(fd, self.p_job, self.p_step, s.p_slots, BATCH,
+                                          s.p_lens, s.p_srcs, s.p_out))
             if k == 0:
                 break
-            busy = True
-            self._batch(tr, k)
-            if k < BATCH:  # drained: one more call would find the socket empty
+            n = step.accepted
+            if step.others or not step.in_order or tr.on_result is not None or tr.cc.aimd:
+                self._batch(tr, k)
+            elif n:  # the common case: RESULTs only, in order
+                tr.n_done += n
+                tr.outstanding -= n
+                tr.hi = step.last
+                if step.rtt_f >= 0:
+                    tr.rtt.sample(time.monotonic() - tr.sent_at[step.rtt_f])
+            got = got or n > 0
+            full = k == BATCH
+            if not full:  # drained: one more call would find the socket empty
                 break
-        return busy
+        if got:
+            tr.expiries = 0  # progress: the timer restarts, backoff ends
+            now = time.monotonic()
+            tr.timer_at = now + tr.rtt.probe_timeout() if tr.outstanding else None
+            self.send_new(tr, now)
+        return full
+
+    def coalesce(self, tr: Any) -> bool:
+        """Receive coalescing (``GRADNET_INA_COALESCE_US``, off by default): with at
+        least ``COALESCE_MIN`` fragments outstanding, sleep that long instead of waking
+        on the first RESULT, so that one wake-up takes many. True when it slept."""
+        if not self.coalesce_s or tr.outstanding < COALESCE_MIN or tr.blocked:
+            return False
+        time.sleep(self.coalesce_s)
+        return True
 
     def _batch(self, tr: Any, k: int) -> None:
         out = self.s.out[:k]
@@ -171,22 +213,17 @@ class NativeWorkerPath:
                 tr.on_result(f, mx)
         tr.n_done += n
         tr.outstanding -= n
-        # Karn: the newest RESULT that answers one send (not asked, not recovered)
-        fresh = np.flatnonzero((self.asked[fr] == 0) & ((acc[:, 2] & _RETX) == 0))
-        now = time.monotonic()
-        if fresh.size:
-            tr.rtt.sample(now - tr.sent_at[int(fr[fresh[-1]])])
+        step = self.step
+        if step.rtt_f >= 0:  # Karn: the newest RESULT that answers one send
+            tr.rtt.sample(time.monotonic() - tr.sent_at[step.rtt_f])
         if tr.cc.aimd:
             for _ in range(n):
                 tr.cc.on_result()
-        first = int(fr[0])
-        if not tr.holes and first == tr.hi + 1 and (n == 1 or bool(np.all(np.diff(fr) == 1))):
-            tr.hi = first + n - 1  # in order, no holes: nothing to look for
+        if step.in_order:
+            tr.hi = step.last  # in order, no holes: nothing to look for
         else:
             for f in fr.tolist():
                 if f != tr.hi + 1 or tr.holes:
                     tr._evidence(f)
                 else:
                     tr.hi = f
-        tr.expiries = 0  # progress: the timer restarts, backoff ends
-        tr.timer_at = now + tr.rtt.probe_timeout() if tr.outstanding else None

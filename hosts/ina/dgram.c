@@ -163,17 +163,36 @@ static int classify(const wjob_t *w, const uint8_t *d, int len, uint32_t src, in
     return C_ACCEPT;
 }
 
+/* A worker's receive step: what Python passes in and reads back (hosts/ina/batched.py). */
+typedef struct {
+    int next_f, hi, holes;   /* in: first fragment not sent; highest with a RESULT; holes open */
+    const uint8_t *asked;    /* in: per fragment, a request went out (no RTT sample) */
+    int accepted, last;      /* out: RESULTs taken; the last one's fragment */
+    int in_order;            /* out: they were hi+1, hi+2, ... in arrival order, no hole open */
+    int rtt_f;               /* out: newest taken that answers one send (not asked, not RETX), or -1 */
+    int others;              /* out: datagrams not taken (their codes in out[]) */
+} wstep_t;
+
 /* One batch of a worker's receive: up to maxn datagrams, each classified as the Python
  * path does (source, size, stamp, then type, job, range and bitmap; then duplicate,
  * stale or accepted: values copied into the result, done set). out[4i..4i+3] = code,
- * fragment, flags, max_exp. The count (0: none waiting), or -errno. */
-int ina_worker_recv(int fd, const wjob_t *w, int next_f, uint8_t *slots, int maxn,
+ * fragment, flags, max_exp; the batch's summary in s. The count (0: none waiting), or
+ * -errno. */
+int ina_worker_recv(int fd, const wjob_t *w, wstep_t *s, uint8_t *slots, int maxn,
                     int32_t *lens, uint32_t *srcs, int32_t *out) {
     int r = ina_recv_batch(fd, slots, maxn, lens, srcs);
+    int hi = s->hi;
+    s->accepted = s->others = 0; s->last = s->rtt_f = -1; s->in_order = !s->holes;
     for (int i = 0; i < r; i++) {
         int32_t *o = out + 4 * i;
         o[1] = o[2] = o[3] = 0;
-        o[0] = classify(w, slots + (int64_t)i * SLOT, lens[i], srcs[i], next_f, o);
+        o[0] = classify(w, slots + (int64_t)i * SLOT, lens[i], srcs[i], s->next_f, o);
+        if (o[0] != C_ACCEPT) { s->others++; continue; }
+        int f = o[1];
+        s->accepted++; s->last = f;
+        if (f != hi + 1) s->in_order = 0;
+        hi = f;
+        if (!s->asked[f] && !(o[2] & 1)) s->rtt_f = f;  /* RETX = 0x01 */
     }
     return r;
 }

@@ -9,7 +9,10 @@ more than the kernel per datagram; only fewer system calls a datagram (``sendmms
 
 ``GRADNET_INA_NATIVE=0`` forces the Python path (and so does fault injection: the
 ``--drop-*`` options and ``FaultInjection`` stay on it). Without a C compiler the agents
-keep the Python path and log one line.
+keep the Python path and log one line. ``GRADNET_INA_COALESCE_US=N``: a worker on the
+native path sleeps N µs before waiting for RESULTs while 16 or more are outstanding, so
+that a wake-up takes many (CPU for latency, as a NIC's interrupt moderation; off by
+default).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import numpy as np
 __all__ = ["ENV", "BATCH", "SLOT", "Codes", "enabled", "library", "sockaddrs"]
 
 ENV = "GRADNET_INA_NATIVE"
+COALESCE_ENV = "GRADNET_INA_COALESCE_US"
 BATCH = 64  # datagrams a call (dgram.c's BATCH)
 SLOT = 2048  # receive slot bytes (dgram.c's SLOT)
 _SRC = Path(__file__).with_name("dgram.c")
@@ -45,9 +49,23 @@ _SIGNATURES = {
     "ina_parse_header": [_P, _I, _P],
     "ina_send_grads": [_I, _P, _P, _I, _P, _P, _U, _I, _I, _P, _I, _P],
     "ina_recv_batch": [_I, _P, _I, _P, _P],
-    "ina_worker_recv": [_I, _P, _I, _P, _I, _P, _P, _P],
+    "ina_worker_recv": [_I, _P, _P, _P, _I, _P, _P, _P],
     "ina_send_batch": [_I, _P, _P, _P, _P, _P, _I],
 }
+
+
+def coalesce_us() -> float:
+    """``GRADNET_INA_COALESCE_US``: a worker's receive coalescing in µs (0: off; a bad
+    value: off, logged)."""
+    raw = os.environ.get(COALESCE_ENV, "").strip()
+    try:
+        v = float(raw) if raw else 0.0
+    except ValueError:
+        v = -1.0
+    if not 0 <= v <= 100_000:
+        _log.warning("INA agents: %s=%r is not 0..100000 µs: no coalescing", COALESCE_ENV, raw)
+        return 0.0
+    return v
 
 
 def enabled() -> bool:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -554,7 +555,7 @@ class PSCommand:
             return 2
         if args.ready:
             print("ready", flush=True)
-        cpu0 = time.process_time()
+        cpu0, self.sys0 = time.process_time(), os.times().system
         try:
             with rare_gc():  # hosts/ina/fastpath.py: a collection every 700 tuples cost CPU
                 report = ps.run()
@@ -577,6 +578,7 @@ class PSCommand:
         # cpu_s: the whole process; sync_cpu_s: serving only (start-up excluded)
         self.emit({**report.to_dict(), "cpu_s": round(time.process_time(), 3),
                    "sync_cpu_s": round(time.process_time() - cpu0, 3),
+                   "sync_sys_s": round(os.times().system - self.sys0, 3),  # of it, the kernel's
                    "max_rss_mib": round(peak_rss_mib(), 1)})
         if not args.json:
             for j, st in report.jobs.items():

@@ -470,6 +470,8 @@ class FragmentTransfer:
     def _wait(self, now: float, deadline: float) -> None:
         """Sleep until a packet, buffer space or the timer."""
         sock = self.w.sock
+        if self.native is not None and self.native.coalesce(self):
+            return  # slept so that more RESULTs arrive together (hosts/ina/batched.py)
         wait = min(self.timer_at - now if self.timer_at is not None else 0.05, deadline - now)
         if self.suspects:
             wait = min(wait, min(self.suspects.values()) - now)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -508,7 +509,7 @@ class WorkerCommand:
                 return self.fail("--ready-go: stdin closed before the start signal")
         if args.lag > 0:
             time.sleep(args.lag)
-        cpu0 = time.process_time()
+        cpu0, self.sys0 = time.process_time(), os.times().system
         try:
             if prog is not None:
                 prog.start()
@@ -571,6 +572,7 @@ class WorkerCommand:
                    # cpu_s: the whole process, start-up included; sync_cpu_s: the allreduce
                    "cpu_s": round(time.process_time(), 3),
                    "sync_cpu_s": round(time.process_time() - cpu0, 3), "t_end": t_end,
+                   "sync_sys_s": round(os.times().system - self.sys0, 3),  # of it, the kernel's
                    "max_rss_mib": round(peak_rss_mib(), 1)}
         if args.json:
             print(json.dumps(summary), flush=True)
