@@ -78,6 +78,7 @@ class WorkerStats:
     srtt_s: float = 0.0  # the smoothed round trip at the end
     fault_drops: int = 0  # TEST ONLY: dropped by FaultInjection
     duration_s: float = 0.0
+    native: bool = False  # the batched native packet path ran (hosts/ina/batched.py)
 
     @property
     def pps(self) -> float:
@@ -158,6 +159,7 @@ class FragmentTransfer:
                           INA_HEADER_LEN, self.vl, self.pl, n_f, offset, self.full, w.stamp)
         # the batched native path (hosts/ina/batched.py), or None: the Python one below
         self.native = worker_path(self)
+        stats.native = self.native is not None
         self.t0 = time.monotonic()
 
     def run(self) -> bytearray:

@@ -1,0 +1,175 @@
+"""The INA agents' native datagram paths (hosts/ina/native.py, dgram.c, batched.py): the
+C header codec against wire/ina.py, exact sums through the native path and through the
+forced Python path (``GRADNET_INA_NATIVE=0``), and malformed, short, oversized and
+forged datagrams counted exactly as the Python path counts them, on real loopback
+sockets."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+
+import numpy as np
+import pytest
+
+from hosts.ina import native
+from hosts.ina.agent import InaTimeoutError
+from hosts.ina.native import Slots
+from hosts.ina.worker import Policy, Worker
+from tests.ina_loopback import PORT, _check_exact, _grads, _run, net
+from wire.fixedpoint import num_fragments
+from wire.ina import INA_HEADER, INA_HEADER_LEN, INA_VALUES, MsgType, decode_ina, encode_ina
+
+__all__ = ["net"]  # the fixture, imported
+
+lib = native.library()
+needs_native = pytest.mark.skipif(lib is None, reason="no C compiler: the native path is off")
+
+
+@pytest.fixture(params=["native", "python"])
+def path(request, monkeypatch):
+    """Each test once on the native path and once on the forced Python path."""
+    if request.param == "native" and lib is None:
+        pytest.skip("no C compiler: the native path is off")
+    monkeypatch.setenv(native.ENV, "1" if request.param == "native" else "0")
+    return request.param
+
+
+@needs_native
+def test_c_header_parse_agrees_with_wire():
+    rng = np.random.default_rng(3)
+    out = np.zeros(11, dtype=np.int64)
+    for _ in range(200):
+        f = [int(rng.integers(0, 256)), int(rng.integers(0, 256)), int(rng.integers(0, 2**16)),
+             int(rng.integers(0, 2**32)), int(rng.integers(0, 2**16)), int(rng.integers(0, 2**16)),
+             int(rng.integers(0, 2**63)) << int(rng.integers(0, 193)), int(rng.integers(0, 2**16)),
+             int(rng.integers(0, 2**16)), int(rng.integers(0, 256)), int(rng.integers(0, 2**16)),
+             int(rng.integers(0, 256))]
+        data = INA_HEADER.pack(*f)
+        assert lib.ina_parse_header(data, len(data), native.addr_of(out)) == 0
+        mt, job, wid, frag, tag, origin, _bm, cnt, fanin, flags, sdf, mx = INA_HEADER.unpack_from(data)
+        assert out.tolist() == [mt, job, wid, frag, tag, origin, cnt, fanin, flags, sdf, mx]
+    assert lib.ina_parse_header(bytes(51), 51, native.addr_of(out)) == -1  # short: refused
+
+
+@needs_native
+def test_c_built_grads_are_the_wire_codecs_bytes(net):
+    """The worker's C-built GRADs, read off a plain socket, are byte for byte what
+    ``wire.ina.encode_ina`` makes of the same fields."""
+    n = 3 * INA_VALUES
+    ps_ip, w_ip = net(1), net(2)
+    pol = Policy.ps_only(7, ps_ip, [w_ip, net(3)], num_fragments(n))
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.bind((ps_ip, PORT))
+    rx.settimeout(5)
+    q = np.arange(n, dtype=np.int32) * 1000 - 7
+
+    def run(w: Worker) -> None:
+        with contextlib.suppress(InaTimeoutError):  # nobody answers: the worker gives up
+            w.allreduce_fixed(q)
+
+    with Worker.from_policy(pol, 1, window=8, timeout=0.5, max_time=1) as w:
+        t = threading.Thread(target=run, args=(w,))
+        t.start()
+        got = [rx.recv(4096) for _ in range(3)]
+        t.join(10)
+    rx.close()
+    for f, data in enumerate(sorted(got, key=lambda d: decode_ina(d)[0].fragment)):
+        vals = q[f * INA_VALUES:(f + 1) * INA_VALUES]
+        assert data == encode_ina(MsgType.GRAD, 7, 1, f, 0, 0, 1 << 1, 1, 0, 0, 0, values=vals)
+
+
+def test_exact_sums(net, path):
+    n_w, n = 4, INA_VALUES * 300 + 5
+    pol = Policy.ps_only(2, net(1), [net(2 + r) for r in range(n_w)], num_fragments(n))
+    grads = _grads(n_w, n, seed=4)
+    rep, ps, out = _run([pol], {2: grads})
+    _check_exact(pol, grads, ps, out)
+    assert rep.complete
+    assert all(st.native == (path == "native") for _, st in out.values())
+
+
+def test_exact_sums_256_values_aimd(net, path):
+    n_w, n = 3, 256 * 90
+    pol = Policy.ps_only(3, net(1), [net(2 + r) for r in range(n_w)], num_fragments(n, 256),
+                         values_per_packet=256)
+    grads = _grads(n_w, n, seed=5)
+    _, ps, out = _run([pol], {3: grads}, worker_kw={"congestion": "aimd"})
+    _check_exact(pol, grads, ps, out)
+    assert all(st.native == (path == "native") for _, st in out.values())
+
+
+def _noise(job: int, vals: np.ndarray) -> list[bytes]:
+    """Datagrams a worker must count and drop: (kind, datagram)."""
+    good = encode_ina(MsgType.RESULT, job, 0, 0, 0, 0, 1, 1, values=vals)
+    return [
+        b"",  # empty
+        b"\x03\x05",  # short
+        good[:INA_HEADER_LEN],  # a header-only RESULT
+        good[:-1],  # one value byte short
+        good + bytes(4000),  # oversized (truncated at the receive slot)
+        encode_ina(MsgType.RESULT, job + 1, 0, 0, 0, 0, 1, 1, values=vals),  # other job
+        encode_ina(MsgType.RESULT, job, 0, 99, 0, 0, 1, 1, values=vals),  # out of range
+        encode_ina(MsgType.RESULT, job, 0, 0, 0, 0, 3, 2, values=vals),  # bad bitmap
+        encode_ina(MsgType.GRAD, job, 0, 0, 0, 0, 1, 1, values=vals),  # not a RESULT
+        encode_ina(MsgType.NACK, job, 0, 0, 0, 0, 2, 1),  # a NACK for another rank
+    ]
+
+
+def test_malformed_and_forged_datagrams_counted(net, path):
+    """A worker (window 1) and a scripted PS on real sockets: before each RESULT, noise
+    from the PS's address; forged RESULTs from another address; a stale one. Counted
+    exactly, the same on both paths, and the sums still exact."""
+    pol = Policy.ps_only(5, net(1), [net(2)], 4)
+    with Worker.from_policy(pol, 0, window=1, timeout=0.5, max_time=8) as w:
+        ps = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        ps.bind((net(1), PORT))
+        forger = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        forger.bind((net(9), PORT))
+        me = (net(2), PORT)
+        box: dict = {}
+        t = threading.Thread(target=lambda: box.setdefault("r", w.allreduce_fixed(
+            np.arange(4 * INA_VALUES, dtype=np.int32))))
+        t.start()
+        ps.settimeout(3)
+        noise = 0
+        for frag in range(4):
+            hdr, vals = decode_ina(ps.recv(2048))
+            assert (hdr.msg_type, hdr.fragment) == (MsgType.GRAD, frag)
+            for d in _noise(5, vals):
+                ps.sendto(d, me)
+                noise += 1
+            forger.sendto(encode_ina(MsgType.RESULT, 5, 0, frag, 0, 0, 1, 1, values=vals), me)
+            if frag == 1:  # a RESULT for a fragment not sent yet: stale
+                ps.sendto(encode_ina(MsgType.RESULT, 5, 0, 3, 0, 0, 1, 1, values=vals), me)
+            ps.sendto(encode_ina(MsgType.RESULT, 5, 0, frag, 0, 0, 1, 1, values=vals * 3), me)
+        t.join(10)
+        ps.close()
+        forger.close()
+    res, st = box["r"]
+    assert res.tolist() == (np.arange(4 * INA_VALUES) * 3).tolist()
+    assert st.native == (path == "native")
+    assert st.refused_source == 4 and st.stale_results == 1 and st.results == 4
+    assert st.ignored == noise and st.nacks_in == 0 and st.duplicate_results == 0
+
+
+@needs_native
+def test_recv_batch_bounds_lengths(net):
+    """The raw batched receive: an oversized datagram is cut at the slot, an empty one
+    has length 0, and sources are reported."""
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.bind((net(1), 0))
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tx.bind((net(2), 0))
+    sizes = [0, 1, 52, 308, native.SLOT, native.SLOT + 1, 9000]
+    for n in sizes:
+        tx.sendto(bytes([n % 251]) * n, rx.getsockname())
+    s = Slots()
+    k = lib.ina_recv_batch(rx.fileno(), s.p_slots, native.BATCH, s.p_lens, s.p_srcs)
+    assert k == len(sizes)
+    assert s.lens[:k].tolist() == [min(n, native.SLOT) for n in sizes]
+    assert {s.source(i) for i in range(k)} == {net(2)}
+    assert lib.ina_recv_batch(rx.fileno(), s.p_slots, native.BATCH, s.p_lens, s.p_srcs) == 0
+    rx.close()
+    tx.close()
