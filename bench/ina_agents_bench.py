@@ -19,6 +19,8 @@ element by element.
 ``native`` (the batched C paths, hosts/ina/native.py) and ``python``
 (``GRADNET_INA_NATIVE=0``). ``--agents-from``: a checkout whose ``hosts/`` and
 ``wire/`` run the agents (default: this one), to measure another version side by side.
+``--coalesce-us``: the workers' receive coalescing on the native path
+(``GRADNET_INA_COALESCE_US``, hosts/ina/native.py).
 """
 
 from __future__ import annotations
@@ -104,7 +106,8 @@ def run_once(args: argparse.Namespace, vpp: int, d: Path, path: str = "native") 
                  tags=np.zeros((w, nf), dtype=np.int64), values_per_packet=vpp)
     pol.dump(d / "policy.json")
     env = dict(os.environ, PYTHONPATH=str(args.agents_from), OMP_NUM_THREADS="1",
-               GRADNET_INA_NATIVE="0" if path == "python" else "1")
+               GRADNET_INA_NATIVE="0" if path == "python" else "1",
+               GRADNET_INA_COALESCE_US=str(args.coalesce_us))
     py, common = sys.executable, ["--policy", str(d / "policy.json"), "--json"]
     ps = subprocess.Popen([py, "-m", "hosts.ina.ps", *common, "--rounds", str(args.rounds),
                            "--linger", "0.2", "--max-time", "120", "--ready"],
@@ -161,6 +164,9 @@ def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[int], list[
     p.add_argument("--paths", default="native,python",
                    help="the agents' packet paths, alternating: native (batched C) and/or python "
                         "(GRADNET_INA_NATIVE=0) (default native,python)")
+    p.add_argument("--coalesce-us", type=argtypes.nonnegative, default=0.0,
+                   help="the workers' receive coalescing on the native path, µs "
+                        "(GRADNET_INA_COALESCE_US; default 0: off)")
     p.add_argument("--agents-from", type=Path, default=ROOT,
                    help="checkout whose agents run (default: this one)")
     args = p.parse_args(argv)
@@ -185,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
 
     t = Table(title=f"INA agents alone on loopback: {args.workers} workers + PS, {args.values:,} values, "
                     f"{args.rounds} rounds a run, {args.reps} runs a row (CPU µs per value; agents "
-                    f"from {args.agents_from}; load average {os.getloadavg()[0]:.1f} at the start)")
+                    f"from {args.agents_from}; coalescing {args.coalesce_us:g} µs; load average "
+                    f"{os.getloadavg()[0]:.1f} at the start)")
     for col in ("values/packet", "path", "worker µs/value", "of it kernel", "PS µs/value received",
                 "of it kernel", "PS µs/gradient value", "sendto µs", "recvfrom µs",
                 "kernel floor worker µs/value", "exact"):

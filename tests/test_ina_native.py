@@ -166,10 +166,11 @@ def test_recv_batch_bounds_lengths(net):
     for n in sizes:
         tx.sendto(bytes([n % 251]) * n, rx.getsockname())
     s = Slots()
-    k = lib.ina_recv_batch(rx.fileno(), s.p_slots, native.BATCH, s.p_lens, s.p_srcs)
+    k = lib.ina_recv_batch(rx.fileno(), s.p_slots, native.BATCH, s.p_lens, s.p_srcs, s.p_ports)
     assert k == len(sizes)
     assert s.lens[:k].tolist() == [min(n, native.SLOT) for n in sizes]
     assert {s.source(i) for i in range(k)} == {net(2)}
-    assert lib.ina_recv_batch(rx.fileno(), s.p_slots, native.BATCH, s.p_lens, s.p_srcs) == 0
+    assert set(s.ports[:k].tolist()) == {tx.getsockname()[1]}
+    assert lib.ina_recv_batch(rx.fileno(), s.p_slots, native.BATCH, s.p_lens, s.p_srcs, s.p_ports) == 0
     rx.close()
     tx.close()

@@ -103,9 +103,11 @@ int ina_send_grads(int fd, const uint8_t *tmpl, const uint8_t *payload, int vl,
 }
 
 /* Receive up to maxn datagrams (recvmmsg, non-blocking) into slots (maxn * SLOT bytes);
- * lens[i] their lengths, srcs[i] their IPv4 source (network order). The count; 0 when
- * none is waiting; -errno on an error other than a stale ICMP (ECONNREFUSED, skipped). */
-int ina_recv_batch(int fd, uint8_t *slots, int maxn, int32_t *lens, uint32_t *srcs) {
+ * lens[i] their lengths, srcs[i] their IPv4 source (network order), ports[i] (unless
+ * NULL) its port. The count; 0 when none is waiting; -errno on an error other than a
+ * stale ICMP (ECONNREFUSED, skipped). */
+int ina_recv_batch(int fd, uint8_t *slots, int maxn, int32_t *lens, uint32_t *srcs,
+                   uint16_t *ports) {
     struct mmsghdr msgs[BATCH];
     struct iovec iov[BATCH];
     struct sockaddr_in from[BATCH];
@@ -126,6 +128,7 @@ int ina_recv_batch(int fd, uint8_t *slots, int maxn, int32_t *lens, uint32_t *sr
         for (int i = 0; i < r; i++) {
             lens[i] = (int32_t)msgs[i].msg_len;  /* truncated at SLOT, like recvfrom(2048) */
             srcs[i] = from[i].sin_family == AF_INET ? from[i].sin_addr.s_addr : 0;
+            if (ports) ports[i] = ntohs(from[i].sin_port);
         }
         return r;
     }
@@ -180,7 +183,7 @@ typedef struct {
  * -errno. */
 int ina_worker_recv(int fd, const wjob_t *w, wstep_t *s, uint8_t *slots, int maxn,
                     int32_t *lens, uint32_t *srcs, int32_t *out) {
-    int r = ina_recv_batch(fd, slots, maxn, lens, srcs);
+    int r = ina_recv_batch(fd, slots, maxn, lens, srcs, NULL);
     int hi = s->hi;
     s->accepted = s->others = 0; s->last = s->rtt_f = -1; s->in_order = !s->holes;
     for (int i = 0; i < r; i++) {

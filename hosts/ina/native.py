@@ -48,7 +48,7 @@ _P, _I, _U = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32
 _SIGNATURES = {
     "ina_parse_header": [_P, _I, _P],
     "ina_send_grads": [_I, _P, _P, _I, _P, _P, _U, _I, _I, _P, _I, _P],
-    "ina_recv_batch": [_I, _P, _I, _P, _P],
+    "ina_recv_batch": [_I, _P, _I, _P, _P, _P],
     "ina_worker_recv": [_I, _P, _P, _P, _I, _P, _P, _P],
     "ina_send_batch": [_I, _P, _P, _P, _P, _P, _I],
 }
@@ -138,9 +138,11 @@ class Slots:
         self.slots = np.zeros((BATCH, SLOT), dtype=np.uint8)
         self.lens = np.zeros(BATCH, dtype=np.int32)
         self.srcs = np.zeros(BATCH, dtype=np.uint32)
+        self.ports = np.zeros(BATCH, dtype=np.uint16)
         self.out = np.zeros((BATCH, 4), dtype=np.int32)
         self.p_slots, self.p_lens = addr_of(self.slots), addr_of(self.lens)
         self.p_srcs, self.p_out = addr_of(self.srcs), addr_of(self.out)
+        self.p_ports = addr_of(self.ports)
 
     def datagram(self, i: int) -> bytes:
         """Datagram ``i`` of the last batch."""

@@ -41,6 +41,7 @@ from hosts.ina.agent import (
     parse_fault_spec,
 )
 from hosts.ina.fastpath import rare_gc
+from hosts.ina.ps_io import ps_io
 from hosts.ina.ps_job import JobState, JobStats, PSCounters, PSReport
 from hosts.ina.recovery import JobRecovery, PsRecovery
 from hosts.ina.stamp import admitted, policy_stamp
@@ -60,7 +61,6 @@ from wire.ina_policy import Policy, PolicyError, default_switch_ip
 
 __all__ = ["JobStats", "PSCounters", "PSReport", "ParameterServer", "main"]
 
-_RECV_SIZE = 2048
 _BE_I32 = np.dtype(">i4")
 # plain ints: comparing with IntEnum members costs more on the per-packet path
 _GRAD, _PARTIAL = int(MsgType.GRAD), int(MsgType.PARTIAL)
@@ -129,6 +129,7 @@ class ParameterServer(PsRecovery):
         self.linger, self.max_time, self.iface = linger, max_time, iface
         self.rounds, self.idle_exit = rounds, idle_exit
         self.faults = faults
+        self.pending: list[tuple[bytes, tuple[str, int]]] | None = None
         port = port if port is not None else (policy.port if policy else INA_UDP_PORT)
         if bind_ip is None:
             bind_ip = policy.ps if policy is not None else ""
@@ -248,6 +249,9 @@ class ParameterServer(PsRecovery):
     # ---------------------------------------------------------------- engine
 
     def _send(self, data: bytes, addr: tuple[str, int]) -> None:
+        if self.pending is not None:  # a native batch: sent together after it (ps_io.py)
+            self.pending.append((data, addr))
+            return
         try:
             if self.faults is None:
                 self.sock.sendto(data, addr)
@@ -427,25 +431,13 @@ class ParameterServer(PsRecovery):
         """Serve until every job is complete and ``linger`` seconds pass without a
         datagram; raises ``InaTimeoutError`` (``.report`` attached) after ``max_time``."""
         nic0 = _read_nic(self.iface) if self.iface else None
-        sock, c, faults = self.sock, self.counters, self.faults
-        recvfrom = sock.recvfrom if faults is None else (lambda n: faults.recv(sock, n))
+        sock, io = self.sock, ps_io(self)  # hosts/ina/ps_io.py: batched when native
         t0 = time.monotonic()
         deadline = t0 + self.max_time
         last_rx = t0
         done_at: float | None = None
         while True:
-            got = False
-            while True:
-                try:
-                    data, addr = recvfrom(_RECV_SIZE)
-                except (BlockingIOError, InterruptedError):
-                    break
-                except ConnectionRefusedError:
-                    continue
-                got = True
-                c.datagrams += 1
-                c.bytes_in += len(data)
-                self._handle(data, addr, time.monotonic() - t0)
+            got = io.drain(self, t0)
             now = time.monotonic()
             if got:
                 last_rx = now
