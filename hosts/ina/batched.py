@@ -50,6 +50,30 @@ class _WStep(ctypes.Structure):
                 ("in_order", ctypes.c_int), ("rtt_f", ctypes.c_int), ("others", ctypes.c_int)]
 
 
+class _WSend(ctypes.Structure):
+    """dgram.c's ``wsend_t``."""
+
+    _fields_ = [("tmpl", ctypes.c_void_p), ("payload", ctypes.c_void_p), ("vl", ctypes.c_int),
+                ("meta", ctypes.c_void_p), ("dests", ctypes.c_void_p), ("offset", ctypes.c_uint32),
+                ("scratch", ctypes.c_void_p), ("sent_at", ctypes.c_void_p), ("n_f", ctypes.c_int)]
+
+
+class _WPump(ctypes.Structure):
+    """dgram.c's ``wpump_t``."""
+
+    _fields_ = [("wake_ns", ctypes.c_int64), ("pto_ns", ctypes.c_int64), ("timer_ns", ctypes.c_int64),
+                ("coalesce_ns", ctypes.c_int64), ("coalesce_min", ctypes.c_int), ("window", ctypes.c_int),
+                ("next_f", ctypes.c_int), ("n_done", ctypes.c_int), ("outstanding", ctypes.c_int),
+                ("sent", ctypes.c_int), ("blocked", ctypes.c_int), ("send_blocked", ctypes.c_int),
+                ("progressed", ctypes.c_int), ("rtt_f", ctypes.c_int), ("rtt_s", ctypes.c_double),
+                ("k", ctypes.c_int)]
+
+
+_P_BATCH = 1  # dgram.c's P_BATCH: a batch for Python
+#: the pump comes back to Python at least this often (the progress callback, 0.1 s)
+_PUMP_MAX_S = 0.05
+
+
 def worker_path(tr: Any) -> NativeWorkerPath | None:
     """The native path for transfer ``tr``, or None: the Python path (forced, no
     compiler, fault injection, or a destination that is not IPv4)."""
@@ -103,6 +127,15 @@ class NativeWorkerPath:
         self.p_meta, self.p_tmpl = addr_of(self.meta), addr_of(self.tmpl)
         self.p_sa, self.p_scratch = addr_of(self.sa), addr_of(self.scratch)
         self.coalesce_s = native.coalesce_us() * 1e-6
+        # the whole loop in C (``pump``) when nothing needs Python a RESULT: a fixed
+        # window, fixed point (no lookahead, no callback)
+        self.pumps = tr.on_result is None and not tr.cc.aimd and not tr.lookahead
+        tr.sent_at = np.zeros(n_f)  # float seconds, written by the C pump too
+        self.send_ctx = _WSend(self.p_tmpl, self.p_payload, tr.vl, self.p_meta, self.p_sa,
+                               tr.offset, self.p_scratch, addr_of(tr.sent_at), n_f)
+        self.p_send = ctypes.addressof(self.send_ctx)
+        self.pstate = _WPump(coalesce_ns=int(self.coalesce_s * 1e9), coalesce_min=COALESCE_MIN)
+        self.p_pump = ctypes.addressof(self.pstate)
 
     def send_new(self, tr: Any, now: float) -> bool:
         """First sends, up to the window (``FragmentTransfer._send_new``). False: the
@@ -110,7 +143,7 @@ class NativeWorkerPath:
         free, and a full socket buffer is waited for)."""
         f0, n_f = tr.next_f, tr.n_f
         room = min(math.ceil(tr.cc.cwnd) - tr.outstanding, n_f - f0)
-        if room <= 0:
+        if room <= 0 or (self.pumps and tr.sent):  # the pump sends after the first window
             return False
         r = self.lib.ina_send_grads(self.fd, self.p_tmpl, self.p_payload, tr.vl, self.p_meta,
                                     self.p_sa, tr.offset, f0, room, self.p_done, tr.lookahead,
@@ -138,6 +171,8 @@ class NativeWorkerPath:
     def receive(self, tr: Any) -> bool:
         """Everything already received (``FragmentTransfer._receive``), then the first
         sends its RESULTs made room for. True when a whole batch came (more may wait)."""
+        if self.pumps and tr.sent:
+            return self.pump(tr)
         s, step, lib, fd = self.s, self.step, self.lib, self.fd
         got = full = False
         while True:
@@ -165,6 +200,44 @@ class NativeWorkerPath:
             tr.timer_at = now + tr.rtt.probe_timeout() if tr.outstanding else None
             self.send_new(tr, now)
         return full
+
+    def pump(self, tr: Any) -> bool:
+        """The transfer's loop in C (dgram.c ``ina_worker_pump``) until Python is
+        needed: a timer of its own due, a batch with anything but in-order RESULTs
+        (taken here as ``receive`` takes it), the tail (every fragment sent), or done.
+        True: the loop need not wait (the pump did)."""
+        p, s = self.pstate, self.step
+        now = time.monotonic()
+        wake = min(tr.t0 + tr.w.max_time, now + _PUMP_MAX_S)
+        if tr.suspects:
+            wake = min(wake, *tr.suspects.values())
+        if tr.probe.at is not None:
+            wake = min(wake, tr.probe.at)
+        p.wake_ns, p.pto_ns = int(wake * 1e9), int(tr.rtt.probe_timeout() * 1e9)
+        p.timer_ns = -1 if tr.timer_at is None else int(tr.timer_at * 1e9)
+        p.window = math.ceil(tr.cc.cwnd)
+        p.next_f, p.n_done, p.outstanding, p.sent = tr.next_f, tr.n_done, tr.outstanding, tr.sent
+        p.blocked = int(tr.blocked)
+        s.hi, s.holes = tr.hi, len(tr.holes)
+        ss = self.s
+        rc = check(self.lib.ina_worker_pump(self.fd, self.p_job, self.p_step, self.p_send,
+                                            self.p_pump, ss.p_slots, ss.p_lens, ss.p_srcs, ss.p_out))
+        tr.next_f, tr.n_done, tr.outstanding, tr.sent = p.next_f, p.n_done, p.outstanding, p.sent
+        tr.blocked, tr.hi = bool(p.blocked), s.hi
+        tr.st.send_blocked += p.send_blocked
+        tr.timer_at = None if p.timer_ns < 0 else p.timer_ns * 1e-9
+        if p.rtt_f >= 0:  # one sample a pump (RFC 6298: one a round trip at least)
+            tr.rtt.sample(p.rtt_s)
+        got = bool(p.progressed)
+        if rc == _P_BATCH:
+            self._batch(tr, p.k)
+            got = got or s.accepted > 0
+        if got:
+            tr.expiries = 0  # progress: the timer restarts, backoff ends
+            if rc == _P_BATCH:
+                now = time.monotonic()
+                tr.timer_at = now + tr.rtt.probe_timeout() if tr.outstanding else None
+        return True
 
     def coalesce(self, tr: Any) -> bool:
         """Receive coalescing (``GRADNET_INA_COALESCE_US``, off by default): with at

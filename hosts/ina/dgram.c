@@ -6,9 +6,11 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #define HL 52            /* INA_HEADER_LEN */
 #define BATCH 64         /* datagrams per sendmmsg / recvmmsg */
@@ -198,6 +200,99 @@ int ina_worker_recv(int fd, const wjob_t *w, wstep_t *s, uint8_t *slots, int max
         if (!s->asked[f] && !(o[2] & 1)) s->rtt_f = f;  /* RETX = 0x01 */
     }
     return r;
+}
+
+/* A worker's whole loop in C while nothing needs Python (fixed window, fixed point, no
+ * loss): what Python passes in and reads back (hosts/ina/batched.py, ``pump``). Times
+ * are CLOCK_MONOTONIC nanoseconds, time.monotonic()'s clock. */
+typedef struct {
+    int64_t wake_ns;         /* in: return by then (a timer of Python's is due) */
+    int64_t pto_ns;          /* in: the probe timeout the timer restarts with */
+    int64_t timer_ns;        /* in/out: the retransmission timer (-1: idle) */
+    int64_t coalesce_ns;     /* in: sleep this long before waiting, ... */
+    int coalesce_min;        /* ... with this many outstanding (0 ns: off) */
+    int window;              /* in: most fragments outstanding */
+    int next_f, n_done, outstanding, sent;  /* in/out: the transfer's counters */
+    int blocked;             /* in/out: the socket buffer was full */
+    int send_blocked;        /* out: times it was found full */
+    int progressed;          /* out: a RESULT came (the timer's backoff ends) */
+    int rtt_f;               /* out: newest RESULT that answers one send, or -1 */
+    double rtt_s;            /* out: ... its round trip, seconds */
+    int k;                   /* out: with reason 1, the batch Python must take */
+} wpump_t;
+
+enum { P_WAKE, P_BATCH, P_DONE, P_TAIL };
+
+typedef struct {  /* a worker's send context (hosts/ina/batched.py fills it) */
+    const uint8_t *tmpl, *payload; int vl; const int32_t *meta;
+    const struct sockaddr_in *dests; uint32_t offset; uint8_t *scratch;
+    double *sent_at; int n_f;
+} wsend_t;
+
+static int64_t mono_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static int pump_send(int fd, const wjob_t *w, const wsend_t *x, wpump_t *p, int64_t now) {
+    int room = p->window - p->outstanding;
+    if (room > x->n_f - p->next_f) room = x->n_f - p->next_f;
+    if (room <= 0 || p->blocked) return 0;
+    int r = ina_send_grads(fd, x->tmpl, x->payload, x->vl, x->meta, x->dests, x->offset,
+                           p->next_f, room, w->done, 0, x->scratch);
+    if (r == -EAGAIN || r == -EWOULDBLOCK) r = 0;
+    if (r < 0) return r;
+    if (r < room) { p->blocked = 1; p->send_blocked++; }
+    for (int f = p->next_f; f < p->next_f + r; f++) x->sent_at[f] = now * 1e-9;
+    p->next_f += r; p->outstanding += r; p->sent += r;
+    if (r > 0 && p->timer_ns < 0) p->timer_ns = now + p->pto_ns;
+    return 0;
+}
+
+static void pump_wait(int fd, wpump_t *p, int64_t now, int64_t until) {
+    if (p->coalesce_ns > 0 && p->outstanding >= p->coalesce_min && !p->blocked) {
+        int64_t d = p->coalesce_ns < until - now ? p->coalesce_ns : until - now;
+        struct timespec t = {d / 1000000000LL, d % 1000000000LL};
+        nanosleep(&t, NULL);
+        return;
+    }
+    struct pollfd pf = {fd, POLLIN | (p->blocked ? POLLOUT : 0), 0};
+    int64_t d = until - now;
+    struct timespec t = {d / 1000000000LL, d % 1000000000LL};
+    if (ppoll(&pf, 1, &t, NULL) > 0 && (pf.revents & POLLOUT)) p->blocked = 0;
+}
+
+/* Send the window, take in-order RESULTs, wait, again; return when Python is needed:
+ * P_BATCH (a batch with anything but in-order RESULTs: Python takes it as
+ * ina_worker_recv's), P_DONE, P_TAIL (every fragment sent and a RESULT came: the tail
+ * probe's clock is Python's), P_WAKE (wake_ns or the timer); -errno on an error. */
+int ina_worker_pump(int fd, const wjob_t *w, wstep_t *s, const wsend_t *x, wpump_t *p,
+                    uint8_t *slots, int32_t *lens, uint32_t *srcs, int32_t *out) {
+    p->progressed = p->send_blocked = p->k = 0; p->rtt_f = -1;
+    for (;;) {
+        int64_t now = mono_ns();
+        int e = pump_send(fd, w, x, p, now);
+        if (e < 0) return e;
+        s->next_f = p->next_f;
+        int k = ina_worker_recv(fd, w, s, slots, BATCH, lens, srcs, out);
+        if (k < 0) return k;
+        if (k > 0) {
+            if (s->others || !s->in_order) { p->k = k; return P_BATCH; }
+            now = mono_ns();
+            p->n_done += s->accepted; p->outstanding -= s->accepted; s->hi = s->last;
+            p->progressed = 1;
+            if (s->rtt_f >= 0) { p->rtt_f = s->rtt_f; p->rtt_s = now * 1e-9 - x->sent_at[s->rtt_f]; }
+            p->timer_ns = p->outstanding ? now + p->pto_ns : -1;
+            if (p->n_done >= x->n_f) return P_DONE;
+            if (p->next_f >= x->n_f) return P_TAIL;
+            continue;
+        }
+        int64_t until = p->wake_ns;
+        if (p->timer_ns >= 0 && p->timer_ns < until) until = p->timer_ns;
+        if (now >= until) return P_WAKE;
+        pump_wait(fd, p, now, until);
+    }
 }
 
 /* Send n prebuilt datagrams: data[i] of lens[i] bytes at offs[i] of buf, to

@@ -51,6 +51,7 @@ _SIGNATURES = {
     "ina_recv_batch": [_I, _P, _I, _P, _P, _P],
     "ina_worker_recv": [_I, _P, _P, _P, _I, _P, _P, _P],
     "ina_send_batch": [_I, _P, _P, _P, _P, _P, _I],
+    "ina_worker_pump": [_I, _P, _P, _P, _P, _P, _P, _P, _P],
 }
 
 
