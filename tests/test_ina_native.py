@@ -174,3 +174,58 @@ def test_recv_batch_bounds_lengths(net):
     assert lib.ina_recv_batch(rx.fileno(), s.p_slots, native.BATCH, s.p_lens, s.p_srcs, s.p_ports) == 0
     rx.close()
     tx.close()
+
+
+def test_no_compiler_keeps_the_python_path(net, monkeypatch, tmp_path, caplog):
+    """Without a C compiler the agents log one line and run the Python path, exact."""
+    monkeypatch.setattr(native, "_state", {})
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no cc, gcc or clang on it
+    monkeypatch.setenv(native.ENV, "1")
+    with caplog.at_level("WARNING", logger="hosts.ina.native"):
+        assert native.library() is None
+        assert native.library() is None  # once
+    assert [r.getMessage() for r in caplog.records] == [
+        "INA agents: no C compiler (cc, gcc or clang): the Python packet path"]
+    n_w, n = 2, INA_VALUES * 40
+    pol = Policy.ps_only(4, net(1), [net(2), net(3)], num_fragments(n))
+    grads = _grads(n_w, n, seed=6)
+    _, ps, out = _run([pol], {4: grads})
+    _check_exact(pol, grads, ps, out)
+    assert not any(st.native for _, st in out.values())
+
+
+def test_bad_coalescing_value_is_off(monkeypatch, caplog):
+    monkeypatch.setenv(native.COALESCE_ENV, "lots")
+    with caplog.at_level("WARNING", logger="hosts.ina.native"):
+        assert native.coalesce_us() == 0.0
+    assert "not 0..100000" in caplog.text
+    monkeypatch.setenv(native.COALESCE_ENV, "250")
+    assert native.coalesce_us() == 250.0
+
+
+@needs_native
+@pytest.mark.parametrize("faults", ["drop", "twice", "hold"])
+def test_native_workers_recover_exactly(net, faults):
+    """Workers on the native path (the C loop), the PS losing, duplicating or
+    reordering what it sends (its fault injection, so the PS on the Python path): the
+    workers' recovery (requests on the timer and on evidence, the tail probe, NACKs,
+    duplicates) runs from the C loop's returns, and every sum is exact."""
+    from hosts.ina.agent import FaultInjection
+
+    n_w, n = 3, INA_VALUES * 150
+    pol = Policy.ps_only(6, net(1), [net(2 + r) for r in range(n_w)], num_fragments(n))
+    grads = _grads(n_w, n, seed=7)
+    ps_faults = {"drop": FaultInjection(drop_every=5), "twice": FaultInjection(send_twice=True),
+                 "hold": FaultInjection(hold_sent={int(MsgType.RESULT): (10, 12)})}[faults]
+    rep, ps, out = _run([pol], {6: grads}, ps_kw={"faults": ps_faults, "linger": 0.6})
+    _check_exact(pol, grads, ps, out)
+    stats = [st for _, st in out.values()]
+    assert all(st.native for st in stats)
+    assert rep.jobs[6].contributions == n_w * pol.num_fragments  # each value summed once
+    if faults == "drop":
+        assert all(st.retransmissions > 0 for st in stats)
+    elif faults == "twice":
+        assert sum(st.duplicate_results for st in stats) > 0
+    else:  # the 10th RESULT went out 12 datagrams late: out of order at rank 0, taken
+        assert not ps_faults._held and out[6, 0][1].results == pol.num_fragments
