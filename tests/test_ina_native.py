@@ -229,3 +229,28 @@ def test_native_workers_recover_exactly(net, faults):
         assert sum(st.duplicate_results for st in stats) > 0
     else:  # the 10th RESULT went out 12 datagrams late: out of order at rank 0, taken
         assert not ps_faults._held and out[6, 0][1].results == pol.num_fragments
+
+
+@needs_native
+def test_native_workers_bfp_exact_under_loss(net):
+    """Block floating point on the native path (the lookahead gate in C, the RESULTs
+    handed to Python a batch at a time for the next blocks' values), the PS losing a
+    RESULT in 7: the exact integer sums at the agreed exponents."""
+    from hosts.ina.agent import FaultInjection
+    from tests.test_ina_hosts_e2e import bfp_reference, spanning_grads
+    from wire.fixedpoint import BFP_LOOKAHEAD
+
+    n_w, blocks = 4, 41
+    n = blocks * INA_VALUES - 5
+    grads = [g[:n] for g in spanning_grads(n_w, blocks, 12)]
+    look = min(BFP_LOOKAHEAD, blocks)
+    pol = Policy.ps_only(8, net(1), [net(2 + r) for r in range(n_w)], blocks + look,
+                         number_format="bfp")
+    rep, _, out = _run([pol], {8: grads}, ps_kw={"faults": FaultInjection(drop_every=7),
+                                                 "linger": 0.6})
+    sums, _e = bfp_reference(grads, n_w)
+    for r in range(n_w):
+        res, st = out[8, r]
+        assert st.native and np.array_equal(res.astype(np.int64), sums[:n])
+        assert st.results == st.fragments == blocks + look
+    assert rep.jobs[8].contributions == n_w * (blocks + look)
