@@ -100,28 +100,30 @@ def test_exact_sums_256_values_aimd(net, path):
     assert all(st.native == (path == "native") for _, st in out.values())
 
 
-def _noise(job: int, vals: np.ndarray) -> list[bytes]:
-    """Datagrams a worker must count and drop: (kind, datagram)."""
-    good = encode_ina(MsgType.RESULT, job, 0, 0, 0, 0, 1, 1, values=vals)
+def _noise(job: int, vals: np.ndarray, st: int) -> list[bytes]:
+    """Datagrams a worker must count as ignored and drop (``st``: the job's stamp)."""
+    good = encode_ina(MsgType.RESULT, job, st, 0, 0, 0, 1, 1, values=vals)
     return [
         b"",  # empty
         b"\x03\x05",  # short
         good[:INA_HEADER_LEN],  # a header-only RESULT
         good[:-1],  # one value byte short
         good + bytes(4000),  # oversized (truncated at the receive slot)
-        encode_ina(MsgType.RESULT, job + 1, 0, 0, 0, 0, 1, 1, values=vals),  # other job
-        encode_ina(MsgType.RESULT, job, 0, 99, 0, 0, 1, 1, values=vals),  # out of range
-        encode_ina(MsgType.RESULT, job, 0, 0, 0, 0, 3, 2, values=vals),  # bad bitmap
-        encode_ina(MsgType.GRAD, job, 0, 0, 0, 0, 1, 1, values=vals),  # not a RESULT
+        encode_ina(MsgType.RESULT, job + 1, st, 0, 0, 0, 1, 1, values=vals),  # other job
+        encode_ina(MsgType.RESULT, job, st, 99, 0, 0, 1, 1, values=vals),  # out of range
+        encode_ina(MsgType.RESULT, job, st, 0, 0, 0, 3, 2, values=vals),  # bad bitmap
+        encode_ina(MsgType.GRAD, job, st, 0, 0, 0, 1, 1, values=vals),  # not a RESULT
         encode_ina(MsgType.NACK, job, 0, 0, 0, 0, 2, 1),  # a NACK for another rank
     ]
 
 
 def test_malformed_and_forged_datagrams_counted(net, path):
     """A worker (window 1) and a scripted PS on real sockets: before each RESULT, noise
-    from the PS's address; forged RESULTs from another address; a stale one. Counted
-    exactly, the same on both paths, and the sums still exact."""
-    pol = Policy.ps_only(5, net(1), [net(2)], 4)
+    from the PS's address; forged RESULTs from another address, and from the PS's
+    address without the job's admission stamp; a stale one. Counted exactly, the same on
+    both paths, and the sums still exact."""
+    stamp = 0x5A5A
+    pol = Policy.ps_only(5, net(1), [net(2)], 4, stamp=stamp)
     with Worker.from_policy(pol, 0, window=1, timeout=0.5, max_time=8) as w:
         ps = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         ps.bind((net(1), PORT))
@@ -137,20 +139,22 @@ def test_malformed_and_forged_datagrams_counted(net, path):
         for frag in range(4):
             hdr, vals = decode_ina(ps.recv(2048))
             assert (hdr.msg_type, hdr.fragment) == (MsgType.GRAD, frag)
-            for d in _noise(5, vals):
+            for d in _noise(5, vals, stamp):
                 ps.sendto(d, me)
                 noise += 1
-            forger.sendto(encode_ina(MsgType.RESULT, 5, 0, frag, 0, 0, 1, 1, values=vals), me)
+            forger.sendto(encode_ina(MsgType.RESULT, 5, stamp, frag, 0, 0, 1, 1, values=vals), me)
+            ps.sendto(encode_ina(MsgType.RESULT, 5, 0x1111, frag, 0, 0, 1, 1, values=vals), me)
             if frag == 1:  # a RESULT for a fragment not sent yet: stale
-                ps.sendto(encode_ina(MsgType.RESULT, 5, 0, 3, 0, 0, 1, 1, values=vals), me)
-            ps.sendto(encode_ina(MsgType.RESULT, 5, 0, frag, 0, 0, 1, 1, values=vals * 3), me)
+                ps.sendto(encode_ina(MsgType.RESULT, 5, stamp, 3, 0, 0, 1, 1, values=vals), me)
+            ps.sendto(encode_ina(MsgType.RESULT, 5, stamp, frag, 0, 0, 1, 1, values=vals * 3), me)
         t.join(10)
         ps.close()
         forger.close()
     res, st = box["r"]
     assert res.tolist() == (np.arange(4 * INA_VALUES) * 3).tolist()
     assert st.native == (path == "native")
-    assert st.refused_source == 4 and st.stale_results == 1 and st.results == 4
+    assert st.refused_source == 4 and st.refused_stamp == 4
+    assert st.stale_results == 1 and st.results == 4
     assert st.ignored == noise and st.nacks_in == 0 and st.duplicate_results == 0
 
 
