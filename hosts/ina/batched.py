@@ -1,14 +1,16 @@
 """The worker's native, batched packet path (``hosts/ina/native.py``, ``dgram.c``): the
 first sends of a window in one ``sendmmsg`` per 64, every waiting datagram in one
 ``recvmmsg`` per 64, RESULTs classified and copied in C; Python runs once a batch, not
-once a datagram. ``FragmentTransfer`` (hosts/ina/transfer.py) uses it for its two hot
-steps when ``worker_path`` gives one; recovery (NACKs, requests, re-sends, timers) stays
-in Python, where it was.
+once a datagram. With a fixed window and fixed point the whole loop runs in C
+(``NativeWorkerPath.pump``) until Python is needed. ``FragmentTransfer``
+(hosts/ina/transfer.py) uses it for its two hot steps when ``worker_path`` gives one;
+recovery (NACKs, requests, re-sends, timers) stays in Python, where it was.
 
 The same decisions as the Python path, in the same order, with two differences of
 timing only: a batch's RESULTs are taken before its NACKs (a NACK for a fragment whose
-RESULT is in the same batch is stale), and a batch yields one round-trip sample (its
-newest RESULT that answers a single send; RFC 6298 asks for one a round trip at least).
+RESULT is in the same batch is stale), and a batch (or a run of the C loop) yields one
+round-trip sample (its newest RESULT that answers a single send; RFC 6298 asks for one
+a round trip at least).
 """
 
 from __future__ import annotations
