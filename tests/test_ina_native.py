@@ -2,7 +2,7 @@
 C header codec against wire/ina.py, exact sums through the native path and through the
 forced Python path (``GRADNET_INA_NATIVE=0``), and malformed, short, oversized and
 forged datagrams counted exactly as the Python path counts them, on real loopback
-sockets."""
+sockets; and ``python -m bench ina-agents``, which runs both paths side by side."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import threading
 import numpy as np
 import pytest
 
+from bench import ina_agents_bench
 from hosts.ina import native
 from hosts.ina.agent import InaTimeoutError
 from hosts.ina.native import Slots
@@ -258,3 +259,21 @@ def test_native_workers_bfp_exact_under_loss(net):
         assert st.native and np.array_equal(res.astype(np.int64), sums[:n])
         assert st.results == st.fragments == blocks + look
     assert rep.jobs[8].contributions == n_w * (blocks + look)
+
+
+def test_bench_small_run_both_paths_exact(capsys):
+    """``python -m bench ina-agents``: both packet paths side by side, exact on every rank."""
+    rc = ina_agents_bench.main(["--values", "4096", "--rounds", "2", "--workers", "2",
+                                "--vpp", "64", "--reps", "1", "--paths", "native,python"])
+    out = capsys.readouterr().out
+    assert rc == 0  # every rank's sums exact in every run
+    assert "native" in out and "python" in out and "NO" not in out
+
+
+@pytest.mark.parametrize("argv", [["--paths", "gpu"], ["--paths", "native,native"],
+                                  ["--vpp", "100"], ["--coalesce-us", "-1"]])
+def test_bench_bad_options_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        ina_agents_bench.main(argv)
+    assert e.value.code == 2
+    assert "error" in capsys.readouterr().err
