@@ -200,6 +200,18 @@ def test_no_compiler_keeps_the_python_path(net, monkeypatch, tmp_path, caplog):
     assert not any(st.native for _, st in out.values())
 
 
+def test_failing_compiler_keeps_the_python_path(monkeypatch, tmp_path, caplog):
+    """A compiler that fails (here ``false``): one log line, the Python path."""
+    monkeypatch.setattr(native, "_state", {})
+    monkeypatch.setenv("CC", "false")
+    monkeypatch.setenv("GRADNET_NATIVE_CACHE", str(tmp_path))  # nothing built there yet
+    monkeypatch.setenv(native.ENV, "1")
+    with caplog.at_level("WARNING", logger="hosts.ina.native"):
+        assert native.library() is None
+    assert len(caplog.records) == 1
+    assert "native datagram paths not built" in caplog.records[0].getMessage()
+
+
 def test_bad_coalescing_value_is_off(monkeypatch, caplog):
     monkeypatch.setenv(native.COALESCE_ENV, "lots")
     with caplog.at_level("WARNING", logger="hosts.ina.native"):

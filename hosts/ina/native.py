@@ -22,6 +22,7 @@ import logging
 import os
 import socket
 import struct
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -76,13 +77,15 @@ def enabled() -> bool:
 
 def _load() -> ctypes.CDLL | None:
     from targets.embedded.native.build import build, compiler
+    from targets.embedded.native.cexpr import Unsupported
 
     if compiler() is None:
         _log.warning("INA agents: no C compiler (cc, gcc or clang): the Python packet path")
         return None
     try:
         lib = ctypes.CDLL(str(build(_SRC.read_text())))
-    except (RuntimeError, OSError) as e:  # a broken toolchain: still the Python path
+    except (RuntimeError, OSError, subprocess.SubprocessError, Unsupported) as e:
+        # a broken toolchain (or one gone since): still the Python path
         _log.warning("INA agents: native datagram paths not built (%s): the Python packet path",
                      str(e).splitlines()[0] if str(e) else type(e).__name__)
         return None
