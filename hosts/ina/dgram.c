@@ -322,3 +322,4 @@ int ina_send_batch(int fd, const uint8_t *buf, const int64_t *offs, const int32_
     }
     return sent;
 }
+

@@ -34,7 +34,7 @@ ENV = "GRADNET_INA_NATIVE"
 COALESCE_ENV = "GRADNET_INA_COALESCE_US"
 BATCH = 64  # datagrams a call (dgram.c's BATCH)
 SLOT = 2048  # receive slot bytes (dgram.c's SLOT)
-_SRC = Path(__file__).with_name("dgram.c")
+_SRCS = [Path(__file__).with_name(n) for n in ("dgram.c", "dgram_ps.c")]  # one unit
 _log = logging.getLogger(__name__)
 _state: dict[str, Any] = {}
 
@@ -53,6 +53,7 @@ _SIGNATURES = {
     "ina_worker_recv": [_I, _P, _P, _P, _I, _P, _P, _P],
     "ina_send_batch": [_I, _P, _P, _P, _P, _P, _I],
     "ina_worker_pump": [_I, _P, _P, _P, _P, _P, _P, _P, _P],
+    "ina_ps_fast": [_P, _P, _P, _P, _I, _I, _P],
 }
 
 
@@ -83,7 +84,7 @@ def _load() -> ctypes.CDLL | None:
         _log.warning("INA agents: no C compiler (cc, gcc or clang): the Python packet path")
         return None
     try:
-        lib = ctypes.CDLL(str(build(_SRC.read_text())))
+        lib = ctypes.CDLL(str(build("\n".join(p.read_text() for p in _SRCS))))
     except (RuntimeError, OSError, subprocess.SubprocessError, Unsupported) as e:
         # a broken toolchain (or one gone since): still the Python path
         _log.warning("INA agents: native datagram paths not built (%s): the Python packet path",

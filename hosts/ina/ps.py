@@ -418,14 +418,19 @@ class ParameterServer(PsRecovery):
         else:
             st.accepted_partial += 1
         if have == jb.full:
-            self._finish(jb, f, frag)
-            self._on_complete(jb, f)
-            jb.round_done += 1
-            if jb.round_done == jb.num_fragments:
-                if jb.done:
-                    st.complete_s = now
-                else:
-                    jb.next_round()
+            self._completed(jb, f, frag, now)
+
+    def _completed(self, jb: JobState, f: int, frag: int, now: float) -> None:
+        """Fragment ``f`` (wire number ``frag``) has every worker: its RESULT and
+        CLEARs, recovery's bookkeeping, and the round's end when it was the last."""
+        self._finish(jb, f, frag)
+        self._on_complete(jb, f)
+        jb.round_done += 1
+        if jb.round_done == jb.num_fragments:
+            if jb.done:
+                jb.stats.complete_s = now
+            else:
+                jb.next_round()
 
     def run(self) -> PSReport:
         """Serve until every job is complete and ``linger`` seconds pass without a
