@@ -17,10 +17,20 @@ from bench import ina_agents_bench
 from hosts.ina import native
 from hosts.ina.agent import InaTimeoutError
 from hosts.ina.native import Slots
+from hosts.ina.ps import ParameterServer
 from hosts.ina.worker import Policy, Worker
 from tests.ina_loopback import PORT, _check_exact, _grads, _run, net
 from wire.fixedpoint import num_fragments
-from wire.ina import INA_HEADER, INA_HEADER_LEN, INA_VALUES, MsgType, decode_ina, encode_ina
+from wire.ina import (
+    INA_HEADER,
+    INA_HEADER_LEN,
+    INA_VALUES,
+    InaFlags,
+    MsgType,
+    decode_ina,
+    encode_ina,
+    ina_packet_len,
+)
 
 __all__ = ["net"]  # the fixture, imported
 
@@ -289,3 +299,84 @@ def test_bench_bad_options_exit_2(argv, capsys):
         ina_agents_bench.main(argv)
     assert e.value.code == 2
     assert "error" in capsys.readouterr().err
+
+
+def _ps_script(net) -> tuple[Policy, list[tuple[str, bytes]]]:
+    """A job of 4 workers and 2 fragments (switch 5 aggregates ranks 0 and 1 of
+    fragment 0) and what arrives at its PS: (sender address, datagram), covering the
+    C fast case and each way out of it."""
+    st = 0x77
+    tags = np.array([[5, 0], [5, 0], [0, 0], [0, 0]])
+    pol = Policy(job=6, ps=net(1), workers=tuple(net(2 + r) for r in range(4)), num_fragments=2,
+                 tags=tags, switch_ips={5: net(50)}, stamp=st)
+    v = [np.arange(INA_VALUES, dtype=np.int32) * (r + 1) - 1000 * r for r in range(4)]
+
+    def pkt(mt, bm, frag, wid=st, cnt=None, flags=0, origin=0, tag=0, mx=1):
+        vals = sum(v[r] for r in range(4) if bm >> r & 1)
+        n = bin(bm).count("1") if cnt is None else cnt
+        return encode_ina(mt, 6, wid, frag, tag, origin, bm, n, 0, flags, values=vals, max_exp=mx)
+
+    G, P, R = MsgType.GRAD, MsgType.PARTIAL, int(InaFlags.RETX)
+    sw, w2, w3 = net(50), net(4), net(5)
+    return pol, [
+        (sw, pkt(P, 0b0011, 0, tag=5)),  # a switch's aggregate: Python's
+        (w2, pkt(G, 0b0100, 0)),  # fast
+        (w2, pkt(G, 0b0100, 0)),  # duplicate
+        (w2, pkt(G, 0b1000, 0)),  # rank 3's bit from rank 2's address: refused
+        (w3, pkt(G, 0b1000, 0, wid=0x12)),  # without the stamp: refused
+        (w3, pkt(G, 0b1000, 0, cnt=2, mx=9)),  # fast, a count mismatch, completes fragment 0
+        (w3, pkt(G, 0b1000, 0, flags=R)),  # late RETX: its RESULT again
+        (sw, pkt(G, 0b0011, 1, origin=5, mx=7)),  # passed on by the switch: fast, merged
+        (sw, pkt(G, 0b0110, 1)),  # overlaps what the switch passed on
+        (w3, pkt(G, 0b1000, 1)),  # fast
+        (w2, pkt(G, 0b0100, 1, flags=R)),  # a RETX: Python's, completes fragment 1
+        (w2, b"\x01\x06" + bytes(400)),  # not the job's size: Python's
+    ]
+
+
+@pytest.mark.parametrize("mode", ["python", "native", "native-fast"])
+def test_ps_fast_case_counts_as_python(net, monkeypatch, mode):
+    """The same datagrams, over real sockets, to a PS on the Python path, on the native
+    path without the C fast case, and with it: the same sums, counters and replies."""
+    monkeypatch.setenv(native.ENV, "0" if mode == "python" else "1")
+    monkeypatch.setenv("GRADNET_INA_PS_FAST", "1" if mode == "native-fast" else "0")
+    if mode != "python" and lib is None:
+        pytest.skip("no C compiler: the native path is off")
+    pol, script = _ps_script(net)
+    socks = {}
+    for a in sorted({a for a, _ in script}):
+        socks[a] = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        socks[a].bind((a, PORT))
+        socks[a].settimeout(3)
+    ps = ParameterServer.from_policies([pol], linger=0.3, max_time=5)
+    box: dict = {}
+    t = threading.Thread(target=lambda: box.setdefault("rep", ps.run()))
+    t.start()
+    for a, data in script:
+        socks[a].sendto(data, (net(1), PORT))
+    t.join(10)
+    ps.close()
+    replies = {a: [] for a in socks}
+    for a, s in socks.items():
+        s.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                replies[a].append(s.recv(4096))
+        s.close()
+    rep = box["rep"]
+    st = rep.jobs[6]
+    exp = sum((np.arange(INA_VALUES, dtype=np.int64) * (r + 1) - 1000 * r) for r in range(4))
+    assert ps.result(6).tolist() == np.tile(exp, 2).tolist()
+    assert (st.completed, st.contributions, st.accepted_grad, st.accepted_partial) == (2, 8, 5, 1)
+    assert (st.duplicates, st.overlaps, st.late, st.refused_source, st.refused_stamp) == (1, 1, 1, 1, 1)
+    assert (st.count_mismatch, st.merged_grad_in, st.forwarded_in, st.retx_in) == (1, 2, 1, 2)
+    assert (st.packets_in, st.grad_in, st.partial_in, st.result_resends) == (9, 8, 1, 1)
+    assert st.bytes_in == 9 * ina_packet_len() and rep.counters.short == 0
+    assert st.wrong_size == 1 and rep.counters.datagrams == len(script)
+    assert ps.jobs[6].max_exp == [9, 7]  # the largest proposal of each fragment
+    # RESULTs: 4 a fragment to the workers, 1 again to rank 3; a CLEAR to switch 5
+    got = {a: sorted(decode_ina(d)[0].msg_type for d in ds) for a, ds in replies.items()}
+    assert {(h.fragment, h.max_exp) for h in (decode_ina(d)[0] for d in replies[net(5)])} == {
+        (0, 9), (1, 7)}
+    assert got[net(5)] == [MsgType.RESULT] * 3 and got[net(4)] == [MsgType.RESULT] * 2
+    assert got[net(50)] == [MsgType.CLEAR]

@@ -2,9 +2,9 @@
  * unit with it (hosts/ina/native.py joins them), whose helpers and constants it uses. */
 /* One job of the PS, for its fast case (hosts/ina/ps_io.py fills and syncs it). */
 typedef struct {
-    int32_t packet_len, num_fragments, cycle, round_w, vpp, nsw, nwk;
+    int32_t packet_len, num_fragments, vpp, nsw, nwk;
     uint32_t stamp;
-    int64_t offset;
+    int64_t offset, cycle, round_w;  /* cycle: up to 2^32 rounds */
     const uint8_t *full;      /* the 32-byte bitmap of every worker */
     const uint32_t *sw_ips;   /* the job's switches: any aggregate may come from them */
     const uint32_t *wk_ips;   /* worker addresses, ... */

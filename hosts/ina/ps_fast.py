@@ -32,8 +32,8 @@ _COUNTERS = ("packets_in", "bytes_in", "grad_in", "forwarded_in", "merged_grad_i
 class _PsJob(ctypes.Structure):
     """dgram_ps.c's ``psjob_t``."""
 
-    _fields_ = [("packet_len", _I32), ("num_fragments", _I32), ("cycle", _I32), ("round_w", _I32),
-                ("vpp", _I32), ("nsw", _I32), ("nwk", _I32), ("stamp", _U32), ("offset", _I64),
+    _fields_ = [("packet_len", _I32), ("num_fragments", _I32), ("vpp", _I32), ("nsw", _I32),
+                ("nwk", _I32), ("stamp", _U32), ("offset", _I64), ("cycle", _I64), ("round_w", _I64),
                 ("full", _C), ("sw_ips", _C), ("wk_ips", _C), ("wk_bits", _C), ("have", _C),
                 ("max_exp", _C), ("acc", _C), ("counters", _C), ("dirty", _C), ("ndirty", _I32),
                 ("mark", _C)]
@@ -60,8 +60,8 @@ class FastJob:
         self.dirty = np.zeros(n_f, dtype=np.int32)
         self.mark = np.zeros(n_f, dtype=np.uint8)
         assert jb.acc.flags.c_contiguous and jb.acc.dtype == np.int32
-        self.c = _PsJob(jb.packet_len, n_f, jb.cycle, 0, jb.values_per_packet, len(jb.switch_srcs),
-                        len(wk), jb.stamp, jb.offset, addr_of(self.full), addr_of(self.sw),
+        self.c = _PsJob(jb.packet_len, n_f, jb.values_per_packet, len(jb.switch_srcs), len(wk),
+                        jb.stamp, jb.offset, jb.cycle, 0, addr_of(self.full), addr_of(self.sw),
                         addr_of(self.wk), addr_of(self.wk_bits), addr_of(self.have),
                         addr_of(self.max_exp), addr_of(jb.acc), addr_of(self.counters),
                         addr_of(self.dirty), 0, addr_of(self.mark))
