@@ -1,7 +1,7 @@
-"""The PS's fast case in C (``dgram_ps.c``, ``ina_ps_fast``): a GRAD of a worker, or an
-aggregate of a switch, for a fragment of the current round that lacks all its
-contributors and is not finished, summed in C into the job's own ``acc``, with no Python
-for that datagram. Everything else, and each fragment such a GRAD completes, is
+"""The PS's fast case in C (``dgram_ps.c``, ``ina_ps_fast``): a GRAD (a worker's from its
+own address, or one a switch of the job passed on) for a fragment of the current round
+that lacks all its contributors and is not finished, summed in C into the job's own
+``acc``, with no Python for that datagram. Everything else, and each fragment such a GRAD completes, is
 ``ParameterServer``'s as before (hosts/ina/ps.py): its decisions stay the one
 definition, and C takes only the case in which they all say "sum it".
 
