@@ -1,9 +1,9 @@
 """The PS's datagram I/O (hosts/ina/ps.py): every waiting datagram read, each handed to
 ``ParameterServer._handle``; on the native path (``hosts/ina/native.py``) read with one
-``recvmmsg`` per 64, and what the PS sends while it handles them (RESULTs, CLEARs,
-NACKs) sent together after each batch with ``sendmmsg``. The PS's per-packet decisions
-stay in Python, one place for both paths; the native path takes the system calls off
-each datagram, not the Python. Fault injection keeps the Python path.
+``recvmmsg`` per 64, the fast case summed in C (``hosts/ina/ps_fast.py``; off with
+``GRADNET_INA_PS_FAST=0``), and what the PS sends while it handles a batch (RESULTs,
+CLEARs, NACKs) sent together after it with ``sendmmsg``. The PS's decisions stay
+``ParameterServer``'s, one place for both paths. Fault injection keeps the Python path.
 """
 
 from __future__ import annotations
