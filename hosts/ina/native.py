@@ -1,6 +1,7 @@
 """The INA agents' native datagram paths (docs/ina.md, "The agents' CPU"): ``dgram.c``
-and ``dgram_ps.c``, one unit, built with the system C compiler (``targets/embedded/native/build.py``: cached by hash,
-``make deps`` builds it ahead) and loaded with ctypes.
+and ``dgram_ps.c``, one unit, built with the system C compiler
+(``targets/embedded/native/build.py``: cached by hash, ``make deps`` builds it ahead)
+and loaded with ctypes.
 
 Why native code here: the kernel's share of one ``sendto`` and one ``recvfrom`` a
 fragment is already about the whole CPU budget of an agent per value, and Python costs
