@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         topo = star(args.gpus + 1, bw=args.bw)
     except TopologyError as e:
-        p.error(f"argument --gpus: a star of {args.gpus + 1} hosts {e}")
+        p.error(f"argument --gpus: {args.gpus} GPUs and a PS on one switch: {e}")
     if os.geteuid() != 0:
         print("ndn-window needs root (network namespaces)", file=sys.stderr)
         return 2
