@@ -381,6 +381,14 @@ def test_every_option_of_every_bench(name: str, capsys: pytest.CaptureFixture[st
     assert n >= 1 or name == "method-params"  # its one option is a list of names
 
 
+@pytest.mark.parametrize("module", ["bench.native_inprocess", "bench.native_tm"])
+def test_every_option_of_the_benches_helpers(module: str, capsys: pytest.CaptureFixture[str],
+                                             nothing_starts: None) -> None:
+    """The target bench's parts, runnable alone (``python -m bench.native_tm``)."""
+    fn = _agent(module)
+    assert _sweep(fn, [], _parser_of(fn, []), capsys) >= 1
+
+
 @pytest.mark.parametrize("argv", [
     [sys.executable, "-m", "experiments", "--budget", "-3"],
     [sys.executable, "-m", "experiments", "--mode", "ndn", "--workers", "0"],
