@@ -43,7 +43,7 @@ from controller.ina import InaDeployment, InaJob
 from controller.output import TableConsole
 from experiments.ina import run_jobs, switch_neighbors
 from topologies import fat_tree
-from wire.argtypes import described, integer, listed, natural, positive, values
+from wire.argtypes import Parser, described, integer, listed, natural, positive, values
 from wire.ina import INA_VALUE_SIZES
 
 console = TableConsole()
@@ -51,7 +51,7 @@ console = TableConsole()
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry: run every worker count, print the table."""
-    p = argparse.ArgumentParser(prog="python -m bench.ina_bench", description=described(__doc__))
+    p = Parser(prog="python -m bench.ina_bench", description=described(__doc__))
     p.add_argument("--workers", type=listed(integer(1, 15)), default=[4, 8, 15],
                    help="comma-separated worker counts (max 15)")
     p.add_argument("--values", type=values, default=16384, help="gradient size (float32 values)")

@@ -34,7 +34,7 @@ from typing import Any
 from rich.table import Table
 
 from controller.output import TableConsole
-from wire.argtypes import count, described, listed, positive
+from wire.argtypes import Parser, count, described, listed, positive
 
 console = TableConsole()
 SCHEMES = ("ps", "ring", "ina")
@@ -90,7 +90,7 @@ def print_table(rows: list[dict[str, Any]], args: argparse.Namespace, target: st
 
 def main(argv: list[str] | None = None) -> int:
     """One harness run per link rate; the combined table."""
-    p = argparse.ArgumentParser(prog="python -m bench.ina_train_bench", description=described(__doc__))
+    p = Parser(prog="python -m bench.ina_train_bench", description=described(__doc__))
     p.add_argument("--bws", type=listed(positive), default=[2.0, 5.0, 10.0], help="link rates, Mbit/s (default 2,5,10)")
     p.add_argument("--seeds", type=count, default=3, help="seeds per scheme (default 3)")
     p.add_argument("--epochs", type=count, default=4, help="epochs per run (default 4)")

@@ -49,7 +49,7 @@ from rich.table import Table
 
 from controller.output import TableConsole
 from experiments.runner import log as _log
-from wire.argtypes import count, described, listed, nonnegative, positive, probability
+from wire.argtypes import Parser, count, described, listed, nonnegative, positive, probability
 
 RATES = (0.0, 0.01, 0.05, 0.10)
 SCHEMES = ("ps", "ring", "ina", "ndn", "bml", "token", "differentiated", "gloo")
@@ -314,8 +314,9 @@ def main(argv: list[str] | None = None) -> int:
     exact-sum scheme stayed exact."""
     from targets.launch import resolve_target
 
-    p = argparse.ArgumentParser(prog="python -m bench loss", description=described(__doc__))
-    p.add_argument("--schemes", default=",".join(SCHEMES))
+    p = Parser(prog="python -m bench loss", description=described(__doc__))
+    p.add_argument("--schemes", default=",".join(SCHEMES),
+                   help="the harness's schemes, comma-separated (default " + ",".join(SCHEMES) + ")")
     p.add_argument("--rates", type=listed(probability), default=list(RATES),
                    help="loss rates, fractions (default " + ",".join(f"{r:g}" for r in RATES) + ")")
     p.add_argument("--seeds", type=count, default=2, help="seeds per cell (default 2)")
@@ -332,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="fix compute per batch at S seconds (the harness's --compute-time; "
                    "0: real)")
     a = p.parse_args(sys.argv[1:] if argv is None else argv)
+    if a.show and not (Path(a.show) / "cells.json").is_file():
+        p.error(f"argument --show: no cells.json in {a.show}")
     if a.show:
         saved = json.loads((Path(a.show) / "cells.json").read_text())
         res = {s: (v["link"], [Cell(**c) for c in v["cells"]]) for s, v in saved.items() if s != "title"}
