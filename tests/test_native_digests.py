@@ -51,16 +51,18 @@ def _mac(v: int) -> str:
     return ":".join(f"{b:02x}" for b in v.to_bytes(6, "big"))
 
 
-def _count_learn(sw: Any) -> list[int]:
+def _count_learn(sw: Any, name: str = "_learn") -> list[int]:
+    """Count the calls of the switch's Python method ``name`` (the Python path's)."""
     calls: list[int] = []
-    real = sw._learn
-    sw._learn = lambda *a: (calls.append(1), real(*a))
+    real = getattr(sw, name)
+    setattr(sw, name, lambda *a: (calls.append(1), real(*a)))
     return calls
 
 
 def test_digests_are_queued_in_c_and_delivered_in_order() -> None:
     py, sw = _switches()
     py_learn, nat_learn = _count_learn(py), _count_learn(sw)
+    nat_tail = _count_learn(sw, "_ingress_tail")
     frames = _frames(60)
     diffs = run_both((py, sw), frames)
     assert not diffs, diffs[0]
@@ -68,13 +70,15 @@ def test_digests_are_queued_in_c_and_delivered_in_order() -> None:
     digests = [s for s in sw.seen if s[0] == "digest"]  # type: ignore[attr-defined]
     assert len(digests) == 45 and digests[0] == ("digest", "mac_learn_digest_t", [(0x101, 2)])
     assert len(py_learn) == 45 and not nat_learn  # every digest made in C
+    pins = [s for s in sw.seen if s[0] == "in"]  # type: ignore[attr-defined]
+    assert len(pins) == 6 and not nat_tail  # every packet-in made in C too
 
 
 def test_c_loop_delivers_digests_after_the_batch_in_order() -> None:
     from targets.embedded.native.nloop import NativeLoop
 
     py, sw = _switches()
-    nat_learn = _count_learn(sw)
+    nat_learn, nat_tail = _count_learn(sw), _count_learn(sw, "_ingress_tail")
     frames = [(1, f) for _, f in _frames(300)]  # one port: the order in which they are run is the order sent
     expect: dict[int, list[bytes]] = {}
     for p, f in frames:
@@ -111,5 +115,6 @@ def test_c_loop_delivers_digests_after_the_batch_in_order() -> None:
             b.close()
     assert {p: v for p, v in got.items() if v} == expect
     assert sw.seen == py.seen  # type: ignore[attr-defined]
-    assert snapshot(py) == snapshot(sw)
-    assert not nat_learn
+    assert snapshot(py) == snapshot(sw)  # the CPU port's tx counted in C as in Python
+    assert sum(s[0] == "in" for s in sw.seen) == 33  # type: ignore[attr-defined]
+    assert not nat_learn and not nat_tail  # digests and packet-ins queued in C, in order

@@ -22,7 +22,7 @@ typedef struct {
   uint32_t lq[33];                 /* each recirculated pass's queue: port | prio << 16 (process.c) */
   uint8_t *rcbuf;                  /* the frame a recirculation sends back to ingress */
   uint64_t RF[NS]; w256 RW[NW + 1];  /* the PHV a resubmit or recirculation copies from */
-  uint64_t *dq; uint32_t dqn;      /* digests queued for the Python side: id, values (process.c) */
+  uint64_t *dq; uint32_t dqn, dqcap;  /* digests and packet-ins queued for the Python side (events.c) */
   struct tmgr *tm;                   /* the shaped queues (tm.c) */
 } ctx_t;
 static void pre_free(ctx_t *c);

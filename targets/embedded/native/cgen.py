@@ -80,7 +80,7 @@ class NativeGen(CExprMixin, PipelineMixin):
             body += self.gen_pipeline(pl)
         body += self.gen_deparser(self.spec["deparsers"][0])
         body += self.gen_clone_support()
-        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "tblops", "pre", "process", "memlink", "io", "tm")]
+        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "tblops", "pre", "events", "process", "memlink", "io", "tm")]
         parts = [fixed[0], self.gen_decls(), fixed[1], "\n".join(self.out), "\n".join(body), *fixed[2:]]
         self.source = "\n".join(parts)
 

@@ -33,6 +33,7 @@ log = logging.getLogger("gradnet.switch")
 BACKENDS = ("auto", "native", "python")
 ENV = "GRADNET_BACKEND"
 ML_FD = -2  # PortTable.fd of a port whose link runs in memory
+CPU_FD = -3  # PortTable.fd of the CPU port: a packet-in (io.c's tx_port queues it, events.c)
 SENT, DROPPED, AFTER_INGRESS, AFTER_EGRESS, BAD_PRIORITY, EGRESS_DROPPED = range(6)
 LOOP_LIMIT = 8  # a resubmit/recirculate chain cut at switch.MAX_LOOPS passes (process.c)
 
@@ -166,7 +167,8 @@ def replication_engine(sw: Any) -> Any:
 
 def _fast_ports(sw: Any) -> bytes:
     """Per port (0..511): 1 when a packet to it may go straight from the native
-    ingress to the native egress -- its queues have no rate (not the CPU port)."""
+    ingress to the native egress -- its queues have no rate (the CPU port too: a
+    packet-in is queued in C for ``deliver_digests``)."""
     key = (getattr(sw, "_tm_version", 0), sw._shaped, len(sw._tm), sw.cpu_port)
     cached = getattr(sw, "_native_fast", None)
     if cached is not None and cached[0] == key:
@@ -178,8 +180,6 @@ def _fast_ports(sw: Any) -> bytes:
             mask[p] = 0 if sw._shaped else 1
         else:
             mask[p] = int(q.port_rate is None and all(r is None for r in q.rate))
-    if sw.cpu_port is not None and 0 <= sw.cpu_port < 512:
-        mask[sw.cpu_port] = 0
     sw._native_fast = (key, bytes(mask))
     return sw._native_fast[1]
 
@@ -239,10 +239,14 @@ def _loops(sw: Any, nat: Any, count: bool = True) -> int:
 
 
 def deliver_digests(sw: Any, nat: Any) -> None:
-    """Hand the digests the native code queued to the switch's digest handlers, in order
-    (as ``Switch._learn``; the data plane calls it after each batch, before a packet the
-    Python path finishes)."""
+    """Hand the digests and packet-ins the native code queued to the switch's digest and
+    packet-in handlers, in order (as ``Switch._learn`` and ``Switch._transmit``; the data
+    plane calls it after each batch, before a packet the Python path finishes)."""
     for name, values in nat.take_digests():
+        if name is None:  # a packet-in (its CPU port's tx counted in C)
+            for ph in sw.packet_in_handlers:
+                ph(values)
+            continue
         for h in sw.digest_handlers:
             h(name, [values])
 
@@ -262,7 +266,7 @@ class PortTable(ctypes.Structure):
 def _tx_fds(sw: Any) -> PortTable:
     """The switch's PortTable (rebuilt when its ports or in-memory links change)."""
     key = (tuple(sorted((p, s.fileno()) for p, s in sw._ports.items())),
-           tuple(sorted((p, r.ring) for p, r in sw._ml.items())))
+           tuple(sorted((p, r.ring) for p, r in sw._ml.items())), sw.cpu_port)
     cached = getattr(sw, "_native_txfd", None)
     if cached is not None and cached[0] == key:
         return cached[1]
@@ -274,6 +278,8 @@ def _tx_fds(sw: Any) -> PortTable:
     for p, ring in key[1]:
         if 0 <= p < 512 and p != sw.cpu_port:
             tbl.fd[p], tbl.ml[p] = ML_FD, ring
+    if sw.cpu_port is not None and 0 <= sw.cpu_port < 512:
+        tbl.fd[sw.cpu_port] = CPU_FD
     sw._native_txfd = (key, tbl)
     return tbl
 
