@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from targets.embedded.native.build import build
-from targets.embedded.native.cgen import NativeGen
+from targets.embedded.native.cgen import NativeGen, reads_clock
 
 _U64 = ctypes.c_uint64
 _EV_PIN = 1 << 63  # events.c: a packet-in's first word
@@ -61,7 +61,7 @@ def _bind(lib: ctypes.CDLL) -> None:
         "np_digests": (u32, [vp, p64, u32]), "np_dq_words": (u32, []), "np_dq_count": (vp, [vp]),
         "np_rx": (ctypes.c_int, [vp, ctypes.c_int, u32, _U64, u32, ctypes.c_char_p, ctypes.POINTER(i32), p64, u32,
                                  ctypes.c_char_p, ctypes.POINTER(u32), ctypes.POINTER(u32)]),
-        "np_cnt_words": (u32, []),
+        "np_cnt_words": (u32, []), "np_clock_origin": (None, [vp, ctypes.c_double]),
         "np_process": (ctypes.c_int, [vp, ctypes.c_char_p, u32, u32, _U64, u32, ctypes.c_char_p, ctypes.c_char_p, u32,
                                       ctypes.POINTER(u32), ctypes.POINTER(u32), ctypes.POINTER(u32)]),
     }
@@ -171,6 +171,8 @@ class NativeBackend:
                             for p in a["primitives"])
         # digests and packet-ins queued in native memory (events.c): the count read without a call
         self.dqn = ctypes.c_uint32.from_address(self.lib.np_dq_count(self.ctx))
+        # the traffic manager's clocks (clock.c): the time passed in, from this origin
+        self.clocked, self.t0 = reads_clock(prog), None
         self._F = (_U64 * prog.nslots)()
         self._W = (_U64 * (4 * max(1, len(self.gen.wide))))()
         self._adopt_state()

@@ -187,7 +187,7 @@ def _fast_ports(sw: Any) -> bytes:
 def receive(sw: Any, prog: Any, port: int, frame: bytes) -> None:
     """Run one received frame through the native backend (see the module doc)."""
     nat = prog.native
-    now = sw._now_us() if prog.tm_ig_ts is not None else 0
+    now = clock(sw, nat)
     rc = nat.lib.np_process(nat.ctx, frame, len(frame), port, now, sw.nb_queues, _fast_ports(sw), nat.out,
                             len(nat.out), ctypes.byref(nat.outlen), ctypes.byref(nat.outport),
                             ctypes.byref(nat.outprio))
@@ -224,6 +224,18 @@ def receive(sw: Any, prog: Any, port: int, frame: bytes) -> None:
             mcast.resume(sw, prog, frame)
     else:
         raise RuntimeError(f"native packet path returned {rc}")
+
+
+def clock(sw: Any, nat: Any) -> int:
+    """The switch's time in microseconds (``Switch._now_us``) for a program that reads a
+    clock of the traffic manager (0 for one that does not); the native code is given the
+    switch's clock origin first (clock.c), for the times it takes itself."""
+    if not nat.clocked:
+        return 0
+    if nat.t0 != sw._t0:
+        nat.lib.np_clock_origin(nat.ctx, sw._t0)
+        nat.t0 = sw._t0
+    return sw._now_us()
 
 
 def _loops(sw: Any, nat: Any, count: bool = True) -> int:
@@ -392,7 +404,7 @@ def rx(sw: Any, prog: Any, port: int, sock: Any) -> None:
     cnt = counters(sw, prog)
     total = 0
     while True:
-        now = sw._now_us() if prog.tm_ig_ts is not None else 0
+        now = clock(sw, nat)
         fast = tmglue.fast_ports(sw, _fast_ports(sw))  # 2: a port shaped in C
         n = nat.lib.np_rx(nat.ctx, sock.fileno(), port, now, sw.nb_queues, fast, _tx_fds(sw).fd, cnt, 64,
                           nat.slow, ctypes.byref(nat.slowlen), ctypes.byref(nat.slowinfo))

@@ -74,6 +74,7 @@ int np_process(void *p, const uint8_t *frame, uint32_t len, uint32_t port, uint6
   F[SM_INGRESS_PORT] = F[H_INPORT] = port;
   F[SM_PACKET_LENGTH] = len;
   if (TM_IG_TS >= 0) F[TM_IG_TS] = now_us;
+  c->now_us = now_us; c->deq = -1;  /* clock.c */
   c->loops = c->nlq = 0;
 again:
   F[H_PKTLEN] = F[H_ILEN] = len;
