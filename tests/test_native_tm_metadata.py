@@ -1,4 +1,4 @@
-"""The traffic manager's clocks and queue depths in C (targets/embedded/native/clock.c)
+"""The traffic manager's clocks and queue depths in C (targets/embedded/native/meta.c)
 against the Python backend: metadata_echo.p4 copies enq_timestamp, enq_qdepth,
 deq_timedelta, deq_qdepth and both global timestamps into the frame it sends, so the
 frames out carry what each backend filled in. Through a port shaped in C (rates, four

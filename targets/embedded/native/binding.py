@@ -22,7 +22,7 @@ from targets.embedded.native.build import build
 from targets.embedded.native.cgen import NativeGen, reads_clock
 
 _U64 = ctypes.c_uint64
-_EV_PIN = 1 << 63  # events.c: a packet-in's first word
+_EV_PIN = 1 << 63  # meta.c: a packet-in's first word
 _MASK64 = (1 << 64) - 1
 
 
@@ -169,9 +169,9 @@ class NativeBackend:
         # resubmit or recirculate: a packet may make several passes (glue.receive asks)
         self.reenters = any(p["op"].startswith(("resubmit", "recirculate")) for a in prog.spec["actions"]
                             for p in a["primitives"])
-        # digests and packet-ins queued in native memory (events.c): the count read without a call
+        # digests and packet-ins queued in native memory (meta.c): the count read without a call
         self.dqn = ctypes.c_uint32.from_address(self.lib.np_dq_count(self.ctx))
-        # the traffic manager's clocks (clock.c): the time passed in, from this origin
+        # the traffic manager's clocks (meta.c): the time passed in, from this origin
         self.clocked, self.t0 = reads_clock(prog), None
         self._F = (_U64 * prog.nslots)()
         self._W = (_U64 * (4 * max(1, len(self.gen.wide))))()
@@ -306,7 +306,7 @@ class NativeBackend:
         return buf.raw[:self.lib.np_cur(self.ctx, buf, len(buf))]
 
     def take_digests(self) -> list[tuple[str | None, Any]]:
-        """The events the native code queued since the last call, in order (events.c):
+        """The events the native code queued since the last call, in order (meta.c):
         a digest as (learn list name, its field values), as ``Switch._learn`` hands them
         to its handlers; a packet-in as (None, its frame)."""
         buf = getattr(self, "_dq", None)

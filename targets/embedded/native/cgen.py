@@ -84,7 +84,7 @@ class NativeGen(CExprMixin, PipelineMixin):
             body += self.gen_pipeline(pl)
         body += self.gen_deparser(self.spec["deparsers"][0])
         body += self.gen_clone_support()
-        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "tblops", "clock", "pre", "events", "process", "memlink", "io", "tm")]
+        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "tblops", "meta", "pre", "process", "memlink", "io", "tm")]
         parts = [fixed[0], self.gen_decls(), fixed[1], "\n".join(self.out), "\n".join(body), *fixed[2:]]
         self.source = "\n".join(parts)
 
@@ -113,7 +113,7 @@ class NativeGen(CExprMixin, PipelineMixin):
         for name in ("ingress_port", "egress_spec", "egress_port", "instance_type", "packet_length",
                      "checksum_error", "mcast_grp", "priority", "qid", "parser_error", "egress_rid"):
             d.append(f"#define SM_{name.upper()} {slot(name)}")
-        for name in TM_FIELDS:  # the traffic manager's clocks and depths (clock.c), narrow slots
+        for name in TM_FIELDS:  # the traffic manager's clocks and depths (meta.c), narrow slots
             v = getattr(p, f"tm_{name}")
             if v is not None and not (isinstance(v, int) and 0 <= v < p.nslots and v not in self.wide):
                 raise Unsupported(f"traffic-manager field {name} in slot {v!r}")

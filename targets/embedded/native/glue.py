@@ -4,9 +4,10 @@
 (``Program.native``) when the backend asks for it and the program allows it.
 ``receive(switch, program, port, frame)`` runs one frame: the native call finishes the
 common path (parse to deparse, multicast replicas, clones, resubmit, recirculate and
-truncate included: mcast.py, process.c; digests queued for ``deliver_digests``; a shaped
-queue in C on the batched paths: tmglue.py); where it stops -- a shaped queue here, the
-CPU port, a resubmit or digest with an ingress clone, an egress clone of a replica -- the
+truncate included: mcast.py, process.c; digests and packet-ins queued for
+``deliver_digests``; a shaped queue in C on the batched paths: tmglue.py; the queue
+clocks and depths: meta.c); where it stops -- a shaped queue here, a resubmit or
+digest with an ingress clone, an egress clone of a replica -- the
 switch's Python path resumes from the PHV the native code left, so every feature the
 Python backend has keeps working, with the state in native memory.
 """
@@ -33,7 +34,7 @@ log = logging.getLogger("gradnet.switch")
 BACKENDS = ("auto", "native", "python")
 ENV = "GRADNET_BACKEND"
 ML_FD = -2  # PortTable.fd of a port whose link runs in memory
-CPU_FD = -3  # PortTable.fd of the CPU port: a packet-in (io.c's tx_port queues it, events.c)
+CPU_FD = -3  # PortTable.fd of the CPU port: a packet-in (io.c's tx_port queues it, meta.c)
 SENT, DROPPED, AFTER_INGRESS, AFTER_EGRESS, BAD_PRIORITY, EGRESS_DROPPED = range(6)
 LOOP_LIMIT = 8  # a resubmit/recirculate chain cut at switch.MAX_LOOPS passes (process.c)
 
@@ -229,7 +230,7 @@ def receive(sw: Any, prog: Any, port: int, frame: bytes) -> None:
 def clock(sw: Any, nat: Any) -> int:
     """The switch's time in microseconds (``Switch._now_us``) for a program that reads a
     clock of the traffic manager (0 for one that does not); the native code is given the
-    switch's clock origin first (clock.c), for the times it takes itself."""
+    switch's clock origin first (meta.c), for the times it takes itself."""
     if not nat.clocked:
         return 0
     if nat.t0 != sw._t0:

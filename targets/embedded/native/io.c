@@ -55,10 +55,11 @@ static void tx_flush(ctx_t *c, uint64_t *cnt) {
 }
 
 /* The one way a frame leaves: queue the olen bytes at txbuf + txused for port's socket,
- * or push them into the port's in-memory link at once. */
+ * push them into the port's in-memory link at once, or (the CPU port) queue them as a
+ * packet-in for the Python side's handlers (meta.c). */
 static void tx_port(ctx_t *c, const int32_t *txfd, uint32_t port, uint32_t olen, uint64_t *cnt) {
   int s = txfd[port];
-  if (s == CPU_FD) {  /* a packet-in: queued for the packet-in handlers (events.c) */
+  if (s == CPU_FD) {  /* a packet-in: queued for the packet-in handlers (meta.c) */
     cnt[pin_push(c, c->txbuf + c->txused, olen) ? CNT_TX + port : CNT_QDROP + port]++;
     return;
   }

@@ -28,7 +28,7 @@
  * delivers the queue at the end of a batch (np_digests; packets never wait for it); 1 when
  * it has no room (the Python path then delivers the queue, then this one). */
 static int learn_push(ctx_t *c) {
-  if (!ev_room(c, 1 + LEARN_MAXW)) return 1;  /* events.c */
+  if (!ev_room(c, 1 + LEARN_MAXW)) return 1;  /* meta.c */
   int k = g_learn(c->F, c->W, c->F[H_LEARN], c->dq + c->dqn + 1);
   if (k >= 0) { c->dq[c->dqn] = c->F[H_LEARN]; c->dqn += 1 + (uint32_t)k; }
   c->F[H_LEARN] = 0;  /* an unknown list: nothing, as switch.py's _learn */
@@ -74,7 +74,7 @@ int np_process(void *p, const uint8_t *frame, uint32_t len, uint32_t port, uint6
   F[SM_INGRESS_PORT] = F[H_INPORT] = port;
   F[SM_PACKET_LENGTH] = len;
   if (TM_IG_TS >= 0) F[TM_IG_TS] = now_us;
-  c->now_us = now_us; c->deq = -1;  /* clock.c */
+  c->now_us = now_us; c->deq = -1;  /* meta.c */
   c->loops = c->nlq = 0;
 again:
   F[H_PKTLEN] = F[H_ILEN] = len;
