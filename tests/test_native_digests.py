@@ -118,3 +118,34 @@ def test_c_loop_delivers_digests_after_the_batch_in_order() -> None:
     assert snapshot(py) == snapshot(sw)  # the CPU port's tx counted in C as in Python
     assert sum(s[0] == "in" for s in sw.seen) == 33  # type: ignore[attr-defined]
     assert not nat_learn and not nat_tail  # digests and packet-ins queued in C, in order
+
+
+def test_long_packet_ins_grow_the_queue_in_c() -> None:
+    """Eight 20 kB frames to unknown destinations in one receive batch of the loop in C:
+    160 kB of packet-ins, past the events queue's first 128 kB (meta.c grows it); each
+    reaches the handlers whole, in order, as on the Python backend."""
+    from targets.embedded.native.nloop import NativeLoop
+
+    py, sw = _switches()
+    frames = [bytes(Ether(src=_mac(1), dst=_mac(0x900 + k), type=0x0800)) + bytes([k]) * (20000 + k)
+              for k in range(8)]
+    for f in frames:
+        assert py.process(1, f) == []
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    a.setblocking(False)
+    sw._ports, sw._fd_port = {1: a}, {a.fileno(): 1}
+    ep = select.epoll()
+    loop = NativeLoop(ep)
+    try:
+        assert loop.refresh([sw])
+        for f in frames:
+            b.send(f)
+        while loop.run(0.01)[0] != 0:
+            pass
+    finally:
+        loop.close()
+        ep.close()
+        a.close()
+        b.close()
+    assert len(sw.seen) == 8 and sw.seen == py.seen  # type: ignore[attr-defined]
+    assert sw.stats.ports[CPU].tx == 8 and not sw.stats.ports[CPU].queue_drops
