@@ -32,7 +32,12 @@ static inline void clock_deq(const ctx_t *c, uint64_t *F) {
   if (c->deq < 0) clock_enq(c, F, 0);
   if (TM_EG_TS >= 0) F[TM_EG_TS] = c->now_us;
   if (TM_DEQ_DEPTH >= 0) F[TM_DEQ_DEPTH] = c->deq < 0 ? 0 : (uint64_t)c->deq;
-  if (TM_DEQ_DELTA >= 0 && TM_ENQ_TS >= 0) F[TM_DEQ_DELTA] = (c->now_us - F[TM_ENQ_TS]) & TM_TS32;
+  if (TM_DEQ_DELTA >= 0 && TM_ENQ_TS >= 0) {
+    uint64_t d = (c->now_us - F[TM_ENQ_TS]) & TM_TS32;
+    /* "negative": the enqueue time came from loop.c's integer clock within the same
+     * microsecond (no packet waits 35 minutes) */
+    F[TM_DEQ_DELTA] = d >> 31 ? 0 : d;
+  }
 }
 
 /* The switch's clock origin (seconds, CLOCK_MONOTONIC's scale: Switch._t0). */
