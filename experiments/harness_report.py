@@ -27,7 +27,7 @@ def summarize(records: list[RunRecord], plan: Plan, reference: str) -> list[dict
     rows = []
     by = {s: [r for r in records if r.scheme == s] for s in plan.schemes}
     ref_tt = {r.seed: r.time_to_target_s for r in by.get(reference, []) if r.time_to_target_s}
-    ref_emulated = any(r.cpu_bound for r in by.get(reference, []))
+    ref_emulated = {r.seed for r in by.get(reference, []) if r.cpu_bound}
     for s in plan.schemes:
         rs = by[s]
         tt = {r.seed: r.time_to_target_s for r in rs if r.time_to_target_s}
@@ -64,8 +64,12 @@ def summarize(records: list[RunRecord], plan: Plan, reference: str) -> list[dict
             "fidelity": {v: sum(r.fidelity == v for r in rs) for v in sorted({r.fidelity for r in rs})},
             "models_identical": all(r.models_identical for r in rs),
         })
-        # a ratio between runs the emulator paced says nothing about the schemes
-        rows[-1]["verdict"] = not (rows[-1]["cpu_bound_runs"] or ref_emulated)
+        # a ratio between runs the emulator paced says nothing about the schemes; only the
+        # seeds that enter the paired ratio (both reached the target) count: a run that
+        # missed the target is in no ratio, whatever paced it
+        paired = set(tt) & set(ref_tt)
+        emulated = {r.seed for r in rs if r.cpu_bound} | ref_emulated
+        rows[-1]["verdict"] = not (paired & emulated)
     return rows
 
 

@@ -188,6 +188,33 @@ def test_a_starved_run_is_emulator_bound_and_its_ratio_gives_no_verdict() -> Non
     assert rows["gloo"]["verdict"]
 
 
+def test_an_emulator_bound_run_outside_the_paired_ratio_leaves_its_verdict() -> None:
+    """The reference's emulator-bound run on a seed that missed the target is in no
+    paired ratio, so the link-bound schemes' ratios keep their verdict; an emulator-bound
+    run on a seed both reached takes it away."""
+    from experiments.harness_report import summarize
+
+    st = _setting("star:5", 4)
+    plan = SimpleNamespace(schemes=["gloo", "ps", "ina"], settings={s: st for s in ("gloo", "ps", "ina")})
+    recs = []
+    # (scheme, seed): (time to target or None, starved)
+    runs = {("gloo", 0): (1.0, False), ("gloo", 1): (1.2, False), ("gloo", 2): (None, True),
+            ("ps", 0): (2.0, False), ("ps", 1): (2.6, False), ("ps", 2): (2.2, False),
+            ("ina", 0): (1.5, True), ("ina", 1): (1.4, False), ("ina", 2): (1.3, False)}
+    for (s, seed), (tt, starved) in runs.items():
+        r = RunRecord(s, seed, ok=True, iterations=10, sync_s_per_iter=0.3, ideal_bound_s=0.1,
+                      time_to_target_s=tt, window_s=6.1, window_switch_cpu_s=11.9 if starved else 0.5,
+                      agent_cpu_s=0.6, cores=2)
+        judge(r)
+        assert r.cpu_bound == starved
+        recs.append(r)
+    rows = {r["scheme"]: r for r in summarize(recs, plan, "gloo")}
+    assert rows["ps"]["verdict"]  # gloo's seed 2 (emulator-bound) missed: no ratio uses it
+    assert rows["ps"]["ratio_to_reference"]["n"] == 2
+    assert rows["ps"]["ratio_to_reference"]["mean"] == pytest.approx((2.0 / 1.0 + 2.6 / 1.2) / 2)
+    assert not rows["ina"]["verdict"]  # its seed 0 is paired and emulator-bound
+
+
 def test_training_window_leaves_start_up_cpu_out(tmp_path) -> None:
     """CPU burnt before the first evaluation record (start-up) is not the window's."""
     from experiments.accounting import TrainingWindow, process_cpu_seconds

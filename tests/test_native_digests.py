@@ -6,8 +6,6 @@ the Python backend's order, per frame (``process``) and through the loop in C.""
 
 from __future__ import annotations
 
-import select
-import socket
 from typing import Any
 
 import pytest
@@ -15,7 +13,7 @@ from scapy.all import Ether
 
 from targets.embedded.native.build import compiler
 from targets.embedded.state import TableEntry
-from tests.native_pair import PROGRAMS, pair, run_both, snapshot
+from tests.native_pair import PROGRAMS, pair, python_out, run_both, snapshot, through_c_loop
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler")
 CPU_IO = next(p for p in PROGRAMS if p.stem == "cpu_io")
@@ -24,7 +22,7 @@ CPU = 255
 
 def _switches() -> tuple[Any, Any]:
     """Both backends; MACs 1-3 learned (no digest), dmac 1-6 -> ports 1-3 (7 and up: to
-    the CPU port, a packet-in the Python path makes)."""
+    the CPU port, a packet-in)."""
     sws = pair(CPU_IO, cpu_port=CPU, priority_queues=1)
     for sw in sws:
         p = sw.program
@@ -75,45 +73,11 @@ def test_digests_are_queued_in_c_and_delivered_in_order() -> None:
 
 
 def test_c_loop_delivers_digests_after_the_batch_in_order() -> None:
-    from targets.embedded.native.nloop import NativeLoop
-
     py, sw = _switches()
     nat_learn, nat_tail = _count_learn(sw), _count_learn(sw, "_ingress_tail")
     frames = [(1, f) for _, f in _frames(300)]  # one port: the order in which they are run is the order sent
-    expect: dict[int, list[bytes]] = {}
-    for p, f in frames:
-        for q, out in py.process(p, f):
-            py.stats.ports[q].tx += 1
-            expect.setdefault(q, []).append(out)
-    pairs = {p: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM) for p in range(1, 4)}
-    for a, b in pairs.values():
-        a.setblocking(False)
-        b.setblocking(False)
-    sw._ports = {p: a for p, (a, _) in pairs.items()}
-    sw._fd_port = {a.fileno(): p for p, (a, _) in pairs.items()}
-    ep = select.epoll()
-    loop = NativeLoop(ep)
-    got: dict[int, list[bytes]] = {}
-    try:
-        assert loop.refresh([sw])
-        for i in range(0, len(frames), 50):
-            for p, f in frames[i:i + 50]:
-                pairs[p][1].send(f)
-            while loop.run(0.01)[0] != 0:
-                pass
-            for p, (_, b) in pairs.items():
-                while True:
-                    try:
-                        got.setdefault(p, []).append(b.recv(70000))
-                    except BlockingIOError:
-                        break
-    finally:
-        loop.close()
-        ep.close()
-        for a, b in pairs.values():
-            a.close()
-            b.close()
-    assert {p: v for p, v in got.items() if v} == expect
+    expect = python_out(py, frames)
+    assert through_c_loop(sw, frames, range(1, 4), 50) == expect
     assert sw.seen == py.seen  # type: ignore[attr-defined]
     assert snapshot(py) == snapshot(sw)  # the CPU port's tx counted in C as in Python
     assert sum(s[0] == "in" for s in sw.seen) == 33  # type: ignore[attr-defined]
@@ -124,28 +88,10 @@ def test_long_packet_ins_grow_the_queue_in_c() -> None:
     """Eight 20 kB frames to unknown destinations in one receive batch of the loop in C:
     160 kB of packet-ins, past the events queue's first 128 kB (meta.c grows it); each
     reaches the handlers whole, in order, as on the Python backend."""
-    from targets.embedded.native.nloop import NativeLoop
-
     py, sw = _switches()
-    frames = [bytes(Ether(src=_mac(1), dst=_mac(0x900 + k), type=0x0800)) + bytes([k]) * (20000 + k)
+    frames = [(1, bytes(Ether(src=_mac(1), dst=_mac(0x900 + k), type=0x0800)) + bytes([k]) * (20000 + k))
               for k in range(8)]
-    for f in frames:
-        assert py.process(1, f) == []
-    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-    a.setblocking(False)
-    sw._ports, sw._fd_port = {1: a}, {a.fileno(): 1}
-    ep = select.epoll()
-    loop = NativeLoop(ep)
-    try:
-        assert loop.refresh([sw])
-        for f in frames:
-            b.send(f)
-        while loop.run(0.01)[0] != 0:
-            pass
-    finally:
-        loop.close()
-        ep.close()
-        a.close()
-        b.close()
+    assert python_out(py, frames) == {}
+    assert through_c_loop(sw, frames, range(1, 2), 8) == {}  # the eight in one batch
     assert len(sw.seen) == 8 and sw.seen == py.seen  # type: ignore[attr-defined]
     assert sw.stats.ports[CPU].tx == 8 and not sw.stats.ports[CPU].queue_drops

@@ -15,7 +15,7 @@ from scapy.all import IP, UDP, Ether
 from targets.embedded.native import mcast
 from targets.embedded.native.build import compiler
 from targets.embedded.state import Replica, TableEntry
-from tests.native_pair import PROGRAMS, pair, run_both, snapshot
+from tests.native_pair import PROGRAMS, pair, python_out, run_both, snapshot, through_c_loop
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler")
 
@@ -179,51 +179,14 @@ def test_c_loop_sends_replicas_like_python() -> None:
     sendmmsg) over datagram socket pairs standing in for ports 1-6: what each port
     sends, in order, the packet-ins (group 4's CPU replica, queued in C and handed to
     the packet-in handlers after the batch) and the counters are the Python backend's."""
-    import select
-    import socket
-
-    from targets.embedded.native.nloop import NativeLoop
-
     sws = pair(_program("forward"), cpu_port=CPU, priority_queues=4)
     _router(sws, GROUPS)
     py, sw = sws
     rng = np.random.default_rng(9)
     frames = [_udp(f"10.{int(rng.choice([1, 2, 3, 4, 5, 7]))}.0.1", rng, tos=int(rng.choice([0, 0, 0x80])))
               for _ in range(200)]
-    expect: dict[int, list[bytes]] = {}
-    for f in frames:
-        for p, out in py.process(1, f):
-            py.stats.ports[p].tx += 1
-            expect.setdefault(p, []).append(out)
-    pairs = {p: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM) for p in range(1, 7)}
-    for a, b in pairs.values():
-        a.setblocking(False)
-        b.setblocking(False)
-    sw._ports = {p: a for p, (a, _) in pairs.items()}
-    sw._fd_port = {a.fileno(): p for p, (a, _) in pairs.items()}
-    ep = select.epoll()
-    loop = NativeLoop(ep)
-    got: dict[int, list[bytes]] = {}
-    try:
-        assert loop.refresh([sw])
-        for i in range(0, len(frames), 20):
-            for f in frames[i:i + 20]:
-                pairs[1][1].send(f)
-            while loop.run(0.01)[0] != 0:  # until idle: a stopped replication finishes in Python
-                pass
-            for p, (_, b) in pairs.items():
-                while True:
-                    try:
-                        got.setdefault(p, []).append(b.recv(70000))
-                    except BlockingIOError:
-                        break
-    finally:
-        loop.close()
-        ep.close()
-        for a, b in pairs.values():
-            a.close()
-            b.close()
-    got = {p: v for p, v in got.items() if v}
+    expect = python_out(py, [(1, f) for f in frames])
+    got = through_c_loop(sw, [(1, f) for f in frames], range(1, 7), 20)  # a stopped replication finishes in Python
     assert got == expect
     assert any(s[0] == "in" for s in sw.seen)  # type: ignore[attr-defined]
     assert snapshot(py) == snapshot(sw)

@@ -9,15 +9,13 @@ The Python backend is itself held to BMv2 by tests/test_conformance_replication.
 
 from __future__ import annotations
 
-import select
-import socket
 from typing import Any
 
 import pytest
 
 from targets.embedded.native.build import compiler
 from tests.conformance_models_replication import _im
-from tests.native_pair import PROGRAMS, pair, run_both, snapshot
+from tests.native_pair import PROGRAMS, pair, python_out, run_both, snapshot, through_c_loop
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler")
 INSTANCE_META = next(p for p in PROGRAMS if p.stem == "instance_meta")
@@ -62,7 +60,6 @@ def test_resubmit_and_recirculate_run_in_c_like_python() -> None:
 
 
 def test_c_loop_resubmits_and_recirculates_like_python() -> None:
-    from targets.embedded.native.nloop import NativeLoop
     from targets.embedded.state import CloneSession, Replica
 
     py, sw = pair(INSTANCE_META, priority_queues=2)
@@ -70,40 +67,7 @@ def test_c_loop_resubmits_and_recirculates_like_python() -> None:
         s.pre.clone_sessions[6] = CloneSession([Replica(3, 9), Replica(2, 1)], packet_length_bytes=30)
     nat_calls = _count_reenter(sw)
     frames = _frames() * 3
-    expect: dict[int, list[bytes]] = {}
-    for p, f in frames:
-        for q, out in py.process(p, f):
-            py.stats.ports[q].tx += 1
-            expect.setdefault(q, []).append(out)
-    pairs = {p: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM) for p in range(1, 4)}
-    for a, b in pairs.values():
-        a.setblocking(False)
-        b.setblocking(False)
-    sw._ports = {p: a for p, (a, _) in pairs.items()}
-    sw._fd_port = {a.fileno(): p for p, (a, _) in pairs.items()}
-    ep = select.epoll()
-    loop = NativeLoop(ep)
-    got: dict[int, list[bytes]] = {}
-    try:
-        assert loop.refresh([sw])
-        for i in range(0, len(frames), 40):
-            for _, f in frames[i:i + 40]:
-                pairs[1][1].send(f)
-            while loop.run(0.01)[0] != 0:
-                pass
-            for p, (_, b) in pairs.items():
-                while True:
-                    try:
-                        got.setdefault(p, []).append(b.recv(70000))
-                    except BlockingIOError:
-                        break
-    finally:
-        loop.close()
-        ep.close()
-        for a, b in pairs.values():
-            a.close()
-            b.close()
-    assert {p: v for p, v in got.items() if v} == expect
+    assert through_c_loop(sw, frames, range(1, 4), 40) == python_out(py, frames)
     assert snapshot(py) == snapshot(sw)
     assert {p: s.tx for p, s in py.stats.ports.items() if s.tx} == {p: s.tx for p, s in sw.stats.ports.items() if s.tx}
     assert not nat_calls

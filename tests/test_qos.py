@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -219,12 +220,17 @@ def test_gradctl_qos_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 @pytest.mark.skipif(not ECHO.exists(), reason="tests/p4/build/metadata_echo.json missing (make p4)")
-def test_port_byte_rate_charges_a_packet_its_length() -> None:
+def test_port_byte_rate_charges_a_packet_its_length(monkeypatch: pytest.MonkeyPatch) -> None:
     """``set_port_byte_rate``: the port's one-frame burst lets ~1514 / L small frames of
-    L bytes through at once, where a packet rate lets one (each costs a whole frame)."""
+    L bytes through at once, where a packet rate lets one (each costs a whole frame). The
+    Python backend (the reference) with its clock stopped: on a busy machine the frames'
+    own processing time earned the port more credit."""
+    import targets.embedded.switch as switch_mod
+
+    monkeypatch.setattr(switch_mod, "time", types.SimpleNamespace(monotonic=lambda: 1000.0, sleep=time.sleep))
     sent = {}
     for cmd in ("set_port_rate 50 2", f"set_port_byte_rate {50 * 1514} 2"):
-        sw = Switch(priority_queues=4, queue_depth=64)
+        sw = Switch(priority_queues=4, queue_depth=64, backend="python")
         sw.install_program(sw.load_program(ECHO.read_bytes()))
         assert execute(sw, cmd) == "ok"
         frames = [_echo(0, i) for i in range(60)]
@@ -241,30 +247,37 @@ def test_port_byte_rate_charges_a_packet_its_length() -> None:
 
 
 @pytest.mark.skipif(not ECHO.exists(), reason="tests/p4/build/metadata_echo.json missing (make p4)")
-def test_port_rate_catches_up_after_a_late_drain() -> None:
+def test_port_rate_catches_up_after_a_late_drain(monkeypatch: pytest.MonkeyPatch) -> None:
     """A drain that runs late (the switch's loop on a busy CPU) sends what the port's rate
     allowed meanwhile, up to PORT_CATCH_UP_S of it, not one frame; an idle port earns no
-    such credit (a burst into an idle port still leaves one frame at once)."""
+    such credit (a burst into an idle port still leaves one frame at once). The Python
+    backend (the reference) on a clock the test moves."""
+    import targets.embedded.switch as switch_mod
     from targets.embedded.traffic import PORT_CATCH_UP_S
 
-    sw = Switch(priority_queues=4, queue_depth=64)
+    clock = [1000.0]
+    monkeypatch.setattr(switch_mod, "time", types.SimpleNamespace(monotonic=lambda: clock[0], sleep=time.sleep))
+    sw = Switch(priority_queues=4, queue_depth=64, backend="python")
     sw.install_program(sw.load_program(ECHO.read_bytes()))
     sw.set_port_rate(1000, 2)
     frames = [_echo(0, i) for i in range(45)]  # built first: scapy is slow
     for f in frames[:40]:
         sw._receive(1, f)
-    assert len(sw._txq) <= 4  # the idle port's one frame (and what 1000 pkt/s let out meanwhile)
+    assert len(sw._txq) == 1  # the idle port's one frame
     sw._txq = []
-    time.sleep(0.008)  # the loop wakes 8 ms late: 8 frames' worth at 1000 pkt/s
-    sw._drain(time.monotonic())
-    assert 7 <= len(sw._txq) <= 1000 * PORT_CATCH_UP_S, len(sw._txq)
-    deadline = time.monotonic() + 5
-    while any(sw._tm[2].queues):  # drain the rest
-        sw._drain(time.monotonic())
-        time.sleep(0.001)
-        assert time.monotonic() < deadline
+    clock[0] += 0.008  # the loop wakes 8 ms late: 8 frames' worth at 1000 pkt/s
+    sw._drain(clock[0])
+    assert len(sw._txq) == 8, len(sw._txq)
     sw._txq = []
-    time.sleep(0.03)  # idle for 30 ms: no credit
+    clock[0] += 0.1  # 100 ms late: no more than PORT_CATCH_UP_S of the rate
+    sw._drain(clock[0])
+    assert len(sw._txq) == round(1000 * PORT_CATCH_UP_S), len(sw._txq)
+    for _ in range(40):  # drain the rest
+        clock[0] += 0.001
+        sw._drain(clock[0])
+    assert not any(sw._tm[2].queues)
+    sw._txq = []
+    clock[0] += 0.03  # idle for 30 ms: no credit
     for f in frames[40:]:
         sw._receive(1, f)
-    assert len(sw._txq) <= 2
+    assert len(sw._txq) == 1

@@ -19,8 +19,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-__all__ = ["MAX_VALUES", "Parser", "Range", "count", "described", "fraction", "integer", "natural",
-           "nonnegative", "number", "port", "positive", "probability", "values"]
+__all__ = ["MAX_VALUES", "Listed", "Parser", "Range", "count", "described", "fraction", "integer", "listed",
+           "natural", "nonnegative", "number", "port", "positive", "probability", "values"]
 
 
 def _fmt(v: float) -> str:
@@ -84,6 +84,29 @@ class Range:
         if high:
             return f"<= {_fmt(self.hi)}" if self.hi is not None else f"< {_fmt(self.below)}"  # type: ignore[arg-type]
         return "any " + self.__name__
+
+
+@dataclass(frozen=True)
+class Listed:
+    """An argparse ``type=``: a comma-separated list, each item checked by ``item`` (a
+    :class:`Range`); an empty list is an error."""
+
+    item: Range
+
+    @property
+    def __name__(self) -> str:
+        return f"list of {self.item.__name__}"
+
+    def __call__(self, text: str) -> list[Any]:
+        parts = [t.strip() for t in str(text).split(",") if t.strip()]
+        if not parts:
+            raise argparse.ArgumentTypeError(f"expected comma-separated values (got {text!r})")
+        return [self.item(t) for t in parts]
+
+
+def listed(item: Range) -> Listed:
+    """A comma-separated list of ``item`` values (``2,5,10``)."""
+    return Listed(item)
 
 
 def integer(lo: int | None = None, hi: int | None = None) -> Range:
