@@ -313,10 +313,11 @@ def main(argv: list[str] | None = None) -> int:
                   "pps on a shared machine); 'CPU / bare C' is that over the C forwarder's (goal for native: "
                   "<= 1.25). Rates of fast targets are bounded by the benchmark's Python sender.[/dim]")
     if "native" in targets:  # ina.p4 too, in process (the switch's own CPU, no veths)
-        from bench import native_inprocess, native_tm
+        from bench import native_cpuport, native_inprocess, native_tm
 
         native_inprocess.main(["--packets", str(min(args.packets, 6000))])
         native_tm.main(["--packets", str(min(args.packets, 4000))])  # through a shaped port
+        native_cpuport.main(["--frames", str(min(args.packets, 3000))])  # packet-ins, queue clocks
     return 0
 
 

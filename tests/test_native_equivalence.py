@@ -31,7 +31,6 @@ REFUSED = {
     "union_features": "header stacks",
     "value_set": "parser value sets",
     "varbit_features": "varbit fields",
-    "metadata_echo": "traffic-manager metadata",
 }
 ROUTES = "MyIngress.forwarding.ipv4_routes"
 ACCEPTED = [p for p in PROGRAMS if p.stem not in REFUSED]

@@ -30,7 +30,8 @@ def _asan_runtime() -> str | None:
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("program", ["forward", "ina", "replication", "instance_meta", "reenter_loop", "cpu_io"])
+@pytest.mark.parametrize("program", ["forward", "ina", "replication", "instance_meta", "reenter_loop", "cpu_io",
+                                     "metadata_echo"])
 def test_fuzzed_frames_clean_under_asan_and_ubsan(program: str, tmp_path: Path) -> None:
     runtime = _asan_runtime()
     if runtime is None:
