@@ -17,7 +17,6 @@ did before single-entry writes).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -26,7 +25,7 @@ from typing import Any
 from rich.table import Table
 
 from controller.output import TableConsole
-from wire.argtypes import described
+from wire.argtypes import Parser, count, described
 
 
 def _forward(backend: str, packets: int) -> tuple[Any, list[tuple[int, bytes]]]:
@@ -132,10 +131,10 @@ def measure(make: Any, backend: str, packets: int) -> tuple[float, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.native_inprocess", description=described(__doc__))
-    p.add_argument("--packets", type=int, default=20000, help="packets per program and backend (default 20000)")
-    p.add_argument("--entries", type=int, default=2000, help="entries in the table written to (default 2000)")
-    p.add_argument("--writes", type=int, default=300, help="insert+delete pairs timed per table (default 300)")
+    p = Parser(prog="python -m bench.native_inprocess", description=described(__doc__))
+    p.add_argument("--packets", type=count, default=20000, help="packets per program and backend (default 20000)")
+    p.add_argument("--entries", type=count, default=2000, help="entries in the table written to (default 2000)")
+    p.add_argument("--writes", type=count, default=300, help="insert+delete pairs timed per table (default 300)")
     args = p.parse_args(argv)
     if args.packets < 1 or args.writes < 1 or not 0 <= args.entries <= 4000:
         p.error("--packets and --writes must be >= 1, --entries 0..4000")

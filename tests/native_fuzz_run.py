@@ -103,6 +103,14 @@ def _through_c_loop(sw: Switch, peer: Switch, frames: list[bytes], rng: np.rando
         for _ in range(1000):
             if loop.run(0.01)[0] == 0:
                 break
+    # a burst of long frames (160 kB) in one batch: on cpu_io (unknown destinations) packet-ins past
+    # the first size of the events queue (meta.c grows it)
+    for k in range(8):  # (a datagram socket pair queues about 10)
+        with contextlib.suppress(BlockingIOError):
+            socks[0][0][1].send(bytes(rng.integers(0, 256, 12, dtype=np.uint8)) + b"\x88\xb5" + bytes(20000 + k))
+    for _ in range(1000):
+        if loop.run(0.01)[0] == 0:
+            break
     loop.close()
     ep.close()
     for f in frames[:300]:  # one at a time: the Python path after ingress, into the queues in C (np_tm_push)

@@ -27,7 +27,6 @@ REFUSED = {
     "action_selector": "action profiles and selectors",
     "table_features": "meters",
     "value_set": "parser value sets",
-    "metadata_echo": "traffic-manager metadata",
 }
 ROUTES = "MyIngress.forwarding.ipv4_routes"
 ACCEPTED = [p for p in PROGRAMS if p.stem not in REFUSED]

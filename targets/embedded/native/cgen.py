@@ -45,11 +45,15 @@ def refuse_objects(prog: Any) -> None:
             raise Unsupported(what)
     if not prog.tm_bound:
         bind_metadata(prog)
-    # the ingress timestamp is passed in; the queue clocks and depths stay in Python
-    used = [f[3:] for f in ("tm_eg_ts", "tm_enq_ts", "tm_enq_depth", "tm_deq_depth", "tm_deq_delta")
-            if getattr(prog, f) is not None]
-    if used:
-        raise Unsupported(f"traffic-manager metadata ({', '.join(used)})")
+
+
+TM_FIELDS = ("ig_ts", "eg_ts", "enq_ts", "enq_depth", "deq_depth", "deq_delta")
+
+
+def reads_clock(prog: Any) -> bool:
+    """Whether the program reads a clock of the traffic manager (the native calls are
+    then given the time: Switch._now_us)."""
+    return any(getattr(prog, f"tm_{n}") is not None for n in ("ig_ts", "eg_ts", "enq_ts"))
 
 
 class NativeGen(CExprMixin, PipelineMixin, StackMixin, UnionMixin, VarbitMixin):
@@ -84,7 +88,7 @@ class NativeGen(CExprMixin, PipelineMixin, StackMixin, UnionMixin, VarbitMixin):
             body += self.gen_pipeline(pl)
         body += self.gen_deparser(self.spec["deparsers"][0])
         body += self.gen_clone_support()
-        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "tblops", "pre", "process", "memlink", "io", "tm")]
+        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "tblops", "meta", "pre", "process", "memlink", "io", "tm")]
         parts = [fixed[0], self.gen_decls(), fixed[1], "\n".join(self.out), "\n".join(body), *fixed[2:]]
         self.source = "\n".join(parts)
 
@@ -113,7 +117,11 @@ class NativeGen(CExprMixin, PipelineMixin, StackMixin, UnionMixin, VarbitMixin):
         for name in ("ingress_port", "egress_spec", "egress_port", "instance_type", "packet_length",
                      "checksum_error", "mcast_grp", "priority", "qid", "parser_error", "egress_rid"):
             d.append(f"#define SM_{name.upper()} {slot(name)}")
-        d.append(f"#define TM_IG_TS {-1 if p.tm_ig_ts is None else p.tm_ig_ts}")
+        for name in TM_FIELDS:  # the traffic manager's clocks and depths (meta.c), narrow slots
+            v = getattr(p, f"tm_{name}")
+            if v is not None and not (isinstance(v, int) and 0 <= v < p.nslots and v not in self.wide):
+                raise Unsupported(f"traffic-manager field {name} in slot {v!r}")
+            d.append(f"#define TM_{name.upper()} {-1 if v is None else int(v)}")
         tmpl = ", ".join(str(v) for v in p.template)
         d.append(f"static const uint64_t TEMPLATE[NS] = {{{tmpl}}};")
         d.append(self._array("uint32_t", "REG_S", [r.size for r in p.registers.values()]))
