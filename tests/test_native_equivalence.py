@@ -23,14 +23,10 @@ pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler")
 
 # What the native backend refuses today, and why (anything else must be accepted).
 REFUSED = {
-    "ndn": "header stacks",
     "action_features": "meters",
     "action_selector": "action profiles and selectors",
-    "parser_features": "header stacks",
     "table_features": "meters",
-    "union_features": "header stacks",
     "value_set": "parser value sets",
-    "varbit_features": "varbit fields",
 }
 ROUTES = "MyIngress.forwarding.ipv4_routes"
 ACCEPTED = [p for p in PROGRAMS if p.stem not in REFUSED]
