@@ -41,12 +41,14 @@ deps: apt venv native
 
 # The native backend's shared objects for every compiled program, built ahead into the
 # cache (targets/embedded/native/__main__.py) so that no switch compiles C while a
-# P4Runtime client waits; a program that is not there compiles in the background.
-NATIVE_INPUTS := $(wildcard p4src/build/*.json tests/p4/build/*.json targets/embedded/native/*.c targets/embedded/native/*.py)
+# P4Runtime client waits; a program that is not there compiles in the background. The INA
+# agents' datagram paths (hosts/ina/dgram*.c, hosts/ina/native.py) are built with them.
+NATIVE_INPUTS := $(wildcard p4src/build/*.json tests/p4/build/*.json targets/embedded/native/*.c targets/embedded/native/*.py hosts/ina/dgram.c hosts/ina/dgram_ps.c)
 native: $(VENV)/.native-stamp
 $(VENV)/.native-stamp: $(VENV)/.stamp $(NATIVE_INPUTS)
 	@if command -v cc >/dev/null; then $(PY) -m targets.embedded.native --quiet p4src/build/*.json tests/p4/build/*.json; \
-	else echo "no C compiler: the embedded switches run the Python backend"; fi
+	$(PY) -c "from hosts.ina import native; native.library()"; \
+	else echo "no C compiler: the embedded switches run the Python backend, the INA agents their Python packet path"; fi
 	@touch $@
 
 # apt packages, installed only when a command they provide is missing.

@@ -34,8 +34,7 @@ from rich.table import Table
 from controller.output import TableConsole
 from experiments.bcube import LABELS, compare, print_comparison
 from experiments.stats import format_interval
-from wire.argtypes import described
-from wire.bcube_schedule import ScheduleError
+from wire.argtypes import Parser, count, described, integer, listed, positive, values
 
 console = TableConsole()
 SCHEMES = ["bml", "rail_ring", "rail_sharded_ps", "sharded_ps", "ring"]
@@ -45,33 +44,40 @@ def _quiet(msg: str) -> None:
     console.print(f"[dim]{time.strftime('%H:%M:%S')} {msg}[/dim]")
 
 
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x.strip()]
+def _sizes(text: str) -> list[tuple[int, int]]:
+    """``--sizes``: comma-separated ``NxK``, N >= 2, K >= 1, at most 16 servers (the fat-tree's hosts)."""
+    out = []
+    for s in (s.strip() for s in text.split(",") if s.strip()):
+        n_k = s.split("x")
+        if len(n_k) != 2 or not all(x.strip().isdigit() for x in n_k):
+            raise argparse.ArgumentTypeError(f"{s!r} is not NxK (e.g. 3x2)")
+        n, k = int(n_k[0]), int(n_k[1])
+        if n < 2 or k < 1:
+            raise argparse.ArgumentTypeError(f"BCube({n},{k}): N must be >= 2 and K >= 1")
+        if n**k > 16:
+            raise argparse.ArgumentTypeError(f"BCube({n},{k}) has {n**k} servers; the fat-tree has 16")
+        out.append((n, k))
+    if not out:
+        raise argparse.ArgumentTypeError(f"expected comma-separated NxK sizes (got {text!r})")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry: every size, its tables, one summary."""
-    p = argparse.ArgumentParser(prog="python -m bench.bcube_bench", description=described(__doc__))
-    p.add_argument("--sizes", default="3x2,2x3", help="comma-separated NxK BCube sizes")
-    p.add_argument("--seeds", type=int, default=3, help="gradient seeds 1..N (default 3)")
-    p.add_argument("--bw", type=float, default=1.0, help="link rate in Mbit/s (default 1)")
-    p.add_argument("--values", type=int, default=65536, help="gradient length (float32 values)")
-    p.add_argument("--tune-pipeline", default="1,2,4,8", help="BML pipeline values swept")
-    p.add_argument("--tune-pieces", default="1,2,4,8,16",
-                   help="pieces per chunk / shard swept for every ring and sharded PS")
+    p = Parser(prog="python -m bench.bcube_bench", description=described(__doc__))
+    p.add_argument("--sizes", type=_sizes, default=[(3, 2), (2, 3)],
+                   help="comma-separated NxK BCube sizes, at most 16 servers each (default 3x2,2x3)")
+    p.add_argument("--seeds", type=count, default=3, help="gradient seeds 1..N (default 3)")
+    p.add_argument("--bw", type=positive, default=1.0, help="link rate in Mbit/s (default 1)")
+    p.add_argument("--values", type=values, default=65536, help="gradient length (float32 values)")
+    p.add_argument("--tune-pipeline", type=listed(integer(1, 64)), default=[1, 2, 4, 8],
+                   help="BML pipeline values swept (each in 1..64)")
+    p.add_argument("--tune-pieces", type=listed(integer(1, 64)), default=[1, 2, 4, 8, 16],
+                   help="pieces per chunk / shard swept for every ring and sharded PS (each in 1..64)")
     p.add_argument("--rail-fabric", default="leaf-spine", choices=("leaf-spine", "fat-tree"))
-    p.add_argument("--target", default=None, help="auto|embedded|bmv2")
+    p.add_argument("--target", choices=("auto", "embedded", "bmv2"), default=None)
     args = p.parse_args(argv)
-    try:
-        sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",")]
-        for n, k in sizes:
-            if n**k > 16:
-                raise ScheduleError(f"BCube({n},{k}) has {n**k} servers; the fat-tree has 16")
-        pipeline, pieces = _ints(args.tune_pipeline), _ints(args.tune_pieces)
-        if args.seeds < 1:
-            raise ValueError("--seeds must be >= 1")
-    except (ValueError, ScheduleError) as e:
-        p.error(str(e))
+    sizes, pipeline, pieces = args.sizes, args.tune_pipeline, args.tune_pieces
     if os.geteuid() != 0:
         print("bcube_bench needs root (network namespaces)", file=sys.stderr)
         return 2

@@ -50,6 +50,7 @@ from controller.output import TableConsole
 from experiments.differentiated import QosSetup, TransportRun, configure, run_transport
 from experiments.stats import Interval, mean_ci, paired_ratios
 from topologies import star
+from wire import argtypes
 from wire.argtypes import described
 
 console = TableConsole()
@@ -169,37 +170,49 @@ def print_table(rows: list[dict[str, Any]], args: argparse.Namespace, seeds: lis
     return t
 
 
+def check_workers(p: argparse.ArgumentParser, workers: int, batch: int = 32) -> None:
+    """``--workers``: each worker's shard of the digits training set holds a full batch
+    (else a run never steps); ``p.error`` otherwise, before anything starts."""
+    from hosts.training import load_data
+
+    n = len(load_data("digits", 0).y_train)
+    if workers > n // batch:
+        p.error(f"argument --workers: must be <= {n // batch}, a full batch of {batch} of the {n} "
+                f"training examples each (got {workers})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The bench's options."""
-    p = argparse.ArgumentParser(prog="python -m bench.differentiated_ablation", description=described(__doc__))
-    p.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (default 5)")
-    p.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
-    p.add_argument("--workers", type=int, default=4, help="workers (default 4)")
-    p.add_argument("--epochs", type=int, default=5, help="epochs per run (default 5)")
-    p.add_argument("--max-steps", type=int, default=0, help="cap on steps per epoch (0: none)")
-    p.add_argument("--port-rate", type=float, default=300.0, help="bottleneck, packets/s (default 300)")
-    p.add_argument("--byte-rate", type=float, default=0.0, metavar="MBIT",
+    p = argtypes.Parser(prog="python -m bench.differentiated_ablation", description=described(__doc__))
+    p.add_argument("--seeds", type=argtypes.count, default=5, help="seeds 0..N-1 (default 5)")
+    p.add_argument("--seed", type=argtypes.natural, default=0, help="first seed (default 0)")
+    p.add_argument("--workers", type=argtypes.count, default=4, help="workers (default 4)")
+    p.add_argument("--epochs", type=argtypes.integer(FLOOR_AFTER_EPOCH + 1), default=5,
+                   help=f"epochs per run (default 5; more than {FLOOR_AFTER_EPOCH}: the floor is read after it)")
+    p.add_argument("--max-steps", type=argtypes.natural, default=0, help="cap on steps per epoch (0: none)")
+    p.add_argument("--port-rate", type=argtypes.nonnegative, default=300.0, help="bottleneck, packets/s (default 300)")
+    p.add_argument("--byte-rate", type=argtypes.nonnegative, default=0.0, metavar="MBIT",
                    help="bottleneck as a byte rate of MBIT Mbit/s shared by the queues (a packet costs "
                         "its length) instead of --port-rate packets/s (embedded target)")
-    p.add_argument("--quantile", type=float, default=0.5, help="importance quantile (default 0.5)")
-    p.add_argument("--share", type=float, default=0.8,
+    p.add_argument("--quantile", type=argtypes.probability, default=0.5, help="importance quantile (default 0.5)")
+    p.add_argument("--share", type=argtypes.number(above=0.0, hi=1.0), default=0.8,
                    help="adaptive threshold: share of the total contribution (default 0.8)")
-    p.add_argument("--clip", type=float, default=1.0, help="PS cap on the averaged gradient's norm (0: none)")
-    p.add_argument("--grace", type=float, default=0.01, help="PS wait for unreliable blocks (s)")
-    p.add_argument("--variants", default=",".join(VARIANTS), help=f"subset of {','.join(VARIANTS)}")
-    p.add_argument("--target", default="embedded", help="embedded (default; shared port rate) or bmv2")
+    p.add_argument("--clip", type=argtypes.nonnegative, default=1.0,
+                   help="PS cap on the averaged gradient's norm (0: none)")
+    p.add_argument("--grace", type=argtypes.nonnegative, default=0.01, help="PS wait for unreliable blocks (s)")
+    p.add_argument("--variants", type=argtypes.names(*VARIANTS), default=list(VARIANTS),
+                   help=f"subset of {','.join(VARIANTS)}")
+    p.add_argument("--target", choices=("embedded", "bmv2"), default="embedded",
+                   help="embedded (default; shared port rate) or bmv2")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run every variant for every seed on one network; print the table."""
-    args = build_parser().parse_args(argv)
-    names = [v.strip() for v in args.variants.split(",") if v.strip()]
-    bad = [v for v in names if v not in VARIANTS]
-    if bad or args.seeds < 1 or args.epochs <= FLOOR_AFTER_EPOCH:
-        print(f"bad --variants {bad} (choose from {', '.join(VARIANTS)}), or --seeds < 1, or --epochs "
-              f"<= {FLOOR_AFTER_EPOCH}", file=sys.stderr)
-        return 2
+    p = build_parser()
+    args = p.parse_args(argv)
+    names = args.variants
+    check_workers(p, args.workers)
     if os.geteuid() != 0:
         print("differentiated_ablation needs root (network namespaces)", file=sys.stderr)
         return 0

@@ -38,10 +38,19 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
+from bench.differentiated_ablation import check_workers
 from controller.output import TableConsole
 from experiments.differentiated import QosSetup, TransportRun, configure, run_transport
 from topologies import star
-from wire.argtypes import described
+from wire.argtypes import (
+    Parser,
+    count,
+    described,
+    listed,
+    names,
+    nonnegative,
+    probability,
+)
 from wire.differentiated import NB_QUEUES, level_priority
 
 console = TableConsole()
@@ -132,25 +141,28 @@ def print_target_table(rows: list[dict[str, Any]], args: argparse.Namespace) -> 
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry: run the transports, print the table."""
-    p = argparse.ArgumentParser(prog="python -m bench.differentiated_bench", description=described(__doc__))
-    p.add_argument("--quantiles", default="0.5", help="importance quantiles to try (comma-separated)")
-    p.add_argument("--workers", type=int, default=4, help="number of workers (default 4)")
-    p.add_argument("--epochs", type=int, default=12, help="training epochs (default 12)")
-    p.add_argument("--port-rate", type=float, default=300.0, help="bottleneck line rate, packets/s")
-    p.add_argument("--depth", type=int, default=64, help="packets per queue")
-    p.add_argument("--grace", type=float, default=0.01, help="PS wait for unreliable blocks (s)")
+    p = Parser(prog="python -m bench.differentiated_bench", description=described(__doc__))
+    p.add_argument("--quantiles", type=listed(probability), default=[0.5],
+                   help="importance quantiles to try (comma-separated, each in [0, 1])")
+    p.add_argument("--workers", type=count, default=4, help="number of workers (default 4)")
+    p.add_argument("--epochs", type=count, default=12, help="training epochs (default 12)")
+    p.add_argument("--port-rate", type=nonnegative, default=300.0, help="bottleneck line rate, packets/s")
+    p.add_argument("--depth", type=count, default=64, help="packets per queue")
+    p.add_argument("--grace", type=nonnegative, default=0.01, help="PS wait for unreliable blocks (s)")
     p.add_argument("--no-unreliable", action="store_true", help="skip the all-unreliable contrast")
-    p.add_argument("--target", default=None, help="auto|embedded|bmv2: the training comparison's target")
-    p.add_argument("--targets", default=None,
+    p.add_argument("--target", choices=("auto", "embedded", "bmv2"), default=None,
+                   help="the training comparison's target")
+    p.add_argument("--targets", type=names("embedded", "bmv2"), default=None,
                    help="targets of the per-target table (default: embedded, and bmv2 when installed)")
-    p.add_argument("--rounds", type=int, default=10, help="per-target table: rounds of the fixed gradient")
-    p.add_argument("--target-quantile", type=float, default=0.9, help="per-target table: importance quantile")
-    p.add_argument("--udp-pps", type=float, default=0.0,
+    p.add_argument("--rounds", type=count, default=10, help="per-target table: rounds of the fixed gradient")
+    p.add_argument("--target-quantile", type=probability, default=0.9, help="per-target table: importance quantile")
+    p.add_argument("--udp-pps", type=nonnegative, default=0.0,
                    help="per-target table: datagrams/s per worker (default 0: unpaced, the 20 Mbit/s links pace)")
-    p.add_argument("--target-grace", type=float, default=0.05, help="per-target table: PS grace (s)")
+    p.add_argument("--target-grace", type=nonnegative, default=0.05, help="per-target table: PS grace (s)")
     p.add_argument("--no-targets", action="store_true", help="skip the per-target table")
     p.add_argument("--no-training", action="store_true", help="skip the training comparison")
     args = p.parse_args(argv)
+    check_workers(p, args.workers)
     if os.geteuid() != 0:
         print("differentiated_bench needs root (network namespaces)", file=sys.stderr)
         return 0
@@ -159,8 +171,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rc = 0
     if not args.no_targets:
-        targets = ([t.strip() for t in args.targets.split(",") if t.strip()] if args.targets
-                   else ["embedded"] + (["bmv2"] if bmv2_available() else []))
+        targets = args.targets or ["embedded"] + (["bmv2"] if bmv2_available() else [])
         if "bmv2" not in targets:
             console.print("per-target table: BMv2 not installed (simple_switch_grpc), embedded target only")
         rows: list[dict[str, Any]] = []
@@ -170,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         rc |= print_target_table(rows, args)
     if args.no_training:
         return rc
-    quantiles = [float(q) for q in args.quantiles.split(",") if q.strip()]
+    quantiles = args.quantiles
     topo = star(args.workers + 1, bw=20)
     common = ["--epochs", str(args.epochs)]
     runs: list[tuple[str, float | None, TransportRun]] = []

@@ -25,7 +25,7 @@ import sys
 
 import numpy as np
 
-from wire.argtypes import described
+from wire.argtypes import Parser, count, described, listed, names, natural, nonnegative
 
 
 def replay(seed: int, transport: str, clip: float, epochs: int = 5, lr: float = 0.5, batch: int = 32,
@@ -66,30 +66,35 @@ def replay(seed: int, transport: str, clip: float, epochs: int = 5, lr: float = 
 
 
 def _seeds(spec: str) -> list[int]:
-    if "-" in spec:
-        a, b = spec.split("-", 1)
-        return list(range(int(a), int(b) + 1))
-    return [int(s) for s in spec.split(",") if s.strip()]
+    """``--seeds``: ``A-B`` (A <= B) or a comma-separated list, each a seed >= 0."""
+    if "-" in spec.strip().lstrip("-"):
+        a, b = (natural(x) for x in spec.split("-", 1))
+        if a > b:
+            raise argparse.ArgumentTypeError(f"an empty range {spec!r} (A-B needs A <= B)")
+        return list(range(a, b + 1))
+    return listed(natural)(spec)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Replay every (transport, clip, seed); print the curves and the floors."""
-    p = argparse.ArgumentParser(prog="python -m bench.differentiated_replay", description=described(__doc__))
-    p.add_argument("--seeds", default="0-7", help="seeds, e.g. 0-7 or 3,7 (default 0-7)")
-    p.add_argument("--epochs", type=int, default=5, help="epochs (default 5)")
-    p.add_argument("--clips", default="0,1", help="PS clip values to compare (0: none; default 0,1)")
-    p.add_argument("--transports", default="reliable,important", help="reliable and/or important")
+    p = Parser(prog="python -m bench.differentiated_replay", description=described(__doc__))
+    p.add_argument("--seeds", type=_seeds, default="0-7", help="seeds, e.g. 0-7 or 3,7 (default 0-7)")
+    p.add_argument("--epochs", type=count, default=5, help="epochs (default 5)")
+    p.add_argument("--clips", type=listed(nonnegative), default=[0.0, 1.0],
+                   help="PS clip values to compare (0: none; default 0,1)")
+    p.add_argument("--transports", type=names("reliable", "important"), default=["reliable", "important"],
+                   help="reliable and/or important")
     args = p.parse_args(argv)
-    seeds = _seeds(args.seeds)
-    for transport in [t.strip() for t in args.transports.split(",") if t.strip()]:
-        for clip in [float(c) for c in args.clips.split(",")]:
+    seeds = args.seeds
+    for transport in args.transports:
+        for clip in args.clips:
             floor = 1.0
             for seed in seeds:
                 accs, norms = replay(seed, transport, clip, args.epochs)
                 floor = min([floor, *accs[2:]])
                 print(f"{transport:9s} clip {clip:g} seed {seed}: accuracy per epoch "
                       f"{[round(a, 3) for a in accs]}, largest update norm {max(norms):.2f}", flush=True)
-            print(f"{transport:9s} clip {clip:g}: lowest accuracy after epoch 2 over seeds {args.seeds}: "
+            print(f"{transport:9s} clip {clip:g}: lowest accuracy after epoch 2 over seeds {seeds[0]}-{seeds[-1]}: "
                   f"{floor:.3f}", flush=True)
     return 0
 

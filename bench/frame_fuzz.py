@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from wire import argtypes
+
 PROGRAMS = ("forward", "ina", "ndn", "token")
 MAX_FRAME = 1514  # an Ethernet frame without FCS at MTU 1500
 ETH_P_ALL = 0x0003
@@ -362,14 +364,14 @@ def _table(results: list[FuzzResult]) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line (``send`` runs inside a host)."""
-    p = argparse.ArgumentParser(prog="python -m bench.frame_fuzz", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--programs", default=",".join(PROGRAMS),
+    p = argtypes.Parser(prog="python -m bench.frame_fuzz", description=__doc__,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--programs", type=argtypes.names(*PROGRAMS), default=list(PROGRAMS),
                    help=f"comma-separated subset of {','.join(PROGRAMS)} (token = nic.p4 + lan.p4)")
-    p.add_argument("--count", type=int, default=100_000, help="frames per program (default 100,000)")
-    p.add_argument("--pps", type=float, default=4000.0,
+    p.add_argument("--count", type=argtypes.count, default=100_000, help="frames per program (default 100,000)")
+    p.add_argument("--pps", type=argtypes.positive, default=4000.0,
                    help="sending rate, frames/s (default 4,000: what one switch process keeps up with)")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=argtypes.natural, default=1, help="the mutations' seed (default 1)")
     p.add_argument("--target", default="auto", choices=["auto", "embedded", "bmv2"])
     p.add_argument("--out-dir", default="", help="where networks and logs go (default: a temporary directory)")
     return p
@@ -377,13 +379,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def send_main(argv: list[str]) -> int:
     """``send``: the in-host sender; prints one JSON line."""
-    p = argparse.ArgumentParser(prog="python -m bench.frame_fuzz send")
+    p = argtypes.Parser(prog="python -m bench.frame_fuzz send")
     p.add_argument("--iface", required=True)
     p.add_argument("--seeds", required=True, help="JSON list of hex frames")
-    p.add_argument("--count", type=int, required=True)
-    p.add_argument("--pps", type=float, required=True)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--max-time", type=float, required=True)
+    p.add_argument("--count", type=argtypes.count, required=True)
+    p.add_argument("--pps", type=argtypes.positive, required=True)
+    p.add_argument("--seed", type=argtypes.natural, default=1)
+    p.add_argument("--max-time", type=argtypes.positive, required=True)
     a = p.parse_args(argv)
     seeds = [bytes.fromhex(s) for s in json.loads(Path(a.seeds).read_text())]
     print(json.dumps(send(a.iface, seeds, a.count, a.pps, a.seed, a.max_time)), flush=True)
@@ -397,10 +399,7 @@ def main(argv: list[str] | None = None) -> int:
         return send_main(argv[1:])
     p = build_parser()
     a = p.parse_args(argv)
-    programs = [s for s in a.programs.split(",") if s]
-    bad = [s for s in programs if s not in PROGRAMS]
-    if bad or a.count < 1 or a.pps <= 0:
-        p.error(f"unknown program(s) {bad}" if bad else "--count and --pps must be positive")
+    programs = a.programs
     base = Path(a.out_dir) if a.out_dir else Path(tempfile.mkdtemp(prefix="gradnet-fuzz-"))
     results = []
     for prog in programs:

@@ -43,32 +43,39 @@ from controller.ina import InaDeployment, InaJob
 from controller.output import TableConsole
 from experiments.ina import run_jobs, switch_neighbors
 from topologies import fat_tree
-from wire.argtypes import described
+from wire.argtypes import Parser, described, integer, listed, natural, positive, values
+from wire.ina import INA_VALUE_SIZES
 
 console = TableConsole()
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry: run every worker count, print the table."""
-    p = argparse.ArgumentParser(prog="python -m bench.ina_bench", description=described(__doc__))
-    p.add_argument("--workers", default="4,8,15", help="comma-separated worker counts (max 15)")
-    p.add_argument("--values", type=int, default=16384, help="gradient size (float32 values)")
-    p.add_argument("--bw", type=float, default=2.0, help="link bandwidth in Mbit/s")
-    p.add_argument("--budget", type=int, default=2, help="K programmable switches")
-    p.add_argument("--target", default=None, help="auto|embedded|bmv2 (the bound table runs "
+    p = Parser(prog="python -m bench.ina_bench", description=described(__doc__))
+    p.add_argument("--workers", type=listed(integer(1, 15)), default=[4, 8, 15],
+                   help="comma-separated worker counts (max 15)")
+    p.add_argument("--values", type=values, default=16384, help="gradient size (float32 values)")
+    p.add_argument("--bw", type=positive, default=2.0, help="link bandwidth in Mbit/s")
+    p.add_argument("--budget", type=natural, default=2, help="K programmable switches")
+    p.add_argument("--target", choices=("auto", "embedded", "bmv2"), default=None, help="auto|embedded|bmv2 (the bound table runs "
                    "embedded and, where installed, bmv2 unless this names one)")
-    p.add_argument("--bound-bw", default="2,5,10", help="link rates of the bound table (Mbit/s)")
-    p.add_argument("--bound-values", type=int, default=65536,
+    p.add_argument("--bound-bw", type=listed(positive), default=[2.0, 5.0, 10.0],
+                   help="link rates of the bound table (Mbit/s; default 2,5,10)")
+    p.add_argument("--bound-values", type=values, default=65536,
                    help="gradient size of the bound table (default 65536, as make run)")
     p.add_argument("--skip-bound", action="store_true", help="no bound table")
     p.add_argument("--only-bound", action="store_true", help="only the bound table")
-    p.add_argument("--vpp-sizes", default="64,128,256",
+    p.add_argument("--vpp-sizes", type=listed(integer(1)), default=[64, 128, 256],
                    help="values per packet of the values-per-packet table (default 64,128,256)")
     p.add_argument("--skip-vpp", action="store_true", help="no values-per-packet table")
     p.add_argument("--only-vpp", action="store_true", help="only the values-per-packet table")
     p.add_argument("--skip-k8", action="store_true", help="no k=8 fat-tree run")
     p.add_argument("--only-k8", action="store_true", help="only the k=8 fat-tree run")
     args = p.parse_args(argv)
+    bad = sorted(set(args.vpp_sizes) - set(INA_VALUE_SIZES))
+    if bad:
+        p.error(f"argument --vpp-sizes: {bad[0]} values a packet has no program (choose from "
+                f"{', '.join(map(str, INA_VALUE_SIZES))})")
     if os.geteuid() != 0:
         print("ina_bench needs root (network namespaces)", file=sys.stderr)
         return 2
@@ -82,9 +89,7 @@ def main(argv: list[str] | None = None) -> int:
 
     topo = fat_tree(4, bw=args.bw)
     hosts = topo.hosts()
-    counts = [int(x) for x in args.workers.split(",")]
-    if any(not 1 <= n <= len(hosts) - 1 for n in counts):
-        p.error(f"worker counts must be within 1..{len(hosts) - 1}")
+    counts = args.workers
     rows = []
     out = Path(tempfile.mkdtemp(prefix="gradnet-ina-bench-"))
     with Network(topo, target=args.target) as net:
@@ -145,7 +150,7 @@ def _bound(args: argparse.Namespace, out: Path) -> bool:
 
     targets = [args.target] if args.target not in (None, "auto") else (
         ["embedded", "bmv2"] if bmv2_available() else ["embedded"])
-    return bound_table([float(x) for x in args.bound_bw.split(",")], args.bound_values,
+    return bound_table(args.bound_bw, args.bound_values,
                        args.budget, targets, out)
 
 
@@ -201,8 +206,7 @@ def bound_table(bws: list[float], values: int, budget: int, targets: list[str],
 
 def _vpp(args: argparse.Namespace, out: Path) -> bool:
     target = args.target if args.target not in (None, "auto") else "embedded"
-    return vpp_table([int(x) for x in args.vpp_sizes.split(",")],
-                     [float(x) for x in args.bound_bw.split(",")], args.bound_values,
+    return vpp_table(args.vpp_sizes, args.bound_bw, args.bound_values,
                      args.budget, target, out)
 
 

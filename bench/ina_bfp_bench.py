@@ -18,13 +18,12 @@ to each 64-value window's largest magnitude: what coarser blocks cost the smalle
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass
 
 import numpy as np
 
-from wire.argtypes import described
+from wire.argtypes import Parser, count, described, integer, listed, natural
 from wire.fixedpoint import (
     FixedPointOverflow,
     bfp_dequantize,
@@ -34,6 +33,7 @@ from wire.fixedpoint import (
     num_fragments,
     quantize,
 )
+from wire.ina import INA_VALUE_SIZES
 
 
 @dataclass
@@ -132,15 +132,19 @@ def measure(workers: int, steps: int, seed: int = 0, lr: float = 0.5,
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry: one row per worker count."""
-    p = argparse.ArgumentParser(prog="python -m bench.ina_bfp_bench",
-                                description=described(__doc__))
-    p.add_argument("--workers", default="2,8,64,256")
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--values-per-packet", default="64",
+    p = Parser(prog="python -m bench.ina_bfp_bench", description=described(__doc__))
+    p.add_argument("--workers", type=listed(integer(1, 256)), default=[2, 8, 64, 256],
+                   help="rank counts, 1..256 each (default 2,8,64,256)")
+    p.add_argument("--steps", type=count, default=20, help="SGD steps per rank count (default 20)")
+    p.add_argument("--seed", type=natural, default=0, help="data and model seed (default 0)")
+    p.add_argument("--values-per-packet", type=listed(integer(1)), default=[64],
                    help="BFP block sizes (values per packet), e.g. 64,128,256 (default 64)")
     args = p.parse_args(argv)
-    sizes = [int(x) for x in args.values_per_packet.split(",")]
+    sizes = args.values_per_packet
+    bad = sorted(set(sizes) - set(INA_VALUE_SIZES))
+    if bad:
+        p.error(f"argument --values-per-packet: {bad[0]} values a packet has no program (choose from "
+                f"{', '.join(map(str, INA_VALUE_SIZES))})")
     from rich.table import Table
 
     from controller.output import TableConsole
@@ -153,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                 "BFP vs float32", "fixed 2^-16 vs exact", "fixed refused"):
         t.add_column(col, justify="right")
     ok = True
-    for n in (int(x) for x in args.workers.split(",")):
+    for n in args.workers:
         for v in sizes:
             r = measure(n, args.steps, args.seed, values_per_packet=v)
             ok &= r.bfp <= r.bound

@@ -25,7 +25,7 @@ from controller.ina import InaDeployment, InaJob
 from controller.output import TableConsole
 from experiments.ina import run_jobs, switch_neighbors
 from topologies import leaf_spine
-from wire.argtypes import described
+from wire.argtypes import MAX_VALUES, Parser, described, integer, number, positive, values
 from wire.ina import INA_VALUES
 
 
@@ -39,14 +39,15 @@ def spanning(n_w: int, blocks: int, seed: int) -> list[np.ndarray]:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry: both runs, one table."""
-    p = argparse.ArgumentParser(prog="python -m bench.ina_scale_bench",
-                                description=described(__doc__))
-    p.add_argument("--workers", type=int, default=64)
-    p.add_argument("--values", type=int, default=1024, help="values of the fixed-point run")
-    p.add_argument("--blocks", type=int, default=41, help="blocks of the BFP run")
-    p.add_argument("--loss", type=float, default=0.05)
-    p.add_argument("--target", default=None, help="switch target (default: embedded)")
-    p.add_argument("--max-time", type=float, default=300.0, help="bound on each run (s)")
+    p = Parser(prog="python -m bench.ina_scale_bench", description=described(__doc__))
+    p.add_argument("--workers", type=integer(1, 256), default=64, help="workers of the job (an INA job has 1..256)")
+    p.add_argument("--values", type=values, default=1024, help="values of the fixed-point run")
+    p.add_argument("--blocks", type=integer(1, MAX_VALUES // INA_VALUES), default=41, help="blocks of the BFP run")
+    p.add_argument("--loss", type=number(0.0, below=1.0), default=0.05,
+                   help="loss rate on every edge switch port, in [0, 1) (default 0.05)")
+    p.add_argument("--target", choices=("auto", "embedded", "bmv2"), default=None,
+                   help="switch target (default: embedded)")
+    p.add_argument("--max-time", type=positive, default=300.0, help="bound on each run (s)")
     p.add_argument("--run-dir", help="keep the agents' logs here (default: a temporary dir)")
     p.add_argument("--only", choices=("fixed", "bfp"), help="run one format only")
     args = p.parse_args(argv)

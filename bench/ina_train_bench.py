@@ -34,7 +34,7 @@ from typing import Any
 from rich.table import Table
 
 from controller.output import TableConsole
-from wire.argtypes import described
+from wire.argtypes import Parser, count, described, listed, positive
 
 console = TableConsole()
 SCHEMES = ("ps", "ring", "ina")
@@ -90,11 +90,11 @@ def print_table(rows: list[dict[str, Any]], args: argparse.Namespace, target: st
 
 def main(argv: list[str] | None = None) -> int:
     """One harness run per link rate; the combined table."""
-    p = argparse.ArgumentParser(prog="python -m bench.ina_train_bench", description=described(__doc__))
-    p.add_argument("--bws", default="2,5,10", help="link rates, Mbit/s (default 2,5,10)")
-    p.add_argument("--seeds", type=int, default=3, help="seeds per scheme (default 3)")
-    p.add_argument("--epochs", type=int, default=4, help="epochs per run (default 4)")
-    p.add_argument("--target", default=None, help="embedded or bmv2 (default: the harness's)")
+    p = Parser(prog="python -m bench.ina_train_bench", description=described(__doc__))
+    p.add_argument("--bws", type=listed(positive), default=[2.0, 5.0, 10.0], help="link rates, Mbit/s (default 2,5,10)")
+    p.add_argument("--seeds", type=count, default=3, help="seeds per scheme (default 3)")
+    p.add_argument("--epochs", type=count, default=4, help="epochs per run (default 4)")
+    p.add_argument("--target", choices=("embedded", "bmv2"), default=None, help="embedded or bmv2 (default: the harness's)")
     p.add_argument("--out-dir", default=None, help="where the harness runs go (default: a temporary directory)")
     args = p.parse_args(argv)
     if os.geteuid() != 0:
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     from experiments import train as harness
     from targets.launch import resolve_target
 
-    bws = [float(b) for b in args.bws.split(",") if b.strip()]
+    bws = args.bws
     out = Path(args.out_dir or tempfile.mkdtemp(prefix="gradnet-inatrain-"))
     rows: list[dict[str, Any]] = []
     rc = 0

@@ -49,7 +49,7 @@ from rich.table import Table
 
 from controller.output import TableConsole
 from experiments.runner import log as _log
-from wire.argtypes import described
+from wire.argtypes import Parser, count, described, listed, nonnegative, positive, probability
 
 RATES = (0.0, 0.01, 0.05, 0.10)
 SCHEMES = ("ps", "ring", "ina", "ndn", "bml", "token", "differentiated", "gloo")
@@ -314,23 +314,27 @@ def main(argv: list[str] | None = None) -> int:
     exact-sum scheme stayed exact."""
     from targets.launch import resolve_target
 
-    p = argparse.ArgumentParser(prog="python -m bench loss", description=described(__doc__))
-    p.add_argument("--schemes", default=",".join(SCHEMES))
-    p.add_argument("--rates", default=",".join(f"{r:g}" for r in RATES), help="loss rates (fractions)")
-    p.add_argument("--seeds", type=int, default=2)
-    p.add_argument("--steps", type=int, default=6, help="training steps per run (1 epoch)")
-    p.add_argument("--bw", type=float, default=20.0)
-    p.add_argument("--max-time", type=float, default=90.0, help="bound on each run")
-    p.add_argument("--target", default=None)
+    p = Parser(prog="python -m bench loss", description=described(__doc__))
+    p.add_argument("--schemes", default=",".join(SCHEMES),
+                   help="the harness's schemes, comma-separated (default " + ",".join(SCHEMES) + ")")
+    p.add_argument("--rates", type=listed(probability), default=list(RATES),
+                   help="loss rates, fractions (default " + ",".join(f"{r:g}" for r in RATES) + ")")
+    p.add_argument("--seeds", type=count, default=2, help="seeds per cell (default 2)")
+    p.add_argument("--steps", type=count, default=6, help="training steps per run (1 epoch)")
+    p.add_argument("--bw", type=positive, default=20.0, help="link rate, Mbit/s (default 20)")
+    p.add_argument("--max-time", type=positive, default=90.0, help="bound on each run")
+    p.add_argument("--target", choices=("auto", "embedded", "bmv2"), default=None)
     p.add_argument("--out-dir", default="results")
     p.add_argument("--show", metavar="DIR", help="print the table of an earlier sweep (its cells.json)")
     p.add_argument("--slow", action="append", default=[], metavar="HOST=F",
                    help="stragglers: HOST computes F times slower (the harness's --slow; "
                    "repeatable; with --rates 0: what a slow rank costs each scheme)")
-    p.add_argument("--compute-time", type=float, default=0.0, metavar="S",
+    p.add_argument("--compute-time", type=nonnegative, default=0.0, metavar="S",
                    help="fix compute per batch at S seconds (the harness's --compute-time; "
                    "0: real)")
     a = p.parse_args(sys.argv[1:] if argv is None else argv)
+    if a.show and not (Path(a.show) / "cells.json").is_file():
+        p.error(f"argument --show: no cells.json in {a.show}")
     if a.show:
         saved = json.loads((Path(a.show) / "cells.json").read_text())
         res = {s: (v["link"], [Cell(**c) for c in v["cells"]]) for s, v in saved.items() if s != "title"}
@@ -341,14 +345,9 @@ def main(argv: list[str] | None = None) -> int:
 
     target = resolve_target(a.target)
     schemes = [s for s in a.schemes.split(",") if s]
-    try:
-        rates = [float(r) for r in a.rates.split(",")]
-    except ValueError:
-        p.error(f"--rates {a.rates}: comma-separated loss rates (fractions)")
+    rates = a.rates
     seeds = list(range(a.seeds))
     extra = [x for spec in a.slow for x in ("--slow", spec)]
-    if a.compute_time < 0:
-        p.error(f"--compute-time must be >= 0, got {a.compute_time}")
     if a.compute_time:
         extra += ["--compute-time", repr(a.compute_time)]
     for s in schemes:  # the harness's own checks (schemes, --slow ...), before anything starts

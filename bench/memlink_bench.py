@@ -45,30 +45,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=argtypes.count, default=2, help="runs per mode (gradient seeds 0..N-1)")
     p.add_argument("--values", type=argtypes.count, default=65536, help="gradient size (float32 values)")
     p.add_argument("--bw", type=argtypes.positive, default=10.0, help="link rate in Mbit/s")
-    p.add_argument("--budget", type=int, default=2, help="K aggregating switches")
+    p.add_argument("--budget", type=argtypes.integer(0, 20), default=2,
+                   help="K aggregating switches (the fat-tree k=4 has 20)")
     p.add_argument("--processes", type=argtypes.count, default=1,
                    help="switch processes (groups; links in memory only inside one; default 1)")
-    p.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (default: all three)")
+    p.add_argument("--modes", type=argtypes.names(*MODES), default=list(MODES),
+                   help="comma-separated modes (default: all three)")
     p.add_argument("--ps", action="store_true",
                    help="the PS baseline instead of INA (no aggregation: every packet unicast, all of it in C "
                         "on the native backend)")
     p.add_argument("--rate", action="store_true",
                    help="only the rate check: the rate an in-memory link delivers at --bw, beside a veth "
                         "shaped by htb (bench/memlink_rate.py)")
-    p.add_argument("--seconds", type=float, default=3.0, help="sending time of the rate check (at most 30)")
+    p.add_argument("--seconds", type=argtypes.number(above=0.5, hi=30.0), default=3.0,
+                   help="sending time of the rate check, in (0.5, 30] (default 3)")
     args = p.parse_args(argv)
-    modes = [m for m in args.modes.split(",") if m]
-    bad = [m for m in modes if m not in MODES]
-    if bad:
-        p.error(f"--modes: unknown {', '.join(bad)} (known: {', '.join(MODES)})")
+    modes = args.modes
     if os.geteuid() != 0:
         print("memlink_bench needs root (network namespaces)", file=sys.stderr)
         return 2
     _prebuild()
     if args.rate:
-        if not 0.5 < args.seconds <= 30:
-            print("memlink_bench: --seconds must be in (0.5, 30]", file=sys.stderr)
-            return 2
         return _rate_table(args)
     out = Path(tempfile.mkdtemp(prefix="gradnet-memlink-bench-"))
     rows = [(mode, seed, _run(mode, seed, args, out)) for seed in range(args.seeds) for mode in modes]

@@ -25,7 +25,6 @@ Run: ``python -m bench method-params`` (``--part token,ndn,ring,budget`` picks p
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from pathlib import Path
@@ -35,6 +34,7 @@ import numpy as np
 from rich.table import Table
 
 from controller.output import TableConsole
+from wire.argtypes import Parser, names
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = ("token", "ndn", "ring", "budget")
@@ -313,15 +313,12 @@ def budget_table() -> Table:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench method-params", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--part", default=",".join(PARTS), metavar="P,P,...",
+    ap = Parser(prog="python -m bench method-params", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--part", type=names(*PARTS), default=list(PARTS), metavar="P,P,...",
                     help=f"which comparisons (default all: {','.join(PARTS)})")
     ap.add_argument("--out-dir", default="results", help="where the tables are saved")
     args = ap.parse_args(argv)
-    parts = [p for p in args.part.split(",") if p]
-    bad = [p for p in parts if p not in PARTS]
-    if bad:
-        ap.error(f"--part: unknown {', '.join(bad)} (known: {', '.join(PARTS)})")
+    parts = args.part
     console = TableConsole()
     out = Path(args.out_dir) / time.strftime("method-params-%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)

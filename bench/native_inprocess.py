@@ -1,8 +1,10 @@
 """CPU per packet of the embedded target's pipeline in process (no sockets), Python
-backend against native, on forward.p4 (a routed UDP frame) and ina.p4 (GRADs of two
+backend against native, on forward.p4 (a routed UDP frame), ina.p4 (GRADs of two
 ranks, 64 values each, every second one completing an aggregate sent to the PS; or
-RESULTs from the PS, each multicast to 4 ports): what the switch itself costs, without
-the kernel's veth work.
+RESULTs from the PS, each multicast to 4 ports) and ndn.p4 (an Interest of a 5-component
+name through the FIB, then its Data back through the PIT, name after name; the name is
+parsed byte by byte into a header stack): what the switch itself costs, without the
+kernel's veth work.
 
 A second table: CPU per single-entry table write (an insert, then its delete, one at a
 time, as a controller outside one P4Runtime Write makes them) into a table already
@@ -15,7 +17,6 @@ did before single-entry writes).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -24,7 +25,7 @@ from typing import Any
 from rich.table import Table
 
 from controller.output import TableConsole
-from wire.argtypes import described
+from wire.argtypes import Parser, count, described
 
 
 def _forward(backend: str, packets: int) -> tuple[Any, list[tuple[int, bytes]]]:
@@ -90,6 +91,34 @@ def _ina(backend: str, packets: int) -> tuple[Any, list[tuple[int, bytes]]]:
     return sw, frames
 
 
+def _ndn(backend: str, packets: int) -> tuple[Any, list[tuple[int, bytes]]]:
+    """ndn.p4 with a FIB route for /h1 on port 1: Interests for /h1/train/v=1/seg=<i> from
+    port 2, each followed by its Data from port 1 (PIT hit, back to port 2)."""
+    from controller.ndn import TransientPit, check_name, prefix_hash
+    from targets.embedded.state import Replica, TableEntry
+    from targets.embedded.switch import Switch
+    from tests.native_pair import ROOT
+    from wire.ndn import NDN_MAC, data_packet, interest_packet
+
+    sw = Switch(seed=1, cpu_port=255, backend=backend)
+    p = sw.load_program((ROOT / "p4src" / "build" / "ndn.json").read_bytes())
+    sw.install_program(p)
+    for g in TransientPit.port_groups([1, 2, 3, 4]):
+        e = g.entity if hasattr(g, "entity") else g
+        sw.pre.set_group(e.multicast_group_id, [Replica(r[0] if isinstance(r, tuple) else r, 0)
+                                                for r in e.replicas], create=True)
+    fib = "MyIngress.fib.fib"
+    k = len(check_name("/h1"))
+    key = tuple((prefix_hash("/h1"), 0xFFFFFFFF) if i == k else (0, 0) for i in range(1, 7))
+    p.tables[fib].insert(TableEntry(key, p.action_call(fib, "MyIngress.fib.set_next_hop", (1,)), priority=k))
+    eth = NDN_MAC + bytes.fromhex("00000a000001") + (0x8624).to_bytes(2, "big")
+    frames = []
+    for i in range(max(packets // 2, 1)):
+        name = f"/h1/train/v=1/seg={i}"
+        frames += [(2, eth + interest_packet(name)), (1, eth + data_packet(name, b"\x01" * 200, final_block=3))]
+    return sw, frames
+
+
 def measure(make: Any, backend: str, packets: int) -> tuple[float, int]:
     """(CPU µs per packet, frames out) over ``packets`` packets."""
     sw, frames = make(backend, packets)
@@ -102,10 +131,10 @@ def measure(make: Any, backend: str, packets: int) -> tuple[float, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.native_inprocess", description=described(__doc__))
-    p.add_argument("--packets", type=int, default=20000, help="packets per program and backend (default 20000)")
-    p.add_argument("--entries", type=int, default=2000, help="entries in the table written to (default 2000)")
-    p.add_argument("--writes", type=int, default=300, help="insert+delete pairs timed per table (default 300)")
+    p = Parser(prog="python -m bench.native_inprocess", description=described(__doc__))
+    p.add_argument("--packets", type=count, default=20000, help="packets per program and backend (default 20000)")
+    p.add_argument("--entries", type=count, default=2000, help="entries in the table written to (default 2000)")
+    p.add_argument("--writes", type=count, default=300, help="insert+delete pairs timed per table (default 300)")
     args = p.parse_args(argv)
     if args.packets < 1 or args.writes < 1 or not 0 <= args.entries <= 4000:
         p.error("--packets and --writes must be >= 1, --entries 0..4000")
@@ -114,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         table.add_column(col, justify="left" if col == "program" else "right")
     saved = os.environ.get("GRADNET_BACKEND")
     try:
-        for name, make in (("forward", _forward), ("ina (64 values)", _ina), ("ina RESULT to 4 ports", _ina_result4)):
+        for name, make in (("forward", _forward), ("ina (64 values)", _ina), ("ina RESULT to 4 ports", _ina_result4), ("ndn Interest + Data", _ndn)):
             py, out = measure(make, "python", args.packets)
             nat, out2 = measure(make, "native", args.packets)
             table.add_row(name, f"{py:.1f}", f"{nat:.1f}", f"{py / nat:.2f}x", f"{out} / {out2}")

@@ -16,7 +16,6 @@ packets/s): that thread's CPU time over the frames that left.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from typing import Any
@@ -24,7 +23,7 @@ from typing import Any
 from rich.table import Table
 
 from controller.output import TableConsole
-from wire.argtypes import count, described
+from wire.argtypes import Parser, count, described
 
 
 def _switch(backend: str, rate: float | None) -> Any:
@@ -124,7 +123,7 @@ def _loop_cost(backend: str, rate: float, frames: list[bytes], burst: int) -> tu
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry: measure and print the table."""
-    p = argparse.ArgumentParser(prog="python -m bench.native_tm", description=described(__doc__))
+    p = Parser(prog="python -m bench.native_tm", description=described(__doc__))
     p.add_argument("--packets", type=count, default=4000, help="frames per run (default 4000)")
     p.add_argument("--burst", type=count, default=32, help="frames per burst (default 32)")
     p.add_argument("--rate", type=count, default=200000,

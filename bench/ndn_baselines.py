@@ -48,37 +48,48 @@ from experiments.ndn import (
 )
 from experiments.stats import format_interval, mean_ci, paired_ratios
 from topologies import leaf_spine
-from wire.argtypes import described
+from wire.argtypes import (
+    Parser,
+    count,
+    described,
+    listed,
+    names,
+    natural,
+    nonnegative,
+    number,
+    positive,
+    values,
+)
 
 console = TableConsole()
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options."""
-    p = argparse.ArgumentParser(prog="python -m bench.ndn_baselines", description=described(__doc__))
-    p.add_argument("--bw", type=float, default=20.0, help="every link's rate, Mbit/s (default 20)")
-    p.add_argument("--sizes", default="3818,100000,1000000", help="model sizes in float32 values")
-    p.add_argument("--seeds", type=int, default=3, help="seeds per size (default 3)")
-    p.add_argument("--seed", type=int, default=0, help="first seed")
-    p.add_argument("--rounds", type=int, default=3, help="synchronous rounds per run (default 3)")
-    p.add_argument("--rounds-large", type=int, default=2,
+    p = Parser(prog="python -m bench.ndn_baselines", description=described(__doc__))
+    p.add_argument("--bw", type=positive, default=20.0, help="every link's rate, Mbit/s (default 20)")
+    p.add_argument("--sizes", type=listed(values), default=[3818, 100000, 1000000], help="model sizes in float32 values")
+    p.add_argument("--seeds", type=count, default=3, help="seeds per size (default 3)")
+    p.add_argument("--seed", type=natural, default=0, help="first seed")
+    p.add_argument("--rounds", type=count, default=3, help="synchronous rounds per run (default 3)")
+    p.add_argument("--rounds-large", type=count, default=2,
                    help="rounds for models of 500,000 values or more (default 2)")
-    p.add_argument("--compute-time", type=float, default=0.2, help="seconds per gradient")
-    p.add_argument("--schemes", default=",".join(SCHEMES), help=f"default {','.join(SCHEMES)}")
-    p.add_argument("--loss", type=float, default=0.0, metavar="RATE",
-                   help="loss on both directions of the fabric link from h6's leaf toward the "
+    p.add_argument("--compute-time", type=nonnegative, default=0.2, help="seconds per gradient")
+    p.add_argument("--schemes", type=names(*SCHEMES), default=list(SCHEMES), help=f"default {','.join(SCHEMES)}")
+    p.add_argument("--loss", type=number(0.0, below=1.0), default=0.0, metavar="RATE",
+                   help="loss rate in [0, 1) on both directions of the fabric link from h6's leaf toward the "
                         "PS (default 0)")
-    p.add_argument("--interest-timeout", type=float, default=2.0,
+    p.add_argument("--interest-timeout", type=positive, default=2.0,
                    help="Interest retransmission timeout of the UDP schemes' agents (s; default 2: "
                         "the emulated switches move about 1,000 packets/s on a busy 2-core machine, so "
                         "5 GPUs' windows of 64 segments take up to a second to come back, and the "
                         "agents' 0.5 s made the 1M-value model's set-up a retransmission storm)")
-    p.add_argument("--probe-gap", type=float, default=0.3, metavar="S",
+    p.add_argument("--probe-gap", type=nonnegative, default=0.3, metavar="S",
                    help="every UDP scheme's GPUs: a probe timer that fires while the update is "
                         "still arriving waits until no segment came for S s (default 0.3; 0: the "
                         "agents' default, fetch at once)")
-    p.add_argument("--max-time", type=float, default=300.0, help="bound on each run (s)")
-    p.add_argument("--target", default=None, help="auto|embedded|bmv2")
+    p.add_argument("--max-time", type=positive, default=300.0, help="bound on each run (s)")
+    p.add_argument("--target", choices=("auto", "embedded", "bmv2"), default=None)
     p.add_argument("--out-dir", default="results", help="results go to DIR/ndn-baselines-<time>/")
     p.add_argument("--from-rows", default="", metavar="FILE,FILE,...",
                    help="run nothing: print the tables of earlier runs' rows.json files (a later "
@@ -88,12 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run every scheme for every size and seed; print one table per size."""
-    args = build_parser().parse_args(argv)
-    schemes = [s for s in args.schemes.split(",") if s]
-    bad = [s for s in schemes if s not in SCHEMES]
-    if bad:
-        print(f"unknown scheme(s) {bad}: choose from {', '.join(SCHEMES)}", file=sys.stderr)
-        return 2
+    p = build_parser()
+    args = p.parse_args(argv)
+    schemes = args.schemes
+    missing = [f for f in args.from_rows.split(",") if f and not Path(f).is_file()]
+    if missing:
+        p.error(f"argument --from-rows: no such file {missing[0]}")
     if args.from_rows:
         return print_tables(args, schemes)
     if os.geteuid() != 0:
@@ -101,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from topologies.network import Network
 
-    sizes = [int(x) for x in args.sizes.split(",") if x]
+    sizes = args.sizes
     topo = leaf_spine(2, 2, 3, bw=args.bw)
     hosts = topo.hosts()
     ps, gpus = hosts[0], hosts[1:]
@@ -156,13 +167,13 @@ def main(argv: list[str] | None = None) -> int:
 def print_tables(args: argparse.Namespace, schemes: list[str]) -> int:
     """``--from-rows``: the tables of saved rows (replaced by later files' rows)."""
     merged: dict[tuple[int, int, str], dict[str, Any]] = {}
-    for f in args.from_rows.split(","):
+    for f in (f for f in args.from_rows.split(",") if f):
         for r in json.loads(Path(f).read_text()):
             merged[r["values"], r["seed"], r["scheme"]] = r
     rows = list(merged.values())
     n = len(leaf_spine(2, 2, 3).hosts()) - 1
-    for values in sorted({r["values"] for r in rows}):
-        console.print(size_table(rows, values, schemes, n, args))
+    for size in sorted({r["values"] for r in rows}):
+        console.print(size_table(rows, size, schemes, n, args))
     return 0 if all(r["exact"] for r in rows) else 1
 
 

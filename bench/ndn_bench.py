@@ -34,25 +34,26 @@ from controller.output import TableConsole
 from experiments import options as opts
 from experiments.ndn import loss_on_fabric_link, loss_on_gpu_link, ratios_table, run_ip, run_ndn
 from topologies import fat_tree, leaf_spine
-from wire.argtypes import described
+from wire.argtypes import Parser, count, described, listed, nonnegative, number, positive, values
 
 console = TableConsole()
 
 
 def _parser() -> argparse.ArgumentParser:
     """The bench's command line."""
-    p = argparse.ArgumentParser(prog="python -m bench.ndn_bench", description=described(__doc__))
+    rates = listed(number(0.0, below=1.0), empty=True)  # a loss rate below 1; '': none
+    p = Parser(prog="python -m bench.ndn_bench", description=described(__doc__))
     p.add_argument("--topo", default="fat-tree", choices=["fat-tree", "leaf-spine"])
-    p.add_argument("--bw", type=float, default=10.0, help="link bandwidth in Mbit/s")
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--values", type=int, default=3818)
-    p.add_argument("--compute-time", type=float, default=0.3)
-    p.add_argument("--gpu-loss", default="0.01,0.05,0.1", metavar="R,R,...",
-                   help="loss rates on one GPU's link, one NDN run each (as --mode ndn's --gpu-loss)")
-    opts.add_alias(p, "--loss", "--gpu-loss", "gpu_loss")
-    p.add_argument("--fabric-loss", default="0.01,0.05,0.1", metavar="R,R,...",
-                   help="loss rates on a fabric link, one sync and one async NDN run each ('' : none)")
-    p.add_argument("--target", default=None, help="auto|embedded|bmv2")
+    p.add_argument("--bw", type=positive, default=10.0, help="link bandwidth in Mbit/s")
+    p.add_argument("--rounds", type=count, default=5, help="synchronous rounds per run (default 5)")
+    p.add_argument("--values", type=values, default=3818, help="gradient length (float32 values)")
+    p.add_argument("--compute-time", type=nonnegative, default=0.3, help="seconds per gradient")
+    p.add_argument("--gpu-loss", type=rates, default=[0.01, 0.05, 0.1], metavar="R,R,...",
+                   help="loss rates in [0, 1) on one GPU's link, one NDN run each ('': none)")
+    opts.add_alias(p, "--loss", "--gpu-loss", "gpu_loss", type=rates)
+    p.add_argument("--fabric-loss", type=rates, default=[0.01, 0.05, 0.1], metavar="R,R,...",
+                   help="loss rates in [0, 1) on a fabric link, one sync and one async NDN run each ('': none)")
+    p.add_argument("--target", choices=("auto", "embedded", "bmv2"), default=None)
     return p
 
 
@@ -66,8 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     hosts = topo.hosts()
     ps, gpus = hosts[0], hosts[1:]
     lossy = gpus[-1]                  # the farthest GPU
-    rates = [float(x) for x in args.gpu_loss.split(",") if x]
-    fabric = [float(x) for x in args.fabric_loss.split(",") if x]
+    rates, fabric = args.gpu_loss, args.fabric_loss
     runs = _run_all(args, topo, ps, gpus, lossy, rates, fabric)
     n = len(gpus)
     ndn, ip = runs["ndn"], runs["ip"]

@@ -38,7 +38,8 @@ from controller.output import TableConsole
 from experiments.ndn import run_scheme
 from experiments.stats import format_interval, mean_ci, paired_ratios
 from topologies import star
-from wire.argtypes import described
+from topologies.plan import TopologyError
+from wire.argtypes import Parser, count, described, names, nonnegative, positive, values
 
 console = TableConsole()
 
@@ -53,17 +54,17 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options."""
-    p = argparse.ArgumentParser(prog="python -m bench.ndn_window", description=described(__doc__))
-    p.add_argument("--gpus", type=int, default=4, help="GPUs on the star (default 4)")
-    p.add_argument("--bw", type=float, default=20.0, help="every link's rate, Mbit/s (default 20)")
-    p.add_argument("--values", type=int, default=126_090,
+    p = Parser(prog="python -m bench.ndn_window", description=described(__doc__))
+    p.add_argument("--gpus", type=count, default=4, help="GPUs on the star (default 4)")
+    p.add_argument("--bw", type=positive, default=20.0, help="every link's rate, Mbit/s (default 20)")
+    p.add_argument("--values", type=values, default=126_090,
                    help="model size in float32 values (default 126,090: the harness's mlp)")
-    p.add_argument("--rounds", type=int, default=6, help="synchronous rounds per run (default 6)")
-    p.add_argument("--seeds", type=int, default=3, help="seeds (default 3)")
-    p.add_argument("--compute-time", type=float, default=0.005, help="seconds per gradient")
-    p.add_argument("--variants", default=",".join(VARIANTS), help=f"default {','.join(VARIANTS)}")
-    p.add_argument("--max-time", type=float, default=120.0, help="bound on each run (s)")
-    p.add_argument("--target", default=None, help="auto|embedded|bmv2")
+    p.add_argument("--rounds", type=count, default=6, help="synchronous rounds per run (default 6)")
+    p.add_argument("--seeds", type=count, default=3, help="seeds (default 3)")
+    p.add_argument("--compute-time", type=nonnegative, default=0.005, help="seconds per gradient")
+    p.add_argument("--variants", type=names(*VARIANTS), default=list(VARIANTS), help=f"default {','.join(VARIANTS)}")
+    p.add_argument("--max-time", type=positive, default=120.0, help="bound on each run (s)")
+    p.add_argument("--target", choices=("auto", "embedded", "bmv2"), default=None)
     p.add_argument("--out-dir", default="results", help="results go to DIR/ndn-window-<time>/")
     return p
 
@@ -86,17 +87,18 @@ def row_of(variant: str, seed: int, res: Any) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run every variant for every seed; print one table."""
-    args = build_parser().parse_args(argv)
-    variants = [v for v in args.variants.split(",") if v]
-    if any(v not in VARIANTS for v in variants) or args.gpus < 1:
-        print(f"variants from {', '.join(VARIANTS)}; --gpus >= 1", file=sys.stderr)
-        return 2
+    p = build_parser()
+    args = p.parse_args(argv)
+    variants = args.variants
+    try:
+        topo = star(args.gpus + 1, bw=args.bw)
+    except TopologyError as e:
+        p.error(f"argument --gpus: {args.gpus} GPUs and a PS on one switch: {e}")
     if os.geteuid() != 0:
         print("ndn-window needs root (network namespaces)", file=sys.stderr)
         return 2
     from topologies.network import Network
 
-    topo = star(args.gpus + 1, bw=args.bw)
     ps, gpus = topo.hosts()[0], topo.hosts()[1:]
     out = Path(args.out_dir).resolve() / time.strftime("ndn-window-%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)

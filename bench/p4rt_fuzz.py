@@ -24,7 +24,6 @@ answers otherwise (the embedded target follows the spec; docs/trust.md).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import random
 import shutil
@@ -49,6 +48,7 @@ from bench.p4rt_schema import (
     random_key,
     upd,
 )
+from wire.argtypes import Parser, count, natural
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAM_DIRS = {"table_features": ROOT / "tests" / "p4" / "build"}
@@ -376,12 +376,18 @@ def bmv2_expect(what: str, spec: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Deterministic cases and a long random fuzz per program and target; a table."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--programs", default=",".join(DEFAULT_PROGRAMS))
-    ap.add_argument("--batches", type=int, default=2000)
-    ap.add_argument("--seed", type=int, default=1)
+    ap = Parser(prog="python -m bench.p4rt_fuzz", description=__doc__.split("\n")[0])
+    ap.add_argument("--programs", default=",".join(DEFAULT_PROGRAMS),
+                    help=f"comma-separated compiled programs (default {','.join(DEFAULT_PROGRAMS)})")
+    ap.add_argument("--batches", type=count, default=2000, help="random write batches per program (default 2000)")
+    ap.add_argument("--seed", type=natural, default=1, help="the cases' and the fuzz's seed (default 1)")
     ap.add_argument("--target", default="auto", choices=("auto", "embedded", "bmv2"))
     args = ap.parse_args(argv)
+    programs = [s.strip() for s in args.programs.split(",") if s.strip()]
+    missing = [s for s in programs if not all(f.is_file() for f in program_files(s))]
+    if missing or not programs:
+        ap.error(f"argument --programs: no compiled program {missing[0]!r} (make p4)" if missing
+                 else "argument --programs: expected comma-separated programs")
     import os
 
     if os.geteuid() != 0:
@@ -394,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     rc = 0
     print(f"{'program':15} {'target':9} {'cases':>5} {'spec':>5} {'updates':>7} {'wrong':>5} "
           f"{'model':>5} {'alive':>5} {'s':>5}")
-    for prog in args.programs.split(","):
+    for prog in programs:
         s = Schema.load(program_files(prog)[1])
         if not s.writable():
             print(f"{prog:15} (no table a controller writes entries to)")

@@ -19,7 +19,6 @@ pushes (Mbit/s). ``paths``: ``single`` = one shortest path per flow (the specifi
 
 from __future__ import annotations
 
-import argparse
 import math
 import random
 import statistics
@@ -46,7 +45,7 @@ from controller.placement import (
     tor_first_placement,
 )
 from topologies import fat_tree
-from wire.argtypes import described
+from wire.argtypes import Parser, described, nonnegative, positive
 
 LINK_BW = 1000.0
 
@@ -280,13 +279,13 @@ def scale_table(
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=described(__doc__))
+    ap = Parser(prog="python -m bench.placement_bench", description=described(__doc__))
     ap.add_argument("--quick", action="store_true", help="k=4 only, fewer random graphs")
     ap.add_argument("--full", action="store_true", help="add oversubscribed k=8 (slow MILP)")
-    ap.add_argument("--max-seconds", type=float, default=60.0, help="greedy timing budget")
-    ap.add_argument("--milp-limit", type=float, default=60.0, help="MILP time limit (s)")
+    ap.add_argument("--max-seconds", type=positive, default=60.0, help="greedy timing budget")
+    ap.add_argument("--milp-limit", type=positive, default=60.0, help="MILP time limit (s)")
     ap.add_argument(
-        "--scale-milp-limit", type=float, default=10.0,
+        "--scale-milp-limit", type=nonnegative, default=10.0,
         help="MILP time limit for k=16 in the scale table (s; 0: skip the MILP there)",
     )  # fmt: skip
     ap.add_argument("--no-scale", action="store_true", help="skip the k=8/k=16 scale table")

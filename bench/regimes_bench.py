@@ -28,7 +28,8 @@ from typing import Any
 from rich.table import Table
 
 from controller.output import TableConsole
-from wire.argtypes import described
+from sim.regimes import MODELS, NETWORKS
+from wire.argtypes import Parser, described, integer, listed, names, natural, nonnegative, positive
 
 console = TableConsole()
 
@@ -76,31 +77,15 @@ class Store:
         return self.inputs[key]
 
 
-def _list(text: str, kind: type = str) -> list[Any]:
-    return [kind(x) for x in text.split(",") if x.strip()]
+#: the grid's options' types (their defaults above are strings, parsed by the same types)
+GRID = {"models": names(*MODELS), "workers": listed(integer(2)), "networks": names(*NETWORKS),
+        "gbps": listed(positive), "seeds": listed(natural)}
 
 
 def plan(args: argparse.Namespace) -> list[tuple[str, int, str, float]]:
-    """The cells: (model, workers, network, Mbit/s), checked."""
-    from sim import regimes as rg
-
-    models, networks = _list(args.models), _list(args.networks)
-    for m in models:
-        if m not in rg.MODELS:
-            raise ValueError(f"--models: unknown model {m!r} (known: {', '.join(rg.MODELS)})")
-    for n in networks:
-        if n not in rg.NETWORKS:
-            raise ValueError(f"--networks: unknown network {n!r} (known: {', '.join(rg.NETWORKS)})")
-    try:
-        workers, gbps = _list(args.workers, int), _list(args.gbps, float)
-        _list(args.seeds, int)
-    except ValueError as e:
-        raise ValueError(f"--workers, --gbps and --seeds take comma-separated numbers ({e})") from None
-    if not workers or min(workers) < 2 or not gbps or min(gbps) <= 0:
-        raise ValueError("--workers must be integers >= 2 and --gbps positive numbers")
-    if not _list(args.seeds, int):
-        raise ValueError("--seeds: at least one seed")
-    return [(m, w, n, g * 1000.0) for m in models for w in workers for n in networks for g in gbps]
+    """The cells: (model, workers, network, Mbit/s) (checked where they are parsed)."""
+    return [(m, w, n, g * 1000.0) for m in args.models for w in args.workers for n in args.networks
+            for g in args.gbps]
 
 
 def estimate(cells: list[tuple[str, int, str, float]], params: dict[str, int], budget: int) -> str:
@@ -122,7 +107,7 @@ def build_cell(store: Store, args: argparse.Namespace, model: str, workers: int,
     from sim import regimes as rg
 
     params = store.value(f"parameters/{model}", lambda: rg.parameters_of(model))
-    seeds = _list(args.seeds, int)
+    seeds = args.seeds
     steps = [store.value(f"steps/{model}/{workers}/{s}",
                          lambda s=s: rg.known_steps(model, workers, s)) for s in seeds]
     compute = args.compute_time if args.compute_time is not None else store.value(
@@ -205,11 +190,7 @@ def run(args: argparse.Namespace) -> int:
     """The map: plan, announce, compute cell by cell, write table, CSV, JSON, figure."""
     from sim import regimes as rg
 
-    try:
-        cells_plan = plan(args)
-    except ValueError as e:
-        print(f"regimes: {e}", file=sys.stderr)
-        return 2
+    cells_plan = plan(args)
     root = Path(args.resume) if args.resume else Path(args.out_dir) / time.strftime(
         "regimes-%Y%m%d-%H%M%S")
     store = Store(root)
@@ -223,9 +204,9 @@ def run(args: argparse.Namespace) -> int:
         cells.append(build_cell(store, args, m, w, n, mbit))
         c = cells[-1]
         console.print(f"  winner {c.winner} (x{c.margin:.2f} over {c.runner_up})")
-    seeds = _list(args.seeds, int)
+    seeds = args.seeds
     title = (f"Regime map: time to target = steps x (compute + sync) per step; steps from the "
-             f"harness's plan (global batch 64, scaling.simulate, seeds {args.seeds}), the "
+             f"harness's plan (global batch 64, scaling.simulate, seeds {','.join(map(str, seeds))}), the "
              f"same for every scheme; compute = one CPU thread, "
              f"{'--compute-time' if args.compute_time is not None else 'measured (CPU time)'}; "
              f"sync from ns-3 (deterministic: no interval) or, marked (ideal), the ideal bound; "
@@ -247,9 +228,9 @@ def steps_table(args: argparse.Namespace) -> int:
     from sim import regimes as rg
 
     out: dict[str, Any] = {}
-    for m in _list(args.models):
-        for w in _list(args.workers, int):
-            for seed in _list(args.seeds, int):
+    for m in args.models:
+        for w in args.workers:
+            for seed in args.seeds:
                 out.setdefault(m, {}).setdefault(str(w), {})[str(seed)] = rg.steps_to_target(m, w, seed)
                 console.print(f"{m} {w} workers seed {seed}: {out[m][str(w)][str(seed)]} steps")
     rg.STEPS_FILE.write_text(json.dumps({
@@ -273,25 +254,25 @@ def _plain(t: Table) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry."""
-    p = argparse.ArgumentParser(prog="python -m bench regimes", description=described(__doc__))
+    p = Parser(prog="python -m bench regimes", description=described(__doc__))
     p.add_argument("--quick", action="store_true",
                    help="the test's preset: digits, 4 workers, fat-tree and leaf-spine 4:1, "
                         "1 Gbit/s, seed 0")
-    p.add_argument("--models", help=f"models (default {DEFAULTS['models']})")
-    p.add_argument("--workers", help=f"worker counts (default {DEFAULTS['workers']})")
-    p.add_argument("--networks", help=f"networks (default {DEFAULTS['networks']}: fat-tree 1:1, "
+    p.add_argument("--models", type=GRID["models"], help=f"models (default {DEFAULTS['models']})")
+    p.add_argument("--workers", type=GRID["workers"], help=f"worker counts, each >= 2 (default {DEFAULTS['workers']})")
+    p.add_argument("--networks", type=GRID["networks"], help=f"networks (default {DEFAULTS['networks']}: fat-tree 1:1, "
                                       "the smallest k that holds PS and workers; leaf-spine of 2 "
                                       "spines and 4 hosts a leaf at 2:1 and 4:1)")
-    p.add_argument("--gbps", help=f"link rates, Gbit/s (default {DEFAULTS['gbps']})")
-    p.add_argument("--seeds", help=f"training seeds for the steps (default {DEFAULTS['seeds']})")
-    p.add_argument("--ns3-budget", type=int,
+    p.add_argument("--gbps", type=GRID["gbps"], help=f"link rates, Gbit/s (default {DEFAULTS['gbps']})")
+    p.add_argument("--seeds", type=GRID["seeds"], help=f"training seeds for the steps (default {DEFAULTS['seeds']})")
+    p.add_argument("--ns3-budget", type=natural,
                    help="simulate a synchronization in ns-3 only up to this many "
                         f"worker-fragments (workers x parameters/64; default "
                         f"{DEFAULTS['ns3_budget']}); larger ones come from the ideal bound")
-    p.add_argument("--budget", type=int, default=2,
+    p.add_argument("--budget", type=natural, default=2,
                    help="INA: aggregating switches besides the PS's ToR (default 2, make run's; "
                         "fewer where the network has fewer)")
-    p.add_argument("--compute-time", type=float,
+    p.add_argument("--compute-time", type=nonnegative,
                    help="compute per step, seconds (default: measured per model and batch)")
     p.add_argument("--out-dir", default="results", help="where results/regimes-<time>/ goes")
     p.add_argument("--resume", help="an earlier regimes directory: reuse what it computed")
@@ -301,7 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     for k, v in (QUICK if args.quick else DEFAULTS).items():
         if getattr(args, k) is None:
-            setattr(args, k, v)
+            setattr(args, k, GRID[k](v) if k in GRID else v)
+    if args.resume and not Path(args.resume).is_dir():
+        p.error(f"argument --resume: no such directory {args.resume}")
     if args.steps_table:
         return steps_table(args)
     from sim.ns3env import Ns3Missing, available

@@ -41,7 +41,19 @@ from pathlib import Path
 from rich.table import Table
 
 from controller.output import TableConsole
-from wire.argtypes import described
+from sim.plan import METHODS
+from wire.argtypes import (
+    MAX_VALUES,
+    Parser,
+    count,
+    described,
+    integer,
+    listed,
+    names,
+    natural,
+    positive,
+    values,
+)
 
 console = TableConsole()
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,8 +78,8 @@ def scale(args: argparse.Namespace) -> int:
     for c in ("k", "workers", "scheme", "sync ms", "bound ms", "sync/bound", "retx",
               "wall s", "notes"):
         t.add_column(c, justify="right" if c not in ("scheme", "notes") else "left")
-    schemes = tuple(s for s in args.schemes.split(",") if s)
-    for n in (int(x) for x in args.workers.split(",")):
+    schemes = tuple(args.schemes)
+    for n in args.workers:
         for r in scale_rows(n, schemes, args.gbps, args.values, args.budget, args.window,
                             args.timeout, max_time=args.max_time):
             ratio = "-" if r.seconds is None else f"{r.seconds / r.bound_s:.2f}"
@@ -84,8 +96,8 @@ def placement(args: argparse.Namespace) -> int:
     """INA's time vs budget K: greedy + LP vs random vs ToR-first placement."""
     from sim.scale import budget_rows
 
-    methods = tuple(m for m in args.methods.split(",") if m)
-    budgets = tuple(int(x) for x in args.budgets.split(","))
+    methods = tuple(args.methods)
+    budgets = tuple(args.budgets)
     t = Table(title=f"ns-3: INA vs budget K, one gradient of {args.values:,} values "
                     f"({4 * args.values // 1024} KiB), fat-tree links and switch capacity "
                     f"{args.gbps:g} Gbit/s, window {args.window}, RTO {args.timeout:g} s, at "
@@ -94,7 +106,7 @@ def placement(args: argparse.Namespace) -> int:
     for c in ("k", "workers", "K", "placement", "sync ms", "bound ms", "sync/bound", "LP ms",
               "retx", "wall s", "aggregating (s_d last)"):
         t.add_column(c, justify="left" if c in ("placement", "aggregating (s_d last)") else "right")
-    for k in (int(x) for x in args.placement_k.split(",")):
+    for k in args.placement_k:
         values = args.values if k < 16 or not args.values_k16 else args.values_k16
         for r in budget_rows(k, budgets, methods, args.gbps, values, window=args.window,
                              timeout=args.timeout, max_time=args.max_time, seed=args.seed):
@@ -121,8 +133,7 @@ def bcube(args: argparse.Namespace) -> int:
     for c in ("BCube", "servers", "scheme", "sync ms", "bound ms", "sync/bound", "busiest link",
               "BML / scheme", "wall s"):
         t.add_column(c, justify="left" if c in ("scheme", "busiest link", "BCube") else "right")
-    for size in args.bcube_sizes.split(","):
-        n, k = (int(x) for x in size.split("x"))
+    for n, k in args.bcube_sizes:
         rows = bcube_rows(n, k, v, args.gbps, max_time=args.max_time)
         bml = next((r.seconds for r in rows if r.scheme == "bml"), None)
         for r in rows:
@@ -146,11 +157,11 @@ def limits(args: argparse.Namespace) -> int:
                     "VmRSS growth, one process, ascending k, before any run)")
     for c in ("k", "hosts", "nodes", "links", "RSS growth MiB", "KiB / node"):
         m.add_column(c, justify="right")
-    for r in memory_rows([int(x) for x in args.limits_k.split(",")], args.gbps):
+    for r in memory_rows(list(args.limits_k), args.gbps):
         m.add_row(str(r.k), f"{r.hosts:,}", f"{r.nodes:,}", f"{r.links:,}",
                   f"{r.rss_kib / 1024:,.1f}", f"{r.per_node_kib:,.0f}")
     console.print(m)
-    schemes = tuple(s for s in args.schemes.split(",") if s)
+    schemes = tuple(args.schemes)
     t = Table(title=f"ns-3 cost measured here: one gradient of {args.values:,} values "
                     f"({4 * args.values // 1024} KiB), fat-tree links {args.gbps:g} Gbit/s; "
                     f"rates over the CPU time of Simulator.Run (wall time beside it)")
@@ -159,7 +170,7 @@ def limits(args: argparse.Namespace) -> int:
         t.add_column(c, justify="left" if c == "scheme" else "right")
     last: dict[str, tuple[float, float]] = {}
     kib = 4 * args.values / 1024
-    for n in (int(x) for x in args.limits_workers.split(",")):
+    for n in args.limits_workers:
         for r in scale_rows(n, schemes, args.gbps, args.values, args.budget, args.window,
                             args.timeout, max_time=args.max_time):
             w = r.work
@@ -191,8 +202,8 @@ def extrapolate_models(args: argparse.Namespace) -> int:
     from sim.limits import MODELS, extrapolate, fit_line
     from sim.scale import scale_rows
 
-    schemes = tuple(s for s in args.schemes.split(",") if s)
-    sizes = [int(x) for x in args.extrapolate_values.split(",")]
+    schemes = tuple(args.schemes)
+    sizes = list(args.extrapolate_values)
     runs: dict[str, list] = {s: [] for s in schemes}
     t = Table(title=f"ns-3 runs for the fit: {args.extrapolate_workers} workers, fat-tree "
                     f"links {args.gbps:g} Gbit/s, INA K={args.budget}, window {args.window}")
@@ -248,11 +259,11 @@ def validate(args: argparse.Namespace) -> int:
         if os.geteuid() != 0:
             print("--validate runs the emulator: needs root", file=sys.stderr)
             return 2
-        for bw in args.validate_bw.split(","):
+        for bw in args.validate_bw:
             out = Path(tempfile.mkdtemp(prefix="gradnet-sim-validate-"))
             subprocess.run([sys.executable, "-m", "experiments", "--mode", "compare",
                             "--schemes", "ps,ina,ring", "--workers", str(args.validate_workers),
-                            "--values", str(args.validate_values), "--bw", bw,
+                            "--values", str(args.validate_values), "--bw", f"{bw:g}",
                             "--out-dir", str(out)], cwd=ROOT, check=True, capture_output=True)
             summaries.append(json.loads(next(out.glob("compare-*/summary.json")).read_text()))
     t = Table(title="ns-3 vs the emulator (make compare-sync's fat-tree k=4, fabric x4)")
@@ -292,14 +303,14 @@ def check_ideal(args: argparse.Namespace) -> int:
         t.add_column(c, justify="left" if c in ("topology", "scheme", "ideal busiest",
                                                  "ns-3 busiest") else "right")
     rows = []
-    for spec, scheme, workers, values in cases(args.check_cases):
-        r = compare(spec, scheme, workers, values, max_time=args.max_time)
+    for spec, scheme, workers, n_values in cases(args.check_cases):
+        r = compare(spec, scheme, workers, n_values, max_time=args.max_time)
         rows.append(r.as_dict())
         ratio = "-" if r.ratio is None else f"{r.ratio:.3f}"
-        console.print(f"[dim]{spec} {scheme} {workers} workers {values:,} values: ideal "
+        console.print(f"[dim]{spec} {scheme} {workers} workers {n_values:,} values: ideal "
                       f"{r.ideal_bound_s * 1e3:.3f} ms, ns-3 {_us(r.sim_s)} ms ({ratio}), wall "
                       f"{r.wall_s:.1f} s[/dim]")
-        t.add_row(spec, str(r.workers), f"{values:,}", scheme, r.ideal_busiest,
+        t.add_row(spec, str(r.workers), f"{n_values:,}", scheme, r.ideal_busiest,
                   f"{r.ideal_bytes:,}", r.sim_busiest, f"{r.sim_bytes:,}",
                   f"{r.ideal_bound_s * 1e3:,.3f}", _sync(r.sim_s, args.max_time), ratio,
                   str(r.retransmissions), f"{r.wall_s:.1f}")
@@ -309,43 +320,62 @@ def check_ideal(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command-line entry."""
-    p = argparse.ArgumentParser(prog="python -m bench simulate", description=described(__doc__))
-    p.add_argument("--workers", default="16,64,256,1023", help="worker counts (scale table)")
-    p.add_argument("--gbps", type=float, default=100.0, help="link rate, Gbit/s (default 100)")
-    p.add_argument("--values", type=int, default=32768, help="gradient length (default 32768)")
-    p.add_argument("--budget", type=int, default=4, help="INA: aggregating switches K")
-    p.add_argument("--window", type=int, default=32, help="agents' window (default 32)")
-    p.add_argument("--timeout", type=float, default=1.0, help="agents' first RTO s (default 1)")
-    p.add_argument("--schemes", default="ps,ring,ina")
-    p.add_argument("--max-time", type=float, default=5.0,
+def _bcube_sizes(text: str) -> list[tuple[int, int]]:
+    """``--bcube-sizes``: comma-separated ``NxK``, N >= 2, K >= 1, at most MAX_SERVERS servers."""
+    from wire.bcube_schedule import MAX_SERVERS
+
+    out = []
+    for s in (s.strip() for s in text.split(",") if s.strip()):
+        n_k = s.split("x")
+        if len(n_k) != 2 or not all(x.strip().isdigit() for x in n_k):
+            raise argparse.ArgumentTypeError(f"{s!r} is not NxK (e.g. 8x2)")
+        n, k = int(n_k[0]), int(n_k[1])
+        if n < 2 or k < 1 or n**k > MAX_SERVERS:
+            raise argparse.ArgumentTypeError(f"BCube({n},{k}): N >= 2, K >= 1, at most {MAX_SERVERS} servers")
+        out.append((n, k))
+    if not out:
+        raise argparse.ArgumentTypeError(f"expected comma-separated NxK sizes (got {text!r})")
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line."""
+    p = Parser(prog="python -m bench simulate", description=described(__doc__))
+    p.add_argument("--workers", type=listed(count), default=[16, 64, 256, 1023], help="worker counts (scale table)")
+    p.add_argument("--gbps", type=positive, default=100.0, help="link rate, Gbit/s (default 100)")
+    p.add_argument("--values", type=values, default=32768, help="gradient length (default 32768)")
+    p.add_argument("--budget", type=natural, default=4, help="INA: aggregating switches K")
+    p.add_argument("--window", type=count, default=32, help="agents' window (default 32)")
+    p.add_argument("--timeout", type=positive, default=1.0, help="agents' first RTO s (default 1)")
+    p.add_argument("--schemes", type=names("ps", "ring", "ina"), default=["ps", "ring", "ina"],
+                   help="schemes (default ps,ring,ina)")
+    p.add_argument("--max-time", type=positive, default=5.0,
                    help="simulated seconds a run may take (default 5: an incast collapse "
                         "shows as unfinished instead of minutes of retransmissions)")
     p.add_argument("--placement", action="store_true",
                    help="INA's time vs budget K per placement method instead")
-    p.add_argument("--placement-k", default="8,16", help="fat-tree arities (--placement)")
-    p.add_argument("--budgets", default="0,1,2,4,8,16", help="budgets K (--placement)")
-    p.add_argument("--methods", default="greedy,random,tor-first",
+    p.add_argument("--placement-k", type=listed(integer(2)), default=[8, 16], help="fat-tree arities (--placement)")
+    p.add_argument("--budgets", type=listed(natural), default=[0, 1, 2, 4, 8, 16], help="budgets K (--placement)")
+    p.add_argument("--methods", type=names(*METHODS), default=list(METHODS),
                    help="placement methods (--placement; sim/plan.py:METHODS)")
-    p.add_argument("--values-k16", type=int, default=0,
+    p.add_argument("--values-k16", type=integer(0, MAX_VALUES), default=0,
                    help="--placement: gradient length at k=16 (default: --values)")
-    p.add_argument("--seed", type=int, default=0, help="--placement: the random placement's seed")
+    p.add_argument("--seed", type=natural, default=0, help="--placement: the random placement's seed")
     p.add_argument("--bcube", action="store_true",
                    help="BML on BCube vs sharded PS and ring instead")
-    p.add_argument("--bcube-sizes", default="8x2,4x3,16x2", help="BCube NxK sizes (--bcube)")
-    p.add_argument("--bcube-values", type=int, default=262144,
+    p.add_argument("--bcube-sizes", type=_bcube_sizes, default=[(8, 2), (4, 3), (16, 2)], help="BCube NxK sizes (--bcube)")
+    p.add_argument("--bcube-values", type=values, default=262144,
                    help="--bcube: gradient length (default 262144 = 1 MiB)")
     p.add_argument("--limits", action="store_true",
                    help="where simulation stops: event rates, memory per node, an hour's reach")
-    p.add_argument("--limits-workers", default="15,63,255",
+    p.add_argument("--limits-workers", type=listed(count), default=[15, 63, 255],
                    help="--limits: worker counts to time (smallest fat-tree each)")
-    p.add_argument("--limits-k", default="4,8,12,16", help="--limits: fat-trees to build")
+    p.add_argument("--limits-k", type=listed(integer(2)), default=[4, 8, 12, 16], help="--limits: fat-trees to build")
     p.add_argument("--extrapolate", action="store_true",
                    help="ResNet-50/BERT-base gradients by a fit over sizes that run")
-    p.add_argument("--extrapolate-values", default="8192,32768,131072",
+    p.add_argument("--extrapolate-values", type=listed(values), default=[8192, 32768, 131072],
                    help="--extrapolate: gradient lengths to simulate")
-    p.add_argument("--extrapolate-workers", type=int, default=15,
+    p.add_argument("--extrapolate-workers", type=count, default=15,
                    help="--extrapolate: workers (default 15: fat-tree k=4)")
     p.add_argument("--check-ideal", action="store_true",
                    help="the harness's ideal model (experiments/ideal.py) vs ns-3 instead")
@@ -354,11 +384,26 @@ def main(argv: list[str] | None = None) -> int:
                         "small bandwidth-bound case per scheme (tight)")
     p.add_argument("--json", help="--check-ideal: also write the rows to this JSON file")
     p.add_argument("--validate", action="store_true", help="the validation table instead")
-    p.add_argument("--validate-bw", default="2,5,10")
-    p.add_argument("--validate-workers", type=int, default=4)
-    p.add_argument("--validate-values", type=int, default=16384)
+    p.add_argument("--validate-bw", type=listed(positive), default=[2.0, 5.0, 10.0],
+                   help="--validate: the emulator runs' link rates, Mbit/s (default 2,5,10)")
+    p.add_argument("--validate-workers", type=integer(2, 15), default=4,
+                   help="--validate: workers of make compare's fat-tree k=4 (2..15; default 4)")
+    p.add_argument("--validate-values", type=values, default=16384,
+                   help="--validate: gradient length (default 16384)")
     p.add_argument("--validate-summary", help="an emulator compare summary.json to compare")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry."""
+    p = build_parser()
     args = p.parse_args(argv)
+    odd = [k for k in (*args.placement_k, *args.limits_k) if k % 2]
+    if odd:
+        p.error(f"argument --{'placement' if odd[0] in args.placement_k else 'limits'}-k: "
+                f"a fat-tree's arity is even (got {odd[0]})")
+    if args.validate_summary and not Path(args.validate_summary).is_file():
+        p.error(f"argument --validate-summary: no such file {args.validate_summary}")
     from sim.ns3env import Ns3Missing, available
 
     if not available():

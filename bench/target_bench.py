@@ -29,7 +29,6 @@ sendmmsg batches, one epoll), the ceiling for the native backend.
 
 from __future__ import annotations
 
-import argparse
 import os
 import select
 import socket
@@ -49,7 +48,7 @@ from targets.launch import bmv2_available
 from targets.netns import in_netns
 from targets.p4rt_client import P4RuntimeClient
 from targets.testbed import Testbed
-from wire.argtypes import described
+from wire.argtypes import Parser, count, described, names
 
 ROOT = Path(__file__).resolve().parent.parent
 console = TableConsole()
@@ -67,6 +66,7 @@ class Result:
 OUT_PER_IN = {"ina": 0.5}  # frames out (of port 2) per frame in (ina: one aggregate per two GRADs)
 MC_PORTS = (2, 3, 4, 5)  # ina-mc: the RESULT group's ports
 TARGETS = ("embedded", "native", "bmv2", "hand", "bare", "bare-c")
+PROGRAMS = ("forward", "ina", "ina-mc", "registers")
 
 
 class _Frames:
@@ -277,24 +277,19 @@ def _measure(program: str, target: str, packets: int, json_path: Path, p4info: P
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry: measure and print the table."""
-    p = argparse.ArgumentParser(prog="python -m bench.target_bench", description=described(__doc__))
-    p.add_argument("--packets", type=int, default=20000, help="frames per saturation run (default 20000)")
-    p.add_argument("--programs", default="forward,ina", help="comma-separated: forward,ina,ina-mc,registers "
+    p = Parser(prog="python -m bench.target_bench", description=described(__doc__))
+    p.add_argument("--packets", type=count, default=20000, help="frames per saturation run (default 20000)")
+    p.add_argument("--programs", type=names(*PROGRAMS), default=["forward", "ina"], help="comma-separated: forward,ina,ina-mc,registers "
                    "(ina-mc: RESULTs multicast to 4 ports)")
-    p.add_argument("--targets", default=None,
+    p.add_argument("--targets", type=names(*TARGETS), default=None,
                    help=f"{','.join(TARGETS)} (default: all, bmv2 only if installed; embedded is the Python backend, "
                         "native the program compiled to C, bare and bare-c forwarders without P4 in Python and C)")
     args = p.parse_args(argv)
     if os.geteuid() != 0:
         print("target_bench needs root (network namespaces)", file=sys.stderr)
         return 2
-    targets = args.targets.split(",") if args.targets else [t for t in TARGETS if t != "bmv2" or bmv2_available()]
-    unknown = set(targets) - set(TARGETS)
-    if unknown:
-        p.error(f"unknown target(s) {', '.join(sorted(unknown))}: choose from {', '.join(TARGETS)}")
-    programs = args.programs.split(",")
-    if set(programs) - {"forward", "ina", "ina-mc", "registers"}:
-        p.error("--programs: choose from forward, ina, ina-mc, registers")
+    targets = args.targets or [t for t in TARGETS if t != "bmv2" or bmv2_available()]
+    programs = args.programs
     results: list[Result] = []
     bounds: dict[str, Result] = {}
     for prog in programs:
@@ -318,10 +313,11 @@ def main(argv: list[str] | None = None) -> int:
                   "pps on a shared machine); 'CPU / bare C' is that over the C forwarder's (goal for native: "
                   "<= 1.25). Rates of fast targets are bounded by the benchmark's Python sender.[/dim]")
     if "native" in targets:  # ina.p4 too, in process (the switch's own CPU, no veths)
-        from bench import native_inprocess, native_tm
+        from bench import native_cpuport, native_inprocess, native_tm
 
         native_inprocess.main(["--packets", str(min(args.packets, 6000))])
         native_tm.main(["--packets", str(min(args.packets, 4000))])  # through a shaped port
+        native_cpuport.main(["--frames", str(min(args.packets, 3000))])  # packet-ins, queue clocks
     return 0
 
 

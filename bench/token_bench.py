@@ -40,7 +40,8 @@ import numpy as np
 from rich.table import Table
 
 from controller.output import TableConsole
-from wire.argtypes import described
+from controller.token import MAX_NODES
+from wire.argtypes import Parser, count, described, integer, listed, natural, nonnegative
 
 console = TableConsole()
 VALUES = 3818  # the digits CNN's parameters
@@ -201,17 +202,20 @@ def token_run(net: Any, topo: Any, out: Path, batches: int, compute: float) -> d
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry (and the PS/ring agents, ``--agent``)."""
-    p = argparse.ArgumentParser(prog="python -m bench.token_bench", description=described(__doc__))
-    p.add_argument("--nodes", default="1,2,4,8", help="comma-separated node counts")
-    p.add_argument("--batches", type=int, default=8, help="batches per token run")
-    p.add_argument("--compute", type=float, default=1.0,
+    p = Parser(prog="python -m bench.token_bench", description=described(__doc__))
+    p.add_argument("--nodes", type=listed(integer(1, MAX_NODES)), default=[1, 2, 4, 8],
+                   help=f"comma-separated node counts (each in 1..{MAX_NODES})")
+    p.add_argument("--batches", type=count, default=8, help="batches per token run")
+    p.add_argument("--compute", type=nonnegative, default=1.0,
                    help="compute held fixed at this many seconds per batch per node")
-    p.add_argument("--rounds", type=int, default=20, help="all-reduces per baseline run")
-    p.add_argument("--target", default=None)
+    p.add_argument("--rounds", type=count, default=20, help="all-reduces per baseline run")
+    p.add_argument("--target", choices=("auto", "embedded", "bmv2"), default=None)
     p.add_argument("--agent", choices=("ps", "ring"), help=argparse.SUPPRESS)
-    p.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--rank", type=natural, default=0, help=argparse.SUPPRESS)
     p.add_argument("--ips", default="", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.agent and args.rank >= len(args.ips.split(",")):
+        p.error(f"argument --rank: must be < {len(args.ips.split(','))}, the --ips given (got {args.rank})")
     if args.agent:
         fn = agent_ps if args.agent == "ps" else agent_ring
         times = fn(args.rank, args.ips.split(","), args.rounds)
@@ -224,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     from controller.token import token_lan
     from topologies.network import Network
 
-    sizes = [int(x) for x in args.nodes.split(",")]
+    sizes = args.nodes
     base = Path(tempfile.mkdtemp(prefix="gradnet-token-bench-"))
     rows: dict[int, dict[str, Any]] = {}
     for n in sizes:

@@ -49,7 +49,18 @@ from rich.markup import escape
 from rich.table import Table
 
 from controller.output import TableConsole
-from wire.argtypes import described
+from controller.token import MAX_NODES
+from wire.argtypes import (
+    Parser,
+    count,
+    described,
+    integer,
+    listed,
+    names,
+    nonnegative,
+    number,
+    positive,
+)
 
 console = TableConsole()
 SCHEMES = ("token", "ring", "ps")
@@ -220,36 +231,30 @@ def markdown(cells: list[dict[str, Any]], schemes: list[str], args: argparse.Nam
 
 def main(argv: list[str] | None = None) -> int:
     """Measure compute, run every cell, print the grid."""
-    p = argparse.ArgumentParser(prog="python -m bench.token_grid", description=described(__doc__))
-    p.add_argument("--nodes", default="4,8", help="training nodes per cell (default 4,8)")
-    p.add_argument("--spread", default="1,2,4", help="slowest/fastest node speed (default 1,2,4)")
-    p.add_argument("--ratio", default="0.1,1,10", help="compute/communication ratios (default 0.1,1,10)")
-    p.add_argument("--seeds", type=int, default=3, help="seeds per scheme and cell (default 3)")
-    p.add_argument("--epochs", type=int, default=4,
+    p = Parser(prog="python -m bench.token_grid", description=described(__doc__))
+    p.add_argument("--nodes", type=listed(integer(2, MAX_NODES)), default=[4, 8],
+                   help=f"training nodes per cell, each in 2..{MAX_NODES} (default 4,8)")
+    p.add_argument("--spread", type=listed(number(1.0)), default=[1.0, 2.0, 4.0],
+                   help="slowest/fastest node speed, each >= 1 (default 1,2,4)")
+    p.add_argument("--ratio", type=listed(positive), default=[0.1, 1.0, 10.0],
+                   help="compute/communication ratios, each > 0 (default 0.1,1,10)")
+    p.add_argument("--seeds", type=count, default=3, help="seeds per scheme and cell (default 3)")
+    p.add_argument("--epochs", type=count, default=4,
                    help="epochs per run at 4 nodes, scaled with the node count so every cell trains "
                         "the same number of steps (default 4: 8 epochs at 8 nodes)")
-    p.add_argument("--schemes", default=",".join(SCHEMES), help="schemes (default token,ring,ps)")
-    p.add_argument("--compute", type=float, default=0.0,
+    p.add_argument("--schemes", type=names(*SCHEMES), default=list(SCHEMES), help="schemes (default token,ring,ps)")
+    p.add_argument("--compute", type=nonnegative, default=0.0,
                    help="per-step compute (s) that sets the link rates (default: measured here)")
-    p.add_argument("--target", default=None, help="embedded or bmv2 (default: the harness's)")
+    p.add_argument("--target", choices=("embedded", "bmv2"), default=None,
+                   help="embedded or bmv2 (default: the harness's)")
     p.add_argument("--markdown", metavar="FILE", default=None,
                    help="also write the table as Markdown to FILE")
     p.add_argument("--out-dir", "--resume", dest="out_dir", default=None,
                    help="where the cells' harness runs go; cells already there are skipped "
                         "(default: a temporary directory)")
     args = p.parse_args(argv)
-    try:
-        nodes = [int(x) for x in args.nodes.split(",") if x.strip()]
-        spreads = [float(x) for x in args.spread.split(",") if x.strip()]
-        ratios = [float(x) for x in args.ratio.split(",") if x.strip()]
-    except ValueError as e:
-        p.error(f"--nodes, --spread and --ratio take comma-separated numbers: {e}")
-    if not nodes or min(nodes) < 2 or not spreads or min(spreads) < 1 or not ratios or min(ratios) <= 0:
-        p.error("--nodes >= 2, --spread >= 1 and --ratio > 0, each at least one value")
-    schemes = [s.strip() for s in args.schemes.split(",") if s.strip()]
-    if not schemes or set(schemes) - set(SCHEMES):
-        p.error(f"--schemes: a subset of {','.join(SCHEMES)}")
-    args.schemes = ",".join(schemes)
+    nodes, spreads, ratios, schemes = args.nodes, args.spread, args.ratio, args.schemes
+    args.schemes = ",".join(args.schemes)
     if os.geteuid() != 0:
         print("token_grid needs root (network namespaces)", file=sys.stderr)
         return 0

@@ -1,10 +1,10 @@
 """A bad option is one error line and exit status 2, before anything starts.
 
 For every ``python -m experiments --mode M`` (each mode of controller/registry.py), every
-``gradctl`` command and group, and every host agent:
+``gradctl`` command and group, every host agent and every ``python -m bench NAME``:
 
-* each option with a range (an argparse ``type=`` of :mod:`wire.argtypes`) is given a
-  value just outside it (generated from the parsers themselves, so a new option is
+* each option with a range (an argparse ``type=`` of :mod:`wire.argtypes`, or a
+  comma-separated list of them, ``listed``) is given a value just outside it (generated from the parsers themselves, so a new option is
   covered the day it lands), and no numeric option is left without a range;
 * the table below gives what needs the topology or the other options (hosts, switches,
   ports, counts larger than the topology's) and the cases found by hand.
@@ -28,13 +28,14 @@ from typing import Any
 import pytest
 
 from controller import registry
-from wire.argtypes import Range
+from wire.argtypes import Listed, Range
 
 ROOT = Path(__file__).resolve().parents[1]
 MODES = list(registry.MODES)
 # ``python -m hosts.bml`` is hosts.bml.agent's main
 AGENTS = sorted({"hosts.bml.agent" if m == "hosts.bml" else m
                  for e in registry.ENTRIES for m in (*e.agents.values(), *e.scheme_agents.values())})
+BENCHES = list(registry.BENCHES)
 #: numeric options that take any integer on purpose
 ANY_INT = {"--batch-seed"}  # -1: each node's own sequence number
 
@@ -68,6 +69,12 @@ def _gradctl(argv: list[str]) -> Any:
     return main(argv)
 
 
+def _bench(argv: list[str]) -> Any:
+    from bench.__main__ import main
+
+    return main(argv)
+
+
 def _agent(module: str) -> Callable[[list[str]], Any]:
     return lambda argv: importlib.import_module(module).main(argv)
 
@@ -94,7 +101,7 @@ def _check(fn: Callable[[list[str]], Any], argv: list[str], fragment: str,
 
 # ----------------------------------------------------------------------------- the table
 
-E, G = "experiments", "gradctl"
+E, G, B = "experiments", "gradctl", "bench"
 TABLE: list[tuple[str, list[str], str]] = [
     # found by a careless user
     (E, ["--budget", "-3"], "--budget: must be >= 0 (got -3)"),
@@ -207,11 +214,38 @@ TABLE: list[tuple[str, list[str], str]] = [
     ("hosts.token.node", ["--cutoff", "0"], "--cutoff: must be in (0, 1]"),
     ("hosts.trainer", ["--lr", "-1"], "--lr: must be > 0"),
     ("hosts.differentiated.worker", ["--quantile", "2"], "--quantile: must be in [0, 1]"),
+    # benches (python -m bench NAME ...): lists, names, what needs other options or files
+    (B, ["ina-bfp", "--workers", "2,0"], "--workers: must be >= 1 (got 0)"),
+    (B, ["ina-bfp", "--workers", "2,x"], "--workers: expected an integer (got 'x')"),
+    (B, ["ina-bfp", "--values-per-packet", "100"], "100 values a packet has no program"),
+    (B, ["ndn-baselines", "--sizes", ","], "--sizes: expected comma-separated values"),
+    (B, ["ndn-baselines", "--schemes", "ndn,nope"], "--schemes: unknown nope (choose from"),
+    (B, ["ndn-baselines", "--from-rows", "/nonexistent-gradnet.json"], "--from-rows: no such file"),
+    (B, ["ndn", "--target", "nope"], "--target: invalid choice: 'nope'"),
+    (B, ["ndn", "--fabric-loss", "0.1,1"], "--fabric-loss: must be in [0, 1) (got 1)"),
+    (B, ["ndn-window", "--gpus", "600"], "--gpus: 600 GPUs and a PS on one switch"),
+    (B, ["target", "--programs", "forward,nope"], "--programs: unknown nope"),
+    (B, ["target", "--targets", ""], "--targets: expected comma-separated names"),
+    (B, ["bcube", "--sizes", "5x3"], "BCube(5,3) has 125 servers; the fat-tree has 16"),
+    (B, ["bcube", "--tune-pipeline", "0"], "--tune-pipeline: must be >= 1 (got 0)"),
+    (B, ["token", "--nodes", "1,40"], "--nodes: must be <= 31 (got 40)"),
+    (B, ["token-grid", "--spread", "1,0.5"], "--spread: must be >= 1 (got 0.5)"),
+    (B, ["differentiated", "--workers", "300"], "--workers: must be <= "),
+    (B, ["differentiated-ablation", "--variants", "nope"], "--variants: unknown nope"),
+    (B, ["differentiated-replay", "--seeds", "7-3"], "an empty range '7-3'"),
+    (B, ["memlinks", "--seconds", "40"], "--seconds: must be in (0.5, 30] (got 40)"),
+    (B, ["fuzz", "--programs", "nope"], "--programs: unknown nope"),
+    (B, ["fuzz-p4rt", "--programs", "nope"], "--programs: no compiled program 'nope'"),
+    (B, ["simulate", "--placement-k", "5"], "a fat-tree's arity is even (got 5)"),
+    (B, ["simulate", "--bcube-sizes", "1x2"], "BCube(1,2): N >= 2"),
+    (B, ["regimes", "--models", "resnet"], "--models: unknown resnet"),
+    (B, ["regimes", "--resume", "/nonexistent-gradnet"], "--resume: no such directory"),
+    (B, ["method-params", "--part", "nope"], "--part: unknown nope"),
 ]
 
 
 def _fn(command: str) -> Callable[[list[str]], Any]:
-    return {E: _experiments, G: _gradctl}.get(command) or _agent(command)
+    return {E: _experiments, G: _gradctl, B: _bench}.get(command) or _agent(command)
 
 
 @pytest.mark.parametrize(("command", "argv", "fragment"), TABLE,
@@ -275,9 +309,11 @@ def _outside(r: Range) -> str:
 
 
 def _each_option(p: argparse.ArgumentParser) -> Iterator[tuple[str, Range]]:
+    """Every option with a range (a list's: its items')."""
     for a in p._actions:
-        if isinstance(a.type, Range) and a.option_strings:
-            yield max(a.option_strings, key=len), a.type
+        r = a.type.item if isinstance(a.type, Listed) else a.type
+        if isinstance(r, Range) and a.option_strings:
+            yield max(a.option_strings, key=len), r
 
 
 def _unchecked(p: argparse.ArgumentParser) -> list[str]:
@@ -334,11 +370,31 @@ def test_every_option_of_every_agent(module: str, capsys: pytest.CaptureFixture[
     assert _sweep(fn, [], _parser_of(fn, []), capsys) >= 1
 
 
+@pytest.mark.parametrize("name", BENCHES)
+def test_every_option_of_every_bench(name: str, capsys: pytest.CaptureFixture[str],
+                                     nothing_starts: None) -> None:
+    """``python -m bench NAME``: parsed before anything (root, ns-3, a network) is needed."""
+    if name in ("ddp", "train"):
+        pytest.importorskip("torch")
+    p = _parser_of(_bench, [name])
+    n = _sweep(_bench, [name], p, capsys)
+    assert n >= 1 or name == "method-params"  # its one option is a list of names
+
+
+@pytest.mark.parametrize("module", ["bench.native_inprocess", "bench.native_tm"])
+def test_every_option_of_the_benches_helpers(module: str, capsys: pytest.CaptureFixture[str],
+                                             nothing_starts: None) -> None:
+    """The target bench's parts, runnable alone (``python -m bench.native_tm``)."""
+    fn = _agent(module)
+    assert _sweep(fn, [], _parser_of(fn, []), capsys) >= 1
+
+
 @pytest.mark.parametrize("argv", [
     [sys.executable, "-m", "experiments", "--budget", "-3"],
     [sys.executable, "-m", "experiments", "--mode", "ndn", "--workers", "0"],
     [sys.executable, "-m", "controller.cli", "train", "--lr", "-1"],
     [sys.executable, "-m", "hosts.ina.worker", "--policy", "p.json", "--rank", "-1"],
+    [sys.executable, "-m", "bench", "token", "--batches", "0"],
 ])
 def test_as_a_command(argv: list[str], tmp_path: Path) -> None:
     """The real command line: exit status 2, one line, nothing left behind."""

@@ -34,12 +34,7 @@ pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler")
 
 # What the native backend refuses today, and why (anything else must be accepted).
 REFUSED = {
-    "ndn": "header stacks",
     "action_features": "signed fields",
-    "parser_features": "header stacks",
-    "union_features": "header stacks",
-    "varbit_features": "varbit fields",
-    "metadata_echo": "traffic-manager metadata",
 }
 ROUTES = "MyIngress.forwarding.ipv4_routes"
 ACCEPTED = [p for p in PROGRAMS if p.stem not in REFUSED]

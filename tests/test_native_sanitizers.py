@@ -1,12 +1,15 @@
 """The native backend built with AddressSanitizer and UBSan: fuzzed frames (truncated,
 mutated, random) through forward.p4, ina.p4, replication.p4 (multicast groups and
 clone sessions), instance_meta.p4, reenter_loop.p4 (resubmit, recirculate, truncate,
-egress clones in C, chains to the bound), cpu_io.p4 (digests queued in C), meters.p4
-(meters.c, random rates and bursts), table_features.p4 (direct counters and meters,
-direct.c), action_selector.p4 (members, weighted and empty groups, profiles.c) and
-value_set.p4 (vsets.c) with
-random entries, and (but for the last three, which reflect every frame) through the
-loop in C with shaped queues (tm.c: rates, depths, a byte rate), show no out-of-bounds access and no undefined behaviour (the process would
+egress clones in C, chains to the bound), cpu_io.p4 (digests queued in C),
+metadata_echo.p4, ndn.p4 and parser_features.p4 (header stacks: names byte by byte,
+overflow, push/pop), union_features.p4 (header unions and union stacks),
+varbit_features.p4, meters.p4 (meters.c, random rates and bursts),
+table_features.p4 (direct counters and meters, direct.c), action_selector.p4 (members,
+weighted and empty groups, profiles.c) and value_set.p4 (vsets.c) with random entries,
+and (but for the last three, which reflect every frame) through the loop in C with
+shaped queues (tm.c: rates, depths, a byte rate), show no out-of-bounds access and no
+undefined behaviour (the process would
 abort)."""
 
 from __future__ import annotations
@@ -34,7 +37,9 @@ def _asan_runtime() -> str | None:
 
 @pytest.mark.long
 @pytest.mark.parametrize("program", ["forward", "ina", "replication", "instance_meta", "reenter_loop", "cpu_io",
-                                     "meters", "table_features", "action_selector", "value_set"])
+                                     "metadata_echo", "ndn", "parser_features", "union_features",
+                                     "varbit_features", "meters", "table_features",
+                                     "action_selector", "value_set"])
 def test_fuzzed_frames_clean_under_asan_and_ubsan(program: str, tmp_path: Path) -> None:
     runtime = _asan_runtime()
     if runtime is None:

@@ -95,14 +95,16 @@ def _numbers(s: socket.socket, want: int, wait_s: float) -> list[int]:
 
 
 def test_a_swap_runs_the_rest_of_a_receive_batch_on_the_new_program(veths: tuple[str, list[str]]) -> None:
-    """The loop in C stops at a packet for the Python path (to the CPU port: a packet-in)
-    with 31 frames of its batch still to run; the program changes right then: those 31
-    leave through the new program, before what came after them."""
+    """The loop in C stops at a packet for the Python path (a packet-in to a CPU port
+    with a rate: its queue is traffic.py's) with 31 frames of its batch still to run;
+    the program changes right then: those 31 leave through the new program, before what
+    came after them."""
     from targets.embedded.native import nloop
     from targets.netns import in_netns
 
     ns, (a1, b1, a2, b2, a3, _) = veths
-    sw = Switch(seed=1, backend="native", cpu_port=3)  # a packet-in: the Python path
+    sw = Switch(seed=1, backend="native", cpu_port=3)
+    sw.set_port_rate(100000, 3)  # the CPU port shaped: its packet-ins take the Python path
     packet_ins: list[bytes] = []
     sw.packet_in_handlers.append(packet_ins.append)
     _install(sw, FORWARD)

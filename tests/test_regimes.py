@@ -98,12 +98,14 @@ def test_the_committed_steps_table_is_the_harness_plan() -> None:
 
 
 def test_bad_grid_is_one_line_exit_2(capsys) -> None:
+    """Checked where it is parsed, with or without ns-3 (tests/test_bad_options.py: every option)."""
     from bench.regimes_bench import main
 
-    if not ns3env.available():
-        pytest.skip("ns-3 not installed: the bench skips before it reads the grid")
-    assert main(["--models", "resnet", "--out-dir", "/tmp"]) == 2
-    assert "unknown model 'resnet'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["--models", "resnet", "--out-dir", "/tmp"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and len(err.strip().splitlines()) == 1
+    assert "--models: unknown resnet" in err
 
 
 # ----------------------------------------------------------------------------- with ns-3

@@ -77,8 +77,8 @@ def test_every_bench_is_registered() -> None:
     for p in (ROOT / "bench").glob("*_bench.py"):
         assert _module(p) in registered, p
     # the other benchmarks with main(): registered too, except the target benchmark's floor
-    # and its in-process tables (native backend, shaped port), which ``bench target`` runs
-    helpers = {"bench.bare_forwarder", "bench.native_inprocess", "bench.native_tm"}
+    # and its in-process tables (native backend, shaped port, packet-ins), which ``bench target`` runs
+    helpers = {"bench.bare_forwarder", "bench.native_inprocess", "bench.native_tm", "bench.native_cpuport"}
     found = {_module(p) for p in (ROOT / "bench").glob("*.py")
              if p.name != "__main__.py" and _has_def(p, "main")}
     assert found - helpers == registered

@@ -19,8 +19,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-__all__ = ["MAX_VALUES", "Parser", "Range", "count", "described", "fraction", "integer", "natural",
-           "nonnegative", "number", "port", "positive", "probability", "values"]
+__all__ = ["MAX_VALUES", "Listed", "Names", "Parser", "Range", "count", "described", "fraction", "integer",
+           "listed", "names", "natural", "nonnegative", "number", "port", "positive", "probability", "values"]
 
 
 def _fmt(v: float) -> str:
@@ -84,6 +84,56 @@ class Range:
         if high:
             return f"<= {_fmt(self.hi)}" if self.hi is not None else f"< {_fmt(self.below)}"  # type: ignore[arg-type]
         return "any " + self.__name__
+
+
+@dataclass(frozen=True)
+class Listed:
+    """An argparse ``type=``: a comma-separated list, each item checked by ``item`` (a
+    :class:`Range`); an empty list is an error unless ``empty`` (then it is none)."""
+
+    item: Range
+    empty: bool = False
+
+    @property
+    def __name__(self) -> str:
+        return f"list of {self.item.__name__}"
+
+    def __call__(self, text: str) -> list[Any]:
+        parts = [t.strip() for t in str(text).split(",") if t.strip()]
+        if not parts and not self.empty:
+            raise argparse.ArgumentTypeError(f"expected comma-separated values (got {text!r})")
+        return [self.item(t) for t in parts]
+
+
+def listed(item: Range, *, empty: bool = False) -> Listed:
+    """A comma-separated list of ``item`` values (``2,5,10``); ``empty``: ``''`` is none."""
+    return Listed(item, empty)
+
+
+@dataclass(frozen=True)
+class Names:
+    """An argparse ``type=``: a comma-separated list of names, each one of ``choices``; an
+    empty list is an error (what a ``choices=`` is for one name)."""
+
+    choices: tuple[str, ...]
+
+    @property
+    def __name__(self) -> str:
+        return "list of names"
+
+    def __call__(self, text: str) -> list[str]:
+        parts = [t.strip() for t in str(text).split(",") if t.strip()]
+        if not parts:
+            raise argparse.ArgumentTypeError(f"expected comma-separated names (got {text!r})")
+        bad = [t for t in parts if t not in self.choices]
+        if bad:
+            raise argparse.ArgumentTypeError(f"unknown {', '.join(bad)} (choose from {', '.join(self.choices)})")
+        return parts
+
+
+def names(*choices: str) -> Names:
+    """A comma-separated list of names out of ``choices`` (``ps,ring``)."""
+    return Names(tuple(choices))
 
 
 def integer(lo: int | None = None, hi: int | None = None) -> Range:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hosts.ina import native
 from hosts.net import udp_socket
 from wire import argtypes
 from wire.ina import INA_UDP_PORT, MsgType
@@ -27,7 +28,10 @@ def open_ina_socket(bind_ip: str = "", port: int = INA_UDP_PORT) -> socket.socke
     """A non-blocking UDP socket bound to ``bind_ip:port`` with large buffers.
 
     The UDP checksum is left to the kernel default (computed on send, checked on
-    receive; a zero checksum from a switch is accepted)."""
+    receive; a zero checksum from a switch is accepted). The native datagram paths
+    (hosts/ina/native.py) are built and loaded here, at the agent's start, not in its
+    first allreduce."""
+    native.library()
     return udp_socket(bind_ip, port, rcvbuf=_SOCK_BUF, sndbuf=_SOCK_BUF)
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -40,6 +41,7 @@ from hosts.ina.agent import (
     parse_fault_spec,
 )
 from hosts.ina.fastpath import rare_gc
+from hosts.ina.ps_io import ps_io
 from hosts.ina.ps_job import JobState, JobStats, PSCounters, PSReport
 from hosts.ina.recovery import JobRecovery, PsRecovery
 from hosts.ina.stamp import admitted, policy_stamp
@@ -59,7 +61,6 @@ from wire.ina_policy import Policy, PolicyError, default_switch_ip
 
 __all__ = ["JobStats", "PSCounters", "PSReport", "ParameterServer", "main"]
 
-_RECV_SIZE = 2048
 _BE_I32 = np.dtype(">i4")
 # plain ints: comparing with IntEnum members costs more on the per-packet path
 _GRAD, _PARTIAL = int(MsgType.GRAD), int(MsgType.PARTIAL)
@@ -128,6 +129,7 @@ class ParameterServer(PsRecovery):
         self.linger, self.max_time, self.iface = linger, max_time, iface
         self.rounds, self.idle_exit = rounds, idle_exit
         self.faults = faults
+        self.pending: list[tuple[bytes, tuple[str, int]]] | None = None
         port = port if port is not None else (policy.port if policy else INA_UDP_PORT)
         if bind_ip is None:
             bind_ip = policy.ps if policy is not None else ""
@@ -247,6 +249,9 @@ class ParameterServer(PsRecovery):
     # ---------------------------------------------------------------- engine
 
     def _send(self, data: bytes, addr: tuple[str, int]) -> None:
+        if self.pending is not None:  # a native batch: sent together after it (ps_io.py)
+            self.pending.append((data, addr))
+            return
         try:
             if self.faults is None:
                 self.sock.sendto(data, addr)
@@ -413,38 +418,31 @@ class ParameterServer(PsRecovery):
         else:
             st.accepted_partial += 1
         if have == jb.full:
-            self._finish(jb, f, frag)
-            self._on_complete(jb, f)
-            jb.round_done += 1
-            if jb.round_done == jb.num_fragments:
-                if jb.done:
-                    st.complete_s = now
-                else:
-                    jb.next_round()
+            self._completed(jb, f, frag, now)
+
+    def _completed(self, jb: JobState, f: int, frag: int, now: float) -> None:
+        """Fragment ``f`` (wire number ``frag``) has every worker: its RESULT and
+        CLEARs, recovery's bookkeeping, and the round's end when it was the last."""
+        self._finish(jb, f, frag)
+        self._on_complete(jb, f)
+        jb.round_done += 1
+        if jb.round_done == jb.num_fragments:
+            if jb.done:
+                jb.stats.complete_s = now
+            else:
+                jb.next_round()
 
     def run(self) -> PSReport:
         """Serve until every job is complete and ``linger`` seconds pass without a
         datagram; raises ``InaTimeoutError`` (``.report`` attached) after ``max_time``."""
         nic0 = _read_nic(self.iface) if self.iface else None
-        sock, c, faults = self.sock, self.counters, self.faults
-        recvfrom = sock.recvfrom if faults is None else (lambda n: faults.recv(sock, n))
+        sock, io = self.sock, ps_io(self)  # hosts/ina/ps_io.py: batched when native
         t0 = time.monotonic()
         deadline = t0 + self.max_time
         last_rx = t0
         done_at: float | None = None
         while True:
-            got = False
-            while True:
-                try:
-                    data, addr = recvfrom(_RECV_SIZE)
-                except (BlockingIOError, InterruptedError):
-                    break
-                except ConnectionRefusedError:
-                    continue
-                got = True
-                c.datagrams += 1
-                c.bytes_in += len(data)
-                self._handle(data, addr, time.monotonic() - t0)
+            got = io.drain(self, t0)
             now = time.monotonic()
             if got:
                 last_rx = now
@@ -554,7 +552,7 @@ class PSCommand:
             return 2
         if args.ready:
             print("ready", flush=True)
-        cpu0 = time.process_time()
+        cpu0, self.sys0 = time.process_time(), os.times().system
         try:
             with rare_gc():  # hosts/ina/fastpath.py: a collection every 700 tuples cost CPU
                 report = ps.run()
@@ -577,6 +575,7 @@ class PSCommand:
         # cpu_s: the whole process; sync_cpu_s: serving only (start-up excluded)
         self.emit({**report.to_dict(), "cpu_s": round(time.process_time(), 3),
                    "sync_cpu_s": round(time.process_time() - cpu0, 3),
+                   "sync_sys_s": round(os.times().system - self.sys0, 3),  # of it, the kernel's
                    "max_rss_mib": round(peak_rss_mib(), 1)})
         if not args.json:
             for j, st in report.jobs.items():

@@ -14,8 +14,9 @@ timeout (``request_timer``): the last resort, for the last fragments, which no l
 RESULT reveals. A worker never re-sends values the PS did not ask for.
 
 The loop of ``Worker.allreduce``: one non-blocking UDP socket multiplexed with
-``select``; the hot path is plain ``struct`` + ``bytes`` slicing, with the loop's
-counters in locals inside each step.
+``select``; the hot path is batched in C when it can be (``hosts/ina/batched.py``:
+``sendmmsg``/``recvmmsg``, no Python a datagram), else plain ``struct`` + ``bytes``
+slicing, with the loop's counters in locals inside each step.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from hosts.ina.agent import InaTimeoutError
+from hosts.ina.batched import worker_path
 from hosts.ina.congestion import CongestionControl, RttEstimator
 from hosts.ina.fastpath import rare_gc
 from hosts.ina.stamp import admitted
@@ -76,6 +78,7 @@ class WorkerStats:
     srtt_s: float = 0.0  # the smoothed round trip at the end
     fault_drops: int = 0  # TEST ONLY: dropped by FaultInjection
     duration_s: float = 0.0
+    native: bool = False  # the batched native packet path ran (hosts/ina/batched.py)
 
     @property
     def pps(self) -> float:
@@ -154,6 +157,9 @@ class FragmentTransfer:
         self._recv_ctx = (stats, self.cc, self.done, self.result, on_result, recvfrom,
                           w.result_sources, INA_HEADER.unpack_from, int(MsgType.RESULT), w.job_id,
                           INA_HEADER_LEN, self.vl, self.pl, n_f, offset, self.full, w.stamp)
+        # the batched native path (hosts/ina/batched.py), or None: the Python one below
+        self.native = worker_path(self)
+        stats.native = self.native is not None
         self.t0 = time.monotonic()
 
     def run(self) -> bytearray:
@@ -211,6 +217,8 @@ class FragmentTransfer:
 
     def _send_new(self, now: float) -> bool:
         """First sends, up to the window; True when anything went out."""
+        if self.native is not None:
+            return self.native.send_new(self, now)
         (cc, done, look, n_f, vl, sendto, payload, sent_at, pack, grad_t, job, rank, bit, offset,
          tags, fanin, flags, sd_fanin, dest, exp_of, seq_of) = self._send_ctx
         next_f, sent, outstanding = self.next_f, self.sent, self.outstanding
@@ -239,6 +247,8 @@ class FragmentTransfer:
 
     def _receive(self) -> bool:
         """Everything already received; True when anything arrived."""
+        if self.native is not None:
+            return self.native.receive(self)
         (st, cc, done, result, on_result, recvfrom, sources, unpack_from, result_t, job,
          hl, vl, pl, n_f, offset, full, stamp) = self._recv_ctx
         next_f, n_done, outstanding = self.next_f, self.n_done, self.outstanding
@@ -462,6 +472,8 @@ class FragmentTransfer:
     def _wait(self, now: float, deadline: float) -> None:
         """Sleep until a packet, buffer space or the timer."""
         sock = self.w.sock
+        if self.native is not None and self.native.coalesce(self):
+            return  # slept so that more RESULTs arrive together (hosts/ina/batched.py)
         wait = min(self.timer_at - now if self.timer_at is not None else 0.05, deadline - now)
         if self.suspects:
             wait = min(wait, min(self.suspects.values()) - now)

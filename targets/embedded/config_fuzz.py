@@ -18,7 +18,6 @@ run the server must still answer and still forward with the pipeline it started 
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
@@ -27,6 +26,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from wire import argtypes
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "p4src" / "build"
@@ -290,12 +291,13 @@ class _Requests:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: ``--seconds``, ``--seed``, ``--programs``; exit 1 on any failure."""
-    ap = argparse.ArgumentParser(prog="config_fuzz", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seconds", type=float, default=300.0)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--programs", default=",".join(PROGRAMS))
+    ap = argtypes.Parser(prog="python -m targets.embedded.config_fuzz", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=argtypes.positive, default=300.0, help="fuzzing time (default 300)")
+    ap.add_argument("--seed", type=argtypes.natural, default=1, help="the mutations' seed (default 1)")
+    ap.add_argument("--programs", type=argtypes.names(*PROGRAMS), default=list(PROGRAMS),
+                    help=f"comma-separated subset of {','.join(PROGRAMS)}")
     a = ap.parse_args(argv)
-    rep = run_fuzz(a.seconds, a.seed, tuple(p for p in a.programs.split(",") if p), log=sys.stdout)
+    rep = run_fuzz(a.seconds, a.seed, tuple(a.programs), log=sys.stdout)
     print(rep.summary())
     for f in rep.failures[:20]:
         print("  FAIL", f)

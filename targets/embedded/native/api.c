@@ -22,12 +22,14 @@ typedef struct {
   uint32_t lq[33];                 /* each recirculated pass's queue: port | prio << 16 (process.c) */
   uint8_t *rcbuf;                  /* the frame a recirculation sends back to ingress */
   uint64_t RF[NS]; w256 RW[NW + 1];  /* the PHV a resubmit or recirculation copies from */
-  uint64_t *dq; uint32_t dqn;      /* digests queued for the Python side: id, values (process.c) */
+  uint64_t *dq; uint32_t dqn, dqcap;  /* digests and packet-ins queued for the Python side (meta.c) */
   struct tmgr *tm;                   /* the shaped queues (tm.c) */
   struct mtr *mt;                    /* the meters (meters.c; NULL until one is configured) */
   struct dstate *ds;                 /* direct counters and meters (direct.c) */
   struct profs *pf;                  /* action profiles and selectors (profiles.c) */
   struct vsets *vs;                  /* parser value sets (vsets.c) */
+  double t0;                       /* the switch's clock origin (meta.c) */
+  uint64_t now_us; int64_t deq;    /* the packet's clock; its dequeue depth (-1: not queued) */
 } ctx_t;
 static void pre_free(ctx_t *c);
 /* tm.c: np_process's rc for a packet queued in a shaped queue / dropped, its queue full */
@@ -64,6 +66,7 @@ void *np_new(uint64_t seed) {
   if (!c) return NULL;
   pthread_mutex_init(&c->mu, NULL);
   c->rng = seed;
+  c->deq = -1;  /* meta.c: no packet dequeued from a shaped queue */
   for (int r = 0; r < NR; r++) c->R[r] = calloc(REG_S[r] ? REG_S[r] : 1, REG_W[r] > 64 ? sizeof(w256) : 8);
   for (int k = 0; k < NC; k++) { c->CP[k] = calloc(CTR_S[k] + 1, 8); c->CB[k] = calloc(CTR_S[k] + 1, 8); }
   for (int t = 0; t < NT; t++) {

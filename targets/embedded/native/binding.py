@@ -20,7 +20,7 @@ from typing import Any
 
 from targets.embedded.action_profiles import IndirectRef
 from targets.embedded.native.build import build
-from targets.embedded.native.cgen import NativeGen
+from targets.embedded.native.cgen import NativeGen, reads_clock
 from targets.embedded.native.direct import (
     DirectCells,
     bind_direct,
@@ -34,6 +34,7 @@ from targets.embedded.native.nprofiles import NativeProfiles, bind_profiles, ref
 from targets.embedded.native.nvsets import NativeValueSets, bind_vsets
 
 _U64 = ctypes.c_uint64
+_EV_PIN = 1 << 63  # meta.c: a packet-in's first word
 _MASK64 = (1 << 64) - 1
 
 
@@ -68,7 +69,7 @@ def _bind(lib: ctypes.CDLL) -> None:
         "np_digests": (u32, [vp, p64, u32]), "np_dq_words": (u32, []), "np_dq_count": (vp, [vp]),
         "np_rx": (ctypes.c_int, [vp, ctypes.c_int, u32, _U64, u32, ctypes.c_char_p, ctypes.POINTER(i32), p64, u32,
                                  ctypes.c_char_p, ctypes.POINTER(u32), ctypes.POINTER(u32)]),
-        "np_cnt_words": (u32, []),
+        "np_cnt_words": (u32, []), "np_clock_origin": (None, [vp, ctypes.c_double]),
         "np_process": (ctypes.c_int, [vp, ctypes.c_char_p, u32, u32, _U64, u32, ctypes.c_char_p, ctypes.c_char_p, u32,
                                       ctypes.POINTER(u32), ctypes.POINTER(u32), ctypes.POINTER(u32)]),
     }
@@ -180,8 +181,10 @@ class NativeBackend:
         # resubmit or recirculate: a packet may make several passes (glue.receive asks)
         self.reenters = any(p["op"].startswith(("resubmit", "recirculate")) for a in prog.spec["actions"]
                             for p in a["primitives"])
-        # digests queued in native memory (process.c): the count read without a call
-        self.dqn = ctypes.c_uint32.from_address(self.lib.np_dq_count(self.ctx)) if prog.learn_by_id else None
+        # digests and packet-ins queued in native memory (meta.c): the count read without a call
+        self.dqn = ctypes.c_uint32.from_address(self.lib.np_dq_count(self.ctx))
+        # the traffic manager's clocks (meta.c): the time passed in, from this origin
+        self.clocked, self.t0 = reads_clock(prog), None
         self._F = (_U64 * prog.nslots)()
         self._W = (_U64 * (4 * max(1, len(self.gen.wide))))()
         self._adopt_state()
@@ -334,17 +337,28 @@ class NativeBackend:
             buf = self._cur = ctypes.create_string_buffer(65536)
         return buf.raw[:self.lib.np_cur(self.ctx, buf, len(buf))]
 
-    def take_digests(self) -> list[tuple[str, tuple[int, ...]]]:
-        """The digests the native code queued since the last call, in order: (learn list
-        name, its field values), as ``Switch._learn`` hands them to its handlers."""
+    def take_digests(self) -> list[tuple[str | None, Any]]:
+        """The events the native code queued since the last call, in order (meta.c):
+        a digest as (learn list name, its field values), as ``Switch._learn`` hands them
+        to its handlers; a packet-in as (None, its frame)."""
         buf = getattr(self, "_dq", None)
-        if buf is None:
-            buf = self._dq = (_U64 * self.lib.np_dq_words())()
+        if buf is None or len(buf) < self.dqn.value:
+            buf = self._dq = (_U64 * max(self.lib.np_dq_words(), self.dqn.value))()
         n = self.lib.np_digests(self.ctx, buf, len(buf))
-        out, i, wide, lists = [], 0, self.gen.wide, self.prog.learn_by_id
+        if n == 0xFFFFFFFF:  # it grew meanwhile: nothing was taken
+            self._dq = None
+            return self.take_digests()
+        out: list[tuple[str | None, Any]] = []
+        i, wide, lists = 0, self.gen.wide, self.prog.learn_by_id
         while i < n:
-            ll = lists[buf[i]]
+            w = buf[i]
             i += 1
+            if w & _EV_PIN:
+                length = w & 0xFFFFFFFF
+                out.append((None, ctypes.string_at(ctypes.addressof(buf) + 8 * i, length)))
+                i += (length + 7) // 8
+                continue
+            ll = lists[w]
             values = []
             for s in ll.slots:
                 k = 4 if s in wide else 1

@@ -74,6 +74,9 @@ class CExprMixin:
         return f"F[{s}] = ({code}) & {mask_hex(w)};"
 
     def store(self, operand: dict[str, Any], e: dict[str, Any]) -> str:
+        if operand.get("type") == "stack_field":
+            target, w = self.last_field(operand["value"])
+            return f"{target} = ({self.cx(e, 64)}) & {mask_hex(w)};"
         if operand.get("type") != "field":
             raise Unsupported(f"assignment to a {operand.get('type')} operand")
         s, w = self.finfo(operand["value"])
@@ -92,6 +95,10 @@ class CExprMixin:
             return 1
         if t == "field":
             return self.finfo(v)[1]
+        if t == "stack_field":
+            return self.last_field(v)[1]
+        if t == "lookahead":
+            return self.look_args(v)[1]
         if t in ("runtime_data", "local"):
             return self._param_width(int(v))
         if t != "expression":
@@ -99,8 +106,10 @@ class CExprMixin:
         if "op" not in v:
             return self.bits(v)
         op = v["op"]
-        if op in ("==", "!=", "<", "<=", ">", ">=", "and", "or", "not", "d2b", "b2d", "valid"):
+        if op in ("==", "!=", "<", "<=", ">", ">=", "and", "or", "not", "d2b", "b2d", "valid", "valid_union"):
             return 1
+        if op == "size_stack":
+            return max(len(self.stack((v.get("right") or v.get("left") or {}).get("value")).headers).bit_length(), 1)
         lb, rb = self.bits(v.get("left")), self.bits(v.get("right"))
         if op == "&":
             known = [b for b in (lb, rb) if b is not None]
@@ -163,6 +172,10 @@ class CExprMixin:
         if t == "field":
             s, w = self.finfo(v)
             return self.load(s, w, m)
+        if t == "stack_field":
+            return self._fit(self.last_field(v)[0], 64, m)
+        if t == "lookahead":
+            return self.lookahead(v, m)
         if t in ("runtime_data", "local"):
             i = int(v)
             self._param_width(i)
@@ -213,9 +226,13 @@ class CExprMixin:
         if op == "b2d":
             return self._boolean(self.cond(right), m)
         if op == "valid":
-            if right.get("type") != "header" or right["value"] not in self.prog.headers:
-                raise Unsupported("validity of a header stack element or union")
-            return self._boolean(f"F[{self.prog.headers[right['value']].base}] == 1", m)
+            return self._boolean(f"F[{self.element(right).base}] == 1", m)
+        if op == "valid_union":
+            return self._boolean(self.union_valid(right or {}), m)
+        if op in ("last_stack_index", "size_stack"):
+            if m > 64:
+                raise Unsupported("a stack index into a field over 64 bits")
+            return self.stack_index_op(op, e)
         if op in ("?", "?:"):
             c = self.cond(e["cond"])
             return f"({c} ? {self.cx(left, m)} : {self.cx(right, m)})"

@@ -17,6 +17,9 @@ from targets.embedded.codegen import layout as L
 from targets.embedded.codegen.layout import json_int
 from targets.embedded.native.cexpr import CExprMixin, Unsupported, mask_hex
 from targets.embedded.native.cpipe import PipelineMixin
+from targets.embedded.native.cstack import LOOK_C, StackMixin
+from targets.embedded.native.cunion import SWAP_C, UnionMixin
+from targets.embedded.native.cvarbit import VarbitMixin
 from targets.embedded.native.nvsets import vset_cond
 from targets.embedded.tm_metadata import bind_metadata
 
@@ -29,9 +32,6 @@ _ALGOS = {"crc16": "h_crc16", "crc16_custom": "h_crc16", "crc32": "h_crc32", "cr
 def refuse_objects(prog: Any) -> None:
     """Raise Unsupported for objects of the program the native backend lacks."""
     checks = [
-        (prog.stacks or prog.union_stacks, "header stacks"),
-        (prog.unions, "header unions"),
-        (any(h.vl >= 0 for h in prog.headers.values()), "varbit fields"),
         (any(any(w > 256 for _, w, _ in h.fields) for h in prog.headers.values()), "fields over 256 bits"),
         (any(any(sg for _, _, sg in h.fields) for h in prog.headers.values()), "signed fields (int<W>)"),
         (any(r.bitwidth > 256 for r in prog.registers.values()), "registers over 256 bits"),
@@ -41,25 +41,32 @@ def refuse_objects(prog: Any) -> None:
             raise Unsupported(what)
     if not prog.tm_bound:
         bind_metadata(prog)
-    # the ingress timestamp is passed in; the queue clocks and depths stay in Python
-    used = [f[3:] for f in ("tm_eg_ts", "tm_enq_ts", "tm_enq_depth", "tm_deq_depth", "tm_deq_delta")
-            if getattr(prog, f) is not None]
-    if used:
-        raise Unsupported(f"traffic-manager metadata ({', '.join(used)})")
 
 
-class NativeGen(CExprMixin, PipelineMixin):
+TM_FIELDS = ("ig_ts", "eg_ts", "enq_ts", "enq_depth", "deq_depth", "deq_delta")
+
+
+def reads_clock(prog: Any) -> bool:
+    """Whether the program reads a clock of the traffic manager (the native calls are
+    then given the time: Switch._now_us)."""
+    return any(getattr(prog, f"tm_{n}") is not None for n in ("ig_ts", "eg_ts", "enq_ts"))
+
+
+class NativeGen(CExprMixin, PipelineMixin, StackMixin, UnionMixin, VarbitMixin):
     """One program's C source (``source``) and the index maps the binding uses."""
 
     def __init__(self, prog: Any) -> None:
         refuse_objects(prog)
         self.prog = prog
         self.spec = prog.spec
+        self.check_stacks()
+        self.check_unions()
         self.wide: dict[int, int] = {}
         for h in prog.headers.values():
             for i, (_, w, _) in enumerate(h.fields):
                 if w > 64:
                     self.wide[h.base + 1 + i] = len(self.wide)
+        self.setup_varbit()
         self.reg_index = {n: i for i, n in enumerate(prog.registers)}
         self.ctr_index = {n: i for i, n in enumerate(prog.counters)}
         self.tbl_index = {n: i for i, n in enumerate(prog.tables)}
@@ -68,9 +75,10 @@ class NativeGen(CExprMixin, PipelineMixin):
         self.vset_uses: list[tuple[str, list[int], int | None]] = []  # selects on a value set (nvsets.py)
         self.calc_fns: dict[str, str] = {}
         self.calc_bytes = 1
-        self.out: list[str] = []
+        self.out: list[str] = [LOOK_C, SWAP_C]
         self._uid = 0
-        self.hdr_max = sum(prog.headers[h].nbits // 8 for h in self.spec["deparsers"][0]["order"])
+        self.hdr_max = sum(h.vl_max_bytes if h.vl >= 0 else h.nbits // 8
+                           for h in (prog.headers[n] for n in self.spec["deparsers"][0]["order"]))
         body: list[str] = []
         body += self.gen_parser(self.spec["parsers"][0])
         body += self.gen_checksums()
@@ -79,7 +87,8 @@ class NativeGen(CExprMixin, PipelineMixin):
             body += self.gen_pipeline(pl)
         body += self.gen_deparser(self.spec["deparsers"][0])
         body += self.gen_clone_support()
-        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "meters", "direct", "profiles", "vsets", "tblops", "pre", "process", "memlink", "io", "tm")]
+        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "meters", "direct", "profiles", "vsets",
+                                                           "tblops", "meta", "pre", "process", "memlink", "io", "tm")]
         parts = [fixed[0], self.gen_decls(), *fixed[1:6], "\n".join(self.out), "\n".join(body), *fixed[6:]]
         self.source = "\n".join(parts)
 
@@ -109,7 +118,11 @@ class NativeGen(CExprMixin, PipelineMixin):
         for name in ("ingress_port", "egress_spec", "egress_port", "instance_type", "packet_length",
                      "checksum_error", "mcast_grp", "priority", "qid", "parser_error", "egress_rid"):
             d.append(f"#define SM_{name.upper()} {slot(name)}")
-        d.append(f"#define TM_IG_TS {-1 if p.tm_ig_ts is None else p.tm_ig_ts}")
+        for name in TM_FIELDS:  # the traffic manager's clocks and depths (meta.c), narrow slots
+            v = getattr(p, f"tm_{name}")
+            if v is not None and not (isinstance(v, int) and 0 <= v < p.nslots and v not in self.wide):
+                raise Unsupported(f"traffic-manager field {name} in slot {v!r}")
+            d.append(f"#define TM_{name.upper()} {-1 if v is None else int(v)}")
         tmpl = ", ".join(str(v) for v in p.template)
         d.append(f"static const uint64_t TEMPLATE[NS] = {{{tmpl}}};")
         d.append(self._array("uint32_t", "REG_S", [r.size for r in p.registers.values()]))
@@ -170,11 +183,13 @@ class NativeGen(CExprMixin, PipelineMixin):
                "  uint64_t *F = c->F; w256 *W = c->W; (void)W; const uint8_t *pk = c->pkt;",
                "  uint32_t o = 0, n = c->n; uint64_t k = 0, e = 0; (void)k; (void)pk;",
                f"  goto S{states[parser['init_state']]};"]
+        self.in_parser = True  # lookahead reads pk, o, n
         for i, s in enumerate(parser["parse_states"]):
             out.append(f" S{i}:")
             for op in s["parser_ops"]:
                 out += self._parser_op(op, err)
             out += self._transitions(s, states)
+        self.in_parser = False
         out += [" perr:", "  F[SM_PARSER_ERROR] = e;" if self.prog.sm.get("parser_error") is not None else "  (void)e;",
                 "  return o;", "}"]
         return out
@@ -183,6 +198,10 @@ class NativeGen(CExprMixin, PipelineMixin):
         name, params = op["op"], op["parameters"]
         if name == "extract":
             p = params[0]
+            if p["type"] == "stack":
+                return self.extract_stack(p["value"], err)
+            if p["type"] == "union_stack":
+                return self.extract_union_stack(p["value"], err)
             if p["type"] != "regular":
                 raise Unsupported(f"extract into a {p['type']}")
             h = self.prog.headers[p["value"]]
@@ -199,9 +218,12 @@ class NativeGen(CExprMixin, PipelineMixin):
                     lines.append(f"  F[{s}] = rdb(pk + o, {off}, {w});")
                 off += w
             lines.append(f"  F[{h.base}] = 1; o += {nb};")
-            return lines
+            return lines + self.union_clear(h, "1")
+        if name == "extract_VL":
+            return self.extract_vl(params, err)
         if name == "set":
-            return ["  " + self.store(params[0], params[1])]
+            check = [self.set_lookahead_check(params[1]["value"], err)] if params[1].get("type") == "lookahead" else []
+            return [*check, "  " + self.store(params[0], params[1])]
         if name == "verify":
             e = params[1]
             code = str(err[e["value"]]) if e.get("type") == "error" else self.exact64(e)
@@ -216,20 +238,27 @@ class NativeGen(CExprMixin, PipelineMixin):
     def _transitions(self, s: dict[str, Any], states: dict[str, int]) -> list[str]:
         parts, total = [], 0
         for kf in s.get("transition_key", []):
-            if kf["type"] != "field":
+            if kf["type"] == "field":
+                sl, w = self.finfo(kf["value"])
+                src = self.load(sl, w, 64)
+            elif kf["type"] in ("stack_field", "lookahead"):
+                w = self.bits(kf) or 0
+                src = self.cx(kf, 64)
+            else:
                 raise Unsupported(f"a parser select on a {kf['type']}")
-            sl, w = self.finfo(kf["value"])
             wb = (w + 7) // 8 * 8
-            parts.append((sl, w, wb))
+            if w > 64:
+                raise Unsupported("a parser select key over 64 bits")
+            parts.append((src, w, wb))
             total += wb
         if total > 64:
             raise Unsupported("a parser select key over 64 bits")
         lines = []
         if parts:
             terms, shift = [], total
-            for sl, _, wb in parts:
+            for src, _, wb in parts:
                 shift -= wb
-                terms.append(f"(F[{sl}] << {shift})" if shift else f"F[{sl}]")
+                terms.append(f"({src} << {shift})" if shift else src)
             lines.append(f"  k = {' | '.join(terms)};")
 
         def go(nxt: str | None) -> str:
@@ -262,6 +291,9 @@ class NativeGen(CExprMixin, PipelineMixin):
                "  if (cap < HDRMAX) return UINT32_MAX;", "  memset(out, 0, HDRMAX);"]
         for hname in dep["order"]:
             h = self.prog.headers[hname]
+            if h.vl >= 0:
+                out += self.deparse_vl(h)
+                continue
             out.append(f"  if (F[{h.base}]) {{")
             off = 0
             for i, (_, w, _) in enumerate(h.fields):
@@ -327,7 +359,11 @@ class NativeGen(CExprMixin, PipelineMixin):
         body = []
         for e in calc["input"]:
             t = e["type"]
-            if t == "field":
+            vl = self.varbit_calc(e) if t == "field" else None
+            if vl is not None:
+                body.append(vl[0])
+                total += vl[1]
+            elif t == "field":
                 s, w = self.finfo(e["value"])
                 hdr = self.prog.headers[self.prog.aliases.get(".".join(e["value"]), e["value"])[0]]
                 guard = "" if hdr.metadata else f"if (F[{hdr.base}]) "

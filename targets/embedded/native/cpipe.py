@@ -54,16 +54,14 @@ class PipelineMixin:
     def primitive(self, p: dict[str, Any]) -> list[str]:
         """C statements of one primitive call."""
         op, a = p["op"], p.get("parameters", [])
-        for gen in (self._header_prim, self._extern_prim, self._flow_prim):
+        for gen in (self.varbit_prim, self._header_prim, self.stack_prim, self._extern_prim, self._flow_prim):
             lines = gen(op, a)
             if lines is not None:
                 return lines
         raise Unsupported(f"primitive {op!r}" if isinstance(op, str) else "primitive")
 
     def _header_base(self, operand: dict[str, Any]) -> Any:
-        if operand.get("type") != "header" or operand.get("value") not in self.prog.headers:
-            raise Unsupported("a header operation on a stack element or union")
-        return self.prog.headers[operand["value"]]
+        return self.element(operand)
 
     def _header_prim(self, op: str, a: list[Any]) -> list[str] | None:
         if op in ("assign", "modify_field"):
@@ -72,7 +70,8 @@ class PipelineMixin:
             h = self._header_base(a[0])
             zero = " ".join(f"W[{self.wide[h.base + 1 + i]}] = wf(0);" if w > 64 else f"F[{h.base + 1 + i}] = 0;"
                             for i, (_, w, _) in enumerate(h.fields))
-            return [f"  if (!F[{h.base}]) {{ {zero} F[{h.base}] = 1; F[H_PKTLEN] += {h.nbits // 8}; }}"]
+            return [f"  if (!F[{h.base}]) {{ {zero} F[{h.base}] = 1; F[H_PKTLEN] += {h.nbits // 8}; }}",
+                    *self.union_clear(h, "1")]
         if op == "remove_header":
             h = self._header_base(a[0])
             return [f"  if (F[{h.base}]) {{ F[{h.base}] = 0; F[H_PKTLEN] -= {h.nbits // 8}; }}"]
@@ -81,10 +80,10 @@ class PipelineMixin:
             if len(d.fields) != len(s.fields):
                 raise Unsupported("assign_header between different header types")
             lines = [f"  F[{d.base}] = F[{s.base}];"]
-            for i, (_, w, _) in enumerate(d.fields):
+            for i in range(len(d.fields)):
                 ds, ss = d.base + 1 + i, s.base + 1 + i
-                lines.append(f"  W[{self.wide[ds]}] = W[{self.wide[ss]}];" if w > 64 else f"  F[{ds}] = F[{ss}];")
-            return lines
+                lines.append(f"  W[{self.wide[ds]}] = W[{self.wide[ss]}];" if ds in self.wide else f"  F[{ds}] = F[{ss}];")
+            return lines + self.union_clear(d, f"F[{d.base}]")
         return None
 
     def _cell(self, reg_name: Any) -> tuple[int, Any, str]:

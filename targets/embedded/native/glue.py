@@ -4,9 +4,10 @@
 (``Program.native``) when the backend asks for it and the program allows it.
 ``receive(switch, program, port, frame)`` runs one frame: the native call finishes the
 common path (parse to deparse, multicast replicas, clones, resubmit, recirculate and
-truncate included: mcast.py, process.c; digests queued for ``deliver_digests``; a shaped
-queue in C on the batched paths: tmglue.py); where it stops -- a shaped queue here, the
-CPU port, a resubmit or digest with an ingress clone, an egress clone of a replica -- the
+truncate included: mcast.py, process.c; digests and packet-ins queued for
+``deliver_digests``; a shaped queue in C on the batched paths: tmglue.py; the queue
+clocks and depths: meta.c); where it stops -- a shaped queue here, a resubmit or
+digest with an ingress clone, an egress clone of a replica -- the
 switch's Python path resumes from the PHV the native code left, so every feature the
 Python backend has keeps working, with the state in native memory.
 """
@@ -33,6 +34,7 @@ log = logging.getLogger("gradnet.switch")
 BACKENDS = ("auto", "native", "python")
 ENV = "GRADNET_BACKEND"
 ML_FD = -2  # PortTable.fd of a port whose link runs in memory
+CPU_FD = -3  # PortTable.fd of the CPU port: a packet-in (io.c's tx_port queues it, meta.c)
 SENT, DROPPED, AFTER_INGRESS, AFTER_EGRESS, BAD_PRIORITY, EGRESS_DROPPED = range(6)
 LOOP_LIMIT = 8  # a resubmit/recirculate chain cut at switch.MAX_LOOPS passes (process.c)
 
@@ -166,7 +168,8 @@ def replication_engine(sw: Any) -> Any:
 
 def _fast_ports(sw: Any) -> bytes:
     """Per port (0..511): 1 when a packet to it may go straight from the native
-    ingress to the native egress -- its queues have no rate (not the CPU port)."""
+    ingress to the native egress -- its queues have no rate (the CPU port too: a
+    packet-in is queued in C for ``deliver_digests``)."""
     key = (getattr(sw, "_tm_version", 0), sw._shaped, len(sw._tm), sw.cpu_port)
     cached = getattr(sw, "_native_fast", None)
     if cached is not None and cached[0] == key:
@@ -178,8 +181,6 @@ def _fast_ports(sw: Any) -> bytes:
             mask[p] = 0 if sw._shaped else 1
         else:
             mask[p] = int(q.port_rate is None and all(r is None for r in q.rate))
-    if sw.cpu_port is not None and 0 <= sw.cpu_port < 512:
-        mask[sw.cpu_port] = 0
     sw._native_fast = (key, bytes(mask))
     return sw._native_fast[1]
 
@@ -187,7 +188,7 @@ def _fast_ports(sw: Any) -> bytes:
 def receive(sw: Any, prog: Any, port: int, frame: bytes) -> None:
     """Run one received frame through the native backend (see the module doc)."""
     nat = prog.native
-    now = sw._now_us() if prog.tm_ig_ts is not None else 0
+    now = clock(sw, nat)
     rc = nat.lib.np_process(nat.ctx, frame, len(frame), port, now, sw.nb_queues, _fast_ports(sw), nat.out,
                             len(nat.out), ctypes.byref(nat.outlen), ctypes.byref(nat.outport),
                             ctypes.byref(nat.outprio))
@@ -226,6 +227,18 @@ def receive(sw: Any, prog: Any, port: int, frame: bytes) -> None:
         raise RuntimeError(f"native packet path returned {rc}")
 
 
+def clock(sw: Any, nat: Any) -> int:
+    """The switch's time in microseconds (``Switch._now_us``) for a program that reads a
+    clock of the traffic manager (0 for one that does not); the native code is given the
+    switch's clock origin first (meta.c), for the times it takes itself."""
+    if not nat.clocked:
+        return 0
+    if nat.t0 != sw._t0:
+        nat.lib.np_clock_origin(nat.ctx, sw._t0)
+        nat.t0 = sw._t0
+    return sw._now_us()
+
+
 def _loops(sw: Any, nat: Any, count: bool = True) -> int:
     """The resubmits and recirculations the last native call made of its packet; with
     ``count``, the queue of each recirculated pass counted (np_rx counts its own)."""
@@ -239,10 +252,14 @@ def _loops(sw: Any, nat: Any, count: bool = True) -> int:
 
 
 def deliver_digests(sw: Any, nat: Any) -> None:
-    """Hand the digests the native code queued to the switch's digest handlers, in order
-    (as ``Switch._learn``; the data plane calls it after each batch, before a packet the
-    Python path finishes)."""
+    """Hand the digests and packet-ins the native code queued to the switch's digest and
+    packet-in handlers, in order (as ``Switch._learn`` and ``Switch._transmit``; the data
+    plane calls it after each batch, before a packet the Python path finishes)."""
     for name, values in nat.take_digests():
+        if name is None:  # a packet-in (its CPU port's tx counted in C)
+            for ph in sw.packet_in_handlers:
+                ph(values)
+            continue
         for h in sw.digest_handlers:
             h(name, [values])
 
@@ -262,7 +279,7 @@ class PortTable(ctypes.Structure):
 def _tx_fds(sw: Any) -> PortTable:
     """The switch's PortTable (rebuilt when its ports or in-memory links change)."""
     key = (tuple(sorted((p, s.fileno()) for p, s in sw._ports.items())),
-           tuple(sorted((p, r.ring) for p, r in sw._ml.items())))
+           tuple(sorted((p, r.ring) for p, r in sw._ml.items())), sw.cpu_port)
     cached = getattr(sw, "_native_txfd", None)
     if cached is not None and cached[0] == key:
         return cached[1]
@@ -274,6 +291,8 @@ def _tx_fds(sw: Any) -> PortTable:
     for p, ring in key[1]:
         if 0 <= p < 512 and p != sw.cpu_port:
             tbl.fd[p], tbl.ml[p] = ML_FD, ring
+    if sw.cpu_port is not None and 0 <= sw.cpu_port < 512:
+        tbl.fd[sw.cpu_port] = CPU_FD
     sw._native_txfd = (key, tbl)
     return tbl
 
@@ -386,7 +405,7 @@ def rx(sw: Any, prog: Any, port: int, sock: Any) -> None:
     cnt = counters(sw, prog)
     total = 0
     while True:
-        now = sw._now_us() if prog.tm_ig_ts is not None else 0
+        now = clock(sw, nat)
         fast = tmglue.fast_ports(sw, _fast_ports(sw))  # 2: a port shaped in C
         n = nat.lib.np_rx(nat.ctx, sock.fileno(), port, now, sw.nb_queues, fast, _tx_fds(sw).fd, cnt, 64,
                           nat.slow, ctypes.byref(nat.slowlen), ctypes.byref(nat.slowinfo))

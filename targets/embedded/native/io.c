@@ -27,6 +27,7 @@
 #define CNT_PRIO (CNT_QDROP + 512)
 #define CNT_ENQ (CNT_PRIO + 512)      /* [port * 8 + prio] */
 #define CNT_TMDROP (CNT_ENQ + 512 * 8)  /* [port * 8 + prio]: dropped by a full shaped queue (tm.c) */
+#define CPU_FD (-3)  /* txfd[] of the CPU port (glue.PortTable): a packet-in */
 #define CNT_WORDS (CNT_TMDROP + 512 * 8)
 
 uint32_t np_cnt_words(void) { return CNT_WORDS; }
@@ -54,9 +55,14 @@ static void tx_flush(ctx_t *c, uint64_t *cnt) {
 }
 
 /* The one way a frame leaves: queue the olen bytes at txbuf + txused for port's socket,
- * or push them into the port's in-memory link at once. */
+ * push them into the port's in-memory link at once, or (the CPU port) queue them as a
+ * packet-in for the Python side's handlers (meta.c). */
 static void tx_port(ctx_t *c, const int32_t *txfd, uint32_t port, uint32_t olen, uint64_t *cnt) {
   int s = txfd[port];
+  if (s == CPU_FD) {  /* a packet-in: queued for the packet-in handlers (meta.c) */
+    cnt[pin_push(c, c->txbuf + c->txused, olen) ? CNT_TX + port : CNT_QDROP + port]++;
+    return;
+  }
   if (s == ML_FD) { ml_send(txfd, port, c->txbuf + c->txused, olen, cnt, CNT_TX, CNT_QDROP); return; }  /* memlink.c */
   if (s < 0) { cnt[CNT_NOPORT]++; return; }
   c->txoff[c->txn] = c->txused; c->txlen[c->txn] = olen; c->txfd[c->txn] = s;

@@ -181,7 +181,8 @@ class NativeLoop:
             s.txfd, s.cnt, s.slow = ctypes.addressof(txfd), ctypes.addressof(cnt), ctypes.addressof(nat.slow)
             s.slowlen, s.slowinfo = ctypes.addressof(nat.slowlen), ctypes.addressof(nat.slowinfo)
             s.t0_ns = int(sw._t0 * 1e9)
-            s.fd, s.port, s.nbq, s.ts = fd, port, sw.nb_queues, int(prog.tm_ig_ts is not None)
+            s.fd, s.port, s.nbq, s.ts = fd, port, sw.nb_queues, int(nat.clocked)
+            glue.clock(sw, nat)  # the clock origin, for the times tm.c takes
             self.sources.append((sw, prog, port))
             seen[id(sw)] = sw
         self._arr, self._keep, self.switches = arr, keep, list(seen.values())

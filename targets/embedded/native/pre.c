@@ -170,6 +170,7 @@ static inline int egress_run(ctx_t *c, uint64_t port, uint64_t prio) {
   F[SM_EGRESS_PORT] = port;
   F[SM_EGRESS_SPEC] = 0;
   F[SM_PACKET_LENGTH] = F[H_PKTLEN];
+  clock_deq(c, F);  /* meta.c */
   g_egress(c);
   F[H_EXIT] = 0;
   if (F[H_CLONE]) return EG_PYTHON;

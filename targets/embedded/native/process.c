@@ -22,15 +22,13 @@
 #define LOOP_LIMIT 8
 #define IT_RECIRC 4
 #define IT_RESUBMIT 6
-#define DQ_WORDS 16384  /* the digest queue (words) */
 #define RCMAX 65536    /* io.c hands at most this much of a frame to the Python path */
 
 /* The digest ingress asked for (learn list F[H_LEARN]) queued for the Python side, which
  * delivers the queue at the end of a batch (np_digests; packets never wait for it); 1 when
  * it has no room (the Python path then delivers the queue, then this one). */
 static int learn_push(ctx_t *c) {
-  if (!c->dq && !(c->dq = malloc(8 * DQ_WORDS))) return 1;
-  if (c->dqn + 1 + LEARN_MAXW > DQ_WORDS) return 1;
+  if (!ev_room(c, 1 + LEARN_MAXW)) return 1;  /* meta.c */
   int k = g_learn(c->F, c->W, c->F[H_LEARN], c->dq + c->dqn + 1);
   if (k >= 0) { c->dq[c->dqn] = c->F[H_LEARN]; c->dqn += 1 + (uint32_t)k; }
   c->F[H_LEARN] = 0;  /* an unknown list: nothing, as switch.py's _learn */
@@ -76,6 +74,7 @@ int np_process(void *p, const uint8_t *frame, uint32_t len, uint32_t port, uint6
   F[SM_INGRESS_PORT] = F[H_INPORT] = port;
   F[SM_PACKET_LENGTH] = len;
   if (TM_IG_TS >= 0) F[TM_IG_TS] = now_us;
+  c->now_us = now_us; c->deq = -1;  /* meta.c */
   c->loops = c->nlq = 0;
 again:
   F[H_PKTLEN] = F[H_ILEN] = len;
@@ -139,18 +138,3 @@ uint32_t np_cur(void *p, uint8_t *buf, uint32_t cap) {
   if (c->pkt) memcpy(buf, c->pkt, n);
   return n;
 }
-
-/* The queued digests (learn_push: id, then g_learn's words; n words in all) into buf,
- * which has room for DQ_WORDS; the queue emptied. */
-uint32_t np_digests(void *p, uint64_t *buf, uint32_t cap) {
-  ctx_t *c = p;
-  pthread_mutex_lock(&c->mu);
-  uint32_t n = c->dqn;
-  if (n > cap) { pthread_mutex_unlock(&c->mu); return UINT32_MAX; }  /* a buffer too small: nothing taken */
-  if (n) memcpy(buf, c->dq, 8 * (size_t)n);
-  c->dqn = 0;
-  pthread_mutex_unlock(&c->mu);
-  return n;
-}
-uint32_t np_dq_words(void) { return DQ_WORDS; }
-uint32_t *np_dq_count(void *p) { return &((ctx_t *)p)->dqn; }

@@ -121,6 +121,7 @@ static int tm_put(ctx_t *c, tmport_t *q, uint32_t slot, const uint64_t *F, const
   if (!e) return TM_FULL;
   e->next = NULL; e->len = len + lead; e->off = off + lead; e->clen = clen;
   memcpy(e->F, F, sizeof e->F);
+  clock_enq(c, e->F, q->size);  /* meta.c: at c->now_us, behind what the port holds */
   memset(e->W, 0, sizeof e->W);
   memcpy(e->W, W, sizeof(w256) * NW);  /* np_phv's layout: NW fields (c->W has a scratch one more) */
   memset(e->frame, 0, lead);
@@ -156,6 +157,7 @@ int np_tm_push(void *p, const uint64_t *F, const uint64_t *W, const uint8_t *pay
   pthread_mutex_lock(&c->mu);
   tmport_t *q = c->tm && port < 512 ? c->tm->port[port] : NULL;
   if (q && q->on && q->nq == nbq) {
+    c->now_us = clock_us(c, tm_now(c->tm));  /* the enqueue time (meta.c) */
     uint64_t prio = SM_PRIORITY >= 0 ? F[SM_PRIORITY] : 0;
     int slot = tm_admit(c, q, prio, nbq);
     rc = slot < 0 ? -slot : tm_put(c, q, (uint32_t)slot, F, (const w256 *)W, pay, 0, plen, len, 1);
@@ -235,7 +237,9 @@ static int tm_drain_port(ctx_t *c, uint32_t port, tmport_t *q, double now, doubl
       if (prate >= 0) q->ptokens -= cost;
       if (!(q->head[i] = e->next)) q->tail[i] = NULL;
       q->cnt[i]--; q->size--; c->tm->queued--;
+      c->now_us = clock_us(c, now); c->deq = q->size;  /* the dequeue time and depth (meta.c) */
       int slow = tm_egress(c, e, port, q->nq - 1 - i, io);
+      c->deq = -1;
       free(e);
       if (slow) return 1;
     }
