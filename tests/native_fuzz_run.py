@@ -1,6 +1,7 @@
 """Fuzzed frames through one program on the native backend, in a process of its own
 (tests/test_native_sanitizers.py runs it with a sanitizer build): random entries, then
-``count`` mutated frames of every protocol; prints how many frames came out."""
+``count`` mutated frames of every protocol; prints how many frames came out. Then the
+same frames through the loop in C, unless the third argument is ``noloop``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from targets.embedded.state import CloneSession, Replica
 from targets.embedded.switch import Switch
-from tests.native_pair import ROOT, fill_tables
+from tests.native_pair import ROOT, fill_profiles, fill_tables, fill_value_sets
 from tests.test_native_equivalence import _frames
 
 REFLECTS = {"union_features", "varbit_features"}  # every frame back out of its ingress port
@@ -34,10 +35,23 @@ def main(argv: list[str]) -> int:
         frames += [bytes(12) + b"\x88\xb7" + bytes([int(rng.integers(0, 6)), int(rng.integers(0, 80))])
                    + bytes(int(rng.integers(0, 40))) for _ in range(count // 4)]
     fill_tables((twin, sw), frames[:200], rng)
+    fill_profiles((twin, sw), frames[:200], rng)  # profiles.c
+    fill_value_sets((twin, sw), rng)  # vsets.c
+    for tname in set(sw.program.direct_meters.values()):  # direct.c
+        t = sw.program.tables[tname]
+        for e in t.entries():
+            e.meter_config = (int(rng.integers(0, 100)), int(rng.integers(0, 9)), 100, 9)
+            t.direct_written(e, counters=False, meter=True)
+    for arr in sw.program.meters.values():  # meters.c: rates from none to huge, bursts to 2**40
+        for i in range(arr.size):
+            cir, cb = int(rng.integers(0, 10**int(rng.integers(0, 12)) + 1)), int(rng.integers(0, 2**40))
+            arr.set_config(i, cir, cb, cir + int(rng.integers(0, 1000)), cb + int(rng.integers(0, 100)))
     out = 0
     for i, f in enumerate(frames):
         out += len(sw.process(int(rng.choice([0, 1, 2, 64])), f if i % 7 else f[: int(rng.integers(0, 60))]))
     print(f"{name}: {len(frames)} frames, {out} out, {sw.stats.errors} errors")
+    if argv[2:] == ["noloop"]:  # a program that reflects frames would bounce them over the link to each bound
+        return 0 if sw.stats.errors == 0 else 1
     peer = Switch(seed=2, backend="native", cpu_port=64, priority_queues=8)  # port 2 of sw, in memory
     # a program that sends every frame back out of its port unchanged would bounce it
     # over the in-memory link forever: its peer runs forward.p4 instead

@@ -113,11 +113,74 @@ def fill_tables(sws: tuple[Switch, Switch], frames: list[bytes], rng: np.random.
     return n
 
 
+def fill_profiles(sws: tuple[Switch, Switch], frames: list[bytes], rng: np.random.Generator) -> int:
+    """The same random members, groups (random weights, one empty) and entries pointing
+    at them into every action profile and its tables of both switches; returns how many
+    entries went in."""
+    from targets.embedded.action_profiles import IndirectRef
+
+    prog0 = sws[0].program
+    values = key_values(prog0, frames)
+    spec_tables = {t["name"]: t for p in prog0.spec["pipelines"] for t in p["tables"]}
+    n = 0
+    for name, ap0 in prog0.action_profiles.items():
+        infos = list(prog0._profile_actions.get(name, {}).values())
+        members = list(range(1, 9))
+        for mid in members:
+            info = infos[int(rng.integers(len(infos)))]
+            params = tuple(int(rng.integers(0, min((1 << w) - 1, 2**62) + 1)) for _, w in info.params)
+            for sw in sws:
+                sw.program.action_profiles[name].add_member(mid, sw.program.profile_action_call(name, info.name, params))
+        groups = [1, 2, 3, 4] if ap0.with_selector else []
+        for gid in groups:
+            pick = [] if gid == 4 else sorted({int(m) for m in rng.choice(members, size=int(rng.integers(1, 6)))})
+            weights = [(m, int(rng.integers(1, 4))) for m in pick]
+            for sw in sws:
+                sw.program.action_profiles[name].add_group(gid, 0, weights)
+        for tname, tbl in prog0.tables.items():
+            if tbl.profile is not ap0:
+                continue
+            slots = [prog0.field_slot(k["target"]) for k in spec_tables[tname]["key"]]
+            for _ in range(12):
+                key = random_key(tbl, slots, values, rng)
+                gid = groups[int(rng.integers(len(groups)))] if groups and rng.random() < 0.6 else None
+                mid = members[int(rng.integers(len(members)))]
+                for sw in sws:
+                    ap = sw.program.action_profiles[name]
+                    ref = IndirectRef(group=ap.groups[gid]) if gid is not None else IndirectRef(member=ap.members[mid])
+                    try:
+                        sw.program.tables[tname].insert(TableEntry(key, ref))
+                        n += 1
+                    except Exception:  # a duplicate key: the same on both
+                        pass
+    return n // 2
+
+
+def fill_value_sets(sws: tuple[Switch, Switch], rng: np.random.Generator) -> int:
+    """The same random members (common EtherTypes among them) into every parser value
+    set of both switches; returns how many went in."""
+    n = 0
+    for name, vs in sws[0].program.value_sets.items():
+        widths = vs.uses[0].widths if vs.uses else [vs.bitwidth]
+        members = set()
+        for _ in range(vs.size):
+            members.add(tuple(int(rng.choice([0x0800, 0x86DD, 0x88B6, int(rng.integers(0, 1 << w))])) & ((1 << w) - 1)
+                              for w in widths))
+        for sw in sws:
+            sw.program.value_sets[name].set_members(sorted(members), widths)
+        n += len(members)
+    return n
+
+
 def snapshot(sw: Switch) -> dict[str, Any]:
     """Everything the program keeps, and the switch's own counters."""
     p = sw.program
     st = sw.stats
+    for t in p.tables.values():
+        t.direct_read()  # the native backend's direct counters into the entries
     return {
+        "direct": {n: (sorted((repr(e.key), e.priority, e.packets, e.bytes) for e in t.entries()),
+                       t.default_packets, t.default_bytes) for n, t in p.tables.items()},
         "registers": {n: list(r.cells) for n, r in p.registers.items()},
         "counters": {n: (list(c.packets), list(c.bytes)) for n, c in p.counters.items()},
         "stats": (st.pipeline_drops, st.no_such_port, st.priority_out_of_range, st.loop_limit, st.errors),

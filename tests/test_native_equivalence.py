@@ -13,20 +13,28 @@ import pytest
 from scapy.all import IP, UDP, Ether
 
 from bench import frame_fuzz
+from targets.embedded import compiler as compiler_mod
+from targets.embedded.codegen import support
 from targets.embedded.compiler import load_file
 from targets.embedded.native.build import compiler
 from targets.embedded.native.cexpr import Unsupported
+from targets.embedded.native.nmeters import set_meter_clock
 from targets.embedded.state import Replica, TableEntry
-from tests.native_pair import PROGRAMS, fill_tables, pair, run_both, snapshot
+from tests.native_pair import (
+    PROGRAMS,
+    fill_profiles,
+    fill_tables,
+    fill_value_sets,
+    pair,
+    run_both,
+    snapshot,
+)
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler")
 
 # What the native backend refuses today, and why (anything else must be accepted).
 REFUSED = {
-    "action_features": "meters",
-    "action_selector": "action profiles and selectors",
-    "table_features": "meters",
-    "value_set": "parser value sets",
+    "action_features": "signed fields",
 }
 ROUTES = "MyIngress.forwarding.ipv4_routes"
 ACCEPTED = [p for p in PROGRAMS if p.stem not in REFUSED]
@@ -72,11 +80,22 @@ def test_refusals_name_the_missing_feature() -> None:
 
 
 @pytest.mark.parametrize("path", ACCEPTED, ids=[p.stem for p in ACCEPTED])
-def test_random_entries_and_frames_identical(path: Path) -> None:
+def test_random_entries_and_frames_identical(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Random entries (keys mostly from the frames' own fields, random actions and
-    defaults) and 600 fuzzed frames of every protocol, into several ports."""
+    defaults; members and groups of action profiles; value set members), random meter
+    configurations (one clock, frozen, for both backends' meters)
+    and 600 fuzzed frames of every protocol, into several ports."""
     rng = np.random.default_rng(zlib.crc32(path.stem.encode()))
+    for mod in (support, compiler_mod):
+        monkeypatch.setattr(mod, "monotonic", lambda: 1000.0)
     sws = pair(path, cpu_port=64, priority_queues=8)
+    set_meter_clock(sws[1].program.native, 1000.0)
+    for name, arr in sws[0].program.meters.items():
+        for i in range(arr.size):
+            cir, cb = int(rng.integers(0, 50)), int(rng.integers(0, 400))
+            cfg = (cir, cb, cir + int(rng.integers(0, 50)), cb + int(rng.integers(0, 400)))
+            for sw in sws:
+                sw.program.meters[name].set_config(i, *cfg)
     for sw in sws:
         sw.pre.set_group(1, [Replica(2, 0), Replica(3, 7)], create=True)
         sw.pre.set_group(1001, [Replica(1, 0), Replica(4, 1)], create=True)
@@ -85,7 +104,18 @@ def test_random_entries_and_frames_identical(path: Path) -> None:
             call = sw.program.action_call(ROUTES, "MyIngress.forwarding.set_next_hop", (0x020000000002, 2))
             routes.insert(TableEntry(((0, 0),), call))
     frames = _frames(rng, 600)
-    assert fill_tables(sws, frames, rng) > 0 or not any(t.keys for t in sws[0].program.tables.values())
+    fill_value_sets(sws, rng)
+    assert fill_tables(sws, frames, rng) + fill_profiles(sws, frames, rng) > 0 or \
+        not any(t.keys for t in sws[0].program.tables.values())
+    for name in set(sws[0].program.direct_meters.values()):  # a config on some entries (direct.c)
+        for e in sws[0].program.tables[name].entries():
+            if rng.random() < 0.7:
+                cir, cb = int(rng.integers(0, 50)), int(rng.integers(0, 30))
+                for sw in sws:
+                    t = sw.program.tables[name]
+                    twin = t.get(e.key, e.priority)
+                    twin.meter_config, twin.meter = (cir, cb, cir + 5, cb + 5), None
+                    t.direct_written(twin, counters=False, meter=True)
     ports = [(int(rng.choice([0, 1, 2, 3, 64])), f) for f in frames]
     diffs = run_both(sws, ports)
     out = sum(len(b) for b in sws[1].seen) + sum(p.tx for p in sws[1].stats.ports.values())

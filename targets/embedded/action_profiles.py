@@ -72,6 +72,12 @@ class ActionProfile:
         self._gused: set[int] = set()
         self._handle_member: dict[int, ProfileMember] = {}
         self._oneshot_ids = 0
+        # called with the profile after each change (the native backend copies it)
+        self.on_change: Callable[[ActionProfile], None] | None = None
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change(self)
 
     # -- handles ---------------------------------------------------------------------
     def _alloc(self, m: ProfileMember) -> int:
@@ -106,12 +112,14 @@ class ActionProfile:
         m = ProfileMember(member_id, action)
         m.handles.append(self._alloc(m))
         self.members[member_id] = m
+        self._changed()
 
     def modify_member(self, member_id: int, action: ActionCall) -> None:
         m = self.members.get(member_id)
         if m is None:
             raise StateError("NOT_FOUND", f"Member id does not exist: {member_id}")
         m.action = action
+        self._changed()
 
     def delete_member(self, member_id: int) -> None:
         m = self.members.get(member_id)
@@ -123,6 +131,7 @@ class ActionProfile:
         for h in m.handles:
             self._free(h)
         del self.members[member_id]
+        self._changed()
 
     def member(self, member_id: int) -> ProfileMember | None:
         return self.members.get(member_id)
@@ -137,6 +146,7 @@ class ActionProfile:
         self._galloc(g)
         self.groups[group_id] = g
         self._set_members(g, weights)
+        self._changed()
 
     def modify_group(self, group_id: int, max_size: int, weights: list[tuple[int, int]]) -> None:
         g = self.groups.get(group_id)
@@ -145,6 +155,7 @@ class ActionProfile:
         if max_size != 0 and max_size != g.max_size:
             raise StateError("INVALID_ARGUMENT", "Cannot change group max_size after group creation")
         self._set_members(g, weights)
+        self._changed()
 
     def delete_group(self, group_id: int) -> None:
         g = self.groups.get(group_id)
@@ -158,6 +169,7 @@ class ActionProfile:
             self._purge(m)
         self._gused.discard(g.handle)
         del self.groups[group_id]
+        self._changed()
 
     def _set_members(self, g: ProfileGroup, weights: list[tuple[int, int]]) -> None:
         """PI's group_update_members with INDIVIDUAL_ADDS_AND_REMOVES (what BMv2 supports)."""
@@ -226,6 +238,7 @@ class ActionProfile:
                 g.handles.add(h)
         self.groups[g.id] = g
         self._reselect(g)
+        self._changed()
         return g
 
     def delete_oneshot(self, g: ProfileGroup) -> None:
@@ -233,6 +246,7 @@ class ActionProfile:
             self._free(h)
         self._gused.discard(g.handle)
         self.groups.pop(g.id, None)
+        self._changed()
 
     # -- data plane ------------------------------------------------------------------
     def pick(self, ref: IndirectRef, F: list[int]) -> ActionCall | None:
@@ -257,3 +271,4 @@ class ActionProfile:
         self._gused.clear()
         self._handle_member.clear()
         self.mode = None
+        self._changed()

@@ -267,6 +267,7 @@ class Program(LayoutMixin, ExprMixin, ActionsMixin, HashMixin, ParserMixin, Depa
             t.clear()
             t.reset_default()
             t.default_packets = t.default_bytes = 0
+            t.direct_written(None)  # the native backend's copy too
         for ap in self.action_profiles.values():
             ap.clear()
         for vs in self.value_sets.values():

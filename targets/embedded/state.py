@@ -122,10 +122,26 @@ class Table:
         # ("insert", "modify", "delete" with the entry, "default"; None: anything) (the
         # native backend follows it in native memory)
         self.on_change: Callable[[Table, str | None, TableEntry | None], None] | None = None
+        # the native backend's direct counters and meters: on_direct after an entry's
+        # (None: the default's) counters or meter config were written here, on_read before
+        # they are read (they count in native memory)
+        self.on_direct: Callable[[Table, TableEntry | None, bool, bool], None] | None = None
+        self.on_read: Callable[[Table], None] | None = None
 
     def _changed(self, op: str | None = None, entry: TableEntry | None = None) -> None:
         if self.on_change is not None:
             self.on_change(self, op, entry)
+
+    def direct_written(self, entry: TableEntry | None, counters: bool = True, meter: bool = False) -> None:
+        """After writing ``entry``'s counters (when ``counters``; None: the default's) and
+        its meter config (when ``meter``) in place."""
+        if self.on_direct is not None:
+            self.on_direct(self, entry, counters, meter)
+
+    def direct_read(self) -> None:
+        """Before reading the entries' direct counters."""
+        if self.on_read is not None:
+            self.on_read(self)
 
     # -- control plane -------------------------------------------------------------
     def _identity(self, key: tuple, priority: int) -> tuple:
@@ -505,6 +521,7 @@ class ValueSet:
         self.members: list[tuple[int, ...]] = []
         self.widths: list[int] | None = None  # field widths, from P4Info
         self.uses: list[ValueSetUse] = []
+        self.on_change: Callable[[ValueSet], None] | None = None  # after each write (the native backend copies it)
 
     def add_use(self, widths: list[int], mask: int | None) -> ValueSetUse:
         use = ValueSetUse(widths, mask)
@@ -528,8 +545,12 @@ class ValueSet:
         self.members, self.widths = unique, widths
         for use in self.uses:  # a new frozenset: the data plane may be reading the old one
             use.keys = frozenset(use.pad(v) for v in compressed)
+        if self.on_change is not None:
+            self.on_change(self)
 
     def clear(self) -> None:
         self.members = []
         for use in self.uses:
             use.keys = frozenset()
+        if self.on_change is not None:
+            self.on_change(self)

@@ -3,7 +3,8 @@
 One class per P4 header, fields in P4 order with the P4 widths (all big-endian). Layers
 are bound the way the programs parse them:
 
-- the ``0x88B6`` probes (``TableProbe``, ``Arith``, ``RepProbe``, ``Echo``, ``ExpHeader``, ``ImProbe``)
+- the ``0x88B6`` probes (``TableProbe``, ``Arith``, ``RepProbe``, ``Echo``, ``ExpHeader``, ``ImProbe``,
+  ``MeterProbe``)
   share one EtherType, so they are bound *top-down* only: ``Ether()/Arith()`` gets
   ``type=0x88B6``, but dissecting an ``0x88B6`` frame gives ``Raw``; decode explicitly
   with ``Arith(frame[14:])``;
@@ -91,6 +92,14 @@ class Extra(Packet):
 
     name = "Extra"
     fields_desc = [ShortField("value", 0)]
+
+
+class MeterProbe(Packet):
+    """``meter_probe_t`` of meters.p4: the meter index, then the colours."""
+
+    name = "MeterProbe"
+    fields_desc = [ByteField("index", 0), ByteField("pkt_color", 0), ByteField("byte_color", 0),
+                   BitField("low_bit", 0, 1), BitField("pad", 0, 7)]
 
 
 class Arith(Packet):
@@ -226,7 +235,7 @@ class RegisterHeavy(Packet):
     ]
 
 
-for _cls in (TableProbe, Arith, RepProbe, Echo, ExpHeader, ImProbe):
+for _cls in (TableProbe, Arith, RepProbe, Echo, ExpHeader, ImProbe, MeterProbe):
     bind_top_down(Ether, _cls, type=ETHERTYPE_PROBE)
 bind_layers(Ether, Mpls, type=ETHERTYPE_MPLS)
 bind_layers(Ether, Mpls, type=ETHERTYPE_MPLS_MASKED)

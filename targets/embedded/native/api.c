@@ -1,5 +1,5 @@
 /* gradnet native backend: per-instance state and the control-plane API (hand-written).
- * Needs the generated constants: NS NW NT NR NC HBUF, REG_W REG_S CTR_S, TBL_NK TBL_NP
+ * Needs the generated constants: NS NW NT NR NC NM HBUF, REG_W REG_S CTR_S, TBL_NK TBL_NP
  * TBL_EXACT TBL_RANGE, TEMPLATE. Every call takes the instance's mutex: a read or write
  * is atomic with respect to packets, which hold it from parse to deparse. */
 typedef struct {
@@ -24,6 +24,10 @@ typedef struct {
   uint64_t RF[NS]; w256 RW[NW + 1];  /* the PHV a resubmit or recirculation copies from */
   uint64_t *dq; uint32_t dqn, dqcap;  /* digests and packet-ins queued for the Python side (meta.c) */
   struct tmgr *tm;                   /* the shaped queues (tm.c) */
+  struct mtr *mt;                    /* the meters (meters.c; NULL until one is configured) */
+  struct dstate *ds;                 /* direct counters and meters (direct.c) */
+  struct profs *pf;                  /* action profiles and selectors (profiles.c) */
+  struct vsets *vs;                  /* parser value sets (vsets.c) */
   double t0;                       /* the switch's clock origin (meta.c) */
   uint64_t now_us; int64_t deq;    /* the packet's clock; its dequeue depth (-1: not queued) */
 } ctx_t;
@@ -32,6 +36,10 @@ static void pre_free(ctx_t *c);
 #define TM_QUEUED 10
 #define TM_FULL 11
 static void tm_free(ctx_t *c);
+static void mtr_free(ctx_t *c);
+static void ds_free(ctx_t *c);
+static void pf_free(ctx_t *c);
+static void vs_free(ctx_t *c);
 static int tm_enqueue(ctx_t *c, const uint8_t *frame, uint32_t len, uint64_t eport, uint32_t nbq,
                       uint32_t *outport, uint32_t *outprio);
 static int tm_urgent(const ctx_t *c, uint32_t port, uint32_t prio, uint32_t nbq);
@@ -74,6 +82,10 @@ void np_free(void *p) {
   for (int t = 0; t < NT; t++) tfree(&c->T[t]);
   pre_free(c);
   tm_free(c);
+  mtr_free(c);
+  ds_free(c);
+  pf_free(c);
+  vs_free(c);
   free(c->rxbuf); free(c->txbuf); free(c->rcbuf); free(c->dq);
   pthread_mutex_destroy(&c->mu);
   free(c);

@@ -18,16 +18,24 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from targets.embedded.action_profiles import IndirectRef
 from targets.embedded.native.build import build
 from targets.embedded.native.cgen import NativeGen, reads_clock
+from targets.embedded.native.direct import (
+    DirectCells,
+    bind_direct,
+    encode_key,
+    encode_params,
+    limbs,
+    sort_key,
+)
+from targets.embedded.native.nmeters import adopt_meters, bind_meters
+from targets.embedded.native.nprofiles import NativeProfiles, bind_profiles, ref_data
+from targets.embedded.native.nvsets import NativeValueSets, bind_vsets
 
 _U64 = ctypes.c_uint64
 _EV_PIN = 1 << 63  # meta.c: a packet-in's first word
 _MASK64 = (1 << 64) - 1
-
-
-def _limbs(v: int, n: int) -> list[int]:
-    return [(v >> (64 * i)) & _MASK64 for i in range(n)]
 
 
 def _join(limbs: Any) -> int:
@@ -94,7 +102,7 @@ class CellsView:
     def _set(self, i: int, v: int) -> None:
         lib, ctx = self._be.lib, self._be.ctx
         if self._kind == "reg":
-            self._buf[:] = _limbs(v, 4)
+            self._buf[:] = limbs(v, 4)
             lib.np_reg_set(ctx, self._k, i, self._buf)
             return
         lib.np_ctr_get(ctx, self._k, i, self._buf)
@@ -127,7 +135,7 @@ class CellsView:
             if len(vals) != len(idx):
                 raise ValueError("slice assignment changes the size of native cells")
             if self._kind == "reg" and len(idx) == self._size and idx.step == 1:
-                buf = (_U64 * (4 * self._size))(*[x for val in vals for x in _limbs(val, 4)])
+                buf = (_U64 * (4 * self._size))(*[x for val in vals for x in limbs(val, 4)])
                 self._be.lib.np_reg_load(self._be.ctx, self._k, buf)
                 return
             for j, x in zip(idx, vals, strict=True):
@@ -161,6 +169,10 @@ class NativeBackend:
         self.path = build(self.gen.source, extra_flags)
         self.lib = ctypes.CDLL(str(self.path))
         _bind(self.lib)
+        bind_meters(self.lib)
+        bind_direct(self.lib)
+        bind_profiles(self.lib)
+        bind_vsets(self.lib)
         self.ctx = self.lib.np_new(seed if seed is not None else random.getrandbits(64))
         self.out = ctypes.create_string_buffer(65536 + self.gen.hdr_max + 64)
         self.outlen, self.outport, self.outprio = ctypes.c_uint32(), ctypes.c_uint32(), ctypes.c_uint32()
@@ -192,6 +204,10 @@ class NativeBackend:
                 view = CellsView(self, kind, k, ctr.size)
                 view[:] = list(getattr(ctr, kind))
                 setattr(ctr, kind, view)
+        adopt_meters(self)
+        self.direct = DirectCells(self)
+        self.profiles = NativeProfiles(self)  # before the tables: their entries point into them
+        self.value_sets = NativeValueSets(self)
         for tbl in prog.tables.values():
             tbl.on_change = self.sync_table  # first: a write from now on copies the table itself
             self.sync_table(tbl)
@@ -211,16 +227,29 @@ class NativeBackend:
         with self._sync_lock:
             if op is None or self._apply(tbl, [self._encode_op(tbl, op, entry)], locked=0):
                 self._sync_table(tbl)
+            self.direct.commit()
 
     def _encode_op(self, tbl: Any, op: str, entry: Any) -> tuple[Any, ...]:
         """One entry change as np_tbl_op's arguments (after the instance and table)."""
         np_, nk = self.gen.table_params(tbl), self.gen.key_limbs(tbl)
-        action = tbl.default if op == "default" else entry.action
-        k, m = ([0] * nk, [0] * nk) if entry is None else _encode_key(tbl.keys, entry.key)
+        k, m = ([0] * nk, [0] * nk) if entry is None else encode_key(tbl.keys, entry.key)
         arr = _U64 * max(1, nk)
-        data = (_U64 * max(1, 4 * np_))(*_encode_params(action.params, np_))
-        prio = 0 if entry is None else _sort_key(tbl, entry)
-        return _OPS[op], arr(*k), arr(*m), prio, self.prog._table_actions[tbl.name][action.name].id, data
+        act, params = self._data(tbl, op, None if op == "default" else entry, np_)
+        prio = 0 if entry is None else sort_key(tbl, entry)
+        return _OPS[op], arr(*k), arr(*m), prio, act, (_U64 * max(1, 4 * np_))(*params)
+
+    def _data(self, tbl: Any, op: str, entry: Any, np_: int) -> tuple[int, list[int]]:
+        """An entry's (None: the default's) action id and data slots: a profile
+        reference (nprofiles.py) or the action's parameters, and its direct cell."""
+        action = tbl.default if entry is None else entry.action
+        if isinstance(action, IndirectRef):
+            act, params = 0, ref_data(action) + [0] * (4 * (np_ - 1))
+        else:
+            info = self.prog._table_actions[tbl.name].get(action.name)  # none: the empty default
+            act, params = (-1 if info is None else info.id), encode_params(action.params, np_)
+        if entry is not None and tbl.name in self.direct.tables:  # the entry's direct cell (direct.py)
+            params[4 * (np_ - 1)] = self.direct.handle(tbl, op, entry)
+        return act, params
 
     def _apply(self, tbl: Any, ops: list[tuple[Any, ...]], locked: int) -> bool:
         """Apply encoded changes to one table; True when one failed (copy the table)."""
@@ -250,12 +279,12 @@ class NativeBackend:
                     self.lib.np_unlock(self.ctx)
                 for tbl in whole:
                     self._sync_table(tbl)
+                self.direct.commit()
 
     def _sync_table(self, tbl: Any) -> None:
-        gen, prog = self.gen, self.prog
+        gen = self.gen
         t = gen.tbl_index[tbl.name]
         nk, np_ = gen.key_limbs(tbl), gen.table_params(tbl)
-        ids = prog._table_actions[tbl.name]
         if tbl.kind == "exact":
             entries = list(tbl._exact.values())
         elif tbl.kind == "lpm":
@@ -263,19 +292,22 @@ class NativeBackend:
         else:
             entries = list(tbl._scan)
         keys, masks, acts, data, prio = [], [], [], [], []
+        direct = tbl.name in self.direct.tables
         for e in entries:
-            k, m = _encode_key(tbl.keys, e.key)
+            k, m = encode_key(tbl.keys, e.key)
             keys += k
             masks += m
-            acts.append(ids[e.action.name].id)
-            data += _encode_params(e.action.params, np_)
-            prio.append(_sort_key(tbl, e))
+            act, params = self._data(tbl, "copy", e, np_)
+            acts.append(act)
+            data += params
+            prio.append(sort_key(tbl, e))
+        if direct:
+            self.direct.sweep(tbl, {tbl._identity(e.key, e.priority) for e in entries})
         n = len(entries)
         arr = _U64 * max(1, n * nk)
-        dflt = tbl.default
+        dact, dparams = self._data(tbl, "default", None, np_)
         self.lib.np_tbl_load(self.ctx, t, n, arr(*keys), arr(*masks), (ctypes.c_int32 * max(1, n))(*acts),
-                             (_U64 * max(1, 4 * n * np_))(*data), ids[dflt.name].id,
-                             (_U64 * max(1, 4 * np_))(*_encode_params(dflt.params, np_)),
+                             (_U64 * max(1, 4 * n * np_))(*data), dact, (_U64 * max(1, 4 * np_))(*dparams),
                              (ctypes.c_int64 * max(1, n))(*prio))
 
     def set_pre(self, kind: int, entries: dict[int, Any], key: int | None = None) -> None:
@@ -363,44 +395,8 @@ class NativeBackend:
 _OPS = {"insert": 0, "modify": 1, "delete": 2, "default": 3}  # np_tbl_op's op
 
 
-def _sort_key(tbl: Any, e: Any) -> int:
-    """Where an entry sits in the native scan (descending): its prefix length in an LPM
-    table, its priority in a ternary one, 0 in an exact one (hashed, not scanned)."""
-    if tbl.kind == "lpm":
-        return int(e.key[tbl._lpm_pos][1])
-    return int(e.priority) if tbl.kind != "exact" else 0
-
-
 def _rebind(ns: dict[str, Any], old: Any, new: Any) -> None:
     """Point the generated Python code's names for ``old`` at ``new``."""
     for k, v in list(ns.items()):
         if v is old:
             ns[k] = new
-
-
-def _encode_key(keys: Any, key: tuple) -> tuple[list[int], list[int]]:
-    vals, masks = [], []
-    for kf, v in zip(keys, key, strict=True):
-        w = kf.bitwidth
-        n = (w + 63) // 64
-        full = (1 << w) - 1
-        mt = kf.match_type
-        if mt == "exact":
-            value, mask = v, full
-        elif mt == "lpm":
-            value, plen = v
-            mask = full ^ ((1 << (w - plen)) - 1)
-        elif mt in ("ternary", "optional"):
-            value, mask = v
-        else:  # range: low in the value, high in the mask
-            value, mask = v
-        vals += _limbs(value, n)
-        masks += _limbs(mask, n)
-    return vals, masks
-
-
-def _encode_params(params: tuple[int, ...], n: int) -> list[int]:
-    out: list[int] = []
-    for p in params:
-        out += _limbs(p, 4)
-    return out + [0] * (4 * (n - len(params)))

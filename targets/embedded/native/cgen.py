@@ -20,6 +20,7 @@ from targets.embedded.native.cpipe import PipelineMixin
 from targets.embedded.native.cstack import LOOK_C, StackMixin
 from targets.embedded.native.cunion import SWAP_C, UnionMixin
 from targets.embedded.native.cvarbit import VarbitMixin
+from targets.embedded.native.nvsets import vset_cond
 from targets.embedded.tm_metadata import bind_metadata
 
 _HERE = Path(__file__).parent
@@ -30,12 +31,7 @@ _ALGOS = {"crc16": "h_crc16", "crc16_custom": "h_crc16", "crc32": "h_crc32", "cr
 
 def refuse_objects(prog: Any) -> None:
     """Raise Unsupported for objects of the program the native backend lacks."""
-    spec = prog.spec
     checks = [
-        (prog.value_sets, "parser value sets"),
-        (prog.meters or prog.direct_meters, "meters"),
-        (prog.direct_counters, "direct counters"),
-        (any(p.get("action_profiles") for p in spec["pipelines"]), "action profiles and selectors"),
         (any(any(w > 256 for _, w, _ in h.fields) for h in prog.headers.values()), "fields over 256 bits"),
         (any(any(sg for _, _, sg in h.fields) for h in prog.headers.values()), "signed fields (int<W>)"),
         (any(r.bitwidth > 256 for r in prog.registers.values()), "registers over 256 bits"),
@@ -74,6 +70,9 @@ class NativeGen(CExprMixin, PipelineMixin, StackMixin, UnionMixin, VarbitMixin):
         self.reg_index = {n: i for i, n in enumerate(prog.registers)}
         self.ctr_index = {n: i for i, n in enumerate(prog.counters)}
         self.tbl_index = {n: i for i, n in enumerate(prog.tables)}
+        self.mtr_index = {n: i for i, n in enumerate(prog.meters)}
+        self.prof_index = {n: i for i, n in enumerate(prog.action_profiles)}
+        self.vset_uses: list[tuple[str, list[int], int | None]] = []  # selects on a value set (nvsets.py)
         self.calc_fns: dict[str, str] = {}
         self.calc_bytes = 1
         self.out: list[str] = [LOOK_C, SWAP_C]
@@ -88,8 +87,9 @@ class NativeGen(CExprMixin, PipelineMixin, StackMixin, UnionMixin, VarbitMixin):
             body += self.gen_pipeline(pl)
         body += self.gen_deparser(self.spec["deparsers"][0])
         body += self.gen_clone_support()
-        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "tblops", "meta", "pre", "process", "memlink", "io", "tm")]
-        parts = [fixed[0], self.gen_decls(), fixed[1], "\n".join(self.out), "\n".join(body), *fixed[2:]]
+        fixed = [(_HERE / f"{n}.c").read_text() for n in ("runtime", "api", "meters", "direct", "profiles", "vsets",
+                                                           "tblops", "meta", "pre", "process", "memlink", "io", "tm")]
+        parts = [fixed[0], self.gen_decls(), *fixed[1:6], "\n".join(self.out), "\n".join(body), *fixed[6:]]
         self.source = "\n".join(parts)
 
     def uid(self, prefix: str) -> str:
@@ -107,7 +107,8 @@ class NativeGen(CExprMixin, PipelineMixin, StackMixin, UnionMixin, VarbitMixin):
 
         tables = list(p.tables.values())
         d = [f"#define NS {p.nslots}", f"#define NW {len(self.wide)}", f"#define NT {len(tables)}",
-             f"#define NR {len(p.registers)}", f"#define NC {len(p.counters)}",
+             f"#define NR {len(p.registers)}", f"#define NC {len(p.counters)}", f"#define NM {len(p.meters)}",
+             f"#define NAP {len(p.action_profiles)}", f"#define NVS {len(self.vset_uses)}",
              f"#define HBUF {self.calc_bytes}", f"#define HDRMAX {self.hdr_max}"]
         d.append(f"#define H_FLAG UINT64_C({L.FLAG:#x})")
         for name, v in (("EXIT", L.EXIT), ("CLONE", L.CLONE), ("CLONE_FL", L.CLONE_FL), ("RESUBMIT", L.RESUBMIT),
@@ -127,6 +128,9 @@ class NativeGen(CExprMixin, PipelineMixin, StackMixin, UnionMixin, VarbitMixin):
         d.append(self._array("uint32_t", "REG_S", [r.size for r in p.registers.values()]))
         d.append(self._array("int", "REG_W", [r.bitwidth for r in p.registers.values()]))
         d.append(self._array("uint64_t", "CTR_S", [c.size for c in p.counters.values()]))
+        d.append(self._array("uint64_t", "MTR_S", [m.size for m in p.meters.values()]))
+        d.append(self._array("uint8_t", "MTR_B", [int(m.unit == "bytes") for m in p.meters.values()]))
+        d.append(self._array("int", "AP_NP", [self.profile_params(n) for n in p.action_profiles]))
         d.append(self._array("int", "TBL_NK", [self.key_limbs(t) for t in tables]))
         d.append(self._array("int", "TBL_NP", [self.table_params(t) for t in tables]))
         d.append(self._array("int", "TBL_EXACT", [int(t.kind == "exact") for t in tables]))
@@ -153,11 +157,23 @@ class NativeGen(CExprMixin, PipelineMixin, StackMixin, UnionMixin, VarbitMixin):
         return sum(self.limbs(k.bitwidth) for k in t.keys)
 
     def table_params(self, t: Any) -> int:
+        """Action data slots of a table's entries: the most parameters, and one for the
+        direct counter and meter cell handle (direct.c) in a table that has them."""
         infos = self.prog._table_actions[t.name].values()
         n = max([len(i.params) for i in infos] or [0])
+        if t.profile is not None:  # the member or group reference (profiles.c) in slot 0
+            n = max(n, 1)
+        n += int(self.has_direct(t.name))
         if n > 16:
             raise Unsupported("an action with more than 16 parameters")
         return n
+
+    def profile_params(self, name: str) -> int:
+        """Action data slots of an action profile's members."""
+        return max([len(i.params) for i in self.prog._profile_actions.get(name, {}).values()] or [0])
+
+    def has_direct(self, table: str) -> bool:
+        return table in self.prog.direct_counters.values() or table in self.prog.direct_meters.values()
 
     # -- parser -----------------------------------------------------------------------
     def gen_parser(self, parser: dict[str, Any]) -> list[str]:
@@ -253,6 +269,9 @@ class NativeGen(CExprMixin, PipelineMixin, StackMixin, UnionMixin, VarbitMixin):
             if ttype == "default":
                 lines.append(f"  {go(tr['next_state'])}")
                 return lines
+            if ttype == "parse_vset":
+                lines.append(f"  if ({vset_cond(self, tr, [w for _, w, _ in parts])}) {go(tr['next_state'])}")
+                continue
             if ttype != "hexstr":
                 raise Unsupported(f"parser transition type {ttype}")
             val = json_int(tr["value"])

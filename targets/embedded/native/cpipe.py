@@ -113,6 +113,14 @@ class PipelineMixin:
             if name not in self.ctr_index:
                 raise Unsupported("an unknown counter")
             return [f"  ctr_count(c, {self.ctr_index[name]}, {self.exact64(a[1])}, F[H_ILEN]);"]
+        if op == "execute_meter":
+            name = a[0].get("value")
+            if name not in self.mtr_index or a[2].get("type") != "field":
+                raise Unsupported("an unknown meter or a colour into a non-field")
+            s, w = self.finfo(a[2]["value"])
+            col = f"meter_exec(c, {self.mtr_index[name]}, {self.exact64(a[1])}, F[H_ILEN])"
+            col = f"wf({col})" if w > 64 else (col if w == 64 else f"({col}) & {mask_hex(w)}")
+            return ["  " + self.store_slot(s, w, None, col)]
         if op == "modify_field_with_hash_based_offset":
             fn = self.calc_fn(a[2]["value"])
             s, w = self.finfo(a[0]["value"])
@@ -191,9 +199,40 @@ class PipelineMixin:
                 limbs.append(f"(W[{self.wide[s]}].v[{i}]{m})")
         return limbs
 
+    def _direct(self, t: dict[str, Any], ti: int) -> list[str]:
+        """A table's direct counter and meter (direct.c), before its action, as the Python
+        backend runs them: a hit counts into the entry's cell (its handle in the last
+        action data slot) and runs its meter into the result field; a miss counts into
+        the default's counters."""
+        name = t["name"]
+        counted = name in self.prog.direct_counters.values()
+        dm = t.get("direct_meters")
+        if not counted and not dm:
+            return []
+        h = f"d[{self.table_params(self.prog.tables[name]) - 1}].v[0]"
+        hit = [f"dc_count(c, {ti}, {h}, F[H_ILEN]);"] if counted else []
+        if dm:
+            spec = self.prog._direct_meter_specs[dm]
+            s, w = self.finfo(spec["result_target"])
+            size = "1.0" if spec.get("type", "packets") == "packets" else "(double)F[H_ILEN]"
+            col = f"dm_exec(c, {ti}, {h}, {size})"
+            col = f"wf({col})" if w > 64 else (col if w == 64 else f"({col}) & {mask_hex(w)}")
+            hit.append(self.store_slot(s, w, None, col))
+        miss = f" else dc_count(c, {ti}, UINT64_MAX, F[H_ILEN]);" if counted else ""
+        return [f"  if (hit) {{ {' '.join(hit)} }}{miss}"]
+
+    def _pick(self, t: dict[str, Any]) -> list[str]:
+        """A hit of a table with an action profile runs the member's action, or the one
+        its group's selector hash picks (profiles.c); an empty group: none (-1)."""
+        if t.get("type", "simple") == "simple":
+            return []
+        prof = self.prog.tables[t["name"]].profile
+        if prof is None or prof.name not in self.prof_index:
+            raise Unsupported("a table with an unknown action profile")
+        fn = self.calc_fn(f"$selector::{prof.name}") if prof.with_selector else "0"
+        return [f"  if (hit) a = ap_pick(c, {self.prof_index[prof.name]}, d, {fn}, &d);"]
+
     def _table_node(self, t: dict[str, Any], lab: str, go: Any) -> list[str]:
-        if t.get("type", "simple") != "simple":
-            raise Unsupported("action profiles and selectors")
         ti = self.tbl_index[t["name"]]
         key = self._key(t)
         out = [f" {lab}:"]
@@ -202,6 +241,8 @@ class PipelineMixin:
             out.append(f"  hit = a >= 0; if (!hit) {{ a = c->T[{ti}].def_act; d = c->T[{ti}].def_data; }}")
         else:
             out.append(f"  hit = 0; a = c->T[{ti}].def_act; d = c->T[{ti}].def_data;")
+        out += self._direct(t, ti)
+        out += self._pick(t)
         cases = " ".join(f"case {int(i)}: a{int(i)}(c, d); break;" for i in t["action_ids"])
         out.append(f"  switch (a) {{ {cases} default: break; }}")
         out.append("  if (F[H_EXIT]) return;")

@@ -126,6 +126,7 @@ def carry_state(old: Program, new: Program) -> None:
             if nt is None or [(k.match_type, k.bitwidth) for k in ot.keys] != [(k.match_type, k.bitwidth)
                                                                               for k in nt.keys]:
                 continue
+            ot.direct_read()  # the native backend's direct counters into the entries
             for e in ot.entries():
                 if e.is_const:
                     continue

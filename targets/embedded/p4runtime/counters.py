@@ -85,6 +85,7 @@ class CountersMixin(ServiceBase):
         key, prio = self._decode_key(ti, te)
         self._check_update_type(t, p4r.Update.MODIFY, p4r.Update.DELETE)
         unit = pl.direct_counter_units[ti.direct_counter]
+        ti.table.direct_read()  # the unit not written keeps its count
         if te.is_default_action:
             packets, nbytes = ti.table.default_packets, ti.table.default_bytes
         else:
@@ -101,13 +102,16 @@ class CountersMixin(ServiceBase):
                 nbytes = dce.data.byte_count
         if te.is_default_action:
             ti.table.default_packets, ti.table.default_bytes = packets, nbytes
+            ti.table.direct_written(None)
         else:
             entry.packets, entry.bytes = packets, nbytes
+            ti.table.direct_written(entry)
 
     def _read_direct_counter(self, pl: Pipeline, dce: p4r.DirectCounterEntry, out: list[p4r.Entity]) -> None:
         ti = self._direct_counter_table(pl, dce)
         te = dce.table_entry
         unit = pl.direct_counter_units[ti.direct_counter]
+        ti.table.direct_read()
         if te.is_default_action:
             self._decode_key(ti, te)
             data = self._counter_data(unit, ti.table.default_packets, ti.table.default_bytes)
@@ -209,6 +213,7 @@ class CountersMixin(ServiceBase):
         # from meter_config on the next packet); no config: unconfigured, always green.
         entry.meter_config = meter_config(dme.config) if dme.HasField("config") else None
         entry.meter = None
+        ti.table.direct_written(entry, counters=False, meter=True)
 
     def _read_direct_meter(self, pl: Pipeline, dme: p4r.DirectMeterEntry, out: list[p4r.Entity]) -> None:
         ti = self._direct_meter_entry(pl, dme, reading=True)

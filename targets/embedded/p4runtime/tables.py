@@ -176,6 +176,7 @@ class TablesMixin(ServiceBase):
                 if te.HasField("counter_data"):
                     table.default_packets = te.counter_data.packet_count
                     table.default_bytes = te.counter_data.byte_count
+                    table.direct_written(None)
                 return
             if not te.HasField("action"):
                 raise P4RuntimeError(SC.INVALID_ARGUMENT, "'action' field must be set for non-default entries")
@@ -188,6 +189,7 @@ class TablesMixin(ServiceBase):
                 entry.meter_config, entry.meter = meter_config(te.meter_config), None
             if te.HasField("counter_data"):
                 entry.packets, entry.bytes = te.counter_data.packet_count, te.counter_data.byte_count
+            table.direct_written(entry, te.HasField("counter_data"), te.HasField("meter_config"))
         else:
             if te.is_default_action:
                 raise P4RuntimeError(SC.INVALID_ARGUMENT, "Cannot use DELETE for default entry")
@@ -266,6 +268,8 @@ class TablesMixin(ServiceBase):
         counters = te.HasField("counter_data")
         meters = te.HasField("meter_config")
         for ti in tables:
+            if counters:
+                ti.table.direct_read()
             if te.is_default_action:
                 out.append(p4r.Entity(table_entry=self._encode_default(pl, ti, counters)))
                 continue
