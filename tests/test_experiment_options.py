@@ -69,6 +69,8 @@ def test_leaf_spine_two_concurrent_jobs(tmp_path: Path) -> None:
 
 
 @net
+@pytest.mark.long  # ~29 s; the suite keeps topology files (test_topologies_files), exact sums under loss
+# (test_ina_recovery_network) and the AIMD window under loss (test_ina_hosts_e2e)
 def test_topology_file_with_five_percent_loss(tmp_path: Path) -> None:
     # dumbbell: s1 port 10 is the bottleneck link towards s2
     rc = main(["--topo", str(ROOT / "topologies/examples/dumbbell.yaml"), "--values", "2048",

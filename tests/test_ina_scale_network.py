@@ -60,7 +60,7 @@ def spanning_gradients(n_w: int, blocks: int, seed: int) -> list[np.ndarray]:
             .astype(np.float32) for _ in range(n_w)]
 
 
-@pytest.mark.long  # a second size: the suite keeps the BFP test under loss
+@pytest.mark.long  # a second size of the BFP test under loss
 def test_40_workers_exact_under_loss(net) -> None:  # noqa: ANN001
     network, topo, out = net
     workers = [f"h{i}" for i in range(3, 43)]  # 40 ranks: bits 0..39
@@ -77,6 +77,7 @@ def test_40_workers_exact_under_loss(net) -> None:  # noqa: ANN001
     assert res.retransmissions > 0  # the loss really happened and was repaired
 
 
+@pytest.mark.long  # ~27 s; the suite keeps block floating point under loss on loopback (test_ina_native)
 def test_bfp_spanning_range_under_loss(net) -> None:  # noqa: ANN001
     network, topo, out = net
     workers = [f"h{i}" for i in range(3, 15)] + [f"h{i}" for i in range(17, 29)]  # 2 leaves
