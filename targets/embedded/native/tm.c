@@ -14,7 +14,7 @@
  * np_tm_drain runs (the C loop calls it when the next departure is due; a Python loop
  * from the switch's service): egress pipeline, checksums, deparse, tx_port, counted in
  * the switch's counters (io.c). A packet whose egress the Python path must finish
- * (clone, truncate, recirculate) is handed back in slow, as np_rx does. Every call
+ * (a clone or a recirculation; a truncate is cut here) is handed back in slow, as np_rx does. Every call
  * takes the instance's mutex, so a configuration write is atomic with respect to packets.
  * Needs api.c's ctx_t, pre.c's egress_run, io.c's tx_port and CNT_*. */
 #include <time.h>
