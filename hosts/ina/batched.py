@@ -270,15 +270,7 @@ class NativeWorkerPath:
         st.refused_source += n[Codes.REFUSED_SOURCE]
         st.refused_stamp += n[Codes.REFUSED_STAMP]
         for f in out[codes == Codes.DUPLICATE, 1].tolist():
-            st.duplicate_results += 1
-            if tr.early[f]:  # asked early, and the original came too: reordered
-                tr.early[f] = 0
-                st.spurious_requests += 1
-                tr.rtt.spurious_request()
-            elif tr.probed[f]:  # probed, and the original came too: only late
-                tr.probed[f] = 0
-                st.spurious_probes += 1
-                tr.rtt.spurious_probe()
+            tr._duplicate_result(f)
 
     def _accepted(self, tr: Any, acc: np.ndarray) -> None:
         fr = acc[:, 1]

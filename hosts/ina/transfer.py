@@ -278,15 +278,7 @@ class FragmentTransfer:
             if mt != result_t or j != job or not 0 <= f < n_f or bm != full:
                 st.ignored += 1
             elif done[f]:
-                st.duplicate_results += 1
-                if self.early[f]:  # asked early, and the original came too: reordered
-                    self.early[f] = 0
-                    st.spurious_requests += 1
-                    self.rtt.spurious_request()
-                elif self.probed[f]:  # probed, and the original came too: only late
-                    self.probed[f] = 0
-                    st.spurious_probes += 1
-                    self.rtt.spurious_probe()
+                self._duplicate_result(f)
             elif f >= next_f:  # we have not contributed yet: not ours
                 st.stale_results += 1
             else:
@@ -310,6 +302,20 @@ class FragmentTransfer:
             self.expiries = 0
             self.timer_at = time.monotonic() + self.rtt.probe_timeout() if outstanding else None
         return busy
+
+    def _duplicate_result(self, f: int) -> None:
+        """A RESULT of fragment ``f`` again: counted; if we had asked for it early or
+        probed it, the ask was spurious (the original came too)."""
+        st = self.st
+        st.duplicate_results += 1
+        if self.early[f]:  # asked early, and the original came too: reordered
+            self.early[f] = 0
+            st.spurious_requests += 1
+            self.rtt.spurious_request()
+        elif self.probed[f]:  # probed, and the original came too: only late
+            self.probed[f] = 0
+            st.spurious_probes += 1
+            self.rtt.spurious_probe()
 
     def _evidence(self, f: int) -> None:
         """Fragment ``f`` has its RESULT out of order (or holes are open): every
